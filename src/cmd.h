@@ -1,0 +1,30 @@
+/* cmd.h - the verbs. Each cmd_* parses its options, calls the library
+ * and prints; main.c holds the table. Exit codes: 0 success, 1 failure,
+ * 2 usage error (one line on stderr). */
+#ifndef KART_CMD_H
+#define KART_CMD_H
+
+#include "spool.h"
+
+struct ctx {
+	const char *spool_path; /* -s, --spool or $KART_SPOOL */
+	const char *prog;
+};
+
+#define EXIT_USAGE 2
+
+int usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Open the spool named by -s / $KART_SPOOL, or exit with a message. */
+void ctx_open_spool(struct ctx *c, struct spool *sp);
+bool wants_help(int argc, char **argv, const char *help);
+
+int cmd_init(struct ctx *c, int argc, char **argv);
+int cmd_submit(struct ctx *c, int argc, char **argv);
+int cmd_worker(struct ctx *c, int argc, char **argv);
+int cmd_status(struct ctx *c, int argc, char **argv);
+int cmd_wait(struct ctx *c, int argc, char **argv);
+int cmd_cat(struct ctx *c, int argc, char **argv);
+int cmd_cancel(struct ctx *c, int argc, char **argv);
+int cmd_doctor(struct ctx *c, int argc, char **argv);
+
+#endif

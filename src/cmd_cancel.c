@@ -1,0 +1,146 @@
+/* kart cancel */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "cmd.h"
+#include "query.h"
+#include "task.h"
+#include "util.h"
+
+static const char help[] =
+	"usage: kart [-s SPOOL] cancel ID...\n"
+	"\n"
+	"A queued task is taken out of new/ and never runs; a running task is\n"
+	"killed with its whole process tree. Either way its result says\n"
+	"`cancelled`.\n"
+	"\n"
+	"exit status: 0 if every task was cancelled; 1 if one had already\n"
+	"finished or could not be found; 2 usage error\n";
+
+/* Ask the worker running `id` to kill it, and wait until it is out of
+ * the claim directory. */
+static int cancel_running(struct spool *sp, const char *worker, const char *id)
+{
+	char p[PATH_MAX], req[512];
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/cur/%s", sp->path, worker) < 0)
+		return -errno;
+	if (inotify_add_watch(ino, p, IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
+		return -errno;
+	if (pathfmt(req, sizeof req, "%s/.%s.cancel", worker, id) < 0)
+		return -ENAMETOOLONG;
+	int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	int64_t deadline = now_mono_ms() + 30000;
+	char claim[512];
+	if (pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
+		return -ENAMETOOLONG;
+	for (;;) {
+		struct stat st;
+		if (fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+			return 0;
+		int64_t rest = deadline - now_mono_ms();
+		if (rest <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)rest) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+}
+
+int cmd_cancel(struct ctx *c, int argc, char **argv)
+{
+	if (wants_help(argc, argv, help))
+		return 0;
+	int first = 1;
+	if (first < argc && strcmp(argv[first], "--") == 0)
+		first++;
+	if (first >= argc)
+		return usage_error("cancel", "no task ID given");
+	for (int i = first; i < argc; i++)
+		if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0 && first == 1)
+			return usage_error("cancel", "unknown option '%s'", argv[i]);
+
+	struct spool sp;
+	ctx_open_spool(c, &sp);
+	int rc = 0, wdir = -1, lockfd = -1;
+	char me[128];
+	snprintf(me, sizeof me, "cancel.%d", getpid());
+	for (int i = first; i < argc; i++) {
+		const char *id = argv[i];
+		const char *why;
+		if (task_name_check(id, &why) != 0) {
+			fprintf(stderr, "kart cancel: %s: no such task\n", id);
+			rc = 1;
+			continue;
+		}
+		for (int attempt = 0; attempt < 3; attempt++) {
+			if (wdir < 0) {
+				int r = spool_worker_open(&sp, me, &wdir, &lockfd);
+				if (r < 0) {
+					fprintf(stderr, "kart cancel: cannot create cur/%s: %s\n", me, strerror(-r));
+					return 1;
+				}
+			}
+			/* Queued: take it as a worker would, and finish it unrun. */
+			int r = spool_claim(&sp, wdir, id);
+			if (r == 0) {
+				char newid[256];
+				r = spool_finish_unrun(&sp, wdir, id, "cancelled",
+						       "cancelled by kart cancel before it ran", me, newid,
+						       sizeof newid);
+				if (r < 0) {
+					fprintf(stderr, "kart cancel: %s: cannot write its result: %s\n", id,
+						strerror(-r));
+					rc = 1;
+				} else
+					printf("%s: cancelled (it never ran)\n", newid);
+				break;
+			}
+			struct qinfo q;
+			if (query_id(&sp, id, &q) < 0)
+				q.state = Q_UNKNOWN;
+			if (q.state == Q_RUNNING) {
+				r = cancel_running(&sp, q.worker, id);
+				struct qinfo d;
+				if (r < 0) {
+					fprintf(stderr, "kart cancel: %s: %s\n", id, strerror(-r));
+					rc = 1;
+				} else if (query_done(&sp, id, &d) == 0 && strcmp(d.status, "cancelled") != 0) {
+					printf("%s: had already finished: %s\n", id, d.status);
+					rc = 1;
+				} else
+					printf("%s: cancelled (killed while running on %s)\n", id, q.worker);
+				break;
+			}
+			if (q.state == Q_DONE) {
+				printf("%s: had already finished: %s\n", id, q.status);
+				rc = 1;
+				break;
+			}
+			if (q.state == Q_UNKNOWN && attempt == 2) {
+				fprintf(stderr, "kart cancel: %s: no such task\n", id);
+				rc = 1;
+			}
+			/* Q_QUEUED again, or in motion: look again. */
+		}
+	}
+	if (wdir >= 0) {
+		(void)unlinkat(wdir, ".lock", 0);
+		(void)unlinkat(sp.cur, me, AT_REMOVEDIR);
+		close(wdir);
+		close(lockfd);
+	}
+	spool_close(&sp);
+	return rc;
+}

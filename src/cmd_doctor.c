@@ -1,0 +1,172 @@
+/* kart doctor - what this host can enforce, probed rather than assumed. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <linux/magic.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+
+#include "cmd.h"
+#include "policy.h"
+#include "util.h"
+
+static const char help[] =
+	"usage: kart [-s SPOOL] doctor [--json]\n"
+	"\n"
+	"Probe what this host can enforce: bwrap (by running a trivial sandbox),\n"
+	"user namespaces, the cgroup mode and controllers, the Landlock ABI,\n"
+	"seccomp, the inotify limits, and the spool's filesystem (type, xattrs,\n"
+	"leases, RENAME_NOREPLACE). Says whether the policy's requirements are met.\n"
+	"\n"
+	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n";
+
+static long read_long(const char *path)
+{
+	_cleanup_free_ char *buf = NULL;
+	if (read_file_at(AT_FDCWD, path, 64, &buf, NULL) < 0)
+		return -1;
+	return strtol(buf, NULL, 10);
+}
+
+static bool bwrap_works(const char *bwrap, char *why, size_t len)
+{
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(why, len, "fork: %s", strerror(errno));
+		return false;
+	}
+	if (pid == 0) {
+		int dn = open("/dev/null", O_RDWR);
+		if (dn >= 0) {
+			dup2(dn, 0);
+			dup2(dn, 1);
+			dup2(dn, 2);
+		}
+		execlp(bwrap, bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+		       "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink",
+		       "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "/bin/true", NULL);
+		_exit(127);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		snprintf(why, len, "%s", WIFEXITED(st) && WEXITSTATUS(st) == 127
+						 ? "bwrap is not installed"
+						 : "bwrap could not build a sandbox");
+		return false;
+	}
+	return true;
+}
+
+static const char *cgroup_mode(void)
+{
+	struct statfs sf;
+	if (statfs("/sys/fs/cgroup", &sf) < 0)
+		return "none";
+	if (sf.f_type == CGROUP2_SUPER_MAGIC)
+		return "v2";
+	if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
+		return "hybrid";
+	return "v1";
+}
+
+int cmd_doctor(struct ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	bool json = false;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h': fputs(help, stdout); return 0;
+		case 'j': json = true; break;
+		default: return usage_error("doctor", "unknown option");
+		}
+	}
+	struct policy pol;
+	char err[512];
+	json_t *o = json_object();
+	bool ok = true;
+	if (policy_load(&pol, err, sizeof err) < 0) {
+		fprintf(stderr, "kart doctor: policy: %s\n", err);
+		return 1;
+	}
+	json_object_set_new(o, "backend", json_string(backend_name(pol.backend)));
+
+	char why[256] = "";
+	bool bw = bwrap_works(pol.bwrap, why, sizeof why);
+	json_object_set_new(o, "bwrap", json_pack("{s:b, s:s}", "works", bw, "detail", bw ? "ok" : why));
+	if (pol.backend == BACKEND_BWRAP && !bw)
+		ok = false;
+	json_object_set_new(o, "user_namespaces",
+			    json_pack("{s:I}", "max", (json_int_t)read_long("/proc/sys/user/max_user_namespaces")));
+	json_object_set_new(o, "cgroup", json_string(cgroup_mode()));
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);
+	json_object_set_new(o, "landlock_abi", abi > 0 ? json_integer(abi) : json_string("unsupported"));
+	json_object_set_new(o, "seccomp", json_boolean(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0));
+	json_object_set_new(o, "inotify",
+			    json_pack("{s:I, s:I, s:I}", "max_queued_events",
+				      (json_int_t)read_long("/proc/sys/fs/inotify/max_queued_events"),
+				      "max_user_watches",
+				      (json_int_t)read_long("/proc/sys/fs/inotify/max_user_watches"),
+				      "max_user_instances",
+				      (json_int_t)read_long("/proc/sys/fs/inotify/max_user_instances")));
+	if (c->spool_path && *c->spool_path) {
+		struct spool sp;
+		json_t *s = json_object();
+		if (spool_open(c->spool_path, &sp, err, sizeof err) < 0) {
+			json_object_set_new(s, "error", json_string(err));
+			ok = false;
+		} else {
+			struct statfs sf;
+			if (fstatfs(sp.root, &sf) == 0)
+				json_object_set_new(s, "fs_magic", json_sprintf("0x%lx", (unsigned long)sf.f_type));
+			char tn[64], tn2[64];
+			snprintf(tn, sizeof tn, ".doctor.%d", getpid());
+			snprintf(tn2, sizeof tn2, ".doctor.%d.2", getpid());
+			int fd = openat(sp.tmp, tn, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (fd >= 0) {
+				bool xa = fsetxattr(fd, "user.kart", "x", 1, 0) == 0;
+				close(fd);
+				fd = openat(sp.tmp, tn, O_RDONLY | O_CLOEXEC);
+				bool lease = fd >= 0 && fcntl(fd, F_SETLEASE, F_RDLCK) == 0;
+				if (lease)
+					(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+				if (fd >= 0)
+					close(fd);
+				bool noreplace = renameat2(sp.tmp, tn, sp.tmp, tn2, RENAME_NOREPLACE) == 0;
+				(void)unlinkat(sp.tmp, noreplace ? tn2 : tn, 0);
+				json_object_set_new(s, "xattr", json_boolean(xa));
+				json_object_set_new(s, "lease", json_boolean(lease));
+				json_object_set_new(s, "rename_noreplace", json_boolean(noreplace));
+				if (!xa)
+					ok = false;
+			}
+			spool_close(&sp);
+		}
+		json_object_set_new(o, "spool", s);
+	}
+	json_object_set_new(o, "ok", json_boolean(ok));
+	if (json) {
+		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("%s\n", t);
+		free(t);
+	} else {
+		const char *k;
+		json_t *v;
+		json_object_foreach(o, k, v) {
+			char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			printf("%-16s %s\n", k, t);
+			free(t);
+		}
+	}
+	json_decref(o);
+	return ok ? 0 : 1;
+}

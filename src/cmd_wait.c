@@ -1,0 +1,120 @@
+/* kart wait */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+
+#include "cmd.h"
+#include "query.h"
+#include "util.h"
+
+static const char help[] =
+	"usage: kart [-s SPOOL] wait [--timeout DUR] ID...\n"
+	"\n"
+	"Block until each task has a result (watching done/ with inotify).\n"
+	"\n"
+	"exit status: 0 if every task is ok; for a single task that failed, its\n"
+	"own exit code, or 128+N if signal N ended it; 1 otherwise; 124 if the\n"
+	"--timeout passed first; 125 if an ID is unknown or a result unreadable;\n"
+	"2 usage error\n";
+
+int cmd_wait(struct ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"timeout", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	int64_t timeout_s = -1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h': fputs(help, stdout); return 0;
+		case 't':
+			if (parse_duration_s(optarg, &timeout_s) < 0)
+				return usage_error("wait", "--timeout %s: not a duration", optarg);
+			break;
+		default: return usage_error("wait", "unknown option");
+		}
+	}
+	int n = argc - optind;
+	if (n <= 0)
+		return usage_error("wait", "no task ID given");
+	char **ids = argv + optind;
+
+	struct spool sp;
+	ctx_open_spool(c, &sp);
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	char p[4096];
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||
+	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0) {
+		fprintf(stderr, "kart wait: inotify on %s/done: %s\n", sp.path, strerror(errno));
+		return 125;
+	}
+	_cleanup_free_ struct qinfo *q = xcalloc((size_t)n, sizeof *q);
+	_cleanup_free_ bool *fin = xcalloc((size_t)n, sizeof *fin);
+	int left = n;
+	int64_t deadline = timeout_s >= 0 ? now_mono_ms() + timeout_s * 1000 : 0;
+	bool tty = isatty(STDERR_FILENO);
+	int shown = -1;
+	for (;;) {
+		/* The watch exists: now look, and look again after each event. */
+		for (int i = 0; i < n; i++) {
+			if (fin[i])
+				continue;
+			int r = query_id(&sp, ids[i], &q[i]);
+			if (r < 0) {
+				fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", ids[i], strerror(-r));
+				return 125;
+			}
+			if (q[i].state == Q_UNKNOWN) {
+				fprintf(stderr, "kart wait: %s: no such task\n", ids[i]);
+				return 125;
+			}
+			if (q[i].state == Q_DONE) {
+				fin[i] = true;
+				left--;
+			}
+		}
+		if (tty && n > 1 && shown != n - left) {
+			shown = n - left;
+			fprintf(stderr, "\r%d/%d done", shown, n);
+			if (!left)
+				fputc('\n', stderr);
+		}
+		if (!left)
+			break;
+		int ms = -1;
+		if (deadline) {
+			int64_t rest = deadline - now_mono_ms();
+			if (rest <= 0) {
+				if (tty && n > 1)
+					fputc('\n', stderr);
+				fprintf(stderr, "kart wait: timed out with %d of %d task(s) unfinished\n", left, n);
+				return 124;
+			}
+			ms = (int)(rest > INT32_MAX ? INT32_MAX : rest);
+		}
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, ms) > 0) {
+			char buf[8192];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+	spool_close(&sp);
+	if (n == 1) {
+		if (strcmp(q[0].status, "ok") == 0)
+			return 0;
+		if (strcmp(q[0].status, "failed") == 0 && q[0].exit_code > 0)
+			return q[0].exit_code;
+		if (q[0].signal > 0)
+			return 128 + q[0].signal;
+		return 1;
+	}
+	for (int i = 0; i < n; i++)
+		if (strcmp(q[i].status, "ok") != 0)
+			return 1;
+	return 0;
+}

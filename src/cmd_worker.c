@@ -1,0 +1,117 @@
+/* kart worker */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cmd.h"
+#include "policy.h"
+#include "task.h"
+#include "util.h"
+#include "worker.h"
+
+static const char help[] =
+	"usage: kart [-s SPOOL] worker [--id ID] [--slots N] [--batch-slots N] [--drain]\n"
+	"\n"
+	"Run tasks from the spool: watch new/, claim each task into cur/ID/ when\n"
+	"a slot of its lane is free, run it in the sandbox, write done/<id>.json.\n"
+	"\n"
+	"  --id ID            this worker's id (default: HOST.PID); a worker that\n"
+	"                     starts again under its old id recovers its claims\n"
+	"  --slots N          tasks run at once in the fast lane (default 3)\n"
+	"  --batch-slots N    tasks run at once in the batch lane (default 1)\n"
+	"  --drain            exit 0 once new/ is empty and nothing runs\n"
+	"\n"
+	"signals: SIGTERM or SIGINT stop claiming and let running tasks finish\n"
+	"within the grace period (KART_TERM_GRACE, default 10s), then kill and\n"
+	"re-queue them; a second one ends the grace at once. SIGHUP re-reads the\n"
+	"policy.\n"
+	"\n"
+	"environment: KART_BACKEND (bwrap|none), KART_BWRAP, KART_TERM_GRACE,\n"
+	"KART_TIMEOUT_MAX, KART_NET_UIDS (uids allowed network, or '*')\n";
+
+int cmd_worker(struct ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"id", required_argument, NULL, 'i'},
+		{"slots", required_argument, NULL, 's'},
+		{"batch-slots", required_argument, NULL, 'b'},
+		{"drain", no_argument, NULL, 'd'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct worker_opts wo = {0};
+	char defid[HOST_NAME_MAX + 32];
+	int ch;
+	long long v;
+	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h': fputs(help, stdout); return 0;
+		case 'i': wo.id = optarg; break;
+		case 's':
+			if (parse_int(optarg, 1, 4096, &v) < 0)
+				return usage_error("worker", "--slots %s: not a number from 1 to 4096", optarg);
+			wo.slots[LANE_FAST] = (int)v;
+			break;
+		case 'b':
+			if (parse_int(optarg, 0, 4096, &v) < 0)
+				return usage_error("worker", "--batch-slots %s: not a number from 0 to 4096", optarg);
+			wo.slots[LANE_BATCH] = v ? (int)v : -1;
+			break;
+		case 'd': wo.drain = true; break;
+		default: return usage_error("worker", "unknown option");
+		}
+	}
+	if (optind < argc)
+		return usage_error("worker", "unexpected argument '%s'", argv[optind]);
+	if (!wo.id) {
+		char host[HOST_NAME_MAX + 1] = "host";
+		(void)gethostname(host, sizeof host);
+		host[HOST_NAME_MAX] = '\0';
+		snprintf(defid, sizeof defid, "%s.%d", host, getpid());
+		wo.id = defid;
+	}
+	const char *why;
+	if (task_name_check(wo.id, &why) != 0)
+		return usage_error("worker", "--id %s: not a valid worker id", wo.id);
+
+	struct policy pol;
+	char err[512];
+	if (policy_load(&pol, err, sizeof err) < 0) {
+		fprintf(stderr, "kart worker: policy: %s\n", err);
+		return 1;
+	}
+	struct spool sp;
+	ctx_open_spool(c, &sp);
+	/* Tasks see the spool through absolute paths. */
+	char *abs = realpath(sp.path, NULL);
+	if (!abs)
+		die("%s: %s", sp.path, strerror(errno));
+	free(sp.path);
+	sp.path = abs;
+	if (pol.backend == BACKEND_BWRAP && !strchr(pol.bwrap, '/')) {
+		/* Resolve bwrap once, from the worker's PATH: tasks get their own. */
+		const char *path = getenv("PATH");
+		_cleanup_free_ char *copy = xstrdup(path ? path : "/usr/bin:/bin");
+		char *save = NULL, cand[PATH_MAX];
+		bool found = false;
+		for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save))
+			if (pathfmt(cand, sizeof cand, "%s/%s", d, pol.bwrap) == 0 && access(cand, X_OK) == 0)
+				found = true;
+		if (!found) {
+			fprintf(stderr, "kart worker: bwrap not found in PATH; install bubblewrap, "
+					"or set KART_BACKEND=none for trusted tasks\n");
+			return 1;
+		}
+		snprintf(pol.bwrap, sizeof pol.bwrap, "%s", cand);
+	}
+	if (access(pol.launcher, X_OK) < 0) {
+		fprintf(stderr, "kart worker: launcher %s: %s\n", pol.launcher, strerror(errno));
+		return 1;
+	}
+	if (wo.slots[LANE_BATCH] < 0)
+		pol.slots[LANE_BATCH] = 0, wo.slots[LANE_BATCH] = 0;
+	int r = worker_main(&sp, &pol, &wo);
+	spool_close(&sp);
+	return r;
+}

@@ -1,0 +1,119 @@
+/* main.c - global options and the verb table. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <signal.h>
+
+#include "cmd.h"
+#include "util.h"
+
+static const char main_help[] =
+	"usage: kart [-s SPOOL] COMMAND [ARGS...]\n"
+	"\n"
+	"A task queue in the maildir tradition with a sandboxed worker.\n"
+	"\n"
+	"commands:\n"
+	"  init                 create the spool\n"
+	"  submit FILE|-|-- CMD queue a task atomically; prints its id\n"
+	"  worker               run tasks from the spool\n"
+	"  status [ID...]       queued, running (worker) or the final status\n"
+	"  wait ID...           block until each task has a result\n"
+	"  cat [--stderr] ID    print a task's captured output\n"
+	"  cancel ID...         cancel queued or running tasks\n"
+	"  doctor               what this host can enforce\n"
+	"\n"
+	"global options:\n"
+	"  -s, --spool DIR      the spool (default: $KART_SPOOL)\n"
+	"  -h, --help           this help; 'kart COMMAND --help' for a command's\n"
+	"  -V, --version        the version\n";
+
+static const struct verb {
+	const char *name;
+	int (*fn)(struct ctx *, int, char **);
+} verbs[] = {
+	{"init", cmd_init},     {"submit", cmd_submit}, {"worker", cmd_worker},
+	{"status", cmd_status}, {"wait", cmd_wait},     {"cat", cmd_cat},
+	{"cancel", cmd_cancel}, {"doctor", cmd_doctor},
+};
+
+int usage_error(const char *verb, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	(void)vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (verb)
+		fprintf(stderr, "kart %s: %s (see 'kart %s --help')\n", verb, buf, verb);
+	else
+		fprintf(stderr, "kart: %s (see 'kart --help')\n", buf);
+	return EXIT_USAGE;
+}
+
+bool wants_help(int argc, char **argv, const char *help)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(help, stdout);
+			return true;
+		}
+	}
+	return false;
+}
+
+void ctx_open_spool(struct ctx *c, struct spool *sp)
+{
+	char err[512];
+	if (!c->spool_path || !*c->spool_path) {
+		fprintf(stderr, "kart: no spool: give -s DIR or set KART_SPOOL\n");
+		exit(EXIT_USAGE);
+	}
+	if (spool_open(c->spool_path, sp, err, sizeof err) < 0) {
+		fprintf(stderr, "kart: %s\n", err);
+		exit(1);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx c = {.spool_path = getenv("KART_SPOOL"), .prog = "kart"};
+	static const struct option opts[] = {
+		{"spool", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{0},
+	};
+	/* Lease breaks signal SIGIO; its default action would kill us. */
+	sigset_t io;
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	sigprocmask(SIG_BLOCK, &io, NULL);
+
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+s:hV", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's': c.spool_path = optarg; break;
+		case 'h': fputs(main_help, stdout); return 0;
+		case 'V':
+			printf("kart %s\nfeatures: backend-bwrap backend-none\n", KART_VERSION);
+			return 0;
+		default: return usage_error(NULL, "unknown option");
+		}
+	}
+	if (optind >= argc)
+		return usage_error(NULL, "no command given");
+	const char *verb = argv[optind];
+	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++) {
+		if (strcmp(verbs[i].name, verb) == 0) {
+			char prog[64];
+			snprintf(prog, sizeof prog, "kart %s", verb);
+			log_set_prog(xstrdup(prog));
+			int sub_argc = argc - optind;
+			char **sub_argv = argv + optind;
+			optind = 1;
+			return verbs[i].fn(&c, sub_argc, sub_argv);
+		}
+	}
+	return usage_error(NULL, "unknown command '%s'", verb);
+}

@@ -1,0 +1,29 @@
+/* query.h - where a task is now: queued, running, or finished. Read-only
+ * views of the spool for status, wait, cat and cancel. */
+#ifndef KART_QUERY_H
+#define KART_QUERY_H
+
+#include <stdbool.h>
+
+#include "spool.h"
+
+enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE };
+
+struct qinfo {
+	enum qstate state;
+	char worker[256];  /* Q_RUNNING */
+	char status[32];   /* Q_DONE */
+	int exit_code;     /* Q_DONE; -1: null */
+	int signal;        /* Q_DONE; 0: null */
+	char out_path[512], err_path[512]; /* Q_DONE, relative to the spool */
+};
+
+int query_id(struct spool *sp, const char *id, struct qinfo *q);
+/* Read done/<id>.json into q; -ENOENT if absent. */
+int query_done(struct spool *sp, const char *id, struct qinfo *q);
+
+typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
+/* Every task in the spool: queued, running, then finished. */
+int query_all(struct spool *sp, query_cb cb, void *arg);
+
+#endif

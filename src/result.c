@@ -1,0 +1,153 @@
+/* result.c - the result document, written with jansson. */
+#define _GNU_SOURCE
+#include "result.h"
+
+#include <jansson.h>
+
+#include "util.h"
+
+void result_init(struct result *r)
+{
+	memset(r, 0, sizeof *r);
+	r->exit_code = -1;
+	r->timeout_s = -1;
+	r->cpu_user_ms = r->cpu_system_ms = r->memory_peak = -1;
+	r->attempt = 1;
+	r->backend = "none";
+	r->landlock = "off";
+	r->cgroup = "none";
+	r->uid = (uid_t)-1;
+}
+
+/* Length of the valid UTF-8 sequence at s, or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t left)
+{
+	if (s[0] < 0x80)
+		return 1;
+	size_t n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+	if (n == 0 || n > left)
+		return 0;
+	return utf8_valid((const char *)s, n) ? n : 0;
+}
+
+char *utf8_sanitize(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	char *out = xmalloc(len * 3 + 1), *o = out;
+	size_t i = 0;
+	while (i < len) {
+		size_t n = utf8_seq(s + i, len - i);
+		if (n == 0 || (n == 1 && s[i] == 0)) {
+			memcpy(o, "\xEF\xBF\xBD", 3); /* U+FFFD */
+			o += 3;
+			i++;
+		} else {
+			memcpy(o, s + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static json_t *jstr(const char *s)
+{
+	if (!s)
+		return json_null();
+	_cleanup_free_ char *clean = utf8_sanitize(s, strlen(s));
+	return json_string(clean);
+}
+
+static json_t *jtime(int64_t ms)
+{
+	char buf[32];
+	if (ms <= 0)
+		return json_null();
+	fmt_rfc3339_ms(ms, buf);
+	return json_string(buf);
+}
+
+static json_t *jint_or_null(int64_t v, bool is_null) { return is_null ? json_null() : json_integer(v); }
+
+static json_t *jstream(const struct result_stream *s)
+{
+	if (!s->present)
+		return json_null();
+	return json_pack("{s:o, s:I, s:b}", "path", jstr(s->path), "bytes", (json_int_t)s->bytes,
+			 "truncated", s->truncated);
+}
+
+char *result_dumps(const struct result *r)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "id", jstr(r->id));
+	json_object_set_new(o, "name", jstr(r->name));
+	if (r->name && !utf8_valid(r->name, strlen(r->name))) {
+		/* The exact bytes, for a name that is not valid UTF-8. */
+		size_t l = strlen(r->name);
+		_cleanup_free_ char *hex = xmalloc(l * 2 + 1);
+		for (size_t i = 0; i < l; i++)
+			snprintf(hex + 2 * i, 3, "%02x", (unsigned char)r->name[i]);
+		json_object_set_new(o, "name_hex", json_string(hex));
+	}
+	json_object_set_new(o, "status", jstr(r->status));
+	json_object_set_new(o, "exit_code", jint_or_null(r->exit_code, r->exit_code < 0));
+	json_object_set_new(o, "signal", r->signal ? json_string(signal_name(r->signal)) : json_null());
+	json_object_set_new(o, "error", jstr(r->error));
+	json_object_set_new(o, "refusal", jstr(r->refusal));
+	json_object_set_new(o, "worker", jstr(r->worker));
+	json_object_set_new(o, "lane", jstr(r->lane));
+	json_object_set_new(o, "attempt", json_integer(r->attempt));
+	json_object_set_new(o, "submitted_at", jtime(r->submitted_ms));
+	json_object_set_new(o, "started_at", jtime(r->started_ms));
+	json_object_set_new(o, "finished_at", jtime(r->finished_ms));
+	json_object_set_new(o, "wait_ms",
+			    jint_or_null(r->started_ms - r->submitted_ms,
+					 r->started_ms <= 0 || r->submitted_ms <= 0));
+	json_object_set_new(o, "duration_ms",
+			    jint_or_null(r->finished_ms - r->started_ms,
+					 r->started_ms <= 0 || r->finished_ms <= 0));
+	json_object_set_new(o, "stdout", jstream(&r->out));
+	json_object_set_new(o, "stderr", jstream(&r->err));
+	json_object_set_new(o, "task", r->task_path ? json_pack("{s:o}", "path", jstr(r->task_path))
+						     : json_null());
+	json_t *cpu = r->cpu_milli ? json_real(r->cpu_milli / 1000.0) : json_null();
+	json_object_set_new(o, "limits",
+			    json_pack("{s:o, s:o, s:o, s:o}", "timeout_s",
+				      jint_or_null(r->timeout_s, r->timeout_s < 0), "memory_bytes",
+				      jint_or_null((int64_t)r->memory, r->memory == 0), "pids",
+				      jint_or_null(r->pids, r->pids == 0), "cpu", cpu));
+	json_object_set_new(o, "usage",
+			    json_pack("{s:o, s:o, s:o}", "cpu_user_ms",
+				      jint_or_null(r->cpu_user_ms, r->cpu_user_ms < 0), "cpu_system_ms",
+				      jint_or_null(r->cpu_system_ms, r->cpu_system_ms < 0),
+				      "memory_peak_bytes",
+				      jint_or_null(r->memory_peak, r->memory_peak < 0)));
+	json_t *ll;
+	char *endp;
+	long abi = r->landlock ? strtol(r->landlock, &endp, 10) : 0;
+	if (r->landlock && *r->landlock && *endp == '\0')
+		ll = json_integer(abi);
+	else
+		ll = jstr(r->landlock ? r->landlock : "off");
+	json_object_set_new(o, "sandbox",
+			    json_pack("{s:o, s:b, s:o, s:b, s:o}", "backend", jstr(r->backend),
+				      "network", r->network, "landlock", ll, "seccomp", r->seccomp,
+				      "cgroup", jstr(r->cgroup)));
+	json_object_set_new(o, "submitter",
+			    json_pack("{s:o, s:o}", "uid",
+				      jint_or_null((int64_t)r->uid, r->uid == (uid_t)-1), "user",
+				      jstr(r->user)));
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!s)
+		die("out of memory");
+	size_t l = strlen(s);
+	char *out = xmalloc(l + 2);
+	memcpy(out, s, l);
+	out[l] = '\n';
+	out[l + 1] = '\0';
+	free(s);
+	return out;
+}

@@ -1,0 +1,56 @@
+/* result.h - the result document done/<id>.json (contract section 3). */
+#ifndef KART_RESULT_H
+#define KART_RESULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct result_stream {
+	bool present;
+	char path[600]; /* relative to the spool */
+	uint64_t bytes;
+	bool truncated;
+};
+
+struct result {
+	const char *id;
+	const char *name; /* bytes, whatever they are */
+	const char *status;
+	int exit_code;      /* -1: null */
+	int signal;         /* 0: null */
+	const char *error;  /* NULL: null */
+	const char *refusal;
+	const char *worker;
+	const char *lane;
+	int attempt;
+	int64_t submitted_ms, started_ms, finished_ms; /* 0: null */
+	struct result_stream out, err;
+	const char *task_path; /* the task file kept beside the result */
+	/* limits as applied */
+	int64_t timeout_s;  /* -1: null */
+	uint64_t memory;    /* 0: null */
+	int64_t pids;       /* 0: null */
+	uint32_t cpu_milli; /* 0: null */
+	/* usage */
+	int64_t cpu_user_ms, cpu_system_ms, memory_peak; /* -1: null */
+	/* sandbox */
+	const char *backend;
+	bool network;
+	const char *landlock; /* "off", "unsupported" or an ABI number as text */
+	bool seccomp;
+	const char *cgroup;   /* "v2", "v1", "none" */
+	uid_t uid;
+	const char *user; /* NULL: null */
+};
+
+void result_init(struct result *r);
+
+/* The JSON text, UTF-8, ending in a newline; caller frees. */
+char *result_dumps(const struct result *r);
+
+/* A JSON string for arbitrary bytes: invalid UTF-8 sequences become
+ * U+FFFD, so the document is always valid. */
+char *utf8_sanitize(const char *s, size_t len);
+
+#endif

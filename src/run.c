@@ -1,0 +1,207 @@
+/* run.c - fork, hand the child its descriptors, exec; pump output;
+ * reap. The child holds a lock on its claim for the life of the run,
+ * passed down to bwrap and the launcher (but not to the task). */
+#define _GNU_SOURCE
+#include "run.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "sandbox.h"
+#include "util.h"
+
+static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+static void child_fail(int status_w, const char *what)
+{
+	char buf[256];
+	int n = snprintf(buf, sizeof buf, "spawn %s: %s\n", what, strerror(errno));
+	(void)write_all(STDERR_FILENO, buf, (size_t)n);
+	(void)status_w;
+	_exit(126);
+}
+
+/* dup2 that also works when from == to (dup2 would keep FD_CLOEXEC). */
+static int move_fd(int from, int to)
+{
+	if (from == to)
+		return fcntl(to, F_SETFD, 0);
+	return dup2(from, to);
+}
+
+int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, const char *name,
+	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
+{
+	int outp[2], errp[2], stp[2];
+	memset(r, 0, sizeof *r);
+	r->pidfd = r->status_pipe = r->out.pipe = r->err.pipe = -1;
+	if (pipe2(outp, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(errp, O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(outp[0]);
+		close(outp[1]);
+		return e;
+	}
+	if (pipe2(stp, O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(outp[0]);
+		close(outp[1]);
+		close(errp[0]);
+		close(errp[1]);
+		return e;
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = -errno;
+		close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+		close(stp[0]), close(stp[1]);
+		return e;
+	}
+	if (pid == 0) {
+		/* Between fork and exec: only async-signal-safe calls. */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(126);
+		if (own_pgroup)
+			(void)setsid();
+		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (devnull < 0 || dup2(devnull, 0) < 0)
+			child_fail(-1, "stdin");
+		if (dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+			child_fail(-1, "stdout");
+		if (move_fd(stp[1], SANDBOX_STATUS_FD) < 0)
+			child_fail(-1, "status fd");
+		int lk = openat(wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0)
+			child_fail(-1, "run lock");
+		if (move_fd(lk, SANDBOX_LOCK_FD) < 0)
+			child_fail(-1, "run lock");
+		if (cwd && chdir(cwd) < 0)
+			child_fail(-1, "chdir");
+		execve(argv[0], argv, envp);
+		child_fail(-1, argv[0]);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	close(stp[1]);
+	r->pid = pid;
+	r->pgroup = own_pgroup;
+	r->pidfd = pidfd_open_(pid);
+	r->status_pipe = stp[0];
+	r->out = (struct capture){.pipe = outp[0], .file = out_file, .cap = cap};
+	r->err = (struct capture){.pipe = errp[0], .file = err_file, .cap = cap};
+	(void)fcntl(outp[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(errp[0], F_SETFL, O_NONBLOCK);
+	(void)fcntl(stp[0], F_SETFL, O_NONBLOCK);
+	if (r->pidfd < 0) {
+		int e = -errno;
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		run_close(r);
+		return e;
+	}
+	return 0;
+}
+
+int capture_pump(struct capture *c)
+{
+	char sink[65536];
+	while (c->pipe >= 0) {
+		ssize_t n;
+		if (c->bytes < c->cap) {
+			n = splice(c->pipe, NULL, c->file, NULL, (size_t)(c->cap - c->bytes),
+				   SPLICE_F_NONBLOCK);
+			if (n < 0 && errno == EINVAL) {
+				/* No splice to this file: copy through a buffer. */
+				size_t want = c->cap - c->bytes < sizeof sink ? (size_t)(c->cap - c->bytes)
+									      : sizeof sink;
+				n = read(c->pipe, sink, want);
+				if (n > 0 && write_all(c->file, sink, (size_t)n) < 0)
+					c->truncated = true;
+			}
+			if (n > 0)
+				c->bytes += (uint64_t)n;
+		} else {
+			n = read(c->pipe, sink, sizeof sink);
+			if (n > 0)
+				c->truncated = true;
+		}
+		if (n == 0) {
+			close(c->pipe);
+			c->pipe = -1;
+			return 1;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			close(c->pipe);
+			c->pipe = -1;
+			return 1;
+		}
+	}
+	return 1;
+}
+
+void run_kill(struct run *r)
+{
+	if (r->pidfd >= 0)
+		(void)syscall(SYS_pidfd_send_signal, r->pidfd, SIGKILL, NULL, 0);
+	if (r->pgroup && r->pid > 0)
+		(void)kill(-r->pid, SIGKILL);
+}
+
+int run_collect(struct run *r, struct run_end *end)
+{
+	int st;
+	memset(end, 0, sizeof *end);
+	if (wait4(r->pid, &st, 0, &end->ru) < 0)
+		return -errno;
+	r->pid = 0;
+	end->wrapper_status = st;
+	/* Whatever the task wrote before it ended is still in the pipes. */
+	capture_pump(&r->out);
+	capture_pump(&r->err);
+	char buf[256];
+	size_t n = 0;
+	while (n < sizeof buf - 1) {
+		ssize_t k = read(r->status_pipe, buf + n, sizeof buf - 1 - n);
+		if (k > 0)
+			n += (size_t)k;
+		else if (k < 0 && errno == EINTR)
+			continue;
+		else
+			break; /* EOF, or EAGAIN: a straggler still holds the pipe */
+	}
+	buf[n] = '\0';
+	char *save = NULL;
+	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strcmp(l, "start") == 0)
+			end->started = true;
+		else if (strncmp(l, "exit ", 5) == 0) {
+			end->exited = true;
+			end->exit_code = atoi(l + 5);
+		} else if (strncmp(l, "signal ", 7) == 0)
+			end->signal = atoi(l + 7);
+	}
+	return 0;
+}
+
+void run_close(struct run *r)
+{
+	int *fds[] = {&r->pidfd, &r->status_pipe, &r->out.pipe, &r->err.pipe};
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}

@@ -1,0 +1,36 @@
+/* sandbox.h - policy + task spec -> the command line that runs a task.
+ * Pure: builds argv and envp, starts nothing, so it is unit-testable.
+ * The backend seam: bwrap today, `none` for trusted batch use; other
+ * backends add a case here. */
+#ifndef KART_SANDBOX_H
+#define KART_SANDBOX_H
+
+#include "policy.h"
+#include "task.h"
+#include "util.h"
+
+/* File descriptors the spawned child hands down (see run.c). */
+#define SANDBOX_STATUS_FD 3
+#define SANDBOX_LOCK_FD 4
+
+/* Paths inside the sandbox. */
+#define SANDBOX_TASK "/run/kart/task"
+#define SANDBOX_LAUNCH "/run/kart/launch"
+#define SANDBOX_WORK "/work"
+#define SANDBOX_OUT "/run/kart/out"
+
+struct sandbox_req {
+	const struct policy *pol;
+	const struct task_spec *spec;
+	const char *task_path; /* host path of the claimed task file */
+	const char *work_dir;  /* host work dir (backend none) */
+	const char *out_dir;   /* host dir for $KART_OUTDIR */
+	const char *task_id;
+	int attempt;
+};
+
+/* Fills argv (argv[0] is the program to execve) and envp. */
+int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
+		  size_t errlen);
+
+#endif

@@ -1,0 +1,679 @@
+/* spool.c - the on-disk protocol. See spool-layout/README.md: every
+ * rename here has a row in its crash-state table. */
+#define _GNU_SOURCE
+#include "spool.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+
+#include "policy.h"
+#include "result.h"
+#include "task.h"
+#include "util.h"
+
+#ifndef SMB2_MAGIC_NUMBER
+#define SMB2_MAGIC_NUMBER 0xFE534D42
+#endif
+#ifndef CIFS_MAGIC_NUMBER
+#define CIFS_MAGIC_NUMBER 0xFF534D42
+#endif
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+static const char *const subdirs[] = {"tmp", "new", "cur", "done"};
+
+static int check_fs(const char *path, char *err, size_t errlen)
+{
+	struct statfs sf;
+	if (statfs(path, &sf) < 0)
+		return ERR("%s: %s", path, strerror(errno));
+	if (sf.f_type == NFS_SUPER_MAGIC || sf.f_type == (typeof(sf.f_type))SMB2_MAGIC_NUMBER ||
+	    sf.f_type == (typeof(sf.f_type))CIFS_MAGIC_NUMBER)
+		return ERR("%s: is on a network filesystem; rename() and flock() there do not "
+			   "give the guarantees a spool needs; use a local filesystem",
+			   path);
+	return 0;
+}
+
+int spool_init(const char *path, char *err, size_t errlen)
+{
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return ERR("%s: %s", path, strerror(errno));
+	if (check_fs(path, err, errlen) < 0)
+		return -1;
+	_cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return ERR("%s: %s", path, strerror(errno));
+	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+		if (mkdirat(root, subdirs[i], 0755) < 0 && errno != EEXIST)
+			return ERR("%s/%s: %s", path, subdirs[i], strerror(errno));
+		struct stat st;
+		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+			return ERR("%s/%s: exists and is not a directory", path, subdirs[i]);
+	}
+	if (fsync(root) < 0)
+		return ERR("%s: fsync: %s", path, strerror(errno));
+	return 0;
+}
+
+int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
+{
+	memset(sp, 0, sizeof *sp);
+	sp->root = sp->tmp = sp->new = sp->cur = sp->done = -1;
+	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sp->root < 0)
+		return ERR("%s: %s", path, strerror(errno));
+	int *fds[] = {&sp->tmp, &sp->new, &sp->cur, &sp->done};
+	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
+		*fds[i] = openat(sp->root, subdirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (*fds[i] < 0) {
+			int e = errno;
+			spool_close(sp);
+			return ERR("%s/%s: %s (is this a spool? create one with 'kart init')", path,
+				   subdirs[i], strerror(e));
+		}
+	}
+	sp->path = xstrdup(path);
+	return 0;
+}
+
+void spool_close(struct spool *sp)
+{
+	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done};
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0) {
+			(void)close(*fds[i]);
+			*fds[i] = -1;
+		}
+	free(sp->path);
+	sp->path = NULL;
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+}
+
+static bool done_has(struct spool *sp, const char *id)
+{
+	char p[512];
+	if (pathfmt(p, sizeof p, "%s.task", id) < 0)
+		return true;
+	if (exists_at(sp->done, p))
+		return true;
+	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
+		return true;
+	return exists_at(sp->done, p);
+}
+
+bool spool_id_taken(struct spool *sp, const char *id)
+{
+	/* Look in the order tasks move (new, cur, done), so that one moving
+	 * while we look is seen in at least one place. */
+	if (exists_at(sp->new, id))
+		return true;
+	_cleanup_close_ int cfd = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = cfd >= 0 ? fdopendir(steal_fd(&cfd)) : NULL;
+	if (d) {
+		struct dirent *de;
+		bool found = false;
+		while (!found && (de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			char p[512];
+			if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0 && exists_at(sp->cur, p))
+				found = true;
+		}
+		closedir(d);
+		if (found)
+			return true;
+	}
+	return done_has(sp, id);
+}
+
+static int next_id(const char *base, int n, char *out, size_t outlen)
+{
+	if (n <= 1)
+		return pathfmt(out, outlen, "%s", base);
+	return pathfmt(out, outlen, "%s.%d", base, n);
+}
+
+int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)
+{
+	for (int n = 1; n < 1000000; n++) {
+		int r = next_id(base, n, out, outlen);
+		if (r < 0)
+			return r;
+		if (!spool_id_taken(sp, out))
+			return 0;
+	}
+	return -EEXIST;
+}
+
+void spool_id_from_bytes(const char *name, char *out, size_t outlen)
+{
+	size_t o = 0, max = outlen - 1 < TASK_NAME_MAX ? outlen - 1 : TASK_NAME_MAX;
+	const char *why;
+	if (task_name_check(name, &why) == 0) {
+		snprintf(out, outlen, "%s", name);
+		return;
+	}
+	for (const unsigned char *p = (const unsigned char *)name; *p && o < max; p++)
+		out[o++] = (*p < 0x20 || *p >= 0x7f || *p == '/') ? '_' : (char)*p;
+	if (o == 0 || out[0] == '.')
+		out[o ? 0 : o++] = '_';
+	out[o] = '\0';
+}
+
+int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
+		 size_t idlen)
+{
+	char tname[128];
+	uint64_t rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, 0) < 0)
+		rnd = (uint64_t)now_mono_ms();
+	snprintf(tname, sizeof tname, "%lld.%d.%016llx", (long long)now_realtime_ms(), getpid(),
+		 (unsigned long long)rnd);
+	_cleanup_close_ int fd =
+		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, data, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlinkat(sp->tmp, tname, 0);
+		return r;
+	}
+	for (int n = 1; n < 1000000; n++) {
+		r = next_id(base, n, id, idlen);
+		if (r < 0)
+			break;
+		if (spool_id_taken(sp, id))
+			continue;
+		if (renameat2(sp->tmp, tname, sp->new, id, RENAME_NOREPLACE) == 0) {
+			r = 0;
+			break;
+		}
+		if (errno == EEXIST)
+			continue;
+		if (errno != EINVAL && errno != ENOSYS) {
+			r = -errno;
+			break;
+		}
+		/* No RENAME_NOREPLACE on this filesystem: link() also refuses
+		 * to replace. */
+		if (linkat(sp->tmp, tname, sp->new, id, 0) == 0) {
+			(void)unlinkat(sp->tmp, tname, 0);
+			r = 0;
+			break;
+		}
+		if (errno == EEXIST)
+			continue;
+		r = -errno;
+		break;
+	}
+	if (r < 0) {
+		(void)unlinkat(sp->tmp, tname, 0);
+		return r;
+	}
+	if (fsync(sp->new) < 0)
+		return -errno; /* published, but not known durable: say so */
+	return 0;
+}
+
+int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
+{
+	const char *why;
+	if (task_name_check(wid, &why) != 0)
+		return -EINVAL;
+	if (mkdirat(sp->cur, wid, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (d < 0)
+		return -errno;
+	/* O_RDWR: its close at death raises IN_CLOSE_WRITE for peers that
+	 * watch it; their read-only probes do not. */
+	_cleanup_close_ int l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (l < 0)
+		return -errno;
+	if (flock(l, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	*wdir = steal_fd(&d);
+	*lockfd = steal_fd(&l);
+	return 0;
+}
+
+int spool_claim(struct spool *sp, int wdir, const char *name)
+{
+	if (renameat2(sp->new, name, wdir, name, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno == EINVAL) {
+		/* No RENAME_NOREPLACE here: check, then rename. The claim
+		 * directory is ours alone, so nobody races the check. */
+		if (exists_at(wdir, name))
+			return -EEXIST;
+		if (renameat(sp->new, name, wdir, name) == 0)
+			return 0;
+	}
+	return -errno;
+}
+
+int claim_meta_get(int fd, struct claim_meta *m)
+{
+	char buf[512];
+	memset(m, 0, sizeof *m);
+	m->attempt = 1;
+	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
+	if (n < 0)
+		return errno == ENODATA ? 0 : -errno;
+	buf[n] = '\0';
+	char *save = NULL;
+	for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+		long long v;
+		if (strncmp(t, "attempt=", 8) == 0 && parse_int(t + 8, 1, 1000000, &v) == 0)
+			m->attempt = (int)v;
+		else if (strncmp(t, "submitted=", 10) == 0 &&
+			 parse_int(t + 10, 0, INT64_MAX, &v) == 0)
+			m->submitted_ms = v;
+		else if (strncmp(t, "id=", 3) == 0)
+			snprintf(m->id, sizeof m->id, "%s", t + 3);
+	}
+	return 0;
+}
+
+int claim_meta_set(int fd, const struct claim_meta *m)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "attempt=%d\nsubmitted=%lld\nid=%s\n", m->attempt,
+			 (long long)m->submitted_ms, m->id);
+	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+static int open_regular(int dirfd, const char *name)
+{
+	return openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+}
+
+void spool_clean_scratch(int wdir, const char *name)
+{
+	static const char *const sfx[] = {"stdout", "stderr", "work", "out", "cancel"};
+	char p[512];
+	for (size_t i = 0; i < ARRAY_SIZE(sfx); i++)
+		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) == 0)
+			(void)rm_rf_at(wdir, p);
+}
+
+int rm_rf_at(int at, const char *name)
+{
+	if (unlinkat(at, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	_cleanup_close_ int d = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d < 0)
+		return -errno;
+	DIR *dir = fdopendir(d);
+	if (!dir)
+		return -errno;
+	d = -1;
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(dir))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		int rr = rm_rf_at(dirfd(dir), de->d_name);
+		if (rr < 0)
+			r = rr;
+	}
+	closedir(dir);
+	if (unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return -errno;
+	return r;
+}
+
+/* Write done/<id>.json through a temporary file, durably, without ever
+ * replacing an existing result. */
+static int write_result_json(struct spool *sp, const char *id, const char *json)
+{
+	char tmpn[512], fin[512];
+	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0 ||
+	    pathfmt(fin, sizeof fin, "%s.json", id) < 0)
+		return -ENAMETOOLONG;
+	(void)unlinkat(sp->done, tmpn, 0); /* our own leftover from a crash */
+	_cleanup_close_ int fd =
+		openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, json, strlen(json));
+	/* A failed fsync is never retried and trusted: the page state after
+	 * a writeback error is unknown, so the file is dropped. */
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && renameat2(sp->done, tmpn, sp->done, fin, RENAME_NOREPLACE) < 0) {
+		if (errno == EINVAL) {
+			if (linkat(sp->done, tmpn, sp->done, fin, 0) < 0)
+				r = -errno;
+			else
+				(void)unlinkat(sp->done, tmpn, 0);
+		} else
+			r = -errno;
+	}
+	if (r < 0)
+		(void)unlinkat(sp->done, tmpn, 0);
+	return r;
+}
+
+static void fill_user(struct result *res, uid_t uid, char *buf, size_t len)
+{
+	struct passwd pw, *pp = NULL;
+	char pwbuf[1024];
+	res->uid = uid;
+	if (getpwuid_r(uid, &pw, pwbuf, sizeof pwbuf, &pp) == 0 && pp) {
+		snprintf(buf, len, "%s", pp->pw_name);
+		res->user = buf;
+	}
+}
+
+int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
+		 struct result *res, char *idbuf, size_t idlen)
+{
+	char p[512], q[512];
+	const char *base = res->id ? res->id : name;
+	_cleanup_free_ char *base_copy = xstrdup(base);
+	int r;
+
+	if (regular) {
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd < 0)
+			return -errno;
+		struct claim_meta m;
+		struct stat cst, dst;
+		(void)claim_meta_get(fd, &m);
+		/* A retry after a failed publish: the id is already ours. */
+		if (m.id[0] && fstat(fd, &cst) == 0 && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
+		    fstatat(sp->done, p, &dst, AT_SYMLINK_NOFOLLOW) == 0 && dst.st_ino == cst.st_ino &&
+		    dst.st_dev == cst.st_dev) {
+			snprintf(idbuf, idlen, "%s", m.id);
+			goto reserved;
+		}
+		/* Reserve the id with a second link to the task file, recorded
+		 * on the file first, so recovery can tell a finish in progress
+		 * from a run in progress. */
+		for (int n = 1;; n++) {
+			if (n > 1000000)
+				return -EEXIST;
+			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
+				return r;
+			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
+				return -ENAMETOOLONG;
+			if (done_has(sp, idbuf))
+				continue;
+			snprintf(m.id, sizeof m.id, "%s", idbuf);
+			if ((r = claim_meta_set(fd, &m)) < 0 && r != -ENOTSUP)
+				return r;
+			if (linkat(wdir, name, sp->done, p, 0) == 0)
+				break;
+			if (errno != EEXIST)
+				return -errno;
+		}
+	reserved:
+		res->id = idbuf;
+		res->task_path = xasprintf("done/%s.task", idbuf);
+		struct result_stream *st[] = {&res->out, &res->err};
+		const char *sfx[] = {"stdout", "stderr"};
+		for (int i = 0; i < 2; i++) {
+			if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
+			    pathfmt(q, sizeof q, "%s.%s", idbuf, sfx[i]) < 0)
+				return -ENAMETOOLONG;
+			if (renameat(wdir, p, sp->done, q) == 0) {
+				st[i]->present = true;
+				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+			} else if (errno != ENOENT)
+				return -errno;
+		}
+	} else {
+		/* Not a task file (symlink, FIFO, device, directory, extra
+		 * hard link): the result is written first, then only the
+		 * entry itself is removed, so what it points at is untouched.
+		 * A crash between the two rejects it again under a new id. */
+		if ((r = spool_pick_id(sp, base_copy, idbuf, idlen)) < 0)
+			return r;
+		res->id = idbuf;
+	}
+	_cleanup_free_ char *json = result_dumps(res);
+	if (res->task_path) {
+		free((char *)res->task_path);
+		res->task_path = NULL;
+	}
+	for (;;) {
+		r = write_result_json(sp, idbuf, json);
+		if (r != -EEXIST || regular)
+			break;
+		/* Raced another finisher for this id: take the next one. */
+		if ((r = spool_pick_id(sp, base_copy, idbuf, idlen)) < 0)
+			return r;
+		free(json);
+		json = result_dumps(res);
+	}
+	if (r < 0)
+		return r;
+	if (fsync(sp->done) < 0)
+		return -errno;
+	if (regular) {
+		if (unlinkat(wdir, name, 0) < 0)
+			return -errno;
+	} else {
+		struct stat st;
+		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+			if (pathfmt(p, sizeof p, "%s.rejected", idbuf) < 0)
+				return -ENAMETOOLONG;
+			if (renameat(wdir, name, sp->done, p) < 0)
+				return -errno;
+		} else if (unlinkat(wdir, name, 0) < 0 && errno != ENOENT)
+			return -errno;
+	}
+	spool_clean_scratch(wdir, name);
+	return 0;
+}
+
+int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
+		       const char *error, const char *worker, char *idbuf, size_t idlen)
+{
+	struct result res;
+	struct stat st;
+	char user[256];
+	char safe_id[TASK_NAME_MAX + 1];
+	struct claim_meta m = {.attempt = 1};
+	struct task_spec spec;
+	bool regular = false;
+
+	result_init(&res);
+	task_spec_init(&spec);
+	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	regular = S_ISREG(st.st_mode) && st.st_nlink == 1;
+	if (regular) {
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd >= 0) {
+			(void)claim_meta_get(fd, &m);
+			/* Best effort: lane and name= for the record. */
+			char buf[4096], e[64];
+			ssize_t n = read_upto(fd, buf, sizeof buf);
+			if (n > 0 && task_parse(buf, (size_t)n, &spec, e, sizeof e) < 0)
+				task_spec_init(&spec);
+		}
+	}
+	spool_id_from_bytes(name, safe_id, sizeof safe_id);
+	res.id = safe_id;
+	res.name = spec.name[0] ? spec.name : name;
+	res.status = status;
+	res.error = error;
+	res.worker = worker;
+	res.lane = lane_name(spec.lane);
+	res.attempt = m.attempt;
+	res.submitted_ms = m.submitted_ms ? m.submitted_ms
+					  : (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+	res.finished_ms = now_realtime_ms();
+	res.backend = "none";
+	fill_user(&res, st.st_uid, user, sizeof user);
+	return spool_finish(sp, wdir, name, regular, &res, idbuf, idlen);
+}
+
+int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m0)
+{
+	struct claim_meta m = *m0;
+	struct stat st;
+	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (S_ISREG(st.st_mode)) {
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd < 0)
+			return -errno;
+		m.id[0] = '\0';
+		int r = claim_meta_set(fd, &m);
+		if (r < 0)
+			return r;
+		if (fsync(fd) < 0)
+			return -errno;
+	}
+	char dst[TASK_NAME_MAX + 16];
+	for (int n = 1; n < 1000; n++) {
+		if (next_id(name, n, dst, sizeof dst) < 0)
+			return -ENAMETOOLONG;
+		if (renameat2(wdir, name, sp->new, dst, RENAME_NOREPLACE) == 0) {
+			spool_clean_scratch(wdir, name);
+			return fsync(sp->new) < 0 ? -errno : 0;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/* Recover one claim. */
+static enum recover_kind recover_one(struct spool *sp, const struct policy *pol, int wdir,
+				     const char *name, const char *me)
+{
+	struct stat st;
+	char p[512];
+	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? RECOVER_FINISHED : RECOVER_ERROR;
+	struct claim_meta m = {.attempt = 1};
+	int retries = pol->retries_default;
+	if (S_ISREG(st.st_mode)) {
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd < 0)
+			return RECOVER_ERROR;
+		/* The run's own processes hold a lock on the claim while any
+		 * of them lives: never start it again before they are gone. */
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+			return errno == EWOULDBLOCK ? RECOVER_BUSY : RECOVER_ERROR;
+		(void)claim_meta_get(fd, &m);
+		if (st.st_nlink == 2 && m.id[0]) {
+			struct stat dt;
+			if (pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
+			    fstatat(sp->done, p, &dt, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    dt.st_ino == st.st_ino && dt.st_dev == st.st_dev) {
+				/* Died while finishing. */
+				if (pathfmt(p, sizeof p, "%s.json", m.id) == 0 && exists_at(sp->done, p)) {
+					(void)unlinkat(wdir, name, 0);
+					spool_clean_scratch(wdir, name);
+					return RECOVER_FINISHED;
+				}
+				const char *sfx[] = {"task", "stdout", "stderr"};
+				for (int i = 0; i < 3; i++)
+					if (pathfmt(p, sizeof p, "%s.%s", m.id, sfx[i]) == 0)
+						(void)unlinkat(sp->done, p, 0);
+			}
+		}
+		char buf[TASK_HEADER_MAX], e[64];
+		struct task_spec spec;
+		ssize_t n = pread(fd, buf, sizeof buf, 0);
+		if (n > 0 && task_parse(buf, (size_t)n, &spec, e, sizeof e) == 0 && spec.retries >= 0)
+			retries = spec.retries;
+		if (m.submitted_ms == 0)
+			m.submitted_ms = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+	}
+	if (m.attempt > retries) {
+		char idbuf[256], msg[200];
+		snprintf(msg, sizeof msg,
+			 "its worker died during attempt %d and retries=%d allows no more", m.attempt,
+			 retries);
+		if (spool_finish_unrun(sp, wdir, name, "lost", msg, me, idbuf, sizeof idbuf) < 0)
+			return RECOVER_ERROR;
+		return RECOVER_LOST;
+	}
+	m.attempt++;
+	return spool_requeue(sp, wdir, name, &m) == 0 ? RECOVER_REQUEUED : RECOVER_ERROR;
+}
+
+int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, const char *me,
+		      int *requeued, int *lost)
+{
+	_cleanup_close_ int d = openat(wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		return -errno;
+	DIR *dir = fdopendir(d);
+	if (!dir)
+		return -errno;
+	d = -1;
+	int busy = 0;
+	char **names = NULL;
+	size_t nn = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		names = xrealloc(names, (nn + 1) * sizeof *names);
+		names[nn++] = xstrdup(de->d_name);
+	}
+	closedir(dir);
+	for (size_t i = 0; i < nn; i++) {
+		switch (recover_one(sp, pol, wdir, names[i], me)) {
+		case RECOVER_REQUEUED: (*requeued)++; break;
+		case RECOVER_LOST: (*lost)++; break;
+		case RECOVER_BUSY:
+		case RECOVER_ERROR: busy++; break;
+		case RECOVER_FINISHED: break;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return busy;
+}
+
+int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
+		       const char *me, int *busy, int *requeued, int *lost)
+{
+	_cleanup_close_ int d = openat(sp->cur, peer, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (d < 0)
+		return errno == ENOENT ? 0 : -errno;
+	_cleanup_close_ int l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (l < 0 && errno != ENOENT)
+		return -errno;
+	if (l >= 0 && flock(l, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? 0 : -errno;
+	int r = spool_recover_dir(sp, pol, d, me, requeued, lost);
+	if (r < 0)
+		return r;
+	*busy = r;
+	if (r == 0) {
+		/* Everything is out: remove the dead worker's directory. A
+		 * worker starting again under this id simply recreates it. */
+		(void)unlinkat(d, ".lock", 0);
+		(void)unlinkat(sp->cur, peer, AT_REMOVEDIR);
+	}
+	return 1;
+}

@@ -1,0 +1,92 @@
+/* spool.h - the on-disk protocol: layout, names, publish, claim, finish,
+ * recover. The only code that knows the directory layout; see
+ * spool-layout/ for the format and its crash states. */
+#ifndef KART_SPOOL_H
+#define KART_SPOOL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct result;
+struct policy;
+
+struct spool {
+	char *path;
+	int root, tmp, new, cur, done;
+};
+
+/* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
+ * so that it travels with the file through re-queues. */
+struct claim_meta {
+	int attempt;          /* 1 on the first run */
+	int64_t submitted_ms; /* first arrival; 0 if unknown */
+	char id[256];         /* set while finishing */
+};
+
+#define KART_XATTR "user.kart"
+
+int spool_init(const char *path, char *err, size_t errlen);
+int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
+void spool_close(struct spool *sp);
+
+/* Is this id in use anywhere (new/, any cur/ID/, done/)? */
+bool spool_id_taken(struct spool *sp, const char *id);
+/* The first free id of base, base.2, base.3, ... into out. */
+int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
+/* A safe id from arbitrary entry bytes (for rejected bad names). */
+void spool_id_from_bytes(const char *name, char *out, size_t outlen);
+
+/* Publish data into new/ under a free id derived from base: tmp/, fsync,
+ * renameat2(RENAME_NOREPLACE) (or link) into new/, fsync new/. */
+int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
+		 size_t idlen);
+
+/* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
+int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);
+/* Claim new/<name> into the claim directory: -ENOENT if another took it,
+ * -EEXIST if the claim directory already holds that name. */
+int spool_claim(struct spool *sp, int wdir, const char *name);
+
+int claim_meta_get(int fd, struct claim_meta *m);
+int claim_meta_set(int fd, const struct claim_meta *m);
+
+/* Finish a claim: pick the id (res->id as base, suffixed if taken),
+ * move the task file and the outputs (.<name>.stdout/.stderr in wdir, if
+ * present) beside the result, write the result JSON last, durably.
+ * Fills res->id / paths. `regular` says the claim is a regular file with
+ * one link; other entries are removed after the result is written. */
+int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
+		 struct result *res, char *idbuf, size_t idlen);
+
+/* Put a claim back into new/ with its attempt counted up. */
+int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);
+
+/* Outcome of recovering one claim of a dead (or restarted) worker. */
+enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BUSY, RECOVER_ERROR };
+
+/* Recover every claim in cur/<wid>/ (whose lock the caller holds via
+ * lockfd or has just taken). Returns the number still busy (an old run
+ * still alive), or -errno. `me` is the recovering worker's id. */
+int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, const char *me,
+		      int *requeued, int *lost);
+
+/* Try to take a dead worker's lock and recover its directory. Returns
+ * 1 if recovered (or still busy: *busy > 0), 0 if the worker is alive. */
+int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
+		       const char *me, int *busy,
+		       int *requeued, int *lost);
+
+/* Remove a per-claim scratch entry (.<name>.*) in wdir. */
+void spool_clean_scratch(int wdir, const char *name);
+
+/* Remove a tree under dirfd/name, never following links. */
+int rm_rf_at(int dirfd, const char *name);
+
+
+
+/* Finish a claim that will not run (rejected, cancelled while queued,
+ * lost): a result with the given status and error. */
+int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
+		       const char *error, const char *worker, char *idbuf, size_t idlen);
+#endif

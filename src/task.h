@@ -1,0 +1,81 @@
+/* task.h - a task file turned into a validated spec: names, directives,
+ * the #! line, and the checks that keep hostile entries from running. */
+#ifndef KART_TASK_H
+#define KART_TASK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct policy;
+
+enum lane { LANE_FAST = 0, LANE_BATCH = 1, LANE__N };
+const char *lane_name(enum lane l);
+
+#define TASK_NAME_MAX 200     /* leaves room for ".stdout", suffixes */
+#define TASK_HEADER_MAX 65536 /* directives are read from this much */
+#define TASK_INTERP_MAX 256   /* as the kernel's BINPRM_BUF_SIZE */
+
+struct task_spec {
+	int64_t timeout_s; /* -1: none */
+	uint64_t memory;   /* 0: none */
+	int64_t pids;      /* 0: none */
+	uint32_t cpu_milli; /* 0: none */
+	enum lane lane;
+	bool net;
+	int priority;
+	int retries;     /* -1: policy default */
+	uint64_t output; /* 0: policy default */
+	char name[TASK_NAME_MAX + 1]; /* from name=, set by kart submit; "" if absent */
+	/* The #! line: interp[0] == 0 means "run under /bin/sh". */
+	char interp[TASK_INTERP_MAX];
+	char interp_arg[TASK_INTERP_MAX];
+	bool has_interp_arg;
+	/* Line each limit came from (0: default), for errors naming it. */
+	int line_timeout, line_memory, line_pids, line_cpu, line_net, line_output, line_retries;
+};
+
+void task_spec_init(struct task_spec *spec);
+
+/* Name rules. Returns 0 when the name may be a task, 1 when it is to be
+ * ignored (leading '.'), -1 when it must be rejected (*why says why). */
+int task_name_check(const char *name, const char **why);
+
+/* Parse the leading comment block of a task. Pure: no policy, no I/O.
+ * On error returns -1 with a message naming the line in err. */
+int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, size_t errlen);
+
+/* Check a parsed spec against the policy's ceilings and grants for the
+ * submitter uid. Returns -1 with a message naming the line on refusal. */
+int task_check_policy(const struct task_spec *spec, const struct policy *pol, uid_t uid,
+		      char *err, size_t errlen);
+
+/* What looking at one entry of new/ (or of a claim directory) found. */
+enum inspect_kind {
+	INSPECT_OK,      /* a regular file, closed by its writer, parsed */
+	INSPECT_BUSY,    /* a writer still has it open: wait for IN_CLOSE_WRITE */
+	INSPECT_GONE,    /* vanished (another worker claimed it) */
+	INSPECT_IGNORE,  /* dot name */
+	INSPECT_REJECT,  /* hostile or invalid: gets a `rejected` result */
+};
+
+struct inspect {
+	enum inspect_kind kind;
+	char error[512];
+	dev_t dev;
+	ino_t ino;
+	uid_t uid;
+	off_t size;
+	int64_t arrived_ms; /* ctime: when it was linked or renamed in */
+	struct task_spec spec;
+};
+
+/* Look at dirfd/name without following links, without blocking and
+ * without ever opening anything but a regular file for reading. */
+void task_inspect(int dirfd, const char *name, const struct policy *pol, struct inspect *out);
+
+/* Build argv for running the task file at `path` (inside the sandbox):
+ * honours the #! line as the kernel would, else /bin/sh. */
+int task_argv(const struct task_spec *spec, const char *path, const char *argv[4]);
+
+#endif

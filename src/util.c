@@ -1,0 +1,394 @@
+/* util.c - see util.h. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static const char *log_prog = "kart";
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		die("out of memory");
+	va_end(ap);
+	return s;
+}
+
+int pathfmt(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+void log_set_prog(const char *prog) { log_prog = prog; }
+
+void logmsg(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = snprintf(buf, sizeof buf, "%s: ", log_prog);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n < sizeof buf)
+		(void)vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+	va_end(ap);
+	size_t l = strlen(buf);
+	if (l + 1 < sizeof buf)
+		buf[l++] = '\n';
+	(void)write_all(STDERR_FILENO, buf, l);
+}
+
+void die(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	(void)vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	logmsg("%s", buf);
+	exit(1);
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+ssize_t read_upto(int fd, void *buf, size_t max)
+{
+	size_t got = 0;
+	while (got < max) {
+		ssize_t n = read(fd, (char *)buf + got, max - got);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	_cleanup_free_ char *buf = xmalloc(max + 1);
+	ssize_t n = read_upto(fd, buf, max);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	if (outlen)
+		*outlen = (size_t)n;
+	*out = steal_ptr(&buf);
+	return 0;
+}
+
+int fsync_dirat(int dirfd, const char *path)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		return -errno;
+	return 0;
+}
+
+int64_t now_realtime_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t now_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void fmt_rfc3339_ms(int64_t ms, char buf[32])
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	/* strftime: the compiler cannot bound %d widths of struct tm. */
+	size_t n = strftime(buf, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, 32 - n, ".%03uZ", (unsigned)(ms % 1000) % 1000u);
+}
+
+/* Digits only, no sign, no leading '+', no overflow. */
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (len == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -EINVAL;
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+int parse_duration_s(const char *s, int64_t *out)
+{
+	size_t len = strlen(s);
+	uint64_t mult = 1, v;
+	if (len == 0)
+		return -EINVAL;
+	switch (s[len - 1]) {
+	case 's': mult = 1; len--; break;
+	case 'm': mult = 60; len--; break;
+	case 'h': mult = 3600; len--; break;
+	case 'd': mult = 86400; len--; break;
+	default: break;
+	}
+	int r = parse_u64(s, len, &v);
+	if (r < 0)
+		return r;
+	/* Ten years is beyond any sane timeout and keeps ms arithmetic safe. */
+	if (v > (uint64_t)10 * 366 * 86400 / mult)
+		return -ERANGE;
+	*out = (int64_t)(v * mult);
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	size_t len = strlen(s);
+	unsigned shift = 0;
+	uint64_t v;
+	if (len == 0)
+		return -EINVAL;
+	switch (s[len - 1]) {
+	case 'K': case 'k': shift = 10; len--; break;
+	case 'M': case 'm': shift = 20; len--; break;
+	case 'G': case 'g': shift = 30; len--; break;
+	case 'T': case 't': shift = 40; len--; break;
+	default: break;
+	}
+	int r = parse_u64(s, len, &v);
+	if (r < 0)
+		return r;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+int parse_cpu_milli(const char *s, uint32_t *out)
+{
+	const char *dot = strchr(s, '.');
+	size_t ilen = dot ? (size_t)(dot - s) : strlen(s);
+	uint64_t whole = 0, frac = 0;
+	if (ilen == 0 && !dot)
+		return -EINVAL;
+	if (ilen > 0) {
+		int r = parse_u64(s, ilen, &whole);
+		if (r < 0)
+			return r;
+	}
+	if (dot) {
+		size_t flen = strlen(dot + 1);
+		if (flen == 0 || flen > 3 || (ilen == 0 && flen == 0))
+			return -EINVAL;
+		int r = parse_u64(dot + 1, flen, &frac);
+		if (r < 0)
+			return r;
+		for (size_t i = flen; i < 3; i++)
+			frac *= 10;
+	}
+	if (whole > 4096)
+		return -ERANGE;
+	uint64_t m = whole * 1000 + frac;
+	if (m == 0)
+		return -ERANGE;
+	*out = (uint32_t)m;
+	return 0;
+}
+
+int parse_int(const char *s, long long min, long long max, long long *out)
+{
+	bool neg = false;
+	uint64_t v;
+	if (*s == '-') {
+		neg = true;
+		s++;
+	}
+	int r = parse_u64(s, strlen(s), &v);
+	if (r < 0)
+		return r;
+	if (v > (uint64_t)LLONG_MAX)
+		return -ERANGE;
+	long long x = neg ? -(long long)v : (long long)v;
+	if (x < min || x > max)
+		return -ERANGE;
+	*out = x;
+	return 0;
+}
+
+bool utf8_valid(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t i = 0;
+	while (i < len) {
+		unsigned c = s[i];
+		size_t n;
+		uint32_t cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xE0) == 0xC0) {
+			n = 1;
+			cp = c & 0x1F;
+		} else if ((c & 0xF0) == 0xE0) {
+			n = 2;
+			cp = c & 0x0F;
+		} else if ((c & 0xF8) == 0xF0) {
+			n = 3;
+			cp = c & 0x07;
+		} else
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if (i + k >= len || (s[i + k] & 0xC0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3F);
+		}
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000))
+			return false; /* overlong */
+		if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+static const struct {
+	int sig;
+	const char *name;
+} sigs[] = {
+	{SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"}, {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+	{SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+	{SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+	{SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGSTKFLT, "SIGSTKFLT"},
+	{SIGCHLD, "SIGCHLD"}, {SIGCONT, "SIGCONT"}, {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"},
+	{SIGTTIN, "SIGTTIN"}, {SIGTTOU, "SIGTTOU"}, {SIGURG, "SIGURG"}, {SIGXCPU, "SIGXCPU"},
+	{SIGXFSZ, "SIGXFSZ"}, {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"},
+	{SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"}, {SIGPWR, "SIGPWR"}, {SIGSYS, "SIGSYS"},
+};
+
+const char *signal_name(int sig)
+{
+	static __thread char buf[16];
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		if (sigs[i].sig == sig)
+			return sigs[i].name;
+	snprintf(buf, sizeof buf, "SIG%d", sig);
+	return buf;
+}
+
+int signal_from_name(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		if (strcmp(sigs[i].name, name) == 0)
+			return sigs[i].sig;
+	return -1;
+}
+
+void strv_add(struct strv *s, const char *str)
+{
+	if (s->n + 2 > s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 16;
+		s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = xstrdup(str);
+	s->v[s->n] = NULL;
+}
+
+void strv_addf(struct strv *s, const char *fmt, ...)
+{
+	va_list ap;
+	char *str;
+	va_start(ap, fmt);
+	if (vasprintf(&str, fmt, ap) < 0)
+		die("out of memory");
+	va_end(ap);
+	strv_add(s, str);
+	free(str);
+}
+
+void strv_free(struct strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,101 @@
+/* util.h - small helpers shared by every module: cleanup attributes,
+ * checked path formatting, durable-write primitives, time. */
+#ifndef KART_UTIL_H
+#define KART_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KART_VERSION "0.1.0"
+
+static inline void cleanup_freep(void *p) { free(*(void **)p); }
+static inline void cleanup_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int e = errno;
+		(void)close(*fd);
+		errno = e;
+	}
+}
+static inline void cleanup_fclosep(FILE **f)
+{
+	if (*f)
+		(void)fclose(*f);
+}
+#define _cleanup_free_ __attribute__((cleanup(cleanup_freep)))
+#define _cleanup_close_ __attribute__((cleanup(cleanup_closep)))
+#define _cleanup_fclose_ __attribute__((cleanup(cleanup_fclosep)))
+
+/* Hand ownership out of a cleanup variable. */
+static inline void *steal_ptr(void *pp)
+{
+	void **p = pp, *v = *p;
+	*p = NULL;
+	return v;
+}
+static inline int steal_fd(int *fd)
+{
+	int v = *fd;
+	*fd = -1;
+	return v;
+}
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* snprintf that fails with -ENAMETOOLONG instead of truncating. */
+int pathfmt(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Logging for long-running commands: "kart[worker]: ..." on stderr. */
+void log_set_prog(const char *prog);
+void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int write_all(int fd, const void *buf, size_t len);
+/* Read up to max bytes; returns bytes read or -errno. */
+ssize_t read_upto(int fd, void *buf, size_t max);
+/* Read a whole (small) file at dirfd/path into a NUL-terminated buffer. */
+int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen);
+int fsync_dirat(int dirfd, const char *path);
+
+int64_t now_realtime_ms(void);
+int64_t now_mono_ms(void);
+/* RFC 3339 UTC with milliseconds; buf must hold 32 bytes. */
+void fmt_rfc3339_ms(int64_t ms, char buf[32]);
+
+/* Parsers shared by directives and command-line options.
+ * Return 0 or -EINVAL / -ERANGE. */
+int parse_duration_s(const char *s, int64_t *out);
+int parse_size(const char *s, uint64_t *out);
+int parse_cpu_milli(const char *s, uint32_t *out);
+int parse_int(const char *s, long long min, long long max, long long *out);
+
+/* Valid UTF-8 (no overlongs, no surrogates)? */
+bool utf8_valid(const char *s, size_t len);
+
+/* A growable NULL-terminated vector of owned strings (argv, envp). */
+struct strv {
+	char **v;
+	size_t n, cap;
+};
+void strv_add(struct strv *s, const char *str);
+void strv_addf(struct strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strv_free(struct strv *s);
+
+const char *signal_name(int sig);
+int signal_from_name(const char *name);
+
+#endif

@@ -1,0 +1,1028 @@
+/* worker.c - one event loop (epoll over inotify, a signalfd, per-task
+ * pidfds and output pipes, and one timerfd) driving each task through a
+ * small state machine.
+ *
+ * inotify is only a doorbell: every event, an overflow and the start-up
+ * all lead to looking at the directory itself. Nothing here polls: with
+ * nothing running the timer is disarmed and the loop sleeps. */
+#define _GNU_SOURCE
+#include "worker.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+
+#include "result.h"
+#include "run.h"
+#include "sandbox.h"
+#include "task.h"
+#include "util.h"
+
+/* ---- the task lifecycle ------------------------------------------------ */
+
+enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS__N };
+enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
+enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
+
+/* What each event does in each state (s6-supervise's actions table). */
+enum taction { TA_NONE, TA_FINISH, TA_KILL_TIMEOUT, TA_KILL_CANCEL, TA_KILL_REQUEUE };
+static const enum taction transitions[TS__N][TE__N] = {
+	[TS_RUNNING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_KILL_TIMEOUT,
+			[TE_CANCEL] = TA_KILL_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
+	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
+	[TS_PUBLISHING] = {TA_NONE},
+};
+
+enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR };
+
+struct task;
+struct src {
+	enum srckind kind;
+	struct task *t;
+};
+
+struct task {
+	struct task *next;
+	char *name;
+	struct task_spec spec;
+	struct claim_meta meta;
+	enum tstate state;
+	enum tend end;
+	uid_t uid;
+	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
+	int64_t retry_mono; /* publishing failed: try again then */
+	struct run run;
+	struct run_end rend;
+	struct src s_pid, s_out, s_err;
+	struct result res;
+	char idbuf[256];
+	char user[256], errbuf[256]; /* storage for res.user, res.error */
+};
+
+/* ---- candidates: tasks seen in new/, ordered by priority then arrival -- */
+
+struct cand {
+	char *name;
+	int prio;
+	int64_t arrived_ms;
+	uint64_t seq;
+};
+
+struct heap {
+	struct cand *v;
+	size_t n, cap;
+};
+
+static bool cand_less(const struct cand *a, const struct cand *b)
+{
+	if (a->prio != b->prio)
+		return a->prio < b->prio;
+	if (a->arrived_ms != b->arrived_ms)
+		return a->arrived_ms < b->arrived_ms;
+	return a->seq < b->seq;
+}
+
+static void heap_push(struct heap *h, struct cand c)
+{
+	if (h->n == h->cap) {
+		h->cap = h->cap ? h->cap * 2 : 64;
+		h->v = xrealloc(h->v, h->cap * sizeof *h->v);
+	}
+	size_t i = h->n++;
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!cand_less(&c, &h->v[p]))
+			break;
+		h->v[i] = h->v[p];
+		i = p;
+	}
+	h->v[i] = c;
+}
+
+static struct cand heap_pop(struct heap *h)
+{
+	struct cand top = h->v[0], last = h->v[--h->n];
+	size_t i = 0;
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		const struct cand *best = &last;
+		if (l < h->n && cand_less(&h->v[l], best))
+			m = l, best = &h->v[l];
+		if (r < h->n && cand_less(&h->v[r], best))
+			m = r;
+		if (m == i)
+			break;
+		h->v[i] = h->v[m];
+		i = m;
+	}
+	if (h->n)
+		h->v[i] = last;
+	return top;
+}
+
+/* ---- a set of names (what new/ entries we already know about) --------- */
+
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED };
+
+struct kent {
+	struct kent *next;
+	enum kstate st;
+	char name[];
+};
+
+struct kset {
+	struct kent **b;
+	size_t nb, n;
+};
+
+static size_t khash(const char *s)
+{
+	size_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static struct kent **kset_find(struct kset *k, const char *name)
+{
+	if (!k->nb)
+		return NULL;
+	struct kent **pp = &k->b[khash(name) & (k->nb - 1)];
+	for (; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->name, name) == 0)
+			return pp;
+	return NULL;
+}
+
+static enum kstate kset_get(struct kset *k, const char *name)
+{
+	struct kent **pp = kset_find(k, name);
+	return pp ? (*pp)->st : 0;
+}
+
+static void kset_put(struct kset *k, const char *name, enum kstate st)
+{
+	struct kent **pp = kset_find(k, name);
+	if (pp) {
+		(*pp)->st = st;
+		return;
+	}
+	if (k->n + 1 > k->nb) {
+		size_t nb = k->nb ? k->nb * 2 : 1024;
+		struct kent **b = xcalloc(nb, sizeof *b);
+		for (size_t i = 0; i < k->nb; i++)
+			for (struct kent *e = k->b[i], *nx; e; e = nx) {
+				nx = e->next;
+				size_t j = khash(e->name) & (nb - 1);
+				e->next = b[j];
+				b[j] = e;
+			}
+		free(k->b);
+		k->b = b;
+		k->nb = nb;
+	}
+	size_t len = strlen(name);
+	struct kent *e = xmalloc(sizeof *e + len + 1);
+	memcpy(e->name, name, len + 1);
+	e->st = st;
+	size_t j = khash(name) & (k->nb - 1);
+	e->next = k->b[j];
+	k->b[j] = e;
+	k->n++;
+}
+
+static void kset_del(struct kset *k, const char *name)
+{
+	struct kent **pp = kset_find(k, name);
+	if (!pp)
+		return;
+	struct kent *e = *pp;
+	*pp = e->next;
+	free(e);
+	k->n--;
+}
+
+/* ---- the worker ---------------------------------------------------------- */
+
+struct peer {
+	int wd;
+	char *name;
+};
+
+struct worker {
+	struct spool *sp;
+	struct policy *pol;
+	const char *id;
+	int slots[LANE__N], used[LANE__N];
+	bool drain, stopping;
+	int64_t grace_mono;
+	int64_t recover_mono; /* retry recovery of busy claims then */
+	int wdir, lockfd, ep, ino, sig, tfd;
+	int wd_new, wd_wdir, wd_cur;
+	struct peer *peers;
+	size_t npeers;
+	struct src s_ino, s_sig, s_timer;
+	struct heap heap[LANE__N];
+	struct kset known;
+	size_t nbusy, ndeferred;
+	uint64_t seq;
+	struct task *tasks; /* claimed and not yet published */
+	int nrunning;
+	char **deferred;
+};
+
+static void ep_add(struct worker *w, int fd, struct src *s)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+}
+
+static void ep_del(struct worker *w, int fd)
+{
+	if (fd >= 0)
+		(void)epoll_ctl(w->ep, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static void finish_rejected(struct worker *w, const char *name, const char *why)
+{
+	char id[256];
+	int r = spool_finish_unrun(w->sp, w->wdir, name, "rejected", why, w->id, id, sizeof id);
+	if (r < 0)
+		logmsg("%s: cannot write its rejected result: %s (left in cur/%s/ for recovery)",
+		       name, strerror(-r), w->id);
+	else
+		logmsg("%s: rejected: %s", id, why);
+}
+
+/* Take an entry of new/ that is not a runnable task (hostile, invalid)
+ * and give it its `rejected` result. Rejection takes no slot. */
+static void reject_from_new(struct worker *w, const char *name, const char *why)
+{
+	int r = spool_claim(w->sp, w->wdir, name);
+	if (r == -ENOENT)
+		return; /* another worker has it */
+	if (r < 0) {
+		logmsg("%s: cannot claim for rejection: %s", name, strerror(-r));
+		return;
+	}
+	finish_rejected(w, name, why);
+}
+
+/* Look at one entry of new/ and file it. */
+static void consider(struct worker *w, const char *name)
+{
+	enum kstate ks = kset_get(&w->known, name);
+	if (ks == K_QUEUED || ks == K_DEFERRED)
+		return;
+	struct inspect ins;
+	task_inspect(w->sp->new, name, w->pol, &ins);
+	switch (ins.kind) {
+	case INSPECT_IGNORE:
+		return;
+	case INSPECT_GONE:
+		if (ks == K_BUSY) {
+			kset_del(&w->known, name);
+			w->nbusy--;
+		}
+		return;
+	case INSPECT_BUSY:
+		if (ks != K_BUSY) {
+			kset_put(&w->known, name, K_BUSY);
+			w->nbusy++;
+		}
+		return;
+	case INSPECT_REJECT:
+		if (ks == K_BUSY) {
+			kset_del(&w->known, name);
+			w->nbusy--;
+		}
+		reject_from_new(w, name, ins.error);
+		return;
+	case INSPECT_OK:
+		break;
+	}
+	if (ks == K_BUSY)
+		w->nbusy--;
+	kset_put(&w->known, name, K_QUEUED);
+	heap_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
+							 .prio = ins.spec.priority,
+							 .arrived_ms = ins.arrived_ms,
+							 .seq = w->seq++});
+}
+
+static void scan_new(struct worker *w)
+{
+	_cleanup_close_ int d = openat(w->sp->new, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir) {
+		logmsg("scan new/: %s", strerror(errno));
+		return;
+	}
+	d = -1;
+	struct dirent *de;
+	while ((de = readdir(dir)))
+		if (de->d_name[0] != '.')
+			consider(w, de->d_name);
+	closedir(dir);
+}
+
+static struct task *find_task(struct worker *w, const char *name)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		if (strcmp(t->name, name) == 0)
+			return t;
+	return NULL;
+}
+
+static void task_event(struct worker *w, struct task *t, enum tevent ev);
+
+static void scan_cancels(struct worker *w)
+{
+	for (struct task *t = w->tasks; t; t = t->next) {
+		char p[512];
+		struct stat st;
+		if (pathfmt(p, sizeof p, ".%s.cancel", t->name) == 0 &&
+		    fstatat(w->wdir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			task_event(w, t, TE_CANCEL);
+	}
+}
+
+/* ---- peers: other workers' claim directories ---------------------------- */
+
+static void recover_peer(struct worker *w, const char *peer)
+{
+	int busy = 0, rq = 0, lost = 0;
+	if (strcmp(peer, w->id) == 0)
+		return;
+	int r = spool_recover_peer(w->sp, w->pol, peer, w->id, &busy, &rq, &lost);
+	if (r < 0)
+		logmsg("recover cur/%s: %s", peer, strerror(-r));
+	else if (r > 0 && (rq || lost || busy))
+		logmsg("recovered dead worker %s: %d re-queued, %d lost, %d still busy", peer, rq,
+		       lost, busy);
+	if (busy > 0 && !w->recover_mono)
+		w->recover_mono = now_mono_ms() + 200;
+}
+
+static void watch_peer(struct worker *w, const char *peer)
+{
+	char p[PATH_MAX];
+	if (strcmp(peer, w->id) == 0 || peer[0] == '.')
+		return;
+	if (pathfmt(p, sizeof p, "%s/cur/%s", w->sp->path, peer) < 0)
+		return;
+	/* A worker's lock file is open for writing for its whole life;
+	 * its close (at death) is the doorbell to try its lock. */
+	int wd = inotify_add_watch(w->ino, p, IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW);
+	if (wd < 0)
+		return;
+	for (size_t i = 0; i < w->npeers; i++)
+		if (w->peers[i].wd == wd)
+			return;
+	w->peers = xrealloc(w->peers, (w->npeers + 1) * sizeof *w->peers);
+	w->peers[w->npeers++] = (struct peer){.wd = wd, .name = xstrdup(peer)};
+}
+
+static void scan_peers(struct worker *w)
+{
+	_cleanup_close_ int d = openat(w->sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir)
+		return;
+	d = -1;
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.' || strcmp(de->d_name, w->id) == 0)
+			continue;
+		names = xrealloc(names, (n + 1) * sizeof *names);
+		names[n++] = xstrdup(de->d_name);
+	}
+	closedir(dir);
+	for (size_t i = 0; i < n; i++) {
+		watch_peer(w, names[i]);
+		recover_peer(w, names[i]);
+		free(names[i]);
+	}
+	free(names);
+}
+
+/* ---- starting a task ------------------------------------------------------ */
+
+static void fill_result(struct worker *w, struct task *t)
+{
+	struct passwd pw, *pp = NULL;
+	char buf[1024];
+	struct result *r = &t->res;
+	result_init(r);
+	r->id = t->name;
+	r->name = t->spec.name[0] ? t->spec.name : t->name;
+	r->worker = w->id;
+	r->lane = lane_name(t->spec.lane);
+	r->attempt = t->meta.attempt;
+	r->submitted_ms = t->submitted_ms;
+	r->started_ms = t->started_ms;
+	r->timeout_s = t->spec.timeout_s;
+	r->backend = backend_name(w->pol->backend);
+	r->network = t->spec.net;
+	r->uid = t->uid;
+	if (getpwuid_r(t->uid, &pw, buf, sizeof buf, &pp) == 0 && pp) {
+		snprintf(t->user, sizeof t->user, "%s", pp->pw_name);
+		r->user = t->user;
+	}
+}
+
+static void arm_timer(struct worker *w);
+
+static void task_free(struct worker *w, struct task *t)
+{
+	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	if (t->run.out.file >= 0)
+		close(t->run.out.file);
+	if (t->run.err.file >= 0)
+		close(t->run.err.file);
+	free(t->name);
+	free(t);
+}
+
+/* Publish a task's result; on failure (a full disk, an I/O error) keep it
+ * and try again later: a task is never dropped. */
+static void publish(struct worker *w, struct task *t)
+{
+	int r = spool_finish(w->sp, w->wdir, t->name, true, &t->res, t->idbuf, sizeof t->idbuf);
+	if (r < 0) {
+		logmsg("%s: cannot publish its result: %s; retrying", t->name, strerror(-r));
+		t->state = TS_PUBLISHING;
+		t->retry_mono = now_mono_ms() + 1000;
+		t->res.id = t->name;
+		return;
+	}
+	if (strcmp(t->res.status, "ok") != 0)
+		logmsg("%s: %s%s%s", t->idbuf, t->res.status, t->res.error ? ": " : "",
+		       t->res.error ? t->res.error : "");
+	task_free(w, t);
+}
+
+/* A claimed task that will not run but has a full record (refused). */
+static void finish_refused(struct worker *w, struct task *t, const char *refusal,
+			   const char *error)
+{
+	fill_result(w, t);
+	t->res.status = "refused";
+	t->res.refusal = refusal;
+	t->res.error = error;
+	t->res.started_ms = 0;
+	t->res.finished_ms = now_realtime_ms();
+	publish(w, t);
+}
+
+static int open_capture(struct worker *w, const char *name, const char *sfx)
+{
+	char p[512];
+	if (pathfmt(p, sizeof p, ".%s.%s", name, sfx) < 0)
+		return -ENAMETOOLONG;
+	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The claim is in our directory: look at it again (it may have changed
+ * since it was seen in new/) and start it. */
+static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
+{
+	struct inspect ins;
+	task_inspect(w->wdir, name, w->pol, &ins);
+	if (ins.kind == INSPECT_BUSY) {
+		/* A writer opened it between our look and the claim: give it
+		 * back and wait for its close. */
+		struct claim_meta m = {.attempt = 1};
+		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			(void)claim_meta_get(fd, &m);
+		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
+			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
+		return;
+	}
+	if (ins.kind == INSPECT_REJECT) {
+		finish_rejected(w, name, ins.error);
+		return;
+	}
+	if (ins.kind != INSPECT_OK)
+		return;
+
+	struct task *t = xcalloc(1, sizeof *t);
+	t->name = xstrdup(name);
+	t->spec = ins.spec;
+	t->uid = ins.uid;
+	t->run.out.file = t->run.err.file = -1;
+	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
+	t->next = w->tasks;
+	w->tasks = t;
+	{
+		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			(void)claim_meta_get(fd, &t->meta);
+	}
+	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
+	t->started_ms = now_realtime_ms();
+
+	if (t->spec.memory || t->spec.pids || t->spec.cpu_milli) {
+		/* Fail closed: a limit that cannot be enforced is not run
+		 * without. */
+		finish_refused(w, t, "cgroup_setup_failed",
+			       "memory=, pids= and cpu= need cgroup limits, which this worker "
+			       "cannot apply on this host yet; the task was not run without them");
+		return;
+	}
+
+	spool_clean_scratch(w->wdir, name);
+	int ofd = open_capture(w, name, "stdout"), efd = open_capture(w, name, "stderr");
+	char outdir[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
+	if (ofd < 0 || efd < 0 || pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
+	    mkdirat(w->wdir, outdir, 0755) < 0 ||
+	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
+	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/.%s.out", w->sp->path, w->id, name) < 0 ||
+	    pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0) {
+		if (ofd >= 0)
+			close(ofd);
+		if (efd >= 0)
+			close(efd);
+		finish_refused(w, t, "sandbox_setup_failed",
+			       "cannot prepare the task's output files in the claim directory");
+		return;
+	}
+	t->run.out.file = ofd;
+	t->run.err.file = efd;
+	if (w->pol->backend == BACKEND_NONE) {
+		char wd[512];
+		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || mkdirat(w->wdir, wd, 0700) < 0) {
+			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
+			return;
+		}
+	}
+
+	struct strv argv = {0}, envp = {0};
+	char err[256];
+	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
+				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
+				  .attempt = t->meta.attempt};
+	if (sandbox_build(&req, &argv, &envp, err, sizeof err) < 0) {
+		strv_free(&argv);
+		strv_free(&envp);
+		finish_refused(w, t, "sandbox_setup_failed", err);
+		return;
+	}
+	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
+	bool none = w->pol->backend == BACKEND_NONE;
+	int r = run_spawn(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
+			  none ? workdir : NULL, none);
+	strv_free(&argv);
+	strv_free(&envp);
+	if (r < 0) {
+		t->run.out.file = ofd;
+		t->run.err.file = efd;
+		finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
+		return;
+	}
+	t->state = TS_RUNNING;
+	t->s_pid = (struct src){SRC_PIDFD, t};
+	t->s_out = (struct src){SRC_STDOUT, t};
+	t->s_err = (struct src){SRC_STDERR, t};
+	ep_add(w, t->run.pidfd, &t->s_pid);
+	ep_add(w, t->run.out.pipe, &t->s_out);
+	ep_add(w, t->run.err.pipe, &t->s_err);
+	if (t->spec.timeout_s > 0)
+		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
+	w->used[t->spec.lane]++;
+	w->nrunning++;
+}
+
+/* Fill free slots from the candidates, best first. */
+static void dispatch(struct worker *w)
+{
+	if (w->stopping)
+		return;
+	for (int l = 0; l < LANE__N; l++) {
+		while (w->used[l] < w->slots[l] && w->heap[l].n) {
+			struct cand c = heap_pop(&w->heap[l]);
+			int r = spool_claim(w->sp, w->wdir, c.name);
+			if (r == -EEXIST) {
+				/* We are running a task of the same name: it waits
+				 * in new/ until that one has finished. */
+				kset_put(&w->known, c.name, K_DEFERRED);
+				w->deferred = xrealloc(w->deferred, (w->ndeferred + 1) * sizeof(char *));
+				w->deferred[w->ndeferred++] = c.name;
+				continue;
+			}
+			kset_del(&w->known, c.name);
+			if (r == 0)
+				start_claimed(w, c.name, c.arrived_ms);
+			else if (r != -ENOENT)
+				logmsg("%s: claim failed: %s", c.name, strerror(-r));
+			free(c.name);
+		}
+	}
+	arm_timer(w);
+}
+
+static void undefer(struct worker *w)
+{
+	size_t n = w->ndeferred;
+	char **d = w->deferred;
+	w->deferred = NULL;
+	w->ndeferred = 0;
+	for (size_t i = 0; i < n; i++) {
+		kset_del(&w->known, d[i]);
+		consider(w, d[i]);
+		free(d[i]);
+	}
+	free(d);
+}
+
+/* ---- ending a task ----------------------------------------------------------- */
+
+static void task_ended(struct worker *w, struct task *t)
+{
+	struct run_end *e = &t->rend;
+	ep_del(w, t->run.pidfd);
+	ep_del(w, t->run.out.pipe);
+	ep_del(w, t->run.err.pipe);
+	if (run_collect(&t->run, e) < 0)
+		logmsg("%s: wait: %s", t->name, strerror(errno));
+	run_close(&t->run);
+	w->used[t->spec.lane]--;
+	w->nrunning--;
+
+	if (t->end == END_REQUEUE) {
+		t->meta.attempt++;
+		if (t->meta.submitted_ms == 0)
+			t->meta.submitted_ms = t->submitted_ms;
+		int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+		if (r < 0)
+			logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
+		else
+			logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
+			       t->meta.attempt);
+		task_free(w, t);
+		return;
+	}
+
+	fill_result(w, t);
+	struct result *r = &t->res;
+	char *errbuf = t->errbuf;
+	const size_t errlen = sizeof t->errbuf;
+	r->finished_ms = now_realtime_ms();
+	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
+	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
+	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
+	if (t->end == END_TIMEOUT) {
+		r->status = "timeout";
+		r->signal = SIGKILL;
+		snprintf(errbuf, errlen, "the wall-clock timeout of %llds passed",
+			 (long long)t->spec.timeout_s);
+		r->error = errbuf;
+	} else if (t->end == END_CANCEL) {
+		r->status = "cancelled";
+		r->signal = SIGKILL;
+		r->error = "cancelled by kart cancel while running";
+	} else if (!e->started) {
+		r->status = "refused";
+		r->refusal = "sandbox_setup_failed";
+		int st = e->wrapper_status;
+		snprintf(errbuf, errlen,
+			 "the sandbox could not be built (%s %s %d); its message is in stderr",
+			 backend_name(w->pol->backend), WIFEXITED(st) ? "exited with status" : "got signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		r->error = errbuf;
+	} else if (e->exited) {
+		r->exit_code = e->exit_code;
+		r->status = e->exit_code == 0 ? "ok" : "failed";
+	} else {
+		r->status = "killed";
+		r->signal = e->signal ? e->signal : SIGKILL;
+		snprintf(errbuf, errlen, "ended by %s", signal_name(r->signal));
+		r->error = errbuf;
+	}
+	struct capture *caps[] = {&t->run.out, &t->run.err};
+	struct result_stream *rs[] = {&r->out, &r->err};
+	for (int i = 0; i < 2; i++) {
+		rs[i]->bytes = caps[i]->bytes;
+		rs[i]->truncated = caps[i]->truncated;
+		if (fsync(caps[i]->file) < 0) {
+			/* Never report done on a failed fsync: run it again. */
+			logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
+			       strerror(errno));
+			t->end = END_REQUEUE;
+			t->meta.attempt++;
+			(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+			task_free(w, t);
+			return;
+		}
+	}
+	/* The work directory of backend none goes, whatever the outcome. */
+	char p[512];
+	if (pathfmt(p, sizeof p, ".%s.work", t->name) == 0)
+		(void)rm_rf_at(w->wdir, p);
+	publish(w, t);
+}
+
+static void task_event(struct worker *w, struct task *t, enum tevent ev)
+{
+	switch (transitions[t->state][ev]) {
+	case TA_NONE:
+		return;
+	case TA_FINISH:
+		task_ended(w, t);
+		undefer(w);
+		dispatch(w);
+		return;
+	case TA_KILL_TIMEOUT:
+		t->end = END_TIMEOUT;
+		break;
+	case TA_KILL_CANCEL:
+		t->end = END_CANCEL;
+		break;
+	case TA_KILL_REQUEUE:
+		t->end = END_REQUEUE;
+		break;
+	}
+	t->state = TS_KILLING;
+	run_kill(&t->run);
+}
+
+/* ---- time ------------------------------------------------------------------- */
+
+static void arm_timer(struct worker *w)
+{
+	int64_t next = 0;
+#define EARLIER(x) \
+	do { \
+		if ((x) && (!next || (x) < next)) \
+			next = (x); \
+	} while (0)
+	for (struct task *t = w->tasks; t; t = t->next) {
+		if (t->state == TS_RUNNING)
+			EARLIER(t->deadline_mono);
+		if (t->state == TS_PUBLISHING)
+			EARLIER(t->retry_mono);
+	}
+	if (w->stopping && w->nrunning)
+		EARLIER(w->grace_mono);
+	EARLIER(w->recover_mono);
+#undef EARLIER
+	struct itimerspec its = {0};
+	if (next) {
+		its.it_value.tv_sec = next / 1000;
+		its.it_value.tv_nsec = (next % 1000) * 1000000;
+	}
+	/* Nothing pending: disarmed, and an idle worker sleeps for good. */
+	(void)timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void on_timer(struct worker *w)
+{
+	uint64_t x;
+	if (read(w->tfd, &x, sizeof x) < 0 && errno != EAGAIN)
+		logmsg("timerfd: %s", strerror(errno));
+	int64_t now = now_mono_ms();
+	for (struct task *t = w->tasks, *nx; t; t = nx) {
+		nx = t->next;
+		if (t->state == TS_RUNNING && t->deadline_mono && t->deadline_mono <= now)
+			task_event(w, t, TE_TIMEOUT);
+		else if (t->state == TS_PUBLISHING && t->retry_mono <= now)
+			publish(w, t);
+	}
+	if (w->stopping && w->grace_mono && w->grace_mono <= now) {
+		for (struct task *t = w->tasks; t; t = t->next)
+			task_event(w, t, TE_GRACE_OVER);
+		w->grace_mono = 0;
+	}
+	if (w->recover_mono && w->recover_mono <= now) {
+		w->recover_mono = 0;
+		scan_peers(w);
+	}
+	arm_timer(w);
+}
+
+/* ---- inotify and signals -------------------------------------------------- */
+
+static void on_inotify(struct worker *w)
+{
+	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool rescan = false, peers = false;
+	for (;;) {
+		ssize_t n = read(w->ino, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)p;
+			p += sizeof *ev + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				rescan = peers = true;
+				continue;
+			}
+			if (!ev->len)
+				continue;
+			if (ev->wd == w->wd_new) {
+				if (!rescan)
+					consider(w, ev->name);
+			} else if (ev->wd == w->wd_wdir) {
+				size_t l = strlen(ev->name);
+				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {
+					ev->name[l - 7] = '\0';
+					struct task *t = find_task(w, ev->name + 1);
+					if (t)
+						task_event(w, t, TE_CANCEL);
+				}
+			} else if (ev->wd == w->wd_cur) {
+				watch_peer(w, ev->name);
+			} else if (strcmp(ev->name, ".lock") == 0) {
+				for (size_t i = 0; i < w->npeers; i++)
+					if (w->peers[i].wd == ev->wd)
+						recover_peer(w, w->peers[i].name);
+			}
+		}
+	}
+	if (rescan) {
+		scan_new(w);
+		scan_cancels(w);
+	}
+	if (peers)
+		scan_peers(w);
+	dispatch(w);
+}
+
+static void begin_stop(struct worker *w, const char *why)
+{
+	if (w->stopping) {
+		/* A second request: no more grace. */
+		w->grace_mono = now_mono_ms();
+	} else {
+		w->stopping = true;
+		w->grace_mono = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
+		logmsg("%s: no more claims; %d running task(s) get %ds to finish", why, w->nrunning,
+		       w->pol->term_grace_s);
+	}
+	arm_timer(w);
+}
+
+static void on_signal(struct worker *w)
+{
+	struct signalfd_siginfo si;
+	while (read(w->sig, &si, sizeof si) == sizeof si) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			begin_stop(w, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+			break;
+		case SIGHUP: {
+			struct policy np;
+			char err[256];
+			if (policy_load(&np, err, sizeof err) < 0) {
+				logmsg("SIGHUP: policy not reloaded: %s; keeping the current one", err);
+				break;
+			}
+			for (int l = 0; l < LANE__N; l++)
+				np.slots[l] = w->pol->slots[l];
+			*w->pol = np;
+			logmsg("SIGHUP: policy reloaded");
+			break;
+		}
+		default:
+			break;
+		}
+	}
+}
+
+static bool idle_and_empty(struct worker *w)
+{
+	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
+	       w->nbusy == 0 && w->ndeferred == 0;
+}
+
+int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
+{
+	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain};
+	char p[PATH_MAX];
+	for (int l = 0; l < LANE__N; l++)
+		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
+
+	int r = spool_worker_open(sp, w.id, &w.wdir, &w.lockfd);
+	if (r == -EBUSY)
+		die("worker id '%s' is in use by a live worker (cur/%s/.lock is held)", w.id, w.id);
+	if (r < 0)
+		die("cannot open cur/%s/: %s", w.id, strerror(-r));
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGIO); /* lease breaks: never the default (fatal) action */
+	sigaddset(&mask, SIGPIPE);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		die("sigprocmask: %s", strerror(errno));
+	sigdelset(&mask, SIGIO);
+	sigdelset(&mask, SIGPIPE);
+	w.sig = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	w.ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	w.ep = epoll_create1(EPOLL_CLOEXEC);
+	w.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (w.sig < 0 || w.ino < 0 || w.ep < 0 || w.tfd < 0)
+		die("event loop set-up: %s", strerror(errno));
+
+	/* The watch first, then the scans: nothing that lands in between
+	 * can be missed. */
+	if (pathfmt(p, sizeof p, "%s/new", sp->path) < 0 ||
+	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
+							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
+		die("inotify watch on %s: %s", p, strerror(errno));
+	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
+	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
+		die("inotify watch on %s: %s", p, strerror(errno));
+	if (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
+	    (w.wd_cur = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
+		die("inotify watch on %s: %s", p, strerror(errno));
+
+	w.s_ino = (struct src){SRC_INOTIFY, NULL};
+	w.s_sig = (struct src){SRC_SIGNAL, NULL};
+	w.s_timer = (struct src){SRC_TIMER, NULL};
+	ep_add(&w, w.ino, &w.s_ino);
+	ep_add(&w, w.sig, &w.s_sig);
+	ep_add(&w, w.tfd, &w.s_timer);
+
+	/* Our own claims from an earlier life under this id, then dead
+	 * peers', then the queue. */
+	int rq = 0, lost = 0;
+	r = spool_recover_dir(sp, pol, w.wdir, w.id, &rq, &lost);
+	if (r > 0 && !w.recover_mono)
+		w.recover_mono = now_mono_ms() + 200;
+	if (rq || lost)
+		logmsg("recovered own claims of an earlier run: %d re-queued, %d lost", rq, lost);
+	scan_peers(&w);
+	scan_new(&w);
+	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
+	       backend_name(pol->backend), w.slots[0], w.slots[1]);
+	dispatch(&w);
+
+	for (;;) {
+		if (w.stopping && w.nrunning == 0 && !w.tasks)
+			break;
+		if (w.drain && idle_and_empty(&w)) {
+			/* Events may still be in flight: look once more. */
+			scan_new(&w);
+			dispatch(&w);
+			if (idle_and_empty(&w))
+				break;
+		}
+		struct epoll_event evs[32];
+		int n = epoll_wait(w.ep, evs, 32, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("epoll_wait: %s", strerror(errno));
+		}
+		/* Exits last: finishing frees a task that other events of this
+		 * batch may still name. */
+		for (int i = 0; i < n; i++) {
+			struct src *s = evs[i].data.ptr;
+			switch (s->kind) {
+			case SRC_INOTIFY: on_inotify(&w); break;
+			case SRC_SIGNAL: on_signal(&w); break;
+			case SRC_TIMER: on_timer(&w); break;
+			case SRC_PIDFD: break;
+			case SRC_STDOUT:
+				if (capture_pump(&s->t->run.out) == 1)
+					ep_del(&w, s->t->run.out.pipe);
+				break;
+			case SRC_STDERR:
+				if (capture_pump(&s->t->run.err) == 1)
+					ep_del(&w, s->t->run.err.pipe);
+				break;
+			}
+		}
+		for (int i = 0; i < n; i++) {
+			struct src *s = evs[i].data.ptr;
+			if (s->kind == SRC_PIDFD)
+				task_event(&w, s->t, TE_EXIT);
+		}
+	}
+	/* Leave nothing behind: our claim directory goes if it is empty. */
+	(void)unlinkat(w.wdir, ".lock", 0);
+	if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT && errno != ENOTEMPTY)
+		logmsg("cannot remove cur/%s: %s", w.id, strerror(errno));
+	logmsg("worker %s stopped", w.id);
+	return 0;
+}
