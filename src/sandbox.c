@@ -113,6 +113,10 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, req->out_dir);
 		strv_add(argv, SANDBOX_OUT);
 	}
+	/* The root is bwrap's tmpfs: read-only once everything is mounted.
+	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */
+	strv_add(argv, "--remount-ro");
+	strv_add(argv, "/");
 	strv_add(argv, "--chdir");
 	strv_add(argv, SANDBOX_WORK);
 	launcher_tail(req, argv, SANDBOX_LAUNCH, SANDBOX_TASK);

@@ -447,28 +447,32 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		/* Not a task file (symlink, FIFO, device, directory, extra
 		 * hard link): the result is written first, then only the
 		 * entry itself is removed, so what it points at is untouched.
-		 * A crash between the two rejects it again under a new id. */
-		if ((r = spool_pick_id(sp, base_copy, idbuf, idlen)) < 0)
-			return r;
-		res->id = idbuf;
+		 * A crash between the two rejects it again under a new id.
+		 * The JSON itself reserves the id (RENAME_NOREPLACE). */
+		for (int n = 1;; n++) {
+			if (n > 1000000)
+				return -EEXIST;
+			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
+				return r;
+			if (done_has(sp, idbuf))
+				continue;
+			res->id = idbuf;
+			_cleanup_free_ char *json = result_dumps(res);
+			r = write_result_json(sp, idbuf, json);
+			if (r == -EEXIST)
+				continue;
+			if (r < 0)
+				return r;
+			break;
+		}
 	}
-	_cleanup_free_ char *json = result_dumps(res);
-	if (res->task_path) {
+	if (regular) {
+		_cleanup_free_ char *json = result_dumps(res);
 		free((char *)res->task_path);
 		res->task_path = NULL;
-	}
-	for (;;) {
-		r = write_result_json(sp, idbuf, json);
-		if (r != -EEXIST || regular)
-			break;
-		/* Raced another finisher for this id: take the next one. */
-		if ((r = spool_pick_id(sp, base_copy, idbuf, idlen)) < 0)
+		if ((r = write_result_json(sp, idbuf, json)) < 0)
 			return r;
-		free(json);
-		json = result_dumps(res);
 	}
-	if (r < 0)
-		return r;
 	if (fsync(sp->done) < 0)
 		return -errno;
 	if (regular) {

@@ -1,0 +1,265 @@
+# The maildir protocol from the outside: the three ways in, hostile
+# entries, half-written files, name reuse, directives and the result.
+. "$(dirname "$0")/../lib.sh"
+
+task_ok() { printf '#!/bin/sh\necho "%s"\n' "${1:-hello}"; }
+
+test_three_ways_in() {
+	local s; s=$(mkspool)
+	local id1; id1=$(task_ok one | "$KART" -s "$s" submit -) || fail "submit -"
+	task_ok two >"$T_ROOT/two.sh"
+	cp "$T_ROOT/two.sh" "$s/new/copied"
+	task_ok three >"$s/tmp/x.$$"
+	mv "$s/tmp/x.$$" "$s/new/renamed"
+	drain "$s"
+	for id in "$id1" copied renamed; do
+		assert_eq ok "$(field "$s" "$id" .status)" "$id status"
+		assert_eq 0 "$(field "$s" "$id" .exit_code)" "$id exit_code"
+		assert_eq "$id" "$(field "$s" "$id" .id)" "$id id"
+	done
+	assert_eq one "$("$KART" -s "$s" cat "$id1")" "stdout of submitted"
+	assert_eq two "$(cat "$s/done/copied.stdout")" "stdout of copied"
+	assert_eq three "$(cat "$s/done/renamed.stdout")" "stdout of renamed"
+	assert_eq "" "$(ls -A "$s/new" "$s/tmp" | grep -v '^/\|^$')" "new/ and tmp/ empty"
+}
+
+test_result_has_every_field() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\n#kart: timeout=30s\necho out; echo err >&2; exit 4\n' >"$s/new/t"
+	drain "$s"
+	local j=$s/done/t.json
+	jq -e . "$j" >/dev/null || fail "result is not valid JSON"
+	local f
+	for f in id name status exit_code signal error refusal worker lane attempt submitted_at \
+		started_at finished_at wait_ms duration_ms stdout stderr limits usage sandbox submitter; do
+		jq -e "has(\"$f\")" "$j" >/dev/null || fail "result lacks $f"
+	done
+	assert_eq failed "$(jq -r .status "$j")" status
+	assert_eq 4 "$(jq -r .exit_code "$j")" exit_code
+	assert_eq null "$(jq -r .signal "$j")" signal
+	assert_eq fast "$(jq -r .lane "$j")" lane
+	assert_eq 1 "$(jq -r .attempt "$j")" attempt
+	assert_eq 30 "$(jq -r .limits.timeout_s "$j")" limits.timeout_s
+	assert_eq "done/t.stdout" "$(jq -r .stdout.path "$j")" stdout.path
+	assert_eq 4 "$(jq -r .stdout.bytes "$j")" stdout.bytes
+	assert_eq false "$(jq -r .stdout.truncated "$j")" stdout.truncated
+	assert_eq "err" "$(cat "$s/$(jq -r .stderr.path "$j")")" stderr
+	assert_eq bwrap "$(jq -r .sandbox.backend "$j")" sandbox.backend
+	assert_eq false "$(jq -r .sandbox.network "$j")" sandbox.network
+	assert_eq "$(id -u)" "$(jq -r .submitter.uid "$j")" submitter.uid
+	assert_eq "$(id -un)" "$(jq -r .submitter.user "$j")" submitter.user
+	local ts='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$'
+	assert_match "$ts" "$(jq -r .submitted_at "$j")" submitted_at
+	assert_match "$ts" "$(jq -r .started_at "$j")" started_at
+	assert_match "$ts" "$(jq -r .finished_at "$j")" finished_at
+	jq -e '.wait_ms >= 0 and .duration_ms >= 0' "$j" >/dev/null || fail "wait_ms/duration_ms"
+	jq -e '.usage | has("cpu_user_ms") and has("cpu_system_ms") and has("memory_peak_bytes")' \
+		"$j" >/dev/null || fail usage
+}
+
+test_shebang_honoured() {
+	local s; s=$(mkspool)
+	printf '#!/usr/bin/env perl\nprint "perl ", 6*7, "\\n";\n' >"$s/new/pl"
+	printf 'echo "no shebang: $0"\n' >"$s/new/plain"
+	printf '#!/usr/bin/nonexistent\necho x\n' >"$s/new/missing"
+	drain "$s"
+	assert_eq "perl 42" "$(cat "$s/done/pl.stdout")" "#! perl"
+	assert_eq ok "$(field "$s" plain .status)" "no #! runs under /bin/sh"
+	assert_match "^no shebang: " "$(cat "$s/done/plain.stdout")" "sh output"
+	assert_eq failed "$(field "$s" missing .status)" "missing interpreter"
+	assert_eq 127 "$(field "$s" missing .exit_code)" "missing interpreter exit code"
+}
+
+test_timeout_kills_the_tree() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\n#kart: timeout=1s\n(sleep 30 &) ; sleep 30\n' >"$s/new/slow"
+	local t0=$SECONDS
+	drain "$s"
+	assert_eq timeout "$(field "$s" slow .status)" status
+	assert_eq SIGKILL "$(field "$s" slow .signal)" signal
+	assert_match "timeout" "$(field "$s" slow .error)" error
+	[ $((SECONDS - t0)) -lt 15 ] || fail "timeout took $((SECONDS - t0))s"
+	pgrep -f "sleep 30" >/dev/null && fail "a process of the timed-out task survived"
+	true
+}
+
+# Every hostile entry kind gets `rejected`, and what it points at is untouched.
+test_hostile_entries() {
+	local s; s=$(mkspool)
+	local victim=$T_ROOT/victim
+	printf 'precious\n' >"$victim"; chmod 644 "$victim"
+	local before; before=$(stat -c '%s %Y %a %h' "$victim")
+	ln -s "$victim" "$s/new/symlink"
+	ln -s /nonexistent "$s/new/dangling"
+	ln "$victim" "$s/new/hardlink"
+	mkfifo "$s/new/fifo"
+	mknod "$s/new/device" c 1 3 2>/dev/null || skip "cannot mknod here" || true
+	mkdir "$s/new/directory"; echo keep >"$s/new/directory/inner"
+	head -c $((17 * 1024 * 1024)) /dev/zero >"$s/new/oversized"
+	printf 'echo x\n' >"$s/new/$(printf 'bad\001name')"
+	printf 'echo x\n' >"$s/new/$(printf 'latin1\xe9')"
+	printf 'echo x\n' >"$s/new/.hidden"
+	drain "$s"
+	local id
+	for id in symlink dangling hardlink fifo directory oversized; do
+		assert_eq rejected "$(field "$s" "$id" .status)" "$id status"
+		assert_ne null "$(field "$s" "$id" .error)" "$id error"
+	done
+	[ -e "$s/done/device.json" ] && assert_eq rejected "$(field "$s" device .status)" device
+	assert_match "symbolic link" "$(field "$s" symlink .error)" "symlink error"
+	assert_match "hard link" "$(field "$s" hardlink .error)" "hardlink error"
+	assert_match "FIFO" "$(field "$s" fifo .error)" "fifo error"
+	assert_match "directory" "$(field "$s" directory .error)" "directory error"
+	assert_match "bytes" "$(field "$s" oversized .error)" "oversized error"
+	# Undecodable names: rejected under a safe id, the exact bytes kept.
+	local n; n=$(grep -l '"rejected"' "$s"/done/*.json | xargs jq -r 'select(.name_hex != null) | .name_hex' | sort | tr '\n' ' ')
+	assert_eq "6c6174696e31e9 " "$n" "name_hex of the undecodable name"
+	n=$(cat "$s"/done/*.json | jq -r 'select(.name == "bad\u0001name") | .status')
+	assert_eq rejected "$n" "a control character in the name: rejected, name kept exactly"
+	local f
+	for f in "$s"/done/*.json; do jq -e . "$f" >/dev/null || fail "invalid JSON: $f"; done
+	# The targets are untouched; the hard link's other name still holds it.
+	assert_eq "$before" "$(stat -c '%s %Y %a %h' "$victim")" "victim metadata (nlink back to 1)"
+	assert_eq precious "$(cat "$victim")" "victim content"
+	assert_eq keep "$(cat "$s"/done/directory*.rejected/inner)" "directory kept, not followed"
+	assert_file "$s/new/.hidden"
+	assert_eq ".hidden" "$(ls -A "$s/new")" "only the dot file is left in new/"
+}
+
+# A writer that has the file open in new/ is waited for, however slow.
+test_slow_writer_in_new() {
+	local s; s=$(mkspool)
+	start_worker "$s" --slots 2
+	(
+		exec 3>"$s/new/slowpoke"
+		printf '#!/bin/sh\necho first\n' >&3
+		sleep 2
+		printf 'echo second\n' >&3
+	)&
+	local wpid=$!
+	sleep 1
+	assert_no_file "$s/done/slowpoke.json"
+	wait "$wpid"
+	wait_until 20 test -e "$s/done/slowpoke.json" || fail "slow file never ran"
+	assert_eq "first
+second" "$(cat "$s/done/slowpoke.stdout")" "ran whole, not half"
+	kill "$WPID"; wait "$WPID"
+}
+
+# A worker started while a cp is under way does not run the half file.
+test_worker_starts_during_write() {
+	local s; s=$(mkspool)
+	(
+		exec 3>"$s/new/midway"
+		printf '#!/bin/sh\necho part1\n' >&3
+		sleep 3
+		printf 'echo part2\n' >&3
+	)&
+	local wpid=$!
+	sleep 0.5
+	start_worker "$s"
+	sleep 1
+	assert_no_file "$s/done/midway.json"
+	wait "$wpid"
+	wait_until 20 test -e "$s/done/midway.json" || fail "never ran"
+	assert_eq "part1
+part2" "$(cat "$s/done/midway.stdout")" "whole file ran"
+	kill "$WPID"; wait "$WPID"
+}
+
+test_name_reuse_never_overwrites() {
+	local s; s=$(mkspool)
+	task_ok first >"$s/new/job"
+	drain "$s"
+	task_ok second >"$s/new/job"
+	drain "$s"
+	task_ok third >"$s/new/job"
+	drain "$s"
+	assert_eq first "$(cat "$s/done/job.stdout")" "first result kept"
+	assert_eq second "$(cat "$s/done/job.2.stdout")" "second under job.2"
+	assert_eq third "$(cat "$s/done/job.3.stdout")" "third under job.3"
+	assert_eq job "$(field "$s" job.2 .name)" "name keeps the submitted name"
+	assert_eq job.3 "$(field "$s" job.3 .id)" "id"
+	# kart submit picks a free id itself and prints it.
+	local id; id=$(task_ok fourth | "$KART" -s "$s" submit --name job -)
+	assert_eq job.4 "$id" "submit's id for a reused name"
+	drain "$s"
+	assert_eq job "$(field "$s" job.4 .name)" "name of submitted reuse"
+}
+
+test_bad_directives_rejected() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\n#kart: timeout=soon\necho x\n' >"$s/new/badtime"
+	printf '#!/bin/sh\n# kart: frobnicate=1\necho x\n' >"$s/new/unknown"
+	printf '#!/bin/sh\n#kart: lane=slow\necho x\n' >"$s/new/badlane"
+	printf '#!/bin/sh\n#kart: cpu=4096\necho x\n' >"$s/new/overcpu"
+	printf '#!/bin/sh\n#kart: memory=64T\necho x\n' >"$s/new/overmem"
+	printf '#!/bin/sh\n# allow_net\necho x\n' >"$s/new/wantsnet"
+	printf '#!/bin/sh\necho x\n#kart: bogus\n' >"$s/new/late"
+	drain "$s"
+	assert_eq rejected "$(field "$s" badtime .status)" badtime
+	assert_match "line 2: timeout=soon" "$(field "$s" badtime .error)" "badtime error names the line"
+	assert_match "line 2: unknown directive item 'frobnicate=1'" "$(field "$s" unknown .error)" unknown
+	assert_eq rejected "$(field "$s" badlane .status)" badlane
+	assert_match "ceiling" "$(field "$s" overcpu .error)" "cpu above ceiling"
+	assert_match "ceiling" "$(field "$s" overmem .error)" "memory above ceiling"
+	assert_eq rejected "$(field "$s" wantsnet .status)" "net without a grant"
+	assert_match "no network to uid" "$(field "$s" wantsnet .error)" "net error"
+	assert_eq ok "$(field "$s" late .status)" "directives after the leading block are ignored"
+	assert_eq null "$(field "$s" wantsnet .started_at)" "rejected never started"
+}
+
+test_limits_fail_closed() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\n#kart: memory=64M\necho ran\n' >"$s/new/mem"
+	drain "$s"
+	assert_eq refused "$(field "$s" mem .status)" "unenforceable limit"
+	assert_eq cgroup_setup_failed "$(field "$s" mem .refusal)" refusal
+	assert_eq null "$(field "$s" mem .stdout.bytes)" "never ran"
+}
+
+test_sandbox_basics() {
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	local s; s=$(mkspool)
+	cat >"$s/new/probe" <<'EOT'
+#!/bin/sh
+echo "cwd=$(pwd)"
+echo "files=$(ls -A | wc -l)"
+touch ./mine && echo "cwd_writable=yes"
+touch /etc/x 2>/dev/null && echo "etc_writable=yes" || echo "etc_writable=no"
+touch /usr/x 2>/dev/null && echo "usr_writable=yes" || echo "usr_writable=no"
+echo "env=$(env | cut -d= -f1 | sort | tr '\n' ' ')"
+echo "pid=$$"
+ls "$KART_SPOOL_CANARY" >/dev/null 2>&1 && echo "spool_visible=yes" || echo "spool_visible=no"
+(exec 3<>/dev/tcp/127.0.0.1/9) 2>/dev/null
+getent hosts localhost >/dev/null; echo done
+EOT
+	KART_SECRET_CANARY=leak drain "$s"
+	local out; out=$(cat "$s/done/probe.stdout")
+	assert_match "cwd=/work" "$out" cwd
+	assert_match "files=0" "$out" "fresh empty work dir"
+	assert_match "cwd_writable=yes" "$out" "work dir writable"
+	assert_match "etc_writable=no" "$out" "/etc read-only"
+	assert_match "usr_writable=no" "$out" "/usr read-only"
+	assert_match "env=HOME KART_ATTEMPT KART_OUTDIR KART_TASK_ID LANG PATH PWD TMPDIR " "$out" "environment cleared"
+	[[ $out == *CANARY* ]] && fail "worker environment leaked into the task"
+	assert_match "pid=[0-9]$" "$(grep pid= <<<"$out")" "own PID namespace (small pid)"
+	[ -e "$s/done/probe.json" ] && [ -z "$(ls -A "$s/cur" 2>/dev/null)" ] || fail "cur/ not clean"
+}
+
+test_network_only_when_granted() {
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	local s; s=$(mkspool)
+	local script='#!/bin/sh
+ip=$(cat /proc/net/dev | grep -c :)
+echo "interfaces=$ip"'
+	printf '%s\n' "$script" >"$s/new/nonet"
+	printf '#!/bin/sh\n#kart: net\n%s\n' "${script#*
+}" >"$s/new/withnet"
+	KART_NET_UIDS=$(id -u) drain "$s"
+	assert_eq "interfaces=1" "$(cat "$s/done/nonet.stdout")" "only loopback (down) without net"
+	assert_eq true "$(field "$s" withnet .sandbox.network)" "network granted"
+	[ "$(cut -d= -f2 "$s/done/withnet.stdout")" -gt 1 ] || fail "net task sees host interfaces"
+}
+
+run_tests

@@ -1,0 +1,96 @@
+# tests/lib.sh - helpers for black-box tests. Each test script sources it,
+# defines functions named test_*, and ends with `run_tests`. Every test
+# drives the real build/kart on a real temporary spool.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KART=$ROOT/build/kart
+export PATH=$ROOT/build:$PATH
+unset KART_SPOOL KART_BACKEND KART_NET_UIDS KART_TERM_GRACE KART_TIMEOUT_MAX
+T_ROOT=$(mktemp -d "${TMPDIR:-/tmp}/kart-test.XXXXXX")
+T_PIDS=()
+_cleanup() {
+	local p
+	for p in "${T_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$T_ROOT"
+}
+trap _cleanup EXIT
+
+_T_CUR="" _T_FAILED=0
+# Record a failure of the current test with a reason; the test goes on.
+fail() { echo "    FAIL: $*" >&2; _T_FAILED=1; }
+# Skip the current test with a reason; under KART_MUST_WORK=1 a skip is a failure.
+skip() {
+	if [ "${KART_MUST_WORK:-0}" = 1 ]; then
+		fail "would skip, but KART_MUST_WORK=1: $*"
+		return 1
+	fi
+	echo "    SKIP: $*" >&2
+	_T_FAILED=2
+	return 1
+}
+
+assert_eq() { # expected actual what
+	[ "$1" == "$2" ] || fail "$3: expected '$1', got '$2'"
+}
+assert_ne() { [ "$1" != "$2" ] || fail "$3: did not expect '$2'"; }
+assert_file() { [ -e "$1" ] || fail "missing: $1"; }
+assert_no_file() { [ ! -e "$1" ] && [ ! -L "$1" ] || fail "should not exist: $1"; }
+assert_match() { # regex string what
+	[[ $2 =~ $1 ]] || fail "$3: '$2' does not match /$1/"
+}
+
+# A fresh spool; prints its path.
+mkspool() {
+	local s
+	s=$(mktemp -d "$T_ROOT/spool.XXXXXX")
+	"$KART" -s "$s" init || fail "kart init $s"
+	echo "$s"
+}
+
+# start_worker SPOOL [ARGS...]: a background worker; sets WPID.
+start_worker() {
+	local s=$1; shift
+	"$KART" -s "$s" worker "$@" >>"$s.worker.log" 2>&1 &
+	WPID=$!
+	T_PIDS+=("$WPID")
+}
+
+# wait_until TIMEOUT_S CMD...: retry CMD every 50ms until it succeeds.
+wait_until() {
+	local t=$1; shift
+	local end=$((SECONDS + t))
+	while ! "$@"; do
+		[ $SECONDS -ge $end ] && return 1
+		sleep 0.05
+	done
+}
+
+# field SPOOL ID JQ-FILTER: a field of done/ID.json.
+field() { jq -r "$3" "$1/done/$2.json"; }
+
+# drain SPOOL [ARGS...]: run a worker until new/ is empty and nothing runs.
+drain() {
+	local s=$1; shift
+	timeout 120 "$KART" -s "$s" worker --drain "$@" >>"$s.worker.log" 2>&1 ||
+		fail "worker --drain exited $? (log: $(tail -3 "$s.worker.log"))"
+}
+
+have_bwrap() {
+	bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib \
+		--symlink usr/lib64 /lib64 --proc /proc --dev /dev /bin/true 2>/dev/null
+}
+
+run_tests() {
+	local f
+	for f in $(declare -F | awk '{print $3}' | grep '^test_'); do
+		_T_FAILED=0
+		echo "  - ${f#test_}"
+		$f
+		case $_T_FAILED in
+		0) echo "PASS $f" >>"$KART_TEST_RESULTS" ;;
+		2) echo "SKIP $f" >>"$KART_TEST_RESULTS" ;;
+		*) echo "FAIL $f" >>"$KART_TEST_RESULTS"; echo "  x ${f#test_} FAILED" ;;
+		esac
+	done
+}
