@@ -209,8 +209,17 @@ int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, s
 		}
 		/* Copy the line so it can be cut into items. */
 		char tmp[4096];
-		if (llen >= sizeof tmp)
-			continue; /* too long to be a directive line; a plain comment */
+		if (llen >= sizeof tmp) {
+			/* A long plain comment is fine; a directive line cut or
+			 * skipped would run the task without what it asked for. */
+			const char *q = line + 1;
+			while (q < line + llen && (*q == ' ' || *q == '\t'))
+				q++;
+			if (line + llen - q >= 5 && memcmp(q, "kart:", 5) == 0)
+				return ERR("line %d: the directive line is longer than %zu bytes",
+					   lineno, sizeof tmp - 1);
+			continue;
+		}
 		memcpy(tmp, line, llen);
 		tmp[llen] = '\0';
 		if (llen && tmp[llen - 1] == '\r')

@@ -1,0 +1,363 @@
+#!/bin/bash
+# Black-box: a task's life in the spool. Cancel (queued, running,
+# finished), --drain, a worker killed with -9 (recovery by a peer and by a
+# restart under the same id, re-queue and `lost`), SIGTERM (graceful and
+# past the grace period), and several workers racing on one spool.
+. "$(dirname "$0")/../lib.sh"
+
+# ---- local helpers ---------------------------------------------------------
+
+now_ms() { date +%s%3N; }
+
+# put_task SPOOL NAME BODY: the maildir way, staged in tmp/ then renamed.
+put_task() {
+	local s=$1 n=$2
+	printf '%s\n' "$3" >"$s/tmp/.$n.stage" && mv "$s/tmp/.$n.stage" "$s/new/$n" ||
+		fail "cannot queue $n"
+}
+
+has_result() { [ -e "$1/done/$2.json" ]; }
+is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
+n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
+# Task files (not dot-files) left in new/ or in any cur/<worker>/.
+queued_files() { find "$1/new" -mindepth 1 -maxdepth 1 ! -name '.*' | sort; }
+claimed_files() { find "$1/cur" -mindepth 2 -maxdepth 2 ! -name '.*' | sort; }
+
+# wait_gone TIMEOUT PID: bounded wait for a background job; sets RC to its
+# exit status (or "timeout").
+wait_gone() {
+	local end=$((SECONDS + $1)) st
+	while kill -0 "$2" 2>/dev/null; do
+		st=$(awk '{print $3}' "/proc/$2/stat" 2>/dev/null)
+		[ "$st" = Z ] && break
+		if [ $SECONDS -ge $end ]; then
+			RC=timeout
+			return 1
+		fi
+		sleep 0.05
+	done
+	wait "$2"
+	RC=$?
+}
+
+# stop_worker PID: SIGTERM, bounded wait, then SIGKILL if it hangs.
+stop_worker() {
+	kill -TERM "$1" 2>/dev/null
+	if ! wait_gone 20 "$1"; then
+		fail "worker $1 did not exit within 20s of SIGTERM"
+		kill -9 "$1" 2>/dev/null
+	fi
+}
+
+# ---- cancel ------------------------------------------------------------------
+
+test_cancel_queued() {
+	local s id out rc
+	s=$(mkspool)
+	id=$("$KART" -s "$s" submit --name never -- echo should-not-run)
+	assert_eq never "$id" "submit id"
+	assert_file "$s/new/never"
+	out=$("$KART" -s "$s" cancel never 2>&1); rc=$?
+	assert_eq 0 "$rc" "kart cancel of a queued task: exit status (output: $out)"
+	has_result "$s" never || { fail "no done/never.json after cancel"; return; }
+	assert_eq cancelled "$(field "$s" never .status)" "status"
+	assert_eq null "$(field "$s" never .started_at)" "started_at of a task that never ran"
+	assert_eq null "$(field "$s" never .exit_code)" "exit_code of a task that never ran"
+	local bytes
+	bytes=$(field "$s" never '.stdout.bytes // 0')
+	assert_eq 0 "$bytes" "stdout bytes of a cancelled queued task"
+	if [ -e "$s/done/never.stdout" ]; then
+		assert_eq "" "$(cat "$s/done/never.stdout")" "stdout file of a cancelled queued task"
+	fi
+	assert_no_file "$s/new/never"
+	assert_eq "" "$(claimed_files "$s")" "claims left in cur/ after cancel"
+	# A worker started afterwards must not run it or record it again.
+	drain "$s" --id after
+	assert_eq 1 "$(n_results "$s")" "results after a drain following the cancel"
+	assert_eq cancelled "$(field "$s" never .status)" "status after a later worker"
+	assert_eq "" "$(cat "$s/done/never.stdout" 2>/dev/null)" "stdout after a later worker"
+}
+
+test_cancel_running() {
+	local s id out rc t0 t1 mark=$((900 + $$ % 97))
+	s=$(mkspool)
+	# The background child proves the whole tree goes, not just the shell.
+	put_task "$s" sleeper "#!/bin/sh
+sleep $mark.5 &
+sleep 60"
+	start_worker "$s" --id wc
+	local w=$WPID
+	wait_until 20 is_running "$s" sleeper || { fail "sleeper never reported running"; stop_worker "$w"; return; }
+	sleep 0.3 # let the task get to its sleep
+	t0=$(now_ms)
+	out=$(timeout 30 "$KART" -s "$s" cancel sleeper 2>&1); rc=$?
+	assert_eq 0 "$rc" "kart cancel of a running task: exit status (output: $out)"
+	wait_until 10 has_result "$s" sleeper || fail "no result within 10s of cancel"
+	t1=$(now_ms)
+	if has_result "$s" sleeper; then
+		assert_eq cancelled "$(field "$s" sleeper .status)" "status"
+		local d
+		d=$(field "$s" sleeper .duration_ms)
+		[[ $d =~ ^[0-9]+$ ]] && [ "$d" -lt 20000 ] || fail "duration_ms '$d' not well under 60s"
+		[ $((t1 - t0)) -lt 10000 ] || fail "cancel took $((t1 - t0)) ms"
+	fi
+	sleep 0.5
+	if pgrep -f "sleep $mark.5" >/dev/null; then
+		fail "the task's background child survived the cancel"
+		pkill -9 -f "sleep $mark.5"
+	fi
+	# The worker goes on.
+	id=$("$KART" -s "$s" submit --name next -- echo after-cancel)
+	out=$(timeout 30 "$KART" -s "$s" wait --timeout 20 "$id" 2>&1); rc=$?
+	assert_eq 0 "$rc" "wait for the next task after a cancel ($out)"
+	has_result "$s" next && assert_eq ok "$(field "$s" next .status)" "next task status"
+	kill -0 "$w" 2>/dev/null || fail "worker died"
+	stop_worker "$w"
+	assert_eq 0 "$RC" "worker exit status after SIGTERM"
+}
+
+test_cancel_finished() {
+	local s out rc
+	s=$(mkspool)
+	"$KART" -s "$s" submit --name quick -- true >/dev/null
+	drain "$s"
+	assert_eq ok "$(field "$s" quick .status)" "status before the cancel"
+	out=$("$KART" -s "$s" cancel quick 2>&1); rc=$?
+	assert_eq 1 "$rc" "cancel of a finished task: exit status"
+	assert_match "already finished" "$out" "cancel of a finished task: message"
+	assert_eq ok "$(field "$s" quick .status)" "status after the refused cancel"
+}
+
+test_cancel_unknown() {
+	local s rc
+	s=$(mkspool)
+	"$KART" -s "$s" cancel nosuch >/dev/null 2>&1; rc=$?
+	assert_eq 1 "$rc" "cancel of an unknown id: exit status"
+	assert_eq 0 "$(n_results "$s")" "results after cancelling an unknown id"
+}
+
+# ---- drain -------------------------------------------------------------------
+
+test_drain_five() {
+	local s i rc
+	s=$(mkspool)
+	for i in 1 2 3 4 5; do
+		"$KART" -s "$s" submit --name "d$i" -- echo "$i" >/dev/null
+	done
+	timeout 60 "$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1; rc=$?
+	assert_eq 0 "$rc" "worker --drain exit status"
+	assert_eq 5 "$(n_results "$s")" "results after --drain"
+	for i in 1 2 3 4 5; do
+		has_result "$s" "d$i" && assert_eq ok "$(field "$s" "d$i" .status)" "d$i status"
+	done
+	assert_eq "" "$(queued_files "$s")" "new/ after --drain"
+	assert_eq "" "$(ls -A "$s/cur")" "cur/ after --drain"
+}
+
+test_drain_empty_spool_exits() {
+	local s rc t0
+	s=$(mkspool)
+	t0=$SECONDS
+	timeout 20 "$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1; rc=$?
+	assert_eq 0 "$rc" "worker --drain on an empty spool"
+	[ $((SECONDS - t0)) -lt 10 ] || fail "--drain on an empty spool took $((SECONDS - t0))s"
+}
+
+# ---- kill -9 of the worker ----------------------------------------------------
+
+# crash_run SPOOL NAME BODY ID: run NAME under worker ID, kill -9 it once
+# the task runs. Returns 1 if it never ran.
+crash_run() {
+	local s=$1 n=$2 body=$3 wid=$4
+	put_task "$s" "$n" "$body"
+	start_worker "$s" --id "$wid"
+	local w=$WPID
+	if ! wait_until 20 is_running "$s" "$n"; then
+		fail "$n never reported running under $wid"
+		kill -9 "$w"
+		return 1
+	fi
+	sleep 0.3
+	kill -9 "$w"
+	wait_gone 10 "$w"
+	assert_eq 137 "$RC" "worker $wid killed with -9"
+	has_result "$s" "$n" && fail "$n has a result although its worker was killed mid-run"
+	return 0
+}
+
+test_kill9_recovered_by_peer() {
+	local s
+	s=$(mkspool)
+	crash_run "$s" crashy "#!/bin/sh
+sleep 3
+echo made-it" w1 || return
+	assert_file "$s/cur/w1/crashy"
+	drain "$s" --id w2
+	has_result "$s" crashy || { fail "no result for crashy after recovery"; return; }
+	assert_eq ok "$(field "$s" crashy .status)" "status after recovery"
+	assert_eq 2 "$(field "$s" crashy .attempt)" "attempt after recovery"
+	assert_eq w2 "$(field "$s" crashy .worker)" "worker of the second run"
+	assert_eq made-it "$("$KART" -s "$s" cat crashy)" "stdout of the second run"
+	assert_eq 1 "$(n_results "$s")" "results for crashy (exactly one)"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+	assert_eq "" "$(queued_files "$s")" "task files left in new/"
+	[ -d "$s/cur/w1" ] && fail "the dead worker's cur/w1 was not removed"
+	return 0
+}
+
+test_kill9_retries0_lost() {
+	local s
+	s=$(mkspool)
+	crash_run "$s" fragile "#!/bin/sh
+#kart: retries=0
+sleep 3
+echo made-it" w1 || return
+	drain "$s" --id w2
+	has_result "$s" fragile || { fail "no result for fragile after recovery"; return; }
+	assert_eq lost "$(field "$s" fragile .status)" "status with retries=0"
+	assert_eq 1 "$(field "$s" fragile .attempt)" "attempt of a lost task"
+	assert_ne null "$(field "$s" fragile .error)" "error of a lost task"
+	assert_eq 1 "$(n_results "$s")" "results for fragile (exactly one)"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+	assert_eq "" "$(queued_files "$s")" "task files left in new/"
+}
+
+test_kill9_restart_same_id() {
+	local s
+	s=$(mkspool)
+	crash_run "$s" phoenix "#!/bin/sh
+sleep 3
+echo made-it" w1 || return
+	drain "$s" --id w1
+	has_result "$s" phoenix || { fail "no result for phoenix after restart"; return; }
+	assert_eq ok "$(field "$s" phoenix .status)" "status after restart under the same id"
+	assert_eq 2 "$(field "$s" phoenix .attempt)" "attempt after restart under the same id"
+	assert_eq made-it "$("$KART" -s "$s" cat phoenix)" "stdout after restart"
+	assert_eq 1 "$(n_results "$s")" "results for phoenix (exactly one)"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+}
+
+# A live worker notices a peer that dies (not only a worker that starts).
+test_kill9_noticed_by_running_peer() {
+	local s w2
+	s=$(mkspool)
+	start_worker "$s" --id watcher --slots 1 --batch-slots 1
+	w2=$WPID
+	# Keep the watcher's only fast slot busy so it cannot take crashy first.
+	put_task "$s" hog "#!/bin/sh
+sleep 2"
+	wait_until 20 is_running "$s" hog || fail "hog never ran"
+	crash_run "$s" crashy2 "#!/bin/sh
+sleep 1
+echo made-it" w1 || { stop_worker "$w2"; return; }
+	wait_until 30 has_result "$s" crashy2 || fail "the running peer did not recover crashy2 within 30s"
+	if has_result "$s" crashy2; then
+		assert_eq ok "$(field "$s" crashy2 .status)" "status"
+		assert_eq 2 "$(field "$s" crashy2 .attempt)" "attempt"
+	fi
+	stop_worker "$w2"
+}
+
+# ---- SIGTERM -------------------------------------------------------------------
+
+test_sigterm_lets_task_finish() {
+	local s w t0
+	s=$(mkspool)
+	put_task "$s" patient "#!/bin/sh
+sleep 2
+echo finished"
+	start_worker "$s" --id wt
+	w=$WPID
+	wait_until 20 is_running "$s" patient || { fail "never ran"; kill -9 "$w"; return; }
+	t0=$(now_ms)
+	kill -TERM "$w"
+	wait_gone 30 "$w" || { fail "worker still alive 30s after SIGTERM"; kill -9 "$w"; return; }
+	assert_eq 0 "$RC" "worker exit status after SIGTERM"
+	[ $(($(now_ms) - t0)) -ge 800 ] || fail "worker exited before the task could finish"
+	has_result "$s" patient || { fail "no result for the task running at SIGTERM"; return; }
+	assert_eq ok "$(field "$s" patient .status)" "status"
+	assert_eq 1 "$(field "$s" patient .attempt)" "attempt"
+	assert_eq finished "$("$KART" -s "$s" cat patient)" "stdout"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+}
+
+test_sigterm_grace_requeues() {
+	local s w t0 el
+	s=$(mkspool)
+	put_task "$s" stubborn '#!/bin/sh
+if [ "$KART_ATTEMPT" = 1 ]; then sleep 30; fi
+echo "attempt $KART_ATTEMPT"'
+	export KART_TERM_GRACE=1
+	start_worker "$s" --id wg
+	unset KART_TERM_GRACE
+	w=$WPID
+	wait_until 20 is_running "$s" stubborn || { fail "never ran"; kill -9 "$w"; return; }
+	sleep 0.3
+	t0=$(now_ms)
+	kill -TERM "$w"
+	wait_gone 20 "$w" || { fail "worker alive 20s after SIGTERM with grace 1s"; kill -9 "$w"; return; }
+	el=$(($(now_ms) - t0))
+	assert_eq 0 "$RC" "worker exit status after SIGTERM"
+	[ "$el" -lt 6000 ] || fail "worker took ${el} ms to stop with KART_TERM_GRACE=1"
+	[ "$el" -ge 700 ] || fail "worker stopped after ${el} ms: no grace given"
+	has_result "$s" stubborn && fail "a task interrupted by shutdown got a result ($(field "$s" stubborn .status))"
+	assert_file "$s/new/stubborn"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+	drain "$s" --id wg2
+	has_result "$s" stubborn || { fail "no result after the re-queue"; return; }
+	assert_eq ok "$(field "$s" stubborn .status)" "status of the second run"
+	assert_eq 2 "$(field "$s" stubborn .attempt)" "attempt of the second run"
+	assert_eq "attempt 2" "$("$KART" -s "$s" cat stubborn)" "the second run sees KART_ATTEMPT=2"
+	assert_eq 1 "$(n_results "$s")" "results (exactly one)"
+}
+
+# ---- racing workers ------------------------------------------------------------
+
+test_two_workers_race() {
+	local s i n wa wb wc ids want
+	s=$(mkspool)
+	export KART_BACKEND=none
+	start_worker "$s" --slots 3
+	wa=$WPID
+	start_worker "$s" --slots 3
+	wb=$WPID
+	unset KART_BACKEND
+	start_worker "$s" --slots 2
+	wc=$WPID
+	sleep 0.3
+	want=$(mktemp "$T_ROOT/want.XXXXXX")
+	for i in $(seq -w 1 300); do
+		n=r$i
+		printf '#!/bin/sh\necho %s\n' "$n" >"$s/tmp/.$n"
+		mv "$s/tmp/.$n" "$s/new/$n"
+		echo "$n" >>"$want"
+	done
+	local end=$((SECONDS + 90))
+	while [ "$(n_results "$s")" -lt 300 ] && [ $SECONDS -lt $end ]; do sleep 0.2; done
+	sleep 0.5 # anything extra (a duplicate) would land now
+	assert_eq 300 "$(n_results "$s")" "results"
+	local bad=0 f
+	for f in "$s"/done/*.json; do
+		jq -e 'type == "object"' "$f" >/dev/null 2>&1 || { bad=$((bad + 1)); fail "not valid JSON: $f"; }
+	done
+	ids=$(jq -r .id "$s"/done/*.json 2>/dev/null | sort)
+	assert_eq "$(sort "$want")" "$ids" "the set of ids equals the set submitted"
+	assert_eq "" "$(jq -r 'select(.status != "ok") | "\(.id) \(.status)"' "$s"/done/*.json)" "non-ok results"
+	assert_eq "" "$(jq -r 'select(.attempt != 1) | "\(.id) \(.attempt)"' "$s"/done/*.json)" "attempt != 1"
+	local wrong=0 id
+	while read -r id; do
+		[ -e "$s/done/$id.stdout" ] && [ "$(cat "$s/done/$id.stdout")" = "$id" ] || {
+			wrong=$((wrong + 1))
+			[ $wrong -le 5 ] && fail "$id: stdout is '$(cat "$s/done/$id.stdout" 2>/dev/null)'"
+		}
+	done <"$want"
+	assert_eq 0 "$wrong" "tasks whose stdout is not their own name"
+	assert_eq "" "$(queued_files "$s")" "task files left in new/"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/*/"
+	for w in "$wa" "$wb" "$wc"; do
+		stop_worker "$w"
+		assert_eq 0 "$RC" "exit status of worker $w after SIGTERM"
+	done
+}
+
+run_tests
