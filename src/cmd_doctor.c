@@ -94,7 +94,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	char err[512];
 	json_t *o = json_object();
 	bool ok = true;
-	if (policy_load(&pol, err, sizeof err) < 0) {
+	if (policy_load(&pol, c->spool_path && *c->spool_path ? c->spool_path : NULL, err, sizeof err) < 0) {
 		fprintf(stderr, "kart doctor: policy: %s\n", err);
 		return 1;
 	}

@@ -77,12 +77,14 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 
 	struct policy pol;
 	char err[512];
-	if (policy_load(&pol, err, sizeof err) < 0) {
+	struct spool sp;
+	ctx_open_spool(c, &sp);
+	/* A policy that cannot be read stops the worker: never run on
+	 * silently with defaults. */
+	if (policy_load(&pol, sp.path, err, sizeof err) < 0) {
 		fprintf(stderr, "kart worker: policy: %s\n", err);
 		return 1;
 	}
-	struct spool sp;
-	ctx_open_spool(c, &sp);
 	/* Tasks see the spool through absolute paths. */
 	char *abs = realpath(sp.path, NULL);
 	if (!abs)

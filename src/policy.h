@@ -1,7 +1,6 @@
 /* policy.h - what the host allows: defaults, ceilings, grants, backend.
- * Today the policy comes from built-in safe defaults, the host's own
- * capacity (cores, memory) and KART_* environment overrides; kart.conf
- * parsing plugs in here. */
+ * Built-in safe defaults and the host's own capacity (cores, memory),
+ * then SPOOL/kart.conf, then KART_* environment overrides. */
 #ifndef KART_POLICY_H
 #define KART_POLICY_H
 
@@ -32,9 +31,14 @@ struct policy {
 	char launcher[4096];
 };
 
-/* Fill pol from defaults and the environment. On a bad override returns
- * -1 with err naming the variable; never falls back silently. */
-int policy_load(struct policy *pol, char *err, size_t errlen);
+/* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
+ * the file exists) and the environment. On an unreadable file, a bad
+ * line or a bad override returns -1 with err naming the file and line or
+ * the variable; never falls back silently to defaults. */
+int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
+/* Parse kart.conf text into pol (over whatever pol holds). */
+int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
+		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
 
 #endif

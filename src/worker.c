@@ -236,6 +236,7 @@ struct worker {
 	struct task *tasks; /* claimed and not yet published */
 	int nrunning;
 	char **deferred;
+	const struct worker_opts *opts;
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -889,15 +890,22 @@ static void on_signal(struct worker *w)
 			break;
 		case SIGHUP: {
 			struct policy np;
-			char err[256];
-			if (policy_load(&np, err, sizeof err) < 0) {
-				logmsg("SIGHUP: policy not reloaded: %s; keeping the current one", err);
+			char err[600];
+			if (policy_load(&np, w->sp->path, err, sizeof err) < 0) {
+				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
+				       err);
 				break;
 			}
-			for (int l = 0; l < LANE__N; l++)
-				np.slots[l] = w->pol->slots[l];
+			/* Resolved at start-up; a reload does not move them. */
+			memcpy(np.bwrap, w->pol->bwrap, sizeof np.bwrap);
+			memcpy(np.launcher, w->pol->launcher, sizeof np.launcher);
 			*w->pol = np;
-			logmsg("SIGHUP: policy reloaded");
+			for (int l = 0; l < LANE__N; l++)
+				if (w->opts->slots[l] == 0)
+					w->slots[l] = np.slots[l];
+			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
+			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			dispatch(w);
 			break;
 		}
 		default:
@@ -914,7 +922,7 @@ static bool idle_and_empty(struct worker *w)
 
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
 {
-	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain};
+	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
 	char p[PATH_MAX];
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];

@@ -262,4 +262,35 @@ echo "interfaces=$ip"'
 	[ "$(cut -d= -f2 "$s/done/withnet.stdout")" -gt 1 ] || fail "net task sees host interfaces"
 }
 
+test_policy_file_and_sighup() {
+	local s; s=$(mkspool)
+	printf '[worker]\nslots = 2\n[limits]\ntimeout_max = 1h\nbogus = 1\n' >"$s/kart.conf"
+	local out rc
+	out=$(timeout 10 "$KART" -s "$s" worker --drain 2>&1); rc=$?
+	assert_eq 1 "$rc" "a bad kart.conf stops the worker"
+	assert_match "kart.conf line 5: unknown key 'bogus'" "$out" "error names the line"
+	printf '[limits]\ntimeout_max = 1m\n' >"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: timeout=2m\necho x\n' >"$s/new/long"
+	drain "$s"
+	assert_eq rejected "$(field "$s" long .status)" "above kart.conf's ceiling"
+	assert_match "ceiling of 60s" "$(field "$s" long .error)" "names the ceiling"
+	# SIGHUP: grant network to us, and a net task is accepted.
+	start_worker "$s"
+	printf '#!/bin/sh\n#kart: net\necho x\n' >"$s/new/net1"
+	wait_until 20 test -e "$s/done/net1.json" || fail "net1 no result"
+	assert_eq rejected "$(field "$s" net1 .status)" "no grant before SIGHUP"
+	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
+	kill -HUP "$WPID"
+	wait_until 10 grep -q "policy reloaded" "$s.worker.log" || fail "no reload logged"
+	printf '#!/bin/sh\n#kart: net\necho x\n' >"$s/new/net2"
+	wait_until 20 test -e "$s/done/net2.json" || fail "net2 no result"
+	assert_eq ok "$(field "$s" net2 .status)" "granted after SIGHUP"
+	# A broken file on SIGHUP: the worker says so and keeps the last good policy.
+	printf '[network\n' >"$s/kart.conf"
+	kill -HUP "$WPID"
+	wait_until 10 grep -q "NOT reloaded.*line 1" "$s.worker.log" || fail "bad reload not reported"
+	kill -0 "$WPID" || fail "worker died on a bad reload"
+	kill "$WPID"; wait "$WPID"
+}
+
 run_tests
