@@ -22,7 +22,7 @@ WARN = -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliter
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-	     -DLIBEXECDIR='"$(LIBEXECDIR)"' $(PKG_CFLAGS)
+	     -I$(B) $(PKG_CFLAGS)
 
 B = build
 LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
@@ -46,6 +46,13 @@ $(B):
 
 $(B)/%.o: src/%.c src/*.h | $(B)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# Where the installed kart finds its launcher; rewritten only when it
+# changes, so `make install PREFIX=...` rebuilds what depends on it.
+$(B)/config.h: FORCE | $(B)
+	@printf '#define LIBEXECDIR "%s"\n' '$(LIBEXECDIR)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(B)/policy.o: $(B)/config.h
 
 $(B)/kart: $(LIB_OBJ) $(CMD_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -76,4 +83,5 @@ uninstall:
 clean:
 	rm -rf $(B)
 
-.PHONY: all deps check demo install uninstall clean
+FORCE:
+.PHONY: all deps check demo install uninstall clean FORCE

@@ -12,9 +12,7 @@
 
 #include "util.h"
 
-#ifndef LIBEXECDIR
-#define LIBEXECDIR "/usr/local/libexec/kart"
-#endif
+#include "config.h" /* LIBEXECDIR, written by the Makefile */
 
 const char *backend_name(enum backend b) { return b == BACKEND_NONE ? "none" : "bwrap"; }
 

@@ -72,8 +72,10 @@ static json_t *jint_or_null(int64_t v, bool is_null) { return is_null ? json_nul
 
 static json_t *jstream(const struct result_stream *s)
 {
+	/* Always an object (contract §3), so readers can index it blindly;
+	 * a task that never ran has no file: path null, 0 bytes. */
 	if (!s->present)
-		return json_null();
+		return json_pack("{s:n, s:i, s:b}", "path", "bytes", 0, "truncated", 0);
 	return json_pack("{s:o, s:I, s:b}", "path", jstr(s->path), "bytes", (json_int_t)s->bytes,
 			 "truncated", s->truncated);
 }

@@ -522,10 +522,24 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	}
 	if (ins.kind != INSPECT_OK)
 		return;
+	/* `kart cancel` found it here just after our claim: it never runs. */
+	char creq[512];
+	struct stat cst;
+	if (pathfmt(creq, sizeof creq, ".%s.cancel", name) == 0 &&
+	    fstatat(w->wdir, creq, &cst, AT_SYMLINK_NOFOLLOW) == 0) {
+		char id[256];
+		int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled",
+					   "cancelled by kart cancel before it ran", w->id, id, sizeof id);
+		if (r < 0)
+			logmsg("%s: cannot write its result: %s", name, strerror(-r));
+		return;
+	}
 
 	struct task *t = xcalloc(1, sizeof *t);
 	t->name = xstrdup(name);
 	t->spec = ins.spec;
+	if (t->spec.timeout_s < 0)
+		t->spec.timeout_s = w->pol->timeout_default_s;
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
