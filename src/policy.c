@@ -27,15 +27,13 @@ static void find_launcher(char *out, size_t len)
 		char *slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			char cand[PATH_MAX + 32];
-			snprintf(cand, sizeof cand, "%s/kart-launch", self);
-			if (access(cand, X_OK) == 0 && strlen(cand) < len) {
-				snprintf(out, len, "%s", cand);
+			/* Beside the binary: a build tree, or a bin/ that holds both. */
+			if (pathfmt(out, len, "%s/kart-launch", self) == 0 && access(out, X_OK) == 0)
 				return;
-			}
 		}
 	}
-	snprintf(out, len, "%s/kart-launch", LIBEXECDIR);
+	if (pathfmt(out, len, "%s/kart-launch", LIBEXECDIR) < 0)
+		out[0] = '\0';
 }
 
 static int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen,

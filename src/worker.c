@@ -538,8 +538,12 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	struct task *t = xcalloc(1, sizeof *t);
 	t->name = xstrdup(name);
 	t->spec = ins.spec;
+	/* No timeout given: the policy's default, and never beyond its
+	 * ceiling. */
 	if (t->spec.timeout_s < 0)
 		t->spec.timeout_s = w->pol->timeout_default_s;
+	if (t->spec.timeout_s < 0 || (w->pol->timeout_max_s >= 0 && t->spec.timeout_s > w->pol->timeout_max_s))
+		t->spec.timeout_s = w->pol->timeout_max_s;
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
