@@ -44,11 +44,14 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 		return -ENAMETOOLONG;
 	for (;;) {
 		struct stat st;
-		if (fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			return 0;
 		int64_t rest = deadline - now_mono_ms();
-		if (rest <= 0)
-			return -ETIMEDOUT;
+		bool gone = fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+		if (gone || rest <= 0) {
+			/* Whatever happened, the request must not outlive this task
+			 * and cancel a later one of the same name. */
+			(void)unlinkat(sp->cur, req, 0);
+			return gone ? 0 : -ETIMEDOUT;
+		}
 		struct pollfd pfd = {.fd = ino, .events = POLLIN};
 		if (poll(&pfd, 1, (int)rest) > 0) {
 			char buf[4096];
@@ -116,7 +119,15 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				if (r < 0) {
 					fprintf(stderr, "kart cancel: %s: %s\n", id, strerror(-r));
 					rc = 1;
-				} else if (query_done(&sp, id, &d) == 0 && strcmp(d.status, "cancelled") != 0) {
+					break;
+				}
+				if (query_done(&sp, id, &d) < 0) {
+					/* It left the claim without a result: re-queued
+					 * (its worker stopped). Take it from new/. */
+					attempt = -1;
+					continue;
+				}
+				if (strcmp(d.status, "cancelled") != 0) {
 					printf("%s: had already finished: %s\n", id, d.status);
 					rc = 1;
 				} else

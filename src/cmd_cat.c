@@ -24,11 +24,12 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	};
 	bool err = false;
 	int ch;
-	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': fputs(help, stdout); return 0;
 		case 'e': err = true; break;
-		default: return usage_error("cat", "unknown option");
+		case ':': return usage_error("cat", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("cat", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (argc - optind != 1)

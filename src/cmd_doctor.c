@@ -83,11 +83,12 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	};
 	bool json = false;
 	int ch;
-	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': fputs(help, stdout); return 0;
 		case 'j': json = true; break;
-		default: return usage_error("doctor", "unknown option");
+		case ':': return usage_error("doctor", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("doctor", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	struct policy pol;

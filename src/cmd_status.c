@@ -64,11 +64,12 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	};
 	struct out o = {0};
 	int ch, rc = 0;
-	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': fputs(help, stdout); return 0;
 		case 'j': o.json = true; break;
-		default: return usage_error("status", "unknown option");
+		case ':': return usage_error("status", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("status", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	struct spool sp;

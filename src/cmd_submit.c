@@ -104,7 +104,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			return usage_error("submit", "options too long"); \
 		dl += (size_t)_n; \
 	} while (0)
-	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		int64_t d;
 		uint64_t sz;
 		uint32_t cpu;
@@ -143,7 +143,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 				return usage_error("submit", "--priority %s: not a number", optarg);
 			ADD(" priority=%s", optarg);
 			break;
-		default: return usage_error("submit", "unknown option");
+		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	bool is_cmd = optind > 0 && strcmp(argv[optind - 1], "--") == 0;

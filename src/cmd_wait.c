@@ -28,14 +28,15 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	};
 	int64_t timeout_s = -1;
 	int ch;
-	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': fputs(help, stdout); return 0;
 		case 't':
 			if (parse_duration_s(optarg, &timeout_s) < 0)
 				return usage_error("wait", "--timeout %s: not a duration", optarg);
 			break;
-		default: return usage_error("wait", "unknown option");
+		case ':': return usage_error("wait", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("wait", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	int n = argc - optind;

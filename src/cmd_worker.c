@@ -44,7 +44,7 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	char defid[HOST_NAME_MAX + 32];
 	int ch;
 	long long v;
-	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': fputs(help, stdout); return 0;
 		case 'i': wo.id = optarg; break;
@@ -59,7 +59,8 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 			wo.slots[LANE_BATCH] = v ? (int)v : -1;
 			break;
 		case 'd': wo.drain = true; break;
-		default: return usage_error("worker", "unknown option");
+		case ':': return usage_error("worker", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("worker", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)

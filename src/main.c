@@ -91,14 +91,16 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &io, NULL);
 
 	int ch;
-	while ((ch = getopt_long(argc, argv, "+s:hV", opts, NULL)) != -1) {
+	opterr = 0; /* our own one-line messages, not getopt's */
+	while ((ch = getopt_long(argc, argv, "+:s:hV", opts, NULL)) != -1) {
 		switch (ch) {
 		case 's': c.spool_path = optarg; break;
 		case 'h': fputs(main_help, stdout); return 0;
 		case 'V':
 			printf("kart %s\nfeatures: backend-bwrap backend-none\n", KART_VERSION);
 			return 0;
-		default: return usage_error(NULL, "unknown option");
+		case ':': return usage_error(NULL, "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind >= argc)

@@ -87,6 +87,10 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 		return 0;
 	}
 	if (id[0] != '.' && !strchr(id, '/') && find_running(sp, id, q->worker, sizeof q->worker)) {
+		/* A finishing task writes its result before it leaves cur/:
+		 * in between, it is done. */
+		if (query_done(sp, id, q) == 0)
+			return 0;
 		q->state = Q_RUNNING;
 		return 0;
 	}

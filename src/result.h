@@ -27,6 +27,7 @@ struct result {
 	int64_t submitted_ms, started_ms, finished_ms; /* 0: null */
 	struct result_stream out, err;
 	const char *task_path; /* the task file kept beside the result */
+	const char *artifacts_path; /* $KART_OUTDIR kept beside the result; NULL: none */
 	/* limits as applied */
 	int64_t timeout_s;  /* -1: null */
 	uint64_t memory;    /* 0: null */

@@ -153,6 +153,8 @@ int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)
 		int r = next_id(base, n, out, outlen);
 		if (r < 0)
 			return r;
+		if (strlen(out) > TASK_NAME_MAX)
+			return -ENAMETOOLONG; /* a worker would reject it */
 		if (!spool_id_taken(sp, out))
 			return 0;
 	}
@@ -196,6 +198,8 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	}
 	for (int n = 1; n < 1000000; n++) {
 		r = next_id(base, n, id, idlen);
+		if (r == 0 && strlen(id) > TASK_NAME_MAX)
+			r = -ENAMETOOLONG;
 		if (r < 0)
 			break;
 		if (spool_id_taken(sp, id))
@@ -210,15 +214,15 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			r = -errno;
 			break;
 		}
-		/* No RENAME_NOREPLACE on this filesystem: link() also refuses
-		 * to replace. */
-		if (linkat(sp->tmp, tname, sp->new, id, 0) == 0) {
-			(void)unlinkat(sp->tmp, tname, 0);
+		/* No RENAME_NOREPLACE on this filesystem. link() would leave
+		 * the task with two links for a moment, which a worker rightly
+		 * rejects; check, then rename (the id was just seen free). */
+		if (exists_at(sp->new, id))
+			continue;
+		if (renameat(sp->tmp, tname, sp->new, id) == 0) {
 			r = 0;
 			break;
 		}
-		if (errno == EEXIST)
-			continue;
 		r = -errno;
 		break;
 	}
@@ -438,39 +442,56 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 			    pathfmt(q, sizeof q, "%s.%s", idbuf, sfx[i]) < 0)
 				return -ENAMETOOLONG;
 			if (renameat(wdir, p, sp->done, q) == 0) {
+				struct stat os;
+				if (!st[i]->bytes && fstatat(sp->done, q, &os, 0) == 0)
+					st[i]->bytes = (uint64_t)os.st_size;
 				st[i]->present = true;
 				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
 			} else if (errno != ENOENT)
 				return -errno;
+		}
+		/* What the task left in $KART_OUTDIR is kept beside the result. */
+		if (pathfmt(p, sizeof p, ".%s.out", name) == 0 && pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
+		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY) {
+			if (renameat(wdir, p, sp->done, q) < 0 && errno != EEXIST)
+				return -errno;
+			res->artifacts_path = xasprintf("done/%s", q);
 		}
 	} else {
 		/* Not a task file (symlink, FIFO, device, directory, extra
 		 * hard link): the result is written first, then only the
 		 * entry itself is removed, so what it points at is untouched.
 		 * A crash between the two rejects it again under a new id.
-		 * The JSON itself reserves the id (RENAME_NOREPLACE). */
+		 * The id is reserved as for a task: an (empty) done/<id>.task,
+		 * created exclusively. */
 		for (int n = 1;; n++) {
 			if (n > 1000000)
 				return -EEXIST;
 			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
 				return r;
-			if (done_has(sp, idbuf))
+			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
 				continue;
-			res->id = idbuf;
-			_cleanup_free_ char *json = result_dumps(res);
-			r = write_result_json(sp, idbuf, json);
-			if (r == -EEXIST)
+			int fd = openat(sp->done, p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+			if (fd < 0 && errno == EEXIST)
 				continue;
-			if (r < 0)
-				return r;
+			if (fd < 0)
+				return -errno;
+			close(fd);
 			break;
 		}
+		res->id = idbuf;
+		_cleanup_free_ char *json = result_dumps(res);
+		/* The id is ours: a JSON already there is our own, from a
+		 * publish retried after a later step failed. */
+		if ((r = write_result_json(sp, idbuf, json)) < 0 && r != -EEXIST)
+			return r;
 	}
 	if (regular) {
 		_cleanup_free_ char *json = result_dumps(res);
 		free((char *)res->task_path);
-		res->task_path = NULL;
-		if ((r = write_result_json(sp, idbuf, json)) < 0)
+		free((char *)res->artifacts_path);
+		res->task_path = res->artifacts_path = NULL;
+		if ((r = write_result_json(sp, idbuf, json)) < 0 && r != -EEXIST)
 			return r;
 	}
 	if (fsync(sp->done) < 0)
@@ -541,13 +562,13 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 	struct stat st;
 	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (S_ISREG(st.st_mode)) {
+	if (S_ISREG(st.st_mode) && st.st_nlink == 1) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		if (fd < 0)
 			return -errno;
 		m.id[0] = '\0';
 		int r = claim_meta_set(fd, &m);
-		if (r < 0)
+		if (r < 0 && r != -ENOTSUP)
 			return r;
 		if (fsync(fd) < 0)
 			return -errno;
@@ -566,8 +587,7 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 	return -EEXIST;
 }
 
-/* Recover one claim. */
-static enum recover_kind recover_one(struct spool *sp, const struct policy *pol, int wdir,
+enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
 				     const char *name, const char *me)
 {
 	struct stat st;
@@ -576,7 +596,7 @@ static enum recover_kind recover_one(struct spool *sp, const struct policy *pol,
 		return errno == ENOENT ? RECOVER_FINISHED : RECOVER_ERROR;
 	struct claim_meta m = {.attempt = 1};
 	int retries = pol->retries_default;
-	if (S_ISREG(st.st_mode)) {
+	if (S_ISREG(st.st_mode) && st.st_nlink <= 2) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		if (fd < 0)
 			return RECOVER_ERROR;
@@ -645,7 +665,7 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 	}
 	closedir(dir);
 	for (size_t i = 0; i < nn; i++) {
-		switch (recover_one(sp, pol, wdir, names[i], me)) {
+		switch (spool_recover_claim(sp, pol, wdir, names[i], me)) {
 		case RECOVER_REQUEUED: (*requeued)++; break;
 		case RECOVER_LOST: (*lost)++; break;
 		case RECOVER_BUSY:
@@ -664,10 +684,12 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 	_cleanup_close_ int d = openat(sp->cur, peer, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (d < 0)
 		return errno == ENOENT ? 0 : -errno;
+	/* No .lock: a worker is being born there (mkdir, then the lock), or
+	 * the directory was already emptied. Either way, not ours to take. */
 	_cleanup_close_ int l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (l < 0 && errno != ENOENT)
-		return -errno;
-	if (l >= 0 && flock(l, LOCK_EX | LOCK_NB) < 0)
+	if (l < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (flock(l, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? 0 : -errno;
 	int r = spool_recover_dir(sp, pol, d, me, requeued, lost);
 	if (r < 0)

@@ -65,6 +65,10 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 /* Outcome of recovering one claim of a dead (or restarted) worker. */
 enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BUSY, RECOVER_ERROR };
 
+/* Recover one claim in wdir (see recover_kind). */
+enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
+				      const char *name, const char *me);
+
 /* Recover every claim in cur/<wid>/ (whose lock the caller holds via
  * lockfd or has just taken). Returns the number still busy (an old run
  * still alive), or -errno. `me` is the recovering worker's id. */
