@@ -26,7 +26,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 
 B = build
 LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
-	  src/run.c src/worker.c src/query.c
+	  src/run.c src/worker.c src/query.c src/cgroup.c
 CMD_SRC = src/main.c src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c
 LIB_OBJ = $(LIB_SRC:src/%.c=$(B)/%.o)

@@ -36,7 +36,15 @@ static int move_fd(int from, int to)
 int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, const char *name,
 	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
 {
-	int outp[2], errp[2], stp[2];
+	return run_spawn_join(r, argv, envp, wdir, name, out_file, err_file, cap, cwd, own_pgroup,
+			      NULL);
+}
+
+int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
+		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
+		   bool own_pgroup, struct run_join *join)
+{
+	int outp[2], errp[2], stp[2], gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
 	r->pidfd = r->status_pipe = r->out.pipe = r->err.pipe = -1;
 	if (pipe2(outp, O_CLOEXEC) < 0)
@@ -55,16 +63,35 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 		close(errp[1]);
 		return e;
 	}
+	if (join && pipe2(gop, O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+		close(stp[0]), close(stp[1]);
+		return e;
+	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = -errno;
 		close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
 		close(stp[0]), close(stp[1]);
+		if (join)
+			close(gop[0]), close(gop[1]);
 		return e;
 	}
 	if (pid == 0) {
 		/* Between fork and exec: only async-signal-safe calls. */
+		if (join) {
+			/* Nothing else until the parent says we are in place;
+			 * EOF means it could not put us there. */
+			char go;
+			close(gop[1]);
+			ssize_t n;
+			while ((n = read(gop[0], &go, 1)) < 0 && errno == EINTR)
+				;
+			if (n != 1)
+				_exit(126);
+		}
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
@@ -92,6 +119,21 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 	close(outp[1]);
 	close(errp[1]);
 	close(stp[1]);
+	if (join) {
+		close(gop[0]);
+		int e = join->fn(pid, join->arg);
+		if (e == 0)
+			e = write_all(gop[1], "g", 1);
+		close(gop[1]);
+		if (e < 0) {
+			join->err = e;
+			kill(pid, SIGKILL);
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			close(outp[0]), close(errp[0]), close(stp[0]);
+			return -ECANCELED;
+		}
+	}
 	r->pid = pid;
 	r->pgroup = own_pgroup;
 	r->pidfd = pidfd_open_(pid);

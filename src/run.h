@@ -29,6 +29,21 @@ struct run {
 int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, const char *name,
 	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup);
 
+/* An optional step between fork and exec: the child waits on a pipe
+ * until fn(child's pid) has run in the parent, so that the task runs not
+ * one instruction of its own before, e.g., it is in its cgroup. */
+struct run_join {
+	int (*fn)(pid_t pid, void *arg); /* 0 or -errno */
+	void *arg;
+	int err; /* out: fn's error, when run_spawn_join returns -ECANCELED */
+};
+/* run_spawn with a join step (join NULL: exactly run_spawn). If the
+ * step fails the child is killed and reaped before it execs, and the
+ * result is -ECANCELED with join->err set. */
+int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
+		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
+		   bool own_pgroup, struct run_join *join);
+
 /* Move what is readable from a capture pipe into its file, up to the
  * cap; beyond it, read and discard. Returns 0, or 1 at EOF. */
 int capture_pump(struct capture *c);

@@ -235,26 +235,72 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	return 0;
 }
 
+/* A claim directory is born locked: made under a dot name (which peers
+ * ignore), its .lock created and flocked, then renamed into place. A
+ * peer that sees cur/<wid>/ therefore always finds it locked while its
+ * worker lives. */
+static int worker_dir_create(struct spool *sp, const char *wid)
+{
+	char tmp[512];
+	if (pathfmt(tmp, sizeof tmp, ".new.%s.%d", wid, getpid()) < 0)
+		return -ENAMETOOLONG;
+	(void)rm_rf_at(sp->cur, tmp);
+	if (mkdirat(sp->cur, tmp, 0755) < 0)
+		return -errno;
+	_cleanup_close_ int d = openat(sp->cur, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int l = d < 0 ? -1 : openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int r = 0;
+	if (l < 0)
+		r = -errno;
+	else if (renameat2(sp->cur, tmp, sp->cur, wid, RENAME_NOREPLACE) < 0)
+		r = errno == EEXIST || errno == ENOTEMPTY ? 0 : -errno;
+	(void)rm_rf_at(sp->cur, tmp);
+	return r;
+}
+
 int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 {
 	const char *why;
 	if (task_name_check(wid, &why) != 0)
 		return -EINVAL;
-	if (mkdirat(sp->cur, wid, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (d < 0)
-		return -errno;
-	/* O_RDWR: its close at death raises IN_CLOSE_WRITE for peers that
-	 * watch it; their read-only probes do not. */
-	_cleanup_close_ int l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (l < 0)
-		return -errno;
-	if (flock(l, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? -EBUSY : -errno;
-	*wdir = steal_fd(&d);
-	*lockfd = steal_fd(&l);
-	return 0;
+	/* A peer may hold the lock for a moment to see whether we are alive,
+	 * or be removing a dead namesake's directory: try for about 2 s. */
+	for (int tries = 0; tries < 100; tries++) {
+		if (tries)
+			usleep(20000);
+		_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (d < 0) {
+			if (errno != ENOENT)
+				return -errno;
+			int r = worker_dir_create(sp, wid);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		/* O_RDWR: its close at death raises IN_CLOSE_WRITE for peers
+		 * that watch it; their read-only probes do not. */
+		_cleanup_close_ int l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (l < 0) {
+			if (errno == ENOENT)
+				continue; /* the directory was just removed */
+			return -errno;
+		}
+		if (flock(l, LOCK_EX | LOCK_NB) < 0) {
+			if (errno != EWOULDBLOCK)
+				return -errno;
+			continue;
+		}
+		/* Ours only if both are still where a peer would look. */
+		struct stat a, b, c, e;
+		if (fstat(l, &a) < 0 || fstatat(d, ".lock", &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    a.st_ino != b.st_ino || fstat(d, &c) < 0 ||
+		    fstatat(sp->cur, wid, &e, AT_SYMLINK_NOFOLLOW) < 0 || c.st_ino != e.st_ino)
+			continue;
+		*wdir = steal_fd(&d);
+		*lockfd = steal_fd(&l);
+		return 0;
+	}
+	return -EBUSY;
 }
 
 int spool_claim(struct spool *sp, int wdir, const char *name)

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 
+#include "cgroup.h"
 #include "result.h"
 #include "run.h"
 #include "sandbox.h"
@@ -60,6 +61,8 @@ struct task {
 	int64_t retry_mono; /* publishing failed: try again then */
 	struct run run;
 	struct run_end rend;
+	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
+	struct cg_usage cgu; /* read from the leaf after the run */
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
@@ -224,6 +227,8 @@ struct worker {
 	bool drain, stopping;
 	int64_t grace_mono;
 	int64_t recover_mono; /* retry recovery of busy claims then */
+	char **own_busy;      /* our own claims from an earlier life, still held by its runs */
+	size_t nown_busy;
 	int wdir, lockfd, ep, ino, sig, tfd;
 	int wd_new, wd_wdir, wd_cur;
 	struct peer *peers;
@@ -373,6 +378,32 @@ static void recover_peer(struct worker *w, const char *peer)
 		w->recover_mono = now_mono_ms() + 200;
 }
 
+static void undefer(struct worker *w);
+
+/* Our own claims left by an earlier life under this id: recover each
+ * once the processes of its old run are gone (its run lock is free). */
+static void recover_own(struct worker *w)
+{
+	size_t keep = 0;
+	bool moved = false;
+	for (size_t i = 0; i < w->nown_busy; i++) {
+		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->own_busy[i], w->id);
+		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
+			w->own_busy[keep++] = w->own_busy[i];
+			continue;
+		}
+		moved = true;
+		logmsg("%s: recovered from an earlier run of worker %s (%s)", w->own_busy[i], w->id,
+		       k == RECOVER_LOST ? "lost" : k == RECOVER_REQUEUED ? "re-queued" : "finished");
+		free(w->own_busy[i]);
+	}
+	w->nown_busy = keep;
+	if (keep && !w->recover_mono)
+		w->recover_mono = now_mono_ms() + 200;
+	if (moved)
+		undefer(w);
+}
+
 static void watch_peer(struct worker *w, const char *peer)
 {
 	char p[PATH_MAX];
@@ -435,6 +466,13 @@ static void fill_result(struct worker *w, struct task *t)
 	r->timeout_s = t->spec.timeout_s;
 	r->backend = backend_name(w->pol->backend);
 	r->network = t->spec.net;
+	if (t->cg.mode != CG_MODE_NONE) {
+		/* Limits as applied: only a leaf applies them. */
+		r->cgroup = cg_mode_name(t->cg.mode);
+		r->memory = t->spec.memory;
+		r->pids = t->spec.pids;
+		r->cpu_milli = t->spec.cpu_milli;
+	}
 	r->uid = t->uid;
 	if (getpwuid_r(t->uid, &pw, buf, sizeof buf, &pp) == 0 && pp) {
 		snprintf(t->user, sizeof t->user, "%s", pp->pw_name);
@@ -477,10 +515,62 @@ static void publish(struct worker *w, struct task *t)
 	task_free(w, t);
 }
 
+/* The host's cgroups, looked at once, at the first task (on v2 the
+ * worker may move itself into a leaf of its own then). */
+static struct cg_host cg_host;
+static int cg_host_state; /* 0: not looked at, 1: usable, -1: none */
+
+static int task_cgroup(struct task *t, char *err, size_t errlen)
+{
+	static unsigned seq;
+	if (!cg_host_state) {
+		int r = cg_host_init(&cg_host, NULL, NULL, getenv("KART_CGROUP_PARENT"));
+		cg_host_state = r == 0 && cg_host.mode != CG_MODE_NONE ? 1 : -1;
+		logmsg("cgroups: %s", r < 0 ? strerror(-r) : cg_mode_name(cg_host.mode));
+	}
+	if (cg_host_state < 0) {
+		snprintf(err, errlen, "no usable cgroup filesystem on this host");
+		return -ENODEV;
+	}
+	/* Leaves of workers killed -9 (whose claims may be the very task
+	 * about to run again): what still runs there dies first. */
+	static bool sweep_failed;
+	int n = 0, r = cg_sweep(&cg_host, &n);
+	if (r < 0 && !sweep_failed)
+		logmsg("cgroups: removing stale leaves: %s", strerror(-r));
+	sweep_failed = r < 0;
+	if (n)
+		logmsg("cgroups: removed %d stale leaves of dead workers", n);
+	char leaf[64];
+	snprintf(leaf, sizeof leaf, "kart.%d.%u", (int)getpid(), ++seq);
+	struct cg_limits lim = {.memory = t->spec.memory, .pids = t->spec.pids,
+				.cpu_milli = t->spec.cpu_milli};
+	return cg_leaf_create(&cg_host, &t->cg, leaf, &lim, err, errlen);
+}
+
+static int join_leaf(pid_t pid, void *leaf) { return cg_join(leaf, pid); }
+
+/* Kill whatever is left in the task's leaf (daemons included), read
+ * what it used, remove it. */
+static void task_cgroup_end(struct task *t)
+{
+	if (!t->cg.used)
+		return;
+	int r = cg_leaf_kill(&t->cg, 2000);
+	if (r < 0)
+		logmsg("%s: its cgroup is not empty after the kill: %s", t->name, strerror(-r));
+	(void)cg_usage_read(&t->cg, &t->cgu);
+	if ((r = cg_leaf_remove(&t->cg)) < 0)
+		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
+}
+
 /* A claimed task that will not run but has a full record (refused). */
 static void finish_refused(struct worker *w, struct task *t, const char *refusal,
 			   const char *error)
 {
+	/* Its leaf, if one was made, goes with it; it applied nothing. */
+	task_cgroup_end(t);
+	t->cg.mode = CG_MODE_NONE;
 	fill_result(w, t);
 	t->res.status = "refused";
 	t->res.refusal = refusal;
@@ -557,13 +647,20 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
 
-	if (t->spec.memory || t->spec.pids || t->spec.cpu_milli) {
-		/* Fail closed: a limit that cannot be enforced is not run
-		 * without. */
-		finish_refused(w, t, "cgroup_setup_failed",
-			       "memory=, pids= and cpu= need cgroup limits, which this worker "
-			       "cannot apply on this host yet; the task was not run without them");
-		return;
+	/* Every task gets a leaf where the host has cgroups: it is what kills
+	 * a daemonized grandchild for sure, and measures the task. A task
+	 * that asked for a limit never runs without one; the others do, as
+	 * sandbox.cgroup "none". */
+	char cgerr[160];
+	if (task_cgroup(t, cgerr, sizeof cgerr) < 0) {
+		if (t->spec.memory || t->spec.pids || t->spec.cpu_milli) {
+			snprintf(t->errbuf, sizeof t->errbuf,
+				 "memory=, pids= and cpu= need a cgroup, which could not be set up: %s",
+				 cgerr);
+			finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
+			return;
+		}
+		logmsg("%s: runs without a cgroup: %s", name, cgerr);
 	}
 
 	spool_clean_scratch(w->wdir, name);
@@ -603,16 +700,23 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		finish_refused(w, t, "sandbox_setup_failed", err);
 		return;
 	}
+	struct run_join join = {.fn = join_leaf, .arg = &t->cg};
 	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	bool none = w->pol->backend == BACKEND_NONE;
-	int r = run_spawn(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
-			  none ? workdir : NULL, none);
+	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
+			       none ? workdir : NULL, none, t->cg.used ? &join : NULL);
 	strv_free(&argv);
 	strv_free(&envp);
 	if (r < 0) {
 		t->run.out.file = ofd;
 		t->run.err.file = efd;
-		finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
+		if (r == -ECANCELED) {
+			snprintf(t->errbuf, sizeof t->errbuf,
+				 "the task's process could not be put in its cgroup: %s",
+				 strerror(-join.err));
+			finish_refused(w, t, "cgroup_join_failed", t->errbuf);
+		} else
+			finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
 		return;
 	}
 	t->state = TS_RUNNING;
@@ -681,6 +785,7 @@ static void task_ended(struct worker *w, struct task *t)
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
+	task_cgroup_end(t);
 	w->used[t->spec.lane]--;
 	w->nrunning--;
 
@@ -706,6 +811,15 @@ static void task_ended(struct worker *w, struct task *t)
 	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
 	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
 	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
+	if (t->cg.mode != CG_MODE_NONE) {
+		/* The leaf counts the whole tree, reaped by us or not. */
+		if (t->cgu.cpu_user_ms >= 0 && t->cgu.cpu_system_ms >= 0) {
+			r->cpu_user_ms = t->cgu.cpu_user_ms;
+			r->cpu_system_ms = t->cgu.cpu_system_ms;
+		}
+		if (t->cgu.memory_peak >= 0)
+			r->memory_peak = t->cgu.memory_peak;
+	}
 	if (t->end == END_TIMEOUT) {
 		r->status = "timeout";
 		r->signal = SIGKILL;
@@ -732,6 +846,19 @@ static void task_ended(struct worker *w, struct task *t)
 		r->status = "killed";
 		r->signal = e->signal ? e->signal : SIGKILL;
 		snprintf(errbuf, errlen, "ended by %s", signal_name(r->signal));
+		r->error = errbuf;
+	}
+	if (t->end == END_NATURAL && e->started && t->cg.mode != CG_MODE_NONE &&
+	    t->cgu.oom_kills > 0) {
+		/* The kernel's count, not a guess from SIGKILL or exit 137. */
+		r->status = "oom";
+		if (t->spec.memory)
+			snprintf(errbuf, errlen, "the memory limit of %llu bytes was hit: "
+				 "the kernel killed %lld process(es)",
+				 (unsigned long long)t->spec.memory, (long long)t->cgu.oom_kills);
+		else
+			snprintf(errbuf, errlen, "out of memory: the kernel killed %lld process(es)",
+				 (long long)t->cgu.oom_kills);
 		r->error = errbuf;
 	}
 	struct capture *caps[] = {&t->run.out, &t->run.err};
@@ -830,6 +957,7 @@ static void on_timer(struct worker *w)
 	}
 	if (w->recover_mono && w->recover_mono <= now) {
 		w->recover_mono = 0;
+		recover_own(w);
 		scan_peers(w);
 	}
 	arm_timer(w);
@@ -935,7 +1063,7 @@ static void on_signal(struct worker *w)
 static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
-	       w->nbusy == 0 && w->ndeferred == 0;
+	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0;
 }
 
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
@@ -992,11 +1120,24 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	/* Our own claims from an earlier life under this id, then dead
 	 * peers', then the queue. */
 	int rq = 0, lost = 0;
-	r = spool_recover_dir(sp, pol, w.wdir, w.id, &rq, &lost);
-	if (r > 0 && !w.recover_mono)
-		w.recover_mono = now_mono_ms() + 200;
-	if (rq || lost)
-		logmsg("recovered own claims of an earlier run: %d re-queued, %d lost", rq, lost);
+	{
+		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+		struct dirent *de;
+		if (dir) {
+			d = -1;
+			while ((de = readdir(dir))) {
+				if (de->d_name[0] == '.')
+					continue;
+				w.own_busy = xrealloc(w.own_busy, (w.nown_busy + 1) * sizeof(char *));
+				w.own_busy[w.nown_busy++] = xstrdup(de->d_name);
+			}
+			closedir(dir);
+		}
+		recover_own(&w);
+	}
+	(void)rq;
+	(void)lost;
 	scan_peers(&w);
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,

@@ -71,6 +71,9 @@ test_cancel_queued() {
 	fi
 	assert_no_file "$s/new/never"
 	assert_eq "" "$(claimed_files "$s")" "claims left in cur/ after cancel"
+	assert_eq "" "$(ls -A "$s/cur")" "cur/ after cancel (its own claim directory is removed)"
+	timeout 20 "$KART" -s "$s" wait --timeout 5 never >/dev/null 2>&1; rc=$?
+	assert_eq 1 "$rc" "kart wait on a cancelled task"
 	# A worker started afterwards must not run it or record it again.
 	drain "$s" --id after
 	assert_eq 1 "$(n_results "$s")" "results after a drain following the cancel"
@@ -114,6 +117,60 @@ sleep 60"
 	kill -0 "$w" 2>/dev/null || fail "worker died"
 	stop_worker "$w"
 	assert_eq 0 "$RC" "worker exit status after SIGTERM"
+}
+
+# Cancel a task that waits in new/ while a worker is busy and already
+# knows about it: it never runs, and the worker goes on.
+test_cancel_queued_with_busy_worker() {
+	local s w out rc
+	s=$(mkspool)
+	put_task "$s" blocker "#!/bin/sh
+sleep 30"
+	start_worker "$s" --id wq --slots 1 --batch-slots 1
+	w=$WPID
+	wait_until 20 is_running "$s" blocker || { fail "blocker never ran"; stop_worker "$w"; return; }
+	put_task "$s" waiting "#!/bin/sh
+echo ran"
+	sleep 0.3
+	out=$(timeout 30 "$KART" -s "$s" cancel waiting 2>&1); rc=$?
+	assert_eq 0 "$rc" "cancel of a queued task a worker waits to run ($out)"
+	has_result "$s" waiting && assert_eq cancelled "$(field "$s" waiting .status)" "status"
+	out=$(timeout 30 "$KART" -s "$s" cancel blocker 2>&1); rc=$?
+	assert_eq 0 "$rc" "cancel of the running blocker ($out)"
+	put_task "$s" after "#!/bin/sh
+echo after"
+	wait_until 20 has_result "$s" after || fail "the worker did not go on after the cancels"
+	has_result "$s" after && assert_eq ok "$(field "$s" after .status)" "status of the next task"
+	assert_eq "" "$(cat "$s/done/waiting.stdout" 2>/dev/null)" "stdout of the cancelled queued task"
+	assert_eq 3 "$(n_results "$s")" "results"
+	stop_worker "$w"
+	assert_eq 0 "$RC" "worker exit status"
+	assert_eq "" "$(ls -A "$s/cur")" "cur/ after everything stopped"
+}
+
+# A cancel request is for one run: a later task of the same name that
+# lands in new/ (a plain cp) runs normally.
+test_cancel_then_same_name() {
+	local s w rc
+	s=$(mkspool)
+	start_worker "$s" --id wn
+	w=$WPID
+	put_task "$s" dup "#!/bin/sh
+sleep 30"
+	wait_until 20 is_running "$s" dup || { fail "dup never ran"; stop_worker "$w"; return; }
+	timeout 30 "$KART" -s "$s" cancel dup >/dev/null 2>&1; rc=$?
+	assert_eq 0 "$rc" "cancel of the first dup"
+	wait_until 10 has_result "$s" dup || fail "no result for the first dup"
+	put_task "$s" dup "#!/bin/sh
+echo second"
+	wait_until 20 has_result "$s" dup.2 || fail "no result dup.2 for the second dup"
+	if has_result "$s" dup.2; then
+		assert_eq ok "$(field "$s" dup.2 .status)" "status of the second task named dup"
+		assert_eq dup "$(field "$s" dup.2 .name)" "name of the second"
+		assert_eq second "$("$KART" -s "$s" cat dup.2)" "stdout of the second"
+	fi
+	assert_eq cancelled "$(field "$s" dup .status)" "the first dup's result is untouched"
+	stop_worker "$w"
 }
 
 test_cancel_finished() {
@@ -360,6 +417,49 @@ test_two_workers_race() {
 		stop_worker "$w"
 		[ "$RC" = 0 ] || fail "worker $w exited $RC after SIGTERM; log: $(grep -v ': re-queued\|^$' "$s.worker.log" | tail -5)"
 	done
+}
+
+# Workers started at the same moment on one spool must all come up: one
+# worker's look at a peer's claim directory (is it dead?) must not break a
+# peer that is still creating and locking it.
+all_up_or_dead() { # LOG PID...
+	local log=$1 p
+	shift
+	for p; do
+		kill -0 "$p" 2>/dev/null || continue
+		[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] && continue
+		grep -q "worker [^ ]*\.$p on " "$log" || return 1
+	done
+}
+
+test_workers_start_together() {
+	local s round j w dead=0 bad=0 pids
+	s=$(mkspool)
+	export KART_BACKEND=none
+	for round in $(seq 1 20); do
+		pids=()
+		for j in $(seq 1 10); do
+			start_worker "$s"
+			pids+=("$WPID")
+		done
+		# Every one either announced itself (its signals are set up) or died.
+		wait_until 20 all_up_or_dead "$s.worker.log" "${pids[@]}" ||
+			fail "round $round: workers neither up nor dead after 20s"
+		for w in "${pids[@]}"; do
+			kill -0 "$w" 2>/dev/null || dead=$((dead + 1))
+		done
+		kill -TERM "${pids[@]}" 2>/dev/null
+		for w in "${pids[@]}"; do
+			wait_gone 20 "$w" || kill -9 "$w" 2>/dev/null
+			[ "$RC" = 0 ] || bad=$((bad + 1))
+		done
+	done
+	unset KART_BACKEND
+	assert_eq 0 "$dead" "workers (of 200, started 10 at a time) that died at start"
+	assert_eq 0 "$bad" "workers (of 200) that did not exit 0 on SIGTERM"
+	[ "$dead$bad" = 00 ] ||
+		fail "their log: $(grep -v 'stopped$\|slots fast\|SIGTERM' "$s.worker.log" | sed 's/[0-9][0-9]*/N/g' | sort | uniq -c)"
+	assert_eq "" "$(ls -A "$s/cur")" "cur/ after every worker stopped"
 }
 
 run_tests

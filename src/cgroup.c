@@ -1,0 +1,750 @@
+/* cgroup.c - a cgroup leaf per task (see cgroup.h). */
+#define _GNU_SOURCE
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "util.h"
+
+/* The v1 hierarchy of each slot, as named in /proc/self/cgroup and
+ * mounted at ROOT/<name>. */
+static const char *const v1_name[CG__SLOTS] = {
+	[CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_CPU] = "cpu",
+	[CG_CPUACCT] = "cpuacct", [CG_FREEZER] = "freezer",
+};
+
+/* The worker leaf of v2: the worker itself, out of the way of the
+ * no-internal-processes rule. Task leaves are "kart.<pid>.<seq>". */
+#define CG_WORKER_LEAF "kart.worker"
+
+const char *cg_mode_name(enum cg_mode m)
+{
+	return m == CG_MODE_V2 ? "v2" : m == CG_MODE_V1 ? "v1" : "none";
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+int cg_parse_int(const char *text, int64_t *out)
+{
+	char *end;
+	if (!text)
+		return -EINVAL;
+	while (*text == ' ' || *text == '\t')
+		text++;
+	if (*text < '0' || *text > '9')
+		return -EINVAL;
+	errno = 0;
+	long long v = strtoll(text, &end, 10);
+	if (errno)
+		return -errno;
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int cg_parse_keyed(const char *text, const char *key, int64_t *out)
+{
+	size_t kl = strlen(key);
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		if (len > kl && strncmp(l, key, kl) == 0 && (l[kl] == ' ' || l[kl] == '\t')) {
+			char val[32];
+			size_t vl = len - kl - 1;
+			if (vl >= sizeof val)
+				return -ERANGE;
+			memcpy(val, l + kl + 1, vl);
+			val[vl] = '\0';
+			return cg_parse_int(val, out);
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+unsigned cg_parse_ctls(const char *text)
+{
+	unsigned m = 0;
+	char buf[1024];
+	snprintf(buf, sizeof buf, "%s", text ? text : "");
+	char *save = NULL;
+	for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+		if (*w == '+')
+			w++;
+		if (strcmp(w, "memory") == 0)
+			m |= CG_CTL_MEMORY;
+		else if (strcmp(w, "pids") == 0)
+			m |= CG_CTL_PIDS;
+		else if (strcmp(w, "cpu") == 0)
+			m |= CG_CTL_CPU;
+	}
+	return m;
+}
+
+/* In /proc/self/cgroup text, the path of hierarchy ctl ("" for the v2
+ * line "0::PATH"). */
+static int self_path(const char *text, const char *ctl, char *out, size_t outlen)
+{
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		char line[CG_PATH_MAX + 128];
+		if (len < sizeof line) {
+			memcpy(line, l, len);
+			line[len] = '\0';
+			char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+			if (c2) {
+				*c2 = '\0';
+				const char *ctls = c1 + 1, *path = c2 + 1;
+				bool match = false;
+				if (!*ctl) {
+					match = !*ctls && strncmp(line, "0:", 2) == 0;
+				} else {
+					char cbuf[256], *save = NULL;
+					snprintf(cbuf, sizeof cbuf, "%s", ctls);
+					for (char *w = strtok_r(cbuf, ",", &save); w && !match;
+					     w = strtok_r(NULL, ",", &save))
+						match = strcmp(w, ctl) == 0;
+				}
+				if (match && path[0] == '/')
+					return pathfmt(out, outlen, "%s", path);
+			}
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+/* base + a cgroup path ("/" is the base itself). */
+static int cgpath(char *out, const char *base, const char *rel)
+{
+	if (!rel || !*rel || strcmp(rel, "/") == 0)
+		return pathfmt(out, CG_PATH_MAX, "%s", base);
+	return pathfmt(out, CG_PATH_MAX, "%s%s%s", base, rel[0] == '/' ? "" : "/", rel);
+}
+
+static bool exists(const char *dir, const char *file)
+{
+	char p[CG_PATH_MAX + 64];
+	struct stat st;
+	return pathfmt(p, sizeof p, "%s/%s", dir, file) == 0 && stat(p, &st) == 0;
+}
+
+static int write_file(const char *dir, const char *file, const char *val, bool fake)
+{
+	char p[CG_PATH_MAX + 64];
+	int r = pathfmt(p, sizeof p, "%s/%s", dir, file);
+	if (r < 0)
+		return r;
+	/* A real cgroupfs makes its own files; the fake tree gets them
+	 * here, each one a log of what was written to it. */
+	int flags = O_WRONLY | O_CLOEXEC | (fake ? O_CREAT | O_APPEND : 0);
+	_cleanup_close_ int fd = open(p, flags, 0644);
+	if (fd < 0)
+		return -errno;
+	size_t len = strlen(val);
+	ssize_t n = write(fd, val, len);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
+{
+	char val[128];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(val, sizeof val, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof val)
+		return -EINVAL;
+	return write_file(dir, file, val, fake);
+}
+
+static int read_text(const char *dir, const char *file, char **out)
+{
+	char p[CG_PATH_MAX + 64];
+	int r = pathfmt(p, sizeof p, "%s/%s", dir, file);
+	if (r < 0)
+		return r;
+	return read_file_at(AT_FDCWD, p, 65536, out, NULL);
+}
+
+static int read_keyed(const char *dir, const char *file, const char *key, int64_t *out)
+{
+	_cleanup_free_ char *t = NULL;
+	int r = read_text(dir, file, &t);
+	return r < 0 ? r : cg_parse_keyed(t, key, out);
+}
+
+static int read_int(const char *dir, const char *file, int64_t *out)
+{
+	_cleanup_free_ char *t = NULL;
+	int r = read_text(dir, file, &t);
+	return r < 0 ? r : cg_parse_int(t, out);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* SIGKILL every pid listed in dir/cgroup.procs; returns how many were
+ * listed. The fake tree names no real process: nothing is signalled. */
+static int kill_listed(const char *dir, bool fake)
+{
+	_cleanup_free_ char *t = NULL;
+	if (read_text(dir, "cgroup.procs", &t) < 0)
+		return 0;
+	int n = 0;
+	char *save = NULL;
+	for (char *w = strtok_r(t, " \n", &save); w; w = strtok_r(NULL, " \n", &save)) {
+		long long pid;
+		if (parse_int(w, 1, INT_MAX, &pid) < 0)
+			continue;
+		n++;
+		if (!fake)
+			(void)kill((pid_t)pid, SIGKILL);
+	}
+	return n;
+}
+
+/* ---- the host ------------------------------------------------------------------ */
+
+int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
+		 const char *parent)
+{
+	memset(h, 0, sizeof *h);
+	for (int s = 0; s < CG__SLOTS; s++)
+		h->alias[s] = -1;
+	int r = pathfmt(h->root, sizeof h->root, "%s", root ? root : CG_ROOT_DEFAULT);
+	if (r < 0)
+		return r;
+	if (parent && !*parent)
+		parent = NULL;
+	_cleanup_free_ char *own = NULL;
+	if (!self_cgroup) {
+		r = read_file_at(AT_FDCWD, "/proc/self/cgroup", 65536, &own, NULL);
+		if (r < 0)
+			return r;
+		self_cgroup = own;
+	}
+	char self[CG_PATH_MAX], base[CG_PATH_MAX];
+
+	if (exists(h->root, "cgroup.controllers")) {
+		/* Pure v2: ROOT is the cgroup2 mount. */
+		h->mode = CG_MODE_V2;
+		if (self_path(self_cgroup, "", self, sizeof self) < 0)
+			snprintf(self, sizeof self, "/");
+		r = cgpath(h->parent[CG_UNIFIED], h->root, parent ? parent : self);
+		if (r < 0)
+			return r;
+		/* Only the true root may hold processes and leaves alike; the
+		 * "/" of a cgroup namespace is not it (it has cgroup.type). */
+		bool true_root = strcmp(self, "/") == 0 &&
+				 !exists(h->parent[CG_UNIFIED], "cgroup.type");
+		h->self_in_parent = (!parent || strcmp(parent, self) == 0) && !true_root;
+		return 0;
+	}
+
+	for (int s = CG_MEMORY; s < CG__SLOTS; s++) {
+		char real[PATH_MAX];
+		struct stat st;
+		if (pathfmt(base, sizeof base, "%s/%s", h->root, v1_name[s]) < 0 ||
+		    stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (self_path(self_cgroup, v1_name[s], self, sizeof self) < 0)
+			continue;
+		if ((r = cgpath(h->parent[s], base, parent ? parent : self)) < 0)
+			return r;
+		h->mode = CG_MODE_V1;
+		/* cpu,cpuacct mounted together: one directory for both. */
+		if (realpath(base, real))
+			for (int o = CG_MEMORY; o < s; o++) {
+				char oreal[PATH_MAX], ob[CG_PATH_MAX];
+				if (h->parent[o][0] && h->alias[o] < 0 &&
+				    pathfmt(ob, sizeof ob, "%s/%s", h->root, v1_name[o]) == 0 &&
+				    realpath(ob, oreal) && strcmp(real, oreal) == 0)
+					h->alias[s] = o;
+			}
+	}
+	if (h->mode == CG_MODE_NONE)
+		return 0;
+	/* Hybrid: a cgroup2 mount without controllers, good for
+	 * cgroup.kill, cgroup.events and cpu.stat. */
+	if (pathfmt(base, sizeof base, "%s/unified", h->root) == 0 &&
+	    exists(base, "cgroup.procs")) {
+		if (self_path(self_cgroup, "", self, sizeof self) < 0)
+			snprintf(self, sizeof self, "/");
+		if ((r = cgpath(h->parent[CG_UNIFIED], base, parent ? parent : self)) < 0)
+			return r;
+	}
+	h->memsw = h->parent[CG_MEMORY][0] &&
+		   exists(h->parent[CG_MEMORY], "memory.memsw.limit_in_bytes");
+	return 0;
+}
+
+/* v2: enable the controllers for the leaves in the parent, once. The
+ * parent must hold no process then: where the worker itself sits in it,
+ * it moves into a leaf of its own first. */
+static int v2_prepare(struct cg_host *h, char *err, size_t errlen)
+{
+	const char *P = h->parent[CG_UNIFIED];
+	_cleanup_free_ char *avail = NULL, *on = NULL, *procs = NULL;
+	int r;
+	if (h->prepared)
+		return 0;
+	if ((r = read_text(P, "cgroup.controllers", &avail)) < 0) {
+		snprintf(err, errlen, "%s/cgroup.controllers: %s", P, strerror(-r));
+		return r;
+	}
+	unsigned want = cg_parse_ctls(avail);
+	if ((r = read_text(P, "cgroup.subtree_control", &on)) < 0) {
+		snprintf(err, errlen, "%s/cgroup.subtree_control: %s", P, strerror(-r));
+		return r;
+	}
+	unsigned have = cg_parse_ctls(on);
+	if ((have & want) != want) {
+		if (h->self_in_parent && read_text(P, "cgroup.procs", &procs) == 0 &&
+		    strspn(procs, " \n") != strlen(procs)) {
+			char wl[CG_PATH_MAX];
+			if ((r = pathfmt(wl, sizeof wl, "%s/%s", P, CG_WORKER_LEAF)) < 0 ||
+			    (mkdir(wl, 0755) < 0 && errno != EEXIST && (r = -errno)) ||
+			    (r = writef(wl, "cgroup.procs", h->fake, "%d\n", (int)getpid())) < 0) {
+				snprintf(err, errlen, "moving the worker into %s/%s: %s", P,
+					 CG_WORKER_LEAF, strerror(-r));
+				return r;
+			}
+		}
+		static const struct {
+			unsigned bit;
+			const char *w;
+		} ctl[] = {
+			{CG_CTL_MEMORY, "+memory\n"},
+			{CG_CTL_PIDS, "+pids\n"},
+			{CG_CTL_CPU, "+cpu\n"},
+		};
+		/* One at a time: one that cannot be enabled leaves the others. */
+		h->enable_err = 0;
+		for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
+			if (!(want & ctl[i].bit) || (have & ctl[i].bit))
+				continue;
+			if ((r = write_file(P, "cgroup.subtree_control", ctl[i].w, h->fake)) == 0)
+				have |= ctl[i].bit;
+			else
+				h->enable_err = r;
+		}
+		if (!h->fake) {
+			free(on);
+			on = NULL;
+			if ((r = read_text(P, "cgroup.subtree_control", &on)) < 0) {
+				snprintf(err, errlen, "%s/cgroup.subtree_control: %s", P,
+					 strerror(-r));
+				return r;
+			}
+			have = cg_parse_ctls(on);
+		}
+	}
+	h->avail = want;
+	h->ctls = have & want;
+	/* Not all there (EBUSY: other processes in the parent): try again
+	 * at the next leaf. */
+	h->prepared = h->ctls == want;
+	return 0;
+}
+
+/* ---- a leaf ---------------------------------------------------------------------- */
+
+static const char *slot_dir(const struct cg_leaf *l, int s)
+{
+	return l->path[s][0] ? l->path[s] : NULL;
+}
+
+/* A directory of the same name left by a dead worker whose pid we now
+ * have: empty it and take its place. */
+static int make_dir(const char *p, bool fake)
+{
+	if (mkdir(p, 0755) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return -errno;
+	if (fake)
+		return 0; /* the test laid it out in advance */
+	if (write_file(p, "cgroup.kill", "1", false) < 0)
+		(void)kill_listed(p, false);
+	for (int i = 0; i < 100; i++) {
+		if (rmdir(p) == 0 || errno != EBUSY)
+			break;
+		sleep_ms(10);
+	}
+	return mkdir(p, 0755) < 0 ? -errno : 0;
+}
+
+static unsigned need_slots(const struct cg_limits *lim)
+{
+	return (lim->memory ? 1u << CG_MEMORY : 0) | (lim->pids ? 1u << CG_PIDS : 0) |
+	       (lim->cpu_milli ? 1u << CG_CPU : 0);
+}
+
+static uint64_t cpu_quota_us(uint32_t milli)
+{
+	uint64_t q = (uint64_t)milli * CG_CPU_PERIOD_US / 1000;
+	return q < 1000 ? 1000 : q; /* the kernel's minimum */
+}
+
+/* A leaf that failed half-way: no process was ever in it, so it goes;
+ * the caller owns nothing either way. */
+static void undo(struct cg_leaf *l)
+{
+	(void)cg_leaf_remove(l);
+	l->used = 0;
+}
+
+#define STEP(dir, file, call) \
+	do { \
+		if ((r = (call)) < 0) { \
+			snprintf(err, errlen, "%s/%s: %s", dir, file, strerror(-r)); \
+			goto fail; \
+		} \
+	} while (0)
+
+static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
+		     const struct cg_limits *lim, char *err, size_t errlen)
+{
+	int r = v2_prepare(h, err, errlen);
+	if (r < 0)
+		return r;
+	unsigned need = (lim->memory ? CG_CTL_MEMORY : 0) | (lim->pids ? CG_CTL_PIDS : 0) |
+			(lim->cpu_milli ? CG_CTL_CPU : 0);
+	unsigned missing = need & ~h->ctls;
+	if (missing) {
+		const char *c = (missing & CG_CTL_MEMORY) ? "memory" :
+				(missing & CG_CTL_PIDS) ? "pids" : "cpu";
+		if (missing & ~h->avail)
+			snprintf(err, errlen, "the %s controller is not delegated to %s", c,
+				 h->parent[CG_UNIFIED]);
+		else
+			snprintf(err, errlen, "the %s controller cannot be enabled in %s: %s", c,
+				 h->parent[CG_UNIFIED],
+				 strerror(h->enable_err ? -h->enable_err : EBUSY));
+		return -EOPNOTSUPP;
+	}
+	char *d = l->path[CG_UNIFIED];
+	if ((r = pathfmt(d, CG_PATH_MAX, "%s/%s", h->parent[CG_UNIFIED], name)) < 0 ||
+	    (r = make_dir(d, h->fake)) < 0) {
+		snprintf(err, errlen, "mkdir %s/%s: %s", h->parent[CG_UNIFIED], name, strerror(-r));
+		d[0] = '\0';
+		return r;
+	}
+	l->used = 1u << CG_UNIFIED;
+	if (lim->memory) {
+		STEP(d, "memory.max", writef(d, "memory.max", h->fake, "%llu\n",
+					     (unsigned long long)lim->memory));
+		/* Without swap accounting in the kernel there is no file,
+		 * and nothing to limit. */
+		r = write_file(d, "memory.swap.max", "0\n", h->fake);
+		if (r < 0 && r != -ENOENT)
+			STEP(d, "memory.swap.max", r);
+		/* An OOM kills the whole task, not one arbitrary process. */
+		STEP(d, "memory.oom.group", write_file(d, "memory.oom.group", "1\n", h->fake));
+	}
+	if (lim->pids)
+		STEP(d, "pids.max", writef(d, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
+	if (lim->cpu_milli)
+		STEP(d, "cpu.max", writef(d, "cpu.max", h->fake, "%llu %d\n",
+					  (unsigned long long)cpu_quota_us(lim->cpu_milli),
+					  CG_CPU_PERIOD_US));
+	return 0;
+fail:
+	undo(l);
+	return r;
+}
+
+static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
+		     const struct cg_limits *lim, char *err, size_t errlen)
+{
+	unsigned need = need_slots(lim);
+	int r = 0;
+	static const int order[] = {CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG_UNIFIED};
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
+		int s = order[i];
+		const char *what = s == CG_UNIFIED ? "unified" : v1_name[s];
+		if (!h->parent[s][0]) {
+			if (need & (1u << s)) {
+				snprintf(err, errlen, "no %s cgroup hierarchy under %s", what,
+					 h->root);
+				r = -ENODEV;
+				goto fail;
+			}
+			continue;
+		}
+		if (h->alias[s] >= 0) {
+			if (l->path[h->alias[s]][0])
+				memcpy(l->path[s], l->path[h->alias[s]], CG_PATH_MAX);
+			else if (need & (1u << s)) {
+				snprintf(err, errlen, "no %s cgroup for the task", what);
+				r = -ENODEV;
+				goto fail;
+			}
+			continue;
+		}
+		if ((r = pathfmt(l->path[s], CG_PATH_MAX, "%s/%s", h->parent[s], name)) == 0 &&
+		    (r = make_dir(l->path[s], h->fake)) == 0) {
+			l->used |= 1u << s;
+			continue;
+		}
+		l->path[s][0] = '\0';
+		if (need & (1u << s)) {
+			snprintf(err, errlen, "mkdir %s/%s: %s", h->parent[s], name, strerror(-r));
+			goto fail;
+		}
+		/* Not needed for a limit: usage and kill do without it. */
+	}
+	if (!l->used) {
+		snprintf(err, errlen, "no cgroup directory could be made under %s", h->root);
+		return -ENODEV;
+	}
+	const char *m = l->path[CG_MEMORY], *p = l->path[CG_PIDS], *c = l->path[CG_CPU];
+	if (lim->memory) {
+		/* limit first: memsw may never be below it. */
+		STEP(m, "memory.limit_in_bytes",
+		     writef(m, "memory.limit_in_bytes", h->fake, "%llu\n",
+			    (unsigned long long)lim->memory));
+		if (h->memsw)
+			STEP(m, "memory.memsw.limit_in_bytes",
+			     writef(m, "memory.memsw.limit_in_bytes", h->fake, "%llu\n",
+				    (unsigned long long)lim->memory));
+	}
+	if (lim->pids)
+		STEP(p, "pids.max", writef(p, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
+	if (lim->cpu_milli) {
+		STEP(c, "cpu.cfs_period_us",
+		     writef(c, "cpu.cfs_period_us", h->fake, "%d\n", CG_CPU_PERIOD_US));
+		STEP(c, "cpu.cfs_quota_us",
+		     writef(c, "cpu.cfs_quota_us", h->fake, "%llu\n",
+			    (unsigned long long)cpu_quota_us(lim->cpu_milli)));
+	}
+	return 0;
+fail:
+	undo(l);
+	return r;
+}
+
+int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
+		   const struct cg_limits *lim, char *err, size_t errlen)
+{
+	memset(l, 0, sizeof *l);
+	l->fake = h->fake;
+	if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+		snprintf(err, errlen, "bad cgroup leaf name");
+		return -EINVAL;
+	}
+	int r;
+	if (h->mode == CG_MODE_V2)
+		r = create_v2(h, l, name, lim, err, errlen);
+	else if (h->mode == CG_MODE_V1)
+		r = create_v1(h, l, name, lim, err, errlen);
+	else {
+		snprintf(err, errlen, "no cgroup filesystem at %s", h->root);
+		r = -ENODEV;
+	}
+	if (r == 0)
+		l->mode = h->mode;
+	return r;
+}
+
+int cg_join(const struct cg_leaf *l, pid_t pid)
+{
+	for (int s = 0; s < CG__SLOTS; s++) {
+		if (!(l->used & (1u << s)))
+			continue;
+		int r = writef(l->path[s], "cgroup.procs", l->fake, "%d\n", (int)pid);
+		if (r < 0)
+			return r;
+	}
+	return l->used ? 0 : -ENODEV;
+}
+
+/* Is anything still in the leaf? cgroup.events where there is one
+ * (it also counts what lives in descendants), else the process lists. */
+static bool populated(const struct cg_leaf *l)
+{
+	int64_t v;
+	if ((l->used & (1u << CG_UNIFIED)) &&
+	    read_keyed(l->path[CG_UNIFIED], "cgroup.events", "populated", &v) == 0)
+		return v != 0;
+	for (int s = 0; s < CG__SLOTS; s++) {
+		_cleanup_free_ char *t = NULL;
+		if ((l->used & (1u << s)) && read_text(l->path[s], "cgroup.procs", &t) == 0 &&
+		    strspn(t, " \n") != strlen(t))
+			return true;
+	}
+	return false;
+}
+
+/* Without cgroup.kill: freeze, so that nothing forks behind our back,
+ * kill what is listed, thaw so that the kills are delivered. */
+static void freeze_kill(const struct cg_leaf *l)
+{
+	const char *u = (l->used & (1u << CG_UNIFIED)) ? l->path[CG_UNIFIED] : NULL;
+	const char *f = (l->used & (1u << CG_FREEZER)) ? l->path[CG_FREEZER] : NULL;
+	if (u)
+		(void)write_file(u, "cgroup.freeze", "1\n", l->fake);
+	if (f)
+		(void)write_file(f, "freezer.state", "FROZEN\n", l->fake);
+	for (int s = 0; s < CG__SLOTS; s++)
+		if (l->used & (1u << s))
+			(void)kill_listed(l->path[s], l->fake);
+	if (f)
+		(void)write_file(f, "freezer.state", "THAWED\n", l->fake);
+	if (u)
+		(void)write_file(u, "cgroup.freeze", "0\n", l->fake);
+}
+
+int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms)
+{
+	if (!l->used)
+		return 0;
+	bool killed = (l->used & (1u << CG_UNIFIED)) &&
+		      write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0;
+	if (!killed)
+		freeze_kill(l);
+	int64_t end = now_mono_ms() + timeout_ms;
+	while (populated(l)) {
+		if (now_mono_ms() >= end)
+			return -ETIMEDOUT;
+		sleep_ms(5);
+		/* What forked between the list and the kill. */
+		if (!killed)
+			freeze_kill(l);
+	}
+	return 0;
+}
+
+int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
+{
+	int64_t v;
+	u->memory_peak = u->cpu_user_ms = u->cpu_system_ms = u->oom_kills = -1;
+	const char *un = slot_dir(l, CG_UNIFIED);
+	if (l->mode == CG_MODE_V2 && un) {
+		if (read_int(un, "memory.peak", &v) == 0)
+			u->memory_peak = v;
+		if (read_keyed(un, "memory.events", "oom_kill", &v) == 0)
+			u->oom_kills = v;
+	} else if (l->mode == CG_MODE_V1) {
+		const char *m = slot_dir(l, CG_MEMORY);
+		if (m && read_int(m, "memory.max_usage_in_bytes", &v) == 0)
+			u->memory_peak = v;
+		if (m && read_keyed(m, "memory.oom_control", "oom_kill", &v) == 0)
+			u->oom_kills = v;
+	}
+	if (un && read_keyed(un, "cpu.stat", "user_usec", &v) == 0) {
+		u->cpu_user_ms = v / 1000;
+		if (read_keyed(un, "cpu.stat", "system_usec", &v) == 0)
+			u->cpu_system_ms = v / 1000;
+	} else if (l->mode == CG_MODE_V1 && slot_dir(l, CG_CPUACCT)) {
+		const char *a = slot_dir(l, CG_CPUACCT);
+		if (read_int(a, "cpuacct.usage_user", &v) == 0)
+			u->cpu_user_ms = v / 1000000;
+		if (read_int(a, "cpuacct.usage_sys", &v) == 0)
+			u->cpu_system_ms = v / 1000000;
+	}
+	return 0;
+}
+
+/* Is name a task leaf "kart.<pid>.<seq>" of a worker that is gone? */
+static bool stale_leaf(const char *name)
+{
+	int pid;
+	unsigned seq;
+	char tail;
+	if (sscanf(name, "kart.%d.%u%c", &pid, &seq, &tail) != 2 || pid <= 0 || pid == getpid())
+		return false;
+	return kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+int cg_sweep(struct cg_host *h, int *removed)
+{
+	int ret = 0;
+	*removed = 0;
+	/* The unified tree first: its cgroup.kill empties the others too. */
+	static const int order[] = {CG_UNIFIED, CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER};
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
+		int s = order[i];
+		if (!h->parent[s][0] || h->alias[s] >= 0)
+			continue;
+		DIR *d = opendir(h->parent[s]);
+		if (!d) {
+			if (errno != ENOENT && !ret)
+				ret = -errno;
+			continue;
+		}
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (de->d_type != DT_DIR || !stale_leaf(de->d_name))
+				continue;
+			struct cg_leaf l = {.mode = h->mode, .fake = h->fake, .used = 1u << s};
+			if (pathfmt(l.path[s], CG_PATH_MAX, "%s/%s", h->parent[s], de->d_name) < 0)
+				continue;
+			(void)cg_leaf_kill(&l, 1000);
+			int r = cg_leaf_remove(&l);
+			if (r == 0)
+				(*removed)++;
+			else if (!ret)
+				ret = r;
+		}
+		closedir(d);
+	}
+	return ret;
+}
+
+/* The fake tree's directories hold plain files: empty them first. */
+static void fake_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (de->d_type == DT_REG)
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+}
+
+int cg_leaf_remove(struct cg_leaf *l)
+{
+	int ret = 0;
+	for (int s = 0; s < CG__SLOTS; s++) {
+		if (!(l->used & (1u << s)))
+			continue;
+		if (l->fake)
+			fake_empty(l->path[s]);
+		int r = 0;
+		/* A task killed a moment ago may still be on its way out. */
+		for (int i = 0; i < 100; i++) {
+			r = rmdir(l->path[s]) == 0 || errno == ENOENT ? 0 : -errno;
+			if (r != -EBUSY)
+				break;
+			sleep_ms(10);
+		}
+		if (r == 0)
+			l->used &= ~(1u << s);
+		else if (!ret)
+			ret = r;
+	}
+	return ret;
+}

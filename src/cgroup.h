@@ -1,0 +1,117 @@
+/* cgroup.h - one cgroup leaf per task: create it and write its limits,
+ * put the task's first process in it, read what the task used, kill
+ * whatever is left in it and remove it.
+ *
+ * Two layouts. v2: one directory, under a delegated parent (the
+ * worker's own cgroup, or KART_CGROUP_PARENT). v1 / hybrid: one
+ * directory per hierarchy (memory, pids, cpu, cpuacct, freezer) under
+ * the worker's own cgroup in each, plus one in the controller-less
+ * cgroup2 mount (ROOT/unified) where it exists, for cgroup.kill and
+ * cpu.stat.
+ *
+ * Every function returns 0 or -errno and prints nothing. The root of
+ * the cgroupfs is a parameter: the unit tests run on a tree of plain
+ * files (`fake`). */
+#ifndef KART_CGROUP_H
+#define KART_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CG_ROOT_DEFAULT "/sys/fs/cgroup"
+#define CG_PATH_MAX 1024
+#define CG_CPU_PERIOD_US 100000
+
+enum cg_mode { CG_MODE_NONE, CG_MODE_V1, CG_MODE_V2 };
+const char *cg_mode_name(enum cg_mode m);
+
+/* Where a leaf has a directory. In v2 only CG_UNIFIED is used. */
+enum cg_slot { CG_UNIFIED, CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG__SLOTS };
+
+/* v2 controllers, as a mask. */
+enum { CG_CTL_MEMORY = 1, CG_CTL_PIDS = 2, CG_CTL_CPU = 4 };
+
+struct cg_host {
+	enum cg_mode mode;
+	bool fake;          /* plain files: control files are created on write
+			     * and every write is appended; no signal is sent */
+	char root[CG_PATH_MAX];
+	/* The parent of the leaves, per slot; "" where there is none. */
+	char parent[CG__SLOTS][CG_PATH_MAX];
+	/* v1 hierarchies mounted together (cpu,cpuacct): the slot whose
+	 * directory this one shares, or -1. */
+	int alias[CG__SLOTS];
+	bool memsw;         /* v1: memory.memsw.* exists (swap accounting) */
+	/* v2: the worker's own cgroup is the parent (it may have to move
+	 * itself out of it: no internal processes). */
+	bool self_in_parent;
+	bool prepared;      /* v2: every delegated controller enabled in the parent */
+	unsigned avail;     /* v2: controllers delegated to the parent */
+	unsigned ctls;      /* v2: controllers enabled for the leaves */
+	int enable_err;     /* v2: why enabling one failed (-errno), or 0 */
+};
+
+struct cg_limits {
+	uint64_t memory;    /* bytes; 0: none */
+	int64_t pids;       /* 0: none */
+	uint32_t cpu_milli; /* thousandths of a core; 0: none */
+};
+
+struct cg_leaf {
+	enum cg_mode mode;  /* kept after removal: what the task ran under */
+	bool fake;
+	unsigned used;      /* slots (1 << enum cg_slot) with a directory */
+	char path[CG__SLOTS][CG_PATH_MAX];
+};
+
+struct cg_usage {
+	int64_t memory_peak;   /* bytes; -1: unknown */
+	int64_t cpu_user_ms, cpu_system_ms; /* -1: unknown */
+	int64_t oom_kills;     /* -1: unknown */
+};
+
+/* Find the mode and the parents. root NULL: CG_ROOT_DEFAULT.
+ * self_cgroup: the text of /proc/self/cgroup (NULL: read it). parent:
+ * a cgroup path ("/kart.slice") relative to each hierarchy's root, used
+ * instead of the worker's own cgroup (NULL or "": none). Returns 0 with
+ * mode CG_MODE_NONE when there is no cgroupfs at all. */
+int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
+		 const char *parent);
+
+/* Create the leaf `name` and write the limits. A hierarchy a limit needs
+ * must work; the others are used where they can be (usage, kill). On
+ * failure nothing is left behind and err names the step. */
+int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
+		   const struct cg_limits *lim, char *err, size_t errlen);
+
+/* Put pid in every directory of the leaf. */
+int cg_join(const struct cg_leaf *l, pid_t pid);
+
+/* Kill every process in the leaf and wait (at most timeout_ms) until it
+ * is empty. Returns -ETIMEDOUT if something is still in it. */
+int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms);
+
+/* What the leaf's processes used, read after they are gone. */
+int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u);
+
+/* rmdir each directory (retrying briefly while the kernel lets go of
+ * dying tasks); l->used is cleared for each one removed. */
+int cg_leaf_remove(struct cg_leaf *l);
+
+/* Kill and remove the leaves left by workers that are gone (killed -9,
+ * crashed): "kart.<pid>.<seq>" whose pid no longer exists. Sets
+ * *removed to how many directories went. */
+int cg_sweep(struct cg_host *h, int *removed);
+
+/* Parsers, exposed for the unit tests. */
+/* "key value" lines (memory.events, cpu.stat, memory.oom_control,
+ * cgroup.events): the value of key, or -ENOENT. */
+int cg_parse_keyed(const char *text, const char *key, int64_t *out);
+/* A single integer (memory.peak, memory.max_usage_in_bytes). */
+int cg_parse_int(const char *text, int64_t *out);
+/* Controller names in cgroup.controllers / cgroup.subtree_control text. */
+unsigned cg_parse_ctls(const char *text);
+
+#endif
