@@ -76,6 +76,32 @@ drain() {
 		fail "worker --drain exited $? (log: $(tail -3 "$s.worker.log"))"
 }
 
+# wait_gone TIMEOUT PID: bounded wait for a background job; sets RC to its
+# exit status (or "timeout").
+wait_gone() {
+	local end=$((SECONDS + $1)) st
+	while kill -0 "$2" 2>/dev/null; do
+		st=$(awk '{print $3}' "/proc/$2/stat" 2>/dev/null)
+		[ "$st" = Z ] && break
+		if [ $SECONDS -ge $end ]; then
+			RC=timeout
+			return 1
+		fi
+		sleep 0.05
+	done
+	{ wait "$2"; } 2>/dev/null
+	RC=$?
+}
+
+# stop_worker PID: SIGTERM, bounded wait, then SIGKILL if it hangs.
+stop_worker() {
+	kill -TERM "$1" 2>/dev/null
+	if ! wait_gone 20 "$1"; then
+		fail "worker $1 did not exit within 20s of SIGTERM"
+		kill -9 "$1" 2>/dev/null
+	fi
+}
+
 have_bwrap() {
 	bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib \
 		--symlink usr/lib64 /lib64 --proc /proc --dev /dev /bin/true 2>/dev/null

@@ -32,28 +32,6 @@ assert_usage_error() { # what ARGS...
 	assert_eq 1 "$(printf '%s\n' "$ERR" | wc -l)" "$what: lines on stderr ('$ERR')"
 }
 
-wait_gone() { # TIMEOUT PID; sets RC
-	local end=$((SECONDS + $1)) st
-	while kill -0 "$2" 2>/dev/null; do
-		st=$(awk '{print $3}' "/proc/$2/stat" 2>/dev/null)
-		[ "$st" = Z ] && break
-		if [ $SECONDS -ge $end ]; then
-			RC=timeout
-			return 1
-		fi
-		sleep 0.05
-	done
-	{ wait "$2"; } 2>/dev/null
-	RC=$?
-}
-
-stop_worker() {
-	kill -TERM "$1" 2>/dev/null
-	if ! wait_gone 20 "$1"; then
-		fail "worker $1 did not exit within 20s of SIGTERM"
-		kill -9 "$1" 2>/dev/null
-	fi
-}
 
 # ---- help, version, usage errors -------------------------------------------------
 

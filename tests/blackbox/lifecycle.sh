@@ -23,31 +23,6 @@ n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 queued_files() { find "$1/new" -mindepth 1 -maxdepth 1 ! -name '.*' | sort; }
 claimed_files() { find "$1/cur" -mindepth 2 -maxdepth 2 ! -name '.*' | sort; }
 
-# wait_gone TIMEOUT PID: bounded wait for a background job; sets RC to its
-# exit status (or "timeout").
-wait_gone() {
-	local end=$((SECONDS + $1)) st
-	while kill -0 "$2" 2>/dev/null; do
-		st=$(awk '{print $3}' "/proc/$2/stat" 2>/dev/null)
-		[ "$st" = Z ] && break
-		if [ $SECONDS -ge $end ]; then
-			RC=timeout
-			return 1
-		fi
-		sleep 0.05
-	done
-	{ wait "$2"; } 2>/dev/null
-	RC=$?
-}
-
-# stop_worker PID: SIGTERM, bounded wait, then SIGKILL if it hangs.
-stop_worker() {
-	kill -TERM "$1" 2>/dev/null
-	if ! wait_gone 20 "$1"; then
-		fail "worker $1 did not exit within 20s of SIGTERM"
-		kill -9 "$1" 2>/dev/null
-	fi
-}
 
 # ---- cancel ------------------------------------------------------------------
 
