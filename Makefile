@@ -66,7 +66,7 @@ $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
 check: all $(UNIT_BIN)
-	@./tests/run $(UNIT_BIN)
+	@KART_B=$(B) ./tests/run $(UNIT_BIN)
 
 demo: all
 	@./tests/demo

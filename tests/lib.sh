@@ -3,8 +3,10 @@
 # drives the real build/kart on a real temporary spool.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-KART=$ROOT/build/kart
-export PATH=$ROOT/build:$PATH
+# KART_B: the build directory under test (make check B=... sets it).
+KART_BUILD=$(cd "$ROOT" && cd "${KART_B:-build}" && pwd)
+KART=$KART_BUILD/kart
+export PATH=$KART_BUILD:$PATH
 unset KART_SPOOL KART_BACKEND KART_NET_UIDS KART_TERM_GRACE KART_TIMEOUT_MAX
 T_ROOT=$(mktemp -d "${TMPDIR:-/tmp}/kart-test.XXXXXX")
 T_PIDS=()
