@@ -59,9 +59,11 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	int64_t deadline = timeout_s >= 0 ? now_mono_ms() + timeout_s * 1000 : 0;
 	bool tty = isatty(STDERR_FILENO);
 	int shown = -1;
+	bool full = true;
 	for (;;) {
-		/* The watch exists: now look, and look again after each event. */
-		for (int i = 0; i < n; i++) {
+		/* The watch exists: now look at every task; after that, only at
+		 * those whose result an event names (or all, on an overflow). */
+		for (int i = 0; full && i < n; i++) {
 			if (fin[i])
 				continue;
 			int r = query_id(&sp, ids[i], &q[i]);
@@ -78,6 +80,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 				left--;
 			}
 		}
+		full = false;
 		if (tty && n > 1 && shown != n - left) {
 			shown = n - left;
 			fprintf(stderr, "\r%d/%d done", shown, n);
@@ -98,10 +101,29 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 			ms = (int)(rest > INT32_MAX ? INT32_MAX : rest);
 		}
 		struct pollfd pfd = {.fd = ino, .events = POLLIN};
-		if (poll(&pfd, 1, ms) > 0) {
-			char buf[8192];
-			while (read(ino, buf, sizeof buf) > 0)
-				;
+		if (poll(&pfd, 1, ms) <= 0)
+			continue;
+		char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+		ssize_t len;
+		while ((len = read(ino, buf, sizeof buf)) > 0) {
+			for (char *e = buf; e < buf + len;) {
+				struct inotify_event *ev = (struct inotify_event *)e;
+				e += sizeof *ev + ev->len;
+				if (ev->mask & IN_Q_OVERFLOW) {
+					full = true;
+					continue;
+				}
+				size_t l = ev->len ? strlen(ev->name) : 0;
+				if (l <= 5 || strcmp(ev->name + l - 5, ".json") != 0)
+					continue;
+				ev->name[l - 5] = '\0';
+				for (int i = 0; i < n; i++)
+					if (!fin[i] && strcmp(ids[i], ev->name) == 0 &&
+					    query_done(&sp, ids[i], &q[i]) == 0) {
+						fin[i] = true;
+						left--;
+					}
+			}
 		}
 	}
 	spool_close(&sp);
