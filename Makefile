@@ -9,10 +9,18 @@
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 LIBEXECDIR ?= $(PREFIX)/libexec/kart
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/kart
+SYSTEMDSYSTEMUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSTEMDUSERUNITDIR ?= $(PREFIX)/lib/systemd/user
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 DESTDIR ?=
 
 CC ?= cc
-PKGS = jansson
+PKGS = jansson libseccomp libcap
 CFLAGS ?= -O2 -g
 WARN = -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral \
        -Werror=implicit-function-declaration -Werror=vla -Werror=return-type \
@@ -26,9 +34,11 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 
 B = build
 LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
-	  src/run.c src/worker.c src/query.c src/cgroup.c
+	  src/run.c src/worker.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
+	  src/seccomp.c src/caps.c
 CMD_SRC = src/main.c src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
-	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c
+	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
+	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
 LIB_OBJ = $(LIB_SRC:src/%.c=$(B)/%.o)
 CMD_OBJ = $(CMD_SRC:src/%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
@@ -39,7 +49,8 @@ all: deps $(B)/kart $(B)/kart-launch
 deps:
 	@pkg-config --exists jansson libcap libseccomp cmocka 2>/dev/null && \
 	 command -v bwrap >/dev/null && command -v jq >/dev/null && \
-	 command -v strace >/dev/null || ./contrib/install-deps
+	 command -v strace >/dev/null && command -v groff >/dev/null && \
+	 command -v man >/dev/null && command -v zsh >/dev/null || ./contrib/install-deps
 
 $(B):
 	@mkdir -p $(B)
@@ -58,11 +69,11 @@ $(B)/kart: $(LIB_OBJ) $(CMD_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The launcher runs inside every sandbox: libc only.
-$(B)/kart-launch: src/launch.c | $(B)
-	$(CC) $(WARN) $(CFLAGS) -o $@ $<
+$(B)/kart-launch: src/launch.c src/landlock.c src/landlock.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -o $@ src/launch.c src/landlock.c
 
 $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
-	$(CC) $(ALL_CFLAGS) -Isrc $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
+	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
 check: all $(UNIT_BIN)
@@ -71,17 +82,62 @@ check: all $(UNIT_BIN)
 demo: all
 	@./tests/demo
 
+# The long crash-point sweep (make check runs a short one).
+torture: all
+	@KART=$(abspath $(B))/kart SWEEP_MAX=$${SWEEP_MAX:-80} ./tests/torture/crash-sweep.sh
+
+# Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
+# floor, in one run: bench/out/results.md and throughput.png.
+bench: all
+	@./bench/install-peers
+	@KART=$(abspath $(B))/kart ./bench/run
+
+# What make install puts where, besides the two programs (see below).
+MAN1 = docs/kart.1
+MAN5 = docs/kart.conf.5 docs/kart-spool.5 docs/kart-task.5
+MAN8 = docs/kart-worker.8
+UNITS = kart-worker@.service kart-gc@.service kart-gc@.timer
+USER_UNITS = kart-worker.service
+DOCS = contrib/kart.conf.example
+EXAMPLES = contrib/cron/kart-consume contrib/clients/kart_submit.py contrib/clients/kart-submit.sh
+# The systemd units name the installed kart: @BINDIR@ is replaced.
+
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(SYSTEMDSYSTEMUNITDIR) $(DESTDIR)$(SYSTEMDUSERUNITDIR) \
+		$(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(BASHCOMPDIR) \
+		$(DESTDIR)$(ZSHCOMPDIR)
 	install -m 0755 $(B)/kart $(DESTDIR)$(BINDIR)/kart
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	install -m 0755 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/
+	for u in $(UNITS); do sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/$$u \
+		>$(DESTDIR)$(SYSTEMDSYSTEMUNITDIR)/$$u && chmod 0644 $(DESTDIR)$(SYSTEMDSYSTEMUNITDIR)/$$u || exit 1; done
+	for u in $(USER_UNITS); do sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/$$u \
+		>$(DESTDIR)$(SYSTEMDUSERUNITDIR)/$$u && chmod 0644 $(DESTDIR)$(SYSTEMDUSERUNITDIR)/$$u || exit 1; done
+	install -m 0644 contrib/systemd/kart.tmpfiles $(DESTDIR)$(TMPFILESDIR)/kart.conf
+	install -m 0644 contrib/systemd/kart.sysusers $(DESTDIR)$(SYSUSERSDIR)/kart.conf
+	install -m 0644 contrib/completions/kart.bash $(DESTDIR)$(BASHCOMPDIR)/kart
+	install -m 0644 contrib/completions/_kart $(DESTDIR)$(ZSHCOMPDIR)/_kart
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch
-	-rmdir $(DESTDIR)$(LIBEXECDIR)
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS) $(EXAMPLES))) \
+		$(addprefix $(DESTDIR)$(SYSTEMDSYSTEMUNITDIR)/,$(UNITS)) \
+		$(addprefix $(DESTDIR)$(SYSTEMDUSERUNITDIR)/,$(USER_UNITS)) \
+		$(DESTDIR)$(TMPFILESDIR)/kart.conf $(DESTDIR)$(SYSUSERSDIR)/kart.conf \
+		$(DESTDIR)$(BASHCOMPDIR)/kart $(DESTDIR)$(ZSHCOMPDIR)/_kart
+	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all deps check demo install uninstall clean FORCE
+.PHONY: all deps check demo bench torture install uninstall clean FORCE

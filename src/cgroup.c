@@ -479,6 +479,7 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 {
 	unsigned need = need_slots(lim);
 	int r = 0;
+	char first_err[CG_PATH_MAX + 64] = "";
 	static const int order[] = {CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG_UNIFIED};
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
 		int s = order[i];
@@ -508,14 +509,20 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 			continue;
 		}
 		l->path[s][0] = '\0';
-		if (need & (1u << s)) {
-			snprintf(err, errlen, "mkdir %s/%s: %s", h->parent[s], name, strerror(-r));
+		if (need & (1u << s) || !first_err[0])
+			snprintf(need & (1u << s) ? err : first_err,
+				 need & (1u << s) ? errlen : sizeof first_err, "mkdir %s/%s: %s",
+				 h->parent[s], name, strerror(-r));
+		if (need & (1u << s))
 			goto fail;
-		}
 		/* Not needed for a limit: usage and kill do without it. */
 	}
 	if (!l->used) {
-		snprintf(err, errlen, "no cgroup directory could be made under %s", h->root);
+		/* Say which (the parent that does not exist, say). */
+		if (first_err[0])
+			snprintf(err, errlen, "no cgroup directory could be made: %s", first_err);
+		else
+			snprintf(err, errlen, "no cgroup directory could be made under %s", h->root);
 		return -ENODEV;
 	}
 	const char *m = l->path[CG_MEMORY], *p = l->path[CG_PIDS], *c = l->path[CG_CPU];
@@ -615,6 +622,29 @@ static void freeze_kill(const struct cg_leaf *l)
 		(void)write_file(u, "cgroup.freeze", "0\n", l->fake);
 }
 
+int cg_leaf_kill_start(const struct cg_leaf *l)
+{
+	if (!l->used)
+		return 1;
+	if ((l->used & (1u << CG_UNIFIED)) &&
+	    write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0)
+		return 1;
+	freeze_kill(l);
+	return 0;
+}
+
+bool cg_leaf_populated(const struct cg_leaf *l)
+{
+	return l->used && populated(l);
+}
+
+int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len)
+{
+	if (!(l->used & (1u << CG_UNIFIED)) || !exists(l->path[CG_UNIFIED], "cgroup.events"))
+		return -ENOENT;
+	return pathfmt(path, len, "%s/cgroup.events", l->path[CG_UNIFIED]);
+}
+
 int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms)
 {
 	if (!l->used)
@@ -666,6 +696,27 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 	return 0;
 }
 
+/* Is pid gone, a zombie, or on its way out (PF_EXITING: a worker
+ * killed -9 closes its files, which is what wakes up recovery, a moment
+ * before it becomes a zombie)? */
+static bool pid_gone(int pid)
+{
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return true;
+	char p[64];
+	_cleanup_free_ char *t = NULL;
+	snprintf(p, sizeof p, "/proc/%d/stat", pid);
+	if (read_file_at(AT_FDCWD, p, 4096, &t, NULL) < 0)
+		return false;
+	const char *s = strrchr(t, ')');
+	char state;
+	unsigned long flags;
+	/* ") S ppid pgrp session tty tpgid flags" */
+	if (!s || sscanf(s + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return false;
+	return state == 'Z' || state == 'X' || (flags & 0x4 /* PF_EXITING */);
+}
+
 /* Is name a task leaf "kart.<pid>.<seq>" of a worker that is gone? */
 static bool stale_leaf(const char *name)
 {
@@ -674,7 +725,7 @@ static bool stale_leaf(const char *name)
 	char tail;
 	if (sscanf(name, "kart.%d.%u%c", &pid, &seq, &tail) != 2 || pid <= 0 || pid == getpid())
 		return false;
-	return kill(pid, 0) < 0 && errno == ESRCH;
+	return pid_gone(pid);
 }
 
 int cg_sweep(struct cg_host *h, int *removed)
@@ -712,6 +763,53 @@ int cg_sweep(struct cg_host *h, int *removed)
 	return ret;
 }
 
+int cg_probe(const char *root, const char *parent, struct cg_probe *out)
+{
+	struct cg_host h;
+	memset(out, 0, sizeof *out);
+	int r = cg_host_init(&h, root, NULL, parent);
+	if (r < 0) {
+		snprintf(out->err, sizeof out->err, "cgroups: %s", strerror(-r));
+		return r;
+	}
+	out->mode = h.mode;
+	if (h.mode == CG_MODE_NONE) {
+		snprintf(out->err, sizeof out->err, "no cgroup filesystem at %.400s", h.root);
+		return 0;
+	}
+	out->hybrid = h.mode == CG_MODE_V1 && h.parent[CG_UNIFIED][0];
+	snprintf(out->parent, sizeof out->parent, "%s",
+		 h.mode == CG_MODE_V2 ? h.parent[CG_UNIFIED] : h.parent[CG_MEMORY]);
+	if (h.mode == CG_MODE_V1)
+		out->avail = out->enabled = (h.parent[CG_MEMORY][0] ? CG_CTL_MEMORY : 0) |
+					    (h.parent[CG_PIDS][0] ? CG_CTL_PIDS : 0) |
+					    (h.parent[CG_CPU][0] ? CG_CTL_CPU : 0);
+	static const struct cg_limits probe[4] = {
+		{0}, {.memory = 64ull << 20}, {.pids = 64}, {.cpu_milli = 500}};
+	bool *ok[4] = {&out->leaf, &out->memory, &out->pids, &out->cpu};
+	for (int i = 0; i < 4; i++) {
+		char name[64], e[400];
+		struct cg_leaf l;
+		snprintf(name, sizeof name, "kart.%d.%d", (int)getpid(), i);
+		r = cg_leaf_create(&h, &l, name, &probe[i], e, sizeof e);
+		if (h.mode == CG_MODE_V2) {
+			out->avail = h.avail;
+			out->enabled = h.ctls;
+		}
+		if (r < 0) {
+			if (!out->err[0])
+				snprintf(out->err, sizeof out->err, "%s", e);
+			continue;
+		}
+		*ok[i] = true;
+		if (i == 0)
+			out->kill = (l.used & (1u << CG_UNIFIED)) &&
+				    exists(l.path[CG_UNIFIED], "cgroup.kill");
+		(void)cg_leaf_remove(&l);
+	}
+	return 0;
+}
+
 /* The fake tree's directories hold plain files: empty them first. */
 static void fake_empty(const char *dir)
 {
@@ -725,7 +823,19 @@ static void fake_empty(const char *dir)
 	closedir(d);
 }
 
+static int leaf_remove(struct cg_leaf *l, int tries);
+
 int cg_leaf_remove(struct cg_leaf *l)
+{
+	return leaf_remove(l, 100);
+}
+
+int cg_leaf_remove_nowait(struct cg_leaf *l)
+{
+	return leaf_remove(l, 1);
+}
+
+static int leaf_remove(struct cg_leaf *l, int tries)
 {
 	int ret = 0;
 	for (int s = 0; s < CG__SLOTS; s++) {
@@ -735,11 +845,12 @@ int cg_leaf_remove(struct cg_leaf *l)
 			fake_empty(l->path[s]);
 		int r = 0;
 		/* A task killed a moment ago may still be on its way out. */
-		for (int i = 0; i < 100; i++) {
+		for (int i = 0; i < tries; i++) {
+			if (i)
+				sleep_ms(10);
 			r = rmdir(l->path[s]) == 0 || errno == ENOENT ? 0 : -errno;
 			if (r != -EBUSY)
 				break;
-			sleep_ms(10);
 		}
 		if (r == 0)
 			l->used &= ~(1u << s);

@@ -93,6 +93,18 @@ int cg_join(const struct cg_leaf *l, pid_t pid);
  * is empty. Returns -ETIMEDOUT if something is still in it. */
 int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms);
 
+/* The same in steps, for an event loop that must not wait: send the
+ * kill (cgroup.kill where there is one: returns 1; else freeze and kill
+ * what is listed: returns 0, and it is to be sent again at each retry),
+ * then wait for cg_leaf_populated() to say false. cgroup.events of the
+ * unified directory, where there is one, raises IN_MODIFY when it
+ * changes: cg_leaf_events() gives its path (-ENOENT: none, poll). */
+int cg_leaf_kill_start(const struct cg_leaf *l);
+bool cg_leaf_populated(const struct cg_leaf *l);
+int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len);
+/* cg_leaf_remove without waiting: one rmdir each; -EBUSY: try later. */
+int cg_leaf_remove_nowait(struct cg_leaf *l);
+
 /* What the leaf's processes used, read after they are gone. */
 int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u);
 
@@ -101,9 +113,27 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u);
 int cg_leaf_remove(struct cg_leaf *l);
 
 /* Kill and remove the leaves left by workers that are gone (killed -9,
- * crashed): "kart.<pid>.<seq>" whose pid no longer exists. Sets
- * *removed to how many directories went. */
+ * crashed): "kart.<pid>.<seq>" whose pid no longer exists, is a zombie
+ * or is exiting. Sets *removed to how many directories went. */
 int cg_sweep(struct cg_host *h, int *removed);
+
+/* What a worker here could do (kart doctor, kart setup-cgroup): make a
+ * leaf under the parent, and write each limit in one. Probed for real:
+ * leaves "kart.<pid>.0".."3" are made and removed. On v2 this is what the
+ * first task does: the probing process may move itself into the worker
+ * leaf of its own cgroup. */
+struct cg_probe {
+	enum cg_mode mode;
+	bool hybrid;                /* v1 hierarchies plus a cgroup2 mount */
+	char parent[CG_PATH_MAX];   /* v2: the parent; v1: the memory one */
+	unsigned avail, enabled;    /* v2: delegated / enabled controllers;
+				     * v1: the hierarchies present */
+	bool leaf;                  /* a leaf could be made */
+	bool memory, pids, cpu;     /* each limit could be written */
+	bool kill;                  /* the unified leaf has cgroup.kill */
+	char err[512];              /* the first failure, "" if none */
+};
+int cg_probe(const char *root, const char *parent, struct cg_probe *out);
 
 /* Parsers, exposed for the unit tests. */
 /* "key value" lines (memory.events, cpu.stat, memory.oom_control,

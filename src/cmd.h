@@ -26,5 +26,9 @@ int cmd_wait(struct ctx *c, int argc, char **argv);
 int cmd_cat(struct ctx *c, int argc, char **argv);
 int cmd_cancel(struct ctx *c, int argc, char **argv);
 int cmd_doctor(struct ctx *c, int argc, char **argv);
+int cmd_setup_cgroup(struct ctx *c, int argc, char **argv);
+int cmd_retry(struct ctx *c, int argc, char **argv);
+int cmd_watch(struct ctx *c, int argc, char **argv);
+int cmd_gc(struct ctx *c, int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
+#include "cgroup.h"
 #include "cmd.h"
 #include "policy.h"
 #include "util.h"
@@ -74,6 +75,65 @@ static const char *cgroup_mode(void)
 	return "v1";
 }
 
+static json_t *ctl_array(unsigned m)
+{
+	json_t *a = json_array();
+	if (m & CG_CTL_MEMORY)
+		json_array_append_new(a, json_string("memory"));
+	if (m & CG_CTL_PIDS)
+		json_array_append_new(a, json_string("pids"));
+	if (m & CG_CTL_CPU)
+		json_array_append_new(a, json_string("cpu"));
+	return a;
+}
+
+/* The cgroup facts, probed where a worker would make its leaves (a leaf
+ * made and removed, each limit written), and whether the policy's
+ * [limits] can hold: *ok goes false when they cannot. */
+static json_t *cgroup_facts(const struct policy *pol, bool *ok)
+{
+	struct cg_probe pr;
+	(void)cg_probe(NULL, pol->cgroup_parent[0] ? pol->cgroup_parent : NULL, &pr);
+	bool use = pol->cgroup != CGROUP_OFF, leaf = use && pr.leaf;
+	/* What the policy's defaults make every task ask for. */
+	bool need_mem = false, need_pids = false, need_cpu = false;
+	for (int l = 0; l < 2; l++) {
+		struct lane_limits ll;
+		policy_lane_limits(pol, l, &ll);
+		need_mem |= ll.memory_default != 0;
+		need_pids |= ll.pids_default != 0;
+		need_cpu |= ll.cpu_default_milli != 0;
+	}
+	/* Without a leaf, rlimits: RLIMIT_NPROC does not bind root. */
+	bool fb_mem = pol->rlimit_as, fb_pids = geteuid() != 0 || !pol->allow_root;
+	const char *why = NULL;
+	if (pol->cgroup == CGROUP_REQUIRE && !leaf)
+		why = "cgroup = require, and no cgroup leaf can be made here";
+	else if (need_cpu && !(leaf && pr.cpu))
+		why = "the policy's cpu_default needs a cgroup with cpu, which is not available";
+	else if (need_mem && !(leaf && pr.memory) && (pol->cgroup == CGROUP_REQUIRE || !fb_mem))
+		why = "the policy's memory_default needs a cgroup with memory, which is not available";
+	else if (need_pids && !(leaf && pr.pids) && (pol->cgroup == CGROUP_REQUIRE || !fb_pids))
+		why = "the policy's pids_default needs a cgroup with pids, which is not available";
+	if (why)
+		*ok = false;
+	json_t *o = json_object();
+	json_object_set_new(o, "mode", json_string(cgroup_mode()));
+	json_object_set_new(o, "policy", json_string(cgroup_use_name(pol->cgroup)));
+	json_object_set_new(o, "parent", pr.parent[0] ? json_string(pr.parent) : json_null());
+	json_object_set_new(o, "controllers", ctl_array(pr.avail));
+	json_object_set_new(o, "enabled", ctl_array(pr.enabled));
+	json_object_set_new(o, "leaf", json_boolean(pr.leaf));
+	json_object_set_new(o, "limits", json_pack("{s:b, s:b, s:b}", "memory", pr.memory, "pids",
+						   pr.pids, "cpu", pr.cpu));
+	json_object_set_new(o, "kill", json_boolean(pr.kill));
+	json_object_set_new(o, "rlimit_fallback",
+			    json_pack("{s:b, s:b, s:b}", "pids", fb_pids, "memory", fb_mem, "cpu", 0));
+	json_object_set_new(o, "error", pr.err[0] ? json_string(pr.err) : json_null());
+	json_object_set_new(o, "requirements", why ? json_string(why) : json_string("met"));
+	return o;
+}
+
 int cmd_doctor(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -108,9 +168,11 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 		ok = false;
 	json_object_set_new(o, "user_namespaces",
 			    json_pack("{s:I}", "max", (json_int_t)read_long("/proc/sys/user/max_user_namespaces")));
-	json_object_set_new(o, "cgroup", json_string(cgroup_mode()));
+	json_object_set_new(o, "cgroup", cgroup_facts(&pol, &ok));
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);
 	json_object_set_new(o, "landlock_abi", abi > 0 ? json_integer(abi) : json_string("unsupported"));
+	if (pol.landlock == LL_MODE_ENFORCE && abi <= 0)
+		ok = false; /* every task would be refused: landlock_unavailable */
 	json_object_set_new(o, "seccomp", json_boolean(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0));
 	json_object_set_new(o, "inotify",
 			    json_pack("{s:I, s:I, s:I}", "max_queued_events",
@@ -154,6 +216,10 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 		}
 		json_object_set_new(o, "spool", s);
 	}
+	/* The effective policy: kart.conf over the defaults, then KART_*. */
+	_cleanup_free_ char *pt = policy_describe(&pol);
+	json_t *pj = pt ? json_loads(pt, 0, NULL) : NULL;
+	json_object_set_new(o, "policy", pj ? pj : json_null());
 	json_object_set_new(o, "ok", json_boolean(ok));
 	if (json) {
 		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

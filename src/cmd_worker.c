@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "cmd.h"
+#include "log.h"
 #include "policy.h"
 #include "task.h"
 #include "util.h"
@@ -21,6 +22,8 @@ static const char help[] =
 	"  --slots N          tasks run at once in the fast lane (default 3)\n"
 	"  --batch-slots N    tasks run at once in the batch lane (default 1)\n"
 	"  --drain            exit 0 once new/ is empty and nothing runs\n"
+	"  --log-format FMT   logfmt (default), json, or text: one line per task\n"
+	"                     event (claimed, started, finished) on stderr\n"
 	"\n"
 	"signals: SIGTERM or SIGINT stop claiming and let running tasks finish\n"
 	"within the grace period (KART_TERM_GRACE, default 10s), then kill and\n"
@@ -37,10 +40,12 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 		{"slots", required_argument, NULL, 's'},
 		{"batch-slots", required_argument, NULL, 'b'},
 		{"drain", no_argument, NULL, 'd'},
+		{"log-format", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	struct worker_opts wo = {0};
+	enum log_format logf = LOG_LOGFMT;
 	char defid[HOST_NAME_MAX + 32];
 	int ch;
 	long long v;
@@ -59,6 +64,10 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 			wo.slots[LANE_BATCH] = v ? (int)v : -1;
 			break;
 		case 'd': wo.drain = true; break;
+		case 'L':
+			if (log_format_parse(optarg, &logf) < 0)
+				return usage_error("worker", "--log-format %s: not logfmt, json or text", optarg);
+			break;
 		case ':': return usage_error("worker", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("worker", "unknown option '%s'", argv[optind - 1]);
 		}
@@ -76,6 +85,7 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	if (task_name_check(wo.id, &why) != 0)
 		return usage_error("worker", "--id %s: not a valid worker id", wo.id);
 
+	log_setup(logf, wo.id);
 	struct policy pol;
 	char err[512];
 	struct spool sp;

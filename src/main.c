@@ -20,6 +20,10 @@ static const char main_help[] =
 	"  cat [--stderr] ID    print a task's captured output\n"
 	"  cancel ID...         cancel queued or running tasks\n"
 	"  doctor               what this host can enforce\n"
+	"  setup-cgroup         delegate memory, pids and cpu to workers; check it\n"
+	"  retry ID...          queue finished tasks again, under new ids\n"
+	"  watch                print one line per result as it lands\n"
+	"  gc                   clean tmp/, dead workers' directories, old results\n"
 	"\n"
 	"global options:\n"
 	"  -s, --spool DIR      the spool (default: $KART_SPOOL)\n"
@@ -33,6 +37,8 @@ static const struct verb {
 	{"init", cmd_init},     {"submit", cmd_submit}, {"worker", cmd_worker},
 	{"status", cmd_status}, {"wait", cmd_wait},     {"cat", cmd_cat},
 	{"cancel", cmd_cancel}, {"doctor", cmd_doctor},
+	{"setup-cgroup", cmd_setup_cgroup},
+	{"retry", cmd_retry},   {"watch", cmd_watch},   {"gc", cmd_gc},
 };
 
 int usage_error(const char *verb, const char *fmt, ...)

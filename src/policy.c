@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -15,6 +16,11 @@
 #include "config.h" /* LIBEXECDIR, written by the Makefile */
 
 const char *backend_name(enum backend b) { return b == BACKEND_NONE ? "none" : "bwrap"; }
+
+const char *cgroup_use_name(enum cgroup_use c)
+{
+	return c == CGROUP_REQUIRE ? "require" : c == CGROUP_OFF ? "off" : "auto";
+}
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
@@ -58,6 +64,152 @@ static int set_net_uids(struct policy *pol, const char *v, char *err, size_t err
 	return 0;
 }
 
+const char *plist_next(const struct plist *l, const char *prev)
+{
+	const char *p = prev ? prev + strlen(prev) + 1 : l->buf;
+	if (!l->n || p >= l->buf + sizeof l->buf || !*p)
+		return NULL;
+	return p;
+}
+
+bool plist_has(const struct plist *l, const char *s)
+{
+	for (const char *e = NULL; (e = plist_next(l, e));)
+		if (strcmp(e, s) == 0)
+			return true;
+	return false;
+}
+
+static bool env_name_ok(const char *s)
+{
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+		      *s == '_'))
+			return false;
+	return true;
+}
+
+/* Set by the sandbox itself: a policy cannot pass or replace them. */
+static bool env_name_reserved(const char *s)
+{
+	return strcmp(s, "PATH") == 0 || strcmp(s, "HOME") == 0 || strcmp(s, "TMPDIR") == 0 ||
+	       strcmp(s, "LANG") == 0 || strncmp(s, "KART_", 5) == 0;
+}
+
+/* An absolute path with no "." or ".." component, not "/" itself. */
+static bool bind_path_ok(const char *s)
+{
+	if (s[0] != '/' || !s[1] || strlen(s) >= PATH_MAX)
+		return false;
+	for (const char *c = s; *c; c++)
+		if (*c == '/' && c[1] == '.' && (!c[2] || c[2] == '/' || (c[2] == '.' && (!c[3] || c[3] == '/'))))
+			return false;
+	return true;
+}
+
+enum plist_kind { PL_PATHS, PL_ENV };
+
+static int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
+		     const char *where, const char *key)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	size_t used = 0;
+	memset(l, 0, sizeof *l);
+	for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+		if (kind == PL_PATHS && !bind_path_ok(t))
+			return ERR("%s: %s: '%s' is not an absolute path (without . or .., not /)", where,
+				   key, t);
+		if (kind == PL_ENV && !env_name_ok(t))
+			return ERR("%s: %s: '%s' is not a variable name", where, key, t);
+		if (kind == PL_ENV && env_name_reserved(t))
+			return ERR("%s: %s: '%s' is set by the sandbox itself", where, key, t);
+		size_t len = strlen(t) + 1;
+		if (used + len + 1 > sizeof l->buf)
+			return ERR("%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
+		memcpy(l->buf + used, t, len);
+		used += len;
+		l->n++;
+	}
+	return 0;
+}
+
+static int parse_bool(const char *v, bool *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcmp(v, yes[i]) == 0)
+			return *out = true, 0;
+		if (strcmp(v, no[i]) == 0)
+			return *out = false, 0;
+	}
+	return -1;
+}
+
+static int cgroup_use_parse(const char *v, enum cgroup_use *out)
+{
+	if (strcmp(v, "auto") == 0)
+		*out = CGROUP_AUTO;
+	else if (strcmp(v, "require") == 0)
+		*out = CGROUP_REQUIRE;
+	else if (strcmp(v, "off") == 0)
+		*out = CGROUP_OFF;
+	else
+		return -1;
+	return 0;
+}
+
+/* memory/pids/cpu _default/_max, in [limits] (into pol's own fields) or
+ * [lane.fast] / [lane.batch]. Returns 1 if key is one of them, 0 if not,
+ * -1 on a bad value. */
+static int conf_limit(struct policy *pol, const char *sec, const char *key, const char *val,
+		      char *err, size_t errlen, const char *where)
+{
+	struct lane_limits *ll, top;
+	bool is_top = strcmp(sec, "limits") == 0;
+	if (is_top) {
+		top = (struct lane_limits){pol->memory_default, pol->memory_max, pol->pids_default,
+					   pol->pids_max, pol->cpu_default_milli, pol->cpu_max_milli};
+		ll = &top;
+	} else if (strcmp(sec, "lane.fast") == 0) {
+		ll = &pol->lane[0];
+	} else if (strcmp(sec, "lane.batch") == 0) {
+		ll = &pol->lane[1];
+	} else {
+		return 0;
+	}
+	bool dflt = strstr(key, "_default") != NULL;
+	uint64_t sz;
+	long long n;
+	uint32_t m;
+	if (strcmp(key, "memory_default") == 0 || strcmp(key, "memory_max") == 0) {
+		if (parse_size(val, &sz) < 0 || sz == 0)
+			return ERR("%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
+		*(dflt ? &ll->memory_default : &ll->memory_max) = sz;
+	} else if (strcmp(key, "pids_default") == 0 || strcmp(key, "pids_max") == 0) {
+		if (parse_int(val, 1, INT32_MAX, &n) < 0)
+			return ERR("%s: %s = %s: not a number from 1", where, key, val);
+		*(dflt ? &ll->pids_default : &ll->pids_max) = n;
+	} else if (strcmp(key, "cpu_default") == 0 || strcmp(key, "cpu_max") == 0) {
+		if (parse_cpu_milli(val, &m) < 0 || m == 0)
+			return ERR("%s: %s = %s: not a number of cores (0.5, 2)", where, key, val);
+		*(dflt ? &ll->cpu_default_milli : &ll->cpu_max_milli) = m;
+	} else {
+		return 0;
+	}
+	if (is_top) {
+		pol->memory_default = top.memory_default;
+		pol->memory_max = top.memory_max;
+		pol->pids_default = top.pids_default;
+		pol->pids_max = top.pids_max;
+		pol->cpu_default_milli = top.cpu_default_milli;
+		pol->cpu_max_milli = top.cpu_max_milli;
+	}
+	return 1;
+}
+
 /* One key of kart.conf: "section.key" = value. */
 static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
 		    char *err, size_t errlen, const char *where)
@@ -67,7 +219,20 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	int64_t d;
 	uint64_t sz;
 	snprintf(k, sizeof k, "%s.%s", sec, key);
-	if (strcmp(k, "worker.backend") == 0) {
+	int lim = conf_limit(pol, sec, key, val, err, errlen, where);
+	if (lim != 0)
+		return lim < 0 ? -1 : 0;
+	if (strcmp(k, "limits.cgroup") == 0) {
+		if (cgroup_use_parse(val, &pol->cgroup) < 0)
+			return ERR("%s: cgroup = %s: not require, auto or off", where, val);
+	} else if (strcmp(k, "limits.cgroup_parent") == 0) {
+		if (val[0] != '/' || strlen(val) >= sizeof pol->cgroup_parent)
+			return ERR("%s: cgroup_parent = %s: not a cgroup path (/kart.slice)", where, val);
+		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", val);
+	} else if (strcmp(k, "limits.rlimit_as") == 0) {
+		if (parse_bool(val, &pol->rlimit_as) < 0)
+			return ERR("%s: rlimit_as = %s: not yes or no", where, val);
+	} else if (strcmp(k, "worker.backend") == 0) {
 		if (strcmp(val, "bwrap") == 0)
 			pol->backend = BACKEND_BWRAP;
 		else if (strcmp(val, "none") == 0)
@@ -105,6 +270,32 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 			pol->task_max_bytes = sz;
 	} else if (strcmp(k, "network.allow_uids") == 0) {
 		return set_net_uids(pol, val, err, errlen, where);
+	} else if (strcmp(k, "network.cred_env") == 0) {
+		return set_plist(&pol->cred_env, val, PL_ENV, err, errlen, where, key);
+	} else if (strcmp(k, "network.cred_files") == 0) {
+		return set_plist(&pol->cred_files, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.landlock") == 0) {
+		int m = ll_mode_parse(val);
+		if (m < 0)
+			return ERR("%s: landlock = %s: not a mode (auto, enforce or off)", where, val);
+		pol->landlock = (enum ll_mode)m;
+	} else if (strcmp(k, "sandbox.allow_root") == 0) {
+		if (parse_bool(val, &pol->allow_root) < 0)
+			return ERR("%s: allow_root = %s: not yes or no", where, val);
+	} else if (strcmp(k, "sandbox.tmpfs_size") == 0) {
+		if (parse_size(val, &sz) < 0 || sz == 0)
+			return ERR("%s: tmpfs_size = %s: not a size (512K, 256M, 2G)", where, val);
+		pol->tmpfs_size = sz;
+	} else if (strcmp(k, "sandbox.ro_binds") == 0) {
+		return set_plist(&pol->ro_binds, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.rw_binds") == 0) {
+		return set_plist(&pol->rw_binds, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.env_pass") == 0) {
+		return set_plist(&pol->env_pass, val, PL_ENV, err, errlen, where, key);
+	} else if (strcmp(k, "hooks.on_done") == 0) {
+		if (!bind_path_ok(val))
+			return ERR("%s: on_done = %s: not an absolute path to a program", where, val);
+		snprintf(pol->on_done, sizeof pol->on_done, "%s", val);
 	} else {
 		return ERR("%s: unknown key '%s' in section [%s]", where, key, sec);
 	}
@@ -143,9 +334,11 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 				return ERR("%s: malformed section header '%s'", where, line);
 			*end = '\0';
 			snprintf(sec, sizeof sec, "%s", trim(line + 1));
-			if (strcmp(sec, "worker") && strcmp(sec, "limits") && strcmp(sec, "network"))
-				return ERR("%s: unknown section [%s] (known: worker, limits, network)",
-					   where, sec);
+			if (strcmp(sec, "worker") && strcmp(sec, "limits") && strcmp(sec, "network") &&
+			    strcmp(sec, "sandbox") && strcmp(sec, "hooks") && strcmp(sec, "lane.fast") &&
+			    strcmp(sec, "lane.batch"))
+				return ERR("%s: unknown section [%s] (known: worker, limits, lane.fast, "
+					   "lane.batch, network, sandbox, hooks)", where, sec);
 			continue;
 		}
 		char *eq = strchr(line, '=');
@@ -161,6 +354,11 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 			return -1;
 	}
 	(void)save;
+	/* A credential must not reach tasks without network. */
+	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));)
+		if (plist_has(&pol->env_pass, e))
+			return ERR("%s: %s is both in [sandbox] env_pass and in [network] cred_env", fname,
+				   e);
 	return 0;
 }
 
@@ -223,7 +421,47 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 	if ((v = getenv("KART_NET_UIDS")) && *v && set_net_uids(pol, v, err, errlen, "KART_NET_UIDS") < 0)
 		return -1;
+	if ((v = getenv("KART_LANDLOCK")) && *v) {
+		int m = ll_mode_parse(v);
+		if (m < 0)
+			return ERR("KART_LANDLOCK=%s: not a mode (auto, enforce or off)", v);
+		pol->landlock = (enum ll_mode)m;
+	}
+	if ((v = getenv("KART_ALLOW_ROOT")) && *v && parse_bool(v, &pol->allow_root) < 0)
+		return ERR("KART_ALLOW_ROOT=%s: not yes or no", v);
+	if ((v = getenv("KART_CGROUP")) && *v && cgroup_use_parse(v, &pol->cgroup) < 0)
+		return ERR("KART_CGROUP=%s: not require, auto or off", v);
+	if ((v = getenv("KART_CGROUP_PARENT")) && *v) {
+		if (strlen(v) >= sizeof pol->cgroup_parent)
+			return ERR("KART_CGROUP_PARENT: path too long");
+		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", v);
+	}
+	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
+		pol->rlimit_as = strcmp(v, "1") == 0;
+	/* A default above its ceiling would reject every task that takes it. */
+	for (int l = 0; l < 2; l++) {
+		struct lane_limits ll;
+		const char *ln = l ? "batch" : "fast";
+		policy_lane_limits(pol, l, &ll);
+		if (ll.memory_default > ll.memory_max)
+			return ERR("lane %s: memory_default is above memory_max", ln);
+		if (ll.pids_default > ll.pids_max)
+			return ERR("lane %s: pids_default is above pids_max", ln);
+		if (ll.cpu_default_milli > ll.cpu_max_milli)
+			return ERR("lane %s: cpu_default is above cpu_max", ln);
+	}
 	return 0;
+}
+
+void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out)
+{
+	const struct lane_limits *l = &pol->lane[lane ? 1 : 0];
+	out->memory_default = l->memory_default ? l->memory_default : pol->memory_default;
+	out->memory_max = l->memory_max ? l->memory_max : pol->memory_max;
+	out->pids_default = l->pids_default ? l->pids_default : pol->pids_default;
+	out->pids_max = l->pids_max ? l->pids_max : pol->pids_max;
+	out->cpu_default_milli = l->cpu_default_milli ? l->cpu_default_milli : pol->cpu_default_milli;
+	out->cpu_max_milli = l->cpu_max_milli ? l->cpu_max_milli : pol->cpu_max_milli;
 }
 
 bool policy_net_allowed(const struct policy *pol, uid_t uid)
@@ -234,4 +472,44 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 		if (pol->net_uids[i] == uid)
 			return true;
 	return false;
+}
+
+static json_t *plist_json(const struct plist *l)
+{
+	json_t *a = json_array();
+	for (const char *e = NULL; (e = plist_next(l, e));)
+		json_array_append_new(a, json_string(e));
+	return a;
+}
+
+char *policy_describe(const struct policy *pol)
+{
+	json_t *uids = json_array();
+	if (pol->net_all)
+		json_array_append_new(uids, json_string("*"));
+	for (int i = 0; i < pol->n_net_uids; i++)
+		json_array_append_new(uids, json_integer(pol->net_uids[i]));
+	json_t *o = json_pack(
+		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I}, "
+		"s:{s:s, s:b, s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o}, s:{s:o}}",
+		"backend", backend_name(pol->backend),
+		"worker", "slots", pol->slots[0], "batch_slots", pol->slots[1], "retries",
+		pol->retries_default, "term_grace_s", pol->term_grace_s,
+		"limits", "timeout_default_s",
+		pol->timeout_default_s < 0 ? json_null() : json_integer(pol->timeout_default_s),
+		"timeout_max_s", pol->timeout_max_s < 0 ? json_null() : json_integer(pol->timeout_max_s),
+		"output_default", (json_int_t)pol->output_default, "output_max",
+		(json_int_t)pol->output_max,
+		"sandbox", "landlock", ll_mode_name(pol->landlock), "allow_root", pol->allow_root,
+		"tmpfs_size", pol->tmpfs_size ? json_integer((json_int_t)pol->tmpfs_size) : json_null(),
+		"ro_binds", plist_json(&pol->ro_binds), "rw_binds", plist_json(&pol->rw_binds),
+		"env_pass", plist_json(&pol->env_pass),
+		"network", "allow_uids", uids, "cred_env", plist_json(&pol->cred_env), "cred_files",
+		plist_json(&pol->cred_files),
+		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
+	if (!o)
+		return NULL;
+	char *t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return t;
 }

@@ -8,8 +8,33 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "landlock.h"
+
+/* A list from kart.conf ("a, b, c"): n NUL-terminated strings back to
+ * back, held inline so that a policy is copied with `=`. */
+#define PLIST_BYTES 4096
+struct plist {
+	int n;
+	char buf[PLIST_BYTES];
+};
+/* Iterate: for (const char *s = NULL; (s = plist_next(l, s));) */
+const char *plist_next(const struct plist *l, const char *prev);
+bool plist_has(const struct plist *l, const char *s);
+
 enum backend { BACKEND_BWRAP, BACKEND_NONE };
 const char *backend_name(enum backend b);
+
+/* [limits] cgroup: require (a task without its leaf is refused), auto
+ * (without one, the rlimit fallback), off (never a cgroup). */
+enum cgroup_use { CGROUP_AUTO, CGROUP_REQUIRE, CGROUP_OFF };
+const char *cgroup_use_name(enum cgroup_use c);
+
+/* The defaults and ceilings for memory, pids and cpu in one lane. */
+struct lane_limits {
+	uint64_t memory_default, memory_max; /* 0: none / no ceiling set */
+	int64_t pids_default, pids_max;
+	uint32_t cpu_default_milli, cpu_max_milli;
+};
 
 struct policy {
 	enum backend backend;
@@ -23,12 +48,31 @@ struct policy {
 	uint64_t memory_max;       /* ceiling; the host's memory */
 	int64_t pids_max;
 	uint32_t cpu_max_milli;    /* ceiling; the host's cores */
+	/* [limits] memory/pids/cpu_default: for a task that asks for none
+	 * (0: none). [lane.fast] / [lane.batch]: per lane (0: as [limits]). */
+	uint64_t memory_default;
+	int64_t pids_default;
+	uint32_t cpu_default_milli;
+	struct lane_limits lane[2];
+	enum cgroup_use cgroup;    /* [limits] cgroup, KART_CGROUP */
+	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
+	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
 	int term_grace_s;          /* SIGTERM: running tasks get this long */
 	bool net_all;              /* network for every submitter */
 	uid_t net_uids[64];
 	int n_net_uids;
 	char bwrap[4096];
 	char launcher[4096];
+	/* [sandbox] */
+	enum ll_mode landlock;
+	bool allow_root;         /* a root worker runs root-owned task files */
+	uint64_t tmpfs_size;     /* /tmp and /work (bwrap --size); 0: bwrap's default */
+	struct plist ro_binds, rw_binds; /* host paths, bound at the same path */
+	struct plist env_pass;   /* worker variables passed into every task */
+	/* [network]: only for tasks with network; never in argv, results, logs */
+	struct plist cred_env, cred_files;
+	/* [hooks] */
+	char on_done[4096];      /* run with the result's path after each task */
 };
 
 /* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
@@ -40,5 +84,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
 		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
+/* What holds in lane (0 fast, 1 batch): its own values, else [limits]. */
+void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out);
+
+/* The effective policy as JSON text (kart doctor); caller frees.
+ * Credentials appear by name only. */
+char *policy_describe(const struct policy *pol);
 
 #endif

@@ -9,6 +9,17 @@
 
 #include "util.h"
 
+/* When an entry got where it is: a rename into new/ or cur/ sets ctime;
+ * a result's JSON is written just before its rename into done/. */
+static int64_t stat_ms(int dirfd, const char *name, bool ctime)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	const struct timespec *ts = ctime ? &st.st_ctim : &st.st_mtim;
+	return (int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
+}
+
 int query_done(struct spool *sp, const char *id, struct qinfo *q)
 {
 	char p[512];
@@ -24,6 +35,7 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q)
 	if (!o)
 		return -EBADMSG;
 	q->state = Q_DONE;
+	q->since_ms = stat_ms(sp->done, p, false);
 	const char *s = json_string_value(json_object_get(o, "status"));
 	snprintf(q->status, sizeof q->status, "%s", s ? s : "?");
 	json_t *ec = json_object_get(o, "exit_code");
@@ -84,6 +96,7 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 	/* In the order tasks move, so one in motion is seen somewhere. */
 	if (id[0] != '.' && !strchr(id, '/') && exists_at(sp->new, id)) {
 		q->state = Q_QUEUED;
+		q->since_ms = stat_ms(sp->new, id, true);
 		return 0;
 	}
 	if (id[0] != '.' && !strchr(id, '/') && find_running(sp, id, q->worker, sizeof q->worker)) {
@@ -92,6 +105,9 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 		if (query_done(sp, id, q) == 0)
 			return 0;
 		q->state = Q_RUNNING;
+		char p[512];
+		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
+			q->since_ms = stat_ms(sp->cur, p, true);
 		return 0;
 	}
 	int r = query_done(sp, id, q);
@@ -115,6 +131,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		memset(&q, 0, sizeof q);
 		q.state = Q_QUEUED;
 		q.exit_code = -1;
+		q.since_ms = stat_ms(sp->new, de->d_name, true);
 		cb(de->d_name, &q, arg);
 	}
 	closedir(dir);
@@ -137,6 +154,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 			memset(&q, 0, sizeof q);
 			q.state = Q_RUNNING;
 			q.exit_code = -1;
+			q.since_ms = stat_ms(wd, te->d_name, true);
 			snprintf(q.worker, sizeof q.worker, "%s", de->d_name);
 			cb(te->d_name, &q, arg);
 		}

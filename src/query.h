@@ -16,6 +16,8 @@ struct qinfo {
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */
 	char out_path[512], err_path[512]; /* Q_DONE, relative to the spool */
+	int64_t since_ms;  /* entered this state (queued, claimed, result
+			    * written), ms since the epoch; 0: unknown */
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -37,12 +38,40 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
 {
 	return run_spawn_join(r, argv, envp, wdir, name, out_file, err_file, cap, cwd, own_pgroup,
-			      NULL);
+			      NULL, NULL, -1);
+}
+
+/* In the child: become the task's user, or say why not and exit 125.
+ * Groups first, then gid, then uid: each needs the privilege the next
+ * gives up. */
+static void child_become(const struct run_cred *c, pid_t parent)
+{
+	const char *what = NULL;
+	if (setgroups((size_t)c->ngroups, c->groups) < 0)
+		what = "setgroups";
+	else if (setresgid(c->gid, c->gid, c->gid) < 0)
+		what = "setgid";
+	else if (setresuid(c->uid, c->uid, c->uid) < 0)
+		what = "setuid";
+	else if (setuid(0) == 0 && c->uid != 0)
+		what = "setuid (root could be regained)";
+	if (what) {
+		char buf[160];
+		int n = snprintf(buf, sizeof buf, "setuid-failed %s(%u): %s\n", what, (unsigned)c->uid,
+				 strerror(errno));
+		(void)write_all(SANDBOX_STATUS_FD, buf, (size_t)n);
+		(void)write_all(STDERR_FILENO, buf, (size_t)n);
+		_exit(125);
+	}
+	/* A change of credentials clears the parent-death signal. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(126);
 }
 
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
-		   bool own_pgroup, struct run_join *join)
+		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
+		   int seccomp_fd)
 {
 	int outp[2], errp[2], stp[2], gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
@@ -104,6 +133,10 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 			child_fail(-1, "stdin");
 		if (dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
 			child_fail(-1, "stdout");
+		/* Out of the way of the fixed numbers before they are taken. */
+		if (seccomp_fd >= 0 && seccomp_fd <= SANDBOX_SECCOMP_FD &&
+		    (seccomp_fd = fcntl(seccomp_fd, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)
+			child_fail(-1, "seccomp fd");
 		if (move_fd(stp[1], SANDBOX_STATUS_FD) < 0)
 			child_fail(-1, "status fd");
 		int lk = openat(wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -111,8 +144,14 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 			child_fail(-1, "run lock");
 		if (move_fd(lk, SANDBOX_LOCK_FD) < 0)
 			child_fail(-1, "run lock");
+		/* The filter for bwrap --seccomp (which closes it once loaded)
+		 * or for kart-launch with backend none. */
+		if (seccomp_fd >= 0 && move_fd(seccomp_fd, SANDBOX_SECCOMP_FD) < 0)
+			child_fail(-1, "seccomp fd");
 		if (cwd && chdir(cwd) < 0)
 			child_fail(-1, "chdir");
+		if (cred)
+			child_become(cred, parent);
 		execve(argv[0], argv, envp);
 		child_fail(-1, argv[0]);
 	}
@@ -176,22 +215,24 @@ int capture_pump(struct capture *c)
 			if (n > 0)
 				c->truncated = true;
 		}
-		if (n == 0) {
-			close(c->pipe);
-			c->pipe = -1;
+		if (n == 0)
 			return 1;
-		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
 				return 0;
-			close(c->pipe);
-			c->pipe = -1;
 			return 1;
 		}
 	}
 	return 1;
+}
+
+void capture_close(struct capture *c)
+{
+	if (c->pipe >= 0)
+		close(c->pipe);
+	c->pipe = -1;
 }
 
 void run_kill(struct run *r)
@@ -213,7 +254,7 @@ int run_collect(struct run *r, struct run_end *end)
 	/* Whatever the task wrote before it ended is still in the pipes. */
 	capture_pump(&r->out);
 	capture_pump(&r->err);
-	char buf[256];
+	char buf[1024];
 	size_t n = 0;
 	while (n < sizeof buf - 1) {
 		ssize_t k = read(r->status_pipe, buf + n, sizeof buf - 1 - n);
@@ -234,6 +275,23 @@ int run_collect(struct run *r, struct run_end *end)
 			end->exit_code = atoi(l + 5);
 		} else if (strncmp(l, "signal ", 7) == 0)
 			end->signal = atoi(l + 7);
+		else if (end->started)
+			continue; /* the set-up's lines come before "start" */
+		else if (strncmp(l, "landlock ", 9) == 0)
+			snprintf(end->landlock, sizeof end->landlock, "%s", l + 9);
+		else if (strncmp(l, "landlock-unavailable ", 21) == 0 && !end->refusal) {
+			end->refusal = "landlock_unavailable";
+			snprintf(end->refusal_why, sizeof end->refusal_why,
+				 "Landlock is required (enforce) but this kernel has none: %s", l + 21);
+		} else if (strncmp(l, "landlock-failed ", 16) == 0 && !end->refusal) {
+			end->refusal = "landlock_failed";
+			snprintf(end->refusal_why, sizeof end->refusal_why,
+				 "the Landlock ruleset could not be applied: %s", l + 16);
+		} else if (strncmp(l, "setuid-failed ", 14) == 0 && !end->refusal) {
+			end->refusal = "setuid_failed";
+			snprintf(end->refusal_why, sizeof end->refusal_why,
+				 "the task could not run as its submitter: %s", l + 14);
+		}
 	}
 	return 0;
 }

@@ -37,16 +37,37 @@ struct run_join {
 	void *arg;
 	int err; /* out: fn's error, when run_spawn_join returns -ECANCELED */
 };
-/* run_spawn with a join step (join NULL: exactly run_spawn). If the
- * step fails the child is killed and reaped before it execs, and the
- * result is -ECANCELED with join->err set. */
+/* Who the task runs as, when the worker is root: the child takes these
+ * groups, gid and uid after its descriptors and the run lock are in
+ * place, before it execs. Resolved by the caller (getgrouplist is not
+ * async-signal-safe). */
+#define RUN_CRED_GROUPS_MAX 256
+struct run_cred {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[RUN_CRED_GROUPS_MAX];
+};
+
+/* run_spawn with a join step (join NULL: exactly run_spawn) and a user
+ * to become (cred NULL: stay who we are). If the step fails the child is
+ * killed and reaped before it execs, and the result is -ECANCELED with
+ * join->err set. If the child cannot become cred's user, it reports
+ * "setuid-failed WHAT" on the status pipe and exits 125 (run_end says so).
+ * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD. */
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
-		   bool own_pgroup, struct run_join *join);
+		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
+		   int seccomp_fd);
 
 /* Move what is readable from a capture pipe into its file, up to the
- * cap; beyond it, read and discard. Returns 0, or 1 at EOF. */
+ * cap; beyond it, read and discard. Returns 0, or 1 at EOF (or an
+ * error). The pipe stays open: the caller takes it out of its epoll set
+ * first, then capture_close()s it. Closing a descriptor does not remove
+ * it from an epoll set while a forked child still holds a copy, and the
+ * stale entry would name a freed task. */
 int capture_pump(struct capture *c);
+void capture_close(struct capture *c);
 
 void run_kill(struct run *r);
 
@@ -57,6 +78,14 @@ struct run_end {
 	int signal;        /* the task was killed by this signal */
 	int wrapper_status; /* raw wait status of the spawned process */
 	struct rusage ru;
+	/* The launcher's Landlock report: an ABI number, "off" or
+	 * "unsupported" ("" if it said nothing). */
+	char landlock[16];
+	/* Set when the task did not start because a confinement step
+	 * failed: "landlock_unavailable", "landlock_failed" or
+	 * "setuid_failed", with the reason. */
+	const char *refusal;
+	char refusal_why[256];
 };
 
 /* Reap the exited process and read the launcher's report. */

@@ -16,6 +16,29 @@ static const char *const etc_ro[] = {
 static const char *const etc_net[] = {"/etc/resolv.conf", "/etc/gai.conf"};
 static const char *const usr_links[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
+/* NAME=value of the worker's environment, NULL if unset. */
+static const char *host_var(char *const *env, const char *name)
+{
+	size_t l = strlen(name);
+	for (; env && *env; env++)
+		if (strncmp(*env, name, l) == 0 && (*env)[l] == '=')
+			return *env;
+	return NULL;
+}
+
+/* Through envp only: never as --setenv, where argv (ps, logs) shows it. */
+static void env_policy(const struct sandbox_req *req, struct strv *envp)
+{
+	const char *e, *kv;
+	for (e = NULL; (e = plist_next(&req->pol->env_pass, e));)
+		if ((kv = host_var(req->host_env, e)))
+			strv_add(envp, kv);
+	if (req->spec->net)
+		for (e = NULL; (e = plist_next(&req->pol->cred_env, e));)
+			if ((kv = host_var(req->host_env, e)))
+				strv_add(envp, kv);
+}
+
 static void env_common(const struct sandbox_req *req, struct strv *envp, const char *home,
 		       const char *tmp, const char *out)
 {
@@ -26,6 +49,72 @@ static void env_common(const struct sandbox_req *req, struct strv *envp, const c
 	strv_addf(envp, "KART_TASK_ID=%s", req->task_id);
 	strv_addf(envp, "KART_ATTEMPT=%d", req->attempt);
 	strv_addf(envp, "KART_OUTDIR=%s", out);
+	env_policy(req, envp);
+}
+
+static void ll_rule(struct strv *argv, bool rw, const char *path)
+{
+	strv_add(argv, rw ? "--rw" : "--ro");
+	strv_add(argv, path);
+}
+
+static void ll_rules_plist(struct strv *argv, bool rw, const struct plist *l)
+{
+	for (const char *e = NULL; (e = plist_next(l, e));)
+		ll_rule(argv, rw, e);
+}
+
+/* What kart-launch's Landlock ruleset allows: exactly what the sandbox
+ * shows (bwrap: its mounts, by their paths inside), or for backend none
+ * the host paths a task needs. The system read and execute; the task's
+ * own directories every right. */
+static void ll_rules(const struct sandbox_req *req, struct strv *argv)
+{
+	const struct policy *pol = req->pol;
+	bool none = pol->backend == BACKEND_NONE;
+	strv_addf(argv, "--landlock=%s", ll_mode_name(pol->landlock));
+	if (pol->landlock == LL_MODE_OFF)
+		return;
+	if (req->spec->net)
+		strv_add(argv, "--tcp");
+	ll_rule(argv, false, "/usr");
+	for (size_t i = 0; i < ARRAY_SIZE(usr_links); i++) {
+		char host[64];
+		snprintf(host, sizeof host, "/%s", usr_links[i]);
+		ll_rule(argv, false, host); /* absent ones get no rule */
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(etc_ro); i++)
+		ll_rule(argv, false, etc_ro[i]);
+	if (req->spec->net)
+		for (size_t i = 0; i < ARRAY_SIZE(etc_net); i++)
+			ll_rule(argv, false, etc_net[i]);
+	ll_rule(argv, false, "/proc");
+	ll_rule(argv, false, none ? req->task_path : SANDBOX_TASK);
+	ll_rule(argv, false, none ? pol->launcher : SANDBOX_LAUNCH);
+	ll_rules_plist(argv, false, &pol->ro_binds);
+	if (req->spec->net)
+		ll_rules_plist(argv, false, &pol->cred_files);
+	ll_rules_plist(argv, true, &pol->rw_binds);
+	if (none) {
+		/* The host's /dev and /tmp are shared: only the harmless
+		 * devices, and a private TMPDIR. */
+		static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full",
+						   "/dev/random", "/dev/urandom"};
+		for (size_t i = 0; i < ARRAY_SIZE(devs); i++)
+			ll_rule(argv, true, devs[i]);
+		ll_rule(argv, true, req->work_dir);
+		if (req->tmp_dir)
+			ll_rule(argv, true, req->tmp_dir);
+		if (req->out_dir)
+			ll_rule(argv, true, req->out_dir);
+	} else {
+		/* bwrap's own /dev (a tmpfs with the safe nodes), tmpfs. */
+		ll_rule(argv, true, "/dev");
+		ll_rule(argv, true, "/tmp");
+		ll_rule(argv, true, SANDBOX_WORK);
+		if (req->out_dir)
+			ll_rule(argv, true, SANDBOX_OUT);
+	}
 }
 
 static void launcher_tail(const struct sandbox_req *req, struct strv *argv, const char *launch,
@@ -34,6 +123,11 @@ static void launcher_tail(const struct sandbox_req *req, struct strv *argv, cons
 	const char *targv[4];
 	strv_add(argv, launch);
 	strv_addf(argv, "--status-fd=%d", SANDBOX_STATUS_FD);
+	if (req->seccomp && req->pol->backend == BACKEND_NONE)
+		strv_addf(argv, "--seccomp-fd=%d", SANDBOX_SECCOMP_FD);
+	for (char *const *o = req->launch_opts; o && *o; o++)
+		strv_add(argv, *o);
+	ll_rules(req, argv);
 	strv_add(argv, "--");
 	task_argv(req->spec, task, targv);
 	for (int i = 0; targv[i]; i++)
@@ -47,7 +141,8 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 	struct stat st;
 
 	if (pol->backend == BACKEND_NONE) {
-		env_common(req, envp, req->work_dir, "/tmp", req->out_dir);
+		env_common(req, envp, req->work_dir, req->tmp_dir ? req->tmp_dir : "/tmp",
+			   req->out_dir);
 		launcher_tail(req, argv, pol->launcher, req->task_path);
 		return 0;
 	}
@@ -60,6 +155,11 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 	strv_add(argv, "--new-session");
 	strv_add(argv, "--cap-drop");
 	strv_add(argv, "ALL");
+	if (req->seccomp) {
+		/* Loaded by bwrap last, just before it execs the launcher. */
+		strv_add(argv, "--seccomp");
+		strv_addf(argv, "%d", SANDBOX_SECCOMP_FD);
+	}
 	strv_add(argv, "--hostname");
 	strv_add(argv, "kart");
 	strv_add(argv, "--ro-bind");
@@ -98,10 +198,15 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 	strv_add(argv, "/proc");
 	strv_add(argv, "--dev");
 	strv_add(argv, "/dev");
-	strv_add(argv, "--tmpfs");
-	strv_add(argv, "/tmp");
-	strv_add(argv, "--tmpfs");
-	strv_add(argv, SANDBOX_WORK);
+	static const char *const tmpfs[] = {"/tmp", SANDBOX_WORK};
+	for (size_t i = 0; i < ARRAY_SIZE(tmpfs); i++) {
+		if (pol->tmpfs_size) {
+			strv_add(argv, "--size");
+			strv_addf(argv, "%llu", (unsigned long long)pol->tmpfs_size);
+		}
+		strv_add(argv, "--tmpfs");
+		strv_add(argv, tmpfs[i]);
+	}
 	strv_add(argv, "--ro-bind");
 	strv_add(argv, req->task_path);
 	strv_add(argv, SANDBOX_TASK);
@@ -113,6 +218,17 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, req->out_dir);
 		strv_add(argv, SANDBOX_OUT);
 	}
+	/* The policy's binds, at the same path inside; credential files
+	 * only where the task has network. A missing path fails the
+	 * sandbox (refused), never runs without what was configured. */
+	const struct plist *binds[] = {&pol->ro_binds, req->spec->net ? &pol->cred_files : NULL,
+				       &pol->rw_binds};
+	for (size_t i = 0; i < ARRAY_SIZE(binds); i++)
+		for (const char *e = NULL; binds[i] && (e = plist_next(binds[i], e));) {
+			strv_add(argv, i == 2 ? "--bind" : "--ro-bind");
+			strv_add(argv, e);
+			strv_add(argv, e);
+		}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */
 	strv_add(argv, "--remount-ro");

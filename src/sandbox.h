@@ -12,6 +12,7 @@
 /* File descriptors the spawned child hands down (see run.c). */
 #define SANDBOX_STATUS_FD 3
 #define SANDBOX_LOCK_FD 4
+#define SANDBOX_SECCOMP_FD 5 /* the compiled filter, when sandbox_req.seccomp */
 
 /* Paths inside the sandbox. */
 #define SANDBOX_TASK "/run/kart/task"
@@ -25,8 +26,15 @@ struct sandbox_req {
 	const char *task_path; /* host path of the claimed task file */
 	const char *work_dir;  /* host work dir (backend none) */
 	const char *out_dir;   /* host dir for $KART_OUTDIR */
+	const char *tmp_dir;   /* host dir for $TMPDIR (backend none); NULL: /tmp */
+	char *const *host_env; /* the worker's environment, for env_pass and
+				* cred_env; NULL: nothing passes */
 	const char *task_id;
 	int attempt;
+	char *const *launch_opts; /* more options for kart-launch (rlimits,
+				   * see rlimits.h); NULL-terminated, or NULL */
+	bool seccomp; /* the filter waits at SANDBOX_SECCOMP_FD: bwrap
+		       * --seccomp loads it, or kart-launch with backend none */
 };
 
 /* Fills argv (argv[0] is the program to execve) and envp. */

@@ -358,7 +358,7 @@ static int open_regular(int dirfd, const char *name)
 
 void spool_clean_scratch(int wdir, const char *name)
 {
-	static const char *const sfx[] = {"stdout", "stderr", "work", "out", "cancel"};
+	static const char *const sfx[] = {"stdout", "stderr", "work", "tmp", "out", "cancel"};
 	char p[512];
 	for (size_t i = 0; i < ARRAY_SIZE(sfx); i++)
 		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) == 0)
@@ -725,7 +725,8 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 }
 
 int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
-		       const char *me, int *busy, int *requeued, int *lost)
+		       const char *me, void (*dead)(void *arg), void *arg, int *busy,
+		       int *requeued, int *lost)
 {
 	_cleanup_close_ int d = openat(sp->cur, peer, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (d < 0)
@@ -737,6 +738,8 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 		return errno == ENOENT ? 0 : -errno;
 	if (flock(l, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? 0 : -errno;
+	if (dead)
+		dead(arg);
 	int r = spool_recover_dir(sp, pol, d, me, requeued, lost);
 	if (r < 0)
 		return r;

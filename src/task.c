@@ -261,23 +261,26 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		      char *err, size_t errlen)
 {
 	char a[32], b[32];
+	struct lane_limits ll; /* memory, pids and cpu: the lane's own ceilings */
+	policy_lane_limits(pol, spec->lane, &ll);
 	if (pol->timeout_max_s >= 0 && spec->timeout_s > pol->timeout_max_s)
 		return ERR("line %d: timeout=%llds is above the policy's ceiling of %llds",
 			   spec->line_timeout, (long long)spec->timeout_s,
 			   (long long)pol->timeout_max_s);
-	if (spec->memory > pol->memory_max) {
+	if (spec->memory > ll.memory_max) {
 		fmt_size(spec->memory, a, sizeof a);
-		fmt_size(pol->memory_max, b, sizeof b);
-		return ERR("line %d: memory=%s is above the policy's ceiling of %s",
-			   spec->line_memory, a, b);
+		fmt_size(ll.memory_max, b, sizeof b);
+		return ERR("line %d: memory=%s is above the policy's ceiling of %s (lane %s)",
+			   spec->line_memory, a, b, lane_name(spec->lane));
 	}
-	if (spec->pids > pol->pids_max)
-		return ERR("line %d: pids=%lld is above the policy's ceiling of %lld", spec->line_pids,
-			   (long long)spec->pids, (long long)pol->pids_max);
-	if (spec->cpu_milli > pol->cpu_max_milli)
-		return ERR("line %d: cpu=%u.%03u is above the policy's ceiling of %u.%03u cores",
+	if (spec->pids > ll.pids_max)
+		return ERR("line %d: pids=%lld is above the policy's ceiling of %lld (lane %s)",
+			   spec->line_pids, (long long)spec->pids, (long long)ll.pids_max,
+			   lane_name(spec->lane));
+	if (spec->cpu_milli > ll.cpu_max_milli)
+		return ERR("line %d: cpu=%u.%03u is above the policy's ceiling of %u.%03u cores (lane %s)",
 			   spec->line_cpu, spec->cpu_milli / 1000, spec->cpu_milli % 1000,
-			   pol->cpu_max_milli / 1000, pol->cpu_max_milli % 1000);
+			   ll.cpu_max_milli / 1000, ll.cpu_max_milli % 1000, lane_name(spec->lane));
 	if (spec->output > pol->output_max) {
 		fmt_size(spec->output, a, sizeof a);
 		fmt_size(pol->output_max, b, sizeof b);

@@ -69,11 +69,19 @@ int pathfmt(char *buf, size_t len, const char *fmt, ...)
 
 void log_set_prog(const char *prog) { log_prog = prog; }
 
+void (*log_sink)(const char *level, const char *msg);
+
 void logmsg(const char *fmt, ...)
 {
 	char buf[2048];
 	va_list ap;
 	va_start(ap, fmt);
+	if (log_sink) {
+		(void)vsnprintf(buf, sizeof buf, fmt, ap);
+		va_end(ap);
+		log_sink("info", buf);
+		return;
+	}
 	int n = snprintf(buf, sizeof buf, "%s: ", log_prog);
 	if (n < 0)
 		n = 0;
@@ -93,7 +101,10 @@ void die(const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	logmsg("%s", buf);
+	if (log_sink)
+		log_sink("error", buf);
+	else
+		logmsg("%s", buf);
 	exit(1);
 }
 

@@ -62,6 +62,9 @@ int pathfmt(char *buf, size_t len, const char *fmt, ...)
 /* Logging for long-running commands: "kart[worker]: ..." on stderr. */
 void log_set_prog(const char *prog);
 void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* When set (log.c: logfmt or JSON), logmsg() and die() hand it the bare
+ * message instead of writing "prog: message". */
+extern void (*log_sink)(const char *level, const char *msg);
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int write_all(int fd, const void *buf, size_t len);

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -17,18 +18,24 @@
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 
+#include "caps.h"
 #include "cgroup.h"
+#include "rlimits.h"
+#include "log.h"
 #include "result.h"
 #include "run.h"
 #include "sandbox.h"
+#include "seccomp.h"
 #include "task.h"
 #include "util.h"
 
 /* ---- the task lifecycle ------------------------------------------------ */
 
-enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS__N };
+enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS__N };
 enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
@@ -39,9 +46,10 @@ static const enum taction transitions[TS__N][TE__N] = {
 			[TE_CANCEL] = TA_KILL_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
 	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
 	[TS_PUBLISHING] = {TA_NONE},
+	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
 };
 
-enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR };
+enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK };
 
 struct task;
 struct src {
@@ -63,6 +71,12 @@ struct task {
 	struct run_end rend;
 	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
 	struct cg_usage cgu; /* read from the leaf after the run */
+	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
+	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
+	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
+	bool cgu_read;
+	int64_t drain_end;   /* draining: give up waiting then */
+	bool seccomp;        /* its sandbox was handed the filter */
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
@@ -241,7 +255,11 @@ struct worker {
 	struct task *tasks; /* claimed and not yet published */
 	int nrunning;
 	char **deferred;
+	struct hook *hooks; /* on_done hooks still running */
+	int nhooks;
 	const struct worker_opts *opts;
+	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
+	char scmp_err[256];       /* and why: every task is refused */
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -257,6 +275,133 @@ static void ep_del(struct worker *w, int fd)
 		(void)epoll_ctl(w->ep, EPOLL_CTL_DEL, fd, NULL);
 }
 
+/* ---- the on_done hook ----------------------------------------------------- */
+
+/* At most this many hooks run at once; one more waits for the oldest,
+ * which bounds the worker's children at the cost of a (rare) pause. */
+#define HOOKS_MAX 16
+
+struct hook {
+	struct hook *next;
+	pid_t pid;
+	int pidfd;
+	struct src s;
+};
+
+static void hook_reap(struct worker *w, struct hook *h, bool block)
+{
+	int st;
+	pid_t r;
+	while ((r = waitpid(h->pid, &st, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (r == 0)
+		return; /* not yet: the pidfd fires again */
+	if (r > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		logmsg("on_done hook %s: %s %d", w->pol->on_done,
+		       WIFEXITED(st) ? "exited with status" : "killed by signal",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	if (h->pidfd >= 0) {
+		ep_del(w, h->pidfd);
+		close(h->pidfd);
+		h->pidfd = -1;
+	}
+	/* Freed by hooks_sweep, after the epoll batch that may still name
+	 * its source. */
+	h->pid = 0;
+	w->nhooks--;
+}
+
+static void hooks_sweep(struct worker *w)
+{
+	for (struct hook **pp = &w->hooks; *pp;) {
+		struct hook *h = *pp;
+		if (h->pid) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		free(h);
+	}
+}
+
+/* Run the policy's on_done program outside the sandbox, with the
+ * worker's own environment and the result's path as its one argument
+ * (argv: no shell ever sees the task's name). Not waited for here: its
+ * pidfd is in the event loop. */
+static void run_hook(struct worker *w, const char *id)
+{
+	char path[PATH_MAX];
+	if (!w->pol->on_done[0])
+		return;
+	if (pathfmt(path, sizeof path, "%s/done/%s.json", w->sp->path, id) < 0)
+		return;
+	if (w->nhooks >= HOOKS_MAX) {
+		struct hook *oldest = NULL;
+		for (struct hook *h = w->hooks; h; h = h->next)
+			if (h->pid)
+				oldest = h;
+		hook_reap(w, oldest, true);
+	}
+	char *const argv[] = {w->pol->on_done, path, NULL};
+	pid_t pid = fork();
+	if (pid < 0) {
+		logmsg("on_done hook for %s: fork: %s", id, strerror(errno));
+		return;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		/* Its output goes to the worker's log. */
+		if (dn < 0 || dup2(dn, 0) < 0 || dup2(2, 1) < 0)
+			_exit(127);
+		(void)syscall(SYS_close_range, 3, ~0U, 0);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	struct hook *h = xcalloc(1, sizeof *h);
+	h->pid = pid;
+	h->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	h->s = (struct src){SRC_HOOK, NULL};
+	h->next = w->hooks;
+	w->hooks = h;
+	w->nhooks++;
+	if (h->pidfd < 0) {
+		h->pidfd = -1;
+		hook_reap(w, h, true);
+		return;
+	}
+	ep_add(w, h->pidfd, &h->s);
+}
+
+static void on_hook(struct worker *w, struct src *s)
+{
+	for (struct hook *h = w->hooks; h; h = h->next)
+		if (&h->s == s && h->pid) {
+			hook_reap(w, h, false);
+			return;
+		}
+}
+
+/* The worker stops: its hooks get the grace period, then SIGKILL. */
+static void hooks_finish(struct worker *w)
+{
+	int64_t end = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
+	for (;;) {
+		hooks_sweep(w);
+		struct hook *h = w->hooks;
+		if (!h)
+			return;
+		bool late = now_mono_ms() >= end;
+		if (late)
+			(void)kill(h->pid, SIGKILL);
+		hook_reap(w, h, late);
+		if (h->pid)
+			usleep(20000);
+	}
+}
+
 static void finish_rejected(struct worker *w, const char *name, const char *why)
 {
 	char id[256];
@@ -265,7 +410,9 @@ static void finish_rejected(struct worker *w, const char *name, const char *why)
 		logmsg("%s: cannot write its rejected result: %s (left in cur/%s/ for recovery)",
 		       name, strerror(-r), w->id);
 	else
-		logmsg("%s: rejected: %s", id, why);
+		log_task("finished", id, "rejected", -1, why);
+	if (r == 0)
+		run_hook(w, id);
 }
 
 /* Take an entry of new/ that is not a runnable task (hostile, invalid)
@@ -363,12 +510,14 @@ static void scan_cancels(struct worker *w)
 
 /* ---- peers: other workers' claim directories ---------------------------- */
 
+static void peer_dead(void *arg);
+
 static void recover_peer(struct worker *w, const char *peer)
 {
 	int busy = 0, rq = 0, lost = 0;
 	if (strcmp(peer, w->id) == 0)
 		return;
-	int r = spool_recover_peer(w->sp, w->pol, peer, w->id, &busy, &rq, &lost);
+	int r = spool_recover_peer(w->sp, w->pol, peer, w->id, peer_dead, w, &busy, &rq, &lost);
 	if (r < 0)
 		logmsg("recover cur/%s: %s", peer, strerror(-r));
 	else if (r > 0 && (rq || lost || busy))
@@ -386,6 +535,8 @@ static void recover_own(struct worker *w)
 {
 	size_t keep = 0;
 	bool moved = false;
+	if (w->nown_busy)
+		peer_dead(w); /* the earlier life's leaves, as for a dead peer */
 	for (size_t i = 0; i < w->nown_busy; i++) {
 		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->own_busy[i], w->id);
 		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
@@ -472,6 +623,10 @@ static void fill_result(struct worker *w, struct task *t)
 		r->memory = t->spec.memory;
 		r->pids = t->spec.pids;
 		r->cpu_milli = t->spec.cpu_milli;
+	} else {
+		/* No leaf: what the rlimit fallback holds (see rlimits.h). */
+		r->memory = t->rl.as;
+		r->pids = t->rl.nproc;
 	}
 	r->uid = t->uid;
 	if (getpwuid_r(t->uid, &pw, buf, sizeof buf, &pp) == 0 && pp) {
@@ -509,10 +664,11 @@ static void publish(struct worker *w, struct task *t)
 		t->res.id = t->name;
 		return;
 	}
-	if (strcmp(t->res.status, "ok") != 0)
-		logmsg("%s: %s%s%s", t->idbuf, t->res.status, t->res.error ? ": " : "",
-		       t->res.error ? t->res.error : "");
+	log_task("finished", t->idbuf, t->res.status,
+		 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
+	run_hook(w, t->idbuf);
 	task_free(w, t);
+	(void)notify_statusf("%d running", w->nrunning);
 }
 
 /* The host's cgroups, looked at once, at the first task (on v2 the
@@ -520,27 +676,50 @@ static void publish(struct worker *w, struct task *t)
 static struct cg_host cg_host;
 static int cg_host_state; /* 0: not looked at, 1: usable, -1: none */
 
-static int task_cgroup(struct task *t, char *err, size_t errlen)
+static bool cg_usable(struct worker *w)
 {
-	static unsigned seq;
+	if (w->pol->cgroup == CGROUP_OFF)
+		return false;
 	if (!cg_host_state) {
-		int r = cg_host_init(&cg_host, NULL, NULL, getenv("KART_CGROUP_PARENT"));
+		/* The parent is resolved once: a SIGHUP does not move it. */
+		const char *parent = w->pol->cgroup_parent;
+		int r = cg_host_init(&cg_host, NULL, NULL, parent);
 		cg_host_state = r == 0 && cg_host.mode != CG_MODE_NONE ? 1 : -1;
-		logmsg("cgroups: %s", r < 0 ? strerror(-r) : cg_mode_name(cg_host.mode));
+		logmsg("cgroups: %s%s%s", r < 0 ? strerror(-r) : cg_mode_name(cg_host.mode),
+		       parent[0] ? ", parent " : "", parent);
 	}
-	if (cg_host_state < 0) {
-		snprintf(err, errlen, "no usable cgroup filesystem on this host");
-		return -ENODEV;
-	}
-	/* Leaves of workers killed -9 (whose claims may be the very task
-	 * about to run again): what still runs there dies first. */
+	return cg_host_state > 0;
+}
+
+/* Kill and remove the leaves of workers that are gone. */
+static void sweep_leaves(struct worker *w)
+{
 	static bool sweep_failed;
+	if (!cg_usable(w))
+		return;
 	int n = 0, r = cg_sweep(&cg_host, &n);
 	if (r < 0 && !sweep_failed)
 		logmsg("cgroups: removing stale leaves: %s", strerror(-r));
 	sweep_failed = r < 0;
 	if (n)
 		logmsg("cgroups: removed %d stale leaves of dead workers", n);
+}
+
+/* Recovery holds a dead peer's lock: nothing of its runs may survive
+ * (a daemon of backend none is outside any PID namespace) before its
+ * claims are re-queued. */
+static void peer_dead(void *arg) { sweep_leaves(arg); }
+
+static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
+{
+	static unsigned seq;
+	if (!cg_usable(w)) {
+		snprintf(err, errlen, "no usable cgroup filesystem on this host");
+		return -ENODEV;
+	}
+	/* Leaves of workers killed -9 (whose claims may be the very task
+	 * about to run again): what still runs there dies first. */
+	sweep_leaves(w);
 	char leaf[64];
 	snprintf(leaf, sizeof leaf, "kart.%d.%u", (int)getpid(), ++seq);
 	struct cg_limits lim = {.memory = t->spec.memory, .pids = t->spec.pids,
@@ -571,6 +750,7 @@ static void finish_refused(struct worker *w, struct task *t, const char *refusal
 	/* Its leaf, if one was made, goes with it; it applied nothing. */
 	task_cgroup_end(t);
 	t->cg.mode = CG_MODE_NONE;
+	memset(&t->rl, 0, sizeof t->rl);
 	fill_result(w, t);
 	t->res.status = "refused";
 	t->res.refusal = refusal;
@@ -580,6 +760,40 @@ static void finish_refused(struct worker *w, struct task *t, const char *refusal
 	publish(w, t);
 }
 
+/* The task's leaf, or else the rlimit fallback, as [limits] cgroup says.
+ * A limit is never dropped: where neither can hold it, the task is
+ * refused. Returns 0 to go on, -1 when the task was finished refused. */
+static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
+{
+	char cgerr[200], rlerr[160];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	/* Uid 0 of the host is exempt from RLIMIT_NPROC. */
+	struct rl_host rh = {.use_as = w->pol->rlimit_as, .nproc_binds = run_uid != 0,
+			     .ncpu = ncpu > 0 ? (int)ncpu : 1};
+	if (w->pol->cgroup == CGROUP_OFF) {
+		snprintf(cgerr, sizeof cgerr, "cgroups are off in the policy");
+	} else if (task_cgroup(w, t, cgerr, sizeof cgerr) == 0) {
+		limits_always(&t->spec, &rh, &t->rl);
+		return 0;
+	}
+	if (w->pol->cgroup == CGROUP_REQUIRE) {
+		snprintf(t->errbuf, sizeof t->errbuf,
+			 "the policy requires a cgroup for every task (cgroup = require): %.180s",
+			 cgerr);
+		finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
+		return -1;
+	}
+	if (limits_fallback(&t->spec, &rh, &t->rl, rlerr, sizeof rlerr) < 0) {
+		snprintf(t->errbuf, sizeof t->errbuf, "%.120s; no cgroup: %.120s", rlerr, cgerr);
+		finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
+		return -1;
+	}
+	if (w->pol->cgroup != CGROUP_OFF)
+		logmsg("%s: runs without a cgroup%s: %s", t->name,
+		       t->rl.as || t->rl.nproc ? " (rlimits stand in)" : "", cgerr);
+	return 0;
+}
+
 static int open_capture(struct worker *w, const char *name, const char *sfx)
 {
 	char p[512];
@@ -587,6 +801,42 @@ static int open_capture(struct worker *w, const char *name, const char *sfx)
 		return -ENAMETOOLONG;
 	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	return fd < 0 ? -errno : fd;
+}
+
+/* A root worker runs each task as the owner of its file, as atd and cron
+ * do. Returns 1 with c filled; 0 when the worker is not root (the task
+ * runs as the worker's user); -1 with t->errbuf and *refusal set when it
+ * must not run. */
+static int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal)
+{
+	if (geteuid() != 0)
+		return 0;
+	if (t->uid == 0 && !w->pol->allow_root) {
+		*refusal = "root_not_allowed";
+		snprintf(t->errbuf, sizeof t->errbuf,
+			 "task file owned by root; the policy does not allow root tasks "
+			 "([sandbox] allow_root)");
+		return -1;
+	}
+	struct passwd pw, *pp = NULL;
+	char buf[4096];
+	*refusal = "setuid_failed";
+	if (getpwuid_r(t->uid, &pw, buf, sizeof buf, &pp) != 0 || !pp) {
+		snprintf(t->errbuf, sizeof t->errbuf,
+			 "the task file's owner (uid %u) has no account on this host",
+			 (unsigned)t->uid);
+		return -1;
+	}
+	int n = RUN_CRED_GROUPS_MAX;
+	if (getgrouplist(pw.pw_name, pw.pw_gid, c->groups, &n) < 0) {
+		snprintf(t->errbuf, sizeof t->errbuf, "user %s is in more than %d groups",
+			 pw.pw_name, RUN_CRED_GROUPS_MAX);
+		return -1;
+	}
+	c->uid = t->uid;
+	c->gid = pw.pw_gid;
+	c->ngroups = n;
+	return 1;
 }
 
 /* The claim is in our directory: look at it again (it may have changed
@@ -622,6 +872,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 					   "cancelled by kart cancel before it ran", w->id, id, sizeof id);
 		if (r < 0)
 			logmsg("%s: cannot write its result: %s", name, strerror(-r));
+		else
+			log_task("finished", id, "cancelled", -1, NULL);
+		if (r == 0)
+			run_hook(w, id);
 		return;
 	}
 
@@ -634,6 +888,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		t->spec.timeout_s = w->pol->timeout_default_s;
 	if (t->spec.timeout_s < 0 || (w->pol->timeout_max_s >= 0 && t->spec.timeout_s > w->pol->timeout_max_s))
 		t->spec.timeout_s = w->pol->timeout_max_s;
+	limits_apply_defaults(&t->spec, w->pol);
+	t->cg_wd = -1;
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
@@ -647,21 +903,20 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
 
-	/* Every task gets a leaf where the host has cgroups: it is what kills
-	 * a daemonized grandchild for sure, and measures the task. A task
-	 * that asked for a limit never runs without one; the others do, as
-	 * sandbox.cgroup "none". */
-	char cgerr[160];
-	if (task_cgroup(t, cgerr, sizeof cgerr) < 0) {
-		if (t->spec.memory || t->spec.pids || t->spec.cpu_milli) {
-			snprintf(t->errbuf, sizeof t->errbuf,
-				 "memory=, pids= and cpu= need a cgroup, which could not be set up: %s",
-				 cgerr);
-			finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
-			return;
-		}
-		logmsg("%s: runs without a cgroup: %s", name, cgerr);
+	struct run_cred cred;
+	const char *refusal = NULL;
+	int as_user = task_cred(w, t, &cred, &refusal);
+	if (as_user < 0) {
+		finish_refused(w, t, refusal, t->errbuf);
+		return;
 	}
+
+	/* Every task gets a leaf where the host has cgroups: it is what kills
+	 * a daemonized grandchild for sure, and measures the task. Without
+	 * one (cgroup = auto), rlimits stand in where they can, and a task
+	 * without limits runs as sandbox.cgroup "none". */
+	if (task_limits(w, t, as_user ? cred.uid : geteuid()) < 0)
+		return;
 
 	spool_clean_scratch(w->wdir, name);
 	int ofd = open_capture(w, name, "stdout"), efd = open_capture(w, name, "stderr");
@@ -681,20 +936,50 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	}
 	t->run.out.file = ofd;
 	t->run.err.file = efd;
+	char tmpdir[PATH_MAX];
 	if (w->pol->backend == BACKEND_NONE) {
-		char wd[512];
-		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || mkdirat(w->wdir, wd, 0700) < 0) {
+		char wd[512], td[512];
+		/* A private TMPDIR too: the host's /tmp is everyone's. */
+		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || mkdirat(w->wdir, wd, 0700) < 0 ||
+		    pathfmt(td, sizeof td, ".%s.tmp", name) < 0 || mkdirat(w->wdir, td, 0700) < 0 ||
+		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/.%s.tmp", w->sp->path, w->id, name) < 0 ||
+		    (as_user && (fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+				 fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0))) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
 			return;
 		}
 	}
+	/* $KART_OUTDIR is the submitter's to write; the worker moves it. */
+	if (as_user && fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(t->errbuf, sizeof t->errbuf, "cannot give $KART_OUTDIR to uid %u: %s",
+			 (unsigned)cred.uid, strerror(errno));
+		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+		return;
+	}
 
-	struct strv argv = {0}, envp = {0};
+	/* Every task gets the filter: one that cannot be handed over
+	 * refuses the task, which never runs without it. */
+	_cleanup_close_ int sfd = w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
+	if (sfd < 0) {
+		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
+			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
+			 w->scmp.bpf ? strerror(-sfd) : w->scmp_err);
+		finish_refused(w, t, "seccomp_failed", t->errbuf);
+		return;
+	}
+
+	struct strv argv = {0}, envp = {0}, lopts = {0};
 	char err[256];
+	limits_launch_opts(&t->rl, &lopts);
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
+				  .seccomp = true,
 				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
-				  .attempt = t->meta.attempt};
-	if (sandbox_build(&req, &argv, &envp, err, sizeof err) < 0) {
+				  .tmp_dir = w->pol->backend == BACKEND_NONE ? tmpdir : NULL,
+				  .host_env = environ,
+				  .attempt = t->meta.attempt, .launch_opts = lopts.v};
+	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
+	strv_free(&lopts);
+	if (built < 0) {
 		strv_free(&argv);
 		strv_free(&envp);
 		finish_refused(w, t, "sandbox_setup_failed", err);
@@ -704,7 +989,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	bool none = w->pol->backend == BACKEND_NONE;
 	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
-			       none ? workdir : NULL, none, t->cg.used ? &join : NULL);
+			       none ? workdir : NULL, none, t->cg.used ? &join : NULL,
+			       as_user ? &cred : NULL, sfd);
 	strv_free(&argv);
 	strv_free(&envp);
 	if (r < 0) {
@@ -720,6 +1006,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		return;
 	}
 	t->state = TS_RUNNING;
+	t->seccomp = true;
 	t->s_pid = (struct src){SRC_PIDFD, t};
 	t->s_out = (struct src){SRC_STDOUT, t};
 	t->s_err = (struct src){SRC_STDERR, t};
@@ -730,6 +1017,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
 	w->used[t->spec.lane]++;
 	w->nrunning++;
+	log_task("started", name, NULL, -1, NULL);
+	(void)notify_statusf("%d running", w->nrunning);
 }
 
 /* Fill free slots from the candidates, best first. */
@@ -750,6 +1039,8 @@ static void dispatch(struct worker *w)
 				continue;
 			}
 			kset_del(&w->known, c.name);
+			if (r == 0)
+				log_task("claimed", c.name, NULL, -1, NULL);
 			if (r == 0)
 				start_claimed(w, c.name, c.arrived_ms);
 			else if (r != -ENOENT)
@@ -776,6 +1067,93 @@ static void undefer(struct worker *w)
 
 /* ---- ending a task ----------------------------------------------------------- */
 
+/* The leaf after the run: killed, then watched until it is empty (no
+ * waiting in the loop: other tasks are claimed and finished meanwhile).
+ * cgroup.events raises IN_MODIFY when "populated" changes; the timer is
+ * a fallback, and the only way where there is no unified directory. */
+#define DRAIN_POLL_MS 250
+#define DRAIN_POLL_FAST_MS 20
+#define DRAIN_GIVE_UP_MS 10000
+
+static void task_complete(struct worker *w, struct task *t);
+static void arm_timer(struct worker *w);
+
+/* One look: true once the leaf is empty (or given up on), its usage
+ * read and its directories removed. */
+static bool drain_step(struct worker *w, struct task *t)
+{
+	bool late = now_mono_ms() >= t->drain_end;
+	if (cg_leaf_populated(&t->cg)) {
+		if (!late) {
+			if (!t->cg_atomic)
+				(void)cg_leaf_kill_start(&t->cg); /* what forked since */
+			return false;
+		}
+		logmsg("%s: its cgroup is not empty %ds after the kill", t->name,
+		       DRAIN_GIVE_UP_MS / 1000);
+	}
+	if (!t->cgu_read) {
+		(void)cg_usage_read(&t->cg, &t->cgu);
+		t->cgu_read = true;
+	}
+	if (t->cg_wd >= 0) {
+		(void)inotify_rm_watch(w->ino, t->cg_wd);
+		t->cg_wd = -1;
+	}
+	int r = cg_leaf_remove_nowait(&t->cg);
+	if (r == -EBUSY && !late)
+		return false; /* the kernel still lets go of the dead */
+	if (r < 0)
+		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
+	return true;
+}
+
+/* Returns true when the task waits in TS_DRAINING for its leaf. */
+static bool drain_begin(struct worker *w, struct task *t)
+{
+	if (!t->cg.used)
+		return false;
+	t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
+	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
+	if (drain_step(w, t))
+		return false;
+	char ev[CG_PATH_MAX + 32];
+	if (cg_leaf_events(&t->cg, ev, sizeof ev) == 0)
+		t->cg_wd = inotify_add_watch(w->ino, ev, IN_MODIFY);
+	/* It may have emptied before the watch existed. */
+	if (drain_step(w, t))
+		return false;
+	t->state = TS_DRAINING;
+	t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
+	return true;
+}
+
+static void undefer(struct worker *w);
+static void dispatch(struct worker *w);
+
+static void drain_poll(struct worker *w, struct task *t)
+{
+	if (!drain_step(w, t)) {
+		t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
+		arm_timer(w);
+		return;
+	}
+	task_complete(w, t);
+	undefer(w);
+	dispatch(w);
+}
+
+/* An inotify event on a watch of ours? */
+static bool drain_event(struct worker *w, int wd)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		if (t->state == TS_DRAINING && t->cg_wd == wd) {
+			drain_poll(w, t);
+			return true;
+		}
+	return false;
+}
+
 static void task_ended(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
@@ -785,7 +1163,15 @@ static void task_ended(struct worker *w, struct task *t)
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
-	task_cgroup_end(t);
+	if (drain_begin(w, t))
+		return; /* task_complete once its leaf is empty */
+	task_complete(w, t);
+}
+
+/* The run is reaped and its leaf gone: the result (or the re-queue). */
+static void task_complete(struct worker *w, struct task *t)
+{
+	struct run_end *e = &t->rend;
 	w->used[t->spec.lane]--;
 	w->nrunning--;
 
@@ -805,6 +1191,11 @@ static void task_ended(struct worker *w, struct task *t)
 
 	fill_result(w, t);
 	struct result *r = &t->res;
+	/* bwrap loads it before the launcher runs, and the launcher (backend
+	 * none) before it says "start": a started task ran under it. */
+	r->seccomp = t->seccomp && e->started;
+	if (t->rend.landlock[0])
+		r->landlock = t->rend.landlock; /* what the launcher applied */
 	char *errbuf = t->errbuf;
 	const size_t errlen = sizeof t->errbuf;
 	r->finished_ms = now_realtime_ms();
@@ -830,6 +1221,14 @@ static void task_ended(struct worker *w, struct task *t)
 		r->status = "cancelled";
 		r->signal = SIGKILL;
 		r->error = "cancelled by kart cancel while running";
+	} else if (!e->started && e->refusal) {
+		/* A confinement step the policy requires failed (Landlock,
+		 * the switch to the submitter): the task never ran. */
+		r->status = "refused";
+		r->refusal = e->refusal;
+		r->error = e->refusal_why;
+		if (strcmp(e->refusal, "landlock_unavailable") == 0)
+			r->landlock = "unsupported";
 	} else if (!e->started) {
 		r->status = "refused";
 		r->refusal = "sandbox_setup_failed";
@@ -881,6 +1280,8 @@ static void task_ended(struct worker *w, struct task *t)
 	char p[512];
 	if (pathfmt(p, sizeof p, ".%s.work", t->name) == 0)
 		(void)rm_rf_at(w->wdir, p);
+	if (pathfmt(p, sizeof p, ".%s.tmp", t->name) == 0)
+		(void)rm_rf_at(w->wdir, p);
 	publish(w, t);
 }
 
@@ -921,7 +1322,7 @@ static void arm_timer(struct worker *w)
 	for (struct task *t = w->tasks; t; t = t->next) {
 		if (t->state == TS_RUNNING)
 			EARLIER(t->deadline_mono);
-		if (t->state == TS_PUBLISHING)
+		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING)
 			EARLIER(t->retry_mono);
 	}
 	if (w->stopping && w->nrunning)
@@ -949,6 +1350,8 @@ static void on_timer(struct worker *w)
 			task_event(w, t, TE_TIMEOUT);
 		else if (t->state == TS_PUBLISHING && t->retry_mono <= now)
 			publish(w, t);
+		else if (t->state == TS_DRAINING && t->retry_mono <= now)
+			drain_poll(w, t);
 	}
 	if (w->stopping && w->grace_mono && w->grace_mono <= now) {
 		for (struct task *t = w->tasks; t; t = t->next)
@@ -980,6 +1383,8 @@ static void on_inotify(struct worker *w)
 				rescan = peers = true;
 				continue;
 			}
+			if (!ev->len && drain_event(w, ev->wd))
+				continue;
 			if (!ev->len)
 				continue;
 			if (ev->wd == w->wd_new) {
@@ -1021,9 +1426,12 @@ static void begin_stop(struct worker *w, const char *why)
 		w->grace_mono = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
 		logmsg("%s: no more claims; %d running task(s) get %ds to finish", why, w->nrunning,
 		       w->pol->term_grace_s);
+		(void)notify_send("STOPPING=1");
 	}
 	arm_timer(w);
 }
+
+static void build_seccomp(struct worker *w);
 
 static void on_signal(struct worker *w)
 {
@@ -1051,6 +1459,9 @@ static void on_signal(struct worker *w)
 					w->slots[l] = np.slots[l];
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			/* No policy setting shapes the filter: rebuilt only if it failed. */
+			if (!w->scmp.bpf)
+				build_seccomp(w);
 			dispatch(w);
 			break;
 		}
@@ -1063,7 +1474,20 @@ static void on_signal(struct worker *w)
 static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
-	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0;
+	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 &&
+	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
+}
+
+/* A filter that cannot be built is logged once and refuses every task
+ * (refusal seccomp_failed) until a SIGHUP builds it. */
+static void build_seccomp(struct worker *w)
+{
+	int r = seccomp_prog_build(&w->scmp, w->scmp_err, sizeof w->scmp_err);
+	if (r < 0)
+		logmsg("seccomp: the filter could not be built, every task will be refused: %s",
+		       w->scmp_err);
+	else
+		logmsg("seccomp: %d rules, %zu instructions", w->scmp.nrules, w->scmp.len / 8);
 }
 
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
@@ -1117,6 +1541,19 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	ep_add(&w, w.sig, &w.s_sig);
 	ep_add(&w, w.tfd, &w.s_timer);
 
+	/* Start-up is done: compile the tasks' filter once, then give up
+	 * every capability the work from here on does not need. */
+	build_seccomp(&w);
+	unsigned long long kept;
+	char cerr[256];
+	if (caps_drop_worker(&kept, cerr, sizeof cerr) < 0)
+		die("dropping capabilities: %s", cerr);
+	if (kept) {
+		char names[512];
+		caps_mask_names(kept, names, sizeof names);
+		logmsg("capabilities kept: %s", names);
+	}
+
 	/* Our own claims from an earlier life under this id, then dead
 	 * peers', then the queue. */
 	int rq = 0, lost = 0;
@@ -1142,6 +1579,11 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
+	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
+	struct src s_wdog = {SRC_WATCHDOG, NULL};
+	_cleanup_close_ int wdog = notify_watchdog_fd();
+	if (wdog >= 0)
+		ep_add(&w, wdog, &s_wdog);
 	dispatch(&w);
 
 	for (;;) {
@@ -1154,6 +1596,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			if (idle_and_empty(&w))
 				break;
 		}
+		hooks_sweep(&w);
 		struct epoll_event evs[32];
 		int n = epoll_wait(w.ep, evs, 32, -1);
 		if (n < 0) {
@@ -1162,30 +1605,36 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			die("epoll_wait: %s", strerror(errno));
 		}
 		/* Exits last: finishing frees a task that other events of this
-		 * batch may still name. */
+		 * batch may still name (so the second pass reads no src). */
+		struct task *exited[32];
+		int nexited = 0;
 		for (int i = 0; i < n; i++) {
 			struct src *s = evs[i].data.ptr;
 			switch (s->kind) {
 			case SRC_INOTIFY: on_inotify(&w); break;
 			case SRC_SIGNAL: on_signal(&w); break;
 			case SRC_TIMER: on_timer(&w); break;
-			case SRC_PIDFD: break;
+			case SRC_WATCHDOG: notify_watchdog(wdog); break;
+			case SRC_PIDFD: exited[nexited++] = s->t; break;
+			case SRC_HOOK: on_hook(&w, s); break;
 			case SRC_STDOUT:
-				if (capture_pump(&s->t->run.out) == 1)
+				if (capture_pump(&s->t->run.out) == 1) {
 					ep_del(&w, s->t->run.out.pipe);
+					capture_close(&s->t->run.out);
+				}
 				break;
 			case SRC_STDERR:
-				if (capture_pump(&s->t->run.err) == 1)
+				if (capture_pump(&s->t->run.err) == 1) {
 					ep_del(&w, s->t->run.err.pipe);
+					capture_close(&s->t->run.err);
+				}
 				break;
 			}
 		}
-		for (int i = 0; i < n; i++) {
-			struct src *s = evs[i].data.ptr;
-			if (s->kind == SRC_PIDFD)
-				task_event(&w, s->t, TE_EXIT);
-		}
+		for (int i = 0; i < nexited; i++)
+			task_event(&w, exited[i], TE_EXIT);
 	}
+	hooks_finish(&w);
 	/* Leave nothing behind: our claim directory goes if it is empty. */
 	(void)unlinkat(w.wdir, ".lock", 0);
 	if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT && errno != ENOTEMPTY)

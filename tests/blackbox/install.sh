@@ -18,4 +18,34 @@ test_install_prefix_and_destdir() {
 	assert_no_file "$d/usr/bin/kart"
 }
 
+# Everything else make install puts in place, and make uninstall takes
+# away: man pages, systemd units (naming the installed kart), tmpfiles.d
+# and sysusers.d, completions, the example kart.conf, cron recipe, clients.
+test_install_everything_and_uninstall() {
+	local b=$T_ROOT/build d=$T_ROOT/dest2 f
+	make -s -C "$ROOT" B="$b" PREFIX=/opt/kart DESTDIR="$d" install >/dev/null || { fail "make install"; return; }
+	local p=$d/opt/kart
+	for f in share/man/man1/kart.1 share/man/man8/kart-worker.8 share/man/man5/kart.conf.5 \
+		share/man/man5/kart-spool.5 share/man/man5/kart-task.5 \
+		lib/systemd/system/kart-worker@.service lib/systemd/system/kart-gc@.service \
+		lib/systemd/system/kart-gc@.timer lib/systemd/user/kart-worker.service \
+		lib/tmpfiles.d/kart.conf lib/sysusers.d/kart.conf \
+		share/bash-completion/completions/kart share/zsh/site-functions/_kart \
+		share/doc/kart/kart.conf.example share/doc/kart/kart-consume \
+		share/doc/kart/kart_submit.py share/doc/kart/kart-submit.sh; do
+		assert_file "$p/$f"
+	done
+	grep -q '^ExecStart=/opt/kart/bin/kart -s %f worker$' "$p/lib/systemd/system/kart-worker@.service" ||
+		fail "the system unit does not name the installed kart"
+	grep -q '^ExecStart=/opt/kart/bin/kart worker$' "$p/lib/systemd/user/kart-worker.service" ||
+		fail "the user unit does not name the installed kart"
+	grep -rq '@BINDIR@' "$p/lib/systemd" && fail "an installed unit still says @BINDIR@"
+	[ -x "$p/share/doc/kart/kart-consume" ] || fail "kart-consume is not executable"
+	# An installed man page renders.
+	MANWIDTH=80 man -l "$p/share/man/man5/kart.conf.5" 2>/dev/null | grep -q '^NAME' ||
+		fail "installed kart.conf(5) does not render"
+	make -s -C "$ROOT" B="$b" PREFIX=/opt/kart DESTDIR="$d" uninstall >/dev/null || fail uninstall
+	assert_eq "" "$(find "$d" -type f -o -type l)" "files left after make uninstall"
+}
+
 run_tests

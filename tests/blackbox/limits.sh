@@ -1,8 +1,11 @@
 #!/bin/bash
 # Black-box: memory, pids and cpu limits enforced for real by the task's
 # cgroup leaf, through the real worker; the leaf kills daemonized
-# grandchildren and goes away with its task; a limit that cannot be set
-# up refuses the task.
+# grandchildren and goes away with its task (without blocking the loop);
+# a limit that cannot be set up refuses the task. [limits] cgroup =
+# require|auto|off, defaults and ceilings from kart.conf, the rlimit
+# fallback, a dead worker's leaves killed before its claims are re-queued,
+# and the cgroup facts of kart doctor and kart setup-cgroup.
 . "$(dirname "$0")/../lib.sh"
 
 # ---- local helpers ---------------------------------------------------------
@@ -266,6 +269,267 @@ test_refused_without_cgroup() {
 	assert_eq ok "$(field "$s" plain .status)" "a task without limits"
 	assert_eq none "$(field "$s" plain .sandbox.cgroup)" "its sandbox.cgroup"
 	assert_eq ran "$(cat "$s/done/plain.stdout")" "its output"
+}
+
+# ---- [limits] cgroup = require | auto | off, and the rlimit fallback --------------
+
+# A spool that nobody (uid 65534) can reach: a root worker runs nobody's
+# task files as nobody, and bwrap (as nobody) binds them.
+open_spool() { chmod 755 "$T_ROOT" "$1"; }
+
+# Without a cgroup, pids= is RLIMIT_NPROC, set by kart-launch inside the
+# sandbox. It binds a task that runs as nobody: of 100 forks, fewer than
+# 32 succeed and the next one fails with EAGAIN. The kernel never applies
+# RLIMIT_NPROC to uid 0 (even in bwrap's user namespace with every
+# capability dropped: kart-launch probes it), so a root task asking for
+# pids= is refused rather than run unbounded.
+test_cgroup_off_pids_by_rlimit() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (to run a task as nobody)"; return; }
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	local s; s=$(mkspool); open_spool "$s"
+	cat >"$s/tmp/count" <<'EOT'
+#!/usr/bin/env python3
+#kart: pids=32 timeout=30s
+import os, time
+kids, err = [], None
+for i in range(100):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        err = e.errno
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+print(len(kids), err)
+for k in kids:
+    os.kill(k, 9)
+    os.waitpid(k, 0)
+EOT
+	cp "$s/tmp/count" "$s/tmp/root-count"
+	chown nobody "$s/tmp/count"
+	mv "$s/tmp/count" "$s/new/count"
+	mv "$s/tmp/root-count" "$s/new/root-count"
+	drain_pid "$s" KART_CGROUP=off
+	assert_eq ok "$(field "$s" count .status)" "nobody's counting task ($(field "$s" count .error))"
+	assert_eq none "$(field "$s" count .sandbox.cgroup)" "sandbox.cgroup under cgroup = off"
+	assert_eq 32 "$(field "$s" count .limits.pids)" "limits.pids: RLIMIT_NPROC applied"
+	local n e; read -r n e <"$s/done/count.stdout"
+	[[ $n =~ ^[0-9]+$ ]] && [ "$n" -gt 0 ] && [ "$n" -lt 32 ] ||
+		fail "forks that succeeded under pids=32: '$n' (not within 1..31)"
+	assert_eq 11 "$e" "errno of the failing fork (EAGAIN)"
+	assert_eq refused "$(field "$s" root-count .status)" "a root task asking pids= without a cgroup"
+	assert_eq cgroup_setup_failed "$(field "$s" root-count .refusal)" "its refusal"
+	assert_match 'root' "$(field "$s" root-count .error)" "the error says why (root)"
+	assert_eq null "$(field "$s" root-count .stdout.path)" "it never ran"
+	# Only once the limit is shown to hold: a real fork bomb, as nobody,
+	# is contained, and the worker goes on to the next task.
+	[ "${n:-100}" -lt 32 ] 2>/dev/null || return
+	printf '#!/bin/sh\n#kart: pids=32 timeout=4s\nbomb() { bomb | bomb & }\nbomb\nsleep 2\necho survived\n' \
+		>"$s/tmp/bomb"
+	chown nobody "$s/tmp/bomb"; mv "$s/tmp/bomb" "$s/new/bomb"
+	printf '#!/bin/sh\necho next\n' >"$s/tmp/next"; chown nobody "$s/tmp/next"
+	mv "$s/tmp/next" "$s/new/next"
+	drain_pid "$s" KART_CGROUP=off
+	assert_eq ok "$(field "$s" bomb .status)" "the fork bomb under RLIMIT_NPROC ($(field "$s" bomb .error))"
+	assert_eq survived "$(cat "$s/done/bomb.stdout")" "the bomb's own shell went on"
+	assert_match 'fork' "$(cat "$s/done/bomb.stderr")" "the bomb's forks failed"
+	assert_eq ok "$(field "$s" next .status)" "the task after the bomb"
+}
+
+# cpu= cannot fall back (no rlimit is a rate); memory= only with
+# KART_RLIMIT_USE_AS=1, and then limits.memory_bytes says so.
+test_cgroup_off_cpu_memory() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (to run a task as nobody)"; return; }
+	local s; s=$(mkspool); open_spool "$s"
+	printf '#!/bin/sh\n#kart: cpu=0.5\necho ran\n' >"$s/new/cpu"
+	printf '#!/bin/sh\n#kart: memory=64M\necho ran\n' >"$s/new/mem"
+	drain_pid "$s" KART_CGROUP=off KART_BACKEND=none
+	for t in cpu mem; do
+		assert_eq refused "$(field "$s" $t .status)" "$t= without a cgroup"
+		assert_eq cgroup_setup_failed "$(field "$s" $t .refusal)" "$t: refusal"
+	done
+	assert_match 'rate' "$(field "$s" cpu .error)" "cpu: the error says why"
+	assert_match 'KART_RLIMIT_USE_AS' "$(field "$s" mem .error)" "memory: the error says how"
+	# With RLIMIT_AS allowed: 64M of address space; 512M cannot be had.
+	printf '#!/usr/bin/env python3\n#kart: memory=64M\ntry:\n    b = bytearray(512 << 20)\n    print("got it")\nexcept MemoryError:\n    print("MemoryError")\n' \
+		>"$s/tmp/as"; chown nobody "$s/tmp/as"; mv "$s/tmp/as" "$s/new/as"
+	drain_pid "$s" KART_CGROUP=off KART_BACKEND=none KART_RLIMIT_USE_AS=1
+	assert_eq ok "$(field "$s" as .status)" "memory= by RLIMIT_AS ($(field "$s" as .error))"
+	assert_eq 67108864 "$(field "$s" as .limits.memory_bytes)" "limits.memory_bytes: RLIMIT_AS"
+	assert_eq none "$(field "$s" as .sandbox.cgroup)" "sandbox.cgroup"
+	assert_eq MemoryError "$(cat "$s/done/as.stdout")" "512M under a 64M RLIMIT_AS"
+}
+
+# cgroup = require: where no leaf can be made, even a task without any
+# limit is refused; where one can, it runs in it.
+test_cgroup_require() {
+	have_cgroups || return
+	local s; s=$(mkspool)
+	printf '[limits]\ncgroup = require\n' >"$s/kart.conf"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/plain"
+	drain_pid "$s" KART_BACKEND=none KART_CGROUP_PARENT=/kart-no-such-parent-$$
+	assert_eq refused "$(field "$s" plain .status)" "a plain task under cgroup = require, no parent"
+	assert_eq cgroup_setup_failed "$(field "$s" plain .refusal)" "its refusal"
+	assert_match 'require' "$(field "$s" plain .error)" "the error names the policy"
+	assert_match 'kart-no-such-parent' "$(field "$s" plain .error)" "and the parent"
+	assert_eq null "$(field "$s" plain .stdout.path)" "it never ran"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/plain2"
+	drain_pid "$s" KART_BACKEND=none
+	assert_eq ok "$(field "$s" plain2 .status)" "the same under a usable parent"
+	assert_eq "$(host_mode)" "$(field "$s" plain2 .sandbox.cgroup)" "it ran in a leaf"
+}
+
+# Defaults from kart.conf fill in what a task does not ask for, per lane,
+# and are written for real (the task reads its own leaf's limit).
+test_memory_default_applied() {
+	have_cgroups || return
+	local s; s=$(mkspool)
+	printf '[limits]\nmemory_default = 96M\npids_default = 40\n[lane.batch]\nmemory_default = 48M\n' \
+		>"$s/kart.conf"
+	local rd='if [ -e /sys/fs/cgroup/cgroup.controllers ]; then cat /sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup)/memory.max; else cat /sys/fs/cgroup/memory$(sed -n "s/^[0-9]*:memory://p" /proc/self/cgroup)/memory.limit_in_bytes; fi'
+	printf '#!/bin/sh\n%s\n' "$rd" >"$s/new/dflt"
+	printf '#!/bin/sh\n#kart: lane=batch\n%s\n' "$rd" >"$s/new/batch"
+	printf '#!/bin/sh\n#kart: memory=200M\n%s\n' "$rd" >"$s/new/own"
+	# Landlock off: the task reads /sys.
+	drain_pid "$s" KART_BACKEND=none KART_LANDLOCK=off
+	assert_eq 100663296 "$(field "$s" dflt .limits.memory_bytes)" "limits.memory_bytes from memory_default"
+	assert_eq 40 "$(field "$s" dflt .limits.pids)" "limits.pids from pids_default"
+	assert_eq 100663296 "$(cat "$s/done/dflt.stdout")" "the limit in the task's own leaf"
+	assert_eq 50331648 "$(field "$s" batch .limits.memory_bytes)" "lane batch: its own default"
+	assert_eq 50331648 "$(cat "$s/done/batch.stdout")" "lane batch: in its leaf"
+	assert_eq 209715200 "$(field "$s" own .limits.memory_bytes)" "the task's own memory= wins"
+}
+
+# Ceilings from kart.conf reject, per lane, naming the line and the ceiling.
+test_ceiling_from_conf() {
+	local s; s=$(mkspool)
+	printf '[limits]\nmemory_max = 128M\n[lane.batch]\npids_max = 10\n' >"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: memory=256M\necho ran\n' >"$s/new/big"
+	printf '#!/bin/sh\n#kart: lane=batch pids=20\necho ran\n' >"$s/new/many"
+	printf '#!/bin/sh\n#kart: pids=20\necho ran\n' >"$s/new/fastmany"
+	drain_pid "$s" KART_BACKEND=none
+	assert_eq rejected "$(field "$s" big .status)" "memory=256M over memory_max = 128M"
+	assert_match 'line 2: memory=256M is above the policy.s ceiling of 128M' \
+		"$(field "$s" big .error)" "the error names line and ceiling"
+	assert_eq rejected "$(field "$s" many .status)" "pids=20 over lane batch's pids_max = 10"
+	assert_match 'ceiling of 10 \(lane batch\)' "$(field "$s" many .error)" "names the lane"
+	assert_ne rejected "$(field "$s" fastmany .status)" "pids=20 in lane fast (no such ceiling)"
+}
+
+# A worker killed -9 under backend none leaves a daemonized grandchild in
+# its leaf. The next worker kills it when it recovers the dead worker's
+# claim, before the claim is back in new/. This worker has no slots (it
+# only recovers): no task start of its own sweeps for it.
+test_dead_worker_daemon_killed_before_requeue() {
+	have_cgroups || return
+	local s m old; s=$(mkspool); m=$(marker)
+	printf '[worker]\nslots = 0\nbatch_slots = 0\n' >"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: retries=1\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\nsleep 100\n' \
+		"$m" >"$s/new/orphan"
+	KART_BACKEND=none start_worker "$s" --slots 1
+	old=$WPID
+	wait_until 10 is_running "$s" orphan || { fail "orphan never ran"; return; }
+	wait_until 5 pgrep -f "^sleep $m\$" >/dev/null || { fail "the daemon never started"; return; }
+	kill -9 "$old"
+	wait "$old" 2>/dev/null
+	pgrep -f "^sleep $m\$" >/dev/null || fail "the daemon died with its worker (test premise)"
+	KART_BACKEND=none start_worker "$s"
+	wait_until 10 test -e "$s/new/orphan" || { fail "the claim was never re-queued"; return; }
+	local left; left=$(pgrep -f "^sleep $m\$")
+	[ -z "$left" ] || { fail "the daemon outlived the re-queue: $left"; kill -9 $left; }
+	assert_eq "" "$(leaves_of "$old")" "leaves of the dead worker"
+	stop_worker "$WPID"
+}
+
+# The leaf is emptied without blocking the event loop. A process that a
+# v1 freezer holds frozen does not die of SIGKILL until it is thawed: the
+# task leaves one behind (in a frozen child of its freezer leaf), so its
+# leaf cannot empty. Meanwhile another task is claimed and finished; once
+# thawed, the first task completes too and no leaf is left.
+test_drain_does_not_block() {
+	have_cgroups || return
+	[ -d /sys/fs/cgroup/freezer ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ] ||
+		{ skip "needs a v1 freezer (to hold a process past SIGKILL)"; return; }
+	local s m sub; s=$(mkspool); m=$(marker)
+	cat >"$s/new/stuck" <<EOT
+#!/bin/sh
+sleep $m &
+d=/sys/fs/cgroup/freezer\$(sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup)/held
+mkdir "\$d" && echo \$! >"\$d/cgroup.procs" && echo FROZEN >"\$d/freezer.state"
+echo "\$d"
+EOT
+	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s"
+	wait_until 10 has_frozen "$m" || { fail "the held process was never frozen"; thaw_held; stop_worker "$WPID"; return; }
+	sub=$(find /sys/fs/cgroup/freezer -maxdepth 8 -type d -name held -path "*kart.$WPID.*" | head -1)
+	sleep 0.5 # the task's shell exits; its leaf cannot empty
+	printf '#!/bin/sh\necho quick\n' >"$s/tmp/quick" && mv "$s/tmp/quick" "$s/new/quick"
+	wait_until 10 has_result "$s" quick || fail "no other task finished while a leaf drained"
+	has_result "$s" stuck && fail "stuck has a result although its leaf is not empty: the loop waited for it"
+	assert_eq ok "$(field "$s" quick .status)" "the task that ran meanwhile"
+	# Thaw: the SIGKILL lands, the leaf empties, stuck completes.
+	[ -n "$sub" ] && echo THAWED >"$sub/freezer.state"
+	wait_until 5 sh -c "! pgrep -f '^sleep $m\$' >/dev/null" || fail "the held process outlived its thaw"
+	[ -n "$sub" ] && rmdir "$sub" 2>/dev/null
+	wait_until 15 has_result "$s" stuck || { fail "stuck never completed"; thaw_held; stop_worker "$WPID"; return; }
+	assert_eq ok "$(field "$s" stuck .status)" "stuck, once its leaf emptied"
+	stop_worker "$WPID"
+	thaw_held
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
+}
+# Never leave a frozen process behind, whatever happened.
+thaw_held() {
+	local h
+	for h in $(find /sys/fs/cgroup/freezer -maxdepth 8 -type d -name held 2>/dev/null); do
+		echo THAWED >"$h/freezer.state"
+		wait_until 5 sh -c "! grep -q . '$h/cgroup.procs'"
+		rmdir "$h" 2>/dev/null
+	done
+}
+has_frozen() { pgrep -f "^sleep $1\$" >/dev/null &&
+	[ "$(cat "$(find /sys/fs/cgroup/freezer -maxdepth 8 -type d -name held 2>/dev/null | head -1)/freezer.state" 2>/dev/null)" = FROZEN ]; }
+
+# kart doctor --json: the cgroup facts, probed; exit non-zero when the
+# policy's requirement (cgroup = require) cannot be met.
+test_doctor_cgroup() {
+	have_cgroups || return
+	local s out rc; s=$(mkspool)
+	out=$("$KART" -s "$s" doctor --json); rc=$?
+	assert_eq "$(host_mode)" "$(jq -r '.cgroup.mode | sub("hybrid"; "v1")' <<<"$out")" ".cgroup.mode"
+	assert_eq true "$(jq -r .cgroup.leaf <<<"$out")" ".cgroup.leaf (a leaf was made)"
+	assert_eq "true true true" "$(jq -r '[.cgroup.limits.memory, .cgroup.limits.pids, .cgroup.limits.cpu] | map(tostring) | join(" ")' <<<"$out")" ".cgroup.limits"
+	assert_match 'memory' "$(jq -c .cgroup.controllers <<<"$out")" ".cgroup.controllers"
+	assert_eq boolean "$(jq -r '.cgroup.kill | type' <<<"$out")" ".cgroup.kill"
+	assert_eq auto "$(jq -r .cgroup.policy <<<"$out")" ".cgroup.policy"
+	printf '[limits]\ncgroup = require\n' >"$s/kart.conf"
+	out=$(KART_CGROUP_PARENT=/kart-no-such-parent-$$ "$KART" -s "$s" doctor --json); rc=$?
+	assert_eq 1 "$rc" "doctor's exit under cgroup = require with a bad parent"
+	assert_eq false "$(jq -r .cgroup.leaf <<<"$out")" ".cgroup.leaf"
+	assert_eq false "$(jq -r .ok <<<"$out")" ".ok"
+	assert_match 'require' "$(jq -r .cgroup.requirements <<<"$out")" ".cgroup.requirements"
+	out=$(bash -c 'echo $$; exec "$0" -s "$1" doctor --json' "$KART" "$s"); rc=$?
+	local dpid; dpid=$(head -1 <<<"$out"); out=$(tail -n +2 <<<"$out")
+	assert_eq 0 "$rc" "doctor's exit under cgroup = require with a usable parent"
+	assert_eq true "$(jq -r .cgroup.leaf <<<"$out")" ".cgroup.leaf with the worker's own cgroup"
+	assert_eq met "$(jq -r .cgroup.requirements <<<"$out")" "require met"
+	assert_eq "" "$(leaves_of "$dpid")" "the probe's leaves are gone"
+}
+
+# kart setup-cgroup: 0 when the worker could make leaves and write each
+# limit here, 1 with the reason when not, 2 on a usage error.
+test_setup_cgroup() {
+	have_cgroups || return
+	local out rc
+	out=$("$KART" setup-cgroup 2>&1); rc=$?
+	assert_eq 0 "$rc" "setup-cgroup where delegation works ($out)"
+	assert_match 'Delegate=memory pids cpu' "$out" "it shows the drop-in"
+	assert_match 'delegation: ok' "$out" "it checked"
+	out=$(KART_CGROUP_PARENT=/kart-no-such-parent-$$ "$KART" setup-cgroup --check 2>&1); rc=$?
+	assert_eq 1 "$rc" "setup-cgroup --check with no usable parent"
+	assert_match 'delegation: MISSING' "$out" "it says what is missing"
+	"$KART" setup-cgroup --no-such-option 2>/dev/null; rc=$?
+	assert_eq 2 "$rc" "a usage error"
 }
 
 run_tests

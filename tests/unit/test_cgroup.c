@@ -582,6 +582,87 @@ static void test_sweep_stale(void **state)
 	assert_true(is_there("pids/elsewhere"));
 }
 
+/* The worker's loop does not wait: kill, then look (cgroup.events is
+ * what it watches), then remove without retrying. */
+static void test_v2_kill_in_steps(void **state)
+{
+	(void)state;
+	struct cg_host h;
+	struct cg_leaf l;
+	char err[256] = "", ev[CG_PATH_MAX + 32], want[CG_PATH_MAX + 64];
+	v2_tree("cpu memory pids\n");
+	host(&h, "0::/work.slice/kart.service\n", NULL);
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.2", &no_limits, err, sizeof err), 0);
+	assert_int_equal(cg_leaf_events(&l, ev, sizeof ev), -ENOENT); /* no file: poll */
+	put(V2 "kart.7.2/cgroup.events", "populated 1\nfrozen 0\n");
+	assert_int_equal(cg_leaf_events(&l, ev, sizeof ev), 0);
+	snprintf(want, sizeof want, "%s/" V2 "kart.7.2/cgroup.events", root);
+	assert_string_equal(ev, want);
+	int64_t t0 = now_mono_ms();
+	assert_int_equal(cg_leaf_kill_start(&l), 1); /* cgroup.kill: once is enough */
+	assert_true(now_mono_ms() - t0 < 50);
+	assert_file_is(V2 "kart.7.2/cgroup.kill", "1\n");
+	assert_true(cg_leaf_populated(&l));
+	put(V2 "kart.7.2/cgroup.events", "populated 0\nfrozen 0\n");
+	assert_false(cg_leaf_populated(&l));
+	assert_int_equal(cg_leaf_remove_nowait(&l), 0);
+	assert_false(is_there(V2 "kart.7.2"));
+	assert_false(cg_leaf_populated(&l)); /* nothing left to look at */
+}
+
+/* v1 without a unified tree: no cgroup.kill (freeze and kill, to be sent
+ * again), no cgroup.events (the process lists say it). */
+static void test_v1_kill_in_steps(void **state)
+{
+	(void)state;
+	struct cg_host h;
+	struct cg_leaf l;
+	char err[256] = "", ev[CG_PATH_MAX + 32];
+	v1_tree(false, false);
+	host(&h, self_v1, NULL);
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.3", &no_limits, err, sizeof err), 0);
+	assert_int_equal(cg_leaf_events(&l, ev, sizeof ev), -ENOENT);
+	put("pids/kart.7.3/cgroup.procs", "2147483646\n");
+	assert_int_equal(cg_leaf_kill_start(&l), 0);
+	assert_file_is("freezer/kart.7.3/freezer.state", "FROZEN\nTHAWED\n");
+	assert_true(cg_leaf_populated(&l));
+	put("pids/kart.7.3/cgroup.procs", "");
+	assert_false(cg_leaf_populated(&l));
+	assert_int_equal(cg_leaf_remove_nowait(&l), 0);
+	assert_false(is_there("pids/kart.7.3"));
+}
+
+/* A worker that is a zombie (killed, not yet reaped) is gone: its leaf
+ * goes. Recovery runs at that very moment. */
+static void test_sweep_zombie(void **state)
+{
+	(void)state;
+	struct cg_host h;
+	char leaf[64];
+	int n = -1;
+	pid_t z = fork();
+	assert_true(z >= 0);
+	if (z == 0)
+		_exit(0);
+	/* A zombie once it has exited; not reaped until the end. */
+	char st[64];
+	snprintf(st, sizeof st, "/proc/%d/stat", (int)z);
+	for (int i = 0; i < 200; i++) {
+		_cleanup_free_ char *t = NULL;
+		if (read_file_at(AT_FDCWD, st, 4096, &t, NULL) == 0 && strstr(t, ") Z "))
+			break;
+		usleep(5000);
+	}
+	v1_tree(false, true);
+	host(&h, self_v1, NULL);
+	snprintf(leaf, sizeof leaf, "pids/kart.%d.1", (int)z);
+	mkd(leaf);
+	assert_int_equal(cg_sweep(&h, &n), 0);
+	assert_int_equal(n, 1);
+	assert_false(is_there(leaf));
+	assert_int_equal(waitpid(z, NULL, 0), z);
+}
+
 static void test_no_cgroupfs(void **state)
 {
 	(void)state;
@@ -631,7 +712,8 @@ static void spawn_touch(struct joinrec *j, int expect)
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
 	struct run r;
 	struct run_join join = {.fn = join_probe, .arg = j};
-	int rc = run_spawn_join(&r, argv, envp, wdir, name, out, out, 0, NULL, false, &join);
+	int rc = run_spawn_join(&r, argv, envp, wdir, name, out, out, 0, NULL, false, &join, NULL,
+				-1);
 	assert_int_equal(rc, expect);
 	assert_true(j->pid > 0);
 	assert_false(j->marker_seen); /* held until the join step was done */
@@ -688,6 +770,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_v1_write_fails, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_v1_hierarchy_missing, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_stale, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_kill_in_steps, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v1_kill_in_steps, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_sweep_zombie, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_no_cgroupfs, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_join_before_exec, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_join_fails_never_runs, tree_setup, tree_teardown),

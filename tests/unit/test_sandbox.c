@@ -24,10 +24,15 @@ struct built {
 	struct strv argv, envp;
 };
 
-static void build(struct built *b, enum backend backend, const char *task_text)
+/* conf: kart.conf text over the test policy; env: the worker's
+ * environment as the sandbox sees it. */
+static void build_ex(struct built *b, enum backend backend, const char *task_text,
+		     const char *conf, char *const *env)
 {
 	char err[256] = "";
 	memset(b, 0, sizeof *b);
+	if (conf && policy_parse_conf(&b->pol, conf, "kart.conf", err, sizeof err) != 0)
+		fail_msg("kart.conf rejected: %s", err);
 	b->pol.backend = backend;
 	snprintf(b->pol.bwrap, sizeof b->pol.bwrap, "/usr/bin/bwrap");
 	snprintf(b->pol.launcher, sizeof b->pol.launcher, "/opt/kart/libexec/kart-launch");
@@ -43,12 +48,18 @@ static void build(struct built *b, enum backend backend, const char *task_text)
 		.out_dir = OUT_HOST,
 		.task_id = "job-7",
 		.attempt = 2,
+		.host_env = env,
 	};
 	assert_int_equal(sandbox_build(&req, &b->argv, &b->envp, err, sizeof err), 0);
 	assert_non_null(b->argv.v);
 	assert_non_null(b->envp.v);
 	assert_null(b->argv.v[b->argv.n]); /* execve wants it NULL-terminated */
 	assert_null(b->envp.v[b->envp.n]);
+}
+
+static void build(struct built *b, enum backend backend, const char *task_text)
+{
+	build_ex(b, backend, task_text, NULL, NULL);
 }
 
 static void built_free(struct built *b)
@@ -286,17 +297,36 @@ static void test_bwrap_env(void **state)
 	built_free(&b);
 }
 
+/* Index of the launcher: the argument followed by its --status-fd. */
+static size_t launcher_at(const struct built *b, const char *launch)
+{
+	for (size_t i = 0; i + 1 < b->argv.n; i++)
+		if (strcmp(b->argv.v[i], launch) == 0 && strcmp(b->argv.v[i + 1], "--status-fd=3") == 0)
+			return i;
+	fail_msg("no launcher %s in argv", launch);
+	return 0;
+}
+
+/* The launcher, its options (Landlock's rules among them), "--", then
+ * exactly the task's argv. */
 static void assert_tail(const struct built *b, const char *launch, const char *const *task,
 			size_t ntask)
 {
 	size_t n = b->argv.n;
 	assert_true(n >= 3 + ntask);
-	size_t t = n - ntask - 3;
-	assert_string_equal(b->argv.v[t], launch);
-	assert_string_equal(b->argv.v[t + 1], "--status-fd=3");
-	assert_string_equal(b->argv.v[t + 2], "--");
+	size_t t = launcher_at(b, launch), dd = n - ntask - 1;
+	assert_true(dd > t + 1);
+	assert_string_equal(b->argv.v[dd], "--");
+	for (size_t i = t + 2; i < dd; i++) {
+		const char *a = b->argv.v[i];
+		if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0) {
+			assert_true(i + 1 < dd);
+			assert_true(b->argv.v[++i][0] == '/');
+		} else if (strncmp(a, "--", 2) != 0 || strcmp(a, "--") == 0)
+			fail_msg("not a launcher option: %s", a);
+	}
 	for (size_t i = 0; i < ntask; i++)
-		assert_string_equal(b->argv.v[t + 3 + i], task[i]);
+		assert_string_equal(b->argv.v[dd + 1 + i], task[i]);
 }
 
 static void test_bwrap_tail(void **state)
@@ -307,7 +337,7 @@ static void test_bwrap_tail(void **state)
 	static const char *const sh[] = {"/bin/sh", SANDBOX_TASK};
 	assert_tail(&b, SANDBOX_LAUNCH, sh, 2);
 	/* Everything before the launcher is bwrap's. */
-	assert_int_equal(opts_end(&b), b.argv.n - 5);
+	assert_int_equal(opts_end(&b), launcher_at(&b, SANDBOX_LAUNCH));
 	built_free(&b);
 
 	build(&b, BACKEND_BWRAP, "#!/usr/bin/python3\n");
@@ -331,7 +361,7 @@ static void test_none(void **state)
 	assert_string_equal(b.argv.v[0], b.pol.launcher);
 	static const char *const sh[] = {"/bin/sh", TASK_HOST};
 	assert_tail(&b, b.pol.launcher, sh, 2);
-	assert_int_equal(b.argv.n, 5);
+	assert_int_equal(launcher_at(&b, b.pol.launcher), 0);
 	for (size_t i = 0; i < b.argv.n; i++)
 		assert_null(strstr(b.argv.v[i], "bwrap"));
 	assert_env_exact(&b, WORK_HOST, "/tmp", OUT_HOST);
@@ -345,6 +375,193 @@ static void test_none(void **state)
 	built_free(&b);
 }
 
+/* ---- Landlock rules, policy binds, credentials ------------------------------ */
+
+/* Does the launcher get `--ro PATH` (rw false) or `--rw PATH`? */
+static bool has_rule(const struct built *b, bool rw, const char *path)
+{
+	for (size_t i = 0; i + 1 < b->argv.n && strcmp(b->argv.v[i], "--") != 0; i++)
+		if (strcmp(b->argv.v[i], rw ? "--rw" : "--ro") == 0 &&
+		    strcmp(b->argv.v[i + 1], path) == 0)
+			return true;
+	return false;
+}
+
+static bool has_arg(const struct built *b, const char *a)
+{
+	for (size_t i = 0; i < b->argv.n; i++)
+		if (strcmp(b->argv.v[i], a) == 0)
+			return true;
+	return false;
+}
+
+static void test_landlock_mirrors_bwrap(void **state)
+{
+	(void)state;
+	struct built b;
+	build(&b, BACKEND_BWRAP, "echo\n");
+	assert_true(has_arg(&b, "--landlock=auto")); /* the default mode */
+	assert_false(has_arg(&b, "--tcp"));
+	assert_true(has_rule(&b, false, "/usr"));
+	assert_true(has_rule(&b, false, "/etc/passwd"));
+	assert_true(has_rule(&b, false, SANDBOX_TASK));
+	assert_true(has_rule(&b, false, SANDBOX_LAUNCH));
+	assert_true(has_rule(&b, false, "/proc"));
+	assert_false(has_rule(&b, false, "/etc/resolv.conf"));
+	/* Writable: exactly bwrap's writable mounts. */
+	static const char *const rw[] = {"/tmp", SANDBOX_WORK, SANDBOX_OUT, "/dev"};
+	size_t nrw = 0;
+	for (size_t i = 0; i + 1 < b.argv.n; i++)
+		if (strcmp(b.argv.v[i], "--rw") == 0) {
+			bool known = false;
+			for (size_t k = 0; k < ARRAY_SIZE(rw); k++)
+				known |= strcmp(b.argv.v[i + 1], rw[k]) == 0;
+			if (!known)
+				fail_msg("writable in Landlock but not a writable mount: %s", b.argv.v[i + 1]);
+			nrw++;
+		}
+	assert_int_equal(nrw, ARRAY_SIZE(rw));
+	/* Nothing of the host's spool paths reaches the launcher's rules. */
+	for (size_t i = launcher_at(&b, SANDBOX_LAUNCH); i < b.argv.n; i++)
+		assert_null(strstr(b.argv.v[i], SPOOL));
+	built_free(&b);
+
+	build(&b, BACKEND_BWRAP, "#kart: net\n");
+	assert_true(has_arg(&b, "--tcp"));
+	assert_true(has_rule(&b, false, "/etc/resolv.conf"));
+	built_free(&b);
+}
+
+static void test_landlock_off(void **state)
+{
+	(void)state;
+	struct built b;
+	build_ex(&b, BACKEND_BWRAP, "echo\n", "[sandbox]\nlandlock = off\n", NULL);
+	assert_true(has_arg(&b, "--landlock=off"));
+	assert_false(has_arg(&b, "--ro"));
+	assert_false(has_arg(&b, "--rw"));
+	built_free(&b);
+	build_ex(&b, BACKEND_NONE, "echo\n", "[sandbox]\nlandlock = enforce\n", NULL);
+	assert_true(has_arg(&b, "--landlock=enforce"));
+	built_free(&b);
+}
+
+/* Backend none: Landlock is all there is; the host's /tmp and the rest
+ * of the spool stay out. */
+static void test_landlock_none(void **state)
+{
+	(void)state;
+	struct built b;
+	build(&b, BACKEND_NONE, "echo\n");
+	assert_true(has_rule(&b, true, WORK_HOST));
+	assert_true(has_rule(&b, true, OUT_HOST));
+	assert_true(has_rule(&b, true, "/dev/null"));
+	assert_true(has_rule(&b, false, TASK_HOST));
+	assert_true(has_rule(&b, false, b.pol.launcher));
+	assert_true(has_rule(&b, false, "/usr"));
+	assert_false(has_rule(&b, true, "/tmp"));
+	assert_false(has_rule(&b, true, "/dev"));
+	assert_false(has_rule(&b, false, "/"));
+	assert_false(has_rule(&b, false, SPOOL));
+	assert_false(has_rule(&b, true, SPOOL));
+	built_free(&b);
+}
+
+static void test_policy_binds(void **state)
+{
+	(void)state;
+	struct built b;
+	build_ex(&b, BACKEND_BWRAP, "echo\n",
+		 "[sandbox]\nro_binds = /opt/tools, /srv/data\nrw_binds = /srv/scratch\n"
+		 "tmpfs_size = 64M\n",
+		 NULL);
+	assert_opt(&b, "--ro-bind", "/opt/tools", "/opt/tools");
+	assert_opt(&b, "--ro-bind", "/srv/data", "/srv/data");
+	assert_opt(&b, "--bind", "/srv/scratch", "/srv/scratch");
+	assert_opt(&b, "--size", "67108864", "--tmpfs", "/tmp");
+	assert_opt(&b, "--size", "67108864", "--tmpfs", SANDBOX_WORK);
+	assert_true(has_rule(&b, false, "/opt/tools"));
+	assert_true(has_rule(&b, true, "/srv/scratch"));
+	/* The binds come before the root is made read-only. */
+	assert_true(OPT(&b, "--bind", "/srv/scratch", "/srv/scratch") < OPT(&b, "--remount-ro", "/"));
+	built_free(&b);
+}
+
+static void test_credentials_only_with_net(void **state)
+{
+	(void)state;
+	static const char conf[] = "[sandbox]\nenv_pass = TZ, UNSET_ONE\n"
+				   "[network]\ncred_env = API_TOKEN\ncred_files = /etc/kart/netrc\n";
+	char *const env[] = {"API_TOKEN=s3cr3t-" CANARY, "TZ=Europe/Paris", "OTHER=x", NULL};
+	struct built b;
+
+	build_ex(&b, BACKEND_BWRAP, "echo\n", conf, env);
+	assert_string_equal(env_get(&b, "TZ"), "Europe/Paris");
+	assert_null(env_get(&b, "UNSET_ONE"));
+	assert_null(env_get(&b, "OTHER"));
+	assert_null(env_get(&b, "API_TOKEN"));
+	for (size_t i = 0; i < b.argv.n; i++)
+		assert_null(strstr(b.argv.v[i], "netrc"));
+	built_free(&b);
+
+	build_ex(&b, BACKEND_BWRAP, "#kart: net\n", conf, env);
+	assert_string_equal(env_get(&b, "API_TOKEN"), "s3cr3t-" CANARY);
+	assert_opt(&b, "--ro-bind", "/etc/kart/netrc", "/etc/kart/netrc");
+	assert_true(has_rule(&b, false, "/etc/kart/netrc"));
+	/* The value only ever in envp. */
+	for (size_t i = 0; i < b.argv.n; i++) {
+		assert_null(strstr(b.argv.v[i], "s3cr3t"));
+		assert_string_not_equal(b.argv.v[i], "--setenv");
+	}
+	built_free(&b);
+
+	build_ex(&b, BACKEND_NONE, "#kart: net\n", conf, env);
+	assert_string_equal(env_get(&b, "API_TOKEN"), "s3cr3t-" CANARY);
+	assert_true(has_rule(&b, false, "/etc/kart/netrc"));
+	built_free(&b);
+	build_ex(&b, BACKEND_NONE, "echo\n", conf, env);
+	assert_null(env_get(&b, "API_TOKEN"));
+	assert_false(has_rule(&b, false, "/etc/kart/netrc"));
+	built_free(&b);
+}
+
+/* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
+ * the launcher of backend none --seccomp-fd=5; without it, neither. */
+static void test_seccomp_fd(void **state)
+{
+	(void)state;
+	for (int none = 0; none < 2; none++)
+		for (int on = 0; on < 2; on++) {
+			struct built b;
+			char err[256];
+			memset(&b, 0, sizeof b);
+			b.pol.backend = none ? BACKEND_NONE : BACKEND_BWRAP;
+			snprintf(b.pol.bwrap, sizeof b.pol.bwrap, "/usr/bin/bwrap");
+			snprintf(b.pol.launcher, sizeof b.pol.launcher, "/opt/kart/libexec/kart-launch");
+			assert_int_equal(task_parse("echo hi\n", 8, &b.spec, err, sizeof err), 0);
+			struct sandbox_req req = {.pol = &b.pol, .spec = &b.spec, .task_path = TASK_HOST,
+						  .work_dir = WORK_HOST, .out_dir = OUT_HOST,
+						  .task_id = "job-7", .attempt = 1, .seccomp = on};
+			assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), 0);
+			int bw = -1, ln = -1;
+			for (size_t i = 0; i < b.argv.n; i++) {
+				if (strcmp(b.argv.v[i], "--seccomp") == 0 && i + 1 < b.argv.n &&
+				    strcmp(b.argv.v[i + 1], "5") == 0)
+					bw = (int)i;
+				if (strcmp(b.argv.v[i], "--seccomp-fd=5") == 0)
+					ln = (int)i;
+			}
+			if (none) {
+				assert_int_equal(bw, -1);
+				assert_true(on ? ln > 0 : ln == -1);
+			} else {
+				assert_int_equal(ln, -1);
+				assert_true(on ? bw > 0 && (size_t)bw < opts_end(&b) : bw == -1);
+			}
+			built_free(&b);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +572,12 @@ int main(void)
 		cmocka_unit_test(test_bwrap_env),
 		cmocka_unit_test(test_bwrap_tail),
 		cmocka_unit_test(test_none),
+		cmocka_unit_test(test_landlock_mirrors_bwrap),
+		cmocka_unit_test(test_landlock_off),
+		cmocka_unit_test(test_landlock_none),
+		cmocka_unit_test(test_policy_binds),
+		cmocka_unit_test(test_credentials_only_with_net),
+		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);
 }

@@ -1,0 +1,88 @@
+# bash completion for kart(1). Installed as
+# $(PREFIX)/share/bash-completion/completions/kart.
+
+# Ids in the spool: queued, running, finished (done/*.json).
+_kart_ids()
+{
+	local spool=$1 what=$2 f
+	[ -n "$spool" ] && [ -d "$spool" ] || return 0
+	if [ "$what" != done ]; then
+		for f in "$spool"/new/* "$spool"/cur/*/*; do
+			[ -e "$f" ] && printf '%s\n' "${f##*/}"
+		done
+	fi
+	for f in "$spool"/done/*.json; do
+		[ -e "$f" ] || continue
+		f=${f##*/}
+		printf '%s\n' "${f%.json}"
+	done
+}
+
+_kart()
+{
+	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+	local verbs="init submit worker status wait cat cancel doctor setup-cgroup retry watch gc"
+	local spool=${KART_SPOOL:-} verb="" i
+	for ((i = 1; i < COMP_CWORD; i++)); do
+		case ${COMP_WORDS[i]} in
+		-s | --spool) spool=${COMP_WORDS[i + 1]}; ((i++)) ;;
+		--spool=*) spool=${COMP_WORDS[i]#--spool=} ;;
+		-*) ;;
+		*) verb=${COMP_WORDS[i]}; break ;;
+		esac
+	done
+	spool=${spool/#\~/$HOME}
+	local IFS=$'\n'
+
+	case $prev in
+	-s | --spool)
+		COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	--lane)
+		COMPREPLY=($(compgen -W $'fast\nbatch' -- "$cur")); return ;;
+	--log-format)
+		COMPREPLY=($(compgen -W $'logfmt\njson\ntext' -- "$cur")); return ;;
+	--state)
+		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost' -- "$cur"))
+		return ;;
+	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
+	--priority | --name | --id | --slots | --batch-slots)
+		return ;;
+	esac
+
+	if [ -z "$verb" ]; then
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W $'-s\n--spool\n--help\n--version' -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "${verbs// /$'\n'}" -- "$cur"))
+		fi
+		return
+	fi
+
+	local opts=""
+	case $verb in
+	init) opts="--help" ;;
+	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --help" ;;
+	worker) opts="--id --slots --batch-slots --drain --log-format --help" ;;
+	status) opts="--json --ndjson --summary --state --older-than --newer-than --help" ;;
+	wait) opts="--timeout --help" ;;
+	cat) opts="--stderr --help" ;;
+	cancel | retry) opts="--help" ;;
+	doctor) opts="--json --help" ;;
+	setup-cgroup) opts="--user --system --dry-run --check --help" ;;
+	watch) opts="--json --all --help" ;;
+	gc) opts="--older-than --tmp-age --dry-run --verbose --help" ;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W "${opts// /$'\n'}" -- "$cur"))
+		return
+	fi
+	case $verb in
+	status | wait | cat | cancel)
+		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" all)" -- "$cur")) ;;
+	retry)
+		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" done)" -- "$cur")) ;;
+	submit)
+		COMPREPLY=($(compgen -f -- "$cur")) ;;
+	esac
+}
+complete -F _kart kart

@@ -1,0 +1,234 @@
+/* kart watch - one line per result as it lands in done/, like tail -f.
+ * inotify is the doorbell: the watch is made first, then done/ is listed;
+ * every event (and an overflow) makes us look at done/ itself, and a set
+ * of the ids already seen keeps each result to one line. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+
+#include "cmd.h"
+#include "query.h"
+#include "result.h"
+#include "util.h"
+
+static const char help[] =
+	"usage: kart [-s SPOOL] watch [--json] [--all]\n"
+	"\n"
+	"Print one line per result as it lands in done/ (inotify), until SIGINT\n"
+	"or SIGTERM: ID, status and exit code (if it exited), separated by tabs,\n"
+	"as `kart status` prints them.\n"
+	"\n"
+	"  --json    print each result document itself, on one line (NDJSON)\n"
+	"  --all     print the results already there first (oldest first)\n"
+	"\n"
+	"exit status: 0 on SIGINT or SIGTERM; 1 if done/ cannot be watched; 2 usage\n";
+
+/* The ids already printed (or there at start): an open-addressing set. */
+struct seen {
+	char **slot;
+	size_t cap, n;
+};
+
+static uint64_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+/* Add id; false if it was there already. */
+static bool seen_add(struct seen *st, const char *id)
+{
+	if ((st->n + 1) * 2 > st->cap) {
+		struct seen big = {.cap = st->cap ? st->cap * 2 : 256};
+		big.slot = xcalloc(big.cap, sizeof *big.slot);
+		for (size_t i = 0; i < st->cap; i++)
+			if (st->slot[i]) {
+				size_t j = hash(st->slot[i]) & (big.cap - 1);
+				while (big.slot[j])
+					j = (j + 1) & (big.cap - 1);
+				big.slot[j] = st->slot[i];
+			}
+		big.n = st->n;
+		free(st->slot);
+		*st = big;
+	}
+	size_t j = hash(id) & (st->cap - 1);
+	for (; st->slot[j]; j = (j + 1) & (st->cap - 1))
+		if (strcmp(st->slot[j], id) == 0)
+			return false;
+	st->slot[j] = xstrdup(id);
+	st->n++;
+	return true;
+}
+
+struct ent {
+	char *id;
+	int64_t mtime_ms;
+};
+
+static int by_mtime(const void *a, const void *b)
+{
+	const struct ent *x = a, *y = b;
+	return x->mtime_ms < y->mtime_ms ? -1 : x->mtime_ms > y->mtime_ms;
+}
+
+static bool print_result(struct spool *sp, const char *id, bool json)
+{
+	if (json) {
+		char jn[512];
+		_cleanup_free_ char *buf = NULL;
+		size_t len;
+		if (pathfmt(jn, sizeof jn, "%s.json", id) < 0 || read_file_at(sp->done, jn, 1 << 20, &buf, &len) < 0)
+			return false;
+		/* The result is one document, maybe indented: one line each. */
+		for (size_t i = 0; i < len; i++)
+			if (buf[i] == '\n' || buf[i] == '\r')
+				buf[i] = ' ';
+		while (len && buf[len - 1] == ' ')
+			len--;
+		printf("%.*s\n", (int)len, buf);
+	} else {
+		struct qinfo q = {0};
+		if (query_done(sp, id, &q) < 0)
+			return false;
+		_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
+		if (q.exit_code >= 0)
+			printf("%s\t%s\t%d\n", clean, q.status, q.exit_code);
+		else
+			printf("%s\t%s\n", clean, q.status);
+	}
+	return fflush(stdout) == 0;
+}
+
+/* Look at done/: every result not yet seen, oldest first. */
+static int scan(struct spool *sp, struct seen *st, bool print, bool json)
+{
+	int d = openat(sp->done, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir) {
+		if (d >= 0)
+			close(d);
+		return -errno;
+	}
+	struct ent *v = NULL;
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		size_t l = strlen(de->d_name);
+		struct stat s;
+		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0 ||
+		    fstatat(sp->done, de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		v = xrealloc(v, (n + 1) * sizeof *v);
+		v[n].id = xasprintf("%.*s", (int)(l - 5), de->d_name);
+		v[n].mtime_ms = (int64_t)s.st_mtim.tv_sec * 1000 + s.st_mtim.tv_nsec / 1000000;
+		n++;
+	}
+	closedir(dir);
+	qsort(v, n, sizeof *v, by_mtime);
+	int r = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (seen_add(st, v[i].id) && print && r == 0 && !print_result(sp, v[i].id, json))
+			r = -EPIPE;
+		free(v[i].id);
+	}
+	free(v);
+	return r;
+}
+
+int cmd_watch(struct ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"all", no_argument, NULL, 'a'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	bool json = false, all = false;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h': fputs(help, stdout); return 0;
+		case 'j': json = true; break;
+		case 'a': all = true; break;
+		case ':': return usage_error("watch", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("watch", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("watch", "unexpected argument '%s'", argv[optind]);
+	struct spool sp;
+	ctx_open_spool(c, &sp);
+
+	/* Signals through a signalfd: the loop ends cleanly, no handler. */
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		die("sigprocmask: %s", strerror(errno));
+	(void)signal(SIGPIPE, SIG_IGN);
+	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	char p[4096];
+	if (sfd < 0 || ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||
+	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
+		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp.path, strerror(errno));
+		return 1;
+	}
+	struct seen st = {0};
+	int r = scan(&sp, &st, all, json);
+	while (r == 0) {
+		struct pollfd pfd[2] = {{.fd = ino, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
+		}
+		if (pfd[1].revents)
+			break;
+		/* One read may hold many events: drain. Each names a result
+		 * (looked at itself); an overflow makes us list done/. */
+		char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+		ssize_t len;
+		bool overflow = false;
+		while (r == 0 && (len = read(ino, buf, sizeof buf)) > 0) {
+			for (char *e = buf; r == 0 && e < buf + len;) {
+				struct inotify_event *ev = (struct inotify_event *)e;
+				e += sizeof *ev + ev->len;
+				if (ev->mask & IN_Q_OVERFLOW) {
+					overflow = true;
+					continue;
+				}
+				size_t l = ev->len ? strlen(ev->name) : 0;
+				if (l <= 5 || ev->name[0] == '.' || strcmp(ev->name + l - 5, ".json") != 0)
+					continue;
+				ev->name[l - 5] = '\0';
+				struct qinfo q;
+				/* An event for a JSON already gone (gc) prints nothing. */
+				if (query_done(&sp, ev->name, &q) == 0 && seen_add(&st, ev->name) &&
+				    !print_result(&sp, ev->name, json))
+					r = -EPIPE;
+			}
+		}
+		if (r == 0 && overflow)
+			r = scan(&sp, &st, true, json);
+	}
+	for (size_t i = 0; i < st.cap; i++)
+		free(st.slot[i]);
+	free(st.slot);
+	if (r < 0 && r != -EPIPE)
+		fprintf(stderr, "kart watch: %s/done: %s\n", sp.path, strerror(-r));
+	spool_close(&sp);
+	/* -EPIPE: the reader went away (kart watch | head): done. */
+	return r < 0 && r != -EPIPE ? 1 : 0;
+}

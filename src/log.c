@@ -1,0 +1,211 @@
+/* log.c - see log.h. */
+#define _GNU_SOURCE
+#include "log.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+
+#include "result.h"
+#include "util.h"
+
+static enum log_format log_fmt = LOG_TEXT;
+static const char *log_worker;
+
+int log_format_parse(const char *s, enum log_format *out)
+{
+	if (strcmp(s, "text") == 0)
+		*out = LOG_TEXT;
+	else if (strcmp(s, "logfmt") == 0)
+		*out = LOG_LOGFMT;
+	else if (strcmp(s, "json") == 0)
+		*out = LOG_JSON;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+struct kv {
+	const char *k;
+	const char *v;  /* NULL: left out */
+	bool number;    /* JSON: v is a number */
+};
+
+/* logfmt: bare when safe, else quoted with \" \\ \n escapes. */
+static void logfmt_value(FILE *f, const char *v)
+{
+	bool bare = *v != '\0';
+	for (const char *p = v; *p && bare; p++)
+		if ((unsigned char)*p <= ' ' || *p == '=' || *p == '"' || *p == '\\' || *p == 0x7f)
+			bare = false;
+	if (bare) {
+		fputs(v, f);
+		return;
+	}
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else if (*p < ' ' || *p == 0x7f)
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* One line, written with a single write(): lines of concurrent writers
+ * to the same journal or file never interleave. */
+static void emit(const struct kv *kvs, size_t n)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return;
+	if (log_fmt == LOG_JSON) {
+		json_t *o = json_object();
+		for (size_t i = 0; i < n; i++) {
+			if (!kvs[i].v)
+				continue;
+			if (kvs[i].number) {
+				json_object_set_new(o, kvs[i].k, json_integer(strtoll(kvs[i].v, NULL, 10)));
+				continue;
+			}
+			_cleanup_free_ char *s = utf8_sanitize(kvs[i].v, strlen(kvs[i].v));
+			json_object_set_new(o, kvs[i].k, json_string(s));
+		}
+		char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		json_decref(o);
+		if (s)
+			fputs(s, f);
+		free(s);
+	} else {
+		bool first = true;
+		for (size_t i = 0; i < n; i++) {
+			if (!kvs[i].v)
+				continue;
+			fprintf(f, "%s%s=", first ? "" : " ", kvs[i].k);
+			logfmt_value(f, kvs[i].v);
+			first = false;
+		}
+	}
+	fputc('\n', f);
+	if (fclose(f) == 0)
+		(void)write_all(STDERR_FILENO, buf, len);
+	free(buf);
+}
+
+static void sink(const char *level, const char *msg)
+{
+	char ts[32];
+	fmt_rfc3339_ms(now_realtime_ms(), ts);
+	struct kv kvs[] = {{"ts", ts}, {"level", level}, {"worker", log_worker}, {"msg", msg}};
+	emit(kvs, ARRAY_SIZE(kvs));
+}
+
+void log_setup(enum log_format f, const char *worker)
+{
+	log_fmt = f;
+	log_worker = worker;
+	log_sink = f == LOG_TEXT ? NULL : sink;
+}
+
+void log_task(const char *event, const char *id, const char *status, int64_t duration_ms,
+	      const char *error)
+{
+	if (log_fmt == LOG_TEXT) {
+		char dur[32] = "";
+		if (duration_ms >= 0)
+			snprintf(dur, sizeof dur, " in %lld ms", (long long)duration_ms);
+		logmsg("%s: %s%s%s%s%s%s", id, event, status ? " " : "", status ? status : "", dur,
+		       error ? ": " : "", error ? error : "");
+		return;
+	}
+	char ts[32], dur[32];
+	fmt_rfc3339_ms(now_realtime_ms(), ts);
+	snprintf(dur, sizeof dur, "%lld", (long long)duration_ms);
+	bool bad = status && strcmp(status, "ok") != 0 && strcmp(status, "failed") != 0;
+	struct kv kvs[] = {
+		{"ts", ts},
+		{"level", bad ? "warn" : "info"},
+		{"event", event},
+		{"worker", log_worker},
+		{"id", id},
+		{"status", status},
+		{"duration_ms", duration_ms >= 0 ? dur : NULL, true},
+		{"error", error},
+	};
+	emit(kvs, ARRAY_SIZE(kvs));
+}
+
+/* ---- sd_notify ---------------------------------------------------------------- */
+
+int notify_send(const char *msg)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	if (!path || !*path)
+		return 0;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t plen = strlen(path);
+	if ((path[0] != '/' && path[0] != '@') || plen >= sizeof sa.sun_path)
+		return -EINVAL;
+	memcpy(sa.sun_path, path, plen);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0'; /* abstract namespace */
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen);
+	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa, salen) < 0)
+		return -errno;
+	return 1;
+}
+
+int notify_statusf(const char *fmt, ...)
+{
+	char buf[512] = "STATUS=";
+	va_list ap;
+	va_start(ap, fmt);
+	(void)vsnprintf(buf + 7, sizeof buf - 7, fmt, ap);
+	va_end(ap);
+	return notify_send(buf);
+}
+
+int notify_watchdog_fd(void)
+{
+	const char *us = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+	long long usec, p;
+	if (!getenv("NOTIFY_SOCKET") || !us || parse_int(us, 1, INT64_MAX / 1000, &usec) < 0)
+		return -1;
+	/* The watchdog is for the process systemd started, not for a child
+	 * that inherited the environment. */
+	if (pid && (parse_int(pid, 1, INT32_MAX, &p) < 0 || p != getpid()))
+		return -1;
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (tfd < 0)
+		return -1;
+	long long half = usec / 2;
+	struct itimerspec its = {
+		.it_interval = {.tv_sec = half / 1000000, .tv_nsec = (half % 1000000) * 1000},
+	};
+	its.it_value = its.it_interval;
+	if (timerfd_settime(tfd, 0, &its, NULL) < 0) {
+		close(tfd);
+		return -1;
+	}
+	return tfd;
+}
+
+void notify_watchdog(int tfd)
+{
+	uint64_t n;
+	if (read(tfd, &n, sizeof n) < 0 && errno != EAGAIN)
+		return;
+	(void)notify_send("WATCHDOG=1");
+}

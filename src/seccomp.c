@@ -1,0 +1,235 @@
+/* seccomp.c - the task's syscall filter.
+ *
+ * A denylist on a default-allow filter, modelled on what Docker's default
+ * profile leaves out of its allowlist, plus what container runtimes have
+ * learnt to block since: io_uring (its submissions are not seen by
+ * seccomp), TIOCSTI/TIOCLINUX, namespace flags, the new mount API.
+ * Denied calls fail with EPERM, so programs that probe a feature fall
+ * back; clone3 fails with ENOSYS so that libc falls back to clone, whose
+ * flags, unlike clone3's (behind a pointer), a filter can read.
+ *
+ * Only the native ABI is in the filter. A syscall entered through the
+ * i386 (int 0x80) or x32 ABI does not match it and kills the task with
+ * SIGSYS: no task needs them, their compat paths are a history of
+ * kernel bugs, and filtering them equally would mean keeping three
+ * syscall tables in step. A kill rather than EPERM, because a program
+ * that gets EPERM from every call, exit included, cannot even say so. */
+#define _GNU_SOURCE
+#include "seccomp.h"
+
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "util.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+
+#define ERR(...) ((void)snprintf(err, errlen, __VA_ARGS__))
+
+/* Denied outright. x86_64 numbers for calls newer than some libseccomp
+ * releases know (0: rely on the name). */
+static const struct {
+	const char *name;
+	int nr;
+} denied[] = {
+	/* io_uring: its work is done by kernel threads that seccomp never sees. */
+	{"io_uring_setup", 425}, {"io_uring_enter", 426}, {"io_uring_register", 427},
+	/* keys, BPF, perf, userfaultfd: kernel attack surface, per-user state */
+	{"keyctl", 0}, {"add_key", 0}, {"request_key", 0}, {"bpf", 0}, {"perf_event_open", 0},
+	{"userfaultfd", 0}, {"lookup_dcookie", 0}, {"fanotify_init", 0},
+	/* other processes' memory and descriptors */
+	{"ptrace", 0}, {"process_vm_readv", 0}, {"process_vm_writev", 0}, {"kcmp", 0},
+	{"pidfd_getfd", 438}, {"process_madvise", 440},
+	/* mounts and namespaces; the new mount API too */
+	{"mount", 0}, {"umount2", 0}, {"pivot_root", 0}, {"setns", 0}, {"chroot", 0},
+	{"fsopen", 430}, {"fsconfig", 431}, {"fsmount", 432}, {"fspick", 433},
+	{"move_mount", 429}, {"open_tree", 428}, {"mount_setattr", 442}, {"open_tree_attr", 467},
+	/* file handles bypass path lookup (the "shocker" escape) */
+	{"open_by_handle_at", 0}, {"name_to_handle_at", 0},
+	/* the machine itself */
+	{"kexec_load", 0}, {"kexec_file_load", 0}, {"init_module", 0}, {"finit_module", 0},
+	{"delete_module", 0}, {"create_module", 0}, {"get_kernel_syms", 0}, {"query_module", 0},
+	{"reboot", 0}, {"swapon", 0}, {"swapoff", 0}, {"acct", 0}, {"quotactl", 0},
+	{"quotactl_fd", 443}, {"nfsservctl", 0}, {"syslog", 0}, {"vhangup", 0}, {"iopl", 0},
+	{"ioperm", 0}, {"uselib", 0}, {"ustat", 0}, {"sysfs", 0}, {"_sysctl", 0},
+	/* the clocks: adjtimex's read-only use cannot be told from its writes */
+	{"settimeofday", 0}, {"clock_settime", 0}, {"clock_adjtime", 0}, {"adjtimex", 0},
+	/* NUMA placement: Docker allows it with CAP_SYS_NICE only */
+	{"mbind", 0}, {"set_mempolicy", 0}, {"migrate_pages", 0}, {"move_pages", 0},
+	{"set_mempolicy_home_node", 450},
+};
+
+/* Namespace flags: clone and unshare with any of them get EPERM. */
+static const unsigned long ns_flags[] = {
+	CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUTS,
+	CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
+};
+
+/* personality(2) takes an unsigned int, and libseccomp cannot say "not
+ * one of these values" in a default-allow filter (one comparison per
+ * argument per rule, and no rule may carry the default action). So this
+ * check is a short hand-written prologue ahead of libseccomp's program:
+ * the values Docker allows pass (PER_LINUX, PER_LINUX32, UNAME26, both,
+ * and the 0xffffffff query), anything else gets EPERM. Everything else
+ * falls through to libseccomp's code, which checks the arch itself. */
+#define PERSONA_ALLOW (SECCOMP_RET_ALLOW)
+#define PERSONA_DENY (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
+#define ARG0_LO (offsetof(struct seccomp_data, args[0]))
+#define ARG0_HI (offsetof(struct seccomp_data, args[0]) + 4) /* little-endian */
+static const struct sock_filter persona_prologue[] = {
+	/* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	/* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 12),
+	/* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	/* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 10),
+	/* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_HI),
+	/* 5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+	/* 6 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LO),
+	/* 7 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0000, 5, 0),
+	/* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0008, 4, 0),
+	/* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20000, 3, 0),
+	/* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x20008, 2, 0),
+	/* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffff, 1, 0),
+	/* 12 */ BPF_STMT(BPF_RET | BPF_K, PERSONA_DENY),
+	/* 13 */ BPF_STMT(BPF_RET | BPF_K, PERSONA_ALLOW),
+	/* 14: libseccomp's program */
+};
+
+static int deny(scmp_filter_ctx ctx, int nr, unsigned ncmp, const struct scmp_arg_cmp *cmp,
+		int errnum)
+{
+	return seccomp_rule_add_exact_array(ctx, SCMP_ACT_ERRNO((uint32_t)errnum), nr, ncmp, cmp);
+}
+
+static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
+{
+	int r;
+	/* Not for our own process: the worker never loads it. */
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
+		return ERR("seccomp_attr_set(NNP): %s", strerror(-r)), r;
+	*nrules = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
+		int nr = seccomp_syscall_resolve_name(denied[i].name);
+		if (nr == __NR_SCMP_ERROR)
+			nr = denied[i].nr;
+		if (nr <= 0)
+			return ERR("seccomp: this libseccomp does not know %s", denied[i].name), -ENOSYS;
+		if ((r = deny(ctx, nr, 0, NULL, EPERM)) < 0)
+			return ERR("seccomp rule for %s: %s", denied[i].name, strerror(-r)), r;
+		++*nrules;
+	}
+	/* The namespace flags: one rule per flag, as a rule holds one
+	 * comparison per argument. clone's flags are its first argument on
+	 * x86_64 (not on s390). */
+	for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
+		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
+		if ((r = deny(ctx, SCMP_SYS(clone), 1, &c, EPERM)) < 0 ||
+		    (r = deny(ctx, SCMP_SYS(unshare), 1, &c, EPERM)) < 0)
+			return ERR("seccomp rule for clone/unshare: %s", strerror(-r)), r;
+		*nrules += 2;
+	}
+	if ((r = deny(ctx, SCMP_SYS(clone3), 0, NULL, ENOSYS)) < 0)
+		return ERR("seccomp rule for clone3: %s", strerror(-r)), r;
+	++*nrules;
+	/* ioctl's request is an unsigned int to the kernel: compare the low
+	 * 32 bits only, or TIOCSTI | 1 << 32 would slip through. */
+	static const unsigned long tty_req[] = {TIOCSTI, TIOCLINUX};
+	for (size_t i = 0; i < ARRAY_SIZE(tty_req); i++) {
+		struct scmp_arg_cmp c = SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_req[i]);
+		if ((r = deny(ctx, SCMP_SYS(ioctl), 1, &c, EPERM)) < 0)
+			return ERR("seccomp rule for ioctl: %s", strerror(-r)), r;
+		++*nrules;
+	}
+	return 0;
+}
+
+int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof *p);
+	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
+		/* The prologue and the fallback numbers are x86_64's. */
+		ERR("seccomp: only x86_64 is supported");
+		return -ENOTSUP;
+	}
+	/* Anything not of the native arch (i386, x32) is killed. */
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx) {
+		ERR("seccomp_init failed");
+		return -ENOMEM;
+	}
+	int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (r < 0)
+		ERR("seccomp_attr_set(BADARCH): %s", strerror(-r));
+	else
+		r = build(ctx, &p->nrules, err, errlen);
+	_cleanup_close_ int mfd = -1;
+	if (r == 0 && (mfd = memfd_create("kart-seccomp-build", MFD_CLOEXEC)) < 0) {
+		r = -errno;
+		ERR("memfd_create: %s", strerror(errno));
+	}
+	if (r == 0 && (r = seccomp_export_bpf(ctx, mfd)) < 0)
+		ERR("seccomp_export_bpf: %s", strerror(-r));
+	seccomp_release(ctx);
+	if (r < 0)
+		return r;
+	off_t end = lseek(mfd, 0, SEEK_END);
+	if (end <= 0 || end % sizeof(struct sock_filter) || end > BPF_MAXINSNS * 8) {
+		ERR("seccomp_export_bpf: a program of %lld bytes", (long long)end);
+		return -EINVAL;
+	}
+	size_t pro = sizeof persona_prologue;
+	p->len = pro + (size_t)end;
+	p->bpf = xmalloc(p->len);
+	memcpy(p->bpf, persona_prologue, pro);
+	ssize_t n = pread(mfd, p->bpf + pro, (size_t)end, 0);
+	if (n != end) {
+		r = n < 0 ? -errno : -EIO;
+		ERR("reading the exported filter back: %s", strerror(-r));
+		seccomp_prog_free(p);
+		return r;
+	}
+	if (p->len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		ERR("seccomp: the filter is too long");
+		seccomp_prog_free(p);
+		return -E2BIG;
+	}
+	p->nrules++; /* the personality prologue */
+	return 0;
+}
+
+int seccomp_prog_fd(const struct seccomp_prog *p)
+{
+	if (!p->bpf)
+		return -EINVAL;
+	_cleanup_close_ int fd = memfd_create("kart-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, p->bpf, p->len);
+	if (r < 0)
+		return r;
+	/* Read-only from here on, whoever holds it. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return -errno;
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	return steal_fd(&fd);
+}
+
+void seccomp_prog_free(struct seccomp_prog *p)
+{
+	free(p->bpf);
+	p->bpf = NULL;
+	p->len = 0;
+}

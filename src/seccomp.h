@@ -1,0 +1,28 @@
+/* seccomp.h - the task's syscall filter: a denylist modelled on Docker's
+ * default profile, compiled once per worker with libseccomp and handed
+ * to each task as classic BPF in a sealed memfd (bwrap --seccomp FD, or
+ * kart-launch --seccomp-fd=FD with backend none). */
+#ifndef KART_SECCOMP_H
+#define KART_SECCOMP_H
+
+#include <stddef.h>
+
+struct seccomp_prog {
+	unsigned char *bpf; /* struct sock_filter[], len / 8 of them */
+	size_t len;
+	int nrules;         /* rules in the filter, for the log */
+};
+
+/* Compile the filter for the native ABI. The i386 and x32 ABIs are not
+ * added: a syscall made through them kills the task (SIGSYS). Returns 0
+ * or -errno with err saying which step failed. */
+int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen);
+
+/* A fresh memfd holding the program at offset 0, sealed read-only,
+ * O_CLOEXEC. One per task: the reader consumes its file offset. Returns
+ * the fd or -errno. */
+int seccomp_prog_fd(const struct seccomp_prog *p);
+
+void seccomp_prog_free(struct seccomp_prog *p);
+
+#endif

@@ -1,0 +1,302 @@
+# Confinement from the outside: Landlock in the launcher (bwrap and backend
+# none), running as the submitter, root tasks, credentials for network
+# tasks only, and the on_done hook.
+. "$(dirname "$0")/../lib.sh"
+
+# The kernel's Landlock ABI, as kart doctor sees it ("unsupported" if none).
+LL_ABI=$("$KART" doctor --json 2>/dev/null | jq -r .landlock_abi)
+
+need_landlock() {
+	[[ $LL_ABI =~ ^[0-9]+$ ]] || skip "this kernel has no Landlock ($LL_ABI)"
+}
+need_root() {
+	[ "$(id -u)" = 0 ] || skip "running tasks as their submitter needs a root worker"
+}
+need_bwrap() { have_bwrap || skip "bwrap cannot build a sandbox here"; }
+
+# A spool that other users can reach (mktemp makes 0700 directories).
+open_spool() {
+	chmod 755 "$T_ROOT" "$1"
+}
+
+# The ABI that confined the task is in the result; "off" when off; the
+# ruleset is really there: "/" cannot be listed under it, and can without.
+test_landlock_abi_in_result() {
+	need_bwrap || return
+	need_landlock || return
+	local s; s=$(mkspool)
+	local t='#!/bin/sh\nls / >/dev/null 2>&1 && echo listed || echo denied\n'
+	printf "$t" >"$s/new/auto"
+	drain "$s"
+	printf "$t" >"$s/new/enforced"
+	KART_LANDLOCK=enforce drain "$s"
+	printf "$t" >"$s/new/off"
+	KART_LANDLOCK=off drain "$s"
+	assert_eq "$LL_ABI" "$(field "$s" auto .sandbox.landlock)" "auto (the default): the ABI"
+	assert_eq "$LL_ABI" "$(field "$s" enforced .sandbox.landlock)" "enforce: the ABI"
+	assert_eq number "$(field "$s" enforced '.sandbox.landlock | type')" "the ABI is a JSON number"
+	assert_eq off "$(field "$s" off .sandbox.landlock)" "KART_LANDLOCK=off"
+	assert_eq denied "$(cat "$s/done/enforced.stdout")" "under Landlock, / is not readable"
+	assert_eq listed "$(cat "$s/done/off.stdout")" "without Landlock, / is readable"
+	local id
+	for id in auto enforced off; do assert_eq ok "$(field "$s" "$id" .status)" "$id status"; done
+}
+
+# Fault injection: a kernel without Landlock (ENOSYS from the probe) and
+# a ruleset that fails to apply (EPERM from landlock_restrict_self).
+test_landlock_unavailable_or_failing() {
+	need_bwrap || return
+	need_landlock || return
+	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
+	local s; s=$(mkspool)
+	local nosys='inject=landlock_create_ruleset:error=ENOSYS'
+	printf '#!/bin/sh\necho ran\n' >"$s/new/enforce-nosys"
+	KART_LANDLOCK=enforce timeout 120 strace -f -qq -o /dev/null -e trace=landlock_create_ruleset \
+		-e "$nosys" "$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1
+	printf '#!/bin/sh\necho ran\n' >"$s/new/auto-nosys"
+	KART_LANDLOCK=auto timeout 120 strace -f -qq -o /dev/null -e trace=landlock_create_ruleset \
+		-e "$nosys" "$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1
+	printf '#!/bin/sh\necho ran\n' >"$s/new/restrict-eperm"
+	timeout 120 strace -f -qq -o /dev/null -e trace=landlock_restrict_self \
+		-e inject=landlock_restrict_self:error=EPERM "$KART" -s "$s" worker --drain \
+		>>"$s.worker.log" 2>&1
+	assert_eq refused "$(field "$s" enforce-nosys .status)" "enforce without Landlock"
+	assert_eq landlock_unavailable "$(field "$s" enforce-nosys .refusal)" "its refusal"
+	assert_eq "" "$(cat "$s/done/enforce-nosys.stdout")" "it never ran"
+	assert_eq ok "$(field "$s" auto-nosys .status)" "auto without Landlock runs"
+	assert_eq unsupported "$(field "$s" auto-nosys .sandbox.landlock)" "and says so"
+	assert_eq ran "$(cat "$s/done/auto-nosys.stdout")" "auto output"
+	assert_eq refused "$(field "$s" restrict-eperm .status)" "a ruleset that fails"
+	assert_eq landlock_failed "$(field "$s" restrict-eperm .refusal)" "its refusal"
+	assert_match "landlock_restrict_self" "$(field "$s" restrict-eperm .error)" "error says which step"
+	assert_eq "" "$(cat "$s/done/restrict-eperm.stdout")" "it never ran"
+}
+
+# Backend none has no namespaces: Landlock is all the filesystem
+# confinement there is. With it, writes outside the work dir, the private
+# TMPDIR and $KART_OUTDIR fail, even for a root task; without it they
+# succeed (that is what none does not protect).
+test_none_is_confined_by_landlock_only() {
+	need_landlock || return
+	local s; s=$(mkspool)
+	local outside=$T_ROOT/outside
+	mkdir -p "$outside"
+	cat >"$T_ROOT/probe.sh" <<EOF
+#!/bin/sh
+w() { if (echo x >"\$1") 2>/dev/null; then echo "\$2=written"; else echo "\$2=denied"; fi; }
+w ./in-work work
+w "\$TMPDIR/in-tmp" tmpdir
+w "\$KART_OUTDIR/kept" outdir
+w "$outside/host-file" outside
+w /tmp/kart-confine-\$\$ host-tmp
+w "$s/new/injected" spool-new
+w /etc/kart-confine-probe etc
+if ls "$s/done" >/dev/null 2>&1; then echo spool-read=read; else echo spool-read=denied; fi
+if cat /etc/passwd >/dev/null 2>&1; then echo etc-passwd=read; else echo etc-passwd=denied; fi
+EOF
+	cp "$T_ROOT/probe.sh" "$s/new/ll"
+	KART_BACKEND=none KART_LANDLOCK=enforce drain "$s"
+	local out; out=$(cat "$s/done/ll.stdout")
+	assert_eq ok "$(field "$s" ll .status)" "status under none+Landlock"
+	assert_eq none "$(field "$s" ll .sandbox.backend)" backend
+	assert_eq "$LL_ABI" "$(field "$s" ll .sandbox.landlock)" "landlock ABI under none"
+	local want
+	for want in work=written tmpdir=written outdir=written outside=denied host-tmp=denied \
+		spool-new=denied etc=denied spool-read=denied etc-passwd=read; do
+		grep -qxF "$want" <<<"$out" || fail "none+Landlock: expected $want in: $out"
+	done
+	assert_no_file "$outside/host-file"
+	assert_no_file "$s/new/injected"
+	assert_eq x "$(cat "$s/done/ll.out/kept" 2>/dev/null)" "\$KART_OUTDIR kept"
+	# The same task without Landlock: none protects nothing of this.
+	cp "$T_ROOT/probe.sh" "$s/new/noll"
+	KART_BACKEND=none KART_LANDLOCK=off drain "$s"
+	out=$(cat "$s/done/noll.stdout")
+	assert_eq off "$(field "$s" noll .sandbox.landlock)" "landlock off under none"
+	assert_match "outside=written" "$out" "none without Landlock writes outside"
+	assert_match "spool-read=read" "$out" "none without Landlock reads the spool"
+	rm -f "$s/new/injected" /etc/kart-confine-probe /tmp/kart-confine-*
+	# No scratch directory is left behind.
+	assert_eq "" "$(ls -A "$s/cur"/* 2>/dev/null | grep -v '^\.lock$')" "claim dirs empty"
+}
+
+# Under none+Landlock a task without `net` cannot connect over TCP, even
+# to 127.0.0.1 (there is no network namespace to stop it).
+test_none_tcp_denied_without_net() {
+	need_landlock || return
+	[ "$LL_ABI" -ge 4 ] || { skip "Landlock ABI $LL_ABI has no network rules"; return; }
+	local s; s=$(mkspool)
+	local port=$((20000 + RANDOM % 20000))
+	python3 -c "import socket,sys,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', $port)); s.listen(8); time.sleep(60)" &
+	local lp=$!
+	T_PIDS+=("$lp")
+	sleep 0.3
+	local probe="import socket
+try:
+    socket.create_connection(('127.0.0.1', $port), 2); print('connected')
+except OSError as e:
+    print('refused', e.errno)"
+	printf '#!/usr/bin/python3\n%s\n' "$probe" >"$s/new/nonet"
+	printf '#!/usr/bin/python3\n#kart: net\n%s\n' "$probe" >"$s/new/withnet"
+	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
+	KART_BACKEND=none KART_LANDLOCK=enforce drain "$s"
+	kill "$lp" 2>/dev/null
+	assert_eq "refused 13" "$(cat "$s/done/nonet.stdout")" "TCP connect without net: EACCES"
+	assert_eq connected "$(cat "$s/done/withnet.stdout")" "TCP connect with net"
+}
+
+# A root worker runs a task as the owner of its file: nobody's task is
+# uid 65534 inside and out (its files, what it may read).
+test_runs_as_submitter() {
+	need_root || return
+	need_bwrap || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	local secret=$T_ROOT/root-only
+	printf 'top secret\n' >"$secret"; chmod 600 "$secret"
+	printf '[sandbox]\nro_binds = %s\n' "$secret" >"$s/kart.conf"
+	local t='#!/bin/sh\nid -u; id -g\necho mine >"$KART_OUTDIR/made-by"\ncat %s 2>/dev/null || echo unreadable\n'
+	printf "$t" "$secret" >"$s/new/by-nobody"
+	chown nobody "$s/new/by-nobody"
+	printf "$t" "$secret" >"$s/new/by-root"
+	drain "$s"
+	local id; id=$(printf '%s\n%s' 65534 "$(id -g nobody)")
+	assert_eq ok "$(field "$s" by-nobody .status)" "nobody's task status ($(field "$s" by-nobody .error))"
+	assert_eq "$id
+unreadable" "$(cat "$s/done/by-nobody.stdout")" "nobody's task: its ids; root's file unreadable"
+	assert_eq 65534 "$(field "$s" by-nobody .submitter.uid)" submitter.uid
+	assert_eq nobody "$(field "$s" by-nobody .submitter.user)" submitter.user
+	assert_eq "65534 mine" "$(stat -c %u "$s/done/by-nobody.out/made-by") $(cat "$s/done/by-nobody.out/made-by")" \
+		"its \$KART_OUTDIR file is owned by nobody on the host"
+	assert_eq "0
+0
+top secret" "$(cat "$s/done/by-root.stdout")" "a root task (allowed) runs as root"
+	assert_eq 0 "$(stat -c %u "$s/done/by-root.out/made-by")" "root's file"
+}
+
+# A root-owned task is refused unless the policy allows root tasks.
+test_root_task_refused_unless_allowed() {
+	need_root || return
+	need_bwrap || return
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$s/new/denied"
+	KART_ALLOW_ROOT= drain "$s"
+	assert_eq refused "$(field "$s" denied .status)" status
+	assert_eq root_not_allowed "$(field "$s" denied .refusal)" refusal
+	assert_match "task file owned by root; the policy does not allow root tasks" \
+		"$(field "$s" denied .error)" error
+	assert_eq "" "$(cat "$s/done/denied.stdout" 2>/dev/null)" "it never ran"
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/allowed"
+	KART_ALLOW_ROOT= drain "$s"
+	assert_eq ok "$(field "$s" allowed .status)" "allowed by kart.conf"
+	# The environment overrides the file.
+	printf '#!/bin/sh\necho ran\n' >"$s/new/env-no"
+	KART_ALLOW_ROOT=no drain "$s"
+	assert_eq root_not_allowed "$(field "$s" env-no .refusal)" "KART_ALLOW_ROOT=no wins"
+}
+
+# Credentials (a variable, a file) reach a network task only, never a
+# task without network, and never the result, the log or any argv.
+test_credentials_only_for_net() {
+	need_bwrap || return
+	local s; s=$(mkspool)
+	local tok=tok-5f1e0c9a-$RANDOM filetok=file-8b2d4e-$RANDOM
+	printf '%s\n' "$filetok" >"$T_ROOT/netrc"; chmod 644 "$T_ROOT/netrc"
+	cat >"$s/kart.conf" <<EOF
+[sandbox]
+env_pass = CONFINE_PASS
+[network]
+allow_uids = $(id -u)
+cred_env = CONFINE_TOKEN
+cred_files = $T_ROOT/netrc
+EOF
+	local body='echo "token=${CONFINE_TOKEN:-none}"; echo "pass=${CONFINE_PASS:-none}"
+cat '"$T_ROOT"'/netrc 2>/dev/null || echo nofile
+cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo'
+	printf '#!/bin/sh\n#kart: net\n%s\n' "$body" >"$s/new/net"
+	printf '#!/bin/sh\n%s\n' "$body" >"$s/new/nonet"
+	CONFINE_TOKEN=$tok CONFINE_PASS=visible drain "$s"
+	local net nonet
+	net=$(cat "$s/done/net.stdout"); nonet=$(cat "$s/done/nonet.stdout")
+	assert_eq ok "$(field "$s" net .status)" "net status ($(field "$s" net .error))"
+	assert_eq ok "$(field "$s" nonet .status)" "nonet status"
+	assert_eq "token=$tok" "$(sed -n 1p <<<"$net")" "the variable reaches the net task"
+	assert_eq "$filetok" "$(sed -n 3p <<<"$net")" "the file reaches the net task"
+	assert_eq "token=none" "$(sed -n 1p <<<"$nonet")" "no variable without net"
+	assert_eq "nofile" "$(sed -n 3p <<<"$nonet")" "no file without net"
+	assert_eq "pass=visible" "$(sed -n 2p <<<"$net")" "env_pass reaches the net task"
+	assert_eq "pass=visible" "$(sed -n 2p <<<"$nonet")" "env_pass reaches every task"
+	# The argv of everything in the sandbox (bwrap, launcher) is clean.
+	[[ $net == *"/run/kart/launch"* ]] || fail "the net task should see the launcher's argv"
+	[[ $(sed -n '4,$p' <<<"$net") == *"$tok"* ]] && fail "the token is in an argv"
+	grep -rl -e "$tok" -e "$filetok" "$s/done"/*.json && fail "a credential is in a result"
+	grep -l -e "$tok" -e "$filetok" "$s.worker.log" && fail "a credential is in the worker log"
+	true
+}
+
+# on_done runs once per task, outside the sandbox, after the result is
+# published, with its path as the one argument (no shell in between).
+test_on_done_hook() {
+	local s; s=$(mkspool)
+	local log=$T_ROOT/hook.log
+	cat >"$T_ROOT/hook.sh" <<EOF
+#!/bin/sh
+[ \$# = 1 ] || { echo "argc=\$#" >>"$log"; exit 1; }
+if [ -f "\$1" ]; then st=published; else st=missing; fi
+printf '%s %s\n' "\$st" "\$1" >>"$log"
+EOF
+	chmod 755 "$T_ROOT/hook.sh"
+	printf '[hooks]\non_done = %s\n' "$T_ROOT/hook.sh" >"$s/kart.conf"
+	printf '#!/bin/sh\necho fine\n' >"$s/new/good"
+	printf '#!/bin/sh\nexit 3\n' >"$s/new/bad"
+	printf '#!/bin/sh\n#kart: bogus=1\n' >"$s/new/invalid"
+	local odd='odd $(touch pwned) ; name'
+	printf '#!/bin/sh\necho odd\n' >"$s/new/$odd"
+	(cd "$T_ROOT" && KART_BACKEND=none drain "$s")
+	wait_until 10 test "$(wc -l <"$log" 2>/dev/null)" -ge 4 || fail "hook did not run 4 times"
+	sleep 0.3
+	assert_eq 4 "$(wc -l <"$log")" "one run per task"
+	local id
+	for id in good bad invalid "$odd"; do
+		assert_eq 1 "$(grep -cxF "published $s/done/$id.json" "$log")" "hook for '$id'"
+	done
+	assert_no_file "$T_ROOT/pwned"
+	assert_no_file "$s/pwned"
+	assert_eq rejected "$(field "$s" invalid .status)" "the invalid one is rejected"
+}
+
+# kart doctor shows the effective policy (file, then environment);
+# credentials by name only. A bad [sandbox] line stops the worker.
+test_doctor_shows_policy() {
+	local s; s=$(mkspool)
+	cat >"$s/kart.conf" <<EOF
+[sandbox]
+landlock = enforce
+tmpfs_size = 64M
+ro_binds = /opt
+[network]
+cred_env = CONFINE_TOKEN
+[hooks]
+on_done = /bin/true
+EOF
+	local out
+	out=$(CONFINE_TOKEN=doctor-secret-$$ KART_ALLOW_ROOT=no "$KART" -s "$s" doctor --json)
+	assert_eq enforce "$(jq -r .policy.sandbox.landlock <<<"$out")" "policy.sandbox.landlock"
+	assert_eq false "$(jq -r .policy.sandbox.allow_root <<<"$out")" "KART_ALLOW_ROOT=no shown"
+	assert_eq 67108864 "$(jq -r .policy.sandbox.tmpfs_size <<<"$out")" tmpfs_size
+	assert_eq '["/opt"]' "$(jq -c .policy.sandbox.ro_binds <<<"$out")" ro_binds
+	assert_eq '["CONFINE_TOKEN"]' "$(jq -c .policy.network.cred_env <<<"$out")" cred_env
+	assert_eq /bin/true "$(jq -r .policy.hooks.on_done <<<"$out")" on_done
+	[[ $out == *doctor-secret* ]] && fail "kart doctor shows a credential's value"
+	out=$(KART_LANDLOCK=off "$KART" -s "$s" doctor --json)
+	assert_eq off "$(jq -r .policy.sandbox.landlock <<<"$out")" "KART_LANDLOCK overrides the file"
+	printf '[sandbox]\nlandlock = sometimes\n' >"$s/kart.conf"
+	out=$(timeout 10 "$KART" -s "$s" worker --drain 2>&1); local rc=$?
+	assert_eq 1 "$rc" "a bad [sandbox] line stops the worker"
+	assert_match "kart.conf line 2: landlock = sometimes" "$out" "the error names the line"
+}
+
+run_tests

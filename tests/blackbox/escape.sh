@@ -1,0 +1,257 @@
+#!/bin/bash
+# Black-box: the escape battery. tests/escape/probe.py runs as a real task
+# through the real worker and bwrap, and tries what a task must not be
+# able to do: reach the network, write the system, read the spool, the
+# worker's home, a secret and the host's /tmp, see or signal the worker,
+# hold capabilities, create namespaces, use the syscalls container
+# runtimes block, push input into a terminal, find the worker's
+# environment or descriptors. Each probe prints "PROBE name blocked (...)"
+# or "PROBE name ESCAPED (...)"; any ESCAPED, any probe missing from the
+# output, and any trace on the host side (listener log, files) fails.
+#
+# Run three ways: a root worker running a root task (allow_root), a root
+# worker running a task as its submitter (nobody), and an unprivileged
+# worker (nobody). Each prints "escape battery [...]: N probes tried, E
+# escapes".
+. "$(dirname "$0")/../lib.sh"
+
+PROBE_PY=$ROOT/tests/escape/probe.py
+
+# Every probe probe.py must report (kept in step with it by hand: a probe
+# that silently stops running is a failure here, not a pass).
+PROBES=(
+	net_tcp_connect_loopback net_tcp_connect_host_ip net_udp_send net_udp_send_host_ip
+	net_abstract_unix net_interfaces
+	fs_write_etc fs_write_usr fs_write_root fs_write_var fs_write_usr_bin fs_write_task_file
+	fs_write_launcher
+	fs_read_spool fs_read_spool_done fs_read_worker_home fs_read_root_home fs_read_secret
+	fs_read_host_tmp fs_read_shadow fs_read_host_proc_root
+	proc_see_worker proc_signal_worker proc_ptrace_pid1 proc_ptrace_traceme proc_launcher_fds
+	priv_capeff priv_capprm priv_capinh priv_capbnd priv_capamb priv_no_new_privs
+	priv_seccomp_mode
+	sys_unshare_user sys_unshare_mount sys_unshare_net sys_clone_newuser sys_clone3 sys_keyctl
+	sys_add_key sys_request_key sys_io_uring_setup sys_userfaultfd sys_perf_event_open sys_bpf
+	sys_mount sys_fsopen sys_open_tree sys_setns sys_personality sys_kexec_load
+	sys_open_by_handle_at abi_i386 abi_x32
+	tty_open tty_tiocsti_std tty_tiocsti_own_pty
+	leak_environment leak_fds
+)
+
+ESC_TOTAL_TRIED=0 ESC_TOTAL_ESCAPES=0
+
+can_run() {
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return 1; }
+	[ "$(id -u)" = 0 ] || { skip "needs root (a root worker, and setpriv to nobody)"; return 1; }
+	id nobody >/dev/null 2>&1 || { skip "no user nobody"; return 1; }
+	command -v setpriv >/dev/null || { skip "setpriv (util-linux) is missing"; return 1; }
+	[ -x /usr/bin/python3 ] || { skip "/usr/bin/python3 is missing (the probes are Python)"; return 1; }
+}
+
+# A listener on every host address: TCP and UDP on one port pair, and an
+# abstract unix socket. It answers "kart-listener" and logs whatever
+# reaches it. Sets L_TCP, L_UDP, L_LOG, L_PID; it ends itself after 300s.
+start_listener() {
+	local dir=$1 abs=$2
+	L_LOG=$dir/listener.log
+	: >"$L_LOG"
+	/usr/bin/python3 - "$dir/ports" "$L_LOG" "$abs" <<'EOF' &
+import selectors, signal, socket, sys
+signal.alarm(300)
+ports, log, abs_name = sys.argv[1:4]
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind(("0.0.0.0", 0)); t.listen(16)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", 0))
+a = socket.socket(socket.AF_UNIX); a.bind("\0" + abs_name); a.listen(4)
+sel = selectors.DefaultSelector()
+for s in (t, u, a):
+    sel.register(s, selectors.EVENT_READ)
+with open(ports + ".tmp", "w") as f:
+    f.write("%d %d\n" % (t.getsockname()[1], u.getsockname()[1]))
+import os; os.rename(ports + ".tmp", ports)
+def note(msg):
+    with open(log, "a") as f:
+        f.write(msg + "\n")
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s is u:
+            data, peer = u.recvfrom(200)
+            note("udp from %s: %r" % (peer, data)); u.sendto(b"kart-listener", peer)
+        else:
+            c, peer = s.accept()
+            note("%s from %r" % ("tcp" if s is t else "unix", peer))
+            try:
+                c.sendall(b"kart-listener\n")
+            except OSError:
+                pass
+            c.close()
+EOF
+	L_PID=$!
+	T_PIDS+=("$L_PID")
+	wait_until 20 test -s "$dir/ports" || { fail "the listener did not start"; return 1; }
+	read -r L_TCP L_UDP <"$dir/ports"
+}
+
+host_ip() {
+	local ip
+	ip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1)
+	echo "${ip:-127.0.0.1}"
+}
+
+# run_battery LABEL MODE: MODE is root (root worker, root task), submitter
+# (root worker, task owned by nobody) or nobody (the worker runs as nobody).
+run_battery() {
+	local label=$1 mode=$2
+	can_run || return
+	local nonce; nonce=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+	local base=$T_ROOT/esc-$mode
+	mkdir -p "$base"
+	chmod 755 "$T_ROOT" "$base"
+	local wuser=root as=()
+	if [ "$mode" = nobody ]; then
+		wuser=nobody
+		as=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+		chown nobody:nogroup "$base"
+	fi
+	# The worker's own things the task must not see.
+	local home=$base/home secret=$base/secret marker=/tmp/kart-escape-marker.$nonce
+	mkdir -p "$home"
+	echo "worker-home-$nonce" >"$home/.profile-kart"
+	echo "secret-$nonce" >"$secret"
+	chmod 600 "$secret"
+	chown -R "$wuser" "$home" "$secret"
+	echo "host-tmp-$nonce" >"$marker"
+	# Binaries where every user can run them (kart finds kart-launch beside it).
+	local bin=$base/bin
+	mkdir -p "$bin"
+	cp "$KART" "$KART_BUILD/kart-launch" "$bin/"
+	chmod 755 "$bin" "$bin/kart" "$bin/kart-launch"
+	local s=$base/spool
+	"${as[@]}" "$bin/kart" -s "$s" init || { fail "kart init as $wuser"; rm -f "$marker"; return; }
+
+	start_listener "$base" "kart-escape-$nonce" || { rm -f "$marker"; return; }
+	local canary_name=ESCAPE_CANARY_$nonce canary_value=canary-value-$nonce
+	"${as[@]}" env HOME="$home" "$canary_name=$canary_value" KART_ALLOW_ROOT=yes \
+		"$bin/kart" -s "$s" worker --slots 1 >>"$base/worker.log" 2>&1 &
+	local wpid=$!
+	T_PIDS+=("$wpid")
+	# Its claim directory appears once it runs.
+	wait_until 20 sh -c 'ls -A "$1/cur" | grep -q .' _ "$s" ||
+		fail "the worker did not start: $(tail -3 "$base/worker.log")"
+
+	# The task: probe.py, with what the host knows in front of it.
+	local params
+	params=$(jq -cn --arg spool "$s" --arg home "$home" --arg secret "$secret" \
+		--arg marker "$marker" --argjson wpid "$wpid" --argjson tcp "$L_TCP" \
+		--argjson udp "$L_UDP" --arg abs "kart-escape-$nonce" --arg hip "$(host_ip)" \
+		--arg cn "$canary_name" --arg cv "$canary_value" --arg nonce "$nonce" \
+		'{spool:$spool, worker_home:$home, secret:$secret, tmp_marker:$marker,
+		  worker_pid:$wpid, tcp_port:$tcp, udp_port:$udp, abstract:$abs, host_ip:$hip,
+		  canary_name:$cn, canary_value:$cv, nonce:$nonce}')
+	{
+		printf '#!/usr/bin/python3\n#kart: timeout=90s\nimport json\n'
+		printf 'P = json.loads(%s)\n' "$(jq -Rn --arg p "$params" '$p')"
+		cat "$PROBE_PY"
+	} >"$s/tmp/escape"
+	[ "$mode" = root ] || chown nobody:nogroup "$s/tmp/escape"
+	mv "$s/tmp/escape" "$s/new/escape"
+	wait_until 120 test -e "$s/done/escape.json" || fail "no result within 120s"
+	kill -0 "$wpid" 2>/dev/null || fail "the worker died during the battery"
+	stop_worker "$wpid"
+	[ "$RC" = 0 ] || fail "the worker exited $RC after SIGTERM"
+	rm -f "$marker"
+	kill "$L_PID" 2>/dev/null
+	[ -e "$s/done/escape.json" ] || { echo "    worker log:" >&2; tail -5 "$base/worker.log" >&2; return; }
+
+	local j=$s/done/escape.json out=$s/done/escape.stdout
+	assert_eq ok "$(jq -r .status "$j")" "status of the probe task ($(head -c 300 "$s/done/escape.stderr"))"
+	assert_eq true "$(jq -r .sandbox.seccomp "$j")" sandbox.seccomp
+	assert_eq bwrap "$(jq -r .sandbox.backend "$j")" sandbox.backend
+	local want_uid=0
+	[ "$mode" = root ] || want_uid=$(id -u nobody)
+	assert_eq "$want_uid" "$(jq -r .submitter.uid "$j")" "submitter.uid"
+	grep -q '^PROBES DONE$' "$out" || fail "probe.py did not run to its end"
+
+	local p line tried=0 escapes=0
+	for p in "${PROBES[@]}"; do
+		line=$(grep -E "^PROBE $p (blocked|ESCAPED) " "$out")
+		if [ -z "$line" ]; then
+			fail "probe $p: no report"
+			escapes=$((escapes + 1))
+			continue
+		fi
+		[ "$(printf '%s\n' "$line" | wc -l)" = 1 ] || fail "probe $p: reported more than once"
+		tried=$((tried + 1))
+		case $line in
+		"PROBE $p blocked "*) ;;
+		*) fail "$label: $line"; escapes=$((escapes + 1)) ;;
+		esac
+	done
+	# A probe this list does not know is out of step with probe.py.
+	local extra
+	extra=$(grep '^PROBE ' "$out" | awk '{print $2}' | sort -u |
+		grep -vxF -f <(printf '%s\n' "${PROBES[@]}") || true)
+	[ -z "$extra" ] || fail "probes unknown to escape.sh: $extra"
+	grep -q ' ESCAPED ' "$out" && [ "$escapes" = 0 ] && { fail "an ESCAPED line: $(grep ESCAPED "$out")"; escapes=1; }
+
+	# The host's own evidence.
+	if [ -s "$L_LOG" ]; then
+		fail "the host listener was reached: $(head -3 "$L_LOG")"
+		escapes=$((escapes + 1))
+	fi
+	local f
+	for f in /etc /usr /usr/bin /var ""; do
+		if [ -e "$f/kart-escape-$nonce" ]; then
+			fail "the task wrote $f/kart-escape-$nonce on the host"
+			rm -f "$f/kart-escape-$nonce"
+			escapes=$((escapes + 1))
+		fi
+	done
+	echo "    escape battery [$label]: $tried probes tried, $escapes escapes"
+	ESC_TOTAL_TRIED=$((ESC_TOTAL_TRIED + tried))
+	ESC_TOTAL_ESCAPES=$((ESC_TOTAL_ESCAPES + escapes))
+	[ "$tried" = "${#PROBES[@]}" ] || fail "only $tried of ${#PROBES[@]} probes reported"
+}
+
+# The filter cannot be built (its memfd fails at start), or cannot be
+# handed to one task: those tasks are refused, seccomp_failed, and never
+# run without it; the others run under it. Fault injection with strace.
+test_seccomp_fail_closed() {
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	command -v strace >/dev/null || { skip "strace is missing"; return; }
+	local s when id ok refused
+	for when in 1 2; do
+		s=$(mkspool)
+		printf '#!/bin/sh\necho ran\n' >"$s/new/a"
+		printf '#!/bin/sh\necho ran\n' >"$s/new/b"
+		KART_ALLOW_ROOT=yes timeout 120 strace -o /dev/null -e trace=memfd_create \
+			-e inject=memfd_create:error=EMFILE:when=$when \
+			"$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1 ||
+			fail "worker under strace (when=$when) exited $?: $(tail -3 "$s.worker.log")"
+		ok=0 refused=0
+		for id in a b; do
+			[ -e "$s/done/$id.json" ] || { fail "when=$when: no result for $id"; continue; }
+			case $(field "$s" "$id" '.status + " " + (.refusal // "-") + " " + (.sandbox.seccomp | tostring)') in
+			"ok - true") ok=$((ok + 1)) ;;
+			"refused seccomp_failed false")
+				refused=$((refused + 1))
+				assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "when=$when: $id output"
+				assert_match "seccomp" "$(field "$s" "$id" .error)" "when=$when: $id error" ;;
+			*) fail "when=$when: $id: $(field "$s" "$id" '[.status, .refusal, .sandbox.seccomp]')" ;;
+			esac
+		done
+		if [ "$when" = 1 ]; then
+			assert_eq "0 2" "$ok $refused" "no filter built: every task refused (ok refused)"
+			grep -q "every task will be refused" "$s.worker.log" || fail "the failed build is not logged"
+		else
+			assert_eq "1 1" "$ok $refused" "one task's filter not handed over (ok refused)"
+		fi
+	done
+}
+
+test_escape_root_worker_root_task() { run_battery "root worker, root task" root; }
+test_escape_root_worker_as_submitter() { run_battery "root worker, task of nobody" submitter; }
+test_escape_unprivileged_worker() { run_battery "unprivileged worker (nobody)" nobody; }
+
+run_tests
+echo "    escape battery, all runs: $ESC_TOTAL_TRIED probes tried, $ESC_TOTAL_ESCAPES escapes"

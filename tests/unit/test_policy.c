@@ -1,0 +1,220 @@
+/* test_policy.c - kart.conf and KART_* overrides (src/policy.c): the
+ * [sandbox], [network] credential and [hooks] keys, and errors that
+ * name the line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "policy.h"
+#include "util.h"
+
+static const char *const overrides[] = {"KART_LANDLOCK", "KART_ALLOW_ROOT", "KART_BACKEND",
+					"KART_NET_UIDS"};
+
+static int clean_env(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(overrides); i++)
+		unsetenv(overrides[i]);
+	return 0;
+}
+
+static void load_defaults(struct policy *p)
+{
+	char err[512] = "";
+	if (policy_load(p, NULL, err, sizeof err) != 0)
+		fail_msg("policy_load: %s", err);
+}
+
+/* Parse conf over the defaults; returns the result, err filled. */
+static int parse(struct policy *p, const char *conf, char *err, size_t errlen)
+{
+	load_defaults(p);
+	err[0] = '\0';
+	return policy_parse_conf(p, conf, "kart.conf", err, errlen);
+}
+
+static int count(const struct plist *l)
+{
+	int n = 0;
+	for (const char *e = NULL; (e = plist_next(l, e));)
+		n++;
+	assert_int_equal(n, l->n);
+	return n;
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	struct policy p;
+	load_defaults(&p);
+	assert_int_equal(p.landlock, LL_MODE_AUTO);
+	assert_false(p.allow_root);
+	assert_int_equal(p.tmpfs_size, 0);
+	assert_int_equal(count(&p.ro_binds), 0);
+	assert_int_equal(count(&p.rw_binds), 0);
+	assert_int_equal(count(&p.env_pass), 0);
+	assert_int_equal(count(&p.cred_env), 0);
+	assert_int_equal(count(&p.cred_files), 0);
+	assert_string_equal(p.on_done, "");
+}
+
+static void test_sandbox_section(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	int r = parse(&p,
+		      "# a comment\n"
+		      "[sandbox]\n"
+		      "landlock = enforce\n"
+		      "allow_root = yes\n"
+		      "tmpfs_size = 256M\n"
+		      "ro_binds = /opt/tools,/srv/data , /usr/share/dict\n"
+		      "rw_binds = /srv/scratch\n"
+		      "env_pass = TZ LC_ALL, http_proxy\n"
+		      "[network]\n"
+		      "allow_uids = 1000\n"
+		      "cred_env = API_TOKEN, AWS_SECRET_ACCESS_KEY\n"
+		      "cred_files = /etc/kart/netrc\n"
+		      "[hooks]\n"
+		      "on_done = /usr/local/bin/kart-push\n",
+		      err, sizeof err);
+	if (r != 0)
+		fail_msg("%s", err);
+	assert_int_equal(p.landlock, LL_MODE_ENFORCE);
+	assert_true(p.allow_root);
+	assert_int_equal(p.tmpfs_size, 256ull << 20);
+	assert_int_equal(count(&p.ro_binds), 3);
+	const char *e = plist_next(&p.ro_binds, NULL);
+	assert_string_equal(e, "/opt/tools");
+	assert_string_equal((e = plist_next(&p.ro_binds, e)), "/srv/data");
+	assert_string_equal((e = plist_next(&p.ro_binds, e)), "/usr/share/dict");
+	assert_null(plist_next(&p.ro_binds, e));
+	assert_true(plist_has(&p.rw_binds, "/srv/scratch"));
+	assert_int_equal(count(&p.env_pass), 3);
+	assert_true(plist_has(&p.env_pass, "LC_ALL"));
+	assert_true(plist_has(&p.env_pass, "http_proxy"));
+	assert_true(plist_has(&p.cred_env, "AWS_SECRET_ACCESS_KEY"));
+	assert_true(plist_has(&p.cred_files, "/etc/kart/netrc"));
+	assert_false(plist_has(&p.cred_files, "/etc/kart"));
+	assert_string_equal(p.on_done, "/usr/local/bin/kart-push");
+	assert_true(policy_net_allowed(&p, 1000));
+
+	/* A later line replaces a list; the policy copies by value. */
+	r = policy_parse_conf(&p, "[sandbox]\nro_binds = /x\nlandlock = off\nallow_root = no\n",
+			      "kart.conf", err, sizeof err);
+	assert_int_equal(r, 0);
+	struct policy q = p;
+	assert_int_equal(count(&q.ro_binds), 1);
+	assert_true(plist_has(&q.ro_binds, "/x"));
+	assert_int_equal(q.landlock, LL_MODE_OFF);
+	assert_false(q.allow_root);
+}
+
+static void test_errors_name_the_line(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *conf, *want;
+	} cases[] = {
+		{"[sandbox]\nlandlock = maybe\n", "kart.conf line 2: landlock = maybe: not a mode"},
+		{"[sandbox]\n\nallow_root = sure\n", "kart.conf line 3: allow_root = sure"},
+		{"[sandbox]\ntmpfs_size = big\n", "kart.conf line 2: tmpfs_size = big"},
+		{"[sandbox]\nro_binds = /ok, relative/path\n", "line 2: ro_binds: 'relative/path'"},
+		{"[sandbox]\nrw_binds = /\n", "line 2: rw_binds: '/'"},
+		{"[sandbox]\nrw_binds = /srv/../etc\n", "line 2: rw_binds: '/srv/../etc'"},
+		{"[sandbox]\nro_binds = /srv/./x\n", "line 2: ro_binds: '/srv/./x'"},
+		{"[sandbox]\nenv_pass = 9LIVES\n", "line 2: env_pass: '9LIVES' is not a variable name"},
+		{"[sandbox]\nenv_pass = A-B\n", "line 2: env_pass: 'A-B' is not a variable name"},
+		{"[sandbox]\nenv_pass = PATH\n", "line 2: env_pass: 'PATH' is set by the sandbox"},
+		{"[network]\ncred_env = KART_SPOOL\n", "line 2: cred_env: 'KART_SPOOL' is set by"},
+		{"[network]\ncred_files = netrc\n", "line 2: cred_files: 'netrc'"},
+		{"[hooks]\non_done = push.sh\n", "line 2: on_done = push.sh: not an absolute path"},
+		{"[hooks]\nbefore = /bin/true\n", "line 2: unknown key 'before' in section [hooks]"},
+		{"[sandbox]\nbackend = none\n", "line 2: unknown key 'backend' in section [sandbox]"},
+		{"[sandbox]\nlandlock =\n", "line 2: landlock has no value"},
+		{"[jail]\n", "line 1: unknown section [jail]"},
+		{"[sandbox]\nenv_pass = TOKEN\n[network]\ncred_env = TOKEN\n",
+		 "TOKEN is both in [sandbox] env_pass and in [network] cred_env"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct policy p;
+		char err[512];
+		if (parse(&p, cases[i].conf, err, sizeof err) == 0)
+			fail_msg("accepted: %s", cases[i].conf);
+		if (!strstr(err, cases[i].want))
+			fail_msg("for %s\n  error '%s'\n  lacks '%s'", cases[i].conf, err, cases[i].want);
+	}
+}
+
+static void test_env_overrides(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512] = "";
+	setenv("KART_LANDLOCK", "off", 1);
+	setenv("KART_ALLOW_ROOT", "yes", 1);
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), 0);
+	assert_int_equal(p.landlock, LL_MODE_OFF);
+	assert_true(p.allow_root);
+	setenv("KART_LANDLOCK", "enforce", 1);
+	setenv("KART_ALLOW_ROOT", "0", 1);
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), 0);
+	assert_int_equal(p.landlock, LL_MODE_ENFORCE);
+	assert_false(p.allow_root);
+	setenv("KART_LANDLOCK", "strict", 1);
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), -1);
+	assert_non_null(strstr(err, "KART_LANDLOCK=strict"));
+	unsetenv("KART_LANDLOCK");
+	setenv("KART_ALLOW_ROOT", "perhaps", 1);
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), -1);
+	assert_non_null(strstr(err, "KART_ALLOW_ROOT=perhaps"));
+	unsetenv("KART_ALLOW_ROOT");
+}
+
+/* kart doctor's view: the effective values, credentials by name only. */
+static void test_describe(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	assert_int_equal(parse(&p, "[sandbox]\nlandlock = enforce\nallow_root = yes\n"
+				   "[network]\ncred_env = API_TOKEN\n[hooks]\non_done = /bin/true\n",
+			       err, sizeof err),
+			 0);
+	setenv("API_TOKEN", "do-not-show-me", 1);
+	char *t = policy_describe(&p);
+	unsetenv("API_TOKEN");
+	assert_non_null(t);
+	assert_null(strstr(t, "do-not-show-me"));
+	json_t *o = json_loads(t, 0, NULL);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "backend")), "bwrap");
+	json_t *sb = json_object_get(o, "sandbox");
+	assert_string_equal(json_string_value(json_object_get(sb, "landlock")), "enforce");
+	assert_true(json_is_true(json_object_get(sb, "allow_root")));
+	assert_true(json_is_null(json_object_get(sb, "tmpfs_size")));
+	json_t *ce = json_object_get(json_object_get(o, "network"), "cred_env");
+	assert_int_equal(json_array_size(ce), 1);
+	assert_string_equal(json_string_value(json_array_get(ce, 0)), "API_TOKEN");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "hooks"), "on_done")),
+			    "/bin/true");
+	json_decref(o);
+	free(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_defaults, clean_env),
+		cmocka_unit_test_setup(test_sandbox_section, clean_env),
+		cmocka_unit_test_setup(test_errors_name_the_line, clean_env),
+		cmocka_unit_test_setup(test_env_overrides, clean_env),
+		cmocka_unit_test_setup(test_describe, clean_env),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

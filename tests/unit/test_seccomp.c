@@ -1,0 +1,234 @@
+/* test_seccomp.c - the task's syscall filter (src/seccomp.c), loaded for
+ * real in a forked child: what must fail fails with the right errno,
+ * what ordinary programs need still works, and the foreign ABIs kill. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "seccomp.h"
+#include "util.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+static struct seccomp_prog prog;
+
+static int setup(void **state)
+{
+	char err[256] = "";
+	(void)state;
+	if (seccomp_prog_build(&prog, err, sizeof err) < 0) {
+		fprintf(stderr, "build: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	seccomp_prog_free(&prog);
+	return 0;
+}
+
+/* Load the program the way bwrap does: read it from the memfd a task
+ * gets, no_new_privs, then SECCOMP_SET_MODE_FILTER. */
+static void load_from_fd(void)
+{
+	int fd = seccomp_prog_fd(&prog);
+	if (fd < 0)
+		_exit(90);
+	static unsigned char buf[65536];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n <= 0 || (size_t)n != prog.len)
+		_exit(91);
+	struct sock_fprog fp = {.len = (unsigned short)(n / 8), .filter = (void *)buf};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) < 0)
+		_exit(92);
+}
+
+/* Run fn in a filtered child; returns its wait status. fn exits 0 when
+ * every check held, or the number of the first that failed. */
+static int in_child(int (*fn)(void))
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		load_from_fd();
+		_exit(fn());
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+#define EXPECT_ERR(n, call, want) \
+	do { \
+		errno = 0; \
+		long rc_ = (long)(call); \
+		if (rc_ != -1 || errno != (want)) { \
+			fprintf(stderr, "check %d: %s: rc %ld errno %d, want errno %d\n", n, #call, \
+				rc_, errno, want); \
+			return n; \
+		} \
+	} while (0)
+#define EXPECT_OK(n, call) \
+	do { \
+		long rc_ = (long)(call); \
+		if (rc_ < 0) { \
+			fprintf(stderr, "check %d: %s: %s\n", n, #call, strerror(errno)); \
+			return n; \
+		} \
+	} while (0)
+
+static int denied_calls(void)
+{
+	EXPECT_ERR(1, unshare(CLONE_NEWUSER), EPERM);
+	EXPECT_ERR(2, unshare(CLONE_NEWNET), EPERM);
+	EXPECT_ERR(3, unshare(CLONE_NEWTIME), EPERM);
+	EXPECT_ERR(4, syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0), EPERM);
+	EXPECT_ERR(5, syscall(SYS_clone, CLONE_NEWCGROUP | SIGCHLD, 0, 0, 0, 0), EPERM);
+	EXPECT_ERR(6, syscall(SYS_clone3, NULL, 0), ENOSYS);
+	EXPECT_ERR(7, syscall(SYS_keyctl, 0, 0, 0, 0, 0), EPERM);
+	EXPECT_ERR(8, syscall(SYS_add_key, "user", "k", "v", 1, 0), EPERM);
+	EXPECT_ERR(9, syscall(SYS_io_uring_setup, 1, NULL), EPERM);
+	EXPECT_ERR(10, syscall(SYS_userfaultfd, 0), EPERM);
+	EXPECT_ERR(11, syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0), EPERM);
+	EXPECT_ERR(12, syscall(SYS_bpf, 0, NULL, 0), EPERM);
+	EXPECT_ERR(13, syscall(SYS_ptrace, 0 /* TRACEME */, 0, 0, 0), EPERM);
+	EXPECT_ERR(14, syscall(SYS_mount, "none", "/", "tmpfs", 0, NULL), EPERM);
+	EXPECT_ERR(15, syscall(SYS_fsopen, "tmpfs", 0), EPERM);
+	EXPECT_ERR(16, syscall(SYS_open_tree, AT_FDCWD, "/", 0), EPERM);
+	EXPECT_ERR(17, syscall(SYS_setns, 0, 0), EPERM);
+	EXPECT_ERR(18, syscall(SYS_personality, 0x0040000 /* ADDR_NO_RANDOMIZE */), EPERM);
+	EXPECT_ERR(19, syscall(SYS_personality, 0x100000000UL), EPERM);
+	/* TIOCSTI with junk in the upper half: the kernel only sees the
+	 * lower 32 bits, and so must the filter. */
+	char c = 'x';
+	EXPECT_ERR(20, syscall(SYS_ioctl, 0, (unsigned long)TIOCSTI, &c), EPERM);
+	EXPECT_ERR(21, syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c), EPERM);
+	EXPECT_ERR(22, syscall(SYS_ioctl, 0, (unsigned long)TIOCLINUX, &c), EPERM);
+	EXPECT_ERR(23, syscall(SYS_kexec_load, 0, 0, NULL, 0), EPERM);
+	EXPECT_ERR(24, syscall(SYS_open_by_handle_at, -1, NULL, 0), EPERM);
+	EXPECT_ERR(25, syscall(SYS_process_vm_readv, getppid(), NULL, 0, NULL, 0, 0), EPERM);
+	EXPECT_ERR(26, syscall(SYS_umount2, "/", 0), EPERM);
+	EXPECT_ERR(27, syscall(SYS_pivot_root, "/", "/"), EPERM);
+	EXPECT_ERR(28, syscall(SYS_move_mount, -1, "", -1, "", 0), EPERM);
+	EXPECT_ERR(29, syscall(SYS_mount_setattr, -1, "", 0, NULL, 0), EPERM);
+	EXPECT_ERR(30, syscall(SYS_request_key, "user", "k", NULL, 0), EPERM);
+	EXPECT_ERR(31, syscall(SYS_io_uring_enter, 0, 0, 0, 0, NULL, 0), EPERM);
+	EXPECT_ERR(32, syscall(SYS_io_uring_register, 0, 0, NULL, 0), EPERM);
+	return 0;
+}
+
+static void test_denied_calls(void **state)
+{
+	(void)state;
+	int st = in_child(denied_calls);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static int allowed_calls(void)
+{
+	EXPECT_OK(1, getpid());
+	/* fork and threads: clone without namespace flags */
+	pid_t p = fork();
+	if (p == 0)
+		_exit(0);
+	EXPECT_OK(2, p);
+	int st;
+	EXPECT_OK(3, waitpid(p, &st, 0));
+	EXPECT_OK(4, syscall(SYS_personality, 0xffffffffUL));
+	EXPECT_OK(5, syscall(SYS_personality, 0));
+	EXPECT_OK(6, unshare(CLONE_FILES));
+	int pfd[2];
+	EXPECT_OK(7, pipe(pfd));
+	int n = -1;
+	/* Ordinary ioctls reach the kernel: FIONREAD works on a pipe,
+	 * a terminal request gets the pipe's ENOTTY, not the filter's EPERM. */
+	EXPECT_OK(8, ioctl(pfd[0], FIONREAD, &n));
+	struct winsize ws;
+	EXPECT_ERR(10, ioctl(pfd[0], TIOCGWINSZ, &ws), ENOTTY);
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	EXPECT_OK(9, m == MAP_FAILED ? -1 : 0);
+	return 0;
+}
+
+static void test_allowed_calls(void **state)
+{
+	(void)state;
+	int st = in_child(allowed_calls);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* getpid through int 0x80 (i386 number 20): not the native arch. */
+static int i386_call(void)
+{
+	long rc;
+	__asm__ volatile("int $0x80" : "=a"(rc) : "0"(20L) : "memory");
+	return rc > 0 ? 50 : 51; /* not reached: killed */
+}
+
+/* getpid as an x32 call (39 | __X32_SYSCALL_BIT). */
+static int x32_call(void)
+{
+	long rc = syscall(0x40000000L | 39);
+	return rc > 0 ? 50 : 51;
+}
+
+static void test_foreign_abis_killed(void **state)
+{
+	(void)state;
+	int st = in_child(i386_call);
+	assert_true(WIFSIGNALED(st));
+	assert_int_equal(WTERMSIG(st), SIGSYS);
+	st = in_child(x32_call);
+	assert_true(WIFSIGNALED(st));
+	assert_int_equal(WTERMSIG(st), SIGSYS);
+}
+
+/* Each task's fd starts at offset 0 and cannot be rewritten. */
+static void test_fd_fresh_and_sealed(void **state)
+{
+	(void)state;
+	int a = seccomp_prog_fd(&prog), b = seccomp_prog_fd(&prog);
+	assert_true(a >= 0 && b >= 0);
+	char buf[16];
+	assert_int_equal(read(a, buf, sizeof buf), sizeof buf);
+	assert_int_equal(lseek(b, 0, SEEK_CUR), 0);
+	assert_int_equal(write(b, "x", 1), -1);
+	assert_int_equal(errno, EPERM);
+	assert_true(fcntl(a, F_GETFD) & FD_CLOEXEC);
+	close(a);
+	close(b);
+	assert_int_equal(prog.len % 8, 0);
+	assert_true(prog.len / 8 <= BPF_MAXINSNS);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_denied_calls),
+		cmocka_unit_test(test_allowed_calls),
+		cmocka_unit_test(test_foreign_abis_killed),
+		cmocka_unit_test(test_fd_fresh_and_sealed),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
