@@ -1,6 +1,8 @@
 /* kart doctor - what this host can enforce, probed rather than assumed. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sched.h>
+#include <grp.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <linux/magic.h>
@@ -61,6 +63,47 @@ static bool bwrap_works(const char *bwrap, char *why, size_t len)
 		return false;
 	}
 	return true;
+}
+
+/* Can an unprivileged process make a user namespace? That is what bwrap
+ * needs when the worker (or, for a root worker, the submitter) is not
+ * root. Tried for real, as nobody when we are root. */
+static bool userns_works(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return false;
+	if (pid == 0) {
+		if (getuid() == 0 && (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0))
+			_exit(2);
+		_exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+	}
+	int st;
+	return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static json_t *userns_facts(void)
+{
+	long max = read_long("/proc/sys/user/max_user_namespaces");
+	long aa = read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+	long clone = read_long("/proc/sys/kernel/unprivileged_userns_clone");
+	bool works = userns_works();
+	const char *fix = NULL;
+	if (!works && aa == 1)
+		fix = "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+): allow "
+		      "bwrap with an AppArmor profile granting 'userns,' (see the bwrap "
+		      "package's profile), or sysctl kernel.apparmor_restrict_unprivileged_userns=0";
+	else if (!works && clone == 0)
+		fix = "sysctl kernel.unprivileged_userns_clone=1";
+	else if (!works && max == 0)
+		fix = "sysctl user.max_user_namespaces=15000";
+	else if (!works)
+		fix = "unprivileged user namespaces are unavailable; run the worker as root";
+	json_t *j = json_pack("{s:b, s:I}", "unprivileged", works, "max", (json_int_t)max);
+	if (aa >= 0)
+		json_object_set_new(j, "apparmor_restrict", json_boolean(aa == 1));
+	json_object_set_new(j, "fix", fix ? json_string(fix) : json_null());
+	return j;
 }
 
 static const char *cgroup_mode(void)
@@ -166,8 +209,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	json_object_set_new(o, "bwrap", json_pack("{s:b, s:s}", "works", bw, "detail", bw ? "ok" : why));
 	if (pol.backend == BACKEND_BWRAP && !bw)
 		ok = false;
-	json_object_set_new(o, "user_namespaces",
-			    json_pack("{s:I}", "max", (json_int_t)read_long("/proc/sys/user/max_user_namespaces")));
+	json_object_set_new(o, "user_namespaces", userns_facts());
 	json_object_set_new(o, "cgroup", cgroup_facts(&pol, &ok));
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);
 	json_object_set_new(o, "landlock_abi", abi > 0 ? json_integer(abi) : json_string("unsupported"));
