@@ -493,6 +493,10 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 			}
 			continue;
 		}
+		/* With a unified leaf (cgroup.kill, cpu.stat) a v1 leaf is only
+		 * worth its mkdir, writes and rmdir when it holds a limit. */
+		if (s != CG_UNIFIED && !(need & (1u << s)) && h->parent[CG_UNIFIED][0])
+			continue;
 		if (h->alias[s] >= 0) {
 			if (l->path[h->alias[s]][0])
 				memcpy(l->path[s], l->path[h->alias[s]], CG_PATH_MAX);

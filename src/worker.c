@@ -717,9 +717,9 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 		snprintf(err, errlen, "no usable cgroup filesystem on this host");
 		return -ENODEV;
 	}
-	/* Leaves of workers killed -9 (whose claims may be the very task
-	 * about to run again): what still runs there dies first. */
-	sweep_leaves(w);
+	/* Leaves of workers killed -9 are swept at start-up and when a dead
+	 * peer is recovered (peer_dead), before its claims can run again:
+	 * not here, where it would cost a scan of every hierarchy per task. */
 	char leaf[64];
 	snprintf(leaf, sizeof leaf, "kart.%d.%u", (int)getpid(), ++seq);
 	struct cg_limits lim = {.memory = t->spec.memory, .pids = t->spec.pids,
@@ -1555,7 +1555,9 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	}
 
 	/* Our own claims from an earlier life under this id, then dead
-	 * peers', then the queue. */
+	 * peers', then the queue; first, what dead workers left running in
+	 * their cgroups. */
+	sweep_leaves(&w);
 	int rq = 0, lost = 0;
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

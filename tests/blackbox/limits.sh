@@ -462,7 +462,9 @@ echo "\$d"
 EOT
 	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s"
 	wait_until 10 has_frozen "$m" || { fail "the held process was never frozen"; thaw_held; stop_worker "$WPID"; return; }
-	sub=$(find /sys/fs/cgroup/freezer -maxdepth 8 -type d -name held -path "*kart.$WPID.*" | head -1)
+	# (held sits under the task's freezer cgroup: its own leaf when it has
+	# one, else the worker's; the unified leaf is what cannot empty.)
+	sub=$(find /sys/fs/cgroup/freezer -maxdepth 8 -type d -name held | head -1)
 	sleep 0.5 # the task's shell exits; its leaf cannot empty
 	printf '#!/bin/sh\necho quick\n' >"$s/tmp/quick" && mv "$s/tmp/quick" "$s/new/quick"
 	wait_until 10 has_result "$s" quick || fail "no other task finished while a leaf drained"
