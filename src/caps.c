@@ -5,8 +5,10 @@
  *   - run a task as its submitter: setuid/setgid/setgroups in the child
  *     (CAP_SETUID, CAP_SETGID);
  *   - read, claim, mark (user.kart xattr) and lease other users' task
- *     files and write their results (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
- *     CAP_FOWNER, CAP_CHOWN, CAP_LEASE);
+ *     files, hand $KART_OUTDIR to the submitter and clean up what the task
+ *     left there (CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_CHOWN, CAP_LEASE);
+ *     CAP_DAC_READ_SEARCH goes: DAC_OVERRIDE covers every check it would
+ *     pass, and nothing here uses open_by_handle_at or AT_EMPTY_PATH;
  *   - kill a task's processes that run as another user (CAP_KILL);
  *   - start bwrap as root for a task that runs as root: bwrap then maps
  *     uid 0 into its user namespace, which needs CAP_SETFCAP (Linux 5.12+).
@@ -25,7 +27,7 @@
 #include <sys/prctl.h>
 
 static const cap_value_t keep[] = {
-	CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER,
+	CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE, CAP_FOWNER,
 	CAP_CHOWN,  CAP_LEASE,  CAP_KILL,         CAP_SETFCAP,
 };
 

@@ -525,15 +525,18 @@ test_clients_against_a_worker() {
 	assert_eq shname.2 "$id" "sh client: a reused name"
 	# Unique names without one; many at once, none lost or replaced.
 	local subs=()
+	# (each its own output file: concurrent appends to one may interleave)
+	mkdir -p "$T_ROOT/idout"
 	for i in $(seq 1 10); do
-		python3 "$py" "$s" "$T_ROOT/t.sh" >>"$T_ROOT/ids" &
+		python3 "$py" "$s" "$T_ROOT/t.sh" >"$T_ROOT/idout/a$i" &
 		subs+=($!)
-		echo 'echo x' | "$sh" "$s" >>"$T_ROOT/ids" &
+		echo 'echo x' | "$sh" "$s" >"$T_ROOT/idout/b$i" &
 		subs+=($!)
-		python3 "$py" "$s" "$T_ROOT/t.sh" same >>"$T_ROOT/ids" &
+		python3 "$py" "$s" "$T_ROOT/t.sh" same >"$T_ROOT/idout/c$i" &
 		subs+=($!)
 	done
 	for i in "${subs[@]}"; do wait_gone 30 "$i" || fail "a submit hangs"; done
+	cat "$T_ROOT"/idout/* >>"$T_ROOT/ids"
 	assert_eq 30 "$(lines "$T_ROOT/ids")" "ids printed by 30 concurrent submits"
 	assert_eq 30 "$(sort -u "$T_ROOT/ids" | wc -l)" "distinct ids of 30 concurrent submits ($(sort "$T_ROOT/ids" | uniq -d | paste -sd' '))"
 	for id in $(cat "$T_ROOT/ids"); do
