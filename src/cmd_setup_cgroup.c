@@ -25,7 +25,7 @@ static const char help[] =
 	"cgroup_parent, else this process's own cgroup).\n"
 	"\n"
 	"  --user     (default unless root) write the drop-in for the user unit\n"
-	"             ~/.config/systemd/user/kart-worker@.service.d/50-kart-delegate.conf\n"
+	"             ~/.config/systemd/user/kart-worker.service.d/50-kart-delegate.conf\n"
 	"  --system   (default for root) print the drop-in for the system unit\n"
 	"             /etc/systemd/system/kart-worker@.service.d/50-kart-delegate.conf\n"
 	"  --dry-run  write nothing: print what would be written\n"
@@ -211,7 +211,7 @@ int cmd_setup_cgroup(struct ctx *c, int argc, char **argv)
 	bool sd = systemd_booted();
 	if (mode == 'S' || !sd || dry) {
 		const char *dir = mode == 'S' ? "/etc/systemd/system/kart-worker@.service.d"
-					      : "~/.config/systemd/user/kart-worker@.service.d";
+					      : "~/.config/systemd/user/kart-worker.service.d";
 		if (!sd)
 			printf("No systemd here (/run/systemd/system is missing): nothing written.\n"
 			       "On a systemd host, the worker unit would get:\n\n");
@@ -227,8 +227,8 @@ int cmd_setup_cgroup(struct ctx *c, int argc, char **argv)
 		struct passwd *pw = getpwuid(getuid());
 		if (!home || !*home)
 			home = pw ? pw->pw_dir : "/";
-		int r = cfg && *cfg ? pathfmt(dir, sizeof dir, "%s/systemd/user/kart-worker@.service.d", cfg)
-				    : pathfmt(dir, sizeof dir, "%s/.config/systemd/user/kart-worker@.service.d",
+		int r = cfg && *cfg ? pathfmt(dir, sizeof dir, "%s/systemd/user/kart-worker.service.d", cfg)
+				    : pathfmt(dir, sizeof dir, "%s/.config/systemd/user/kart-worker.service.d",
 					      home);
 		if (r == 0)
 			r = write_dropin(dir, "50-kart-delegate.conf");

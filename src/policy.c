@@ -6,6 +6,8 @@
 
 #include <limits.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <grp.h>
 #include <jansson.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -210,6 +212,33 @@ static int conf_limit(struct policy *pol, const char *sec, const char *key, cons
 	return 1;
 }
 
+/* Groups by name or number; a name that does not resolve is an error,
+ * not a grant silently dropped. */
+static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
+			const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->n_net_gids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long g;
+		gid_t gid;
+		if (parse_int(t, 0, UINT32_MAX - 1, &g) == 0) {
+			gid = (gid_t)g;
+		} else {
+			struct group gr, *gp = NULL;
+			char buf[4096];
+			if (getgrnam_r(t, &gr, buf, sizeof buf, &gp) != 0 || !gp)
+				return ERR("%s: '%s' is not a group", where, t);
+			gid = gp->gr_gid;
+		}
+		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
+			return ERR("%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
+		pol->net_gids[pol->n_net_gids++] = gid;
+	}
+	return 0;
+}
+
 /* One key of kart.conf: "section.key" = value. */
 static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
 		    char *err, size_t errlen, const char *where)
@@ -270,6 +299,8 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 			pol->task_max_bytes = sz;
 	} else if (strcmp(k, "network.allow_uids") == 0) {
 		return set_net_uids(pol, val, err, errlen, where);
+	} else if (strcmp(k, "network.allow_groups") == 0) {
+		return set_net_gids(pol, val, err, errlen, where);
 	} else if (strcmp(k, "network.cred_env") == 0) {
 		return set_plist(&pol->cred_env, val, PL_ENV, err, errlen, where, key);
 	} else if (strcmp(k, "network.cred_files") == 0) {
@@ -471,6 +502,21 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 	for (int i = 0; i < pol->n_net_uids; i++)
 		if (pol->net_uids[i] == uid)
 			return true;
+	if (pol->n_net_gids == 0)
+		return false;
+	/* The submitter's groups, as the system database has them now. */
+	struct passwd pw, *pp = NULL;
+	char buf[4096];
+	if (getpwuid_r(uid, &pw, buf, sizeof buf, &pp) != 0 || !pp)
+		return false;
+	gid_t groups[256];
+	int n = ARRAY_SIZE(groups);
+	if (getgrouplist(pp->pw_name, pp->pw_gid, groups, &n) < 0)
+		n = ARRAY_SIZE(groups); /* more than that: check the first ones */
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < pol->n_net_gids; j++)
+			if (groups[i] == pol->net_gids[j])
+				return true;
 	return false;
 }
 
@@ -489,9 +535,12 @@ char *policy_describe(const struct policy *pol)
 		json_array_append_new(uids, json_string("*"));
 	for (int i = 0; i < pol->n_net_uids; i++)
 		json_array_append_new(uids, json_integer(pol->net_uids[i]));
+	json_t *gids = json_array();
+	for (int i = 0; i < pol->n_net_gids; i++)
+		json_array_append_new(gids, json_integer(pol->net_gids[i]));
 	json_t *o = json_pack(
 		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I}, "
-		"s:{s:s, s:b, s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o}, s:{s:o}}",
+		"s:{s:s, s:b, s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
 		"backend", backend_name(pol->backend),
 		"worker", "slots", pol->slots[0], "batch_slots", pol->slots[1], "retries",
 		pol->retries_default, "term_grace_s", pol->term_grace_s,
@@ -504,7 +553,7 @@ char *policy_describe(const struct policy *pol)
 		"tmpfs_size", pol->tmpfs_size ? json_integer((json_int_t)pol->tmpfs_size) : json_null(),
 		"ro_binds", plist_json(&pol->ro_binds), "rw_binds", plist_json(&pol->rw_binds),
 		"env_pass", plist_json(&pol->env_pass),
-		"network", "allow_uids", uids, "cred_env", plist_json(&pol->cred_env), "cred_files",
+		"network", "allow_uids", uids, "allow_groups", gids, "cred_env", plist_json(&pol->cred_env), "cred_files",
 		plist_json(&pol->cred_files),
 		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
 	if (!o)

@@ -61,6 +61,8 @@ struct policy {
 	bool net_all;              /* network for every submitter */
 	uid_t net_uids[64];
 	int n_net_uids;
+	gid_t net_gids[64];        /* [network] allow_groups: members of these */
+	int n_net_gids;
 	char bwrap[4096];
 	char launcher[4096];
 	/* [sandbox] */

@@ -299,4 +299,23 @@ EOF
 	assert_match "kart.conf line 2: landlock = sometimes" "$out" "the error names the line"
 }
 
+# Network by group: a member of an allowed group gets it, others do not.
+test_net_granted_by_group() {
+	[ "$(id -u)" = 0 ] || { skip "needs a root worker to run tasks as nobody"; return; }
+	local s; s=$(mkspool)
+	local g; g=$(id -gn nobody)
+	open_spool "$s"
+	printf '[network]\nallow_groups = %s\n' "$g" >"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: net\necho x\n' >"$s/new/member"
+	chown nobody "$s/new/member"
+	printf '#!/bin/sh\n#kart: net\necho x\n' >"$s/new/outsider"
+	drain "$s"
+	assert_eq ok "$(field "$s" member .status)" "nobody, in group $g ($(field "$s" member .error))"
+	assert_eq true "$(field "$s" member .sandbox.network)" "network granted by group"
+	assert_eq rejected "$(field "$s" outsider .status)" "root is not in group $g"
+	printf '[network]\nallow_groups = no-such-group-kart\n' >"$s/kart.conf"
+	local out; out=$(timeout 10 "$KART" -s "$s" worker --drain 2>&1)
+	assert_match "line 2: 'no-such-group-kart' is not a group" "$out" "an unknown group stops the worker"
+}
+
 run_tests
