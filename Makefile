@@ -20,8 +20,15 @@ ZSHCOMPDIR ?= $(PREFIX)/share/zsh/site-functions
 DESTDIR ?=
 
 CC ?= cc
-PKGS = jansson libseccomp libcap
+# Optional: the sync verbs' databases, each built in when pkg-config finds
+# it (override with HAVE_SQLITE= HAVE_PQ= for a core-only build).
+HAVE_SQLITE := $(shell pkg-config --exists sqlite3 2>/dev/null && echo 1)
+HAVE_PQ := $(shell pkg-config --exists libpq 2>/dev/null && echo 1)
+PKGS = jansson libseccomp libcap $(if $(HAVE_SQLITE),sqlite3) $(if $(HAVE_PQ),libpq)
 CFLAGS ?= -O2 -g
+# The launcher runs inside the sandbox, under the task's rlimits: check-asan
+# builds it without sanitizers.
+LAUNCH_CFLAGS = $(CFLAGS)
 WARN = -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral \
        -Werror=implicit-function-declaration -Werror=vla -Werror=return-type \
        -Werror=incompatible-pointer-types -Wstrict-prototypes -Wmissing-prototypes \
@@ -30,15 +37,15 @@ WARN = -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliter
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-	     -I$(B) $(PKG_CFLAGS)
+	     -I$(B) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
 
 B = build
 LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
 	  src/run.c src/worker.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c
+	  src/seccomp.c src/caps.c src/sync.c src/sync_sqlite.c src/sync_pg.c
 CMD_SRC = src/main.c src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
-	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
+	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c src/cmd_sync.c src/cmd_feed.c
 LIB_OBJ = $(LIB_SRC:src/%.c=$(B)/%.o)
 CMD_OBJ = $(CMD_SRC:src/%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
@@ -70,7 +77,7 @@ $(B)/kart: $(LIB_OBJ) $(CMD_OBJ)
 
 # The launcher runs inside every sandbox: libc only.
 $(B)/kart-launch: src/launch.c src/landlock.c src/landlock.h | $(B)
-	$(CC) $(WARN) $(CFLAGS) -o $@ src/launch.c src/landlock.c
+	$(CC) $(WARN) $(LAUNCH_CFLAGS) -o $@ src/launch.c src/landlock.c
 
 $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
 	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
@@ -82,9 +89,25 @@ check: all $(UNIT_BIN)
 demo: all
 	@./tests/demo
 
-# The long crash-point sweep (make check runs a short one).
+# The long reliability runs (make check runs short ones): crash-point
+# sweep, chaos, faults, hostile input. Figures: docs/RELIABILITY.md.
 torture: all
 	@KART=$(abspath $(B))/kart SWEEP_MAX=$${SWEEP_MAX:-80} ./tests/torture/crash-sweep.sh
+	@KART=$(abspath $(B))/kart CHAOS_N=$${CHAOS_N:-2000} ./tests/torture/chaos.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/faults.sh
+	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
+
+# libFuzzer targets (clang) on the checked-in seed corpus, long run.
+fuzz:
+	@FUZZ_B=$(abspath $(B))/fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-300} ./tests/fuzz/run.sh
+
+# The whole suite (unit and black-box) on an ASan+UBSan build in build-asan/.
+# Leak checking is off: the worker and the commands keep their state until
+# exit on purpose; every other ASan or UBSan report fails the run.
+check-asan:
+	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	$(MAKE) --no-print-directory B=build-asan LAUNCH_CFLAGS="-O2 -g" \
+		CFLAGS="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" check
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
 # floor, in one run: bench/out/results.md and throughput.png.
@@ -140,4 +163,4 @@ clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all deps check demo bench torture install uninstall clean FORCE
+.PHONY: all deps check demo bench torture fuzz check-asan install uninstall clean FORCE

@@ -590,6 +590,26 @@ int cg_join(const struct cg_leaf *l, pid_t pid)
 	return l->used ? 0 : -ENODEV;
 }
 
+int cg_join_born(const struct cg_leaf *l, pid_t pid)
+{
+	for (int s = 0; s < CG__SLOTS; s++) {
+		if (s == CG_UNIFIED || !(l->used & (1u << s)))
+			continue;
+		int r = writef(l->path[s], "cgroup.procs", l->fake, "%d\n", (int)pid);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int cg_leaf_unified_fd(const struct cg_leaf *l)
+{
+	if (l->fake || !(l->used & (1u << CG_UNIFIED)))
+		return -ENOENT;
+	int fd = open(l->path[CG_UNIFIED], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 /* Is anything still in the leaf? cgroup.events where there is one
  * (it also counts what lives in descendants), else the process lists. */
 static bool populated(const struct cg_leaf *l)

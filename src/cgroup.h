@@ -88,6 +88,11 @@ int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
 
 /* Put pid in every directory of the leaf. */
 int cg_join(const struct cg_leaf *l, pid_t pid);
+/* The same, but for the unified directory, where the child was born. */
+int cg_join_born(const struct cg_leaf *l, pid_t pid);
+/* A descriptor of the leaf's unified (cgroup v2) directory, for clone3
+ * CLONE_INTO_CGROUP, or -errno (none, or a fake tree). */
+int cg_leaf_unified_fd(const struct cg_leaf *l);
 
 /* Kill every process in the leaf and wait (at most timeout_ms) until it
  * is empty. Returns -ETIMEDOUT if something is still in it. */

@@ -24,11 +24,25 @@ static const char main_help[] =
 	"  retry ID...          queue finished tasks again, under new ids\n"
 	"  watch                print one line per result as it lands\n"
 	"  gc                   clean tmp/, dead workers' directories, old results\n"
+	"  sync sqlite|postgres mirror every task into a SQL table\n"
+	"  feed postgres URL    run tasks from a queue shared by several hosts\n"
 	"\n"
 	"global options:\n"
 	"  -s, --spool DIR      the spool (default: $KART_SPOOL)\n"
 	"  -h, --help           this help; 'kart COMMAND --help' for a command's\n"
 	"  -V, --version        the version\n";
+
+/* Optional parts, as the Makefile found their libraries. */
+#ifdef HAVE_SQLITE
+#define FEATURE_SQLITE " sync-sqlite"
+#else
+#define FEATURE_SQLITE ""
+#endif
+#ifdef HAVE_PQ
+#define FEATURE_PQ " sync-postgres"
+#else
+#define FEATURE_PQ ""
+#endif
 
 static const struct verb {
 	const char *name;
@@ -39,6 +53,7 @@ static const struct verb {
 	{"cancel", cmd_cancel}, {"doctor", cmd_doctor},
 	{"setup-cgroup", cmd_setup_cgroup},
 	{"retry", cmd_retry},   {"watch", cmd_watch},   {"gc", cmd_gc},
+	{"sync", cmd_sync},     {"feed", cmd_feed},
 };
 
 int usage_error(const char *verb, const char *fmt, ...)
@@ -103,7 +118,8 @@ int main(int argc, char **argv)
 		case 's': c.spool_path = optarg; break;
 		case 'h': fputs(main_help, stdout); return 0;
 		case 'V':
-			printf("kart %s\nfeatures: backend-bwrap backend-none\n", KART_VERSION);
+			printf("kart %s\nfeatures: backend-bwrap backend-none%s%s\n", KART_VERSION,
+			       FEATURE_SQLITE, FEATURE_PQ);
 			return 0;
 		case ':': return usage_error(NULL, "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error(NULL, "unknown option '%s'", argv[optind - 1]);

@@ -99,7 +99,20 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		return e;
 	}
 	pid_t parent = getpid();
-	pid_t pid = fork();
+	pid_t pid = -1;
+	if (join && join->cgroup_fd >= 0) {
+		/* Born in its leaf; any failure (an old kernel, a v1-only
+		 * directory) falls back to fork and the join below. */
+		struct {
+			uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+				tls, set_tid, set_tid_size, cgroup;
+		} ca = {.flags = 0x200000000ULL /* CLONE_INTO_CGROUP */, .exit_signal = SIGCHLD,
+			.cgroup = (uint64_t)join->cgroup_fd};
+		pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+		join->born = pid >= 0;
+	}
+	if (pid < 0)
+		pid = fork();
 	if (pid < 0) {
 		int e = -errno;
 		close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);

@@ -36,6 +36,13 @@ struct run_join {
 	int (*fn)(pid_t pid, void *arg); /* 0 or -errno */
 	void *arg;
 	int err; /* out: fn's error, when run_spawn_join returns -ECANCELED */
+	/* A cgroup v2 directory to start the child in (clone3
+	 * CLONE_INTO_CGROUP: no migration, whose write to cgroup.procs
+	 * waits for an RCU grace period, 5-11 ms here), or -1. born (out)
+	 * says it worked; fn still runs (for the v1 hierarchies) before the
+	 * child goes on. */
+	int cgroup_fd;
+	bool born;
 };
 /* Who the task runs as, when the worker is root: the child takes these
  * groups, gid and uid after its descriptors and the run lock are in

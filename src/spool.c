@@ -493,7 +493,9 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 					st[i]->bytes = (uint64_t)os.st_size;
 				st[i]->present = true;
 				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
-			} else if (errno != ENOENT)
+			} else if (errno != ENOENT && errno != ENAMETOOLONG)
+				/* ENAMETOOLONG: for a name near NAME_MAX (a rejected
+				 * one), the scratch name cannot exist. */
 				return -errno;
 		}
 		/* What the task left in $KART_OUTDIR is kept beside the result. */
@@ -704,6 +706,9 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 	size_t nn = 0;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
+		/* A dead worker's spare scratch directories (see worker.c). */
+		if (strncmp(de->d_name, ".spare.", 7) == 0)
+			(void)rm_rf_at(dirfd(dir), de->d_name);
 		if (de->d_name[0] == '.')
 			continue;
 		names = xrealloc(names, (nn + 1) * sizeof *names);

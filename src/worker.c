@@ -16,6 +16,9 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/xattr.h>
+#include <linux/fs.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -75,6 +78,8 @@ struct task {
 	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
 	bool cgu_read;
+	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
+	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
 	struct src s_pid, s_out, s_err;
@@ -727,7 +732,15 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 	return cg_leaf_create(&cg_host, &t->cg, leaf, &lim, err, errlen);
 }
 
-static int join_leaf(pid_t pid, void *leaf) { return cg_join(leaf, pid); }
+struct leaf_join {
+	struct run_join rj;
+	const struct cg_leaf *leaf;
+};
+static int join_leaf(pid_t pid, void *arg)
+{
+	struct leaf_join *lj = arg;
+	return lj->rj.born ? cg_join_born(lj->leaf, pid) : cg_join(lj->leaf, pid);
+}
 
 /* Kill whatever is left in the task's leaf (daemons included), read
  * what it used, remove it. */
@@ -801,6 +814,159 @@ static int open_capture(struct worker *w, const char *name, const char *sfx)
 		return -ENAMETOOLONG;
 	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	return fd < 0 ? -errno : fd;
+}
+
+/* ---- spare scratch directories ---------------------------------------- */
+
+/* ext4 without a journal gives a new inode only after skipping every
+ * inode freed in the last 30 s (find_inode_bit, recently_deleted): with
+ * a mkdir and an rmdir per task, allocation cost grows with throughput
+ * and was half the worker's CPU. So an emptied scratch directory is kept
+ * as cur/W/.spare.N and renamed into place for the next run of the same
+ * uid, but only when nothing of its run can be alive (the kernel removed
+ * its leaf) and it carries nothing its task could have set on it: no
+ * extended attribute (ACLs included) and the inode flags and project of
+ * a directory we made ourselves. Mode and owner are set again. Spares
+ * are removed at start-up, by recovery, and at exit. */
+#define SPARES_MAX 64
+static struct spare {
+	unsigned n;
+	uid_t uid;
+} spares[SPARES_MAX];
+static size_t nspares;
+static unsigned spare_seq;
+static int fresh_state; /* 0: not looked at; 1: fresh_* hold a new directory's; -1: no reuse */
+static unsigned fresh_flags, fresh_projid, fresh_xflags;
+
+static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
+{
+	int f = 0;
+	struct fsxattr fx;
+	if (ioctl(d, FS_IOC_GETFLAGS, &f) < 0 || ioctl(d, FS_IOC_FSGETXATTR, &fx) < 0)
+		return -1;
+	*flags = (unsigned)f;
+	*projid = fx.fsx_projid;
+	*xflags = fx.fsx_xflags;
+	return 0;
+}
+
+/* Make cur/W/NAME for a run as uid: a spare, or a new directory. A
+ * leftover of the same name (a clean-up that failed) is removed first. */
+static int scratch_mkdir(struct worker *w, const char *name, mode_t mode, uid_t uid)
+{
+	static mode_t um = (mode_t)-1;
+	if (um == (mode_t)-1) {
+		um = umask(022);
+		(void)umask(um);
+	}
+	for (size_t i = nspares; i-- > 0;) {
+		if (spares[i].uid != uid)
+			continue;
+		char sp[32];
+		snprintf(sp, sizeof sp, ".spare.%u", spares[i].n);
+		spares[i] = spares[--nspares];
+		if (renameat2(w->wdir, sp, w->wdir, name, RENAME_NOREPLACE) < 0) {
+			(void)rm_rf_at(w->wdir, sp);
+			break;
+		}
+		if (fchmodat(w->wdir, name, mode & ~um, 0) == 0)
+			return 0;
+		(void)unlinkat(w->wdir, name, AT_REMOVEDIR);
+		break;
+	}
+	if (mkdirat(w->wdir, name, mode) < 0) {
+		if (errno != EEXIST)
+			return -errno;
+		(void)rm_rf_at(w->wdir, name);
+		if (mkdirat(w->wdir, name, mode) < 0)
+			return -errno;
+	}
+	if (!fresh_state) {
+		/* What a directory of ours looks like, for scratch_retire. */
+		_cleanup_close_ int d = openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fresh_state = d >= 0 && dir_attrs(d, &fresh_flags, &fresh_projid, &fresh_xflags) == 0 ? 1 : -1;
+	}
+	return 0;
+}
+
+/* Empty a run's scratch directory and keep it as a spare, or remove it.
+ * keep_full: a directory with something in it stays as it is (the run's
+ * $KART_OUTDIR, which spool_finish moves beside the result). */
+static void scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full)
+{
+	bool reuse = t->cg_empty && fresh_state > 0 && nspares < SPARES_MAX;
+	_cleanup_close_ int d = reuse ? openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	struct stat st;
+	unsigned fl, pj, xf;
+	char xl[1];
+	if (d < 0 || fstat(d, &st) < 0 || st.st_uid != t->run_uid || flistxattr(d, xl, 0) != 0 ||
+	    dir_attrs(d, &fl, &pj, &xf) < 0 || fl != fresh_flags || pj != fresh_projid ||
+	    xf != fresh_xflags)
+		reuse = false;
+	if (!reuse) {
+		if (!keep_full) /* else spool_finish removes it, or moves it if full */
+			(void)rm_rf_at(w->wdir, name);
+		return;
+	}
+	/* Most runs leave it empty: one getdents64 says so. */
+	char buf[4096] __attribute__((aligned(8)));
+	long n = syscall(SYS_getdents64, d, buf, sizeof buf);
+	bool empty = n > 0 && (size_t)n < sizeof buf / 2;
+	for (long off = 0; empty && off < n;) {
+		const char *nm = buf + off + 19; /* struct linux_dirent64: d_name */
+		off += *(unsigned short *)(buf + off + 16);
+		if (strcmp(nm, ".") && strcmp(nm, ".."))
+			empty = false;
+	}
+	if (!empty) {
+		if (keep_full)
+			return;
+		_cleanup_close_ int dd = openat(d, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *dir = dd >= 0 ? fdopendir(dd) : NULL;
+		if (!dir) {
+			(void)rm_rf_at(w->wdir, name);
+			return;
+		}
+		dd = -1;
+		struct dirent *de;
+		while ((de = readdir(dir)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+			    rm_rf_at(dirfd(dir), de->d_name) < 0)
+				reuse = false;
+		closedir(dir);
+	}
+	char sp[32];
+	snprintf(sp, sizeof sp, ".spare.%u", ++spare_seq);
+	if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
+		spares[nspares++] = (struct spare){spare_seq, t->run_uid};
+		return;
+	}
+	(void)rm_rf_at(w->wdir, name);
+}
+
+/* Spares are ours for this life only: at start-up (a crash's) and at exit. */
+static void spares_drop(struct worker *w, bool all)
+{
+	if (!all) {
+		for (size_t i = 0; i < nspares; i++) {
+			char sp[32];
+			snprintf(sp, sizeof sp, ".spare.%u", spares[i].n);
+			(void)rm_rf_at(w->wdir, sp);
+		}
+		nspares = 0;
+		return;
+	}
+	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir)
+		return;
+	d = -1;
+	struct dirent *de;
+	while ((de = readdir(dir)))
+		if (strncmp(de->d_name, ".spare.", 7) == 0)
+			(void)rm_rf_at(dirfd(dir), de->d_name);
+	closedir(dir);
+	nspares = 0;
 }
 
 /* A root worker runs each task as the owner of its file, as atd and cron
@@ -915,14 +1081,17 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	 * a daemonized grandchild for sure, and measures the task. Without
 	 * one (cgroup = auto), rlimits stand in where they can, and a task
 	 * without limits runs as sandbox.cgroup "none". */
-	if (task_limits(w, t, as_user ? cred.uid : geteuid()) < 0)
+	t->run_uid = as_user ? cred.uid : geteuid();
+	if (task_limits(w, t, t->run_uid) < 0)
 		return;
 
-	spool_clean_scratch(w->wdir, name);
+	/* No clean-up of scratch entries here: finish, re-queue and
+	 * recovery remove them, the captures are truncated, and a leftover
+	 * directory is removed by scratch_mkdir. */
 	int ofd = open_capture(w, name, "stdout"), efd = open_capture(w, name, "stderr");
 	char outdir[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
 	if (ofd < 0 || efd < 0 || pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
-	    mkdirat(w->wdir, outdir, 0755) < 0 ||
+	    scratch_mkdir(w, outdir, 0755, t->run_uid) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/.%s.out", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0) {
@@ -940,8 +1109,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	if (w->pol->backend == BACKEND_NONE) {
 		char wd[512], td[512];
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || mkdirat(w->wdir, wd, 0700) < 0 ||
-		    pathfmt(td, sizeof td, ".%s.tmp", name) < 0 || mkdirat(w->wdir, td, 0700) < 0 ||
+		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || scratch_mkdir(w, wd, 0700, t->run_uid) < 0 ||
+		    pathfmt(td, sizeof td, ".%s.tmp", name) < 0 || scratch_mkdir(w, td, 0700, t->run_uid) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/.%s.tmp", w->sp->path, w->id, name) < 0 ||
 		    (as_user && (fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0 ||
 				 fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0))) {
@@ -985,11 +1154,15 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		finish_refused(w, t, "sandbox_setup_failed", err);
 		return;
 	}
-	struct run_join join = {.fn = join_leaf, .arg = &t->cg};
+	struct leaf_join lj = {.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
+	lj.rj.arg = &lj;
+	struct run_join *join = &lj.rj;
+	_cleanup_close_ int ufd = t->cg.used ? cg_leaf_unified_fd(&t->cg) : -1;
+	join->cgroup_fd = ufd >= 0 ? ufd : -1;
 	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	bool none = w->pol->backend == BACKEND_NONE;
 	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
-			       none ? workdir : NULL, none, t->cg.used ? &join : NULL,
+			       none ? workdir : NULL, none, t->cg.used ? join : NULL,
 			       as_user ? &cred : NULL, sfd);
 	strv_free(&argv);
 	strv_free(&envp);
@@ -999,7 +1172,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		if (r == -ECANCELED) {
 			snprintf(t->errbuf, sizeof t->errbuf,
 				 "the task's process could not be put in its cgroup: %s",
-				 strerror(-join.err));
+				 strerror(-join->err));
 			finish_refused(w, t, "cgroup_join_failed", t->errbuf);
 		} else
 			finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
@@ -1103,6 +1276,8 @@ static bool drain_step(struct worker *w, struct task *t)
 	int r = cg_leaf_remove_nowait(&t->cg);
 	if (r == -EBUSY && !late)
 		return false; /* the kernel still lets go of the dead */
+	/* The kernel removes only an empty leaf: nothing of the run lives. */
+	t->cg_empty = r == 0;
 	if (r < 0)
 		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
 	return true;
@@ -1276,12 +1451,15 @@ static void task_complete(struct worker *w, struct task *t)
 			return;
 		}
 	}
-	/* The work directory of backend none goes, whatever the outcome. */
+	/* The work directory of backend none goes, whatever the outcome;
+	 * an empty $KART_OUTDIR too (a full one is kept with the result). */
 	char p[512];
 	if (pathfmt(p, sizeof p, ".%s.work", t->name) == 0)
-		(void)rm_rf_at(w->wdir, p);
+		scratch_retire(w, t, p, false);
 	if (pathfmt(p, sizeof p, ".%s.tmp", t->name) == 0)
-		(void)rm_rf_at(w->wdir, p);
+		scratch_retire(w, t, p, false);
+	if (pathfmt(p, sizeof p, ".%s.out", t->name) == 0)
+		scratch_retire(w, t, p, true);
 	publish(w, t);
 }
 
@@ -1558,6 +1736,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	 * peers', then the queue; first, what dead workers left running in
 	 * their cgroups. */
 	sweep_leaves(&w);
+	spares_drop(&w, true);
 	int rq = 0, lost = 0;
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1637,6 +1816,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			task_event(&w, exited[i], TE_EXIT);
 	}
 	hooks_finish(&w);
+	spares_drop(&w, false);
 	/* Leave nothing behind: our claim directory goes if it is empty. */
 	(void)unlinkat(w.wdir, ".lock", 0);
 	if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT && errno != ENOTEMPTY)

@@ -21,7 +21,7 @@ _kart_ids()
 _kart()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local verbs="init submit worker status wait cat cancel doctor setup-cgroup retry watch gc"
+	local verbs="init submit worker status wait cat cancel doctor setup-cgroup retry watch gc sync feed"
 	local spool=${KART_SPOOL:-} verb="" i
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -71,6 +71,8 @@ _kart()
 	setup-cgroup) opts="--user --system --dry-run --check --help" ;;
 	watch) opts="--json --all --help" ;;
 	gc) opts="--older-than --tmp-age --dry-run --verbose --help" ;;
+	sync) opts="--follow --verbose --help" ;;
+	feed) opts="--slots --id --lease --verbose --help" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "${opts// /$'\n'}" -- "$cur"))
@@ -83,6 +85,8 @@ _kart()
 		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" done)" -- "$cur")) ;;
 	submit)
 		COMPREPLY=($(compgen -f -- "$cur")) ;;
+	sync | feed)
+		[ "$prev" = "$verb" ] && COMPREPLY=($(compgen -W $'sqlite\npostgres' -- "$cur")) ;;
 	esac
 }
 complete -F _kart kart

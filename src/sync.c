@@ -1,0 +1,597 @@
+/* sync.c - see sync.h. Reads the spool in the order tasks move (new/,
+ * cur/<worker>/, done/), as query.c does, into backend-neutral rows. */
+#define _GNU_SOURCE
+#include "sync.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "util.h"
+
+enum {
+	C_ID, C_NAME, C_STATE, C_STATUS, C_EXIT, C_SIGNAL, C_ERROR, C_WORKER, C_LANE,
+	C_ATTEMPT, C_SINCE, C_SUBMITTED, C_STARTED, C_FINISHED, C_WAIT, C_DURATION,
+	C_TIMEOUT, C_MEMORY, C_PIDS, C_CPU, C_CPU_USER, C_CPU_SYS, C_MEM_PEAK,
+	C_STDOUT, C_STDERR, C_TASK, C_RESULT, C_N
+};
+
+const struct sync_col sync_cols[] = {
+	[C_ID] = {"id", COL_TEXT},
+	[C_NAME] = {"name", COL_TEXT},
+	[C_STATE] = {"state", COL_TEXT},
+	[C_STATUS] = {"status", COL_TEXT},
+	[C_EXIT] = {"exit_code", COL_INT},
+	[C_SIGNAL] = {"signal", COL_TEXT},
+	[C_ERROR] = {"error", COL_TEXT},
+	[C_WORKER] = {"worker", COL_TEXT},
+	[C_LANE] = {"lane", COL_TEXT},
+	[C_ATTEMPT] = {"attempt", COL_INT},
+	[C_SINCE] = {"since", COL_TEXT},
+	[C_SUBMITTED] = {"submitted_at", COL_TEXT},
+	[C_STARTED] = {"started_at", COL_TEXT},
+	[C_FINISHED] = {"finished_at", COL_TEXT},
+	[C_WAIT] = {"wait_ms", COL_INT},
+	[C_DURATION] = {"duration_ms", COL_INT},
+	[C_TIMEOUT] = {"timeout_s", COL_INT},
+	[C_MEMORY] = {"memory_bytes", COL_INT},
+	[C_PIDS] = {"pids", COL_INT},
+	[C_CPU] = {"cpu", COL_REAL},
+	[C_CPU_USER] = {"cpu_user_ms", COL_INT},
+	[C_CPU_SYS] = {"cpu_system_ms", COL_INT},
+	[C_MEM_PEAK] = {"memory_peak_bytes", COL_INT},
+	[C_STDOUT] = {"stdout_path", COL_TEXT},
+	[C_STDERR] = {"stderr_path", COL_TEXT},
+	[C_TASK] = {"task_path", COL_TEXT},
+	[C_RESULT] = {"result", COL_JSON},
+};
+const size_t sync_ncols = C_N;
+
+_Static_assert(C_N <= ARRAY_SIZE(((struct sync_row *)0)->v), "sync_row too small");
+
+void sync_row_clear(struct sync_row *r)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(r->v); i++) {
+		free(r->v[i]);
+		r->v[i] = NULL;
+	}
+}
+
+static char *ms_text(int64_t ms)
+{
+	char ts[32];
+	if (ms <= 0)
+		return NULL;
+	fmt_rfc3339_ms(ms, ts);
+	return xstrdup(ts);
+}
+
+/* A JSON scalar as text; NULL for null, absent, or a container. */
+static char *jtext(json_t *v)
+{
+	if (json_is_string(v))
+		return xstrdup(json_string_value(v));
+	if (json_is_integer(v))
+		return xasprintf("%lld", (long long)json_integer_value(v));
+	if (json_is_real(v))
+		return xasprintf("%.17g", json_real_value(v));
+	if (json_is_boolean(v))
+		return xstrdup(json_is_true(v) ? "1" : "0");
+	return NULL;
+}
+
+static int64_t stat_ms(int dirfd, const char *name, bool ctime)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -1;
+	const struct timespec *ts = ctime ? &st.st_ctim : &st.st_mtim;
+	return (int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
+}
+
+/* done/<id>.json into a row: 0, -ENOENT, or another -errno. */
+static int row_done(struct spool *sp, const char *id, struct sync_row *r)
+{
+	char p[512];
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
+		return -ENAMETOOLONG;
+	int rc = read_file_at(sp->done, p, 1 << 20, &buf, &len);
+	if (rc < 0)
+		return rc;
+	json_error_t je;
+	json_t *o = json_loadb(buf, len, 0, &je);
+	if (!o)
+		return -EBADMSG;
+	r->v[C_ID] = xstrdup(id);
+	r->v[C_NAME] = jtext(json_object_get(o, "name"));
+	r->v[C_STATE] = xstrdup("done");
+	static const struct { int col; const char *key; } top[] = {
+		{C_STATUS, "status"}, {C_EXIT, "exit_code"}, {C_SIGNAL, "signal"},
+		{C_ERROR, "error"}, {C_WORKER, "worker"}, {C_LANE, "lane"},
+		{C_ATTEMPT, "attempt"}, {C_SUBMITTED, "submitted_at"},
+		{C_STARTED, "started_at"}, {C_FINISHED, "finished_at"},
+		{C_WAIT, "wait_ms"}, {C_DURATION, "duration_ms"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(top); i++)
+		r->v[top[i].col] = jtext(json_object_get(o, top[i].key));
+	static const struct { int col; const char *obj, *key; } sub[] = {
+		{C_TIMEOUT, "limits", "timeout_s"}, {C_MEMORY, "limits", "memory_bytes"},
+		{C_PIDS, "limits", "pids"}, {C_CPU, "limits", "cpu"},
+		{C_CPU_USER, "usage", "cpu_user_ms"}, {C_CPU_SYS, "usage", "cpu_system_ms"},
+		{C_MEM_PEAK, "usage", "memory_peak_bytes"}, {C_STDOUT, "stdout", "path"},
+		{C_STDERR, "stderr", "path"}, {C_TASK, "task", "path"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
+		r->v[sub[i].col] = jtext(json_object_get(json_object_get(o, sub[i].obj), sub[i].key));
+	r->v[C_SINCE] = ms_text(stat_ms(sp->done, p, false));
+	json_decref(o);
+	/* The document as written, not re-serialised. */
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
+		buf[--len] = '\0';
+	r->v[C_RESULT] = steal_ptr(&buf);
+	return 0;
+}
+
+/* user.kart on dirfd/name: attempt and first submission (0: unknown). */
+static void read_meta(int dirfd, const char *name, long long *attempt, long long *submitted)
+{
+	char p[600], v[512];
+	*attempt = 1;
+	*submitted = 0;
+	if (pathfmt(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name) < 0)
+		return;
+	ssize_t n = lgetxattr(p, KART_XATTR, v, sizeof v - 1);
+	if (n <= 0)
+		return;
+	v[n] = '\0';
+	char *save = NULL;
+	for (char *l = strtok_r(v, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		long long x;
+		if (strncmp(l, "attempt=", 8) == 0 && parse_int(l + 8, 1, 1000000, &x) == 0)
+			*attempt = x;
+		else if (strncmp(l, "submitted=", 10) == 0 && parse_int(l + 10, 0, INT64_MAX, &x) == 0)
+			*submitted = x;
+	}
+}
+
+/* A queued (worker NULL) or running entry: what the spool says before a
+ * result exists. The name is the entry's; a name= directive is seen only
+ * in the result. */
+static void row_pending(int dirfd, const char *dir, const char *worker, const char *id,
+			struct sync_row *r)
+{
+	long long attempt, submitted;
+	int64_t since = stat_ms(dirfd, id, true);
+	read_meta(dirfd, id, &attempt, &submitted);
+	r->v[C_ID] = xstrdup(id);
+	r->v[C_NAME] = xstrdup(id);
+	r->v[C_STATE] = xstrdup(worker ? "running" : "queued");
+	r->v[C_ATTEMPT] = xasprintf("%lld", attempt);
+	r->v[C_SINCE] = ms_text(since);
+	r->v[C_SUBMITTED] = ms_text(submitted ? submitted : (worker ? 0 : since));
+	if (worker) {
+		r->v[C_WORKER] = xstrdup(worker);
+		r->v[C_STARTED] = ms_text(since);
+		r->v[C_STDOUT] = xasprintf("%s/.%s.stdout", dir, id);
+		r->v[C_STDERR] = xasprintf("%s/.%s.stderr", dir, id);
+	}
+	r->v[C_TASK] = xasprintf("%s/%s", dir, id);
+}
+
+static DIR *opendir_at(int dirfd, const char *name)
+{
+	int d = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (d < 0)
+		return NULL;
+	DIR *dir = fdopendir(d);
+	if (!dir)
+		close(d);
+	return dir;
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static bool task_name_ok(const char *n)
+{
+	return n[0] && n[0] != '.' && !strchr(n, '/');
+}
+
+/* Where id is now, in the order tasks move: 1 found (row filled), 0 not
+ * in the spool, -errno. Looks twice: a re-queue moves a task backwards. */
+static int resolve(struct spool *sp, const char *id, struct sync_row *r)
+{
+	if (!task_name_ok(id))
+		return 0;
+	for (int pass = 0; pass < 2; pass++) {
+		if (exists_at(sp->new, id)) {
+			row_pending(sp->new, "new", NULL, id, r);
+			return 1;
+		}
+		DIR *cur = opendir_at(sp->cur, ".");
+		struct dirent *de;
+		bool running = false;
+		while (cur && !running && (de = readdir(cur))) {
+			char p[600];
+			if (de->d_name[0] == '.' || pathfmt(p, sizeof p, "%s/%s", de->d_name, id) < 0 ||
+			    !exists_at(sp->cur, p))
+				continue;
+			/* A finishing task writes its result before it leaves cur/. */
+			int rc = row_done(sp, id, r);
+			if (rc == 0)
+				break;
+			sync_row_clear(r);
+			int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (wd >= 0) {
+				char dir[512];
+				if (pathfmt(dir, sizeof dir, "cur/%s", de->d_name) == 0) {
+					row_pending(wd, dir, de->d_name, id, r);
+					running = true;
+				}
+				close(wd);
+			}
+		}
+		if (cur)
+			closedir(cur);
+		if (running || r->v[C_ID])
+			return 1;
+		int rc = row_done(sp, id, r);
+		if (rc == 0)
+			return 1;
+		sync_row_clear(r);
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return 0;
+}
+
+/* A full pass: every entry of new/, each cur/W/, done/, then rows of tasks seen
+ * nowhere are marked gone. Commits every `batch` rows. */
+enum { BATCH = 5000 };
+
+struct scan {
+	struct sync_db *db;
+	long n, inbatch;
+	int err;
+};
+
+static int scan_put(struct scan *s, struct sync_row *r)
+{
+	int rc = s->db->ops->upsert(s->db, r, true);
+	sync_row_clear(r);
+	if (rc < 0)
+		return -1;
+	s->n++;
+	if (++s->inbatch >= BATCH) {
+		s->inbatch = 0;
+		if (s->db->ops->commit(s->db) < 0 || s->db->ops->begin(s->db) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
+{
+	struct scan s = {.db = db};
+	struct sync_row r = {0};
+	struct dirent *de;
+	int64_t t0 = now_mono_ms();
+	if (db->ops->begin(db) < 0 || db->ops->scan_begin(db) < 0)
+		return -1;
+	DIR *dir = opendir_at(sp->new, ".");
+	while (dir && (de = readdir(dir))) {
+		if (!task_name_ok(de->d_name))
+			continue;
+		row_pending(sp->new, "new", NULL, de->d_name, &r);
+		if (scan_put(&s, &r) < 0)
+			goto fail;
+	}
+	if (dir)
+		closedir(dir);
+	dir = opendir_at(sp->cur, ".");
+	while (dir && (de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char wname[512];
+		DIR *w = opendir_at(sp->cur, de->d_name);
+		if (!w || pathfmt(wname, sizeof wname, "cur/%s", de->d_name) < 0) {
+			if (w)
+				closedir(w);
+			continue;
+		}
+		struct dirent *te;
+		while ((te = readdir(w))) {
+			if (!task_name_ok(te->d_name))
+				continue;
+			/* The result is the truth; done/ comes next in any case. */
+			char jn[600];
+			if (pathfmt(jn, sizeof jn, "%s.json", te->d_name) == 0 && exists_at(sp->done, jn))
+				continue;
+			row_pending(dirfd(w), wname, de->d_name, te->d_name, &r);
+			if (scan_put(&s, &r) < 0) {
+				closedir(w);
+				goto fail;
+			}
+		}
+		closedir(w);
+	}
+	if (dir)
+		closedir(dir);
+	dir = opendir_at(sp->done, ".");
+	while (dir && (de = readdir(dir))) {
+		size_t l = strlen(de->d_name);
+		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0)
+			continue;
+		char id[512];
+		snprintf(id, sizeof id, "%.*s", (int)(l - 5), de->d_name);
+		if (row_done(sp, id, &r) < 0) {
+			sync_row_clear(&r);
+			continue; /* removed meanwhile, or not a result: not ours to judge */
+		}
+		if (scan_put(&s, &r) < 0)
+			goto fail;
+	}
+	if (dir)
+		closedir(dir);
+	dir = NULL;
+	long gone = 0;
+	if (db->ops->scan_end(db, &gone) < 0 || db->ops->commit(db) < 0)
+		return -1;
+	if (verbose)
+		fprintf(stderr, "kart sync: %ld tasks, %ld newly gone, %lld ms\n", s.n, gone,
+			(long long)(now_mono_ms() - t0));
+	return 0;
+fail:
+	if (dir)
+		closedir(dir);
+	return -1;
+}
+
+/* ids touched by a batch of events, deduplicated. */
+struct idset {
+	char **v;
+	size_t n, cap;
+};
+
+static void idset_add(struct idset *s, const char *id)
+{
+	for (size_t i = s->n; i-- > 0 && i + 64 >= s->n;) /* cheap: recent repeats */
+		if (strcmp(s->v[i], id) == 0)
+			return;
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->v = xrealloc(s->v, s->cap * sizeof *s->v);
+	}
+	s->v[s->n++] = xstrdup(id);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void idset_free(struct idset *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	s->n = 0;
+}
+
+/* Look at each touched id itself (inotify is a doorbell) and store what
+ * is there now, in one transaction. */
+static int apply(struct spool *sp, struct sync_db *db, struct idset *s)
+{
+	qsort(s->v, s->n, sizeof *s->v, cmp_str);
+	if (db->ops->begin(db) < 0)
+		return -1;
+	for (size_t i = 0; i < s->n; i++) {
+		if (i && strcmp(s->v[i], s->v[i - 1]) == 0)
+			continue;
+		struct sync_row r = {0};
+		int f = resolve(sp, s->v[i], &r);
+		int rc = f > 0 ? db->ops->upsert(db, &r, false) : f == 0 ? db->ops->gone(db, s->v[i]) : 0;
+		sync_row_clear(&r);
+		if (rc < 0)
+			return -1;
+	}
+	return db->ops->commit(db);
+}
+
+struct watches {
+	int fd, new, cur, done;
+};
+
+#define W_DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
+
+/* Watch a worker directory, then look at what it already holds. */
+static void watch_worker(struct spool *sp, struct watches *w, const char *wid, struct idset *s)
+{
+	char p[600];
+	if (wid[0] == '.' || pathfmt(p, sizeof p, "/proc/self/fd/%d/%s", sp->cur, wid) < 0)
+		return;
+	if (inotify_add_watch(w->fd, p, W_DIR_MASK | IN_DONT_FOLLOW) < 0)
+		return; /* gone already: its tasks moved on, and we hear of that */
+	DIR *d = opendir_at(sp->cur, wid);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (task_name_ok(de->d_name))
+			idset_add(s, de->d_name);
+	if (d)
+		closedir(d);
+}
+
+static int watch_all(struct spool *sp, struct watches *w, struct idset *s)
+{
+	char p[64];
+	snprintf(p, sizeof p, "/proc/self/fd/%d", sp->new);
+	w->new = inotify_add_watch(w->fd, p, W_DIR_MASK);
+	snprintf(p, sizeof p, "/proc/self/fd/%d", sp->cur);
+	w->cur = inotify_add_watch(w->fd, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+	snprintf(p, sizeof p, "/proc/self/fd/%d", sp->done);
+	w->done = inotify_add_watch(w->fd, p, W_DIR_MASK);
+	if (w->new < 0 || w->cur < 0 || w->done < 0)
+		return -errno;
+	DIR *d = opendir_at(sp->cur, ".");
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		watch_worker(sp, w, de->d_name, s);
+	if (d)
+		closedir(d);
+	return 0;
+}
+
+/* Read every pending event: the ids they name into s; returns 1 after an
+ * overflow (rescan everything), 0, or -errno. */
+static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
+{
+	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int overflow = 0;
+	for (;;) {
+		ssize_t n = read(w->fd, buf, sizeof buf);
+		if (n < 0)
+			return errno == EAGAIN ? overflow : -errno;
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)p;
+			p += sizeof *ev + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				overflow = 1;
+				continue;
+			}
+			if (!ev->len || ev->name[0] == '.')
+				continue;
+			if (ev->wd == w->cur) {
+				if (ev->mask & IN_ISDIR)
+					watch_worker(sp, w, ev->name, s);
+			} else if (ev->wd == w->done) {
+				size_t l = strlen(ev->name);
+				if (l > 5 && strcmp(ev->name + l - 5, ".json") == 0) {
+					char id[512];
+					snprintf(id, sizeof id, "%.*s", (int)(l - 5), ev->name);
+					idset_add(s, id);
+				}
+			} else if (!(ev->mask & IN_ISDIR) || ev->wd == w->new) {
+				idset_add(s, ev->name);
+			}
+		}
+	}
+}
+
+/* A failed database call: report, drop the connection, retry later. */
+static bool lose(struct sync_db **dbp, const struct sync_opts *o)
+{
+	fprintf(stderr, "kart sync: %s\n", *dbp ? (*dbp)->err : "no database");
+	if (*dbp)
+		(*dbp)->ops->close(*dbp);
+	*dbp = NULL;
+	return o->reopen != NULL;
+}
+
+int sync_run(struct spool *sp, struct sync_db **dbp, const struct sync_opts *o)
+{
+	if (!o->follow) {
+		if (full_scan(sp, *dbp, o->verbose) < 0) {
+			fprintf(stderr, "kart sync: %s\n", (*dbp)->err);
+			return -1;
+		}
+		return 0;
+	}
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	struct watches w = {.fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)};
+	_cleanup_close_ int ifd = w.fd;
+	struct idset s = {0};
+	if (sfd < 0 || w.fd < 0) {
+		fprintf(stderr, "kart sync: %s\n", strerror(errno));
+		return -1;
+	}
+	/* Watch first, then look: nothing lands unseen in between. */
+	int r = watch_all(sp, &w, &s);
+	if (r < 0) {
+		fprintf(stderr, "kart sync: cannot watch the spool: %s\n", strerror(-r));
+		return -1;
+	}
+	idset_free(&s);
+	bool broken = false, rescan = false;
+	int backoff_ms = 100, rc = 0;
+	if (full_scan(sp, *dbp, o->verbose) < 0) {
+		if (!lose(dbp, o))
+			return -1;
+		broken = true;
+	}
+	for (;;) {
+		struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN}, {.fd = w.fd, .events = POLLIN}};
+		/* The timeout is the reconnect backoff, never a look at the spool. */
+		int n = poll(pf, 2, broken ? backoff_ms : -1);
+		if (n < 0 && errno != EINTR) {
+			rc = -1;
+			break;
+		}
+		if (pf[0].revents & POLLIN)
+			break;
+		if (pf[1].revents & POLLIN) {
+			int d = drain_events(sp, &w, &s);
+			if (d < 0) {
+				fprintf(stderr, "kart sync: inotify: %s\n", strerror(-d));
+				rc = -1;
+				break;
+			}
+			if (d > 0) {
+				if (o->verbose)
+					fprintf(stderr, "kart sync: event queue overflowed; rescanning\n");
+				(void)watch_all(sp, &w, &s);
+				rescan = true;
+			}
+		}
+		if (broken) {
+			/* Events wait for the rescan that follows the reconnect. */
+			idset_free(&s);
+			if (n != 0)
+				continue;
+			char err[512];
+			*dbp = o->reopen(o->target, err, sizeof err);
+			if (!*dbp) {
+				fprintf(stderr, "kart sync: reconnect: %s\n", err);
+				backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
+				continue;
+			}
+			fprintf(stderr, "kart sync: reconnected; rescanning\n");
+			backoff_ms = 100;
+			broken = false;
+			rescan = true;
+		}
+		bool failed = false;
+		if (rescan) {
+			idset_free(&s);
+			rescan = false;
+			failed = full_scan(sp, *dbp, o->verbose) < 0;
+		} else if (s.n) {
+			failed = apply(sp, *dbp, &s) < 0;
+			idset_free(&s);
+		}
+		if (failed) {
+			if (!lose(dbp, o)) {
+				rc = -1;
+				break;
+			}
+			broken = true;
+		}
+	}
+	idset_free(&s);
+	free(s.v);
+	return rc;
+}

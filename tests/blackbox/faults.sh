@@ -1,0 +1,224 @@
+# Faults from the outside: a full disk (bytes and inodes), EIO from fsync,
+# inotify overflow, a start-up race, slow writers. Quick sizes here;
+# tests/torture/faults.sh runs the same cases with FAULTS_LONG=1 (bigger
+# counts, every fsync call injected in turn).
+. "$(dirname "$0")/../lib.sh"
+
+LONG=${FAULTS_LONG:-0}
+_faults_cleanup() {
+	local m
+	for p in "${T_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	# tiny_spool runs in a subshell: find its mounts from the mount table.
+	for m in $(awk -v r="$T_ROOT/" 'index($2, r) == 1 {print $2}' /proc/mounts); do umount -l "$m"; done
+	[ -n "${SAVED_MQE:-}" ] && echo "$SAVED_MQE" >/proc/sys/fs/inotify/max_queued_events
+	_cleanup
+}
+trap _faults_cleanup EXIT
+
+# tiny_spool OPTS: a spool that is a fresh tmpfs mounted with OPTS; prints
+# it. (Its worker log, SPOOL.worker.log, is outside it.)
+tiny_spool() {
+	local m; m=$(mktemp -d "$T_ROOT/mnt.XXXXXX")
+	mount -t tmpfs -o "$1" kart-faults "$m" 2>/dev/null || { echo ""; return; }
+	"$KART" -s "$m" init >/dev/null || fail "kart init on tmpfs"
+	printf '[sandbox]\nallow_root = yes\n' >"$m/kart.conf"
+	echo "$m"
+}
+
+# fill DIR: use every byte (and, with inodes, every inode) of DIR's filesystem.
+fill_bytes() { head -c 64M /dev/zero >"$1/filler" 2>/dev/null; true; }
+fill_inodes() { local i=0; while : 2>/dev/null >"$1/f$i"; do i=$((i + 1)); done; }
+
+count_results() { find "$1/done" -maxdepth 1 -name '*.json' ! -name '.*' | wc -l; }
+enough_results() { [ "$(count_results "$1")" -ge "$2" ]; }
+
+one_result() { # SPOOL NAME: exactly one valid result named NAME
+	local c; c=$(cat "$1"/done/*.json 2>/dev/null | jq -r --arg n "$2" 'select(.name == $n) | .status' | wc -l)
+	assert_eq 1 "$c" "results for $2"
+}
+
+nothing_left() { # SPOOL
+	local left; left=$(find "$1/new" "$1/cur" "$1/tmp" -mindepth 1 ! -name '.*' ! -path '*/.*' 2>/dev/null)
+	assert_eq "" "$left" "left in new/, cur/ or tmp/"
+}
+
+submit_on_full() { # fill-function
+	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
+	local opts=size=1m
+	[ "$1" = fill_inodes ] && opts=size=8m,nr_inodes=64
+	local s; s=$(tiny_spool "$opts")
+	[ -n "$s" ] || { skip "cannot mount a tmpfs"; return; }
+	"$1" "$s"
+	local big; big=$T_ROOT/big.sh
+	{ printf '#!/bin/sh\necho x\n'; head -c 200000 /dev/zero | tr '\0' '\n'; } >"$big"
+	local err rc
+	err=$("$KART" -s "$s" submit "$big" 2>&1 >/dev/null); rc=$?
+	assert_ne 0 "$rc" "submit on a full filesystem exits non-zero"
+	assert_match "No space left on device" "$err" "submit's error names the cause"
+	assert_eq "" "$(ls -A "$s/new")" "nothing in new/"
+	assert_eq "" "$(ls -A "$s/tmp")" "no partial file left in tmp/"
+	# Once space returns, the same submit works and runs.
+	rm -f "$s"/filler "$s"/f[0-9]*
+	local id; id=$("$KART" -s "$s" submit "$big") || fail "submit after space returned"
+	KART_BACKEND=none drain "$s"
+	assert_eq ok "$(field "$s" "$id" .status)" "the task submitted after space returned"
+}
+test_enospc_submit_bytes() { submit_on_full fill_bytes; }
+test_enospc_submit_inodes() { submit_on_full fill_inodes; }
+
+# The worker cannot write the result: it survives, keeps the task, and
+# publishes it once space returns.
+worker_on_full() { # fill-function
+	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
+	local opts=size=2m
+	[ "$1" = fill_inodes ] && opts=size=8m,nr_inodes=64
+	local s; s=$(tiny_spool "$opts")
+	[ -n "$s" ] || { skip "cannot mount a tmpfs"; return; }
+	# The worker starts while there is room (a worker that cannot create its
+	# claim directory refuses to start), then the disk fills under it.
+	KART_BACKEND=none start_worker "$s"
+	sleep 0.5
+	kill -STOP "$WPID"
+	printf '#!/bin/sh\ntrue\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/full"
+	"$1" "$s"
+	kill -CONT "$WPID"
+	sleep 2.5
+	kill -0 "$WPID" 2>/dev/null || fail "the worker died on a full disk: $(tail -n 3 "$s.worker.log")"
+	grep -q 'No space left on device' "$s.worker.log" || fail "the worker never met the full disk"
+	assert_no_file "$s/done/full.json"
+	local claimed; claimed=$(find "$s/new" "$s/cur" -name full | wc -l)
+	assert_eq 1 "$claimed" "the task is still held (new/ or cur/)"
+	rm -f "$s"/filler "$s"/f[0-9]*
+	wait_until 20 test -e "$s/done/full.json" || fail "no result after space returned (log: $(tail -n 3 "$s.worker.log"))"
+	stop_worker "$WPID"
+	one_result "$s" full
+	jq -e . "$s/done/full.json" >/dev/null || fail "invalid result JSON"
+	nothing_left "$s"
+}
+test_enospc_worker_bytes() { worker_on_full fill_bytes; }
+test_enospc_worker_inodes() { worker_on_full fill_inodes; }
+
+# EIO from the Nth fsync of the worker, for N in turn: a result whose file
+# failed to fsync is never published from that write, and the task ends
+# with exactly one result after a recovery pass.
+test_fsync_eio() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local max=6 n hits=0
+	[ "$LONG" = 1 ] && max=40
+	for ((n = 1; n <= max; n++)); do
+		local s; s=$(mkspool)
+		printf '#!/bin/sh\necho out\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/eio"
+		KART_BACKEND=none timeout 60 strace -f -y -qq -o "$s.strace" \
+			-e trace=fsync,fdatasync,rename,renameat,renameat2,linkat,openat \
+			-e inject=fsync:error=EIO:when=$n \
+			"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+		grep -q 'INJECTED' "$s.strace" || break
+		hits=$((hits + 1))
+		# The file whose fsync failed is never renamed into place: only a
+		# fresh file (a new O_CREAT|O_EXCL open of that name) may be.
+		python3 - "$s.strace" <<'PY' || fail "fsync #$n: a file was published after its fsync failed"
+import re, sys
+bad = set()
+for line in open(sys.argv[1]):
+    m = re.search(r'f(?:data)?sync\(\d+<([^>]*)>\)\s*= -1', line)
+    if m:
+        bad.add(m.group(1).rsplit('/', 1)[-1]); continue
+    m = re.search(r'openat\([^,]*, "([^"]*)", [^)]*O_CREAT[^)]*\) = \d', line)
+    if m:
+        bad.discard(m.group(1).rsplit('/', 1)[-1]); continue
+    m = re.search(r'^\d+\s+(?:rename(?:at2?)?|linkat)\((?:\d+<[^>]*>, )?"([^"]*)"', line)
+    if m and m.group(1).rsplit('/', 1)[-1] in bad and '= 0' in line:
+        print("published after a failed fsync:", line.strip()); sys.exit(1)
+PY
+		KART_BACKEND=none drain "$s" --id recover
+		one_result "$s" eio
+		nothing_left "$s"
+	done
+	echo "    $hits fsync calls failed with EIO in turn"
+	[ "$hits" -gt 0 ] || fail "no fsync was injected"
+}
+
+# More tasks than the inotify queue holds arrive while the worker is
+# stopped: the overflow makes it look at new/, and all run.
+test_inotify_overflow() {
+	[ -w /proc/sys/fs/inotify/max_queued_events ] || { skip "cannot lower max_queued_events"; return; }
+	local s n=200 i; s=$(mkspool)
+	[ "$LONG" = 1 ] && n=2000
+	SAVED_MQE=$(cat /proc/sys/fs/inotify/max_queued_events)
+	echo 16 >/proc/sys/fs/inotify/max_queued_events
+	KART_BACKEND=none start_worker "$s" --slots 4
+	sleep 0.5
+	echo "$SAVED_MQE" >/proc/sys/fs/inotify/max_queued_events; SAVED_MQE=
+	kill -STOP "$WPID"
+	for ((i = 0; i < n; i++)); do
+		printf '#!/bin/sh\ntrue\n' >"$s/tmp/o$i"; mv "$s/tmp/o$i" "$s/new/o$i"
+	done
+	kill -CONT "$WPID"
+	wait_until 60 enough_results "$s" "$n" ||
+		fail "only $(count_results "$s") of $n results after an overflow"
+	stop_worker "$WPID"
+	nothing_left "$s"
+}
+
+# Tasks arrive continuously while workers start and stop: none is missed,
+# none runs twice under one attempt.
+test_startup_race() {
+	local s n=150 i; s=$(mkspool)
+	[ "$LONG" = 1 ] && n=1500
+	local runs=$T_ROOT/race.runs; : >"$runs"
+	(
+		for ((i = 0; i < n; i++)); do
+			printf '#!/bin/sh\necho "$KART_TASK_ID $KART_ATTEMPT" >>%s\n' "$runs" >"$s/tmp/r$i"
+			mv "$s/tmp/r$i" "$s/new/r$i"
+			((i % 10)) || sleep 0.02
+		done
+	) &
+	local sub=$!
+	while kill -0 "$sub" 2>/dev/null; do
+		KART_BACKEND=none KART_LANDLOCK=off start_worker "$s" --id "w$((RANDOM % 2))"
+		sleep "0.0$((RANDOM % 10))"
+		kill -TERM "$WPID"; wait_gone 20 "$WPID"
+	done
+	wait "$sub"
+	KART_BACKEND=none KART_LANDLOCK=off drain "$s"
+	[ -s "$runs" ] || fail "no run was logged"
+	local got; got=$(ls "$s/done" | grep -c '\.json$')
+	assert_eq "$n" "$got" "results"
+	local names; names=$(cat "$s"/done/*.json | jq -r .name | sort | uniq -d)
+	assert_eq "" "$names" "names with more than one result"
+	assert_eq "" "$(sort "$runs" | uniq -d)" "runs under the same attempt twice"
+	nothing_left "$s"
+}
+
+# Slow writers: a cp slowed down at every write, and a writer paused
+# mid-file, never run half-written.
+test_slow_cp() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local s; s=$(mkspool)
+	local big=$T_ROOT/bigtask
+	{ printf '#!/bin/sh\necho start\n'; head -c 4000000 /dev/zero | tr '\0' '\n'; printf 'echo END\n'; } >"$big"
+	KART_BACKEND=none start_worker "$s"
+	strace -qq -o /dev/null -e trace=write -e inject=write:delay_enter=30000 cp "$big" "$s/new/bigcp"
+	wait_until 30 test -e "$s/done/bigcp.json" || fail "the copied task never ran"
+	stop_worker "$WPID"
+	assert_eq "start
+END" "$(cat "$s/done/bigcp.stdout")" "ran whole after a slow cp"
+}
+
+# `>>` after a close: each append is a separate writer. Between two of them
+# the file is closed and complete as far as anyone can tell, so the worker
+# may run it then. Documented limitation (spool-layout §3); what is
+# guaranteed is that each run sees whole writes, never a torn one.
+test_append_runs_whole_prefix() {
+	local s; s=$(mkspool)
+	KART_BACKEND=none start_worker "$s"
+	printf '#!/bin/sh\necho a\n' >>"$s/new/app"
+	printf 'echo b\n' >>"$s/new/app" 2>/dev/null
+	wait_until 20 test -e "$s/done/app.json" || fail "appended task never ran"
+	stop_worker "$WPID"
+	assert_match "^a(
+b)?$" "$(cat "$s/done/app.stdout")" "a whole prefix of the appends ran"
+}
+
+run_tests

@@ -1,0 +1,361 @@
+#!/bin/bash
+# Black-box: kart sync (issue 8). The mirror in a real SQLite database
+# (checked with python3's sqlite3 module and the sqlite3 CLI) against
+# `kart status --json`; idempotence; --follow, its catching up after a
+# kill -9, and rows marked gone when kart gc removes results.
+. "$(dirname "$0")/../lib.sh"
+
+# The CLI waits for the follower's write transactions.
+sq() { sqlite3 -cmd '.timeout 5000' "$@"; }
+have_feature() { "$KART" --version | grep -q "features:.* $1\b"; }
+need_sqlite() {
+	have_feature sync-sqlite ||
+		{ skip "kart built without SQLite (libsqlite3-dev missing when it was built)"; return 1; }
+	command -v sqlite3 >/dev/null ||
+		{ skip "the sqlite3 CLI is not installed (contrib/install-deps installs it)"; return 1; }
+}
+
+# submit_n SPOOL N PREFIX: N tasks; every 7th one fails with exit 3.
+submit_n() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		if ((i % 7 == 3)); then
+			"$KART" -s "$1" submit --name "$3$i" -- sh -c 'exit 3' >/dev/null
+		else
+			"$KART" -s "$1" submit --name "$3$i" -- true >/dev/null
+		fi || fail "submit $3$i"
+	done
+}
+
+# mirror_diff SPOOL DB: the differences between `kart status --json` and
+# the table's rows that are not gone (empty when they agree). DB is a
+# SQLite file or a postgresql:// URL.
+sel="SELECT id, state, coalesce(status, ''), coalesce(CAST(exit_code AS text), ''), coalesce(worker, ''), coalesce(result->>'id', '') FROM tasks WHERE state <> 'gone'"
+table_rows() {
+	case $1 in
+	postgresql://*) psql -X -q -At -F $'\t' "$1" -c "$sel" ;;
+	*) sq -separator $'\t' "$1" "$sel" ;;
+	esac
+}
+mirror_diff() {
+	"$KART" -s "$1" status --json >"$T_ROOT/status.json" || { echo "status failed"; return; }
+	table_rows "$2" >"$T_ROOT/rows.tsv" || { echo "cannot read the table"; return; }
+	python3 - "$T_ROOT/status.json" "$T_ROOT/rows.tsv" <<'PY'
+import json, sys
+st = {e["id"]: e for e in json.load(open(sys.argv[1]))}
+rows = {}
+for l in open(sys.argv[2]):
+    r = l.rstrip("\n").split("\t")
+    rows[r[0]] = r
+out = []
+for i in sorted(set(st) | set(rows)):
+    s, r = st.get(i), rows.get(i)
+    if not s or not r:
+        out.append(f"{i}: status {'has' if s else 'lacks'} it, the table {'has' if r else 'lacks'} it")
+        continue
+    mine = r[2] if r[1] == "done" else r[1]
+    ec = s.get("exit_code")
+    want = (s["state"], s.get("worker") or "", "" if ec is None else str(ec))
+    got = (mine, r[4] if r[1] == "running" else "", r[3] if r[1] == "done" else "")
+    if want != got:
+        out.append(f"{i}: status says {want}, the table {got}")
+    if r[1] == "done" and r[5] != i:
+        out.append(f"{i}: raw result JSON of another task ({r[5]})")
+for l in out[:10]:
+    print(l)
+PY
+}
+
+# rows DB WHERE: the number of rows matching.
+rows() {
+	case $1 in
+	postgresql://*) psql -X -q -At "$1" -c "SELECT count(*) FROM tasks WHERE $2" ;;
+	*) sq "$1" "SELECT count(*) FROM tasks WHERE $2" ;;
+	esac
+}
+rows_eq() { [ "$(rows "$1" "$2")" = "$3" ]; }
+
+test_optional_build_and_version() {
+	assert_match '^features: backend-bwrap backend-none' "$("$KART" --version | sed -n 2p)" \
+		"kart --version lists features"
+	have_feature sync-sqlite || skip "kart built without SQLite" || return
+	# The core alone: no sqlite3 or libpq, the sync verb says why.
+	local b=$T_ROOT/core
+	make -s -C "$ROOT" B="$b" HAVE_SQLITE= HAVE_PQ= "$b/kart" >"$T_ROOT/core.log" 2>&1 ||
+		{ fail "core-only build: $(tail -3 "$T_ROOT/core.log")"; return; }
+	assert_eq "features: backend-bwrap backend-none" "$("$b/kart" --version | sed -n 2p)" \
+		"core-only features"
+	ldd "$b/kart" | grep -qE 'libsqlite3|libpq' && fail "core-only kart links sqlite3 or libpq"
+	local s; s=$(mkspool)
+	"$b/kart" -s "$s" sync sqlite "$T_ROOT/x.db" 2>"$T_ROOT/err"
+	assert_eq 1 $? "sync without SQLite exits"
+	assert_match 'built without SQLite' "$(cat "$T_ROOT/err")" "the reason"
+}
+
+test_sqlite_mirror_equality() {
+	need_sqlite || return
+	local s db=$T_ROOT/eq.db
+	s=$(mkspool)
+	submit_n "$s" 300 t
+	KART_BACKEND=none drain "$s"
+	submit_n "$s" 20 q # queued
+	# A running task: a claim in a live-looking worker directory.
+	mkdir "$s/cur/w1" && printf '#!/bin/sh\n' >"$s/cur/w1/r1"
+	"$KART" -s "$s" sync sqlite "$db" || fail "kart sync exited $?"
+	local d; d=$(mirror_diff "$s" "$db")
+	[ -z "$d" ] || fail "mirror differs: $d"
+	rows_eq "$db" "state = 'done'" 300 || fail "done rows: $(rows "$db" "state = 'done'")"
+	rows_eq "$db" "status = 'failed' AND exit_code = 3" 43 || fail "failed rows"
+	rows_eq "$db" "state = 'queued'" 20 || fail "queued rows"
+	rows_eq "$db" "state = 'running' AND worker = 'w1'" 1 || fail "running row"
+	# Paths, times, usage, the raw document.
+	assert_eq "done/t0.stdout|ok|1" "$(sq "$db" "SELECT stdout_path, status, attempt FROM tasks WHERE id = 't0'")" "t0's row"
+	rows_eq "$db" "state = 'done' AND (finished_at IS NULL OR duration_ms IS NULL OR json_extract(result, '\$.status') <> status)" 0 ||
+		fail "done rows lack times or their JSON"
+	assert_eq "1" "$(sq "$db" "SELECT max(version) FROM schema_version")" "schema version"
+	assert_eq "wal" "$(sq "$db" "PRAGMA journal_mode")" "journal mode"
+}
+
+test_sqlite_idempotent() {
+	need_sqlite || return
+	local s db=$T_ROOT/idem.db
+	s=$(mkspool)
+	submit_n "$s" 40 t
+	KART_BACKEND=none drain "$s"
+	submit_n "$s" 5 q
+	"$KART" -s "$s" sync sqlite "$db" || fail "first sync"
+	sq "$db" .dump >"$T_ROOT/dump1"
+	"$KART" -s "$s" sync sqlite "$db" || fail "second sync"
+	sq "$db" .dump >"$T_ROOT/dump2"
+	cmp -s "$T_ROOT/dump1" "$T_ROOT/dump2" || fail "second run changed the table: $(diff "$T_ROOT/dump1" "$T_ROOT/dump2" | head -5)"
+	# A fresh database gives the same rows.
+	"$KART" -s "$s" sync sqlite "$T_ROOT/idem2.db" || fail "fresh sync"
+	assert_eq "$(sq "$db" 'SELECT * FROM tasks ORDER BY id' | md5sum)" \
+		"$(sq "$T_ROOT/idem2.db" 'SELECT * FROM tasks ORDER BY id' | md5sum)" "fresh mirror"
+}
+
+test_sqlite_gone() {
+	need_sqlite || return
+	local s db=$T_ROOT/gone.db
+	s=$(mkspool)
+	submit_n "$s" 10 t
+	KART_BACKEND=none drain "$s"
+	"$KART" -s "$s" sync sqlite "$db" || fail "sync"
+	sleep 1.1
+	"$KART" -s "$s" gc --older-than 1s >/dev/null || fail "kart gc"
+	submit_n "$s" 2 n
+	"$KART" -s "$s" sync sqlite "$db" || fail "sync after gc"
+	rows_eq "$db" "state = 'gone'" 10 || fail "gone rows: $(rows "$db" "state = 'gone'")"
+	rows_eq "$db" "state = 'gone' AND status IN ('ok', 'failed') AND stdout_path IS NOT NULL" 10 || fail "gone rows keep their last values"
+	rows_eq "$db" "state = 'queued'" 2 || fail "queued rows"
+}
+
+# wait_mirror SPOOL DB: until the table agrees with kart status (10 s).
+mirror_ok() { [ -z "$(mirror_diff "$1" "$2")" ]; }
+
+test_sqlite_follow_and_kill9() {
+	need_sqlite || return
+	local s db=$T_ROOT/follow.db fp
+	s=$(mkspool)
+	"$KART" -s "$s" sync sqlite "$db" --follow 2>>"$T_ROOT/follow.log" &
+	fp=$!; T_PIDS+=("$fp")
+	wait_until 10 test -e "$db" || fail "no database"
+	submit_n "$s" 30 a
+	wait_until 10 rows_eq "$db" "state = 'queued'" 30 || fail "queued tasks not mirrored: $(rows "$db" 1)"
+	KART_BACKEND=none drain "$s"
+	wait_until 10 mirror_ok "$s" "$db" || fail "after the run: $(mirror_diff "$s" "$db")"
+	rows_eq "$db" "state = 'done'" 30 || fail "done rows"
+	kill -9 "$fp"; { wait "$fp"; } 2>/dev/null
+	submit_n "$s" 20 b
+	KART_BACKEND=none drain "$s"
+	"$KART" -s "$s" gc --older-than 0s >/dev/null 2>&1 || true
+	submit_n "$s" 5 c
+	"$KART" -s "$s" sync sqlite "$db" --follow 2>>"$T_ROOT/follow.log" &
+	fp=$!; T_PIDS+=("$fp")
+	wait_until 10 mirror_ok "$s" "$db" || fail "no catching up: $(mirror_diff "$s" "$db")"
+	# b* ran and went while nobody looked: never mirrored, never gone.
+	rows_eq "$db" "state = 'gone'" 30 || fail "gone after gc: $(rows "$db" "state = 'gone'")"
+	# Running and finishing while followed.
+	KART_BACKEND=none drain "$s"
+	wait_until 10 mirror_ok "$s" "$db" || fail "after the second run: $(mirror_diff "$s" "$db")"
+	"$KART" -s "$s" gc --older-than 0s >/dev/null 2>&1 || true
+	wait_until 10 rows_eq "$db" "state = 'gone'" 35 || fail "gone while following: $(rows "$db" "state = 'gone'")"
+	kill -TERM "$fp"
+	wait_gone 10 "$fp" || fail "follower ignored SIGTERM"
+	assert_eq 0 "$RC" "follower exit on SIGTERM"
+}
+
+# A PostgreSQL server of the test's own, on 127.0.0.1 and a free port,
+# run as the postgres user (the server refuses root). Sets PG_URL, PG_DIR.
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+need_pg() {
+	have_feature sync-postgres ||
+		{ skip "kart built without PostgreSQL (libpq-dev missing when it was built)"; return 1; }
+	[ -x "$(pg_bin)/initdb" ] && command -v psql >/dev/null ||
+		{ skip "no PostgreSQL server binaries (contrib/install-deps installs postgresql)"; return 1; }
+	local u=postgres
+	id -u "$u" >/dev/null 2>&1 || u=nobody
+	[ "$(id -u)" = 0 ] || u=$(id -un)
+	PG_USER=$u
+}
+# As root: in a mount namespace of its own with a /dev/null of its own,
+# because initdb and the server need a real one and a concurrent job on
+# the development host has been seen replacing the host's with a file.
+pg_as() {
+	if [ "$(id -u)" = 0 ]; then
+		unshare -m --propagation private sh -c 'mount --bind "$0" /dev/null && exec "$@"' \
+			"$PG_DIR/null" runuser -u "$PG_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+pg_start() {
+	need_pg || return 1
+	pg_stop
+	PG_DIR=$(mktemp -d /tmp/kart-pg.XXXXXX)
+	chown "$PG_USER" "$PG_DIR"
+	if [ "$(id -u)" = 0 ]; then
+		mknod -m 666 "$PG_DIR/null" c 1 3 || { fail "mknod"; return 1; }
+	fi
+	PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	pg_as "$(pg_bin)/initdb" -D "$PG_DIR/data" -U kart -A trust -E UTF8 --no-sync >"$PG_DIR/initdb.log" 2>&1 ||
+		{ fail "initdb: $(tail -3 "$PG_DIR/initdb.log")"; pg_stop; return 1; }
+	pg_ctl_do start || { pg_stop; return 1; }
+	PG_URL="postgresql://kart@127.0.0.1:$PG_PORT/postgres?connect_timeout=5"
+}
+pg_ctl_do() {
+	pg_as "$(pg_bin)/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w -t 30 -m fast \
+		-o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off" "$1" >/dev/null 2>&1 ||
+		{ fail "pg_ctl $1: $(tail -3 "$PG_DIR/log")"; return 1; }
+}
+pg_stop() {
+	[ -n "${PG_DIR:-}" ] || return 0
+	[ ! -e "$PG_DIR/data/postmaster.pid" ] ||
+		pg_as "$(pg_bin)/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1
+	rm -rf "$PG_DIR"
+	PG_DIR=
+}
+trap 'pg_stop; _cleanup' EXIT
+
+test_postgres_mirror_idempotent_gone() {
+	pg_start || return
+	local s d
+	s=$(mkspool)
+	submit_n "$s" 250 t
+	KART_BACKEND=none drain "$s"
+	submit_n "$s" 10 q
+	mkdir "$s/cur/w1" && printf '#!/bin/sh\n' >"$s/cur/w1/r1"
+	"$KART" -s "$s" sync postgres "$PG_URL" || fail "kart sync postgres exited $?"
+	d=$(mirror_diff "$s" "$PG_URL")
+	[ -z "$d" ] || fail "mirror differs: $d"
+	rows_eq "$PG_URL" "state = 'done' AND finished_at IS NOT NULL AND result->>'status' = status" 250 ||
+		fail "done rows"
+	psql -X -At "$PG_URL" -c 'SELECT * FROM tasks ORDER BY id' >"$T_ROOT/pg1"
+	"$KART" -s "$s" sync postgres "$PG_URL" || fail "second sync"
+	psql -X -At "$PG_URL" -c 'SELECT * FROM tasks ORDER BY id' >"$T_ROOT/pg2"
+	cmp -s "$T_ROOT/pg1" "$T_ROOT/pg2" || fail "second run changed the table"
+	sleep 1.1
+	"$KART" -s "$s" gc --older-than 1s >/dev/null || fail "kart gc"
+	"$KART" -s "$s" sync postgres "$PG_URL" || fail "sync after gc"
+	rows_eq "$PG_URL" "state = 'gone'" 250 || fail "gone rows: $(rows "$PG_URL" "state = 'gone'")"
+	assert_eq 1 "$(psql -X -At "$PG_URL" -c 'SELECT max(version) FROM schema_version')" "schema version"
+	pg_stop
+}
+
+test_postgres_follow_server_restart() {
+	pg_start || return
+	local s fp
+	s=$(mkspool)
+	"$KART" -s "$s" sync postgres "$PG_URL" --follow 2>>"$T_ROOT/pgfollow.log" &
+	fp=$!; T_PIDS+=("$fp")
+	submit_n "$s" 20 a
+	wait_until 10 rows_eq "$PG_URL" "state = 'queued'" 20 2>/dev/null || fail "queued tasks not mirrored"
+	KART_BACKEND=none drain "$s"
+	wait_until 10 mirror_ok "$s" "$PG_URL" || fail "after the run: $(mirror_diff "$s" "$PG_URL")"
+	# The server goes away; work goes on; the server comes back.
+	pg_ctl_do stop || return
+	submit_n "$s" 15 b
+	KART_BACKEND=none drain "$s"
+	submit_n "$s" 3 c
+	sleep 0.5
+	pg_ctl_do start || return
+	wait_until 20 mirror_ok "$s" "$PG_URL" 2>/dev/null || fail "no catching up: $(mirror_diff "$s" "$PG_URL")"
+	grep -q reconnected "$T_ROOT/pgfollow.log" || fail "no reconnect logged: $(tail -3 "$T_ROOT/pgfollow.log")"
+	# And it follows on after the reconnect.
+	KART_BACKEND=none drain "$s"
+	wait_until 10 mirror_ok "$s" "$PG_URL" || fail "after the reconnect: $(mirror_diff "$s" "$PG_URL")"
+	rows_eq "$PG_URL" "state = 'done'" 38 || fail "done rows: $(rows "$PG_URL" "state = 'done'")"
+	kill -TERM "$fp"
+	wait_gone 10 "$fp" || fail "follower ignored SIGTERM"
+	pg_stop
+}
+
+q() { psql -X -q -At "$PG_URL" -c "$1"; }
+# q_ge N SQL: the query's number is at least N (for wait_until).
+q_ge() { [ "$(q "$2" 2>/dev/null)" -ge "$1" ] 2>/dev/null; }
+test_postgres_feed_two_hosts() {
+	pg_start || return
+	local a b fa fb wa wb
+	a=$(mkspool) b=$(mkspool)
+	KART_BACKEND=none start_worker "$a" --id wa; wa=$WPID
+	KART_BACKEND=none start_worker "$b" --id wb; wb=$WPID
+	"$KART" -s "$a" feed postgres "$PG_URL" --id A --slots 3 --lease 2 2>>"$T_ROOT/feedA.log" &
+	fa=$!; T_PIDS+=("$fa")
+	wait_until 10 q "SELECT 1 FROM queue LIMIT 0" 2>/dev/null || { fail "no queue table"; return; }
+	q "INSERT INTO queue (name, body) SELECT 'job' || g,
+	   convert_to(E'#!/bin/sh\nsleep 0.3\necho job ' || g || E'\n', 'UTF8') FROM generate_series(1, 40) g" ||
+		fail "insert"
+	"$KART" -s "$b" feed postgres "$PG_URL" --id B --slots 3 --lease 2 2>>"$T_ROOT/feedB.log" &
+	fb=$!; T_PIDS+=("$fb")
+	# Host B dies once it has finished some and holds some.
+	wait_until 20 q_ge 2 "SELECT count(*) FROM queue WHERE host = 'B' AND state = 'done'" ||
+		fail "B finished nothing: $(tail -3 "$T_ROOT/feedB.log"; tail -3 "$b.worker.log")"
+	kill -9 "$wb"
+	sleep 1 # its feeder reports what finished before the host went
+	kill -9 "$fb"
+	{ wait "$wb" "$fb"; } 2>/dev/null
+	local held; held=$(q "SELECT count(*) FROM queue WHERE host = 'B' AND state = 'claimed'")
+	[ "$held" -ge 1 ] || fail "B held no rows when it died"
+	wait_until 60 q_ge 40 "SELECT count(*) FROM queue WHERE state = 'done'" ||
+		fail "not all done: $(q "SELECT state, host, count(*) FROM queue GROUP BY 1, 2")"
+	assert_eq 0 "$(q "SELECT count(*) FROM queue WHERE status IS DISTINCT FROM 'ok'")" "rows not ok"
+	# Recovered: rows B held went back and ran on A, on a second attempt.
+	[ "$(q "SELECT count(*) FROM queue WHERE host = 'A' AND attempts = 2")" -ge "$held" ] ||
+		fail "B's rows not recovered on A: $(q "SELECT id, host, attempts FROM queue WHERE attempts > 1")"
+	# Each task ran to its end exactly once, over both spools.
+	local runs; runs=$(cat "$a"/done/q*.json "$b"/done/q*.json | jq -r 'select(.status == "ok") | .id' |
+		sed 's/^q\([0-9]*\)\..*/\1/' | sort | uniq -c | awk '$1 != 1' | wc -l)
+	assert_eq 0 "$runs" "rows run other than once"
+	assert_eq 40 "$(cat "$a"/done/q*.json "$b"/done/q*.json | jq -r 'select(.status == "ok") | .id' | wc -l)" "runs"
+	# The result written back is the local result document.
+	assert_eq "ok" "$(q "SELECT result->>'status' FROM queue ORDER BY id LIMIT 1")" "result JSON"
+	kill -TERM "$fa" "$wa"
+	wait_gone 10 "$fa" || fail "feeder ignored SIGTERM"
+	stop_worker "$wa"
+	pg_stop
+}
+
+test_postgres_feed_server_restart() {
+	pg_start || return
+	local a fa wa
+	a=$(mkspool)
+	KART_BACKEND=none start_worker "$a" --id wa; wa=$WPID
+	"$KART" -s "$a" feed postgres "$PG_URL" --id A --slots 2 --lease 10 2>>"$T_ROOT/feedR.log" &
+	fa=$!; T_PIDS+=("$fa")
+	wait_until 10 q "SELECT 1 FROM queue LIMIT 0" 2>/dev/null || { fail "no queue table"; return; }
+	q "INSERT INTO queue (name, body) SELECT 'j' || g,
+	   convert_to(E'#!/bin/sh\nsleep 0.4\n', 'UTF8') FROM generate_series(1, 6) g" || fail "insert"
+	wait_until 10 q_ge 1 "SELECT count(*) FROM queue WHERE state = 'claimed'" || fail "nothing claimed"
+	pg_ctl_do stop || return
+	sleep 1.5 # results land meanwhile
+	pg_ctl_do start || return
+	wait_until 30 q_ge 6 "SELECT count(*) FROM queue WHERE state = 'done' AND status = 'ok'" ||
+		fail "not all done after the restart: $(q "SELECT state, count(*) FROM queue GROUP BY 1")"
+	assert_eq 6 "$(find "$a/done" -name 'q*.json' | wc -l)" "local runs"
+	kill -TERM "$fa"
+	wait_gone 10 "$fa" || fail "feeder ignored SIGTERM"
+	stop_worker "$wa"
+	pg_stop
+}
+
+run_tests
