@@ -64,16 +64,6 @@ static int64_t mtime_ms(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000;
 }
 
-static DIR *dir_at(int dirfd, const char *name)
-{
-	int d = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (d < 0)
-		return NULL;
-	DIR *dir = fdopendir(d);
-	if (!dir)
-		close(d);
-	return dir;
-}
 
 /* Remove dirfd/name (a tree, never following links); say so. */
 static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name)
@@ -102,7 +92,7 @@ static bool old(const struct gc *g, int dirfd, const char *name, int64_t age_ms)
 
 static void gc_tmp(struct gc *g)
 {
-	DIR *dir = dir_at(g->sp->tmp, ".");
+	DIR *dir = opendir_at(g->sp->tmp, ".");
 	struct dirent *de;
 	if (!dir) {
 		fprintf(stderr, "kart gc: tmp/: %s\n", strerror(errno));
@@ -127,7 +117,7 @@ static void gc_worker_dir(struct gc *g, const char *wid, bool born)
 	_cleanup_close_ int l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (born ? 0 : O_CREAT), 0644);
 	if (l < 0 || flock(l, LOCK_EX | LOCK_NB) < 0)
 		return; /* alive (or being born): not ours */
-	DIR *dir = dir_at(d, ".");
+	DIR *dir = opendir_at(d, ".");
 	struct dirent *de;
 	if (!dir)
 		return;
@@ -165,7 +155,7 @@ static void gc_worker_dir(struct gc *g, const char *wid, bool born)
 
 static void gc_cur(struct gc *g)
 {
-	DIR *dir = dir_at(g->sp->cur, ".");
+	DIR *dir = opendir_at(g->sp->cur, ".");
 	struct dirent *de;
 	if (!dir) {
 		fprintf(stderr, "kart gc: cur/: %s\n", strerror(errno));
@@ -316,7 +306,7 @@ static bool orphan(const struct gc *g, const char *n)
 
 static void gc_done(struct gc *g)
 {
-	DIR *dir = dir_at(g->sp->done, ".");
+	DIR *dir = opendir_at(g->sp->done, ".");
 	struct dirent *de;
 	if (!dir) {
 		fprintf(stderr, "kart gc: done/: %s\n", strerror(errno));

@@ -20,7 +20,7 @@ static int64_t stat_ms(int dirfd, const char *name, bool ctime)
 	return (int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
 }
 
-int query_done(struct spool *sp, const char *id, struct qinfo *q)
+int query_load(struct spool *sp, const char *id, json_t **out)
 {
 	char p[512];
 	_cleanup_free_ char *buf = NULL;
@@ -31,9 +31,18 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q)
 	if (r < 0)
 		return r;
 	json_error_t je;
-	json_t *o = json_loadb(buf, len, 0, &je);
-	if (!o)
-		return -EBADMSG;
+	*out = json_loadb(buf, len, 0, &je);
+	return *out ? 0 : -EBADMSG;
+}
+
+int query_done(struct spool *sp, const char *id, struct qinfo *q)
+{
+	char p[512];
+	json_t *o;
+	int r = query_load(sp, id, &o);
+	if (r < 0)
+		return r;
+	(void)pathfmt(p, sizeof p, "%s.json", id);
 	q->state = Q_DONE;
 	q->since_ms = stat_ms(sp->done, p, false);
 	const char *s = json_string_value(json_object_get(o, "status"));
@@ -58,20 +67,10 @@ static bool exists_at(int dirfd, const char *name)
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-static DIR *opendir_at(int dirfd)
-{
-	int d = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d < 0)
-		return NULL;
-	DIR *dir = fdopendir(d);
-	if (!dir)
-		close(d);
-	return dir;
-}
 
 static bool find_running(struct spool *sp, const char *id, char *worker, size_t wlen)
 {
-	DIR *dir = opendir_at(sp->cur);
+	DIR *dir = opendir_at(sp->cur, ".");
 	struct dirent *de;
 	bool found = false;
 	if (!dir)
@@ -122,7 +121,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 {
 	struct qinfo q;
 	struct dirent *de;
-	DIR *dir = opendir_at(sp->new);
+	DIR *dir = opendir_at(sp->new, ".");
 	if (!dir)
 		return -errno;
 	while ((de = readdir(dir))) {
@@ -135,7 +134,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		cb(de->d_name, &q, arg);
 	}
 	closedir(dir);
-	if (!(dir = opendir_at(sp->cur)))
+	if (!(dir = opendir_at(sp->cur, ".")))
 		return -errno;
 	while ((de = readdir(dir))) {
 		if (de->d_name[0] == '.')
@@ -161,7 +160,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		closedir(wdir);
 	}
 	closedir(dir);
-	if (!(dir = opendir_at(sp->done)))
+	if (!(dir = opendir_at(sp->done, ".")))
 		return -errno;
 	while ((de = readdir(dir))) {
 		size_t l = strlen(de->d_name);

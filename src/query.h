@@ -23,6 +23,10 @@ struct qinfo {
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
 /* Read done/<id>.json into q; -ENOENT if absent. */
 int query_done(struct spool *sp, const char *id, struct qinfo *q);
+/* Parse done/<id>.json: 0 with *out (caller json_decref), -ENOENT,
+ * -EBADMSG, or another -errno. The one reader of result files. */
+struct json_t;
+int query_load(struct spool *sp, const char *id, struct json_t **out);
 
 typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
 /* Every task in the spool: queued, running, then finished. */

@@ -103,6 +103,8 @@ static int row_done(struct spool *sp, const char *id, struct sync_row *r)
 	size_t len;
 	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
 		return -ENAMETOOLONG;
+	/* The raw text is kept in the row, so this reads it itself rather
+	 * than through query_load. */
 	int rc = read_file_at(sp->done, p, 1 << 20, &buf, &len);
 	if (rc < 0)
 		return rc;
@@ -186,16 +188,6 @@ static void row_pending(int dirfd, const char *dir, const char *worker, const ch
 	r->v[C_TASK] = xasprintf("%s/%s", dir, id);
 }
 
-static DIR *opendir_at(int dirfd, const char *name)
-{
-	int d = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (d < 0)
-		return NULL;
-	DIR *dir = fdopendir(d);
-	if (!dir)
-		close(d);
-	return dir;
-}
 
 static bool exists_at(int dirfd, const char *name)
 {

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -155,6 +156,17 @@ int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *ou
 		*outlen = (size_t)n;
 	*out = steal_ptr(&buf);
 	return 0;
+}
+
+DIR *opendir_at(int dirfd, const char *name)
+{
+	int d = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (d < 0)
+		return NULL;
+	DIR *dir = fdopendir(d);
+	if (!dir)
+		close(d);
+	return dir;
 }
 
 int fsync_dirat(int dirfd, const char *path)

@@ -3,6 +3,7 @@
 #ifndef KART_UTIL_H
 #define KART_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -73,6 +74,8 @@ ssize_t read_upto(int fd, void *buf, size_t max);
 /* Read a whole (small) file at dirfd/path into a NUL-terminated buffer. */
 int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen);
 int fsync_dirat(int dirfd, const char *path);
+/* A DIR stream for dirfd/name (never following a final symlink), or NULL. */
+DIR *opendir_at(int dirfd, const char *name);
 
 int64_t now_realtime_ms(void);
 int64_t now_mono_ms(void);

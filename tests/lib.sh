@@ -83,6 +83,16 @@ drain() {
 		fail "worker --drain exited $? (log: $(tail -3 "$s.worker.log"))"
 }
 
+# run_cmd ARGS...: run kart; sets RC, OUT (stdout) and ERR (stderr).
+run_cmd() {
+	local ef
+	ef=$(mktemp "$T_ROOT/err.XXXXXX")
+	OUT=$(timeout "${RUN_TIMEOUT:-60}" "$KART" "$@" 2>"$ef")
+	RC=$?
+	ERR=$(cat "$ef")
+	rm -f "$ef"
+}
+
 # wait_gone TIMEOUT PID: bounded wait for a background job; sets RC to its
 # exit status (or "timeout").
 wait_gone() {

@@ -13,15 +13,6 @@ is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; 
 has_line() { printf '%s\n' "$2" | grep -Eq -- "$1" || fail "$3: no line matches /$1/ in: $2"; }
 n_queued() { find "$1/new" -mindepth 1 -maxdepth 1 ! -name '.*' | wc -l; }
 
-# run_cmd ARGS...: run kart; sets RC, OUT (stdout) and ERR (stderr).
-run_cmd() {
-	local ef
-	ef=$(mktemp "$T_ROOT/err.XXXXXX")
-	OUT=$(timeout "${RUN_TIMEOUT:-60}" "$KART" "$@" 2>"$ef")
-	RC=$?
-	ERR=$(cat "$ef")
-	rm -f "$ef"
-}
 
 # A usage error: exit 2, one line on stderr that says something.
 assert_usage_error() { # what ARGS...

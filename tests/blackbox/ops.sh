@@ -6,15 +6,6 @@
 # completions, man pages and the example kart.conf.
 . "$(dirname "$0")/../lib.sh"
 
-# run_cmd ARGS...: run kart; sets RC, OUT (stdout) and ERR (stderr).
-run_cmd() {
-	local ef
-	ef=$(mktemp "$T_ROOT/err.XXXXXX")
-	OUT=$(timeout "${RUN_TIMEOUT:-60}" "$KART" "$@" 2>"$ef")
-	RC=$?
-	ERR=$(cat "$ef")
-	rm -f "$ef"
-}
 has_result() { [ -e "$1/done/$2.json" ]; }
 # count_ge N CMD...: CMD prints a number >= N (for wait_until, which
 # must run the count each time).
