@@ -256,6 +256,13 @@ struct worker {
 	struct heap heap[LANE__N];
 	struct kset known;
 	size_t nbusy, ndeferred;
+	/* A close is reported before the writer's write access is dropped
+	 * (fsnotify_close runs early in __fput), so a lease tried on the
+	 * event can still fail: busy names are looked at again a few times,
+	 * with backoff, after each event that left one busy. */
+	int64_t busy_mono;
+	int busy_step;
+	bool busy_seen; /* consider() just found a name busy */
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	int nrunning;
@@ -456,6 +463,7 @@ static void consider(struct worker *w, const char *name)
 			kset_put(&w->known, name, K_BUSY);
 			w->nbusy++;
 		}
+		w->busy_seen = true;
 		return;
 	case INSPECT_REJECT:
 		if (ks == K_BUSY) {
@@ -490,6 +498,35 @@ static void scan_new(struct worker *w)
 		if (de->d_name[0] != '.')
 			consider(w, de->d_name);
 	closedir(dir);
+}
+
+#define BUSY_RECHECK_FIRST_MS 2
+#define BUSY_RECHECK_STEPS 10 /* 2 ms doubling: the last look ~1 s after the event */
+
+/* An event left a name busy: look again soon, then less often. */
+static void busy_arm(struct worker *w)
+{
+	w->busy_step = 0;
+	w->busy_mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
+}
+
+static void busy_recheck(struct worker *w)
+{
+	size_t n = 0;
+	char **names = xcalloc(w->nbusy ? w->nbusy : 1, sizeof *names);
+	for (size_t i = 0; i < w->known.nb; i++)
+		for (struct kent *e = w->known.b[i]; e; e = e->next)
+			if (e->st == K_BUSY && n < w->nbusy)
+				names[n++] = xstrdup(e->name);
+	w->busy_seen = false;
+	for (size_t i = 0; i < n; i++) {
+		consider(w, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	w->busy_mono = 0;
+	if (w->busy_seen && ++w->busy_step < BUSY_RECHECK_STEPS)
+		w->busy_mono = now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step);
 }
 
 static struct task *find_task(struct worker *w, const char *name)
@@ -1506,6 +1543,7 @@ static void arm_timer(struct worker *w)
 	if (w->stopping && w->nrunning)
 		EARLIER(w->grace_mono);
 	EARLIER(w->recover_mono);
+	EARLIER(w->busy_mono);
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -1541,6 +1579,10 @@ static void on_timer(struct worker *w)
 		recover_own(w);
 		scan_peers(w);
 	}
+	if (w->busy_mono && w->busy_mono <= now) {
+		busy_recheck(w);
+		dispatch(w);
+	}
 	arm_timer(w);
 }
 
@@ -1566,8 +1608,12 @@ static void on_inotify(struct worker *w)
 			if (!ev->len)
 				continue;
 			if (ev->wd == w->wd_new) {
-				if (!rescan)
+				if (!rescan) {
+					w->busy_seen = false;
 					consider(w, ev->name);
+					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+						busy_arm(w);
+				}
 			} else if (ev->wd == w->wd_wdir) {
 				size_t l = strlen(ev->name);
 				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {

@@ -127,6 +127,8 @@ have_bwrap() {
 run_tests() {
 	local f
 	for f in $(declare -F | awk '{print $3}' | grep '^test_'); do
+		# KART_TEST_CASE="a b": only the named cases (without test_).
+		case " ${KART_TEST_CASE:-${f#test_}} " in *" ${f#test_} "*) ;; *) continue ;; esac
 		_T_FAILED=0
 		echo "  - ${f#test_}"
 		$f
