@@ -619,7 +619,7 @@ queuedtask
 --state
 logfmt json text" "$out" "bash completions"
 	zsh -n "$ROOT/contrib/completions/_kart" || fail "_kart: zsh syntax"
-	out=$(zsh -f -c 'autoload -Uz compinit && compinit -u -d /dev/null 2>/dev/null
+	out=$(zsh -f -c 'autoload -Uz compinit && compinit -u -D 2>/dev/null
 		fpath=($1 $fpath); autoload -Uz _kart; whence -w _kart' _ "$ROOT/contrib/completions" 2>&1)
 	assert_match "_kart: function" "$out" "zsh loads _kart"
 }
