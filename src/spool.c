@@ -395,7 +395,7 @@ int rm_rf_at(int at, const char *name)
 
 /* Write done/<id>.json through a temporary file, durably, without ever
  * replacing an existing result. */
-static int write_result_json(struct spool *sp, const char *id, const char *json)
+static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo)
 {
 	char tmpn[512], fin[512];
 	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0 ||
@@ -411,7 +411,12 @@ static int write_result_json(struct spool *sp, const char *id, const char *json)
 	 * a writeback error is unknown, so the file is dropped. */
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
-	if (r == 0 && renameat2(sp->done, tmpn, sp->done, fin, RENAME_NOREPLACE) < 0) {
+	/* redo: the id is ours and a JSON of ours may be there already, from
+	 * an attempt whose fsync of done/ failed. It is replaced by this
+	 * fresh, fsynced copy (the same result), never trusted as it was. */
+	if (r == 0 && redo && renameat(sp->done, tmpn, sp->done, fin) < 0)
+		r = -errno;
+	else if (r == 0 && !redo && renameat2(sp->done, tmpn, sp->done, fin, RENAME_NOREPLACE) < 0) {
 		if (errno == EINVAL) {
 			if (linkat(sp->done, tmpn, sp->done, fin, 0) < 0)
 				r = -errno;
@@ -436,9 +441,27 @@ static void fill_user(struct result *res, uid_t uid, char *buf, size_t len)
 	}
 }
 
+/* Make an entry of done/ dirty again: renamed aside and back. After an
+ * fsync of done/ failed, the kernel may have dropped the dirty state of
+ * what it failed to write, and a second fsync would report success for
+ * it: so the entries of an unfinished publish are written anew, and only
+ * the fsync that follows is trusted. */
+static int redirty(struct spool *sp, const char *name)
+{
+	char aside[512];
+	if (pathfmt(aside, sizeof aside, ".%s.redo", name) < 0)
+		return -ENAMETOOLONG;
+	if (renameat2(sp->done, name, sp->done, aside, RENAME_NOREPLACE) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (renameat2(sp->done, aside, sp->done, name, RENAME_NOREPLACE) < 0)
+		return -errno;
+	return 0;
+}
+
 int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		 struct result *res, char *idbuf, size_t idlen)
 {
+	bool redo = false; /* an earlier attempt of this publish got this far */
 	char p[512], q[512];
 	const char *base = res->id ? res->id : name;
 	_cleanup_free_ char *base_copy = xstrdup(base);
@@ -456,6 +479,9 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		    fstatat(sp->done, p, &dst, AT_SYMLINK_NOFOLLOW) == 0 && dst.st_ino == cst.st_ino &&
 		    dst.st_dev == cst.st_dev) {
 			snprintf(idbuf, idlen, "%s", m.id);
+			redo = true;
+			if ((r = redirty(sp, p)) < 0)
+				return r;
 			goto reserved;
 		}
 		/* Reserve the id with a second link to the task file, recorded
@@ -493,6 +519,17 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 					st[i]->bytes = (uint64_t)os.st_size;
 				st[i]->present = true;
 				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+			} else if (errno == ENOENT && redo) {
+				/* Moved by the earlier attempt. */
+				struct stat os;
+				if (fstatat(sp->done, q, &os, AT_SYMLINK_NOFOLLOW) < 0)
+					continue;
+				if ((r = redirty(sp, q)) < 0)
+					return r;
+				if (!st[i]->bytes)
+					st[i]->bytes = (uint64_t)os.st_size;
+				st[i]->present = true;
+				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
 			} else if (errno != ENOENT && errno != ENAMETOOLONG)
 				/* ENAMETOOLONG: for a name near NAME_MAX (a rejected
 				 * one), the scratch name cannot exist. */
@@ -503,6 +540,10 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY) {
 			if (renameat(wdir, p, sp->done, q) < 0 && errno != EEXIST)
 				return -errno;
+			res->artifacts_path = xasprintf("done/%s", q);
+		} else if (redo && !res->artifacts_path && exists_at(sp->done, q)) {
+			if ((r = redirty(sp, q)) < 0)
+				return r;
 			res->artifacts_path = xasprintf("done/%s", q);
 		}
 	} else {
@@ -529,9 +570,14 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		}
 		res->id = idbuf;
 		_cleanup_free_ char *json = result_dumps(res);
-		/* The id is ours: a JSON already there is our own, from a
-		 * publish retried after a later step failed. */
-		if ((r = write_result_json(sp, idbuf, json)) < 0 && r != -EEXIST)
+		if ((r = write_result_json(sp, idbuf, json, false)) == -EEXIST) {
+			/* The id is ours: the JSON there is our own, from an
+			 * attempt whose later step failed. Written anew. */
+			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0 || (r = redirty(sp, p)) < 0)
+				return r < 0 ? r : -ENAMETOOLONG;
+			r = write_result_json(sp, idbuf, json, true);
+		}
+		if (r < 0)
 			return r;
 	}
 	if (regular) {
@@ -539,7 +585,7 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		free((char *)res->task_path);
 		free((char *)res->artifacts_path);
 		res->task_path = res->artifacts_path = NULL;
-		if ((r = write_result_json(sp, idbuf, json)) < 0 && r != -EEXIST)
+		if ((r = write_result_json(sp, idbuf, json, redo)) < 0)
 			return r;
 	}
 	if (fsync(sp->done) < 0)
@@ -635,6 +681,31 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 	return -EEXIST;
 }
 
+/* A finish that got as far as done/ID.json, by a worker that died: make
+ * it durable without trusting anything that worker wrote to done/. */
+static int republish(struct spool *sp, const char *id)
+{
+	char p[512];
+	const char *sfx[] = {"task", "stdout", "stderr", "out"};
+	for (int i = 0; i < 4; i++) {
+		int r;
+		if (pathfmt(p, sizeof p, "%s.%s", id, sfx[i]) < 0)
+			return -ENAMETOOLONG;
+		if ((r = redirty(sp, p)) < 0)
+			return r;
+	}
+	_cleanup_free_ char *json = NULL;
+	size_t len;
+	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
+		return -ENAMETOOLONG;
+	int r = read_file_at(sp->done, p, 1u << 20, &json, &len);
+	if (r < 0)
+		return r;
+	if ((r = write_result_json(sp, id, json, true)) < 0)
+		return r;
+	return fsync(sp->done) < 0 ? -errno : 0;
+}
+
 enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
 				     const char *name, const char *me)
 {
@@ -660,6 +731,11 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 			    dt.st_ino == st.st_ino && dt.st_dev == st.st_dev) {
 				/* Died while finishing. */
 				if (pathfmt(p, sizeof p, "%s.json", m.id) == 0 && exists_at(sp->done, p)) {
+					/* Its fsync of done/ may never have run, or
+					 * have failed: the entries are written anew
+					 * and done/ fsynced before the claim goes. */
+					if (republish(sp, m.id) < 0)
+						return RECOVER_ERROR;
 					(void)unlinkat(wdir, name, 0);
 					spool_clean_scratch(wdir, name);
 					return RECOVER_FINISHED;
