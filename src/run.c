@@ -46,14 +46,19 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
  * gives up. */
 static void child_become(const struct run_cred *c, pid_t parent)
 {
+	/* Raw system calls, not libc's: in a process with threads (the
+	 * worker's commit thread) libc's set*id make every thread it knows
+	 * of change too, and a child born of a raw clone3 inherits that
+	 * list without the threads. The kernel's calls change this process
+	 * alone, which is what is wanted. */
 	const char *what = NULL;
-	if (setgroups((size_t)c->ngroups, c->groups) < 0)
+	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) < 0)
 		what = "setgroups";
-	else if (setresgid(c->gid, c->gid, c->gid) < 0)
+	else if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0)
 		what = "setgid";
-	else if (setresuid(c->uid, c->uid, c->uid) < 0)
+	else if (syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0)
 		what = "setuid";
-	else if (setuid(0) == 0 && c->uid != 0)
+	else if (syscall(SYS_setuid, 0) == 0 && c->uid != 0)
 		what = "setuid (root could be regained)";
 	if (what) {
 		char buf[160];

@@ -458,8 +458,8 @@ static int redirty(struct spool *sp, const char *name)
 	return 0;
 }
 
-int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
-		 struct result *res, char *idbuf, size_t idlen)
+int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
+		       struct result *res, char *idbuf, size_t idlen)
 {
 	bool redo = false; /* an earlier attempt of this publish got this far */
 	char p[512], q[512];
@@ -588,11 +588,22 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		if ((r = write_result_json(sp, idbuf, json, redo)) < 0)
 			return r;
 	}
-	if (fsync(sp->done) < 0)
-		return -errno;
+	return 0;
+}
+
+int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
+			  const char *idbuf)
+{
+	char p[512];
 	if (regular) {
+		/* Scratch first: once the claim is gone the name is free for
+		 * the next task of that name, whose scratch this must not
+		 * touch. A crash in between leaves a claim whose JSON exists,
+		 * which recovery completes (§11). */
+		spool_clean_scratch(wdir, name);
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
+		return 0;
 	} else {
 		struct stat st;
 		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
@@ -605,6 +616,17 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 	}
 	spool_clean_scratch(wdir, name);
 	return 0;
+}
+
+int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
+		 struct result *res, char *idbuf, size_t idlen)
+{
+	int r = spool_finish_stage(sp, wdir, name, regular, res, idbuf, idlen);
+	if (r < 0)
+		return r;
+	if (fsync(sp->done) < 0)
+		return -errno;
+	return spool_finish_complete(sp, wdir, name, regular, idbuf);
 }
 
 int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,

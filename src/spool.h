@@ -58,6 +58,13 @@ int claim_meta_set(int fd, const struct claim_meta *m);
  * one link; other entries are removed after the result is written. */
 int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		 struct result *res, char *idbuf, size_t idlen);
+/* spool_finish in two halves, for a caller that fsyncs done/ once for
+ * several results (group commit): stage writes everything up to the
+ * JSON; complete, once done/ is fsynced, removes the claim. */
+int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
+		       struct result *res, char *idbuf, size_t idlen);
+int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
+			  const char *idbuf);
 
 /* Put a claim back into new/ with its attempt counted up. */
 int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);

@@ -14,7 +14,9 @@
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
+#include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/xattr.h>
@@ -24,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <jansson.h>
 
 #include "caps.h"
 #include "cgroup.h"
@@ -52,7 +55,8 @@ static const enum taction transitions[TS__N][TE__N] = {
 	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
 };
 
-enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK };
+enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK,
+	       SRC_COMMIT };
 
 struct task;
 struct src {
@@ -86,7 +90,97 @@ struct task {
 	struct result res;
 	char idbuf[256];
 	char user[256], errbuf[256]; /* storage for res.user, res.error */
+	/* With the commit thread (from publish() until it hands the task
+	 * back, the loop does not touch it): */
+	struct task *cnext;
+	int commit_err;     /* 0: published; else -errno of the failed step */
+	bool commit_output; /* the failure was an fsync of its output */
 };
+
+/* ---- the commit thread: results made durable off the event loop --------
+ *
+ * Publishing a result costs four fsyncs (stdout, stderr, the JSON, done/).
+ * Done in the loop, they stalled claiming and spawning for every slot. The
+ * loop hands finished tasks to this thread, which takes all that have
+ * queued up, stages each result (outputs fsynced, id reserved, JSON
+ * written and fsynced), fsyncs done/ once for the batch (group commit),
+ * then removes each claim, and hands them back through an eventfd. The
+ * order of steps per task, and so every crash state, is unchanged
+ * (spool-layout §7). The thread touches only the spool and the tasks it
+ * was given. */
+struct commit {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct task *todo, *done; /* linked by cnext */
+	bool quit, started;
+	int efd;
+	struct spool *sp;
+	int wdir;
+};
+
+static void commit_batch(struct commit *c, struct task *batch)
+{
+	bool any = false;
+	for (struct task *t = batch; t; t = t->cnext) {
+		t->commit_err = 0;
+		t->commit_output = false;
+		int files[] = {t->run.out.file, t->run.err.file};
+		for (int i = 0; i < 2 && !t->commit_err; i++)
+			if (files[i] >= 0 && fsync(files[i]) < 0) {
+				/* Never report done on a failed fsync. */
+				t->commit_err = -errno;
+				t->commit_output = true;
+			}
+		if (!t->commit_err)
+			t->commit_err = spool_finish_stage(c->sp, c->wdir, t->name, true, &t->res,
+							   t->idbuf, sizeof t->idbuf);
+		any |= !t->commit_err;
+	}
+	if (any && fsync(c->sp->done) < 0) {
+		/* Every result of the batch is in doubt: each is retried,
+		 * and a retry writes its entries anew (spool_finish). */
+		int e = -errno;
+		for (struct task *t = batch; t; t = t->cnext)
+			if (!t->commit_err)
+				t->commit_err = e;
+	}
+	for (struct task *t = batch; t; t = t->cnext)
+		if (!t->commit_err)
+			t->commit_err = spool_finish_complete(c->sp, c->wdir, t->name, true, t->idbuf);
+}
+
+static void *commit_main(void *arg)
+{
+	struct commit *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->todo && !c->quit)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (!c->todo)
+			break;
+		/* Oldest first (the list is pushed at its head). */
+		struct task *batch = NULL;
+		for (struct task *t = c->todo, *nx; t; t = nx) {
+			nx = t->cnext;
+			t->cnext = batch;
+			batch = t;
+		}
+		c->todo = NULL;
+		pthread_mutex_unlock(&c->mu);
+		commit_batch(c, batch);
+		pthread_mutex_lock(&c->mu);
+		struct task *last = batch;
+		while (last->cnext)
+			last = last->cnext;
+		last->cnext = c->done;
+		c->done = batch;
+		uint64_t one = 1;
+		(void)!write(c->efd, &one, sizeof one);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
 
 /* ---- candidates: tasks seen in new/, ordered by priority then arrival -- */
 
@@ -272,6 +366,9 @@ struct worker {
 	const struct worker_opts *opts;
 	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
 	char scmp_err[256];       /* and why: every task is refused */
+	struct commit commit;
+	int ncommit; /* tasks with the commit thread */
+	struct src s_commit;
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -643,10 +740,77 @@ static void scan_peers(struct worker *w)
 
 /* ---- starting a task ------------------------------------------------------ */
 
+/* ---- accounts: looked up once per uid, not once per task ----------------
+ *
+ * Each lookup reads /etc/passwd and /etc/group through NSS (a dozen system
+ * calls, twice per task). An entry is kept while both files keep their
+ * inode, size and mtime, and for at most ACCT_TTL_MS in any case, for NSS
+ * sources that are not files. */
+#define ACCT_SLOTS 16
+#define ACCT_TTL_MS 5000
+
+struct acct {
+	uid_t uid;
+	bool used, found, too_many;
+	int64_t at_mono;
+	char name[256];
+	gid_t gid;
+	int ngroups;
+	gid_t groups[RUN_CRED_GROUPS_MAX];
+};
+
+static struct acct accts[ACCT_SLOTS];
+static unsigned acct_next;
+static struct stat acct_pw, acct_gr;
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static const struct acct *acct_get(uid_t uid)
+{
+	struct stat pw, gr;
+	if (stat("/etc/passwd", &pw) < 0)
+		memset(&pw, 0, sizeof pw);
+	if (stat("/etc/group", &gr) < 0)
+		memset(&gr, 0, sizeof gr);
+	if (!same_file(&pw, &acct_pw) || !same_file(&gr, &acct_gr)) {
+		memset(accts, 0, sizeof accts);
+		acct_pw = pw;
+		acct_gr = gr;
+	}
+	int64_t now = now_mono_ms();
+	struct acct *a = NULL;
+	for (int i = 0; i < ACCT_SLOTS; i++)
+		if (accts[i].used && accts[i].uid == uid) {
+			a = &accts[i];
+			if (now - a->at_mono < ACCT_TTL_MS)
+				return a;
+			break;
+		}
+	if (!a)
+		a = &accts[acct_next++ % ACCT_SLOTS];
+	memset(a, 0, sizeof *a);
+	a->used = true;
+	a->uid = uid;
+	a->at_mono = now;
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwuid_r(uid, &p, buf, sizeof buf, &pp) != 0 || !pp)
+		return a;
+	a->found = true;
+	snprintf(a->name, sizeof a->name, "%s", pp->pw_name);
+	a->gid = pp->pw_gid;
+	a->ngroups = RUN_CRED_GROUPS_MAX;
+	if (getgrouplist(pp->pw_name, pp->pw_gid, a->groups, &a->ngroups) < 0)
+		a->too_many = true;
+	return a;
+}
+
 static void fill_result(struct worker *w, struct task *t)
 {
-	struct passwd pw, *pp = NULL;
-	char buf[1024];
 	struct result *r = &t->res;
 	result_init(r);
 	r->id = t->name;
@@ -671,8 +835,9 @@ static void fill_result(struct worker *w, struct task *t)
 		r->pids = t->rl.nproc;
 	}
 	r->uid = t->uid;
-	if (getpwuid_r(t->uid, &pw, buf, sizeof buf, &pp) == 0 && pp) {
-		snprintf(t->user, sizeof t->user, "%s", pp->pw_name);
+	const struct acct *a = acct_get(t->uid);
+	if (a->found) {
+		snprintf(t->user, sizeof t->user, "%s", a->name);
 		r->user = t->user;
 	}
 }
@@ -694,23 +859,104 @@ static void task_free(struct worker *w, struct task *t)
 	free(t);
 }
 
-/* Publish a task's result; on failure (a full disk, an I/O error) keep it
- * and try again later: a task is never dropped. */
+/* Publish a task's result: handed to the commit thread, and out of the
+ * loop's hands (and of w->tasks) until it comes back (commit_done). */
 static void publish(struct worker *w, struct task *t)
 {
-	int r = spool_finish(w->sp, w->wdir, t->name, true, &t->res, t->idbuf, sizeof t->idbuf);
-	if (r < 0) {
-		logmsg("%s: cannot publish its result: %s; retrying", t->name, strerror(-r));
-		t->state = TS_PUBLISHING;
-		t->retry_mono = now_mono_ms() + 1000;
-		t->res.id = t->name;
-		return;
+	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	t->next = NULL;
+	w->ncommit++;
+	pthread_mutex_lock(&w->commit.mu);
+	t->cnext = w->commit.todo;
+	w->commit.todo = t;
+	pthread_cond_signal(&w->commit.cv);
+	pthread_mutex_unlock(&w->commit.mu);
+}
+
+static void undefer(struct worker *w);
+static void dispatch(struct worker *w);
+
+/* Tasks back from the commit thread: published, or to be tried again (a
+ * full disk, an I/O error: a task is never dropped), or, when its output
+ * could not be made durable, run again. */
+static void commit_done(struct worker *w)
+{
+	uint64_t x;
+	(void)!read(w->commit.efd, &x, sizeof x);
+	pthread_mutex_lock(&w->commit.mu);
+	struct task *list = w->commit.done;
+	w->commit.done = NULL;
+	pthread_mutex_unlock(&w->commit.mu);
+	for (struct task *t = list, *nx; t; t = nx) {
+		nx = t->cnext;
+		w->ncommit--;
+		if (t->commit_output) {
+			logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
+			       strerror(-t->commit_err));
+			t->end = END_REQUEUE;
+			t->meta.attempt++;
+			(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+			task_free(w, t);
+		} else if (t->commit_err) {
+			logmsg("%s: cannot publish its result: %s; retrying", t->name,
+			       strerror(-t->commit_err));
+			t->state = TS_PUBLISHING;
+			t->retry_mono = now_mono_ms() + 1000;
+			t->res.id = t->name;
+			t->next = w->tasks;
+			w->tasks = t;
+		} else {
+			log_task("finished", t->idbuf, t->res.status,
+				 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1,
+				 t->res.error);
+			run_hook(w, t->idbuf);
+			task_free(w, t);
+		}
 	}
-	log_task("finished", t->idbuf, t->res.status,
-		 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
-	run_hook(w, t->idbuf);
-	task_free(w, t);
 	(void)notify_statusf("%d running", w->nrunning);
+	/* A task of the same name may wait for this one's claim to go. */
+	undefer(w);
+	dispatch(w);
+}
+
+static void commit_start(struct worker *w)
+{
+	struct commit *c = &w->commit;
+	c->sp = w->sp;
+	c->wdir = w->wdir;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	if ((c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		die("eventfd: %s", strerror(errno));
+	/* JSON objects are made in both threads: jansson's hash seed is
+	 * set once, here, before there are two. */
+	json_object_seed(0);
+	/* Every signal stays blocked in the thread (it inherits the mask
+	 * the signalfd needs). */
+	int e = pthread_create(&c->th, NULL, commit_main, c);
+	if (e)
+		die("cannot start the commit thread: %s", strerror(e));
+	c->started = true;
+	w->s_commit = (struct src){SRC_COMMIT, NULL};
+	ep_add(w, c->efd, &w->s_commit);
+}
+
+static void commit_stop(struct worker *w)
+{
+	struct commit *c = &w->commit;
+	if (!c->started)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->quit = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->th, NULL);
+	c->started = false;
+	close(c->efd);
 }
 
 /* The host's cgroups, looked at once, at the first task (on v2 the
@@ -816,7 +1062,10 @@ static void finish_refused(struct worker *w, struct task *t, const char *refusal
 static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
 {
 	char cgerr[200], rlerr[160];
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	/* Read once (sysconf reads /sys for it each time). */
+	static long ncpu;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	/* Uid 0 of the host is exempt from RLIMIT_NPROC. */
 	struct rl_host rh = {.use_as = w->pol->rlimit_as, .nproc_binds = run_uid != 0,
 			     .ncpu = ncpu > 0 ? (int)ncpu : 1};
@@ -1021,24 +1270,23 @@ static int task_cred(struct worker *w, struct task *t, struct run_cred *c, const
 			 "([sandbox] allow_root)");
 		return -1;
 	}
-	struct passwd pw, *pp = NULL;
-	char buf[4096];
 	*refusal = "setuid_failed";
-	if (getpwuid_r(t->uid, &pw, buf, sizeof buf, &pp) != 0 || !pp) {
+	const struct acct *a = acct_get(t->uid);
+	if (!a->found) {
 		snprintf(t->errbuf, sizeof t->errbuf,
 			 "the task file's owner (uid %u) has no account on this host",
 			 (unsigned)t->uid);
 		return -1;
 	}
-	int n = RUN_CRED_GROUPS_MAX;
-	if (getgrouplist(pw.pw_name, pw.pw_gid, c->groups, &n) < 0) {
-		snprintf(t->errbuf, sizeof t->errbuf, "user %s is in more than %d groups",
-			 pw.pw_name, RUN_CRED_GROUPS_MAX);
+	if (a->too_many) {
+		snprintf(t->errbuf, sizeof t->errbuf, "user %.64s is in more than %d groups",
+			 a->name, RUN_CRED_GROUPS_MAX);
 		return -1;
 	}
 	c->uid = t->uid;
-	c->gid = pw.pw_gid;
-	c->ngroups = n;
+	c->gid = a->gid;
+	c->ngroups = a->ngroups;
+	memcpy(c->groups, a->groups, (size_t)a->ngroups * sizeof *c->groups);
 	return 1;
 }
 
@@ -1477,17 +1725,8 @@ static void task_complete(struct worker *w, struct task *t)
 	for (int i = 0; i < 2; i++) {
 		rs[i]->bytes = caps[i]->bytes;
 		rs[i]->truncated = caps[i]->truncated;
-		if (fsync(caps[i]->file) < 0) {
-			/* Never report done on a failed fsync: run it again. */
-			logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
-			       strerror(errno));
-			t->end = END_REQUEUE;
-			t->meta.attempt++;
-			(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
-			task_free(w, t);
-			return;
-		}
 	}
+	/* The outputs are fsynced by the commit thread, first. */
 	/* The work directory of backend none goes, whatever the outcome;
 	 * an empty $KART_OUTDIR too (a full one is kept with the result). */
 	char p[512];
@@ -1695,10 +1934,24 @@ static void on_signal(struct worker *w)
 	}
 }
 
+static bool only_lock_left(int wdir)
+{
+	DIR *d = opendir_at(wdir, ".");
+	if (!d)
+		return false;
+	bool only = true;
+	struct dirent *de;
+	while (only && (de = readdir(d)))
+		only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		       strcmp(de->d_name, ".lock") == 0;
+	closedir(d);
+	return only;
+}
+
 static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
-	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 &&
+	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
@@ -1811,10 +2064,13 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	_cleanup_close_ int wdog = notify_watchdog_fd();
 	if (wdog >= 0)
 		ep_add(&w, wdog, &s_wdog);
+	/* After the capabilities were dropped: they are per thread, and the
+	 * commit thread inherits what the loop kept. */
+	commit_start(&w);
 	dispatch(&w);
 
 	for (;;) {
-		if (w.stopping && w.nrunning == 0 && !w.tasks)
+		if (w.stopping && w.nrunning == 0 && !w.tasks && !w.ncommit)
 			break;
 		if (w.drain && idle_and_empty(&w)) {
 			/* Events may still be in flight: look once more. */
@@ -1844,6 +2100,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_WATCHDOG: notify_watchdog(wdog); break;
 			case SRC_PIDFD: exited[nexited++] = s->t; break;
 			case SRC_HOOK: on_hook(&w, s); break;
+			case SRC_COMMIT: commit_done(&w); break;
 			case SRC_STDOUT:
 				if (capture_pump(&s->t->run.out) == 1) {
 					ep_del(&w, s->t->run.out.pipe);
@@ -1861,12 +2118,19 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		for (int i = 0; i < nexited; i++)
 			task_event(&w, exited[i], TE_EXIT);
 	}
+	commit_stop(&w);
 	hooks_finish(&w);
 	spares_drop(&w, false);
-	/* Leave nothing behind: our claim directory goes if it is empty. */
-	(void)unlinkat(w.wdir, ".lock", 0);
-	if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT && errno != ENOTEMPTY)
-		logmsg("cannot remove cur/%s: %s", w.id, strerror(errno));
+	/* Leave nothing behind: our claim directory goes if it is empty. A
+	 * claim still in it (a re-queue that failed) keeps the .lock, which
+	 * our exit unlocks: that is what lets a peer recover it (§11). */
+	if (only_lock_left(w.wdir)) {
+		(void)unlinkat(w.wdir, ".lock", 0);
+		if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT &&
+		    errno != ENOTEMPTY)
+			logmsg("cannot remove cur/%s: %s", w.id, strerror(errno));
+	} else
+		logmsg("cur/%s still holds claims: left for recovery", w.id);
 	logmsg("worker %s stopped", w.id);
 	return 0;
 }
