@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <grp.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -73,6 +75,138 @@ static void child_become(const struct run_cred *c, pid_t parent)
 		_exit(126);
 }
 
+struct child_args {
+	char *const *argv, *const *envp;
+	int wdir;
+	const char *name, *cwd;
+	bool own_pgroup;
+	const struct run_cred *cred;
+	int seccomp_fd, outw, errw, stw, gor, gow;
+	pid_t parent;
+};
+
+/* The child, from clone to exec. Only system calls and what cannot take a
+ * lock or touch shared state: it may run in the worker's own memory
+ * (spawn_vm), while the worker's other thread runs. */
+static int child_main(struct child_args *a)
+{
+	int seccomp_fd = a->seccomp_fd;
+	if (a->gor >= 0) {
+		/* Nothing else until the parent says we are in place;
+		 * EOF means it could not put us there. */
+		char go;
+		close(a->gow);
+		ssize_t n;
+		while ((n = read(a->gor, &go, 1)) < 0 && errno == EINTR)
+			;
+		if (n != 1)
+			_exit(126);
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != a->parent)
+		_exit(126);
+	if (a->own_pgroup)
+		(void)setsid();
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0 || dup2(devnull, 0) < 0)
+		child_fail(-1, "stdin");
+	if (dup2(a->outw, 1) < 0 || dup2(a->errw, 2) < 0)
+		child_fail(-1, "stdout");
+	/* Out of the way of the fixed numbers before they are taken. */
+	if (seccomp_fd >= 0 && seccomp_fd <= SANDBOX_SECCOMP_FD &&
+	    (seccomp_fd = fcntl(seccomp_fd, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)
+		child_fail(-1, "seccomp fd");
+	if (move_fd(a->stw, SANDBOX_STATUS_FD) < 0)
+		child_fail(-1, "status fd");
+	int lk = openat(a->wdir, a->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0)
+		child_fail(-1, "run lock");
+	if (move_fd(lk, SANDBOX_LOCK_FD) < 0)
+		child_fail(-1, "run lock");
+	/* The filter for bwrap --seccomp (which closes it once loaded)
+	 * or for kart-launch with backend none. */
+	if (seccomp_fd >= 0 && move_fd(seccomp_fd, SANDBOX_SECCOMP_FD) < 0)
+		child_fail(-1, "seccomp fd");
+	if (a->cwd && chdir(a->cwd) < 0)
+		child_fail(-1, "chdir");
+	if (a->cred)
+		child_become(a->cred, a->parent);
+	execve(a->argv[0], a->argv, a->envp);
+	child_fail(-1, a->argv[0]);
+	return 126;
+}
+
+#define CLONE_INTO_CGROUP_ 0x200000000ULL
+struct clone_args_ {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+		set_tid, set_tid_size, cgroup;
+};
+
+#if defined(__x86_64__)
+/* clone3 with CLONE_VM|CLONE_VFORK: the child runs child_main on a stack
+ * of its own in our memory, and we sleep until it has exec'd or exited.
+ * One stack serves every spawn: CLONE_VFORK means it is free again when
+ * this returns. The child cannot return into C from the system call (its
+ * stack is empty), so the call is made here, in assembly. */
+static int child_trampoline(void *arg) { return child_main(arg); }
+
+static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
+{
+	enum { STACK = 256 * 1024 };
+	static char *stack;
+	if (!stack) {
+		void *m = mmap(NULL, STACK, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		/* A guard page below: an overflow faults, never corrupts. */
+		if (mprotect(m, 4096, PROT_NONE) < 0) {
+			munmap(m, STACK);
+			return -1;
+		}
+		stack = m;
+	}
+	struct clone_args_ cla = {.flags = CLONE_VM | CLONE_VFORK, .exit_signal = SIGCHLD,
+				  .stack = (uint64_t)(uintptr_t)stack, .stack_size = STACK};
+	if (cgroup_fd >= 0) {
+		cla.flags |= CLONE_INTO_CGROUP_;
+		cla.cgroup = (uint64_t)cgroup_fd;
+	}
+	register int (*fn)(void *) __asm__("r12") = child_trampoline;
+	register void *arg __asm__("r13") = a;
+	long ret;
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 /* The child: a fresh frame on the new stack. */
+			 "xor %%ebp, %%ebp\n\t"
+			 "mov %%r13, %%rdi\n\t"
+			 "call *%%r12\n\t"
+			 "mov %%eax, %%edi\n\t"
+			 "mov $60, %%eax\n\t" /* SYS_exit */
+			 "syscall\n\t"
+			 "hlt\n\t"
+			 "1:\n\t"
+			 : "=a"(ret)
+			 : "a"((long)SYS_clone3), "D"(&cla), "S"(sizeof cla), "r"(fn), "r"(arg)
+			 : "rcx", "r11", "memory");
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return (pid_t)ret;
+}
+#else
+static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
+{
+	(void)a, (void)cgroup_fd;
+	errno = ENOSYS;
+	return -1;
+}
+#endif
+
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
@@ -104,16 +238,29 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		return e;
 	}
 	pid_t parent = getpid();
+	struct child_args ca = {.argv = argv, .envp = envp, .wdir = wdir, .name = name,
+				.cwd = cwd, .own_pgroup = own_pgroup, .cred = cred,
+				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
+				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent};
 	pid_t pid = -1;
-	if (join && join->cgroup_fd >= 0) {
+	bool waits = join != NULL; /* the child waits on gop for the join */
+	if (!join || (join->cgroup_fd >= 0 && join->born_is_enough)) {
+		/* Nothing to do between clone and exec: share our memory and
+		 * sleep until the child has exec'd (posix_spawn's way), with
+		 * no page tables copied and no copy-on-write faults after. */
+		pid = spawn_vm(&ca, join ? join->cgroup_fd : -1);
+		if (pid >= 0) {
+			waits = false;
+			if (join)
+				join->born = true;
+		}
+	}
+	if (pid < 0 && join && join->cgroup_fd >= 0) {
 		/* Born in its leaf; any failure (an old kernel, a v1-only
 		 * directory) falls back to fork and the join below. */
-		struct {
-			uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
-				tls, set_tid, set_tid_size, cgroup;
-		} ca = {.flags = 0x200000000ULL /* CLONE_INTO_CGROUP */, .exit_signal = SIGCHLD,
-			.cgroup = (uint64_t)join->cgroup_fd};
-		pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+		struct clone_args_ cla = {.flags = CLONE_INTO_CGROUP_, .exit_signal = SIGCHLD,
+					  .cgroup = (uint64_t)join->cgroup_fd};
+		pid = (pid_t)syscall(SYS_clone3, &cla, sizeof cla);
 		join->born = pid >= 0;
 	}
 	if (pid < 0)
@@ -127,56 +274,18 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		return e;
 	}
 	if (pid == 0) {
-		/* Between fork and exec: only async-signal-safe calls. */
-		if (join) {
-			/* Nothing else until the parent says we are in place;
-			 * EOF means it could not put us there. */
-			char go;
-			close(gop[1]);
-			ssize_t n;
-			while ((n = read(gop[0], &go, 1)) < 0 && errno == EINTR)
-				;
-			if (n != 1)
-				_exit(126);
-		}
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(126);
-		if (own_pgroup)
-			(void)setsid();
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (devnull < 0 || dup2(devnull, 0) < 0)
-			child_fail(-1, "stdin");
-		if (dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
-			child_fail(-1, "stdout");
-		/* Out of the way of the fixed numbers before they are taken. */
-		if (seccomp_fd >= 0 && seccomp_fd <= SANDBOX_SECCOMP_FD &&
-		    (seccomp_fd = fcntl(seccomp_fd, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)
-			child_fail(-1, "seccomp fd");
-		if (move_fd(stp[1], SANDBOX_STATUS_FD) < 0)
-			child_fail(-1, "status fd");
-		int lk = openat(wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0)
-			child_fail(-1, "run lock");
-		if (move_fd(lk, SANDBOX_LOCK_FD) < 0)
-			child_fail(-1, "run lock");
-		/* The filter for bwrap --seccomp (which closes it once loaded)
-		 * or for kart-launch with backend none. */
-		if (seccomp_fd >= 0 && move_fd(seccomp_fd, SANDBOX_SECCOMP_FD) < 0)
-			child_fail(-1, "seccomp fd");
-		if (cwd && chdir(cwd) < 0)
-			child_fail(-1, "chdir");
-		if (cred)
-			child_become(cred, parent);
-		execve(argv[0], argv, envp);
-		child_fail(-1, argv[0]);
+		ca.gor = waits ? gop[0] : -1;
+		ca.gow = waits ? gop[1] : -1;
+		_exit(child_main(&ca));
 	}
 	close(outp[1]);
 	close(errp[1]);
 	close(stp[1]);
-	if (join) {
+	if (join && !waits) {
+		/* Born in its leaf with nothing else to join: already exec'd. */
+		close(gop[0]);
+		close(gop[1]);
+	} else if (join) {
 		close(gop[0]);
 		int e = join->fn(pid, join->arg);
 		if (e == 0)

@@ -43,6 +43,10 @@ struct run_join {
 	 * child goes on. */
 	int cgroup_fd;
 	bool born;
+	/* Being born in cgroup_fd is all the join there is (no v1
+	 * hierarchy to join): fn is not called, and the child is spawned
+	 * sharing our memory (CLONE_VM|CLONE_VFORK) where that works. */
+	bool born_is_enough;
 };
 /* Who the task runs as, when the worker is root: the child takes these
  * groups, gid and uid after its descriptors and the run lock are in

@@ -1444,6 +1444,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	struct run_join *join = &lj.rj;
 	_cleanup_close_ int ufd = t->cg.used ? cg_leaf_unified_fd(&t->cg) : -1;
 	join->cgroup_fd = ufd >= 0 ? ufd : -1;
+	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
+	join->born_is_enough = ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
 	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	bool none = w->pol->backend == BACKEND_NONE;
 	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
@@ -1967,6 +1969,37 @@ static void build_seccomp(struct worker *w)
 		logmsg("seccomp: %d rules, %zu instructions", w->scmp.nrules, w->scmp.len / 8);
 }
 
+/* What the worker still holds when it stops: freed, so that valgrind
+ * (make check-valgrind) reports only memory lost while it ran. */
+static void worker_release(struct worker *w)
+{
+	for (int l = 0; l < LANE__N; l++) {
+		for (size_t i = 0; i < w->heap[l].n; i++)
+			free(w->heap[l].v[i].name);
+		free(w->heap[l].v);
+	}
+	for (size_t i = 0; i < w->known.nb; i++)
+		for (struct kent *e = w->known.b[i], *nx; e; e = nx) {
+			nx = e->next;
+			free(e);
+		}
+	free(w->known.b);
+	for (size_t i = 0; i < w->npeers; i++)
+		free(w->peers[i].name);
+	free(w->peers);
+	for (size_t i = 0; i < w->nown_busy; i++)
+		free(w->own_busy[i]);
+	free(w->own_busy);
+	for (size_t i = 0; i < w->ndeferred; i++)
+		free(w->deferred[i]);
+	free(w->deferred);
+	for (struct hook *h = w->hooks, *nx; h; h = nx) {
+		nx = h->next;
+		free(h);
+	}
+	seccomp_prog_free(&w->scmp);
+}
+
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
 {
 	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
@@ -2132,5 +2165,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	} else
 		logmsg("cur/%s still holds claims: left for recovery", w.id);
 	logmsg("worker %s stopped", w.id);
+	worker_release(&w);
 	return 0;
 }
