@@ -26,7 +26,7 @@ const char *cgroup_use_name(enum cgroup_use c)
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
-static void find_launcher(char *out, size_t len)
+void find_libexec(const char *name, char *out, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -36,11 +36,11 @@ static void find_launcher(char *out, size_t len)
 		if (slash) {
 			*slash = '\0';
 			/* Beside the binary: a build tree, or a bin/ that holds both. */
-			if (pathfmt(out, len, "%s/kart-launch", self) == 0 && access(out, X_OK) == 0)
+			if (pathfmt(out, len, "%s/%s", self, name) == 0 && access(out, X_OK) == 0)
 				return;
 		}
 	}
-	if (pathfmt(out, len, "%s/kart-launch", LIBEXECDIR) < 0)
+	if (pathfmt(out, len, "%s/%s", LIBEXECDIR, name) < 0)
 		out[0] = '\0';
 }
 
@@ -413,7 +413,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
-	find_launcher(pol->launcher, sizeof pol->launcher);
+	find_libexec("kart-launch", pol->launcher, sizeof pol->launcher);
 
 	if (spool_dir) {
 		char path[4096];

@@ -93,4 +93,8 @@ void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *
  * Credentials appear by name only. */
 char *policy_describe(const struct policy *pol);
 
+/* A helper program of ours (kart-launch, kart-sync): beside the running
+ * binary (a build tree, or a bin/ that holds both), else in LIBEXECDIR. */
+void find_libexec(const char *name, char *out, size_t len);
+
 #endif

@@ -7,6 +7,7 @@ test_install_prefix_and_destdir() {
 	make -s -C "$ROOT" B="$b" PREFIX="$p" install >/dev/null || { fail "make install"; return; }
 	assert_file "$p/bin/kart"
 	assert_file "$p/libexec/kart/kart-launch"
+	assert_file "$p/libexec/kart/kart-sync"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" install >/dev/null || fail "DESTDIR install"
 	assert_file "$d/usr/bin/kart"
 	assert_file "$d/usr/libexec/kart/kart-launch"
@@ -14,8 +15,16 @@ test_install_prefix_and_destdir() {
 	printf '#!/bin/sh\necho installed\n' >"$s/new/t"
 	timeout 60 "$p/bin/kart" -s "$s" worker --drain 2>/dev/null || fail "installed worker"
 	assert_eq installed "$(cat "$s/done/t.stdout" 2>/dev/null)" "installed kart ran a task"
+	# The sync verbs run the installed kart-sync (kart itself does not
+	# link libsqlite3 or libpq).
+	if "$p/bin/kart" --version | grep -q sync-sqlite; then
+		"$p/bin/kart" -s "$s" sync sqlite "$T_ROOT/inst.db" >/dev/null 2>&1 || fail "installed kart sync"
+		assert_eq 1 "$(sqlite3 "$T_ROOT/inst.db" 'select count(*) from tasks' 2>&1)" "rows mirrored by the installed kart-sync"
+	fi
+	ldd "$p/bin/kart" | grep -E 'libpq|libsqlite3' && fail "kart links the sync libraries"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" uninstall >/dev/null || fail uninstall
 	assert_no_file "$d/usr/bin/kart"
+	assert_no_file "$d/usr/libexec/kart/kart-sync"
 }
 
 # Everything else make install puts in place, and make uninstall takes

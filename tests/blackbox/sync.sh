@@ -81,7 +81,7 @@ test_optional_build_and_version() {
 	have_feature sync-sqlite || skip "kart built without SQLite" || return
 	# The core alone: no sqlite3 or libpq, the sync verb says why.
 	local b=$T_ROOT/core
-	make -s -C "$ROOT" B="$b" HAVE_SQLITE= HAVE_PQ= "$b/kart" >"$T_ROOT/core.log" 2>&1 ||
+	make -s -C "$ROOT" B="$b" HAVE_SQLITE= HAVE_PQ= "$b/kart" "$b/kart-sync" >"$T_ROOT/core.log" 2>&1 ||
 		{ fail "core-only build: $(tail -3 "$T_ROOT/core.log")"; return; }
 	assert_eq "features: backend-bwrap backend-none" "$("$b/kart" --version | sed -n 2p)" \
 		"core-only features"
