@@ -83,6 +83,7 @@ struct task {
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
+	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -1625,8 +1626,18 @@ static void task_ended(struct worker *w, struct task *t)
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
-	if (drain_begin(w, t))
+	if (drain_begin(w, t)) {
+		/* cgroup.kill has SIGKILLed all of it at once: nothing of the
+		 * run executes another instruction, so the slot is free now,
+		 * not once the kernel has finished tearing it down (bwrap's
+		 * namespaces can take several ms). */
+		if (t->cg_atomic) {
+			w->used[t->spec.lane]--;
+			w->nrunning--;
+			t->slot_freed = true;
+		}
 		return; /* task_complete once its leaf is empty */
+	}
 	task_complete(w, t);
 }
 
@@ -1634,8 +1645,10 @@ static void task_ended(struct worker *w, struct task *t)
 static void task_complete(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
-	w->used[t->spec.lane]--;
-	w->nrunning--;
+	if (!t->slot_freed) {
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+	}
 
 	if (t->end == END_REQUEUE) {
 		t->meta.attempt++;
