@@ -834,11 +834,18 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 	_cleanup_close_ int d = openat(sp->cur, peer, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (d < 0)
 		return errno == ENOENT ? 0 : -errno;
-	/* No .lock: a worker is being born there (mkdir, then the lock), or
-	 * the directory was already emptied. Either way, not ours to take. */
+	/* No .lock: a worker that died at its exit between unlinking the
+	 * lock and removing the directory (a worker is born under a dot
+	 * name, locked, then renamed into place; and one that leaves a claim
+	 * behind keeps its lock). Only an empty one is removed: rmdir
+	 * refuses anything else. */
 	_cleanup_close_ int l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (l < 0)
-		return errno == ENOENT ? 0 : -errno;
+	if (l < 0) {
+		if (errno != ENOENT)
+			return -errno;
+		(void)unlinkat(sp->cur, peer, AT_REMOVEDIR);
+		return 0;
+	}
 	if (flock(l, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? 0 : -errno;
 	if (dead)

@@ -239,6 +239,18 @@ echo made-it" w1 || return
 	return 0
 }
 
+# A worker killed at its exit, between unlinking its .lock and removing its
+# directory, leaves cur/W empty and lock-less: a peer removes it. One that
+# still holds something is left alone (rmdir refuses it).
+test_lockless_dead_dir_removed() {
+	local s; s=$(mkspool)
+	mkdir "$s/cur/gone" "$s/cur/full"
+	: >"$s/cur/full/keepme"
+	drain "$s" --id w2
+	[ -d "$s/cur/gone" ] && fail "an empty lock-less cur/gone was left"
+	assert_file "$s/cur/full/keepme"
+}
+
 test_kill9_retries0_lost() {
 	local s
 	s=$(mkspool)
