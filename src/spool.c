@@ -441,19 +441,38 @@ static void fill_user(struct result *res, uid_t uid, char *buf, size_t len)
 	}
 }
 
-/* Make an entry of done/ dirty again: renamed aside and back. After an
- * fsync of done/ failed, the kernel may have dropped the dirty state of
- * what it failed to write, and a second fsync would report success for
- * it: so the entries of an unfinished publish are written anew, and only
- * the fsync that follows is trusted. */
+/* Make an entry of done/ dirty again. After an fsync of done/ failed, the
+ * kernel may have dropped the dirty state of what it failed to write, and
+ * a second fsync would report success for it: so the entries of an
+ * unfinished publish are written anew, and only the fsync that follows is
+ * trusted. A file gets a second link, .NAME.redo, removed at once: its
+ * own name never goes missing. A directory (ID.out/) is renamed to
+ * .NAME.redo and back, and a crash in between is repaired here, by the
+ * next redirty of the same name (a publish retry, or recovery). */
 static int redirty(struct spool *sp, const char *name)
 {
 	char aside[512];
+	struct stat st;
 	if (pathfmt(aside, sizeof aside, ".%s.redo", name) < 0)
 		return -ENAMETOOLONG;
-	if (renameat2(sp->done, name, sp->done, aside, RENAME_NOREPLACE) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (renameat2(sp->done, aside, sp->done, name, RENAME_NOREPLACE) < 0)
+	if (fstatat(sp->done, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			return -errno;
+		/* Crashed between the two renames of a directory: back. */
+		if (renameat2(sp->done, aside, sp->done, name, RENAME_NOREPLACE) < 0)
+			return errno == ENOENT ? 0 : -errno;
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (renameat2(sp->done, name, sp->done, aside, RENAME_NOREPLACE) < 0 ||
+		    renameat2(sp->done, aside, sp->done, name, RENAME_NOREPLACE) < 0)
+			return -errno;
+		return 0;
+	}
+	(void)unlinkat(sp->done, aside, 0); /* a crash's leftover link */
+	if (linkat(sp->done, name, sp->done, aside, 0) < 0)
+		return -errno;
+	if (unlinkat(sp->done, aside, 0) < 0)
 		return -errno;
 	return 0;
 }
@@ -737,6 +756,18 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		return errno == ENOENT ? RECOVER_FINISHED : RECOVER_ERROR;
 	struct claim_meta m = {.attempt = 1};
 	int retries = pol->retries_default;
+	if (S_ISREG(st.st_mode) && st.st_nlink == 3) {
+		/* A finisher that died inside redirty() of done/ID.task left
+		 * a third link, done/.ID.task.redo: drop it, look again. */
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		struct claim_meta m3;
+		struct stat rt;
+		if (fd >= 0 && claim_meta_get(fd, &m3) == 0 && m3.id[0] &&
+		    pathfmt(p, sizeof p, ".%s.task.redo", m3.id) == 0 &&
+		    fstatat(sp->done, p, &rt, AT_SYMLINK_NOFOLLOW) == 0 && rt.st_ino == st.st_ino &&
+		    rt.st_dev == st.st_dev && unlinkat(sp->done, p, 0) == 0)
+			(void)fstat(fd, &st);
+	}
 	if (S_ISREG(st.st_mode) && st.st_nlink <= 2) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		if (fd < 0)

@@ -251,6 +251,31 @@ test_lockless_dead_dir_removed() {
 	assert_file "$s/cur/full/keepme"
 }
 
+# A finisher that died inside its redirty of done/ID.task (a publish retry
+# after a failed fsync, or recovery making a finish durable) left a third
+# link, done/.ID.task.redo. Recovery drops it and completes the finish:
+# one result, the claim gone, no second run.
+test_recovery_after_redirty_crash() {
+	local s; s=$(mkspool)
+	mkdir "$s/cur/dead"
+	: >"$s/cur/dead/.lock"
+	printf '#!/bin/sh\necho should-not-run-again\n' >"$s/cur/dead/fin"
+	python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.kart", b"attempt=1\nsubmitted=0\nid=fin\n")' \
+		"$s/cur/dead/fin" || { fail "cannot set user.kart"; return; }
+	ln "$s/cur/dead/fin" "$s/done/fin.task"
+	ln "$s/cur/dead/fin" "$s/done/.fin.task.redo"
+	echo done-before >"$s/done/fin.stdout"
+	printf '{"id":"fin","name":"fin","status":"ok","attempt":1,"stdout":{"path":"done/fin.stdout","bytes":12,"truncated":false}}\n' \
+		>"$s/done/fin.json"
+	drain "$s" --id w2
+	assert_eq 1 "$(n_results "$s")" "results for fin (exactly one)"
+	assert_eq ok "$(field "$s" fin .status)" "status kept"
+	assert_no_file "$s/done/.fin.task.redo"
+	assert_no_file "$s/cur/dead/fin"
+	assert_eq done-before "$(cat "$s/done/fin.stdout")" "the output of the one run"
+	assert_eq 1 "$(stat -c %h "$s/done/fin.task")" "links of done/fin.task"
+}
+
 test_kill9_retries0_lost() {
 	local s
 	s=$(mkspool)
