@@ -239,9 +239,10 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
  * ignore), its .lock created and flocked, then renamed into place. A
  * peer that sees cur/<wid>/ therefore always finds it locked while its
  * worker lives. */
-static int worker_dir_create(struct spool *sp, const char *wid)
+static int worker_dir_create(struct spool *sp, const char *wid, int *dout, int *lout)
 {
 	char tmp[512];
+	*dout = *lout = -1;
 	if (pathfmt(tmp, sizeof tmp, ".new.%s.%d", wid, getpid()) < 0)
 		return -ENAMETOOLONG;
 	(void)rm_rf_at(sp->cur, tmp);
@@ -252,8 +253,17 @@ static int worker_dir_create(struct spool *sp, const char *wid)
 	int r = 0;
 	if (l < 0)
 		r = -errno;
+	else if (flock(l, LOCK_EX | LOCK_NB) < 0)
+		r = -errno;
 	else if (renameat2(sp->cur, tmp, sp->cur, wid, RENAME_NOREPLACE) < 0)
 		r = errno == EEXIST || errno == ENOTEMPTY ? 0 : -errno;
+	else {
+		/* In place and locked: handed over still locked, so that no
+		 * peer or gc ever sees it unlocked while we live. */
+		*dout = steal_fd(&d);
+		*lout = steal_fd(&l);
+		return 0;
+	}
 	(void)rm_rf_at(sp->cur, tmp);
 	return r;
 }
@@ -269,17 +279,19 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 		if (tries)
 			usleep(20000);
 		_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_close_ int l = -1;
 		if (d < 0) {
 			if (errno != ENOENT)
 				return -errno;
-			int r = worker_dir_create(sp, wid);
+			int r = worker_dir_create(sp, wid, &d, &l);
 			if (r < 0)
 				return r;
-			continue;
-		}
-		/* O_RDWR: its close at death raises IN_CLOSE_WRITE for peers
-		 * that watch it; their read-only probes do not. */
-		_cleanup_close_ int l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+			if (d < 0)
+				continue; /* a namesake's appeared meanwhile */
+		} else
+			/* O_RDWR: its close at death raises IN_CLOSE_WRITE for
+			 * peers that watch it; their read-only probes do not. */
+			l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 		if (l < 0) {
 			if (errno == ENOENT)
 				continue; /* the directory was just removed */
@@ -477,6 +489,51 @@ static int redirty(struct spool *sp, const char *name)
 	return 0;
 }
 
+/* done/ID.stdout (or .stderr) for a run that wrote nothing: a link to
+ * done/.empty, one empty file for the whole spool, so that no inode is
+ * allocated for it (on ext4 without a journal each new inode skips every
+ * inode freed in the last 30 s). Where a link cannot be made (the link
+ * limit, protected_hardlinks between workers of different users) the
+ * empty file is made for this result alone. */
+static int link_empty(struct spool *sp, const char *to)
+{
+	for (int round = 0; round < 2; round++) {
+		struct stat st;
+		if (fstatat(sp->done, ".empty", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (S_ISREG(st.st_mode) && st.st_size == 0) {
+				if (linkat(sp->done, ".empty", sp->done, to, 0) == 0 || errno == EEXIST)
+					return 0;
+				if (errno != EMLINK)
+					break;
+			}
+			/* Full of links, or not an empty file any more: a
+			 * new one (the old links keep the old inode). */
+			if (unlinkat(sp->done, ".empty", 0) < 0 && errno != ENOENT)
+				break;
+		}
+		int fd = openat(sp->done, ".empty", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+				0444);
+		if (fd < 0 && errno != EEXIST)
+			break;
+		if (fd >= 0) {
+			int bad = fsync(fd) < 0;
+			close(fd);
+			if (bad) {
+				(void)unlinkat(sp->done, ".empty", 0);
+				break;
+			}
+		}
+	}
+	int fd = openat(sp->done, to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		(void)unlinkat(sp->done, to, 0);
+	return r;
+}
+
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
 		       struct result *res, char *idbuf, size_t idlen)
 {
@@ -538,11 +595,19 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 					st[i]->bytes = (uint64_t)os.st_size;
 				st[i]->present = true;
 				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
-			} else if (errno == ENOENT && redo) {
-				/* Moved by the earlier attempt. */
+			} else if (errno == ENOENT && (redo || st[i]->captured)) {
+				/* Moved (or linked) by an earlier attempt; or the run
+				 * wrote nothing, and the file was never made. */
 				struct stat os;
-				if (fstatat(sp->done, q, &os, AT_SYMLINK_NOFOLLOW) < 0)
+				if (fstatat(sp->done, q, &os, AT_SYMLINK_NOFOLLOW) < 0) {
+					if (errno != ENOENT || !st[i]->captured)
+						continue;
+					if ((r = link_empty(sp, q)) < 0)
+						return r;
+					st[i]->present = true;
+					snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
 					continue;
+				}
 				if ((r = redirty(sp, q)) < 0)
 					return r;
 				if (!st[i]->bytes)
