@@ -52,6 +52,9 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	if (q.state == Q_RUNNING) {
 		if (pathfmt(p, sizeof p, "%s/.%s.%s", q.worker, id, err ? "stderr" : "stdout") == 0)
 			fd = openat(sp.cur, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		/* The file is made at the run's first byte: none yet. */
+		if (fd < 0 && errno == ENOENT)
+			return 0;
 	} else {
 		const char *rel = err ? q.err_path : q.out_path;
 		if (strncmp(rel, "done/", 5) == 0 && !strchr(rel + 5, '/'))

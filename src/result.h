@@ -8,6 +8,7 @@
 
 struct result_stream {
 	bool present;
+	bool captured; /* the run captured it: no file means nothing was written */
 	char path[600]; /* relative to the spool */
 	uint64_t bytes;
 	bool truncated;

@@ -324,7 +324,8 @@ int capture_pump(struct capture *c)
 	char sink[65536];
 	while (c->pipe >= 0) {
 		ssize_t n;
-		if (c->bytes < c->cap) {
+		/* No file (it could not be made): read and drop. */
+		if (c->bytes < c->cap && c->file >= 0) {
 			n = splice(c->pipe, NULL, c->file, NULL, (size_t)(c->cap - c->bytes),
 				   SPLICE_F_NONBLOCK);
 			if (n < 0 && errno == EINVAL) {

@@ -1103,6 +1103,24 @@ static int open_capture(struct worker *w, const char *name, const char *sfx)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Make the capture file once there is something to put in it. If it
+ * cannot be made, the output is read and dropped, and marked truncated. */
+static void capture_file(struct worker *w, struct task *t, struct capture *c, const char *sfx)
+{
+	int n = 0;
+	if (c->file >= 0 || c->pipe < 0 || ioctl(c->pipe, FIONREAD, &n) < 0 || n <= 0)
+		return;
+	int fd = open_capture(w, t->name, sfx);
+	if (fd < 0) {
+		logmsg("%s: cannot create its %s file: %s; output dropped", t->name, sfx,
+		       strerror(-fd));
+		c->cap = c->bytes;
+		c->truncated = true;
+		return;
+	}
+	c->file = fd;
+}
+
 /* ---- spare scratch directories ---------------------------------------- */
 
 /* ext4 without a journal gives a new inode only after skipping every
@@ -1374,17 +1392,15 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	/* No clean-up of scratch entries here: finish, re-queue and
 	 * recovery remove them, the captures are truncated, and a leftover
 	 * directory is removed by scratch_mkdir. */
-	int ofd = open_capture(w, name, "stdout"), efd = open_capture(w, name, "stderr");
+	/* The capture files are made at the first byte (capture_file): a
+	 * silent run allocates no inode for them. */
+	int ofd = -1, efd = -1;
 	char outdir[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
-	if (ofd < 0 || efd < 0 || pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
+	if (pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
 	    scratch_mkdir(w, outdir, 0755, t->run_uid) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/.%s.out", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0) {
-		if (ofd >= 0)
-			close(ofd);
-		if (efd >= 0)
-			close(efd);
 		finish_refused(w, t, "sandbox_setup_failed",
 			       "cannot prepare the task's output files in the claim directory");
 		return;
@@ -1623,6 +1639,9 @@ static void task_ended(struct worker *w, struct task *t)
 	ep_del(w, t->run.pidfd);
 	ep_del(w, t->run.out.pipe);
 	ep_del(w, t->run.err.pipe);
+	/* What is still in the pipes is read by run_collect. */
+	capture_file(w, t, &t->run.out, "stdout");
+	capture_file(w, t, &t->run.err, "stderr");
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
@@ -1740,6 +1759,8 @@ static void task_complete(struct worker *w, struct task *t)
 	for (int i = 0; i < 2; i++) {
 		rs[i]->bytes = caps[i]->bytes;
 		rs[i]->truncated = caps[i]->truncated;
+		/* A run's result always has both files, empty or not. */
+		rs[i]->captured = true;
 	}
 	/* The outputs are fsynced by the commit thread, first. */
 	/* The work directory of backend none goes, whatever the outcome;
@@ -2148,12 +2169,14 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_HOOK: on_hook(&w, s); break;
 			case SRC_COMMIT: commit_done(&w); break;
 			case SRC_STDOUT:
+				capture_file(&w, s->t, &s->t->run.out, "stdout");
 				if (capture_pump(&s->t->run.out) == 1) {
 					ep_del(&w, s->t->run.out.pipe);
 					capture_close(&s->t->run.out);
 				}
 				break;
 			case SRC_STDERR:
+				capture_file(&w, s->t, &s->t->run.err, "stderr");
 				if (capture_pump(&s->t->run.err) == 1) {
 					ep_del(&w, s->t->run.err.pipe);
 					capture_close(&s->t->run.err);

@@ -81,6 +81,8 @@ drain() {
 	local s=$1; shift
 	timeout 120 "$KART" -s "$s" worker --drain "$@" >>"$s.worker.log" 2>&1 ||
 		fail "worker --drain exited $? (log: $(tail -3 "$s.worker.log"))"
+# is_running SPOOL ID: kart status says the task runs.
+is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
 }
 
 # run_cmd ARGS...: run kart; sets RC, OUT (stdout) and ERR (stderr).

@@ -8,7 +8,6 @@
 
 now_ms() { date +%s%3N; }
 has_result() { [ -e "$1/done/$2.json" ]; }
-is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
 # has_line REGEX TEXT WHAT: some line of TEXT matches REGEX (grep -E).
 has_line() { printf '%s\n' "$2" | grep -Eq -- "$1" || fail "$3: no line matches /$1/ in: $2"; }
 n_queued() { find "$1/new" -mindepth 1 -maxdepth 1 ! -name '.*' | wc -l; }

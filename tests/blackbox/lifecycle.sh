@@ -17,7 +17,6 @@ put_task() {
 }
 
 has_result() { [ -e "$1/done/$2.json" ]; }
-is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
 n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 # Task files (not dot-files) left in new/ or in any cur/<worker>/.
 queued_files() { find "$1/new" -mindepth 1 -maxdepth 1 ! -name '.*' | sort; }

@@ -28,7 +28,6 @@ have_sandbox() {
 leaves_of() { find /sys/fs/cgroup -maxdepth 6 -type d -name "kart.$1.*" 2>/dev/null; }
 
 has_result() { [ -e "$1/done/$2.json" ]; }
-is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
 
 # drain_pid SPOOL [ENV=VAL...]: a --drain worker in the background; sets
 # DPID to its pid (leaf names carry it), waits for its end.

@@ -72,14 +72,16 @@ test_shebang_honoured() {
 
 test_timeout_kills_the_tree() {
 	local s; s=$(mkspool)
-	printf '#!/bin/sh\n#kart: timeout=1s\n(sleep 30 &) ; sleep 30\n' >"$s/new/slow"
+	# A duration of its own: other tests (or other runs) may sleep 30 too.
+	local d="30.$$$RANDOM"
+	printf '#!/bin/sh\n#kart: timeout=1s\n(sleep %s &) ; sleep %s\n' "$d" "$d" >"$s/new/slow"
 	local t0=$SECONDS
 	drain "$s"
 	assert_eq timeout "$(field "$s" slow .status)" status
 	assert_eq SIGKILL "$(field "$s" slow .signal)" signal
 	assert_match "timeout" "$(field "$s" slow .error)" error
 	[ $((SECONDS - t0)) -lt 15 ] || fail "timeout took $((SECONDS - t0))s"
-	pgrep -f "sleep 30" >/dev/null && fail "a process of the timed-out task survived"
+	pgrep -f "sleep $d" >/dev/null && fail "a process of the timed-out task survived"
 	true
 }
 
@@ -165,6 +167,32 @@ test_worker_starts_during_write() {
 	assert_eq "part1
 part2" "$(cat "$s/done/midway.stdout")" "whole file ran"
 	kill "$WPID"; wait "$WPID"
+}
+
+# A stream the run wrote nothing to costs no inode: the result's file is a
+# link to done/.empty. One with output has a file of its own. A running
+# task that has written nothing yet has nothing to cat.
+test_empty_outputs_share_one_file() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\ntrue\n' >"$s/new/quiet1"
+	printf '#!/bin/sh\ntrue\n' >"$s/new/quiet2"
+	printf '#!/bin/sh\necho said\n' >"$s/new/loud"
+	KART_BACKEND=none drain "$s"
+	local e; e=$(stat -c %i "$s/done/.empty") || { fail "no done/.empty"; return; }
+	assert_eq "$e $e $e" "$(stat -c %i "$s/done/quiet1.stdout" "$s/done/quiet1.stderr" "$s/done/quiet2.stdout" | xargs)" \
+		"empty outputs are links to done/.empty"
+	assert_eq 0 "$(stat -c %s "$s/done/.empty")" "size of done/.empty"
+	assert_eq done/quiet1.stdout "$(field "$s" quiet1 .stdout.path)" "path of an empty stdout"
+	assert_eq 0 "$(field "$s" quiet1 .stdout.bytes)" "bytes of an empty stdout"
+	assert_eq said "$("$KART" -s "$s" cat loud)" "a stream with output"
+	[ "$(stat -c %i "$s/done/loud.stdout")" != "$e" ] || fail "loud.stdout is the shared empty file"
+	assert_eq "$e" "$(stat -c %i "$s/done/loud.stderr")" "loud's empty stderr"
+	printf '#!/bin/sh\nsleep 5\n' >"$s/new/sleeper"
+	KART_BACKEND=none start_worker "$s"
+	wait_until 10 is_running "$s" sleeper || { fail "sleeper never ran"; return; }
+	run_cmd -s "$s" cat sleeper
+	assert_eq "0:" "$RC:$OUT" "kart cat of a running task with no output yet"
+	stop_worker "$WPID"
 }
 
 test_name_reuse_never_overwrites() {
