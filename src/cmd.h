@@ -16,6 +16,9 @@ struct ctx {
 int usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Open the spool named by -s / $KART_SPOOL, or exit with a message. */
 void ctx_open_spool(struct ctx *c, struct spool *sp);
+/* A spool closed when it goes out of scope, however the verb returns
+ * (spool_close is idempotent): declare it just before ctx_open_spool. */
+#define _cleanup_spool_ __attribute__((cleanup(spool_close)))
 bool wants_help(int argc, char **argv, const char *help);
 
 int cmd_init(struct ctx *c, int argc, char **argv);

@@ -74,7 +74,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 		if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0 && first == 1)
 			return usage_error("cancel", "unknown option '%s'", argv[i]);
 
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	int rc = 0, wdir = -1, lockfd = -1;
 	char me[128];

@@ -35,7 +35,7 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	if (argc - optind != 1)
 		return usage_error("cat", "give exactly one task ID");
 	const char *id = argv[optind];
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	struct qinfo q;
 	int r = query_id(&sp, id, &q);

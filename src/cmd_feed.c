@@ -277,6 +277,7 @@ int cmd_feed(struct ctx *c, int argc, char **argv)
 	snprintf(p, sizeof p, "/proc/self/fd/%d", f.sp.done);
 	if (sfd < 0 || ifd < 0 || inotify_add_watch(ifd, p, IN_MOVED_TO | IN_CREATE) < 0) {
 		fprintf(stderr, "kart feed: %s\n", strerror(errno));
+		spool_close(&f.sp);
 		return 1;
 	}
 	/* Renew well inside the lease; a result wakes us at once (inotify). */

@@ -382,7 +382,7 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("gc", "unexpected argument '%s'", argv[optind]);
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	g.sp = &sp;
 	g.now_ms = now_realtime_ms();

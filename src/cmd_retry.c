@@ -133,7 +133,7 @@ int cmd_retry(struct ctx *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("retry", "no task ID given");
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	for (int i = optind; i < argc; i++)
 		rc |= retry_one(&sp, argv[i]);

@@ -163,7 +163,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	}
 	if (o.json && o.ndjson)
 		return usage_error("status", "--json and --ndjson exclude each other");
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	o.now_ms = now_realtime_ms();
 	if (o.json)

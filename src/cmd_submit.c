@@ -211,7 +211,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		base = xstrdup("task");
 	}
 
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	char id[TASK_NAME_MAX + 16];
 	if (spool_pick_id(&sp, base, id, sizeof id) < 0) {

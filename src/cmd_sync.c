@@ -54,7 +54,7 @@ int cmd_sync(struct ctx *c, int argc, char **argv)
 		open_db = o.reopen = sync_pg_open;
 	else
 		return usage_error("sync", "'%s': not a database kind (sqlite, postgres)", kind);
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	char err[512];
 	struct sync_db *db = open_db(o.target, err, sizeof err);

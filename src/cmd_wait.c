@@ -44,7 +44,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 		return usage_error("wait", "no task ID given");
 	char **ids = argv + optind;
 
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];

@@ -165,7 +165,7 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("watch", "unexpected argument '%s'", argv[optind]);
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 
 	/* Signals through a signalfd: the loop ends cleanly, no handler. */

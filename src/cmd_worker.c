@@ -88,7 +88,7 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	log_setup(logf, wo.id);
 	struct policy pol;
 	char err[512];
-	struct spool sp;
+	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
 	/* A policy that cannot be read stops the worker: never run on
 	 * silently with defaults. */

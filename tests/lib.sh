@@ -13,6 +13,12 @@ unset KART_CGROUP KART_CGROUP_PARENT KART_RLIMIT_USE_AS
 # The tests run as root and submit root-owned task files; a root worker
 # refuses those unless the policy allows them. confine.sh tests the refusal.
 export KART_ALLOW_ROOT=yes
+# KART_TEST_SLOW=N multiplies the helpers' time bounds (wait_until, drain,
+# run_cmd, wait_gone, stop_worker): make check-valgrind sets it, since kart
+# under valgrind is 20-50 times slower. 1 (the default) for make check.
+KART_TEST_SLOW=${KART_TEST_SLOW:-1}
+# slow N: N seconds, times KART_TEST_SLOW.
+slow() { echo $(($1 * KART_TEST_SLOW)); }
 T_ROOT=$(mktemp -d "${TMPDIR:-/tmp}/kart-test.XXXXXX")
 T_PIDS=()
 _cleanup() {
@@ -65,7 +71,7 @@ start_worker() {
 
 # wait_until TIMEOUT_S CMD...: retry CMD every 50ms until it succeeds.
 wait_until() {
-	local t=$1; shift
+	local t; t=$(slow "$1"); shift
 	local end=$((SECONDS + t))
 	while ! "$@"; do
 		[ $SECONDS -ge $end ] && return 1
@@ -75,21 +81,21 @@ wait_until() {
 
 # field SPOOL ID JQ-FILTER: a field of done/ID.json.
 field() { jq -r "$3" "$1/done/$2.json"; }
+# is_running SPOOL ID: kart status says the task runs.
+is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
 
 # drain SPOOL [ARGS...]: run a worker until new/ is empty and nothing runs.
 drain() {
 	local s=$1; shift
-	timeout 120 "$KART" -s "$s" worker --drain "$@" >>"$s.worker.log" 2>&1 ||
+	timeout "$(slow 120)" "$KART" -s "$s" worker --drain "$@" >>"$s.worker.log" 2>&1 ||
 		fail "worker --drain exited $? (log: $(tail -3 "$s.worker.log"))"
-# is_running SPOOL ID: kart status says the task runs.
-is_running() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	running"; }
 }
 
 # run_cmd ARGS...: run kart; sets RC, OUT (stdout) and ERR (stderr).
 run_cmd() {
 	local ef
 	ef=$(mktemp "$T_ROOT/err.XXXXXX")
-	OUT=$(timeout "${RUN_TIMEOUT:-60}" "$KART" "$@" 2>"$ef")
+	OUT=$(timeout "$(slow "${RUN_TIMEOUT:-60}")" "$KART" "$@" 2>"$ef")
 	RC=$?
 	ERR=$(cat "$ef")
 	rm -f "$ef"
@@ -98,7 +104,7 @@ run_cmd() {
 # wait_gone TIMEOUT PID: bounded wait for a background job; sets RC to its
 # exit status (or "timeout").
 wait_gone() {
-	local end=$((SECONDS + $1)) st
+	local end=$((SECONDS + $(slow "$1"))) st
 	while kill -0 "$2" 2>/dev/null; do
 		st=$(awk '{print $3}' "/proc/$2/stat" 2>/dev/null)
 		[ "$st" = Z ] && break
@@ -116,7 +122,7 @@ wait_gone() {
 stop_worker() {
 	kill -TERM "$1" 2>/dev/null
 	if ! wait_gone 20 "$1"; then
-		fail "worker $1 did not exit within 20s of SIGTERM"
+		fail "worker $1 did not exit within $(slow 20)s of SIGTERM"
 		kill -9 "$1" 2>/dev/null
 	fi
 }

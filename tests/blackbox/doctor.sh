@@ -8,7 +8,13 @@ test_doctor_reports_this_host() {
 	assert_eq true "$(jq -r .bwrap.works <<<"$j")" "bwrap runs a trivial sandbox"
 	assert_eq true "$(jq -r .user_namespaces.unprivileged <<<"$j")" "unprivileged user namespaces (probed as nobody)"
 	assert_eq null "$(jq -r .user_namespaces.fix <<<"$j")" "no fix needed"
-	assert_match '^[0-9]+$' "$(jq -r .landlock_abi <<<"$j")" "Landlock ABI"
+	if [ -n "${KART_VALGRIND:-}" ]; then
+		# valgrind 3.19 has no landlock_create_ruleset (ENOSYS, "unhandled
+		# syscall 444"): under it the probe finds none.
+		assert_eq unsupported "$(jq -r .landlock_abi <<<"$j")" "Landlock ABI under valgrind"
+	else
+		assert_match '^[0-9]+$' "$(jq -r .landlock_abi <<<"$j")" "Landlock ABI"
+	fi
 	assert_eq true "$(jq -r .seccomp <<<"$j")" seccomp
 	assert_match '^[0-9]+$' "$(jq -r .inotify.max_queued_events <<<"$j")" "inotify limits"
 	assert_eq true "$(jq -r .spool.rename_noreplace <<<"$j")" "RENAME_NOREPLACE on the spool's filesystem"

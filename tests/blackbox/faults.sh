@@ -78,6 +78,8 @@ worker_on_full() { # fill-function
 	# The worker starts while there is room (a worker that cannot create its
 	# claim directory refuses to start), then the disk fills under it.
 	KART_BACKEND=none start_worker "$s"
+	wait_until 10 grep -q 'msg="worker .* on ' "$s.worker.log" ||
+		fail "the worker did not start: $(tail -n 3 "$s.worker.log")"
 	sleep 0.5
 	kill -STOP "$WPID"
 	printf '#!/bin/sh\ntrue\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/full"
