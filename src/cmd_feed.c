@@ -266,12 +266,7 @@ int cmd_feed(struct ctx *c, int argc, char **argv)
 	snprintf(f.lease, sizeof f.lease, "%lld seconds", lease_s);
 	ctx_open_spool(c, &f.sp);
 
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	_cleanup_close_ int sfd = stop_signalfd();
 	_cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[64];
 	snprintf(p, sizeof p, "/proc/self/fd/%d", f.sp.done);

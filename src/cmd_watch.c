@@ -169,14 +169,8 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	ctx_open_spool(c, &sp);
 
 	/* Signals through a signalfd: the loop ends cleanly, no handler. */
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-		die("sigprocmask: %s", strerror(errno));
+	_cleanup_close_ int sfd = stop_signalfd();
 	(void)signal(SIGPIPE, SIG_IGN);
-	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];
 	if (sfd < 0 || ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||

@@ -498,12 +498,7 @@ int sync_run(struct spool *sp, struct sync_db **dbp, const struct sync_opts *o)
 		}
 		return 0;
 	}
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	_cleanup_close_ int sfd = stop_signalfd();
 	struct watches w = {.fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK)};
 	_cleanup_close_ int ifd = w.fd;
 	struct idset s = {0};

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/signalfd.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -414,4 +415,15 @@ void strv_free(struct strv *s)
 		free(s->v[i]);
 	free(s->v);
 	memset(s, 0, sizeof *s);
+}
+
+int stop_signalfd(void)
+{
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -1;
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }

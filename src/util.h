@@ -77,6 +77,10 @@ int fsync_dirat(int dirfd, const char *path);
 /* A DIR stream for dirfd/name (never following a final symlink), or NULL. */
 DIR *opendir_at(int dirfd, const char *name);
 
+/* SIGINT and SIGTERM blocked and delivered through a signalfd
+ * (nonblocking, close-on-exec), for a loop that ends cleanly on them;
+ * -1 on failure. */
+int stop_signalfd(void);
 int64_t now_realtime_ms(void);
 int64_t now_mono_ms(void);
 /* RFC 3339 UTC with milliseconds; buf must hold 32 bytes. */

@@ -845,13 +845,20 @@ static void fill_result(struct worker *w, struct task *t)
 
 static void arm_timer(struct worker *w);
 
-static void task_free(struct worker *w, struct task *t)
+/* Out of w->tasks, if it is there. */
+static void task_unlink(struct worker *w, struct task *t)
 {
 	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
 		if (*pp == t) {
 			*pp = t->next;
 			break;
 		}
+	t->next = NULL;
+}
+
+static void task_free(struct worker *w, struct task *t)
+{
+	task_unlink(w, t);
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
@@ -864,12 +871,7 @@ static void task_free(struct worker *w, struct task *t)
  * loop's hands (and of w->tasks) until it comes back (commit_done). */
 static void publish(struct worker *w, struct task *t)
 {
-	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
-		if (*pp == t) {
-			*pp = t->next;
-			break;
-		}
-	t->next = NULL;
+	task_unlink(w, t);
 	w->ncommit++;
 	pthread_mutex_lock(&w->commit.mu);
 	t->cnext = w->commit.todo;
