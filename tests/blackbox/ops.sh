@@ -661,12 +661,21 @@ test_man_pages_render_cleanly() {
 		assert_eq "" "$out" "man --warnings -l $f"
 		out=$(MANWIDTH=80 man -l "$ROOT/docs/$f" 2>/dev/null | grep -c .)
 		[ "$out" -gt 20 ] || fail "man -l $f rendered $out lines"
+		# mandoc's linter is stricter than groff (an empty paragraph, a
+		# missing date); it is optional, so only where it is installed.
+		if command -v mandoc >/dev/null; then
+			out=$(mandoc -Tlint -W warning "$ROOT/docs/$f" 2>&1)
+			assert_eq "" "$out" "mandoc -Tlint on $f"
+		fi
 	done
 	# kart(1) names every verb, and every option of every verb.
 	local page
 	page=$(MANWIDTH=200 man -l "$ROOT/docs/kart.1" 2>/dev/null)
 	for v in $(verbs); do
 		grep -q "^   kart $v" <<<"$page" || fail "kart(1): no section for kart $v"
+		# ... and its exit codes, in its own section.
+		grep -Eq "Exit +status: +0" <<<"$(sed -n "/^   kart $v/,/^   kart [a-z]\|^[A-Z]/p" <<<"$page")" ||
+			fail "kart(1), kart $v: no exit status"
 		for o in $("$KART" "$v" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
 			[ "$o" = --help ] && continue
 			grep -q -- "$o" <<<"$(sed -n "/^   kart $v/,/^   kart [a-z]/p" <<<"$page")" ||
