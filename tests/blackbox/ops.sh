@@ -713,6 +713,55 @@ test_conf_example_and_man_name_every_key() {
 		fail "a kart.conf with an unknown key was accepted"
 }
 
+# The directives src/task.c parses ("net" and every key=).
+task_directives() { grep -o 'strcmp(key, "[a-z_]*")' "$ROOT/src/task.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u; }
+# The items of a section of a man page's source: the words .B/.BI/.BR
+# tag paragraphs start with, up to an "=".
+man_items() {
+	sed -n "/^\.SH $2\$/,/^\.SH /p" "$ROOT/docs/$1" | awk 'p && /^\.BI? |^\.BR / { print $2 } { p = /^\.TP/ }' |
+		sed 's/=.*//' | sort -u
+}
+
+# kart-task(5) is the task format as the worker reads it: the directives
+# it lists are the ones src/task.c parses, each is accepted in a real
+# task, and the sandbox environment it promises is the one a task sees.
+test_task_man_names_every_directive() {
+	have_bwrap || { skip "bwrap cannot make a sandbox here"; return; }
+	local parsed documented s
+	parsed=$(task_directives | paste -sd' ')
+	documented=$(man_items kart-task.5 DIRECTIVES | paste -sd' ')
+	[ -n "$parsed" ] || { fail "no directives found in src/task.c"; return; }
+	assert_eq "$parsed" "$documented" "directives: src/task.c against kart-task(5)"
+	local d
+	for d in $(task_directives); do
+		grep -q "\b$d\b" <<<"$(sed -n '/^`timeout=DUR`/,/^$/p' "$ROOT/README.md")" ||
+			[ "$d" = name ] || fail "README's directive list: no $d"
+	done
+	# Every documented directive but net (granted by the policy, see
+	# confine.sh) in one task, run in the real sandbox.
+	s=$(mkspool)
+	{
+		printf '#!/bin/sh\n#kart: timeout=30s memory=256M pids=64 cpu=0.5 lane=batch\n'
+		printf '#kart: priority=1 retries=1 output=1M name=dirs\n'
+		printf 'env | cut -d= -f1 | grep -vx PWD | sort | paste -sd" "\n'
+		printf 'echo "$KART_TASK_ID $KART_ATTEMPT $(pwd) $(ls -A | wc -l)"\n'
+		printf 'echo kept >"$KART_OUTDIR/f"\n'
+	} >"$s/new/d1"
+	drain "$s"
+	[ -e "$s/done/d1.json" ] || { fail "no result"; return; }
+	assert_eq ok "$(field "$s" d1 .status)" "every directive accepted (error: $(field "$s" d1 .error))"
+	assert_eq dirs "$(field "$s" d1 .name)" "name="
+	# The variables the first bullet of THE SANDBOX names (PWD is the
+	# shell's own), and the values the page gives them.
+	local env_doc
+	env_doc=$(sed -n '/^\.SH THE SANDBOX/,/^\.IP/d; /^an environment that is cleared/,/^\.IP/p' \
+		"$ROOT/docs/kart-task.5" | grep -o '^\.BR\? [A-Z][A-Z_]*' | awk '{ print $2 }' | sort | paste -sd' ')
+	[ -n "$env_doc" ] || { fail "kart-task(5): no environment found"; return; }
+	assert_eq "$env_doc" "$(sed -n 1p "$s/done/d1.stdout")" "the task's environment against kart-task(5)"
+	assert_eq "d1 1 /work 0" "$(sed -n 2p "$s/done/d1.stdout")" "KART_TASK_ID, KART_ATTEMPT, the empty /work"
+	assert_eq kept "$(cat "$s/done/d1.out/f" 2>/dev/null)" "a file in \$KART_OUTDIR, kept in done/ID.out/"
+}
+
 # OPS_ONLY=REGEX: run only the matching tests (when working on one).
 if [ -n "${OPS_ONLY:-}" ]; then
 	for f in $(declare -F | awk '{print $3}' | grep '^test_' | grep -Ev -- "$OPS_ONLY"); do unset -f "$f"; done
