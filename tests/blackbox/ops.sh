@@ -88,13 +88,31 @@ test_readme_walkthroughs_run() {
 test_readme_system_spool() {
 	local blk r=$T_ROOT/sysroot s gid unit pre start
 	blk=$(readme_block system)
-	local line
-	for line in "make install PREFIX=/usr/local" \
-		"systemd-sysusers /usr/local/lib/sysusers.d/kart.conf" \
-		"systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/kart.conf" \
-		'systemctl enable --now "kart-worker@$(systemd-escape --path /var/spool/kart).service"'; do
+	# Each line of the block is one this test stands for; a new step
+	# needs its check here.
+	local line known=(
+		"make install PREFIX=/usr/local"
+		"systemd-sysusers /usr/local/lib/sysusers.d/kart.conf"
+		"systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/kart.conf"
+		"usermod -aG kart alice"
+		"systemctl daemon-reload"
+		'systemctl enable --now "kart-worker@$(systemd-escape --path /var/spool/kart).service"'
+		'systemctl enable --now "kart-gc@$(systemd-escape --path /var/spool/kart).timer"')
+	for line in "${known[@]}"; do
 		printf '%s\n' "$blk" | grep -qxF -- "$line" || fail "README's system block lost: $line"
 	done
+	assert_eq "${#known[@]}" "$(grep -c . <<<"$blk")" "lines in README's system block"
+	# What those lines name is where make install PREFIX=/usr/local puts
+	# it, in a directory systemd reads units from.
+	local d=$T_ROOT/sysinst f
+	make -s -C "$ROOT" B="$T_ROOT/build" PREFIX=/usr/local DESTDIR="$d" install >/dev/null ||
+		{ fail "make install PREFIX=/usr/local DESTDIR=$d"; return; }
+	for f in lib/sysusers.d/kart.conf lib/tmpfiles.d/kart.conf lib/systemd/system/kart-worker@.service \
+		lib/systemd/system/kart-gc@.service lib/systemd/system/kart-gc@.timer bin/kart; do
+		assert_file "$d/usr/local/$f"
+	done
+	systemd-analyze unit-paths 2>/dev/null | grep -qx /usr/local/lib/systemd/system ||
+		fail "systemd does not read units from /usr/local/lib/systemd/system"
 	assert_match 'kart submit -- uname -a' "$(readme_block system-user)" "README's system-user block"
 	assert_eq "var-spool-kart" "$(systemd-escape --path /var/spool/kart)" "the unit's instance name"
 	mkdir -p "$r/etc"
@@ -143,6 +161,19 @@ test_readme_system_spool() {
 	assert_match "rc=0" "$out" "alice waits on bob's task (done/ is the group's)"
 	assert_eq "drwxr-s--- $gid" "$(stat -c '%A %g' "$s/done")" "done/"
 	(cd / && KART_SPOOL=$s timeout 10 $eve "$KART" status >/dev/null 2>&1) && fail "a non-member read the results"
+	# The timer's service, as the unit runs it (its KART_GC_ARGS), with
+	# the worker live: a result older than those args go, the rest stay.
+	local gcu=$ROOT/contrib/systemd/kart-gc@.service gcargs gccmd
+	gcargs=$(sed -n 's/^Environment="KART_GC_ARGS=\(.*\)"$/\1/p' "$gcu")
+	gccmd=$(sed -n 's/^ExecStart=//p' "$gcu" | sed "s|@BINDIR@|$KART_BUILD|; s|%f|$s|; s|\$KART_GC_ARGS|$gcargs|")
+	assert_match "^--older-than [0-9]+d$" "$gcargs" "kart-gc@.service's KART_GC_ARGS"
+	assert_file "$s/done/$id2.stdout"
+	touch -d '400 days ago' "$s/done/$id2.json"
+	$gccmd || fail "kart-gc@.service's ExecStart: $gccmd"
+	assert_no_file "$s/done/$id2.json"
+	assert_no_file "$s/done/$id2.stdout"
+	assert_file "$s/done/$id1.json"
+	assert_file "$s/cur/$(ls "$s/cur" | head -1)/.lock"
 	stop_worker "$w"
 	assert_match "STOPPING=1" "$(cat "$T_ROOT/notify.log")" "STOPPING=1 at SIGTERM"
 }
