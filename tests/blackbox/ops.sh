@@ -481,6 +481,23 @@ two	failed	5" "$out" "watch lines"
 	assert_eq 0 "$RC" "watch's exit status on SIGINT"
 	run_cmd -s "$s" watch extra
 	assert_eq 2 "$RC" "watch with an argument"
+	# It is inotify on done/ that wakes it, not a timer: a watch on
+	# done/, and only waits without a timeout, while a result lands.
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	timeout -s INT 3 strace -qq -o "$T_ROOT/watch.strace" -e trace=inotify_add_watch,poll,ppoll,epoll_wait,nanosleep,clock_nanosleep \
+		"$KART" -s "$s" watch >"$T_ROOT/watch3.out" 2>/dev/null &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 5 grep -qs 'inotify_add_watch' "$T_ROOT/watch.strace" || fail "no inotify_add_watch"
+	echo 'echo three' >"$s/new/three"
+	KART_BACKEND=none drain "$s"
+	wait_until 5 grep -qs three "$T_ROOT/watch3.out" || fail "watch under strace missed a result"
+	wait_gone 10 "$sp"
+	assert_match "inotify_add_watch\(.*\"$s/done\", .*IN_MOVED_TO.*\) = [0-9]+" \
+		"$(cat "$T_ROOT/watch.strace")" "watch: an inotify watch on done/"
+	grep -E '^(poll|ppoll|epoll_wait)\(' "$T_ROOT/watch.strace" | grep -vE '(, -1|NULL, NULL, 8)\)' |
+		grep -q . && fail "watch waits with a timeout: $(grep -E '^(poll|ppoll)' "$T_ROOT/watch.strace" | head -2)"
+	grep -qE '^(clock_)?nanosleep' "$T_ROOT/watch.strace" && fail "watch sleeps"
 }
 
 test_wait_shows_progress_on_a_terminal() {
