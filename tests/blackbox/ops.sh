@@ -1,5 +1,5 @@
 #!/bin/bash
-# Black-box: operations and ecosystem (issue 7). The README walkthroughs,
+# Black-box: operations and ecosystem. The README walkthroughs,
 # the system spool of contrib/systemd (tmpfiles, sysusers, the unit's own
 # command lines), kart gc, retry, status filters, watch, wait's progress,
 # the worker's log lines and sd_notify, the clients, the cron recipe,
