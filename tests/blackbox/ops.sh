@@ -697,6 +697,37 @@ logfmt json text" "$out" "bash completions"
 	out=$(zsh -f -c 'autoload -Uz compinit && compinit -u -D 2>/dev/null
 		fpath=($1 $fpath); autoload -Uz _kart; whence -w _kart' _ "$ROOT/contrib/completions" 2>&1)
 	assert_match "_kart: function" "$out" "zsh loads _kart"
+	# zsh completes as a user would see it: each line typed in an
+	# interactive zsh on a pseudo-terminal, TAB, then the line printed.
+	cat >"$T_ROOT/complete.zsh" <<'ZSH'
+zmodload zsh/zpty
+setopt extendedglob
+dir=$1; shift
+zpty z zsh -f -i
+zpty -w z "bindkey -e; fpath=($dir \$fpath); autoload -Uz compinit; compinit -u -D; PS1='> '; unsetopt BEEP; print READY\$((1+1))"
+zpty -r -m z out '*READY2*'
+for line in "$@"; do
+	zpty -w -n z "$line"$'\t'
+	zpty -w z $'\C-aprint -r -- X$((6*7)) \C-e Y$((6*7))'
+	zpty -r -m z out '*X42 *Y42*'
+	out=${out##*X42 }
+	print -r -- "${${out%%Y42*}%% ##}"
+done
+zpty -d z
+ZSH
+	out=$(cd "$T_ROOT" && env -u KART_SPOOL PATH="$KART_BUILD:$PATH" timeout 30 zsh -f "$T_ROOT/complete.zsh" \
+		"$ROOT/contrib/completions" 'kart sta' 'kart status --st' 'kart worker --log-format j' \
+		"kart -s $s wait q" "kart --spool $s cat q" 'kart wait q' 2>&1)
+	assert_eq "kart status
+kart status --state
+kart worker --log-format json
+kart -s $s wait queuedtask
+kart --spool $s cat queuedtask
+kart wait q" "$out" "zsh completions"
+	out=$(cd "$T_ROOT" && KART_SPOOL=$s timeout 30 zsh -f "$T_ROOT/complete.zsh" "$ROOT/contrib/completions" \
+		'kart cancel q' 'kart retry q' 2>&1)
+	assert_eq "kart cancel queuedtask
+kart retry q" "$out" "zsh completions from \$KART_SPOOL (retry: finished tasks only)"
 }
 
 test_man_pages_render_cleanly() {
