@@ -65,7 +65,8 @@ deps:
 	@pkg-config --exists jansson libcap libseccomp cmocka 2>/dev/null && \
 	 command -v bwrap >/dev/null && command -v jq >/dev/null && \
 	 command -v strace >/dev/null && command -v groff >/dev/null && \
-	 command -v man >/dev/null && command -v zsh >/dev/null || ./contrib/install-deps
+	 command -v man >/dev/null && command -v mandoc >/dev/null && \
+	 command -v zsh >/dev/null || ./contrib/install-deps
 
 $(B):
 	@mkdir -p $(B)
