@@ -6,6 +6,7 @@
  * see docs/SYNC.md. */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -19,9 +20,10 @@ static const char help[] =
 	"                                         [--verbose]\n"
 	"\n"
 	"Take tasks from the table `queue` of a PostgreSQL database (created if\n"
-	"missing; submit with a plain INSERT, see docs/SYNC.md), run them through\n"
-	"this spool's workers, and write each result back. Runs until SIGINT or\n"
-	"SIGTERM. Several feeders, one per host, may share one queue.\n"
+	"missing; filled by kart submit, to postgres, or by a plain INSERT, see\n"
+	"docs/SYNC.md), run them through this spool's workers, and write each\n"
+	"result back. Runs until SIGINT or SIGTERM. Several feeders, one per\n"
+	"host, may share one queue.\n"
 	"\n"
 	"  --slots N        hold at most N unfinished tasks (default: the cores)\n"
 	"  --id ID          this feeder's name in the queue (default: the host name);\n"
@@ -38,6 +40,14 @@ int cmd_feed(struct ctx *c, int argc, char **argv)
 	if (wants_help(argc, argv, help))
 		return 0;
 	fprintf(stderr, "kart feed: built without PostgreSQL (install libpq-dev and rebuild)\n");
+	return 1;
+}
+
+int feed_submit(const char *url, const char *name, const char *lane, const char *task, size_t len)
+{
+	(void)url, (void)name, (void)lane, (void)task, (void)len;
+	fprintf(stderr, "kart submit: --to postgres: built without PostgreSQL "
+			"(install libpq-dev and rebuild)\n");
 	return 1;
 }
 #else
@@ -69,13 +79,16 @@ struct feed {
 	bool verbose;
 };
 
+/* Whose messages: kart feed, or kart submit --to. */
+static const char *prog = "kart feed";
+
 static bool ok(PGresult *res, const char *what)
 {
 	ExecStatusType st = PQresultStatus(res);
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return true;
 	const char *m = PQresultErrorMessage(res);
-	fprintf(stderr, "kart feed: %s: %.*s\n", what, (int)strcspn(m, "\n"), m);
+	fprintf(stderr, "%s: %s: %.*s\n", prog, what, (int)strcspn(m, "\n"), m);
 	return false;
 }
 
@@ -95,7 +108,7 @@ static bool connect_db(struct feed *f)
 	f->c = PQconnectdb(f->url);
 	if (PQstatus(f->c) != CONNECTION_OK) {
 		const char *m = PQerrorMessage(f->c);
-		fprintf(stderr, "kart feed: connect: %.*s\n", (int)strcspn(m, "\n"), m);
+		fprintf(stderr, "%s: connect: %.*s\n", prog, (int)strcspn(m, "\n"), m);
 		return false;
 	}
 	PGresult *res = PQexec(f->c, "SET client_min_messages = warning");
@@ -221,6 +234,34 @@ static bool round_trip(struct feed *f)
 	if (pending < f->slots && claim(f, f->slots - pending) < 0)
 		return false;
 	return true;
+}
+
+/* kart submit --to postgres URL: one row, queued; the body as bytes. */
+int feed_submit(const char *url, const char *name, const char *lane, const char *task, size_t len)
+{
+	struct feed f = {.url = url};
+	prog = "kart submit";
+	if (len > INT_MAX) {
+		fprintf(stderr, "%s: the task is too large\n", prog);
+		return 1;
+	}
+	if (!connect_db(&f)) {
+		PQfinish(f.c);
+		return 1;
+	}
+	const char *v[3] = {name, task, lane};
+	const int lens[3] = {0, (int)len, 0}, fmts[3] = {0, 1, 0};
+	PGresult *res = PQexecParams(f.c, "INSERT INTO queue (name, body, lane) "
+					  "VALUES ($1, $2::bytea, $3) RETURNING id::text",
+				     3, NULL, v, lens, fmts, 0);
+	int rc = 1;
+	if (ok(res, "queue")) {
+		printf("%s\n", PQgetvalue(res, 0, 0));
+		rc = 0;
+	}
+	PQclear(res);
+	PQfinish(f.c);
+	return rc;
 }
 
 int cmd_feed(struct ctx *c, int argc, char **argv)
