@@ -93,6 +93,13 @@ test_optional_build_and_version() {
 	"$b/kart" submit --to postgres postgresql://127.0.0.1:1/x -- true 2>"$T_ROOT/err"
 	assert_eq 1 $? "submit --to postgres without libpq exits"
 	assert_match 'built without PostgreSQL' "$(cat "$T_ROOT/err")" "the reason"
+	# The same build directory, the libraries found again: no object
+	# kept from the build without them.
+	make -s -C "$ROOT" B="$b" "$b/kart" "$b/kart-sync" >"$T_ROOT/full.log" 2>&1 ||
+		{ fail "full build: $(tail -3 "$T_ROOT/full.log")"; return; }
+	assert_eq "$("$KART" --version | sed -n 2p)" "$("$b/kart" --version | sed -n 2p)" \
+		"features after a core-only build in the same directory"
+	"$b/kart" -s "$s" sync sqlite "$T_ROOT/x.db" || fail "sync after the rebuild exited $?"
 }
 
 test_sqlite_mirror_equality() {
