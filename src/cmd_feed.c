@@ -171,6 +171,35 @@ static int report(struct feed *f)
 	return pending;
 }
 
+/* The row's wanted lane as a directive, right after the #! line (or
+ * first), so that a lane= of the body's own, further down, still wins. */
+static size_t with_lane(const char *b, size_t len, const char *lane, const char *qid, char **out)
+{
+	char line[64];
+	int ll = 0;
+	if (lane && *lane) {
+		if (strlen(lane) > 32 || lane[strspn(lane, "abcdefghijklmnopqrstuvwxyz0123456789_-")])
+			fprintf(stderr, "%s: row %s: lane '%.32s' ignored: not a lane name\n", prog, qid, lane);
+		else
+			ll = snprintf(line, sizeof line, "#kart: lane=%s\n", lane);
+	}
+	size_t split = 0;
+	if (ll && len >= 2 && b[0] == '#' && b[1] == '!') {
+		const char *nl = memchr(b, '\n', len);
+		split = nl ? (size_t)(nl - b) + 1 : len;
+	}
+	*out = xmalloc(len + (size_t)ll + 2);
+	size_t o = 0;
+	memcpy(*out, b, split);
+	o = split;
+	if (split && b[split - 1] != '\n')
+		(*out)[o++] = '\n';
+	memcpy(*out + o, line, (size_t)ll);
+	o += (size_t)ll;
+	memcpy(*out + o, b + split, len - split);
+	return o + len - split;
+}
+
 /* Claim up to n queued rows and publish each into new/. The claim is
  * committed first: a crash before the publish leaves a row whose lease
  * runs out; the other order could run a task no row owns. */
@@ -185,7 +214,7 @@ static int claim(struct feed *f, int n)
 		"claimed_at = now(), lease_until = now() + $2::interval, "
 		"local_id = 'q' || id || '.' || (attempts + 1) "
 		"WHERE id IN (SELECT id FROM queue WHERE state = 'queued' ORDER BY id "
-		"LIMIT $3::integer FOR UPDATE SKIP LOCKED) RETURNING id::text, local_id, body",
+		"LIMIT $3::integer FOR UPDATE SKIP LOCKED) RETURNING id::text, local_id, body, lane",
 		3, NULL, v, NULL, NULL, 1);
 	if (!ok(res, "claim")) {
 		PQclear(res);
@@ -196,8 +225,10 @@ static int claim(struct feed *f, int n)
 		char qid[32], lid[256], id[256];
 		snprintf(qid, sizeof qid, "%.*s", PQgetlength(res, i, 0), PQgetvalue(res, i, 0));
 		snprintf(lid, sizeof lid, "%.*s", PQgetlength(res, i, 1), PQgetvalue(res, i, 1));
-		int r = spool_submit(&f->sp, lid, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2),
-				     id, sizeof id);
+		_cleanup_free_ char *body = NULL;
+		size_t blen = with_lane(PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2),
+					PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3), qid, &body);
+		int r = spool_submit(&f->sp, lid, body, blen, id, sizeof id);
 		if (r < 0) {
 			fprintf(stderr, "kart feed: row %s: cannot queue: %s\n", qid, strerror(-r));
 			const char *u[2] = {qid, f->me};

@@ -376,7 +376,7 @@ test_postgres_feed_two_hosts() {
 # the options as directives in the body; no spool needed; a feeder runs it.
 test_postgres_submit_to() {
 	pg_start || return
-	local a fa wa r1 r2 r3
+	local a fa wa r1 r2 r3 r4 r5
 	r1=$(env -u KART_SPOOL "$KART" submit --to postgres "$PG_URL" --name hello --timeout 30 --lane batch \
 		-- sh -c 'echo hi from the queue') || { fail "submit --to postgres exited $?"; return; }
 	assert_match '^[0-9]+$' "$r1" "prints the row id"
@@ -387,6 +387,9 @@ test_postgres_submit_to() {
 		fail "submit --to URL - exited $?"
 	assert_eq "#!/bin/sh
 echo from stdin" "$(q "SELECT convert_from(body, 'UTF8') FROM queue WHERE id = $r2")" "the body from stdin, as bytes"
+	# A plain INSERT's wanted lane; a lane= in the body still wins.
+	r4=$(q "INSERT INTO queue (name, body, lane) VALUES ('lanecol', convert_to(E'#!/bin/sh\ntrue\n', 'UTF8'), 'batch') RETURNING id")
+	r5=$(q "INSERT INTO queue (name, body, lane) VALUES ('laneboth', convert_to(E'#!/bin/sh\n#kart: lane=fast\ntrue\n', 'UTF8'), 'batch') RETURNING id")
 	env -u KART_SPOOL "$KART" submit --to postgres 2>"$T_ROOT/err" -- true
 	assert_eq 2 $? "--to postgres without a URL"
 	"$KART" submit --to mysql://x -- true 2>/dev/null
@@ -399,10 +402,12 @@ echo from stdin" "$(q "SELECT convert_from(body, 'UTF8') FROM queue WHERE id = $
 	KART_BACKEND=none start_worker "$a" --id wa; wa=$WPID
 	"$KART" -s "$a" feed postgres "$PG_URL" --id A --slots 2 2>>"$T_ROOT/feedS.log" &
 	fa=$!; T_PIDS+=("$fa")
-	wait_until 20 q_ge 2 "SELECT count(*) FROM queue WHERE state = 'done' AND status = 'ok'" ||
+	wait_until 20 q_ge 4 "SELECT count(*) FROM queue WHERE state = 'done' AND status = 'ok'" ||
 		fail "not run: $(q "SELECT id, state, status FROM queue")"
 	assert_eq "hi from the queue" "$(cat "$a/done/q$r1.1.stdout")" "the task's output"
-	assert_eq "30" "$(jq -r .limits.timeout_s "$a/done/q$r1.1.json")" "its timeout directive"
+	assert_eq "30 batch" "$(jq -r '"\(.limits.timeout_s) \(.lane)"' "$a/done/q$r1.1.json")" "its directives"
+	assert_eq "batch" "$(jq -r .lane "$a/done/q$r4.1.json")" "the row's lane"
+	assert_eq "fast" "$(jq -r .lane "$a/done/q$r5.1.json")" "the body's lane over the row's"
 	kill -TERM "$fa"
 	wait_gone 10 "$fa" || fail "feeder ignored SIGTERM"
 	stop_worker "$wa"
