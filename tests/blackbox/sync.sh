@@ -344,6 +344,14 @@ test_postgres_feed_two_hosts() {
 		fail "insert"
 	"$KART" -s "$b" feed postgres "$PG_URL" --id B --slots 3 --lease 2 2>>"$T_ROOT/feedB.log" &
 	fb=$!; T_PIDS+=("$fb")
+	# The most rows one feeder holds at once, sampled all along: never
+	# more than its slots.
+	(while :; do
+		q "SELECT coalesce(max(c), 0) FROM (SELECT count(*) c FROM queue
+		   WHERE state = 'claimed' GROUP BY host) x" 2>/dev/null
+		sleep 0.05
+	done >"$T_ROOT/held") &
+	local sampler=$!; T_PIDS+=("$sampler")
 	# Host B dies once it has finished some and holds some.
 	wait_until 20 q_ge 2 "SELECT count(*) FROM queue WHERE host = 'B' AND state = 'done'" ||
 		fail "B finished nothing: $(tail -3 "$T_ROOT/feedB.log"; tail -3 "$b.worker.log")"
@@ -355,6 +363,9 @@ test_postgres_feed_two_hosts() {
 	[ "$held" -ge 1 ] || fail "B held no rows when it died"
 	wait_until 60 q_ge 40 "SELECT count(*) FROM queue WHERE state = 'done'" ||
 		fail "not all done: $(q "SELECT state, host, count(*) FROM queue GROUP BY 1, 2")"
+	kill "$sampler"; { wait "$sampler"; } 2>/dev/null
+	[ "$(grep -c . "$T_ROOT/held")" -ge 10 ] || fail "too few samples of the rows held"
+	assert_eq 3 "$(sort -n "$T_ROOT/held" | tail -1)" "most rows held by one feeder (--slots 3)"
 	assert_eq 0 "$(q "SELECT count(*) FROM queue WHERE status IS DISTINCT FROM 'ok'")" "rows not ok"
 	# Recovered: rows B held went back and ran on A, on a second attempt.
 	[ "$(q "SELECT count(*) FROM queue WHERE host = 'A' AND attempts = 2")" -ge "$held" ] ||
