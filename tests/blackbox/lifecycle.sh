@@ -55,6 +55,31 @@ test_cancel_queued() {
 	assert_eq "" "$(cat "$s/done/never.stdout" 2>/dev/null)" "stdout after a later worker"
 }
 
+# One kart cancel with several ids: each queued task is cancelled and
+# none of them ever runs.
+test_cancel_several_queued() {
+	local s out rc id
+	s=$(mkspool)
+	for id in c1 c2 c3; do
+		"$KART" -s "$s" submit --name $id -- echo should-not-run >/dev/null || fail "submit $id"
+	done
+	out=$("$KART" -s "$s" cancel c1 c3 2>&1); rc=$?
+	assert_eq 0 "$rc" "kart cancel c1 c3: exit status (output: $out)"
+	for id in c1 c3; do
+		has_result "$s" $id || { fail "no result for $id after cancel"; continue; }
+		assert_eq cancelled "$(field "$s" $id .status)" "$id status"
+		assert_eq null "$(field "$s" $id .started_at)" "$id started_at"
+	done
+	assert_file "$s/new/c2"
+	drain "$s"
+	assert_eq ok "$(field "$s" c2 .status)" "c2, not cancelled, runs"
+	for id in c1 c3; do
+		assert_eq cancelled "$(field "$s" $id .status)" "$id status after a drain"
+		assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "$id never ran"
+	done
+	assert_eq 3 "$(n_results "$s")" "results"
+}
+
 test_cancel_running() {
 	local s id out rc t0 t1 mark=$((900 + $$ % 97))
 	s=$(mkspool)
