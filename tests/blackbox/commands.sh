@@ -287,6 +287,20 @@ test_output_cap() {
 	assert_eq small "$("$KART" -s "$s" cat --stderr big)" "stderr under the cap"
 }
 
+# Without output=, each stream is capped at 8 MiB.
+test_output_cap_default() {
+	local s
+	s=$(mkspool)
+	printf '%s\n' '#!/bin/sh' 'head -c 9437184 /dev/zero | tr "\0" x' 'head -c 100 /dev/zero | tr "\0" y >&2' \
+		>"$s/new/huge"
+	KART_BACKEND=none drain "$s"
+	has_result "$s" huge || { fail "no result for huge"; return; }
+	assert_eq ok "$(field "$s" huge .status)" "status of a task over the default cap"
+	assert_eq "8388608 true" "$(field "$s" huge '"\(.stdout.bytes) \(.stdout.truncated)"')" "stdout at the default cap"
+	assert_eq "100 false" "$(field "$s" huge '"\(.stderr.bytes) \(.stderr.truncated)"')" "stderr under the cap"
+	assert_eq 8388608 "$(stat -c %s "$s/done/huge.stdout")" "size of the stdout file"
+}
+
 # ---- submit -----------------------------------------------------------------------------------
 
 test_submit_options() {
