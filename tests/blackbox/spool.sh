@@ -39,6 +39,36 @@ test_link_into_new() {
 	assert_eq "" "$(ls -A "$s/new" "$s/tmp" | grep -v '^/\|^$')" "new/ and tmp/ empty"
 }
 
+# link() publishes under a running worker: the file has two links until
+# the writer removes its tmp/ name, and the worker waits for that, however
+# long it takes, instead of taking the file for a hostile hard link.
+test_link_publish_live_worker() {
+	local s i; s=$(mkspool)
+	KART_BACKEND=none start_worker "$s"
+	for i in $(seq 1 60); do
+		task_ok "l$i" >"$s/tmp/stage.$i"
+		ln "$s/tmp/stage.$i" "$s/new/l$i" && rm "$s/tmp/stage.$i"
+	done
+	task_ok held >"$s/tmp/stage.held"
+	ln "$s/tmp/stage.held" "$s/new/held"
+	results_at_least() { [ "$(find "$s/done" -name 'l*.json' | wc -l)" -ge 60 ]; }
+	wait_until 30 results_at_least || fail "fewer than 60 results"
+	local n; n=$(for i in $(seq 1 60); do [ -e "$s/done/l$i.json" ] && field "$s" "l$i" .status; done | sort | uniq -c | xargs)
+	assert_eq "60 ok" "$n" "statuses of 60 link()+unlink() publishes"
+	sleep 2
+	assert_no_file "$s/done/held.json"
+	assert_file "$s/new/held"
+	rm "$s/tmp/stage.held"
+	wait_until 20 test -e "$s/done/held.json" || fail "held never ran after its tmp/ name went"
+	assert_eq ok "$(field "$s" held .status 2>/dev/null)" "held, once its tmp/ name is gone"
+	# A second link from outside tmp/ is still a hostile hard link.
+	task_ok other >"$T_ROOT/other"
+	ln "$T_ROOT/other" "$s/new/other"
+	wait_until 20 test -e "$s/done/other.json" || fail "no result for other"
+	assert_eq rejected "$(field "$s" other .status 2>/dev/null)" "a hard link from outside tmp/"
+	stop_worker "$WPID"
+}
+
 # kart init refuses a spool on NFS or SMB. The statfs() answer is faked by
 # a preloaded shim (this host has no NFS client); a local path still works.
 test_init_refuses_network_fs() {
