@@ -390,6 +390,20 @@ test_bad_directives_rejected() {
 	assert_eq null "$(field "$s" wantsnet .started_at)" "rejected never started"
 }
 
+# A sandbox that cannot be built: `refused`, refusal sandbox_setup_failed,
+# and the task's own code never ran.
+test_refused_when_sandbox_cannot_be_built() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$s/new/nosandbox"
+	KART_BWRAP=/nonexistent/bwrap drain "$s"
+	assert_eq refused "$(field "$s" nosandbox .status)" status
+	assert_eq sandbox_setup_failed "$(field "$s" nosandbox .refusal)" refusal
+	assert_match "sandbox could not be built" "$(field "$s" nosandbox .error)" error
+	assert_eq null "$(field "$s" nosandbox .exit_code)" exit_code
+	[ "$("$KART" -s "$s" cat nosandbox)" = ran ] && fail "the task ran without its sandbox"
+	true
+}
+
 test_sandbox_basics() {
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
 	local s; s=$(mkspool)
