@@ -176,6 +176,23 @@ void spool_id_from_bytes(const char *name, char *out, size_t outlen)
 	out[o] = '\0';
 }
 
+bool spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino)
+{
+	DIR *dir = opendir_at(sp->tmp, ".");
+	struct dirent *de;
+	bool found = false;
+	if (!dir)
+		return false;
+	/* fstatat, not d_ino: overlayfs may report other numbers there. */
+	while (!found && (de = readdir(dir))) {
+		struct stat st;
+		found = de->d_name[0] != '.' && fstatat(sp->tmp, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			st.st_dev == dev && st.st_ino == ino;
+	}
+	closedir(dir);
+	return found;
+}
+
 int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
 		 size_t idlen)
 {

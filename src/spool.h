@@ -30,6 +30,8 @@ int spool_init(const char *path, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
 
+/* Does tmp/ hold a name of this inode (a link() publish not yet done)? */
+bool spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
 /* The first free id of base, base.2, base.3, ... into out. */

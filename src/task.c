@@ -348,6 +348,7 @@ void task_inspect(int dirfd, const char *name, const struct policy *pol, struct 
 		return;
 	}
 	if (st.st_nlink > 1) {
+		out->nlink = st.st_nlink;
 		snprintf(out->error, sizeof out->error,
 			 "the task file has %lu hard links; a task file must have exactly one",
 			 (unsigned long)st.st_nlink);

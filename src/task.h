@@ -67,6 +67,7 @@ struct inspect {
 	uid_t uid;
 	off_t size;
 	int64_t arrived_ms; /* ctime: when it was linked or renamed in */
+	nlink_t nlink;      /* set when rejected for having more than one link */
 	struct task_spec spec;
 };
 

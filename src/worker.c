@@ -346,7 +346,7 @@ struct worker {
 	char **own_busy;      /* our own claims from an earlier life, still held by its runs */
 	size_t nown_busy;
 	int wdir, lockfd, ep, ino, sig, tfd;
-	int wd_new, wd_wdir, wd_cur;
+	int wd_new, wd_wdir, wd_cur, wd_tmp;
 	struct peer *peers;
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
@@ -587,6 +587,15 @@ static void consider(struct worker *w, const char *name)
 		return;
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
+	/* A link() publish has two links until its writer unlinks the tmp/
+	 * name: busy until then (IN_DELETE in tmp/ rings). If the tmp/ name
+	 * is not found it may have just gone: look once more. */
+	if (ins.kind == INSPECT_REJECT && ins.nlink == 2) {
+		if (spool_tmp_holds(w->sp, ins.dev, ins.ino))
+			ins.kind = INSPECT_BUSY;
+		else
+			task_inspect(w->sp->new, name, w->pol, &ins);
+	}
 	switch (ins.kind) {
 	case INSPECT_IGNORE:
 		return;
@@ -2028,6 +2037,9 @@ static void on_inotify(struct worker *w)
 					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
 						busy_arm(w);
 				}
+			} else if (ev->wd == w->wd_tmp) {
+				if (w->nbusy) /* a link() publisher's tmp/ name went */
+					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				size_t l = strlen(ev->name);
 				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {
@@ -2232,6 +2244,9 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	if (pathfmt(p, sizeof p, "%s/new", sp->path) < 0 ||
 	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
 							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
+		die("inotify watch on %s: %s", p, strerror(errno));
+	if (pathfmt(p, sizeof p, "%s/tmp", sp->path) < 0 ||
+	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
 	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)

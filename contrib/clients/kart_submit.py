@@ -98,8 +98,8 @@ def submit(spool, data, name=None):
                     if e.errno not in (errno.EINVAL, errno.ENOSYS):
                         raise
                     # No RENAME_NOREPLACE here: look, then rename, as
-                    # kart submit does (link+unlink would show a worker a
-                    # file with two links, which it rejects).
+                    # kart submit does (a link+unlink that died between
+                    # the two would leave a task workers wait on for ever).
                     if os.path.lexists(os.path.join(spool, "new", cand)):
                         continue
                     os.rename(tmpname, cand, src_dir_fd=tmpdir, dst_dir_fd=newdir)

@@ -84,6 +84,24 @@ test_kart_spool_env() {
 	assert_no_file "$other/new/viaflag"
 }
 
+# The long form of -s, with and without '='; like -s it wins over KART_SPOOL.
+test_spool_long_option() {
+	local s other
+	s=$(mkspool)
+	run_cmd --spool "$s" submit --name longopt -- true
+	assert_eq 0 "$RC" "--spool DIR submit: exit status ($ERR)"
+	assert_eq longopt "$OUT" "--spool DIR submit: id"
+	assert_file "$s/new/longopt"
+	run_cmd --spool="$s" status longopt
+	assert_eq 0 "$RC" "--spool=DIR status: exit status ($ERR)"
+	assert_match "^longopt	queued" "$OUT" "--spool=DIR status"
+	other=$(mkspool)
+	OUT=$(KART_SPOOL=$other timeout 20 "$KART" --spool "$s" submit --name viaspool -- true)
+	assert_file "$s/new/viaspool"
+	assert_no_file "$other/new/viaspool"
+	assert_usage_error "--spool without a value" --spool
+}
+
 # ---- init ---------------------------------------------------------------------------
 
 test_init_idempotent() {
@@ -269,6 +287,20 @@ test_output_cap() {
 	assert_eq small "$("$KART" -s "$s" cat --stderr big)" "stderr under the cap"
 }
 
+# Without output=, each stream is capped at 8 MiB.
+test_output_cap_default() {
+	local s
+	s=$(mkspool)
+	printf '%s\n' '#!/bin/sh' 'head -c 9437184 /dev/zero | tr "\0" x' 'head -c 100 /dev/zero | tr "\0" y >&2' \
+		>"$s/new/huge"
+	KART_BACKEND=none drain "$s"
+	has_result "$s" huge || { fail "no result for huge"; return; }
+	assert_eq ok "$(field "$s" huge .status)" "status of a task over the default cap"
+	assert_eq "8388608 true" "$(field "$s" huge '"\(.stdout.bytes) \(.stdout.truncated)"')" "stdout at the default cap"
+	assert_eq "100 false" "$(field "$s" huge '"\(.stderr.bytes) \(.stderr.truncated)"')" "stderr under the cap"
+	assert_eq 8388608 "$(stat -c %s "$s/done/huge.stdout")" "size of the stdout file"
+}
+
 # ---- submit -----------------------------------------------------------------------------------
 
 test_submit_options() {
@@ -303,6 +335,40 @@ test_submit_options() {
 	# Reusing a name whose result exists also gets a fresh id.
 	run_cmd -s "$s" submit --name NAME -- echo third
 	assert_eq NAME.3 "$OUT" "id of a third submit"
+}
+
+# --memory, --pids, --cpu and --net become directives, and the worker
+# applies them: the result's limits and sandbox say so.
+test_submit_limit_options() {
+	local s line2
+	s=$(mkspool)
+	run_cmd -s "$s" submit --name lim --memory 64M --pids 20 --cpu 0.5 --net -- echo limited
+	assert_eq 0 "$RC" "submit with limit options: exit status ($ERR)"
+	assert_eq lim "$OUT" "submit prints the id"
+	line2=$(sed -n 2p "$s/new/lim")
+	assert_match '^# ?kart:' "$line2" "second line is a directive line"
+	assert_match '(^|[ :])memory=64M( |$)' "$line2" "memory directive"
+	assert_match '(^|[ :])pids=20( |$)' "$line2" "pids directive"
+	assert_match '(^|[ :])cpu=0\.5( |$)' "$line2" "cpu directive"
+	assert_match '(^|[ :])net( |$)' "$line2" "net directive"
+	[ "$(id -u)" = 0 ] || { skip "limits need root or a delegated cgroup"; return; }
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
+	drain "$s"
+	has_result "$s" lim || { fail "no result for lim"; return; }
+	assert_eq ok "$(field "$s" lim .status)" "status of lim ($(field "$s" lim .error))"
+	assert_eq limited "$("$KART" -s "$s" cat lim)" "stdout of lim"
+	assert_eq 67108864 "$(field "$s" lim .limits.memory_bytes)" "limits.memory_bytes from --memory"
+	assert_eq 20 "$(field "$s" lim .limits.pids)" "limits.pids from --pids"
+	assert_eq 0.5 "$(field "$s" lim .limits.cpu)" "limits.cpu from --cpu"
+	assert_eq true "$(field "$s" lim .sandbox.network)" "sandbox.network from --net"
+	# Without a grant, --net is rejected, never run without the network.
+	rm -f "$s/kart.conf"
+	run_cmd -s "$s" submit --name nonet --net -- echo should-not-run
+	drain "$s"
+	has_result "$s" nonet || { fail "no result for nonet"; return; }
+	assert_eq rejected "$(field "$s" nonet .status)" "--net without a grant"
+	assert_eq null "$(field "$s" nonet .started_at)" "a rejected --net task never started"
 }
 
 test_submit_stdin() {

@@ -21,6 +21,10 @@ n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 # Task files (not dot-files) left in new/ or in any cur/<worker>/.
 queued_files() { find "$1/new" -mindepth 1 -maxdepth 1 ! -name '.*' | sort; }
 claimed_files() { find "$1/cur" -mindepth 2 -maxdepth 2 ! -name '.*' | sort; }
+# running_at_least SPOOL N: kart status counts N or more tasks running.
+running_at_least() {
+	[ "$("$KART" -s "$1" status --json | jq '[.[] | select(.state == "running")] | length')" -ge "$2" ]
+}
 
 
 # ---- cancel ------------------------------------------------------------------
@@ -53,6 +57,31 @@ test_cancel_queued() {
 	assert_eq 1 "$(n_results "$s")" "results after a drain following the cancel"
 	assert_eq cancelled "$(field "$s" never .status)" "status after a later worker"
 	assert_eq "" "$(cat "$s/done/never.stdout" 2>/dev/null)" "stdout after a later worker"
+}
+
+# One kart cancel with several ids: each queued task is cancelled and
+# none of them ever runs.
+test_cancel_several_queued() {
+	local s out rc id
+	s=$(mkspool)
+	for id in c1 c2 c3; do
+		"$KART" -s "$s" submit --name $id -- echo should-not-run >/dev/null || fail "submit $id"
+	done
+	out=$("$KART" -s "$s" cancel c1 c3 2>&1); rc=$?
+	assert_eq 0 "$rc" "kart cancel c1 c3: exit status (output: $out)"
+	for id in c1 c3; do
+		has_result "$s" $id || { fail "no result for $id after cancel"; continue; }
+		assert_eq cancelled "$(field "$s" $id .status)" "$id status"
+		assert_eq null "$(field "$s" $id .started_at)" "$id started_at"
+	done
+	assert_file "$s/new/c2"
+	drain "$s"
+	assert_eq ok "$(field "$s" c2 .status)" "c2, not cancelled, runs"
+	for id in c1 c3; do
+		assert_eq cancelled "$(field "$s" $id .status)" "$id status after a drain"
+		assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "$id never ran"
+	done
+	assert_eq 3 "$(n_results "$s")" "results"
 }
 
 test_cancel_running() {
@@ -275,6 +304,38 @@ test_recovery_after_redirty_crash() {
 	assert_eq 1 "$(stat -c %h "$s/done/fin.task")" "links of done/fin.task"
 }
 
+# Without a retries= directive a task is re-queued twice: the third
+# worker killed under it makes it `lost`, with attempt 3.
+test_kill9_default_retries_then_lost() {
+	local s wid w
+	s=$(mkspool)
+	put_task "$s" doomed "#!/bin/sh
+sleep 60"
+	for wid in d1 d2 d3; do
+		start_worker "$s" --id $wid
+		w=$WPID
+		if ! wait_until 30 is_running "$s" doomed; then
+			fail "doomed never reported running under $wid"
+			kill -9 "$w"
+			return
+		fi
+		sleep 0.3
+		{
+			kill -9 "$w"
+			wait_gone 10 "$w"
+		} 2>/dev/null
+		has_result "$s" doomed && { fail "doomed has a result after $wid was killed"; return; }
+	done
+	drain "$s" --id d4
+	has_result "$s" doomed || { fail "no result for doomed after the fourth worker"; return; }
+	assert_eq lost "$(field "$s" doomed .status)" "status after three interrupted runs"
+	assert_eq 3 "$(field "$s" doomed .attempt)" "attempt of the lost task"
+	assert_match "retries=2" "$(field "$s" doomed .error)" "error names the default retries"
+	assert_eq 1 "$(n_results "$s")" "results for doomed (exactly one)"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+	assert_eq "" "$(queued_files "$s")" "task files left in new/"
+}
+
 test_kill9_retries0_lost() {
 	local s
 	s=$(mkspool)
@@ -382,6 +443,33 @@ echo "attempt $KART_ATTEMPT"'
 }
 
 # ---- racing workers ------------------------------------------------------------
+
+# A worker started without --slots or --batch-slots runs three fast
+# tasks and one batch task at a time; the rest wait in new/.
+test_default_slots() {
+	local s i w running
+	s=$(mkspool)
+	for i in 1 2 3 4 5; do
+		put_task "$s" f$i "#!/bin/sh
+sleep 60"
+	done
+	for i in 1 2; do
+		put_task "$s" b$i "#!/bin/sh
+#kart: lane=batch
+sleep 60"
+	done
+	start_worker "$s" --id wdef
+	w=$WPID
+	wait_until 30 running_at_least "$s" 4 || fail "fewer than 4 tasks ever ran at once"
+	sleep 1 # a fifth would have started by now
+	running=$("$KART" -s "$s" status --json | jq -r '[.[] | select(.state == "running") | .id] | sort | join(" ")')
+	assert_eq 4 "$(wc -w <<<"$running")" "tasks running at once ($running)"
+	assert_eq 3 "$(grep -o 'f[0-9]' <<<"$running" | wc -l)" "fast tasks running at once ($running)"
+	assert_eq 1 "$(grep -o 'b[0-9]' <<<"$running" | wc -l)" "batch tasks running at once ($running)"
+	assert_eq 3 "$(queued_files "$s" | wc -l)" "tasks still queued"
+	"$KART" -s "$s" cancel f1 f2 f3 f4 f5 b1 b2 >/dev/null 2>&1
+	stop_worker "$w"
+}
 
 test_two_workers_race() {
 	local s i n wa wb wc ids want

@@ -23,6 +23,136 @@ test_three_ways_in() {
 	assert_eq "" "$(ls -A "$s/new" "$s/tmp" | grep -v '^/\|^$')" "new/ and tmp/ empty"
 }
 
+# The maildir way with link() instead of rename(): staged and fsynced in
+# tmp/, linked into new/, the tmp/ name removed. Once the second link is
+# gone the file is an ordinary task.
+test_link_into_new() {
+	local s; s=$(mkspool)
+	task_ok linked >"$s/tmp/stage.$$"
+	sync "$s/tmp/stage.$$"
+	ln "$s/tmp/stage.$$" "$s/new/linked" || { fail "link into new/"; return; }
+	rm "$s/tmp/stage.$$"
+	sync "$s/new"
+	drain "$s"
+	assert_eq ok "$(field "$s" linked .status)" "status of a linked task ($(field "$s" linked .error))"
+	assert_eq linked "$(cat "$s/done/linked.stdout")" "stdout of the linked task"
+	assert_eq "" "$(ls -A "$s/new" "$s/tmp" | grep -v '^/\|^$')" "new/ and tmp/ empty"
+}
+
+# link() publishes under a running worker: the file has two links until
+# the writer removes its tmp/ name, and the worker waits for that, however
+# long it takes, instead of taking the file for a hostile hard link.
+test_link_publish_live_worker() {
+	local s i; s=$(mkspool)
+	KART_BACKEND=none start_worker "$s"
+	for i in $(seq 1 60); do
+		task_ok "l$i" >"$s/tmp/stage.$i"
+		ln "$s/tmp/stage.$i" "$s/new/l$i" && rm "$s/tmp/stage.$i"
+	done
+	task_ok held >"$s/tmp/stage.held"
+	ln "$s/tmp/stage.held" "$s/new/held"
+	results_at_least() { [ "$(find "$s/done" -name 'l*.json' | wc -l)" -ge 60 ]; }
+	wait_until 30 results_at_least || fail "fewer than 60 results"
+	local n; n=$(for i in $(seq 1 60); do [ -e "$s/done/l$i.json" ] && field "$s" "l$i" .status; done | sort | uniq -c | xargs)
+	assert_eq "60 ok" "$n" "statuses of 60 link()+unlink() publishes"
+	sleep 2
+	assert_no_file "$s/done/held.json"
+	assert_file "$s/new/held"
+	rm "$s/tmp/stage.held"
+	wait_until 20 test -e "$s/done/held.json" || fail "held never ran after its tmp/ name went"
+	assert_eq ok "$(field "$s" held .status 2>/dev/null)" "held, once its tmp/ name is gone"
+	# A second link from outside tmp/ is still a hostile hard link.
+	task_ok other >"$T_ROOT/other"
+	ln "$T_ROOT/other" "$s/new/other"
+	wait_until 20 test -e "$s/done/other.json" || fail "no result for other"
+	assert_eq rejected "$(field "$s" other .status 2>/dev/null)" "a hard link from outside tmp/"
+	stop_worker "$WPID"
+}
+
+# kart init refuses a spool on NFS or SMB. The statfs() answer is faked by
+# a preloaded shim (this host has no NFS client); a local path still works.
+test_init_refuses_network_fs() {
+	command -v cc >/dev/null || { skip "no C compiler to build the statfs shim"; return; }
+	local shim=$T_ROOT/fakefs.so
+	cat >"$T_ROOT/fakefs.c" <<'EOC'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
+/* statfs() of a path under $FAKEFS_UNDER reports f_type $FAKEFS_MAGIC. */
+static void fake(const char *p, struct statfs *b)
+{
+	const char *u = getenv("FAKEFS_UNDER"), *m = getenv("FAKEFS_MAGIC");
+	if (u && m && strncmp(p, u, strlen(u)) == 0)
+		b->f_type = (__fsword_t)strtoul(m, NULL, 0);
+}
+int statfs(const char *p, struct statfs *b)
+{
+	int (*real)(const char *, struct statfs *) = (int (*)(const char *, struct statfs *))dlsym(RTLD_NEXT, "statfs");
+	int r = real(p, b);
+	if (r == 0)
+		fake(p, b);
+	return r;
+}
+int statfs64(const char *p, struct statfs64 *b)
+{
+	int (*real)(const char *, struct statfs64 *) = (int (*)(const char *, struct statfs64 *))dlsym(RTLD_NEXT, "statfs64");
+	int r = real(p, b);
+	if (r == 0)
+		fake(p, (struct statfs *)b);
+	return r;
+}
+EOC
+	cc -shared -fPIC -o "$shim" "$T_ROOT/fakefs.c" -ldl || { fail "cannot build the statfs shim"; return; }
+	local magic fs d
+	for fs in nfs:0x6969 smb2:0xFE534D42 cifs:0xFF534D42; do
+		magic=${fs#*:}
+		d=$T_ROOT/net-$magic
+		OUT=$(LD_PRELOAD=$shim FAKEFS_UNDER=$d FAKEFS_MAGIC=$magic "$KART" -s "$d" init 2>&1); RC=$?
+		assert_eq 1 "$RC" "kart init on ${fs%%:*}: exit status ($OUT)"
+		assert_match "network filesystem" "$OUT" "kart init on ${fs%%:*}: the reason"
+		for sub in tmp new cur done; do
+			assert_no_file "$d/$sub"
+		done
+	done
+	# The shim itself does not break a local spool.
+	d=$T_ROOT/local-spool
+	OUT=$(LD_PRELOAD=$shim FAKEFS_UNDER=$T_ROOT/net- FAKEFS_MAGIC=0x6969 "$KART" -s "$d" init 2>&1); RC=$?
+	assert_eq 0 "$RC" "kart init on a local filesystem, shim loaded ($OUT)"
+	[ -d "$d/new" ] || fail "kart init on a local filesystem made no new/"
+}
+
+# Every unit of the duration and size directives, as the result reports
+# what was applied.
+test_directive_units() {
+	[ "$(id -u)" = 0 ] || { skip "memory limits need root or a delegated cgroup"; return; }
+	local s; s=$(mkspool)
+	local spec id
+	for spec in t90:timeout=90 t90s:timeout=90s t5m:timeout=5m t2h:timeout=2h \
+		mK:memory=262144K mM:memory=256M mG:memory=2G mbare:memory=268435456 \
+		p64:pids=64 c05:cpu=0.5 o2K:output=2K; do
+		id=${spec%%:*}
+		printf '#!/bin/sh\n#kart: %s\nhead -c 3000 /dev/zero | tr "\\0" x\n' "${spec#*:}" >"$s/new/$id"
+	done
+	drain "$s"
+	for id in t90 t90s t5m t2h mK mM mG mbare p64 c05 o2K; do
+		assert_eq ok "$(field "$s" $id .status)" "$id status ($(field "$s" $id .error))"
+	done
+	assert_eq 90 "$(field "$s" t90 .limits.timeout_s)" "timeout=90"
+	assert_eq 90 "$(field "$s" t90s .limits.timeout_s)" "timeout=90s"
+	assert_eq 300 "$(field "$s" t5m .limits.timeout_s)" "timeout=5m"
+	assert_eq 7200 "$(field "$s" t2h .limits.timeout_s)" "timeout=2h"
+	assert_eq 268435456 "$(field "$s" mK .limits.memory_bytes)" "memory=262144K"
+	assert_eq 268435456 "$(field "$s" mM .limits.memory_bytes)" "memory=256M"
+	assert_eq 2147483648 "$(field "$s" mG .limits.memory_bytes)" "memory=2G"
+	assert_eq 268435456 "$(field "$s" mbare .limits.memory_bytes)" "memory= bare bytes"
+	assert_eq 64 "$(field "$s" p64 .limits.pids)" "pids=64"
+	assert_eq 0.5 "$(field "$s" c05 .limits.cpu)" "cpu=0.5"
+	assert_eq "2048 true" "$(field "$s" o2K '"\(.stdout.bytes) \(.stdout.truncated)"')" "output=2K"
+	assert_eq "3000 false" "$(field "$s" t90 '"\(.stdout.bytes) \(.stdout.truncated)"')" "default output cap"
+}
+
 test_result_has_every_field() {
 	local s; s=$(mkspool)
 	printf '#!/bin/sh\n#kart: timeout=30s\necho out; echo err >&2; exit 4\n' >"$s/new/t"
@@ -37,6 +167,8 @@ test_result_has_every_field() {
 	assert_eq failed "$(jq -r .status "$j")" status
 	assert_eq 4 "$(jq -r .exit_code "$j")" exit_code
 	assert_eq null "$(jq -r .signal "$j")" signal
+	assert_eq null "$(jq -r .error "$j")" "error of a failed task"
+	assert_eq null "$(jq -r .refusal "$j")" "refusal of a failed task"
 	assert_eq fast "$(jq -r .lane "$j")" lane
 	assert_eq 1 "$(jq -r .attempt "$j")" attempt
 	assert_eq 30 "$(jq -r .limits.timeout_s "$j")" limits.timeout_s
@@ -55,6 +187,27 @@ test_result_has_every_field() {
 	jq -e '.wait_ms >= 0 and .duration_ms >= 0' "$j" >/dev/null || fail "wait_ms/duration_ms"
 	jq -e '.usage | has("cpu_user_ms") and has("cpu_system_ms") and has("memory_peak_bytes")' \
 		"$j" >/dev/null || fail usage
+}
+
+# Readers ignore fields they do not know: a result with extra fields, at
+# the top and inside the objects, reads as before in status, wait and cat.
+test_readers_ignore_unknown_fields() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\necho said; exit 3\n' >"$s/new/future"
+	drain "$s"
+	local j=$s/done/future.json
+	jq -c '{aa_first: [1, {"x": null}]} + . + {zz_last: {"nested": true}, stdout: (.stdout + {sha256: "0"}), usage: (.usage + {io_bytes: 7})}' \
+		"$j" >"$s/done/.future.tmp" && mv "$s/done/.future.tmp" "$j" || { fail "cannot rewrite the result"; return; }
+	assert_eq '[1,{"x":null}] true' "$(jq -c '.aa_first, .zz_last.nested' "$j" | paste -sd ' ')" "the extra fields are there"
+	run_cmd -s "$s" status future
+	assert_eq 0 "$RC" "status: exit status ($ERR)"
+	assert_match "^future	failed	3" "$OUT" "status"
+	run_cmd -s "$s" status --json future
+	assert_eq "failed 3" "$(jq -r '.[0] | "\(.state) \(.exit_code)"' <<<"$OUT")" "status --json"
+	run_cmd -s "$s" wait --timeout 5 future
+	assert_eq 3 "$RC" "wait: the task's own exit code ($ERR)"
+	run_cmd -s "$s" cat future
+	assert_eq "0:said" "$RC:$OUT" "cat"
 }
 
 test_shebang_honoured() {
@@ -235,6 +388,20 @@ test_bad_directives_rejected() {
 	assert_match "no network to uid" "$(field "$s" wantsnet .error)" "net error"
 	assert_eq ok "$(field "$s" late .status)" "directives after the leading block are ignored"
 	assert_eq null "$(field "$s" wantsnet .started_at)" "rejected never started"
+}
+
+# A sandbox that cannot be built: `refused`, refusal sandbox_setup_failed,
+# and the task's own code never ran.
+test_refused_when_sandbox_cannot_be_built() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$s/new/nosandbox"
+	KART_BWRAP=/nonexistent/bwrap drain "$s"
+	assert_eq refused "$(field "$s" nosandbox .status)" status
+	assert_eq sandbox_setup_failed "$(field "$s" nosandbox .refusal)" refusal
+	assert_match "sandbox could not be built" "$(field "$s" nosandbox .error)" error
+	assert_eq null "$(field "$s" nosandbox .exit_code)" exit_code
+	[ "$("$KART" -s "$s" cat nosandbox)" = ran ] && fail "the task ran without its sandbox"
+	true
 }
 
 test_sandbox_basics() {
