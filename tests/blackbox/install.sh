@@ -8,6 +8,8 @@ test_install_prefix_and_destdir() {
 	assert_file "$p/bin/kart"
 	assert_file "$p/libexec/kart/kart-launch"
 	assert_file "$p/libexec/kart/kart-sync"
+	assert_file "$p/libexec/kart/kart-llm"
+	[ -x "$p/libexec/kart/kart-llm" ] || fail "kart-llm is not executable"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" install >/dev/null || fail "DESTDIR install"
 	assert_file "$d/usr/bin/kart"
 	assert_file "$d/usr/libexec/kart/kart-launch"
@@ -25,6 +27,7 @@ test_install_prefix_and_destdir() {
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" uninstall >/dev/null || fail uninstall
 	assert_no_file "$d/usr/bin/kart"
 	assert_no_file "$d/usr/libexec/kart/kart-sync"
+	assert_no_file "$d/usr/libexec/kart/kart-llm"
 }
 
 # Everything else make install puts in place, and make uninstall takes
