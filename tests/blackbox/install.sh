@@ -23,6 +23,11 @@ test_install_prefix_and_destdir() {
 		"$p/bin/kart" -s "$s" sync sqlite "$T_ROOT/inst.db" >/dev/null 2>&1 || fail "installed kart sync"
 		assert_eq 1 "$(sqlite3 "$T_ROOT/inst.db" 'select count(*) from tasks' 2>&1)" "rows mirrored by the installed kart-sync"
 	fi
+	# The llm kind's default runner is the installed kart-llm.
+	printf '[kind.llm]\nnet = yes\n' >"$s/kart.conf"
+	assert_eq "$p/libexec/kart/kart-llm" "$("$p/bin/kart" -s "$s" doctor --json | jq -r .policy.kinds.llm.runner)" \
+		"the installed kart finds the installed kart-llm"
+	rm -f "$s/kart.conf"
 	ldd "$p/bin/kart" | grep -E 'libpq|libsqlite3' && fail "kart links the sync libraries"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" uninstall >/dev/null || fail uninstall
 	assert_no_file "$d/usr/bin/kart"

@@ -238,6 +238,19 @@ test_python_by_extension_and_kind() {
 	assert_match "^python3(\.[0-9]+)? " "$("$KART" -s "$s" cat "$id")" "kart submit --kind python"
 }
 
+# A runner missing on the host: the bwrap sandbox cannot be built, and
+# the task is refused, never run some other way.
+test_missing_runner_refused() {
+	need_bwrap || return
+	local s; s=$(mkspool)
+	printf '[kind.ghost]\nrunner = %s/no-such-runner\nextensions = .ghost\n' "$T_ROOT" >"$s/kart.conf"
+	printf 'echo ran\n' >"$s/new/t.ghost"
+	drain "$s"
+	assert_eq refused "$(field "$s" t.ghost .status)" "status"
+	assert_eq sandbox_setup_failed "$(field "$s" t.ghost .refusal)" "refusal"
+	assert_eq "" "$(cat "$s/done/t.ghost.stdout" 2>/dev/null)" "it never ran"
+}
+
 # kart doctor shows the kinds of the effective policy (credentials by
 # name only); a bad [kind.*] line stops the worker, naming the line.
 test_doctor_shows_kinds() {
