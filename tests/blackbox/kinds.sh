@@ -265,6 +265,11 @@ test_doctor_shows_kinds() {
 	assert_eq '["KART_LLM_API_KEY"]' "$(jq -c .policy.kinds.llm.credentials <<<"$out")" "credentials by name"
 	assert_eq mock-model "$(jq -r .policy.kinds.llm.model <<<"$out")" "model"
 	[[ $out == *"$KEY"* ]] && fail "kart doctor shows the key"
+	assert_eq true "$(jq -r .policy.kinds.llm.runner_found <<<"$out")" "the built kart-llm is found"
+	printf '[kind.ghost]\nrunner = %s/no-such-runner\n' "$T_ROOT" >"$s/kart.conf"
+	run_cmd -s "$s" doctor --json
+	assert_eq 1 "$RC" "kart doctor fails with a runner that is not there"
+	assert_eq false "$(jq -r .policy.kinds.ghost.runner_found <<<"$OUT")" "and says which"
 	printf '[kind.ruby]\nrunner = /usr/bin/ruby\ninterpreter = yes\n' >"$s/kart.conf"
 	out=$(timeout 10 "$KART" -s "$s" worker --drain 2>&1); local rc=$?
 	assert_ne 0 "$rc" "a worker with a bad [kind.ruby] exits non-zero"
