@@ -94,6 +94,9 @@ test_llm_prompt_answer() {
 	assert_eq "answer to [What is 2+2?]" "$("$KART" -s "$s" cat "$id")" "kart cat: the answer"
 	assert_eq bwrap "$(field "$s" "$id" .sandbox.backend)" "run in the bwrap sandbox"
 	assert_eq true "$(field "$s" "$id" .sandbox.network)" "the kind's net = yes gave it network"
+	# The build tree's kart-llm ran under Landlock, by its own rule.
+	local abi; abi=$("$KART" doctor --json 2>/dev/null | jq -r .landlock_abi)
+	[[ $abi =~ ^[0-9]+$ ]] && assert_eq "$abi" "$(field "$s" "$id" .sandbox.landlock)" "Landlock applied"
 	local req; req=$(tail -1 "$MOCK_LOG")
 	assert_eq true "$(jq -r .auth_ok <<<"$req")" "Authorization: Bearer with the key"
 	assert_eq mock-model "$(jq -r .body.model <<<"$req")" "the policy's model"
@@ -236,6 +239,31 @@ test_python_by_extension_and_kind() {
 		assert_match "^shell " "$(cat "$s/done/sh-$backend.py.stdout")" "#!/bin/sh over .py ($backend)"
 	done
 	assert_match "^python3(\.[0-9]+)? " "$("$KART" -s "$s" cat "$id")" "kart submit --kind python"
+}
+
+# A runner outside /usr and outside /tmp (which tasks may read anyway):
+# bound at its own path under bwrap, and run under Landlock by its own
+# rule, with either backend.
+test_runner_outside_system_dirs() {
+	need_bwrap || return
+	local abi; abi=$("$KART" doctor --json 2>/dev/null | jq -r .landlock_abi)
+	[[ $abi =~ ^[0-9]+$ ]] || { skip "this kernel has no Landlock ($abi)"; return; }
+	local dir; dir=$(mktemp -d /var/tmp/kart-kinds.XXXXXX) || { fail "mktemp in /var/tmp"; return; }
+	trap '_cleanup; rm -rf "'"$dir"'"' EXIT
+	chmod 755 "$dir"
+	printf '#!/bin/sh\necho "runner $0"\nexec /bin/sh "$1"\n' >"$dir/run-sh"
+	chmod 755 "$dir/run-sh"
+	local s backend; s=$(mkspool)
+	printf '[kind.mine]\nrunner = %s/run-sh\nextensions = .mine\n' "$dir" >"$s/kart.conf"
+	for backend in bwrap none; do
+		printf 'echo task $KART_TASK_ID\n' >"$s/new/$backend.mine"
+		KART_BACKEND=$backend KART_LANDLOCK=enforce drain "$s"
+		assert_eq ok "$(field "$s" "$backend.mine" .status)" "$backend: status ($(cat "$s/done/$backend.mine.stderr" 2>/dev/null))"
+		assert_eq "$abi" "$(field "$s" "$backend.mine" .sandbox.landlock)" "$backend: under Landlock"
+		assert_eq "runner $dir/run-sh
+task $backend.mine" "$(cat "$s/done/$backend.mine.stdout" 2>/dev/null)" "$backend: the runner ran the task"
+	done
+	rm -rf "$dir"
 }
 
 # A runner missing on the host: the bwrap sandbox cannot be built, and
