@@ -46,7 +46,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 B = build
 LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
 	  src/run.c src/worker.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c
+	  src/seccomp.c src/caps.c src/container.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
 	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
@@ -65,7 +65,8 @@ deps:
 	@pkg-config --exists jansson libcap libseccomp cmocka 2>/dev/null && \
 	 command -v bwrap >/dev/null && command -v jq >/dev/null && \
 	 command -v strace >/dev/null && command -v groff >/dev/null && \
-	 command -v man >/dev/null && command -v zsh >/dev/null || ./contrib/install-deps
+	 command -v man >/dev/null && command -v mandoc >/dev/null && \
+	 command -v zsh >/dev/null || ./contrib/install-deps
 
 $(B):
 	@mkdir -p $(B)

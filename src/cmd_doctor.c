@@ -15,6 +15,7 @@
 
 #include "cgroup.h"
 #include "cmd.h"
+#include "container.h"
 #include "policy.h"
 #include "util.h"
 
@@ -209,6 +210,27 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	json_object_set_new(o, "bwrap", json_pack("{s:b, s:s}", "works", bw, "detail", bw ? "ok" : why));
 	if (pol.backend == BACKEND_BWRAP && !bw)
 		ok = false;
+	/* The hosted-posture gate (backend none) and the container's image. */
+	const char *spath = c->spool_path && *c->spool_path ? c->spool_path : NULL;
+	bool bok = policy_backend_check(&pol, spath, err, sizeof err) == 0;
+	json_object_set_new(o, "backend_allowed",
+			    json_pack("{s:b, s:s}", "ok", bok, "detail", bok ? "ok" : err));
+	if (!bok)
+		ok = false;
+	if (pol.backend == BACKEND_CONTAINER) {
+		/* The CLI answers `version` when it can reach its engine. */
+		char cmd[PATH_MAX], out[256] = "";
+		bool found = find_in_path(pol.container_cmd, cmd, sizeof cmd) == 0;
+		char *const vargv[] = {cmd, "version", "--format", "{{.Server.Version}}", NULL};
+		int st = found ? host_run(vargv, out, sizeof out, 10000) : -1;
+		out[strcspn(out, "\n")] = '\0';
+		json_object_set_new(o, "container",
+				    json_pack("{s:s, s:o, s:b, s:s}", "command", pol.container_cmd,
+					      "path", found ? json_string(cmd) : json_null(), "works",
+					      st == 0, "engine", st == 0 ? out : "not reachable"));
+		if (st != 0)
+			ok = false;
+	}
 	json_object_set_new(o, "user_namespaces", userns_facts());
 	json_object_set_new(o, "cgroup", cgroup_facts(&pol, &ok));
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);

@@ -102,21 +102,28 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 		die("%s: %s", sp.path, strerror(errno));
 	free(sp.path);
 	sp.path = abs;
-	if (pol.backend == BACKEND_BWRAP && !strchr(pol.bwrap, '/')) {
-		/* Resolve bwrap once, from the worker's PATH: tasks get their own. */
-		const char *path = getenv("PATH");
-		_cleanup_free_ char *copy = xstrdup(path ? path : "/usr/bin:/bin");
-		char *save = NULL, cand[PATH_MAX];
-		bool found = false;
-		for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save))
-			if (pathfmt(cand, sizeof cand, "%s/%s", d, pol.bwrap) == 0 && access(cand, X_OK) == 0)
-				found = true;
-		if (!found) {
+	/* Resolved once, from the worker's PATH: tasks get their own. */
+	char cand[PATH_MAX];
+	if (pol.backend == BACKEND_BWRAP) {
+		if (find_in_path(pol.bwrap, cand, sizeof cand) < 0) {
 			fprintf(stderr, "kart worker: bwrap not found in PATH; install bubblewrap, "
 					"or set KART_BACKEND=none for trusted tasks\n");
 			return 1;
 		}
 		snprintf(pol.bwrap, sizeof pol.bwrap, "%s", cand);
+	}
+	if (pol.backend == BACKEND_CONTAINER) {
+		if (find_in_path(pol.container_cmd, cand, sizeof cand) < 0) {
+			fprintf(stderr, "kart worker: backend container: %s not found in PATH; set "
+					"[container] command in kart.conf\n", pol.container_cmd);
+			return 1;
+		}
+		snprintf(pol.container_cmd, sizeof pol.container_cmd, "%s", cand);
+	}
+	/* The hosted-posture gate, and a container backend's image. */
+	if (policy_backend_check(&pol, sp.path, err, sizeof err) < 0) {
+		fprintf(stderr, "kart worker: %s\n", err);
+		return 1;
 	}
 	if (access(pol.launcher, X_OK) < 0) {
 		fprintf(stderr, "kart worker: launcher %s: %s\n", pol.launcher, strerror(errno));

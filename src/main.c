@@ -142,7 +142,7 @@ int main(int argc, char **argv)
 		case 's': c.spool_path = optarg; break;
 		case 'h': fputs(main_help, stdout); return 0;
 		case 'V':
-			printf("kart %s\nfeatures: backend-bwrap backend-none%s%s\n", KART_VERSION,
+			printf("kart %s\nfeatures: backend-bwrap backend-container backend-none%s%s\n", KART_VERSION,
 			       FEATURE_SQLITE, FEATURE_PQ);
 			return 0;
 		case ':': return usage_error(NULL, "option '%s' needs a value", argv[optind - 1]);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "policy.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -17,7 +18,21 @@
 
 #include "config.h" /* LIBEXECDIR, written by the Makefile */
 
-const char *backend_name(enum backend b) { return b == BACKEND_NONE ? "none" : "bwrap"; }
+const char *backend_name(enum backend b)
+{
+	return b == BACKEND_NONE ? "none" : b == BACKEND_CONTAINER ? "container" : "bwrap";
+}
+
+int backend_parse(const char *s)
+{
+	if (strcmp(s, "bwrap") == 0)
+		return BACKEND_BWRAP;
+	if (strcmp(s, "none") == 0)
+		return BACKEND_NONE;
+	if (strcmp(s, "container") == 0)
+		return BACKEND_CONTAINER;
+	return -1;
+}
 
 const char *cgroup_use_name(enum cgroup_use c)
 {
@@ -389,6 +404,34 @@ static int set_net_gids(struct policy *pol, const char *v, char *err, size_t err
 	return 0;
 }
 
+/* The container CLI: a bare name (found in PATH when run) or an
+ * absolute path; never anything a shell would read. */
+static int container_cmd_set(struct policy *pol, const char *v)
+{
+	if (!*v || strlen(v) >= sizeof pol->container_cmd)
+		return -1;
+	if (v[0] != '/' && strchr(v, '/'))
+		return -1;
+	for (const char *c = v; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr("/._+-", *c))
+			return -1;
+	snprintf(pol->container_cmd, sizeof pol->container_cmd, "%s", v);
+	return 0;
+}
+
+/* An image reference: registry/name:tag@digest characters only, and not
+ * an option. */
+static int container_image_set(struct policy *pol, const char *v)
+{
+	if (!*v || v[0] == '-' || strlen(v) >= sizeof pol->container_image)
+		return -1;
+	for (const char *c = v; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr("/._:@-", *c))
+			return -1;
+	snprintf(pol->container_image, sizeof pol->container_image, "%s", v);
+	return 0;
+}
+
 /* One key of kart.conf: "section.key" = value. */
 static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
 		    char *err, size_t errlen, const char *where)
@@ -414,12 +457,11 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (parse_bool(val, &pol->rlimit_as) < 0)
 			return ERR("%s: rlimit_as = %s: not yes or no", where, val);
 	} else if (strcmp(k, "worker.backend") == 0) {
-		if (strcmp(val, "bwrap") == 0)
-			pol->backend = BACKEND_BWRAP;
-		else if (strcmp(val, "none") == 0)
-			pol->backend = BACKEND_NONE;
-		else
-			return ERR("%s: backend = %s: not a backend (bwrap or none)", where, val);
+		int b = backend_parse(val);
+		if (b < 0)
+			return ERR("%s: backend = %s: not a backend (bwrap, container or none)", where,
+				   val);
+		pol->backend = (enum backend)b;
 	} else if (strcmp(k, "worker.slots") == 0 || strcmp(k, "worker.batch_slots") == 0) {
 		if (parse_int(val, 0, 4096, &n) < 0)
 			return ERR("%s: %s = %s: not a number from 0 to 4096", where, key, val);
@@ -475,6 +517,19 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		return set_plist(&pol->rw_binds, val, PL_PATHS, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.env_pass") == 0) {
 		return set_plist(&pol->env_pass, val, PL_ENV, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.allow_unsandboxed") == 0) {
+		if (parse_bool(val, &pol->allow_unsandboxed) < 0)
+			return ERR("%s: allow_unsandboxed = %s: not yes or no", where, val);
+	} else if (strcmp(k, "container.command") == 0) {
+		if (container_cmd_set(pol, val) < 0)
+			return ERR("%s: command = %s: not a program name or an absolute path", where,
+				   val);
+	} else if (strcmp(k, "container.image") == 0) {
+		if (container_image_set(pol, val) < 0)
+			return ERR("%s: image = %s: not an image reference", where, val);
+	} else if (strcmp(k, "container.seccomp") == 0) {
+		if (parse_bool(val, &pol->container_seccomp) < 0)
+			return ERR("%s: seccomp = %s: not yes or no", where, val);
 	} else if (strcmp(k, "hooks.on_done") == 0) {
 		if (!bind_path_ok(val))
 			return ERR("%s: on_done = %s: not an absolute path to a program", where, val);
@@ -524,9 +579,9 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 			}
 			if (strcmp(sec, "worker") && strcmp(sec, "limits") && strcmp(sec, "network") &&
 			    strcmp(sec, "sandbox") && strcmp(sec, "hooks") && strcmp(sec, "lane.fast") &&
-			    strcmp(sec, "lane.batch"))
+			    strcmp(sec, "lane.batch") && strcmp(sec, "container"))
 				return ERR("%s: unknown section [%s] (known: worker, limits, lane.fast, "
-					   "lane.batch, network, sandbox, hooks, kind.NAME)", where, sec);
+					   "lane.batch, network, sandbox, container, hooks, kind.NAME)", where, sec);
 			continue;
 		}
 		char *eq = strchr(line, '=');
@@ -570,6 +625,8 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
+	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
+	pol->container_seccomp = true;
 	find_libexec("kart-launch", pol->launcher, sizeof pol->launcher);
 
 	if (spool_dir) {
@@ -585,13 +642,17 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 
 	if ((v = getenv("KART_BACKEND")) && *v) {
-		if (strcmp(v, "bwrap") == 0)
-			pol->backend = BACKEND_BWRAP;
-		else if (strcmp(v, "none") == 0)
-			pol->backend = BACKEND_NONE;
-		else
-			return ERR("KART_BACKEND=%s: not a backend (bwrap or none)", v);
+		int b = backend_parse(v);
+		if (b < 0)
+			return ERR("KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
+		pol->backend = (enum backend)b;
 	}
+	if ((v = getenv("KART_CONTAINER_CMD")) && *v && container_cmd_set(pol, v) < 0)
+		return ERR("KART_CONTAINER_CMD=%s: not a program name or an absolute path", v);
+	if ((v = getenv("KART_CONTAINER_IMAGE")) && *v && container_image_set(pol, v) < 0)
+		return ERR("KART_CONTAINER_IMAGE=%s: not an image reference", v);
+	if ((v = getenv("KART_ALLOW_UNSANDBOXED")) && *v && parse_bool(v, &pol->allow_unsandboxed) < 0)
+		return ERR("KART_ALLOW_UNSANDBOXED=%s: not yes or no", v);
 	if ((v = getenv("KART_BWRAP")) && *v) {
 		if (strlen(v) >= sizeof pol->bwrap)
 			return ERR("KART_BWRAP: path too long");
@@ -677,6 +738,33 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 	return false;
 }
 
+int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
+			 size_t errlen)
+{
+	if (pol->backend == BACKEND_CONTAINER && !pol->container_image[0])
+		return ERR("backend container needs an image: set [container] image in kart.conf "
+			   "(or KART_CONTAINER_IMAGE)");
+	if (pol->backend != BACKEND_NONE || pol->allow_unsandboxed || !spool_dir)
+		return 0;
+	/* The hosted posture: where other users can submit, backend none
+	 * would run their programs as the worker, unconfined but for
+	 * Landlock. Only a deliberate allow_unsandboxed permits that. */
+	static const char *const dirs[] = {"new", "tmp"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char p[4096];
+		struct stat st;
+		if (pathfmt(p, sizeof p, "%s/%s", spool_dir, dirs[i]) < 0 || stat(p, &st) < 0)
+			continue;
+		if (st.st_mode & (S_IWGRP | S_IWOTH))
+			return ERR("backend none refused: %s is writable by %s (mode %04o), so several "
+				   "users can submit, and their tasks would run unsandboxed; use "
+				   "backend bwrap, or set [sandbox] allow_unsandboxed = yes deliberately",
+				   p, st.st_mode & S_IWOTH ? "everyone" : "its group",
+				   (unsigned)(st.st_mode & 07777));
+	}
+	return 0;
+}
+
 static json_t *plist_json(const struct plist *l)
 {
 	json_t *a = json_array();
@@ -730,6 +818,13 @@ char *policy_describe(const struct policy *pol)
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
+			    json_boolean(pol->allow_unsandboxed));
+	json_object_set_new(o, "container",
+			    json_pack("{s:s, s:o, s:b}", "command", pol->container_cmd, "image",
+				      pol->container_image[0] ? json_string(pol->container_image)
+							      : json_null(),
+				      "seccomp", pol->container_seccomp));
 	char *t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return t;

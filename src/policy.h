@@ -21,8 +21,10 @@ struct plist {
 const char *plist_next(const struct plist *l, const char *prev);
 bool plist_has(const struct plist *l, const char *s);
 
-enum backend { BACKEND_BWRAP, BACKEND_NONE };
+enum backend { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
 const char *backend_name(enum backend b);
+/* "bwrap", "none" or "container"; -1 for anything else. */
+int backend_parse(const char *s);
 
 /* [limits] cgroup: require (a task without its leaf is refused), auto
  * (without one, the rlimit fallback), off (never a cgroup). */
@@ -98,6 +100,13 @@ struct policy {
 	char on_done[4096];      /* run with the result's path after each task */
 	struct kind kinds[KIND_MAX]; /* [kind.NAME] */
 	int n_kinds;
+	/* [sandbox] allow_unsandboxed: backend none even on a spool that
+	 * several users can write (see policy_backend_check). */
+	bool allow_unsandboxed;
+	/* [container]: backend container (docker, podman, nerdctl). */
+	char container_cmd[4096];   /* the CLI: a name in PATH or a path */
+	char container_image[512];  /* required with backend container */
+	bool container_seccomp;     /* hand it our filter as a JSON profile */
 };
 
 /* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
@@ -109,6 +118,12 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
 		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
+/* Whether the backend may run on this spool: backend container needs an
+ * image; backend none is refused on a spool that users other than its
+ * owner can write (new/ writable by group or others), unless the policy
+ * sets allow_unsandboxed. Returns 0, or -1 with err saying why. */
+int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
+			 size_t errlen);
 /* What holds in lane (0 fast, 1 batch): its own values, else [limits]. */
 void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out);
 

@@ -180,6 +180,134 @@ static void launcher_tail(const struct sandbox_req *req, struct strv *argv, cons
 		strv_add(argv, targv[i]);
 }
 
+/* A host path in a --mount option: its commas would split it. */
+static int mount_path_ok(const char *p, char *err, size_t errlen)
+{
+	if (p[0] == '/' && !strpbrk(p, ",\n"))
+		return 0;
+	snprintf(err, errlen, "the path %.200s cannot be given to the container CLI's --mount", p);
+	return -1;
+}
+
+/* Backend container: one fresh container per attempt, named, removed
+ * when it ends (--rm), with nothing of the host but the task file, its
+ * work directory and its $KART_OUTDIR. Every value that is not secret is
+ * in argv; the policy's variables go by name only (--env NAME), their
+ * values through the CLI's own environment, so that no secret is in
+ * argv (ps) or in the container's recorded configuration (inspect). */
+static int container_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp,
+			   char *err, size_t errlen)
+{
+	const struct policy *pol = req->pol;
+	const struct task_spec *spec = req->spec;
+	if (mount_path_ok(req->task_path, err, errlen) < 0 ||
+	    mount_path_ok(req->work_dir, err, errlen) < 0 ||
+	    (req->out_dir && mount_path_ok(req->out_dir, err, errlen) < 0))
+		return -1;
+	strv_add(argv, pol->container_cmd);
+	strv_add(argv, "run");
+	strv_add(argv, "--rm");
+	strv_add(argv, "--name");
+	strv_add(argv, req->container_name);
+	if (req->container_label) {
+		strv_add(argv, "--label");
+		strv_addf(argv, "kart.worker=%s", req->container_label);
+	}
+	strv_add(argv, "--read-only");
+	strv_add(argv, "--cap-drop");
+	strv_add(argv, "ALL");
+	strv_add(argv, "--security-opt");
+	strv_add(argv, "no-new-privileges");
+	if (req->seccomp) {
+		strv_add(argv, "--security-opt");
+		strv_addf(argv, "seccomp=/dev/fd/%d", SANDBOX_SECCOMP_FD);
+	}
+	if (!spec->net) {
+		/* With net, the engine's default network. */
+		strv_add(argv, "--network");
+		strv_add(argv, "none");
+	}
+	strv_add(argv, "--hostname");
+	strv_add(argv, "kart");
+	strv_add(argv, "--user");
+	strv_addf(argv, "%u:%u", (unsigned)req->run_uid, (unsigned)req->run_gid);
+	strv_add(argv, "--tmpfs");
+	strv_addf(argv, "/tmp:rw,nosuid,nodev,size=%llu",
+		  (unsigned long long)(pol->tmpfs_size ? pol->tmpfs_size : SANDBOX_CONTAINER_TMP));
+	strv_add(argv, "--mount");
+	strv_addf(argv, "type=bind,source=%s,target=%s,readonly", req->task_path, SANDBOX_TASK);
+	strv_add(argv, "--mount");
+	strv_addf(argv, "type=bind,source=%s,target=%s", req->work_dir, SANDBOX_WORK);
+	if (req->out_dir) {
+		strv_add(argv, "--mount");
+		strv_addf(argv, "type=bind,source=%s,target=%s", req->out_dir, SANDBOX_OUT);
+	}
+	/* A kind's runner outside /usr comes from the host, as with bwrap;
+	 * one under /usr is the image's. */
+	if (kind_runner_bound(req)) {
+		if (mount_path_ok(kind_runner_bound(req), err, errlen) < 0)
+			return -1;
+		strv_add(argv, "--mount");
+		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", kind_runner_bound(req),
+			  kind_runner_bound(req));
+	}
+	strv_add(argv, "--workdir");
+	strv_add(argv, SANDBOX_WORK);
+	if (spec->memory) {
+		/* No swap beyond the limit: memory-swap equal to memory. */
+		strv_add(argv, "--memory");
+		strv_addf(argv, "%llu", (unsigned long long)spec->memory);
+		strv_add(argv, "--memory-swap");
+		strv_addf(argv, "%llu", (unsigned long long)spec->memory);
+	}
+	if (spec->pids) {
+		strv_add(argv, "--pids-limit");
+		strv_addf(argv, "%lld", (long long)spec->pids);
+	}
+	if (spec->cpu_milli) {
+		strv_add(argv, "--cpus");
+		strv_addf(argv, "%u.%03u", spec->cpu_milli / 1000, spec->cpu_milli % 1000);
+	}
+	/* The task's environment: the fixed part by value, the policy's
+	 * by name. */
+	static const char *const fixed[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SANDBOX_WORK,
+					     "TMPDIR=/tmp", "LANG=C.UTF-8"};
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+		strv_add(argv, "--env");
+		strv_add(argv, fixed[i]);
+	}
+	strv_add(argv, "--env");
+	strv_addf(argv, "KART_TASK_ID=%s", req->task_id);
+	strv_add(argv, "--env");
+	strv_addf(argv, "KART_ATTEMPT=%d", req->attempt);
+	strv_add(argv, "--env");
+	strv_add(argv, "KART_OUTDIR=" SANDBOX_OUT);
+	struct strv named = {0};
+	env_policy(req, &named);
+	for (size_t i = 0; i < named.n; i++) {
+		const char *kv = named.v[i];
+		strv_add(argv, "--env");
+		/* A kind's endpoint and model are the policy's, not in the
+		 * CLI's environment, and no secret: by value. */
+		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0)
+			strv_add(argv, kv);
+		else
+			strv_addf(argv, "%.*s", (int)(strchr(kv, '=') - kv), kv);
+	}
+	strv_free(&named);
+	strv_add(argv, pol->container_image);
+	const char *targv[4];
+	task_argv(spec, SANDBOX_TASK, targv);
+	for (int i = 0; targv[i]; i++)
+		strv_add(argv, targv[i]);
+	/* The CLI runs on the host with the worker's environment (it needs
+	 * DOCKER_HOST, XDG_RUNTIME_DIR and the like); it forwards only
+	 * what --env names. */
+	for (char *const *e = req->host_env; e && *e; e++)
+		strv_add(envp, *e);
+	return 0;
+}
+
 int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
 		  size_t errlen)
 {
@@ -190,6 +318,10 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		snprintf(err, errlen, "the policy no longer has kind %s", req->spec->kind);
 		return -1;
 	}
+
+	if (pol->backend == BACKEND_CONTAINER)
+		return container_build(req, argv, envp, err, errlen);
+
 	if (pol->backend == BACKEND_NONE) {
 		env_common(req, envp, req->work_dir, req->tmp_dir ? req->tmp_dir : "/tmp",
 			   req->out_dir);

@@ -1,7 +1,7 @@
 /* sandbox.h - policy + task spec -> the command line that runs a task.
  * Pure: builds argv and envp, starts nothing, so it is unit-testable.
- * The backend seam: bwrap today, `none` for trusted batch use; other
- * backends add a case here. */
+ * The backend seam: bwrap (the default), a container CLI (docker,
+ * podman, nerdctl), and `none` for trusted batch use. */
 #ifndef KART_SANDBOX_H
 #define KART_SANDBOX_H
 
@@ -34,8 +34,18 @@ struct sandbox_req {
 	char *const *launch_opts; /* more options for kart-launch (rlimits,
 				   * see rlimits.h); NULL-terminated, or NULL */
 	bool seccomp; /* the filter waits at SANDBOX_SECCOMP_FD: bwrap
-		       * --seccomp loads it, or kart-launch with backend none */
+		       * --seccomp loads it, or kart-launch with backend none;
+		       * backend container: its JSON profile is there */
+	/* Backend container: the container's unique name and the label
+	 * that names its worker (for recovery), and who runs inside. */
+	const char *container_name;
+	const char *container_label;
+	uid_t run_uid;
+	gid_t run_gid;
 };
+
+/* The /tmp of a container when the policy sets no tmpfs_size. */
+#define SANDBOX_CONTAINER_TMP (256ull << 20)
 
 /* Fills argv (argv[0] is the program to execve) and envp. */
 int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,

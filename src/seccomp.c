@@ -18,6 +18,7 @@
 #include "seccomp.h"
 
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -232,4 +233,41 @@ void seccomp_prog_free(struct seccomp_prog *p)
 	free(p->bpf);
 	p->bpf = NULL;
 	p->len = 0;
+}
+
+static json_t *profile_rule(const char *name, int errnum, int index, unsigned long long mask,
+			    unsigned long long value)
+{
+	json_t *r = json_pack("{s:[s], s:s, s:i}", "names", name, "action", "SCMP_ACT_ERRNO",
+			      "errnoRet", errnum);
+	if (r && index >= 0)
+		json_object_set_new(r, "args",
+				    json_pack("[{s:i, s:I, s:I, s:s}]", "index", index, "value",
+					      (json_int_t)mask, "valueTwo", (json_int_t)value, "op",
+					      "SCMP_CMP_MASKED_EQ"));
+	return r;
+}
+
+char *seccomp_profile_json(void)
+{
+	json_t *names = json_array(), *rules = json_array();
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+		json_array_append_new(names, json_string(denied[i].name));
+	json_array_append_new(rules, json_pack("{s:o, s:s, s:i}", "names", names, "action",
+					       "SCMP_ACT_ERRNO", "errnoRet", EPERM));
+	for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
+		json_array_append_new(rules, profile_rule("clone", EPERM, 0, ns_flags[i], ns_flags[i]));
+		json_array_append_new(rules, profile_rule("unshare", EPERM, 0, ns_flags[i], ns_flags[i]));
+	}
+	json_array_append_new(rules, profile_rule("clone3", ENOSYS, -1, 0, 0));
+	static const unsigned long tty_req[] = {TIOCSTI, TIOCLINUX};
+	for (size_t i = 0; i < ARRAY_SIZE(tty_req); i++)
+		json_array_append_new(rules, profile_rule("ioctl", EPERM, 1, 0xffffffffUL, tty_req[i]));
+	json_t *o = json_pack("{s:s, s:[s], s:o}", "defaultAction", "SCMP_ACT_ALLOW",
+			      "architectures", "SCMP_ARCH_X86_64", "syscalls", rules);
+	if (!o)
+		return NULL;
+	char *t = json_dumps(o, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return t;
 }

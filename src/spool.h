@@ -84,11 +84,11 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 
 /* Try to take a dead worker's lock and recover its directory. Returns
  * 1 if recovered (or still busy: *busy > 0), 0 if the worker is alive.
- * dead(arg), if given, runs once the lock is ours (the worker is gone)
- * and before any claim moves: the caller ends what is left of its runs
- * there (the worker kills its cgroup leaves). */
+ * dead(arg, peer), if given, runs once the lock is ours (the worker is
+ * gone) and before any claim moves: the caller ends what is left of its
+ * runs there (the worker kills its cgroup leaves and its containers). */
 int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
-		       const char *me, void (*dead)(void *arg), void *arg, int *busy,
+		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost);
 
 /* Remove a per-claim scratch entry (.<name>.*) in wdir. */

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <limits.h>
 #include <signal.h>
@@ -426,4 +427,35 @@ int stop_signalfd(void)
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return -1;
 	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int memfd_text(const char *name, const char *text)
+{
+	_cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, text, strlen(text));
+	if (r < 0)
+		return r;
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return -errno;
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return -errno;
+	return steal_fd(&fd);
+}
+
+int find_in_path(const char *name, char *out, size_t len)
+{
+	if (strchr(name, '/')) {
+		if (access(name, X_OK) < 0)
+			return -errno;
+		return pathfmt(out, len, "%s", name) < 0 ? -ENAMETOOLONG : 0;
+	}
+	const char *path = getenv("PATH");
+	_cleanup_free_ char *copy = xstrdup(path ? path : "/usr/bin:/bin");
+	char *save = NULL;
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save))
+		if (pathfmt(out, len, "%s/%s", d, name) == 0 && access(out, X_OK) == 0)
+			return 0;
+	return -ENOENT;
 }

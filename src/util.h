@@ -69,6 +69,12 @@ extern void (*log_sink)(const char *level, const char *msg);
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int write_all(int fd, const void *buf, size_t len);
+/* A sealed, read-only memfd holding text at offset 0 (O_CLOEXEC): the fd
+ * or -errno. */
+int memfd_text(const char *name, const char *text);
+/* name as execv needs it: itself if it holds a '/', else the first
+ * executable in $PATH. 0 or -errno. */
+int find_in_path(const char *name, char *out, size_t len);
 /* Read up to max bytes; returns bytes read or -errno. */
 ssize_t read_upto(int fd, void *buf, size_t max);
 /* Read a whole (small) file at dirfd/path into a NUL-terminated buffer. */

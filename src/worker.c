@@ -30,6 +30,7 @@
 
 #include "caps.h"
 #include "cgroup.h"
+#include "container.h"
 #include "rlimits.h"
 #include "log.h"
 #include "result.h"
@@ -87,6 +88,7 @@ struct task {
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
+	char cname[160];     /* backend container: its container, or "" */
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
@@ -367,6 +369,9 @@ struct worker {
 	const struct worker_opts *opts;
 	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
 	char scmp_err[256];       /* and why: every task is refused */
+	char *scmp_json;          /* the same, as a container runtime's profile */
+	char clabel[96];          /* backend container: kart.worker=<this> */
+	unsigned long cseq;
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
 	struct src s_commit;
@@ -396,6 +401,7 @@ struct hook {
 	pid_t pid;
 	int pidfd;
 	struct src s;
+	char what[200]; /* for the log */
 };
 
 static void hook_reap(struct worker *w, struct hook *h, bool block)
@@ -407,8 +413,7 @@ static void hook_reap(struct worker *w, struct hook *h, bool block)
 	if (r == 0)
 		return; /* not yet: the pidfd fires again */
 	if (r > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-		logmsg("on_done hook %s: %s %d", w->pol->on_done,
-		       WIFEXITED(st) ? "exited with status" : "killed by signal",
+		logmsg("%s: %s %d", h->what, WIFEXITED(st) ? "exited with status" : "killed by signal",
 		       WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	if (h->pidfd >= 0) {
 		ep_del(w, h->pidfd);
@@ -434,17 +439,13 @@ static void hooks_sweep(struct worker *w)
 	}
 }
 
-/* Run the policy's on_done program outside the sandbox, with the
- * worker's own environment and the result's path as its one argument
- * (argv: no shell ever sees the task's name). Not waited for here: its
- * pidfd is in the event loop. */
-static void run_hook(struct worker *w, const char *id)
+/* Run a program on the host, outside any sandbox, with the worker's own
+ * environment, stdin /dev/null and its output in the worker's log; then
+ * argv2, if given, once argv has ended. Not waited for here: its pidfd
+ * is in the event loop. */
+static void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
+		       const char *what)
 {
-	char path[PATH_MAX];
-	if (!w->pol->on_done[0])
-		return;
-	if (pathfmt(path, sizeof path, "%s/done/%s.json", w->sp->path, id) < 0)
-		return;
 	if (w->nhooks >= HOOKS_MAX) {
 		struct hook *oldest = NULL;
 		for (struct hook *h = w->hooks; h; h = h->next)
@@ -452,10 +453,9 @@ static void run_hook(struct worker *w, const char *id)
 				oldest = h;
 		hook_reap(w, oldest, true);
 	}
-	char *const argv[] = {w->pol->on_done, path, NULL};
 	pid_t pid = fork();
 	if (pid < 0) {
-		logmsg("on_done hook for %s: fork: %s", id, strerror(errno));
+		logmsg("%s: fork: %s", what, strerror(errno));
 		return;
 	}
 	if (pid == 0) {
@@ -467,10 +467,21 @@ static void run_hook(struct worker *w, const char *id)
 		if (dn < 0 || dup2(dn, 0) < 0 || dup2(2, 1) < 0)
 			_exit(127);
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
+		if (argv2) {
+			pid_t first = fork();
+			if (first == 0) {
+				execv(argv[0], argv);
+				_exit(127);
+			}
+			while (first > 0 && waitpid(first, NULL, 0) < 0 && errno == EINTR)
+				;
+			argv = argv2;
+		}
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	struct hook *h = xcalloc(1, sizeof *h);
+	snprintf(h->what, sizeof h->what, "%.190s", what);
 	h->pid = pid;
 	h->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	h->s = (struct src){SRC_HOOK, NULL};
@@ -483,6 +494,35 @@ static void run_hook(struct worker *w, const char *id)
 		return;
 	}
 	ep_add(w, h->pidfd, &h->s);
+}
+
+/* The policy's on_done program, with the result's path as its one
+ * argument (argv: no shell ever sees the task's name). */
+static void run_hook(struct worker *w, const char *id)
+{
+	char path[PATH_MAX], what[PATH_MAX + 32];
+	if (!w->pol->on_done[0])
+		return;
+	if (pathfmt(path, sizeof path, "%s/done/%s.json", w->sp->path, id) < 0)
+		return;
+	char *const argv[] = {w->pol->on_done, path, NULL};
+	snprintf(what, sizeof what, "on_done hook %.200s", w->pol->on_done);
+	spawn_host(w, argv, NULL, what);
+}
+
+/* Backend container: the container goes by its name, whatever became of
+ * the CLI that started it (killed on a timeout, or failed): kill, then
+ * remove (one that never got to run is only removed). */
+static void container_kill(struct worker *w, struct task *t)
+{
+	char what[256];
+	if (!t->cname[0])
+		return;
+	char *const k[] = {w->pol->container_cmd, "kill", t->cname, NULL};
+	char *const rm[] = {w->pol->container_cmd, "rm", "--force", t->cname, NULL};
+	snprintf(what, sizeof what, "container kill/rm %.160s", t->cname);
+	spawn_host(w, k, rm, what);
+	t->cname[0] = '\0';
 }
 
 static void on_hook(struct worker *w, struct src *s)
@@ -650,7 +690,7 @@ static void scan_cancels(struct worker *w)
 
 /* ---- peers: other workers' claim directories ---------------------------- */
 
-static void peer_dead(void *arg);
+static void peer_dead(void *arg, const char *peer);
 
 static void recover_peer(struct worker *w, const char *peer)
 {
@@ -676,7 +716,7 @@ static void recover_own(struct worker *w)
 	size_t keep = 0;
 	bool moved = false;
 	if (w->nown_busy)
-		peer_dead(w); /* the earlier life's leaves, as for a dead peer */
+		peer_dead(w, w->id); /* the earlier life's leaves, as for a dead peer */
 	for (size_t i = 0; i < w->nown_busy; i++) {
 		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->own_busy[i], w->id);
 		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
@@ -827,6 +867,11 @@ static void fill_result(struct worker *w, struct task *t)
 	if (t->cg.mode != CG_MODE_NONE) {
 		/* Limits as applied: only a leaf applies them. */
 		r->cgroup = cg_mode_name(t->cg.mode);
+		r->memory = t->spec.memory;
+		r->pids = t->spec.pids;
+		r->cpu_milli = t->spec.cpu_milli;
+	} else if (w->pol->backend == BACKEND_CONTAINER) {
+		/* The engine applies them (--memory, --pids-limit, --cpus). */
 		r->memory = t->spec.memory;
 		r->pids = t->spec.pids;
 		r->cpu_milli = t->spec.cpu_milli;
@@ -999,7 +1044,30 @@ static void sweep_leaves(struct worker *w)
 /* Recovery holds a dead peer's lock: nothing of its runs may survive
  * (a daemon of backend none is outside any PID namespace) before its
  * claims are re-queued. */
-static void peer_dead(void *arg) { sweep_leaves(arg); }
+/* Backend container: the containers of a dead worker (or of this
+ * worker's earlier life: all but this life's) run on without their CLI;
+ * they go before its claims run again. Bounded, and in the loop: it
+ * happens only when a worker has died. */
+static void sweep_containers(struct worker *w, const char *peer)
+{
+	if (w->pol->backend != BACKEND_CONTAINER)
+		return;
+	char label[96], keep[160];
+	container_label(w->sp->path, peer, label, sizeof label);
+	/* This life's names start so (container_name). */
+	snprintf(keep, sizeof keep, "kart-%s-%d-", w->clabel, (int)getpid());
+	int n = container_sweep(w->pol, label, strcmp(peer, w->id) == 0 ? keep : NULL, 30000);
+	if (n < 0)
+		logmsg("%s: cannot list the containers of worker %s", w->pol->container_cmd, peer);
+	else if (n)
+		logmsg("removed %d container(s) left by worker %s", n, peer);
+}
+
+static void peer_dead(void *arg, const char *peer)
+{
+	sweep_leaves(arg);
+	sweep_containers(arg, peer);
+}
 
 static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 {
@@ -1388,7 +1456,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	 * one (cgroup = auto), rlimits stand in where they can, and a task
 	 * without limits runs as sandbox.cgroup "none". */
 	t->run_uid = as_user ? cred.uid : geteuid();
-	if (task_limits(w, t, t->run_uid) < 0)
+	/* Backend container: the engine applies the limits (its own
+	 * cgroups); the CLI we run needs no leaf. */
+	bool container = w->pol->backend == BACKEND_CONTAINER;
+	if (!container && task_limits(w, t, t->run_uid) < 0)
 		return;
 
 	/* No clean-up of scratch entries here: finish, re-queue and
@@ -1410,7 +1481,17 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	t->run.out.file = ofd;
 	t->run.err.file = efd;
 	char tmpdir[PATH_MAX];
-	if (w->pol->backend == BACKEND_NONE) {
+	if (container) {
+		/* Its /work, bound into the container; /tmp is the engine's
+		 * tmpfs. */
+		char wd[512];
+		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
+		    scratch_mkdir(w, wd, 0700, t->run_uid) < 0 ||
+		    (as_user && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
+			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
+			return;
+		}
+	} else if (w->pol->backend == BACKEND_NONE) {
 		char wd[512], td[512];
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
 		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || scratch_mkdir(w, wd, 0700, t->run_uid) < 0 ||
@@ -1431,9 +1512,14 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	}
 
 	/* Every task gets the filter: one that cannot be handed over
-	 * refuses the task, which never runs without it. */
-	_cleanup_close_ int sfd = w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
-	if (sfd < 0) {
+	 * refuses the task, which never runs without it. Backend container:
+	 * as a JSON profile, unless the policy says the runtime takes none. */
+	bool want_scmp = !container || w->pol->container_seccomp;
+	_cleanup_close_ int sfd = !want_scmp ? -1
+			      : container ? (w->scmp_json ? memfd_text("kart-seccomp.json", w->scmp_json)
+							  : -EINVAL)
+			      : w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
+	if (want_scmp && sfd < 0) {
 		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
 			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
 			 w->scmp.bpf ? strerror(-sfd) : w->scmp_err);
@@ -1444,12 +1530,16 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	struct strv argv = {0}, envp = {0}, lopts = {0};
 	char err[256];
 	limits_launch_opts(&t->rl, &lopts);
+	if (container)
+		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
-				  .seccomp = true,
+				  .seccomp = want_scmp,
 				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
 				  .tmp_dir = w->pol->backend == BACKEND_NONE ? tmpdir : NULL,
 				  .host_env = environ,
-				  .attempt = t->meta.attempt, .launch_opts = lopts.v};
+				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
+				  .container_name = t->cname, .container_label = w->clabel,
+				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid()};
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	if (built < 0) {
@@ -1467,9 +1557,11 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	join->born_is_enough = ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
 	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	bool none = w->pol->backend == BACKEND_NONE;
+	/* The container CLI runs as the worker (it needs the engine's
+	 * socket); the container runs as the submitter (--user). */
 	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
-			       none ? workdir : NULL, none, t->cg.used ? join : NULL,
-			       as_user ? &cred : NULL, sfd);
+			       none ? workdir : NULL, none || container, t->cg.used ? join : NULL,
+			       as_user && !container ? &cred : NULL, sfd);
 	strv_free(&argv);
 	strv_free(&envp);
 	if (r < 0) {
@@ -1485,7 +1577,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		return;
 	}
 	t->state = TS_RUNNING;
-	t->seccomp = true;
+	t->seccomp = want_scmp;
 	t->s_pid = (struct src){SRC_PIDFD, t};
 	t->s_out = (struct src){SRC_STDOUT, t};
 	t->s_err = (struct src){SRC_STDERR, t};
@@ -1635,6 +1727,28 @@ static bool drain_event(struct worker *w, int wd)
 	return false;
 }
 
+/* Backend container: no launcher reports from inside, so the CLI's own
+ * status says how it went. docker, podman and nerdctl all exit 125 when
+ * the container could not be made or started, and otherwise with the
+ * container's status (126 and 127 are the task's, as with a shell). */
+static void container_end(struct worker *w, struct task *t)
+{
+	struct run_end *e = &t->rend;
+	int st = e->wrapper_status;
+	bool clean = WIFEXITED(st) && WEXITSTATUS(st) != 125;
+	if (clean) {
+		e->started = e->exited = true;
+		e->exit_code = WEXITSTATUS(st);
+	} else if (WIFSIGNALED(st)) {
+		e->started = true;
+		e->signal = WTERMSIG(st);
+	}
+	/* Whatever ended the CLI other than its container's exit (a kill of
+	 * ours, a failure), the container goes by name. */
+	if (!clean || t->end != END_NATURAL)
+		container_kill(w, t);
+}
+
 static void task_ended(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
@@ -1647,6 +1761,8 @@ static void task_ended(struct worker *w, struct task *t)
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
+	if (w->pol->backend == BACKEND_CONTAINER)
+		container_end(w, t);
 	if (drain_begin(w, t)) {
 		/* cgroup.kill has SIGKILLed all of it at once: nothing of the
 		 * run executes another instruction, so the slot is free now,
@@ -1756,6 +1872,24 @@ static void task_complete(struct worker *w, struct task *t)
 				 (long long)t->cgu.oom_kills);
 		r->error = errbuf;
 	}
+	if (t->end == END_NATURAL && e->exited && e->exit_code == 137 && t->cname[0] &&
+	    t->spec.memory) {
+		/* Backend container: the runtime's OOMKilled where it can still
+		 * be read; --rm has usually removed the container by now, and
+		 * then SIGKILL under a memory limit is called a probable OOM. */
+		int oom = container_oom_killed(w->pol, t->cname, 5000);
+		if (oom != 0) {
+			r->status = "oom";
+			snprintf(errbuf, errlen,
+				 oom > 0 ? "the memory limit of %llu bytes was hit: the container "
+					   "runtime reports it OOM-killed"
+					 : "probably out of memory: exit status 137 (SIGKILL) under a "
+					   "memory limit of %llu bytes; the runtime's OOMKilled state "
+					   "could not be read (the container is gone)",
+				 (unsigned long long)t->spec.memory);
+			r->error = errbuf;
+		}
+	}
 	struct capture *caps[] = {&t->run.out, &t->run.err};
 	struct result_stream *rs[] = {&r->out, &r->err};
 	for (int i = 0; i < 2; i++) {
@@ -1799,6 +1933,9 @@ static void task_event(struct worker *w, struct task *t, enum tevent ev)
 	}
 	t->state = TS_KILLING;
 	run_kill(&t->run);
+	/* The CLI is not the container: that goes by name (its --rm then
+	 * removes it). */
+	container_kill(w, t);
 }
 
 /* ---- time ------------------------------------------------------------------- */
@@ -1954,6 +2091,25 @@ static void on_signal(struct worker *w)
 			/* Resolved at start-up; a reload does not move them. */
 			memcpy(np.bwrap, w->pol->bwrap, sizeof np.bwrap);
 			memcpy(np.launcher, w->pol->launcher, sizeof np.launcher);
+			char cmd[PATH_MAX];
+			if (np.backend == BACKEND_CONTAINER &&
+			    find_in_path(np.container_cmd, cmd, sizeof cmd) < 0) {
+				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: "
+				       "%s not found in PATH", np.container_cmd);
+				break;
+			}
+			if (np.backend == BACKEND_CONTAINER)
+				snprintf(np.container_cmd, sizeof np.container_cmd, "%s", cmd);
+			if (np.backend == BACKEND_BWRAP && w->pol->backend != BACKEND_BWRAP) {
+				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: "
+				       "a switch to backend bwrap needs a restart");
+				break;
+			}
+			if (policy_backend_check(&np, w->sp->path, err, sizeof err) < 0) {
+				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
+				       err);
+				break;
+			}
 			*w->pol = np;
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
@@ -2003,6 +2159,8 @@ static void build_seccomp(struct worker *w)
 		       w->scmp_err);
 	else
 		logmsg("seccomp: %d rules, %zu instructions", w->scmp.nrules, w->scmp.len / 8);
+	if (!w->scmp_json && !(w->scmp_json = seccomp_profile_json()))
+		logmsg("seccomp: the container profile could not be made");
 }
 
 /* What the worker still holds when it stops: freed, so that valgrind
@@ -2034,6 +2192,8 @@ static void worker_release(struct worker *w)
 		free(h);
 	}
 	seccomp_prog_free(&w->scmp);
+	free(w->scmp_json);
+	w->scmp_json = NULL;
 }
 
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
@@ -2104,6 +2264,8 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	 * peers', then the queue; first, what dead workers left running in
 	 * their cgroups. */
 	sweep_leaves(&w);
+	container_label(sp->path, w.id, w.clabel, sizeof w.clabel);
+	sweep_containers(&w, w.id);
 	spares_drop(&w, true);
 	int rq = 0, lost = 0;
 	{

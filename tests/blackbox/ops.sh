@@ -1,5 +1,5 @@
 #!/bin/bash
-# Black-box: operations and ecosystem (issue 7). The README walkthroughs,
+# Black-box: operations and ecosystem. The README walkthroughs,
 # the system spool of contrib/systemd (tmpfiles, sysusers, the unit's own
 # command lines), kart gc, retry, status filters, watch, wait's progress,
 # the worker's log lines and sd_notify, the clients, the cron recipe,
@@ -88,13 +88,31 @@ test_readme_walkthroughs_run() {
 test_readme_system_spool() {
 	local blk r=$T_ROOT/sysroot s gid unit pre start
 	blk=$(readme_block system)
-	local line
-	for line in "make install PREFIX=/usr/local" \
-		"systemd-sysusers /usr/local/lib/sysusers.d/kart.conf" \
-		"systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/kart.conf" \
-		'systemctl enable --now "kart-worker@$(systemd-escape --path /var/spool/kart).service"'; do
+	# Each line of the block is one this test stands for; a new step
+	# needs its check here.
+	local line known=(
+		"make install PREFIX=/usr/local"
+		"systemd-sysusers /usr/local/lib/sysusers.d/kart.conf"
+		"systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/kart.conf"
+		"usermod -aG kart alice"
+		"systemctl daemon-reload"
+		'systemctl enable --now "kart-worker@$(systemd-escape --path /var/spool/kart).service"'
+		'systemctl enable --now "kart-gc@$(systemd-escape --path /var/spool/kart).timer"')
+	for line in "${known[@]}"; do
 		printf '%s\n' "$blk" | grep -qxF -- "$line" || fail "README's system block lost: $line"
 	done
+	assert_eq "${#known[@]}" "$(grep -c . <<<"$blk")" "lines in README's system block"
+	# What those lines name is where make install PREFIX=/usr/local puts
+	# it, in a directory systemd reads units from.
+	local d=$T_ROOT/sysinst f
+	make -s -C "$ROOT" B="$T_ROOT/build" PREFIX=/usr/local DESTDIR="$d" install >/dev/null ||
+		{ fail "make install PREFIX=/usr/local DESTDIR=$d"; return; }
+	for f in lib/sysusers.d/kart.conf lib/tmpfiles.d/kart.conf lib/systemd/system/kart-worker@.service \
+		lib/systemd/system/kart-gc@.service lib/systemd/system/kart-gc@.timer bin/kart; do
+		assert_file "$d/usr/local/$f"
+	done
+	systemd-analyze unit-paths 2>/dev/null | grep -qx /usr/local/lib/systemd/system ||
+		fail "systemd does not read units from /usr/local/lib/systemd/system"
 	assert_match 'kart submit -- uname -a' "$(readme_block system-user)" "README's system-user block"
 	assert_eq "var-spool-kart" "$(systemd-escape --path /var/spool/kart)" "the unit's instance name"
 	mkdir -p "$r/etc"
@@ -143,6 +161,19 @@ test_readme_system_spool() {
 	assert_match "rc=0" "$out" "alice waits on bob's task (done/ is the group's)"
 	assert_eq "drwxr-s--- $gid" "$(stat -c '%A %g' "$s/done")" "done/"
 	(cd / && KART_SPOOL=$s timeout 10 $eve "$KART" status >/dev/null 2>&1) && fail "a non-member read the results"
+	# The timer's service, as the unit runs it (its KART_GC_ARGS), with
+	# the worker live: a result older than those args go, the rest stay.
+	local gcu=$ROOT/contrib/systemd/kart-gc@.service gcargs gccmd
+	gcargs=$(sed -n 's/^Environment="KART_GC_ARGS=\(.*\)"$/\1/p' "$gcu")
+	gccmd=$(sed -n 's/^ExecStart=//p' "$gcu" | sed "s|@BINDIR@|$KART_BUILD|; s|%f|$s|; s|\$KART_GC_ARGS|$gcargs|")
+	assert_match "^--older-than [0-9]+d$" "$gcargs" "kart-gc@.service's KART_GC_ARGS"
+	assert_file "$s/done/$id2.stdout"
+	touch -d '400 days ago' "$s/done/$id2.json"
+	$gccmd || fail "kart-gc@.service's ExecStart: $gccmd"
+	assert_no_file "$s/done/$id2.json"
+	assert_no_file "$s/done/$id2.stdout"
+	assert_file "$s/done/$id1.json"
+	assert_file "$s/cur/$(ls "$s/cur" | head -1)/.lock"
 	stop_worker "$w"
 	assert_match "STOPPING=1" "$(cat "$T_ROOT/notify.log")" "STOPPING=1 at SIGTERM"
 }
@@ -450,6 +481,23 @@ two	failed	5" "$out" "watch lines"
 	assert_eq 0 "$RC" "watch's exit status on SIGINT"
 	run_cmd -s "$s" watch extra
 	assert_eq 2 "$RC" "watch with an argument"
+	# It is inotify on done/ that wakes it, not a timer: a watch on
+	# done/, and only waits without a timeout, while a result lands.
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	timeout -s INT 3 strace -qq -o "$T_ROOT/watch.strace" -e trace=inotify_add_watch,poll,ppoll,epoll_wait,nanosleep,clock_nanosleep \
+		"$KART" -s "$s" watch >"$T_ROOT/watch3.out" 2>/dev/null &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 5 grep -qs 'inotify_add_watch' "$T_ROOT/watch.strace" || fail "no inotify_add_watch"
+	echo 'echo three' >"$s/new/three"
+	KART_BACKEND=none drain "$s"
+	wait_until 5 grep -qs three "$T_ROOT/watch3.out" || fail "watch under strace missed a result"
+	wait_gone 10 "$sp"
+	assert_match "inotify_add_watch\(.*\"$s/done\", .*IN_MOVED_TO.*\) = [0-9]+" \
+		"$(cat "$T_ROOT/watch.strace")" "watch: an inotify watch on done/"
+	grep -E '^(poll|ppoll|epoll_wait)\(' "$T_ROOT/watch.strace" | grep -vE '(, -1|NULL, NULL, 8)\)' |
+		grep -q . && fail "watch waits with a timeout: $(grep -E '^(poll|ppoll)' "$T_ROOT/watch.strace" | head -2)"
+	grep -qE '^(clock_)?nanosleep' "$T_ROOT/watch.strace" && fail "watch sleeps"
 }
 
 test_wait_shows_progress_on_a_terminal() {
@@ -649,6 +697,37 @@ logfmt json text" "$out" "bash completions"
 	out=$(zsh -f -c 'autoload -Uz compinit && compinit -u -D 2>/dev/null
 		fpath=($1 $fpath); autoload -Uz _kart; whence -w _kart' _ "$ROOT/contrib/completions" 2>&1)
 	assert_match "_kart: function" "$out" "zsh loads _kart"
+	# zsh completes as a user would see it: each line typed in an
+	# interactive zsh on a pseudo-terminal, TAB, then the line printed.
+	cat >"$T_ROOT/complete.zsh" <<'ZSH'
+zmodload zsh/zpty
+setopt extendedglob
+dir=$1; shift
+zpty z zsh -f -i
+zpty -w z "bindkey -e; fpath=($dir \$fpath); autoload -Uz compinit; compinit -u -D; PS1='> '; unsetopt BEEP; print READY\$((1+1))"
+zpty -r -m z out '*READY2*'
+for line in "$@"; do
+	zpty -w -n z "$line"$'\t'
+	zpty -w z $'\C-aprint -r -- X$((6*7)) \C-e Y$((6*7))'
+	zpty -r -m z out '*X42 *Y42*'
+	out=${out##*X42 }
+	print -r -- "${${out%%Y42*}%% ##}"
+done
+zpty -d z
+ZSH
+	out=$(cd "$T_ROOT" && env -u KART_SPOOL PATH="$KART_BUILD:$PATH" timeout 30 zsh -f "$T_ROOT/complete.zsh" \
+		"$ROOT/contrib/completions" 'kart sta' 'kart status --st' 'kart worker --log-format j' \
+		"kart -s $s wait q" "kart --spool $s cat q" 'kart wait q' 2>&1)
+	assert_eq "kart status
+kart status --state
+kart worker --log-format json
+kart -s $s wait queuedtask
+kart --spool $s cat queuedtask
+kart wait q" "$out" "zsh completions"
+	out=$(cd "$T_ROOT" && KART_SPOOL=$s timeout 30 zsh -f "$T_ROOT/complete.zsh" "$ROOT/contrib/completions" \
+		'kart cancel q' 'kart retry q' 2>&1)
+	assert_eq "kart cancel queuedtask
+kart retry q" "$out" "zsh completions from \$KART_SPOOL (retry: finished tasks only)"
 }
 
 test_man_pages_render_cleanly() {
@@ -661,12 +740,23 @@ test_man_pages_render_cleanly() {
 		assert_eq "" "$out" "man --warnings -l $f"
 		out=$(MANWIDTH=80 man -l "$ROOT/docs/$f" 2>/dev/null | grep -c .)
 		[ "$out" -gt 20 ] || fail "man -l $f rendered $out lines"
+		# mandoc's linter is stricter than groff (an empty paragraph, a
+		# missing date); contrib/install-deps installs it.
+		if command -v mandoc >/dev/null; then
+			out=$(mandoc -Tlint -W warning "$ROOT/docs/$f" 2>&1)
+			assert_eq "" "$out" "mandoc -Tlint on $f"
+		else
+			skip "no mandoc to lint $f (contrib/install-deps installs it)"
+		fi
 	done
 	# kart(1) names every verb, and every option of every verb.
 	local page
 	page=$(MANWIDTH=200 man -l "$ROOT/docs/kart.1" 2>/dev/null)
 	for v in $(verbs); do
 		grep -q "^   kart $v" <<<"$page" || fail "kart(1): no section for kart $v"
+		# ... and its exit codes, in its own section.
+		grep -Eq "Exit +status: +0" <<<"$(sed -n "/^   kart $v/,/^   kart [a-z]\|^[A-Z]/p" <<<"$page")" ||
+			fail "kart(1), kart $v: no exit status"
 		for o in $("$KART" "$v" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
 			[ "$o" = --help ] && continue
 			grep -q -- "$o" <<<"$(sed -n "/^   kart $v/,/^   kart [a-z]/p" <<<"$page")" ||
@@ -702,6 +792,55 @@ test_conf_example_and_man_name_every_key() {
 	echo 'bogus_key = 1' >>"$s/kart.conf"
 	KART_BACKEND=none timeout 30 "$KART" -s "$s" worker --drain >/dev/null 2>&1 &&
 		fail "a kart.conf with an unknown key was accepted"
+}
+
+# The directives src/task.c parses ("net" and every key=).
+task_directives() { grep -o 'strcmp(key, "[a-z_]*")' "$ROOT/src/task.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u; }
+# The items of a section of a man page's source: the words .B/.BI/.BR
+# tag paragraphs start with, up to an "=".
+man_items() {
+	sed -n "/^\.SH $2\$/,/^\.SH /p" "$ROOT/docs/$1" | awk 'p && /^\.BI? |^\.BR / { print $2 } { p = /^\.TP/ }' |
+		sed 's/=.*//' | sort -u
+}
+
+# kart-task(5) is the task format as the worker reads it: the directives
+# it lists are the ones src/task.c parses, each is accepted in a real
+# task, and the sandbox environment it promises is the one a task sees.
+test_task_man_names_every_directive() {
+	have_bwrap || { skip "bwrap cannot make a sandbox here"; return; }
+	local parsed documented s
+	parsed=$(task_directives | paste -sd' ')
+	documented=$(man_items kart-task.5 DIRECTIVES | paste -sd' ')
+	[ -n "$parsed" ] || { fail "no directives found in src/task.c"; return; }
+	assert_eq "$parsed" "$documented" "directives: src/task.c against kart-task(5)"
+	local d
+	for d in $(task_directives); do
+		grep -q "\b$d\b" <<<"$(sed -n '/^`timeout=DUR`/,/^$/p' "$ROOT/README.md")" ||
+			[ "$d" = name ] || fail "README's directive list: no $d"
+	done
+	# Every documented directive but net (granted by the policy, see
+	# confine.sh) in one task, run in the real sandbox.
+	s=$(mkspool)
+	{
+		printf '#!/bin/sh\n#kart: timeout=30s memory=256M pids=64 cpu=0.5 lane=batch\n'
+		printf '#kart: priority=1 retries=1 output=1M name=dirs\n'
+		printf 'env | cut -d= -f1 | grep -vx PWD | sort | paste -sd" "\n'
+		printf 'echo "$KART_TASK_ID $KART_ATTEMPT $(pwd) $(ls -A | wc -l)"\n'
+		printf 'echo kept >"$KART_OUTDIR/f"\n'
+	} >"$s/new/d1"
+	drain "$s"
+	[ -e "$s/done/d1.json" ] || { fail "no result"; return; }
+	assert_eq ok "$(field "$s" d1 .status)" "every directive accepted (error: $(field "$s" d1 .error))"
+	assert_eq dirs "$(field "$s" d1 .name)" "name="
+	# The variables the first bullet of THE SANDBOX names (PWD is the
+	# shell's own), and the values the page gives them.
+	local env_doc
+	env_doc=$(sed -n '/^\.SH THE SANDBOX/,/^\.IP/d; /^an environment that is cleared/,/^\.IP/p' \
+		"$ROOT/docs/kart-task.5" | grep -o '^\.BR\? [A-Z][A-Z_]*' | awk '{ print $2 }' | sort | paste -sd' ')
+	[ -n "$env_doc" ] || { fail "kart-task(5): no environment found"; return; }
+	assert_eq "$env_doc" "$(sed -n 1p "$s/done/d1.stdout")" "the task's environment against kart-task(5)"
+	assert_eq "d1 1 /work 0" "$(sed -n 2p "$s/done/d1.stdout")" "KART_TASK_ID, KART_ATTEMPT, the empty /work"
+	assert_eq kept "$(cat "$s/done/d1.out/f" 2>/dev/null)" "a file in \$KART_OUTDIR, kept in done/ID.out/"
 }
 
 # OPS_ONLY=REGEX: run only the matching tests (when working on one).

@@ -76,14 +76,14 @@ rows() {
 rows_eq() { [ "$(rows "$1" "$2")" = "$3" ]; }
 
 test_optional_build_and_version() {
-	assert_match '^features: backend-bwrap backend-none' "$("$KART" --version | sed -n 2p)" \
+	assert_match '^features: backend-bwrap backend-container backend-none' "$("$KART" --version | sed -n 2p)" \
 		"kart --version lists features"
 	have_feature sync-sqlite || skip "kart built without SQLite" || return
 	# The core alone: no sqlite3 or libpq, the sync verb says why.
 	local b=$T_ROOT/core
 	make -s -C "$ROOT" B="$b" HAVE_SQLITE= HAVE_PQ= "$b/kart" "$b/kart-sync" >"$T_ROOT/core.log" 2>&1 ||
 		{ fail "core-only build: $(tail -3 "$T_ROOT/core.log")"; return; }
-	assert_eq "features: backend-bwrap backend-none" "$("$b/kart" --version | sed -n 2p)" \
+	assert_eq "features: backend-bwrap backend-container backend-none" "$("$b/kart" --version | sed -n 2p)" \
 		"core-only features"
 	ldd "$b/kart" | grep -qE 'libsqlite3|libpq' && fail "core-only kart links sqlite3 or libpq"
 	local s; s=$(mkspool)

@@ -12,7 +12,8 @@
 #include "util.h"
 
 static const char *const overrides[] = {"KART_LANDLOCK", "KART_ALLOW_ROOT", "KART_BACKEND",
-					"KART_NET_UIDS"};
+					"KART_NET_UIDS", "KART_CONTAINER_CMD", "KART_CONTAINER_IMAGE",
+					"KART_ALLOW_UNSANDBOXED"};
 
 static int clean_env(void **state)
 {
@@ -138,6 +139,14 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nbackend = none\n", "line 2: unknown key 'backend' in section [sandbox]"},
 		{"[sandbox]\nlandlock =\n", "line 2: landlock has no value"},
 		{"[jail]\n", "line 1: unknown section [jail]"},
+		{"[worker]\nbackend = lxc\n", "line 2: backend = lxc: not a backend (bwrap, container or none)"},
+		{"[container]\ncommand = bin/docker\n", "line 2: command = bin/docker: not a program"},
+		{"[container]\ncommand = docker;id\n", "line 2: command = docker;id: not a program"},
+		{"[container]\nimage = --privileged\n", "line 2: image = --privileged: not an image"},
+		{"[container]\nimage = a b\n", "line 2: image = a b: not an image"},
+		{"[container]\nseccomp = maybe\n", "line 2: seccomp = maybe: not yes or no"},
+		{"[container]\nruntime = runc\n", "line 2: unknown key 'runtime' in section [container]"},
+		{"[sandbox]\nallow_unsandboxed = sure\n", "line 2: allow_unsandboxed = sure"},
 		{"[sandbox]\nenv_pass = TOKEN\n[network]\ncred_env = TOKEN\n",
 		 "TOKEN is both in [sandbox] env_pass and in [network] cred_env"},
 	};
@@ -174,6 +183,45 @@ static void test_env_overrides(void **state)
 	assert_int_equal(policy_load(&p, NULL, err, sizeof err), -1);
 	assert_non_null(strstr(err, "KART_ALLOW_ROOT=perhaps"));
 	unsetenv("KART_ALLOW_ROOT");
+}
+
+/* Backend container: its keys, the defaults, and what the worker needs. */
+static void test_container_backend(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512] = "";
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), 0);
+	assert_string_equal(p.container_cmd, "docker");
+	assert_true(p.container_seccomp);
+	assert_false(p.allow_unsandboxed);
+	assert_int_equal(parse(&p, "[worker]\nbackend = container\n", err, sizeof err), 0);
+	assert_int_equal(p.backend, BACKEND_CONTAINER);
+	assert_string_equal(backend_name(p.backend), "container");
+	/* No image: refused, naming what to set. */
+	assert_int_equal(policy_backend_check(&p, NULL, err, sizeof err), -1);
+	assert_non_null(strstr(err, "[container] image"));
+	assert_int_equal(parse(&p, "[worker]\nbackend = container\n[container]\ncommand = /usr/bin/podman\n"
+				   "image = registry.example/team/img:1.2@sha256:ab12\nseccomp = no\n",
+			       err, sizeof err),
+			 0);
+	assert_string_equal(p.container_cmd, "/usr/bin/podman");
+	assert_string_equal(p.container_image, "registry.example/team/img:1.2@sha256:ab12");
+	assert_false(p.container_seccomp);
+	assert_int_equal(policy_backend_check(&p, NULL, err, sizeof err), 0);
+	setenv("KART_BACKEND", "container", 1);
+	setenv("KART_CONTAINER_CMD", "nerdctl", 1);
+	setenv("KART_CONTAINER_IMAGE", "alpine:3", 1);
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), 0);
+	assert_int_equal(p.backend, BACKEND_CONTAINER);
+	assert_string_equal(p.container_cmd, "nerdctl");
+	assert_string_equal(p.container_image, "alpine:3");
+	setenv("KART_CONTAINER_IMAGE", "-v/:/host", 1);
+	assert_int_equal(policy_load(&p, NULL, err, sizeof err), -1);
+	assert_non_null(strstr(err, "KART_CONTAINER_IMAGE=-v/:/host"));
+	unsetenv("KART_BACKEND");
+	unsetenv("KART_CONTAINER_CMD");
+	unsetenv("KART_CONTAINER_IMAGE");
 }
 
 /* kart doctor's view: the effective values, credentials by name only. */
@@ -362,6 +410,7 @@ int main(void)
 		cmocka_unit_test_setup(test_kind_sections, clean_env),
 		cmocka_unit_test_setup(test_kind_errors, clean_env),
 		cmocka_unit_test_setup(test_describe_kinds, clean_env),
+		cmocka_unit_test_setup(test_container_backend, clean_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

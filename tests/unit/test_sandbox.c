@@ -599,6 +599,53 @@ static void test_kind_runner_and_credentials(void **state)
 	built_free(&b);
 }
 
+/* Backend container: a kind's runner outside /usr is mounted from the
+ * host, its endpoint and model go by value, its credential by name only
+ * (the value through the CLI's environment, never in argv). */
+static void test_kind_container(void **state)
+{
+	(void)state;
+	static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
+				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n"
+				   "[kind.python]\nrunner = /usr/bin/python3\n";
+	char *const env[] = {"LLM_KEY=llm-" CANARY, NULL};
+	struct policy pol;
+	struct task_spec spec;
+	struct strv argv = {0}, envp = {0};
+	char err[256] = "";
+	memset(&pol, 0, sizeof pol);
+	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
+	pol.backend = BACKEND_CONTAINER;
+	snprintf(pol.container_cmd, sizeof pol.container_cmd, "/usr/bin/docker");
+	snprintf(pol.container_image, sizeof pol.container_image, "img:1");
+	static const char *const texts[] = {"#kart: kind=llm\n", "#kart: kind=python\n"};
+	for (int t = 0; t < 2; t++) {
+		assert_int_equal(task_parse(texts[t], strlen(texts[t]), &spec, err, sizeof err), 0);
+		assert_int_equal(task_resolve_kind(&spec, &pol, "job-7", err, sizeof err), 0);
+		struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
+					  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
+					  .host_env = env, .container_name = "kart-x-1"};
+		assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
+		bool mount = false, ep = false, model = false, key = false;
+		for (size_t i = 0; i < argv.n; i++) {
+			assert_null(strstr(argv.v[i], CANARY));
+			mount |= strcmp(argv.v[i], "type=bind,source=/opt/kart/kart-llm,"
+						   "target=/opt/kart/kart-llm,readonly") == 0;
+			ep |= strcmp(argv.v[i], "KART_LLM_ENDPOINT=http://127.0.0.1:9/v1") == 0;
+			model |= strcmp(argv.v[i], "KART_LLM_MODEL=m1") == 0;
+			key |= strcmp(argv.v[i], "LLM_KEY") == 0;
+		}
+		assert_int_equal(mount, t == 0);
+		assert_int_equal(ep, t == 0);
+		assert_int_equal(model, t == 0);
+		assert_int_equal(key, t == 0);
+		assert_string_equal(argv.v[argv.n - 2], t == 0 ? "/opt/kart/kart-llm" : "/usr/bin/python3");
+		assert_string_equal(argv.v[argv.n - 1], SANDBOX_TASK);
+		strv_free(&argv);
+		strv_free(&envp);
+	}
+}
+
 /* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
  * the launcher of backend none --seccomp-fd=5; without it, neither. */
 static void test_seccomp_fd(void **state)
@@ -652,6 +699,7 @@ int main(void)
 		cmocka_unit_test(test_policy_binds),
 		cmocka_unit_test(test_credentials_only_with_net),
 		cmocka_unit_test(test_kind_runner_and_credentials),
+		cmocka_unit_test(test_kind_container),
 		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);

@@ -1,0 +1,249 @@
+# Backend container, through tests/fake/docker (this host has no container
+# engine: podman's crun refuses hybrid cgroups), and the guard on backend
+# none. A real engine run is at the end; it skips, with the reason, where
+# no engine works, and is exempt from KART_MUST_WORK.
+. "$(dirname "$0")/../lib.sh"
+
+FAKE=$ROOT/tests/fake/docker
+
+# cspool: a spool whose policy selects the fake CLI; SPOOL.docker holds its
+# records (FD).
+cspool() {
+	local s; s=$(mkspool)
+	mkdir -p "$s.docker"
+	cat >"$s/kart.conf" <<-CONF
+	[worker]
+	backend = container
+	[container]
+	command = $FAKE
+	image = registry.example/kart-task:1
+	CONF
+	echo "$s"
+}
+# The argv of the `run` call that started NAME's container.
+run_argv() { grep -lx -- "--name" "$FD"/calls/*.argv | xargs grep -l -x -- run | head -1; }
+# arg_after FILE OPT: the values that follow OPT in an argv record.
+arg_after() { awk -v o="$2" 'p {print; p=0} $0 == o {p=1}' "$1"; }
+dcall() { grep -c -x -- "$1" "$FD/calls.log"; }
+
+# The isolation profile, option by option, and the task's outputs.
+test_container_profile() {
+	local s; s=$(cspool); FD=$s.docker
+	printf '#!/bin/sh\n#kart: memory=64M pids=32 cpu=0.5\necho in-container; echo $KART_TASK_ID $HOME\necho kept >$KART_OUTDIR/a.txt\n' >"$s/new/prof"
+	FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq ok "$(field "$s" prof .status)" "status"
+	assert_eq container "$(field "$s" prof .sandbox.backend)" "sandbox.backend"
+	assert_eq true "$(field "$s" prof .sandbox.seccomp)" "sandbox.seccomp"
+	assert_eq 67108864 "$(field "$s" prof .limits.memory_bytes)" "limits.memory_bytes"
+	assert_eq "in-container" "$(head -1 "$s/done/prof.stdout")" "stdout"
+	assert_eq "prof /work" "$(sed -n 2p "$s/done/prof.stdout")" "KART_TASK_ID and HOME"
+	local a; a=$(run_argv)
+	[ -n "$a" ] || { fail "no run call recorded"; return; }
+	assert_eq run "$(head -1 "$a")" "the subcommand"
+	local o
+	for o in --rm --read-only; do grep -qx -- "$o" "$a" || fail "no $o"; done
+	assert_eq ALL "$(arg_after "$a" --cap-drop)" "--cap-drop"
+	assert_eq "no-new-privileges
+seccomp=/dev/fd/5" "$(arg_after "$a" --security-opt)" "--security-opt"
+	assert_eq none "$(arg_after "$a" --network)" "--network (no net)"
+	assert_eq 67108864 "$(arg_after "$a" --memory)" "--memory"
+	assert_eq 67108864 "$(arg_after "$a" --memory-swap)" "--memory-swap (no swap)"
+	assert_eq 32 "$(arg_after "$a" --pids-limit)" "--pids-limit"
+	assert_eq 0.500 "$(arg_after "$a" --cpus)" "--cpus"
+	assert_eq "0:0" "$(arg_after "$a" --user)" "--user"
+	assert_match '^/tmp:rw,nosuid,nodev,size=[0-9]+$' "$(arg_after "$a" --tmpfs)" "--tmpfs (bounded)"
+	assert_eq /work "$(arg_after "$a" --workdir)" "--workdir"
+	# Three mounts: the task read-only, its work dir, its $KART_OUTDIR.
+	local m; m=$(arg_after "$a" --mount)
+	assert_eq 3 "$(echo "$m" | wc -l)" "number of mounts"
+	assert_match "^type=bind,source=$s/cur/[^,]+/prof,target=/run/kart/task,readonly$" \
+		"$(echo "$m" | sed -n 1p)" "the task file, read-only"
+	assert_match "^type=bind,source=$s/cur/[^,]+/\.prof\.work,target=/work$" \
+		"$(echo "$m" | sed -n 2p)" "the work dir"
+	assert_match "^type=bind,source=$s/cur/[^,]+/\.prof\.out,target=/run/kart/out$" \
+		"$(echo "$m" | sed -n 3p)" "the output dir"
+	# The image, then the task's own command line, last.
+	assert_eq "registry.example/kart-task:1
+/bin/sh
+/run/kart/task" "$(tail -3 "$a")" "image and command"
+	assert_match '^kart-[0-9a-f]{16}\.[A-Za-z0-9_-]+-[0-9]+-1$' "$(arg_after "$a" --name)" "unique name"
+	# Our filter, as a runtime's JSON profile.
+	local p=${a%.argv}.seccomp
+	assert_eq SCMP_ACT_ALLOW "$(jq -r .defaultAction "$p")" "profile defaultAction"
+	assert_eq 1 "$(jq '[.syscalls[] | select(.names | index("keyctl")) | .errnoRet] | .[0]' "$p")" \
+		"keyctl denied with EPERM"
+	assert_eq 38 "$(jq '[.syscalls[] | select(.names == ["clone3"]) | .errnoRet] | .[0]' "$p")" \
+		"clone3 gets ENOSYS"
+	assert_eq 268435456 "$(jq '[.syscalls[] | select(.names == ["unshare"]) | .args[0].value] | map(select(. == 268435456)) | .[0]' "$p")" \
+		"unshare(CLONE_NEWUSER) denied"
+	assert_eq kept "$(cat "$s/done/prof.out/a.txt" 2>/dev/null)" "\$KART_OUTDIR kept"
+	[ -z "$(ls -A "$FD/state")" ] || fail "a container is left: $(ls "$FD/state")"
+}
+
+# Credentials go by name: the value reaches a network task through the
+# CLI's environment, never argv; a task without network gets no name.
+test_container_secret_not_in_argv() {
+	local s; s=$(cspool); FD=$s.docker
+	printf '[network]\nallow_uids = 0\ncred_env = DEPLOY_TOKEN\n' >>"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: net\necho "token=$DEPLOY_TOKEN"\n' >"$s/new/withnet"
+	printf '#!/bin/sh\necho "token=$DEPLOY_TOKEN"\n' >"$s/new/nonet"
+	DEPLOY_TOKEN=s3cr3t-4711 FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq "token=s3cr3t-4711" "$(cat "$s/done/withnet.stdout")" "the net task has it"
+	assert_eq "token=" "$(cat "$s/done/nonet.stdout")" "the task without net has not"
+	! grep -rq s3cr3t-4711 "$FD"/calls/*.argv || fail "the secret's value is in an argv"
+	! grep -q s3cr3t-4711 "$s/done/withnet.json" || fail "the secret's value is in the result"
+	! grep -q s3cr3t-4711 "$s.worker.log" || fail "the secret's value is in the log"
+	local a b
+	a=$(grep -l -x KART_TASK_ID=withnet "$FD"/calls/*.argv | head -1)
+	b=$(grep -l -x KART_TASK_ID=nonet "$FD"/calls/*.argv | head -1)
+	arg_after "$a" --env | grep -qx DEPLOY_TOKEN || fail "net task: no --env DEPLOY_TOKEN (by name)"
+	! arg_after "$b" --env | grep -q DEPLOY_TOKEN || fail "task without net: DEPLOY_TOKEN named"
+	! grep -qx -- --network "$a" || fail "net task: --network given (should be the engine's default)"
+}
+
+# Wall clock: the CLI is killed, then the container by name; what ran in
+# it (in a session of its own, as a container outlives its CLI) is gone.
+test_container_timeout_kills_by_name() {
+	local s; s=$(cspool); FD=$s.docker
+	local mark=kart-ctimeout-$$-$RANDOM
+	# a unique argv to find the "container" by
+	printf '#!/bin/bash\n#kart: timeout=1s\nexec -a %s sleep 60\n' "$mark" >"$s/new/slow"
+	FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq timeout "$(field "$s" slow .status)" "status"
+	local name; name=$(arg_after "$(run_argv)" --name)
+	wait_until 10 bash -c "grep -qx 'rm --force $name' '$FD/calls.log'" ||
+		fail "no rm --force by name: $(cat "$FD/calls.log")"
+	assert_eq 1 "$(dcall "kill $name")" "kill by name, once"
+	wait_until 10 bash -c "! pgrep -f '^$mark' >/dev/null" || fail "the container's process survived"
+}
+
+# The engine cannot make the container (exit 125): refused, and what it
+# may have left goes by name.
+test_container_failure_cleans_up() {
+	local s; s=$(cspool); FD=$s.docker
+	printf '#!/bin/sh\necho never\n' >"$s/new/bad"
+	FAKE_DOCKER_FAIL=1 FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq refused "$(field "$s" bad .status)" "status"
+	assert_eq sandbox_setup_failed "$(field "$s" bad .refusal)" "refusal"
+	assert_match 'container exited with status 125' "$(field "$s" bad .error)" "error"
+	assert_match 'cannot create container' "$(cat "$s/done/bad.stderr")" "the CLI's message is kept"
+	local name; name=$(arg_after "$(run_argv)" --name)
+	wait_until 10 bash -c "grep -qx 'rm --force $name' '$FD/calls.log'" || fail "no rm --force $name"
+}
+
+# Exit 137 under a memory limit: OOM, certain when the runtime says so,
+# else called probable in the error.
+test_container_oom() {
+	local s; s=$(cspool); FD=$s.docker
+	printf '#!/bin/sh\n#kart: memory=64M\nkill -9 $$\n' >"$s/new/m1"
+	FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq oom "$(field "$s" m1 .status)" "probable: status"
+	assert_match '^probably out of memory: exit status 137' "$(field "$s" m1 .error)" "probable: error"
+	printf '#!/bin/sh\n#kart: memory=64M\nkill -9 $$\n' >"$s/new/m2"
+	FAKE_DOCKER_OOMKILLED=true FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq oom "$(field "$s" m2 .status)" "reported: status"
+	assert_match 'runtime reports it OOM-killed' "$(field "$s" m2 .error)" "reported: error"
+	printf '#!/bin/sh\nkill -9 $$\n' >"$s/new/nolimit"
+	FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq failed "$(field "$s" nolimit .status)" "no memory limit: plain exit 137"
+	assert_eq 137 "$(field "$s" nolimit .exit_code)" "exit_code"
+}
+
+# A worker killed -9 mid-task: its CLI dies with it, its container does
+# not. The next worker removes it by label before the claim runs again.
+test_container_recovery_removes_orphan() {
+	local s; s=$(cspool); FD=$s.docker
+	local mark=kart-corphan-$$-$RANDOM
+	printf '#!/bin/bash\n[ "$KART_ATTEMPT" = 1 ] && exec -a %s sleep 60\npgrep -f "^%s" >/dev/null && echo overlap\necho second\n' "$mark" "$mark" >"$s/new/orph"
+	FAKE_DOCKER_DIR=$FD start_worker "$s" --id w1
+	wait_until 20 pgrep -f "^$mark" >/dev/null || { fail "the task did not start"; return; }
+	kill -9 "$WPID"
+	wait_gone 10 "$WPID"
+	pgrep -f "^$mark" >/dev/null || fail "the emulated container should outlive its CLI"
+	FAKE_DOCKER_DIR=$FD drain "$s" --id w1
+	assert_eq ok "$(field "$s" orph .status)" "status after recovery"
+	assert_eq 2 "$(field "$s" orph .attempt)" "attempt"
+	assert_eq second "$(cat "$s/done/orph.stdout")" "the re-run (alone: the orphan gone first)"
+	! pgrep -f "^$mark" >/dev/null || fail "the orphaned container survived recovery"
+	grep -q '^rm --force kart-' "$FD/calls.log" || fail "no rm --force of the orphan"
+}
+
+# No image: the worker does not start, and says why.
+test_container_needs_image() {
+	local s; s=$(cspool); FD=$s.docker
+	sed -i '/^image/d' "$s/kart.conf"
+	run_cmd -s "$s" worker --drain
+	assert_eq 1 "$RC" "exit status"
+	assert_match 'needs an image' "$ERR" "message"
+	run_cmd -s "$s" doctor --json
+	assert_eq 1 "$RC" "doctor exit status"
+	assert_eq false "$(echo "$OUT" | jq .backend_allowed.ok)" "doctor backend_allowed"
+}
+
+# The hosted-posture gate: backend none on a spool others can submit to.
+test_none_refused_on_shared_spool() {
+	local s; s=$(mkspool)
+	chmod 1777 "$s/new" "$s/tmp"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/t"
+	KART_BACKEND=none run_cmd -s "$s" worker --drain
+	assert_eq 1 "$RC" "worker exit status"
+	assert_match 'backend none refused: .*/new is writable by everyone' "$ERR" "message"
+	assert_file "$s/new/t"
+	KART_BACKEND=none run_cmd -s "$s" doctor --json
+	assert_eq 1 "$RC" "doctor exit status"
+	assert_eq false "$(echo "$OUT" | jq .backend_allowed.ok)" "doctor backend_allowed.ok"
+	chmod 2770 "$s/new"
+	chmod 700 "$s/tmp"
+	KART_BACKEND=none run_cmd -s "$s" worker --drain
+	assert_match 'writable by its group' "$ERR" "group-writable new/"
+	# Deliberately allowed: it runs.
+	printf '[sandbox]\nallow_unsandboxed = yes\n' >"$s/kart.conf"
+	KART_BACKEND=none drain "$s"
+	assert_eq ok "$(field "$s" t .status)" "allowed: status"
+	assert_eq none "$(field "$s" t .sandbox.backend)" "allowed: backend"
+	# A private spool needs no allowance.
+	local p; p=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$p/new/t"
+	KART_BACKEND=none drain "$p"
+	assert_eq ok "$(field "$p" t .status)" "private spool: status"
+}
+
+# SIGHUP to backend none on a shared spool is not taken.
+test_none_reload_refused_on_shared_spool() {
+	local s; s=$(mkspool)
+	chmod 1777 "$s/new"
+	start_worker "$s"
+	wait_until 10 grep -q 'worker .* on ' "$s.worker.log" || { fail "worker did not start"; return; }
+	printf '[worker]\nbackend = none\n' >"$s/kart.conf"
+	kill -HUP "$WPID"
+	wait_until 10 grep -q 'SIGHUP: policy NOT reloaded.*backend none refused' "$s.worker.log" ||
+		fail "reload to backend none was not refused: $(tail -2 "$s.worker.log")"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/t"
+	wait_until 20 test -e "$s/done/t.json" || fail "no result"
+	assert_eq bwrap "$(field "$s" t .sandbox.backend)" "still bwrap"
+	stop_worker "$WPID"
+}
+
+# A real engine, where one works: the same profile, for real. Exempt from
+# KART_MUST_WORK: no engine can run on this kind of host.
+test_container_real_engine() {
+	local cli= c
+	for c in docker podman nerdctl; do
+		command -v "$c" >/dev/null && "$c" info >/dev/null 2>&1 && { cli=$c; break; }
+	done
+	if [ -z "$cli" ]; then
+		skip_exempt "no working container engine (docker, podman or nerdctl) on this host"
+		return
+	fi
+	local img=${KART_TEST_IMAGE:-debian:12-slim}
+	"$cli" image inspect "$img" >/dev/null 2>&1 || {
+		skip_exempt "$cli works but has no image $img (set KART_TEST_IMAGE)"; return; }
+	local s; s=$(mkspool)
+	printf '[worker]\nbackend = container\n[container]\ncommand = %s\nimage = %s\n' "$cli" "$img" >"$s/kart.conf"
+	printf '#!/bin/sh\necho hi; touch /etc/x 2>/dev/null && echo wrote-etc\n' >"$s/new/real"
+	drain "$s"
+	assert_eq ok "$(field "$s" real .status)" "status"
+	assert_eq hi "$(cat "$s/done/real.stdout")" "read-only root"
+}
+
+run_tests
