@@ -23,7 +23,15 @@ DESTDIR ?=
 
 CC ?= cc
 # Optional: the sync verbs' databases, each built in when pkg-config finds
-# it (override with HAVE_SQLITE= HAVE_PQ= for a core-only build).
+# it (override with HAVE_SQLITE= HAVE_PQ= for a core-only build). When one
+# of them, or the server tests/blackbox/sync.sh starts, is missing,
+# contrib/install-deps is tried first, before they are looked for; where
+# it cannot install them the build goes on without.
+OPT_DEPS_OK = pkg-config --exists sqlite3 libpq 2>/dev/null && command -v sqlite3 >/dev/null && \
+	      command -v psql >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+ifeq ($(origin HAVE_SQLITE)$(origin HAVE_PQ)$(filter clean uninstall,$(MAKECMDGOALS)),undefinedundefined)
+OPT_DEPS := $(shell $(OPT_DEPS_OK) || ./contrib/install-deps >&2 || true)
+endif
 HAVE_SQLITE := $(shell pkg-config --exists sqlite3 2>/dev/null && echo 1)
 HAVE_PQ := $(shell pkg-config --exists libpq 2>/dev/null && echo 1)
 CORE_PKGS = jansson libseccomp libcap
@@ -71,8 +79,14 @@ deps:
 $(B):
 	@mkdir -p $(B)
 
-$(B)/%.o: src/%.c src/*.h | $(B)
+$(B)/%.o: src/%.c src/*.h $(B)/features.stamp | $(B)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The optional parts built in, rewritten only when they change: every
+# object is rebuilt then, or a build would keep objects made without them.
+$(B)/features.stamp: FORCE | $(B)
+	@printf '/* built with:%s%s */\n' '$(if $(HAVE_SQLITE), sqlite3)' '$(if $(HAVE_PQ), libpq)' >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
 # Where the installed kart finds its launcher; rewritten only when it
 # changes, so `make install PREFIX=...` rebuilds what depends on it.
@@ -84,7 +98,7 @@ $(B)/policy.o: $(B)/config.h
 $(B)/kart: $(LIB_OBJ) $(CMD_OBJ) $(B)/main.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
-$(B)/main-sync.o: src/main.c src/*.h | $(B)
+$(B)/main-sync.o: src/main.c src/*.h $(B)/features.stamp | $(B)
 	$(CC) $(ALL_CFLAGS) -DKART_SYNC_BIN -c -o $@ $<
 
 $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o

@@ -21,6 +21,15 @@ void ctx_open_spool(struct ctx *c, struct spool *sp);
 #define _cleanup_spool_ __attribute__((cleanup(spool_close)))
 bool wants_help(int argc, char **argv, const char *help);
 
+/* kart submit --to postgres URL: insert the task (directives in its
+ * header) into the queue of kart feed and print the row's id. It links
+ * libpq, so it lives in kart-sync (cmd_feed.c), which sets this; kart
+ * runs kart-sync for it. 0, or 1 with a message printed. */
+extern int (*submit_to_queue)(const char *url, const char *name, const char *lane,
+			      const char *task, size_t len);
+int feed_submit(const char *url, const char *name, const char *lane, const char *task,
+		size_t len);
+
 int cmd_init(struct ctx *c, int argc, char **argv);
 int cmd_submit(struct ctx *c, int argc, char **argv);
 int cmd_worker(struct ctx *c, int argc, char **argv);

@@ -6,6 +6,7 @@
  * see docs/SYNC.md. */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -19,9 +20,10 @@ static const char help[] =
 	"                                         [--verbose]\n"
 	"\n"
 	"Take tasks from the table `queue` of a PostgreSQL database (created if\n"
-	"missing; submit with a plain INSERT, see docs/SYNC.md), run them through\n"
-	"this spool's workers, and write each result back. Runs until SIGINT or\n"
-	"SIGTERM. Several feeders, one per host, may share one queue.\n"
+	"missing; filled by kart submit, to postgres, or by a plain INSERT, see\n"
+	"docs/SYNC.md), run them through this spool's workers, and write each\n"
+	"result back. Runs until SIGINT or SIGTERM. Several feeders, one per\n"
+	"host, may share one queue.\n"
 	"\n"
 	"  --slots N        hold at most N unfinished tasks (default: the cores)\n"
 	"  --id ID          this feeder's name in the queue (default: the host name);\n"
@@ -38,6 +40,14 @@ int cmd_feed(struct ctx *c, int argc, char **argv)
 	if (wants_help(argc, argv, help))
 		return 0;
 	fprintf(stderr, "kart feed: built without PostgreSQL (install libpq-dev and rebuild)\n");
+	return 1;
+}
+
+int feed_submit(const char *url, const char *name, const char *lane, const char *task, size_t len)
+{
+	(void)url, (void)name, (void)lane, (void)task, (void)len;
+	fprintf(stderr, "kart submit: --to postgres: built without PostgreSQL "
+			"(install libpq-dev and rebuild)\n");
 	return 1;
 }
 #else
@@ -69,13 +79,16 @@ struct feed {
 	bool verbose;
 };
 
+/* Whose messages: kart feed, or kart submit --to. */
+static const char *prog = "kart feed";
+
 static bool ok(PGresult *res, const char *what)
 {
 	ExecStatusType st = PQresultStatus(res);
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return true;
 	const char *m = PQresultErrorMessage(res);
-	fprintf(stderr, "kart feed: %s: %.*s\n", what, (int)strcspn(m, "\n"), m);
+	fprintf(stderr, "%s: %s: %.*s\n", prog, what, (int)strcspn(m, "\n"), m);
 	return false;
 }
 
@@ -95,7 +108,7 @@ static bool connect_db(struct feed *f)
 	f->c = PQconnectdb(f->url);
 	if (PQstatus(f->c) != CONNECTION_OK) {
 		const char *m = PQerrorMessage(f->c);
-		fprintf(stderr, "kart feed: connect: %.*s\n", (int)strcspn(m, "\n"), m);
+		fprintf(stderr, "%s: connect: %.*s\n", prog, (int)strcspn(m, "\n"), m);
 		return false;
 	}
 	PGresult *res = PQexec(f->c, "SET client_min_messages = warning");
@@ -158,6 +171,35 @@ static int report(struct feed *f)
 	return pending;
 }
 
+/* The row's wanted lane as a directive, right after the #! line (or
+ * first), so that a lane= of the body's own, further down, still wins. */
+static size_t with_lane(const char *b, size_t len, const char *lane, const char *qid, char **out)
+{
+	char line[64];
+	int ll = 0;
+	if (lane && *lane) {
+		if (strlen(lane) > 32 || lane[strspn(lane, "abcdefghijklmnopqrstuvwxyz0123456789_-")])
+			fprintf(stderr, "%s: row %s: lane '%.32s' ignored: not a lane name\n", prog, qid, lane);
+		else
+			ll = snprintf(line, sizeof line, "#kart: lane=%s\n", lane);
+	}
+	size_t split = 0;
+	if (ll && len >= 2 && b[0] == '#' && b[1] == '!') {
+		const char *nl = memchr(b, '\n', len);
+		split = nl ? (size_t)(nl - b) + 1 : len;
+	}
+	*out = xmalloc(len + (size_t)ll + 2);
+	size_t o = 0;
+	memcpy(*out, b, split);
+	o = split;
+	if (split && b[split - 1] != '\n')
+		(*out)[o++] = '\n';
+	memcpy(*out + o, line, (size_t)ll);
+	o += (size_t)ll;
+	memcpy(*out + o, b + split, len - split);
+	return o + len - split;
+}
+
 /* Claim up to n queued rows and publish each into new/. The claim is
  * committed first: a crash before the publish leaves a row whose lease
  * runs out; the other order could run a task no row owns. */
@@ -172,7 +214,7 @@ static int claim(struct feed *f, int n)
 		"claimed_at = now(), lease_until = now() + $2::interval, "
 		"local_id = 'q' || id || '.' || (attempts + 1) "
 		"WHERE id IN (SELECT id FROM queue WHERE state = 'queued' ORDER BY id "
-		"LIMIT $3::integer FOR UPDATE SKIP LOCKED) RETURNING id::text, local_id, body",
+		"LIMIT $3::integer FOR UPDATE SKIP LOCKED) RETURNING id::text, local_id, body, lane",
 		3, NULL, v, NULL, NULL, 1);
 	if (!ok(res, "claim")) {
 		PQclear(res);
@@ -183,8 +225,10 @@ static int claim(struct feed *f, int n)
 		char qid[32], lid[256], id[256];
 		snprintf(qid, sizeof qid, "%.*s", PQgetlength(res, i, 0), PQgetvalue(res, i, 0));
 		snprintf(lid, sizeof lid, "%.*s", PQgetlength(res, i, 1), PQgetvalue(res, i, 1));
-		int r = spool_submit(&f->sp, lid, PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2),
-				     id, sizeof id);
+		_cleanup_free_ char *body = NULL;
+		size_t blen = with_lane(PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2),
+					PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3), qid, &body);
+		int r = spool_submit(&f->sp, lid, body, blen, id, sizeof id);
 		if (r < 0) {
 			fprintf(stderr, "kart feed: row %s: cannot queue: %s\n", qid, strerror(-r));
 			const char *u[2] = {qid, f->me};
@@ -221,6 +265,34 @@ static bool round_trip(struct feed *f)
 	if (pending < f->slots && claim(f, f->slots - pending) < 0)
 		return false;
 	return true;
+}
+
+/* kart submit --to postgres URL: one row, queued; the body as bytes. */
+int feed_submit(const char *url, const char *name, const char *lane, const char *task, size_t len)
+{
+	struct feed f = {.url = url};
+	prog = "kart submit";
+	if (len > INT_MAX) {
+		fprintf(stderr, "%s: the task is too large\n", prog);
+		return 1;
+	}
+	if (!connect_db(&f)) {
+		PQfinish(f.c);
+		return 1;
+	}
+	const char *v[3] = {name, task, lane};
+	const int lens[3] = {0, (int)len, 0}, fmts[3] = {0, 1, 0};
+	PGresult *res = PQexecParams(f.c, "INSERT INTO queue (name, body, lane) "
+					  "VALUES ($1, $2::bytea, $3) RETURNING id::text",
+				     3, NULL, v, lens, fmts, 0);
+	int rc = 1;
+	if (ok(res, "queue")) {
+		printf("%s\n", PQgetvalue(res, 0, 0));
+		rc = 0;
+	}
+	PQclear(res);
+	PQfinish(f.c);
+	return rc;
 }
 
 int cmd_feed(struct ctx *c, int argc, char **argv)

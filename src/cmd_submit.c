@@ -14,10 +14,13 @@ static const char help[] =
 	"usage: kart [-s SPOOL] submit [OPTIONS] FILE\n"
 	"       kart [-s SPOOL] submit [OPTIONS] -            (the task on stdin)\n"
 	"       kart [-s SPOOL] submit [OPTIONS] -- CMD [ARG...]\n"
+	"       kart submit --to postgres URL [OPTIONS] FILE|-|-- CMD [ARG...]\n"
 	"\n"
 	"Queue a task atomically (tmp/, fsync, rename into new/) and print its id.\n"
 	"The options are added to the task as #kart: directives.\n"
 	"\n"
+	"  --to postgres URL  queue it in the PostgreSQL queue of kart feed\n"
+	"                   instead (no spool needed) and print the row's id\n"
 	"  --name NAME      the task's name (default: the file's name, 'stdin',\n"
 	"                   or the command's); the id is NAME, or NAME.2, NAME.3...\n"
 	"                   if NAME is taken\n"
@@ -32,6 +35,9 @@ static const char help[] =
 	"                   (wins over the #! line; see kart.conf(5) [kind.NAME])\n"
 	"\n"
 	"exit status: 0 queued; 1 could not queue; 2 usage error\n";
+
+int (*submit_to_queue)(const char *url, const char *name, const char *lane, const char *task,
+		       size_t len);
 
 static void shell_quote(struct strv *unused, char **out, size_t *len, const char *s)
 {
@@ -94,10 +100,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"net", no_argument, NULL, 'N'},
 		{"priority", required_argument, NULL, 'P'},
 		{"kind", required_argument, NULL, 'k'},
+		{"to", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	const char *name = NULL;
+	const char *name = NULL, *url = NULL, *lane = NULL;
 	char directives[1024] = "";
 	size_t dl = 0;
 	int ch;
@@ -140,6 +147,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			if (strcmp(optarg, "fast") != 0 && strcmp(optarg, "batch") != 0)
 				return usage_error("submit", "--lane %s: not a lane (fast or batch)", optarg);
 			ADD(" lane=%s", optarg);
+			lane = optarg;
 			break;
 		case 'N': ADD(" net"); break;
 		case 'P':
@@ -152,9 +160,35 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 				return usage_error("submit", "--kind %s: not a kind name (a-z 0-9 _ -)", optarg);
 			ADD(" kind=%s", optarg);
 			break;
+		case 'T':
+			/* --to postgres URL, or the URL alone. */
+			if (strncmp(optarg, "postgres://", 11) == 0 ||
+			    strncmp(optarg, "postgresql://", 13) == 0)
+				url = optarg;
+			else if (strcmp(optarg, "postgres") != 0 && strcmp(optarg, "postgresql") != 0)
+				return usage_error("submit", "--to %s: give postgres URL", optarg);
+			else if (optind >= argc || strcmp(argv[optind], "--") == 0)
+				return usage_error("submit", "--to postgres: give the URL");
+			else
+				url = argv[optind++];
+			break;
 		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
+	}
+	if (url && !submit_to_queue) {
+		/* libpq is in kart-sync: the same command line, there (before
+		 * stdin is read). */
+		char path[4096];
+		find_libexec("kart-sync", path, sizeof path);
+		char **av = xmalloc(((size_t)argc + 2) * sizeof *av);
+		av[0] = (char *)"kart";
+		memcpy(av + 1, argv, (size_t)argc * sizeof *av);
+		av[argc + 1] = NULL;
+		execv(path, av);
+		fprintf(stderr, "kart submit: cannot run %s: %s\n", path, strerror(errno));
+		free(av);
+		return 1;
 	}
 	bool is_cmd = optind > 0 && strcmp(argv[optind - 1], "--") == 0;
 	if (optind >= argc)
@@ -220,15 +254,18 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		base = xstrdup("task");
 	}
 
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	/* The queue's row keeps the name; the host's id is q<row>.<attempt>. */
+	_cleanup_spool_ struct spool sp = {.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1};
 	char id[TASK_NAME_MAX + 16];
-	if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
-		fprintf(stderr, "kart submit: no free id for %s\n", base);
-		return 1;
+	if (!url) {
+		ctx_open_spool(c, &sp);
+		if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
+			fprintf(stderr, "kart submit: no free id for %s\n", base);
+			return 1;
+		}
+		if (strcmp(id, base) != 0)
+			ADD(" name=%s", base);
 	}
-	if (strcmp(id, base) != 0)
-		ADD(" name=%s", base);
 
 	/* Directives go right after the #! line, or first. */
 	size_t split = 0;
@@ -260,6 +297,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		fprintf(stderr, "kart submit: %s: %s\n", is_cmd ? "the command" : argv[optind], err);
 		return 1;
 	}
+	if (url)
+		return submit_to_queue(url, base, lane, task, tlen);
 	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
 	if (r < 0) {
 		fprintf(stderr, "kart submit: cannot queue into %s/new: %s\n", sp.path, strerror(-r));

@@ -122,6 +122,8 @@ int main(int argc, char **argv)
 	struct ctx c = {.spool_path = getenv("KART_SPOOL"), .prog = "kart"};
 #ifndef KART_SYNC_BIN
 	main_argv = argv;
+#else
+	submit_to_queue = feed_submit;
 #endif
 	static const struct option opts[] = {
 		{"spool", required_argument, NULL, 's'},

@@ -61,7 +61,7 @@ _kart()
 	local opts=""
 	case $verb in
 	init) opts="--help" ;;
-	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --help" ;;
+	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --to --help" ;;
 	worker) opts="--id --slots --batch-slots --drain --log-format --help" ;;
 	status) opts="--json --ndjson --summary --state --older-than --newer-than --help" ;;
 	wait) opts="--timeout --help" ;;

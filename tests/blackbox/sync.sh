@@ -1,5 +1,5 @@
 #!/bin/bash
-# Black-box: kart sync (issue 8). The mirror in a real SQLite database
+# Black-box: kart sync and kart feed. The mirror in a real SQLite database
 # (checked with python3's sqlite3 module and the sqlite3 CLI) against
 # `kart status --json`; idempotence; --follow, its catching up after a
 # kill -9, and rows marked gone when kart gc removes results.
@@ -90,6 +90,16 @@ test_optional_build_and_version() {
 	"$b/kart" -s "$s" sync sqlite "$T_ROOT/x.db" 2>"$T_ROOT/err"
 	assert_eq 1 $? "sync without SQLite exits"
 	assert_match 'built without SQLite' "$(cat "$T_ROOT/err")" "the reason"
+	"$b/kart" submit --to postgres postgresql://127.0.0.1:1/x -- true 2>"$T_ROOT/err"
+	assert_eq 1 $? "submit --to postgres without libpq exits"
+	assert_match 'built without PostgreSQL' "$(cat "$T_ROOT/err")" "the reason"
+	# The same build directory, the libraries found again: no object
+	# kept from the build without them.
+	make -s -C "$ROOT" B="$b" "$b/kart" "$b/kart-sync" >"$T_ROOT/full.log" 2>&1 ||
+		{ fail "full build: $(tail -3 "$T_ROOT/full.log")"; return; }
+	assert_eq "$("$KART" --version | sed -n 2p)" "$("$b/kart" --version | sed -n 2p)" \
+		"features after a core-only build in the same directory"
+	"$b/kart" -s "$s" sync sqlite "$T_ROOT/x.db" || fail "sync after the rebuild exited $?"
 }
 
 test_sqlite_mirror_equality() {
@@ -183,6 +193,33 @@ test_sqlite_follow_and_kill9() {
 	kill -TERM "$fp"
 	wait_gone 10 "$fp" || fail "follower ignored SIGTERM"
 	assert_eq 0 "$RC" "follower exit on SIGTERM"
+}
+
+# More events than the kernel queues (fs.inotify.max_queued_events) while
+# the follower is stopped: IN_Q_OVERFLOW, and the full pass that follows
+# must find the tasks whose events were dropped.
+test_sqlite_follow_overflow() {
+	need_sqlite || return
+	local s db=$T_ROOT/ovf.db fp max
+	max=$(cat /proc/sys/fs/inotify/max_queued_events) || { fail "max_queued_events"; return; }
+	s=$(mkspool)
+	"$KART" -s "$s" sync sqlite "$db" --follow --verbose 2>>"$T_ROOT/ovf.log" &
+	fp=$!; T_PIDS+=("$fp")
+	wait_until 10 test -e "$db" || { fail "no database"; return; }
+	kill -STOP "$fp"
+	# Queued entries written straight into new/, each a few events.
+	python3 - "$s/new" "$((max + 500))" <<'PY' || fail "making the entries"
+import os, sys
+for i in range(int(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], f"o{i}"), "w") as f:
+        f.write("#!/bin/sh\ntrue\n")
+PY
+	kill -CONT "$fp"
+	wait_until 30 rows_eq "$db" "state = 'queued'" "$((max + 500))" ||
+		fail "after the overflow: $(rows "$db" "state = 'queued'") of $((max + 500)) queued rows"
+	grep -q 'overflowed; rescanning' "$T_ROOT/ovf.log" || fail "no overflow seen: $(tail -3 "$T_ROOT/ovf.log")"
+	kill -TERM "$fp"
+	wait_gone 10 "$fp" || fail "follower ignored SIGTERM"
 }
 
 # A PostgreSQL server of the test's own, on 127.0.0.1 and a free port,
@@ -307,6 +344,14 @@ test_postgres_feed_two_hosts() {
 		fail "insert"
 	"$KART" -s "$b" feed postgres "$PG_URL" --id B --slots 3 --lease 2 2>>"$T_ROOT/feedB.log" &
 	fb=$!; T_PIDS+=("$fb")
+	# The most rows one feeder holds at once, sampled all along: never
+	# more than its slots.
+	(while :; do
+		q "SELECT coalesce(max(c), 0) FROM (SELECT count(*) c FROM queue
+		   WHERE state = 'claimed' GROUP BY host) x" 2>/dev/null
+		sleep 0.05
+	done >"$T_ROOT/held") &
+	local sampler=$!; T_PIDS+=("$sampler")
 	# Host B dies once it has finished some and holds some.
 	wait_until 20 q_ge 2 "SELECT count(*) FROM queue WHERE host = 'B' AND state = 'done'" ||
 		fail "B finished nothing: $(tail -3 "$T_ROOT/feedB.log"; tail -3 "$b.worker.log")"
@@ -318,6 +363,9 @@ test_postgres_feed_two_hosts() {
 	[ "$held" -ge 1 ] || fail "B held no rows when it died"
 	wait_until 60 q_ge 40 "SELECT count(*) FROM queue WHERE state = 'done'" ||
 		fail "not all done: $(q "SELECT state, host, count(*) FROM queue GROUP BY 1, 2")"
+	kill "$sampler"; { wait "$sampler"; } 2>/dev/null
+	[ "$(grep -c . "$T_ROOT/held")" -ge 10 ] || fail "too few samples of the rows held"
+	assert_eq 3 "$(sort -n "$T_ROOT/held" | tail -1)" "most rows held by one feeder (--slots 3)"
 	assert_eq 0 "$(q "SELECT count(*) FROM queue WHERE status IS DISTINCT FROM 'ok'")" "rows not ok"
 	# Recovered: rows B held went back and ran on A, on a second attempt.
 	[ "$(q "SELECT count(*) FROM queue WHERE host = 'A' AND attempts = 2")" -ge "$held" ] ||
@@ -330,6 +378,48 @@ test_postgres_feed_two_hosts() {
 	# The result written back is the local result document.
 	assert_eq "ok" "$(q "SELECT result->>'status' FROM queue ORDER BY id LIMIT 1")" "result JSON"
 	kill -TERM "$fa" "$wa"
+	wait_gone 10 "$fa" || fail "feeder ignored SIGTERM"
+	stop_worker "$wa"
+	pg_stop
+}
+
+# kart submit --to postgres URL: a row with the name, the wanted lane and
+# the options as directives in the body; no spool needed; a feeder runs it.
+test_postgres_submit_to() {
+	pg_start || return
+	local a fa wa r1 r2 r3 r4 r5
+	r1=$(env -u KART_SPOOL "$KART" submit --to postgres "$PG_URL" --name hello --timeout 30 --lane batch \
+		-- sh -c 'echo hi from the queue') || { fail "submit --to postgres exited $?"; return; }
+	assert_match '^[0-9]+$' "$r1" "prints the row id"
+	assert_eq "hello|batch|queued" "$(q "SELECT name, lane, state FROM queue WHERE id = $r1")" "the row"
+	assert_match '#kart: timeout=30 lane=batch' "$(q "SELECT convert_from(body, 'UTF8') FROM queue WHERE id = $r1")" \
+		"directives in the body"
+	r2=$(printf '#!/bin/sh\necho from stdin\n' | env -u KART_SPOOL "$KART" submit --to "$PG_URL" --name piped -) ||
+		fail "submit --to URL - exited $?"
+	assert_eq "#!/bin/sh
+echo from stdin" "$(q "SELECT convert_from(body, 'UTF8') FROM queue WHERE id = $r2")" "the body from stdin, as bytes"
+	# A plain INSERT's wanted lane; a lane= in the body still wins.
+	r4=$(q "INSERT INTO queue (name, body, lane) VALUES ('lanecol', convert_to(E'#!/bin/sh\ntrue\n', 'UTF8'), 'batch') RETURNING id")
+	r5=$(q "INSERT INTO queue (name, body, lane) VALUES ('laneboth', convert_to(E'#!/bin/sh\n#kart: lane=fast\ntrue\n', 'UTF8'), 'batch') RETURNING id")
+	env -u KART_SPOOL "$KART" submit --to postgres 2>"$T_ROOT/err" -- true
+	assert_eq 2 $? "--to postgres without a URL"
+	"$KART" submit --to mysql://x -- true 2>/dev/null
+	assert_eq 2 $? "--to another database"
+	r3=$("$KART" submit --to postgres "postgresql://kart@127.0.0.1:1/postgres?connect_timeout=2" -- true 2>"$T_ROOT/err3")
+	assert_eq 1 $? "no server"
+	assert_match '^kart submit: connect' "$(cat "$T_ROOT/err3")" "the reason"
+	[ -z "$r3" ] || fail "printed an id without a server: $r3"
+	a=$(mkspool)
+	KART_BACKEND=none start_worker "$a" --id wa; wa=$WPID
+	"$KART" -s "$a" feed postgres "$PG_URL" --id A --slots 2 2>>"$T_ROOT/feedS.log" &
+	fa=$!; T_PIDS+=("$fa")
+	wait_until 20 q_ge 4 "SELECT count(*) FROM queue WHERE state = 'done' AND status = 'ok'" ||
+		fail "not run: $(q "SELECT id, state, status FROM queue")"
+	assert_eq "hi from the queue" "$(cat "$a/done/q$r1.1.stdout")" "the task's output"
+	assert_eq "30 batch" "$(jq -r '"\(.limits.timeout_s) \(.lane)"' "$a/done/q$r1.1.json")" "its directives"
+	assert_eq "batch" "$(jq -r .lane "$a/done/q$r4.1.json")" "the row's lane"
+	assert_eq "fast" "$(jq -r .lane "$a/done/q$r5.1.json")" "the body's lane over the row's"
+	kill -TERM "$fa"
 	wait_gone 10 "$fa" || fail "feeder ignored SIGTERM"
 	stop_worker "$wa"
 	pg_stop
