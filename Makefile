@@ -1,5 +1,5 @@
 # Kartikeya - one plain GNU Makefile.
-#   make            build kart and kart-launch
+#   make            build kart, kart-launch, kart-sync and kart-llm
 #   make check      unit tests (cmocka) and black-box tests on real spools
 #   make check-asan      the same tests on an ASan+UBSan build (build-asan/)
 #   make check-valgrind  the same with every kart under valgrind (build-valgrind/)
@@ -67,7 +67,7 @@ SYNC_OBJ = $(SYNC_SRC:src/%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: deps $(B)/kart $(B)/kart-launch $(B)/kart-sync
+all: deps $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm
 
 deps:
 	@pkg-config --exists jansson libcap libseccomp cmocka 2>/dev/null && \
@@ -107,6 +107,11 @@ $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 # The launcher runs inside every sandbox: libc only.
 $(B)/kart-launch: src/launch.c src/landlock.c src/landlock.h | $(B)
 	$(CC) $(WARN) $(LAUNCH_CFLAGS) -o $@ src/launch.c src/landlock.c
+
+# The runner of the llm task kind: Python 3, standard library only (see
+# docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.
+$(B)/kart-llm: src/kart-llm.py | $(B)
+	install -m 0755 $< $@
 
 $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
 	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
@@ -188,6 +193,7 @@ install: all
 	install -m 0755 $(B)/kart $(DESTDIR)$(BINDIR)/kart
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
 	install -m 0755 $(B)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-sync
+	install -m 0755 $(B)/kart-llm $(DESTDIR)$(LIBEXECDIR)/kart-llm
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
@@ -204,7 +210,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch \
-	      $(DESTDIR)$(LIBEXECDIR)/kart-sync
+	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \

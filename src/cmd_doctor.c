@@ -283,6 +283,14 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	/* The effective policy: kart.conf over the defaults, then KART_*. */
 	_cleanup_free_ char *pt = policy_describe(&pol);
 	json_t *pj = pt ? json_loads(pt, 0, NULL) : NULL;
+	/* A kind whose runner is not there: its tasks would all be refused. */
+	for (int i = 0; pj && i < pol.n_kinds; i++) {
+		bool found = access(pol.kinds[i].runner, X_OK) == 0;
+		json_object_set_new(json_object_get(json_object_get(pj, "kinds"), pol.kinds[i].name),
+				    "runner_found", json_boolean(found));
+		if (!found)
+			ok = false;
+	}
 	json_object_set_new(o, "policy", pj ? pj : json_null());
 	json_object_set_new(o, "ok", json_boolean(ok));
 	if (json) {

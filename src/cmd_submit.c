@@ -31,6 +31,8 @@ static const char help[] =
 	"  --lane LANE      fast (default) or batch\n"
 	"  --net            ask for network (the policy must allow it)\n"
 	"  --priority N     lower runs first (default 0)\n"
+	"  --kind NAME      run it with the policy's runner for kind NAME\n"
+	"                   (wins over the #! line; see kart.conf(5) [kind.NAME])\n"
 	"\n"
 	"exit status: 0 queued; 1 could not queue; 2 usage error\n";
 
@@ -97,6 +99,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"lane", required_argument, NULL, 'l'},
 		{"net", no_argument, NULL, 'N'},
 		{"priority", required_argument, NULL, 'P'},
+		{"kind", required_argument, NULL, 'k'},
 		{"to", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -151,6 +154,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			if (parse_int(optarg, -1000000, 1000000, &v) < 0)
 				return usage_error("submit", "--priority %s: not a number", optarg);
 			ADD(" priority=%s", optarg);
+			break;
+		case 'k':
+			if (!kind_name_ok(optarg))
+				return usage_error("submit", "--kind %s: not a kind name (a-z 0-9 _ -)", optarg);
+			ADD(" kind=%s", optarg);
 			break;
 		case 'T':
 			/* --to postgres URL, or the URL alone. */

@@ -38,6 +38,27 @@ struct lane_limits {
 	uint32_t cpu_default_milli, cpu_max_milli;
 };
 
+/* [kind.NAME]: a task kind and the runner that runs its task files.
+ * Chosen by the directive kind=NAME, or by the file's extension when it
+ * has no #! line (task.c: task_resolve_kind). */
+#define KIND_MAX 16
+#define KIND_NAME_MAX 32 /* [a-z0-9_-], 1 to 31 bytes */
+#define KIND_EXT_MAX 8
+#define KIND_CRED_MAX 8
+struct kind {
+	char name[KIND_NAME_MAX];
+	char runner[256];      /* absolute; like a #! interpreter, under 256 bytes */
+	char ext[KIND_EXT_MAX][16]; /* ".py" */
+	int n_ext;
+	bool net;              /* the kind needs network: granted, or rejected */
+	/* Worker variables passed to tasks of this kind only, with network. */
+	char cred[KIND_CRED_MAX][64];
+	int n_cred;
+	char endpoint[512];    /* $KART_LLM_ENDPOINT; "" unset */
+	char model[128];       /* $KART_LLM_MODEL; "" unset */
+};
+bool kind_name_ok(const char *s);
+
 struct policy {
 	enum backend backend;
 	int slots[2];            /* per lane: fast, batch */
@@ -77,6 +98,8 @@ struct policy {
 	struct plist cred_env, cred_files;
 	/* [hooks] */
 	char on_done[4096];      /* run with the result's path after each task */
+	struct kind kinds[KIND_MAX]; /* [kind.NAME] */
+	int n_kinds;
 	/* [sandbox] allow_unsandboxed: backend none even on a spool that
 	 * several users can write (see policy_backend_check). */
 	bool allow_unsandboxed;
@@ -103,6 +126,11 @@ int policy_backend_check(const struct policy *pol, const char *spool_dir, char *
 			 size_t errlen);
 /* What holds in lane (0 fast, 1 batch): its own values, else [limits]. */
 void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out);
+
+/* The kind called name, or the one whose extensions match the end of
+ * file name fname; NULL if none. */
+const struct kind *policy_kind(const struct policy *pol, const char *name);
+const struct kind *policy_kind_by_ext(const struct policy *pol, const char *fname);
 
 /* The effective policy as JSON text (kart doctor); caller frees.
  * Credentials appear by name only. */

@@ -26,6 +26,49 @@ static const char *host_var(char *const *env, const char *name)
 	return NULL;
 }
 
+/* The task's kind (task_resolve_kind), NULL for none. */
+static const struct kind *req_kind(const struct sandbox_req *req)
+{
+	return req->spec->kind[0] ? policy_kind(req->pol, req->spec->kind) : NULL;
+}
+
+/* A runner outside the system directories is bound at its own path
+ * (read-only) and given its own Landlock rule: a runner in a build tree,
+ * a venv or /opt. */
+static const char *kind_runner_bound(const struct sandbox_req *req)
+{
+	const struct kind *k = req_kind(req);
+	if (!k)
+		return NULL;
+	if (strncmp(k->runner, "/usr/", 5) == 0)
+		return NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(usr_links); i++) {
+		size_t l = strlen(usr_links[i]);
+		if (k->runner[0] == '/' && strncmp(k->runner + 1, usr_links[i], l) == 0 &&
+		    k->runner[1 + l] == '/')
+			return NULL;
+	}
+	return k->runner;
+}
+
+/* What a kind gives its tasks: where to send requests, and (with network
+ * only) the kind's own credentials, which no other task receives. */
+static void env_kind(const struct sandbox_req *req, struct strv *envp)
+{
+	const struct kind *k = req_kind(req);
+	const char *kv;
+	if (!k)
+		return;
+	if (k->endpoint[0])
+		strv_addf(envp, "KART_LLM_ENDPOINT=%s", k->endpoint);
+	if (k->model[0])
+		strv_addf(envp, "KART_LLM_MODEL=%s", k->model);
+	if (req->spec->net)
+		for (int i = 0; i < k->n_cred; i++)
+			if ((kv = host_var(req->host_env, k->cred[i])))
+				strv_add(envp, kv);
+}
+
 /* Through envp only: never as --setenv, where argv (ps, logs) shows it. */
 static void env_policy(const struct sandbox_req *req, struct strv *envp)
 {
@@ -37,6 +80,7 @@ static void env_policy(const struct sandbox_req *req, struct strv *envp)
 		for (e = NULL; (e = plist_next(&req->pol->cred_env, e));)
 			if ((kv = host_var(req->host_env, e)))
 				strv_add(envp, kv);
+	env_kind(req, envp);
 }
 
 static void env_common(const struct sandbox_req *req, struct strv *envp, const char *home,
@@ -91,6 +135,8 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	ll_rule(argv, false, "/proc");
 	ll_rule(argv, false, none ? req->task_path : SANDBOX_TASK);
 	ll_rule(argv, false, none ? pol->launcher : SANDBOX_LAUNCH);
+	if (kind_runner_bound(req))
+		ll_rule(argv, false, kind_runner_bound(req));
 	ll_rules_plist(argv, false, &pol->ro_binds);
 	if (req->spec->net)
 		ll_rules_plist(argv, false, &pol->cred_files);
@@ -196,6 +242,15 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		strv_add(argv, "--mount");
 		strv_addf(argv, "type=bind,source=%s,target=%s", req->out_dir, SANDBOX_OUT);
 	}
+	/* A kind's runner outside /usr comes from the host, as with bwrap;
+	 * one under /usr is the image's. */
+	if (kind_runner_bound(req)) {
+		if (mount_path_ok(kind_runner_bound(req), err, errlen) < 0)
+			return -1;
+		strv_add(argv, "--mount");
+		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", kind_runner_bound(req),
+			  kind_runner_bound(req));
+	}
 	strv_add(argv, "--workdir");
 	strv_add(argv, SANDBOX_WORK);
 	if (spec->memory) {
@@ -232,7 +287,12 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	for (size_t i = 0; i < named.n; i++) {
 		const char *kv = named.v[i];
 		strv_add(argv, "--env");
-		strv_addf(argv, "%.*s", (int)(strchr(kv, '=') - kv), kv);
+		/* A kind's endpoint and model are the policy's, not in the
+		 * CLI's environment, and no secret: by value. */
+		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0)
+			strv_add(argv, kv);
+		else
+			strv_addf(argv, "%.*s", (int)(strchr(kv, '=') - kv), kv);
 	}
 	strv_free(&named);
 	strv_add(argv, pol->container_image);
@@ -253,6 +313,11 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 {
 	const struct policy *pol = req->pol;
 	struct stat st;
+
+	if (req->spec->kind[0] && !req_kind(req)) {
+		snprintf(err, errlen, "the policy no longer has kind %s", req->spec->kind);
+		return -1;
+	}
 
 	if (pol->backend == BACKEND_CONTAINER)
 		return container_build(req, argv, envp, err, errlen);
@@ -346,6 +411,11 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 			strv_add(argv, e);
 			strv_add(argv, e);
 		}
+	if (kind_runner_bound(req)) {
+		strv_add(argv, "--ro-bind");
+		strv_add(argv, kind_runner_bound(req));
+		strv_add(argv, kind_runner_bound(req));
+	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */
 	strv_add(argv, "--remount-ro");

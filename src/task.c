@@ -77,7 +77,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			return 0;
 		}
 		return ERR("line %d: unknown directive item '%s' (known: timeout= memory= pids= "
-			   "cpu= lane= net priority= retries= output=)", lineno, item);
+			   "cpu= lane= net priority= retries= output= kind=)", lineno, item);
 	}
 	if (*val == '\0')
 		return ERR("line %d: %s= needs a value", lineno, key);
@@ -144,6 +144,12 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			return ERR("line %d: retries=%s is not a number from 0 to 100", lineno, val);
 		spec->retries = (int)v;
 		spec->line_retries = lineno;
+	} else if (strcmp(key, "kind") == 0) {
+		if (!kind_name_ok(val))
+			return ERR("line %d: kind=%s is not a kind name (1 to 31 of a-z 0-9 _ -)",
+				   lineno, val);
+		snprintf(spec->kind, sizeof spec->kind, "%s", val);
+		spec->line_kind = lineno;
 	} else if (strcmp(key, "name") == 0) {
 		const char *why;
 		if (task_name_check(val, &why) != 0)
@@ -151,7 +157,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		snprintf(spec->name, sizeof spec->name, "%s", val);
 	} else {
 		return ERR("line %d: unknown directive item '%s' (known: timeout= memory= pids= "
-			   "cpu= lane= net priority= retries= output=)", lineno, item);
+			   "cpu= lane= net priority= retries= output= kind=)", lineno, item);
 	}
 	return 0;
 }
@@ -287,9 +293,48 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		return ERR("line %d: output=%s is above the policy's ceiling of %s",
 			   spec->line_output, a, b);
 	}
+	if (spec->kind_net && !policy_net_allowed(pol, uid)) {
+		if (spec->line_kind)
+			return ERR("line %d: kind=%s needs network, but the policy grants no network "
+				   "to uid %u", spec->line_kind, spec->kind, (unsigned)uid);
+		return ERR("the file's extension makes it kind %s, which needs network, but the "
+			   "policy grants no network to uid %u", spec->kind, (unsigned)uid);
+	}
 	if (spec->net && !policy_net_allowed(pol, uid))
 		return ERR("line %d: net requested, but the policy grants no network to uid %u",
 			   spec->line_net, (unsigned)uid);
+	return 0;
+}
+
+int task_resolve_kind(struct task_spec *spec, const struct policy *pol, const char *fname,
+		      char *err, size_t errlen)
+{
+	const struct kind *k;
+	if (spec->kind[0]) {
+		k = policy_kind(pol, spec->kind);
+		if (!k) {
+			char known[256] = "";
+			size_t o = 0;
+			for (int i = 0; i < pol->n_kinds && o < sizeof known; i++)
+				o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "",
+						      pol->kinds[i].name);
+			return ERR("line %d: kind=%s is not a kind of the policy (%s%s)",
+				   spec->line_kind, spec->kind, pol->n_kinds ? "known: " : "",
+				   pol->n_kinds ? known : "it defines none");
+		}
+	} else if (spec->interp[0] || !(k = policy_kind_by_ext(pol, fname))) {
+		return 0; /* the #! line, or /bin/sh */
+	}
+	snprintf(spec->kind, sizeof spec->kind, "%s", k->name);
+	snprintf(spec->interp, sizeof spec->interp, "%s", k->runner);
+	spec->interp_arg[0] = '\0';
+	spec->has_interp_arg = false;
+	if (k->net) {
+		spec->kind_net = true;
+		if (!spec->net)
+			spec->line_net = spec->line_kind;
+		spec->net = true;
+	}
 	return 0;
 }
 
@@ -392,6 +437,8 @@ void task_inspect(int dirfd, const char *name, const struct policy *pol, struct 
 	}
 	char err[400];
 	if (task_parse(buf, (size_t)n, &out->spec, err, sizeof err) < 0 ||
+	    task_resolve_kind(&out->spec, pol, out->spec.name[0] ? out->spec.name : name, err,
+			      sizeof err) < 0 ||
 	    task_check_policy(&out->spec, pol, st.st_uid, err, sizeof err) < 0) {
 		snprintf(out->error, sizeof out->error, "%s", err);
 		return;

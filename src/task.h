@@ -33,6 +33,11 @@ struct task_spec {
 	bool has_interp_arg;
 	/* Line each limit came from (0: default), for errors naming it. */
 	int line_timeout, line_memory, line_pids, line_cpu, line_net, line_output, line_retries;
+	/* kind=NAME, or after task_resolve_kind the kind that runs the task
+	 * ("": none); line_kind 0 when the extension chose it. */
+	char kind[32];
+	int line_kind;
+	bool kind_net; /* the kind needs network (net is set too) */
 };
 
 void task_spec_init(struct task_spec *spec);
@@ -48,6 +53,14 @@ int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, s
 /* Check a parsed spec against the policy's ceilings and grants for the
  * submitter uid. Returns -1 with a message naming the line on refusal. */
 int task_check_policy(const struct task_spec *spec, const struct policy *pol, uid_t uid,
+		      char *err, size_t errlen);
+
+/* The kind that runs the task: its kind= directive, which wins over the
+ * #! line; else, only without a #! line, the kind whose extension ends
+ * fname (the submitted name). A kind's runner becomes the interpreter,
+ * and a kind that needs network sets net. An unknown kind= returns -1
+ * with err naming the line. */
+int task_resolve_kind(struct task_spec *spec, const struct policy *pol, const char *fname,
 		      char *err, size_t errlen);
 
 /* What looking at one entry of new/ (or of a claim directory) found. */

@@ -45,7 +45,7 @@ _kart()
 		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost' -- "$cur"))
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
-	--priority | --name | --id | --slots | --batch-slots)
+	--priority | --name | --id | --slots | --batch-slots | --kind)
 		return ;;
 	esac
 
@@ -61,7 +61,7 @@ _kart()
 	local opts=""
 	case $verb in
 	init) opts="--help" ;;
-	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --to --help" ;;
+	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --to --help" ;;
 	worker) opts="--id --slots --batch-slots --drain --log-format --help" ;;
 	status) opts="--json --ndjson --summary --state --older-than --newer-than --help" ;;
 	wait) opts="--timeout --help" ;;

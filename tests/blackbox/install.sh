@@ -8,6 +8,8 @@ test_install_prefix_and_destdir() {
 	assert_file "$p/bin/kart"
 	assert_file "$p/libexec/kart/kart-launch"
 	assert_file "$p/libexec/kart/kart-sync"
+	assert_file "$p/libexec/kart/kart-llm"
+	[ -x "$p/libexec/kart/kart-llm" ] || fail "kart-llm is not executable"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" install >/dev/null || fail "DESTDIR install"
 	assert_file "$d/usr/bin/kart"
 	assert_file "$d/usr/libexec/kart/kart-launch"
@@ -21,10 +23,16 @@ test_install_prefix_and_destdir() {
 		"$p/bin/kart" -s "$s" sync sqlite "$T_ROOT/inst.db" >/dev/null 2>&1 || fail "installed kart sync"
 		assert_eq 1 "$(sqlite3 "$T_ROOT/inst.db" 'select count(*) from tasks' 2>&1)" "rows mirrored by the installed kart-sync"
 	fi
+	# The llm kind's default runner is the installed kart-llm.
+	printf '[kind.llm]\nnet = yes\n' >"$s/kart.conf"
+	assert_eq "$p/libexec/kart/kart-llm" "$("$p/bin/kart" -s "$s" doctor --json | jq -r .policy.kinds.llm.runner)" \
+		"the installed kart finds the installed kart-llm"
+	rm -f "$s/kart.conf"
 	ldd "$p/bin/kart" | grep -E 'libpq|libsqlite3' && fail "kart links the sync libraries"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" uninstall >/dev/null || fail uninstall
 	assert_no_file "$d/usr/bin/kart"
 	assert_no_file "$d/usr/libexec/kart/kart-sync"
+	assert_no_file "$d/usr/libexec/kart/kart-llm"
 }
 
 # Everything else make install puts in place, and make uninstall takes

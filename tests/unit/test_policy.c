@@ -255,6 +255,150 @@ static void test_describe(void **state)
 	free(t);
 }
 
+/* [kind.NAME]: a runner, extensions, net, credentials, endpoint, model;
+ * the llm kind's runner defaults to kart-llm (found like kart-launch). */
+static void test_kind_sections(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	int r = parse(&p,
+		      "[kind.python]\n"
+		      "runner = /usr/bin/python3\n"
+		      "extensions = .py, .pyw\n"
+		      "[network]\n"
+		      "allow_uids = 1000\n"
+		      "[kind.llm]\n"
+		      "extensions = .prompt\n"
+		      "net = yes\n"
+		      "credentials = KART_LLM_API_KEY OPENAI_API_KEY\n"
+		      "endpoint = http://127.0.0.1:8080/v1\n"
+		      "model = some-model\n"
+		      "[kind.python]\n"
+		      "net = no\n",
+		      err, sizeof err);
+	if (r != 0)
+		fail_msg("%s", err);
+	assert_int_equal(p.n_kinds, 2);
+	const struct kind *py = policy_kind(&p, "python"), *llm = policy_kind(&p, "llm");
+	assert_non_null(py);
+	assert_non_null(llm);
+	assert_null(policy_kind(&p, "node"));
+	assert_string_equal(py->runner, "/usr/bin/python3");
+	assert_int_equal(py->n_ext, 2);
+	assert_string_equal(py->ext[1], ".pyw");
+	assert_false(py->net);
+	assert_int_equal(py->n_cred, 0);
+	assert_true(llm->net);
+	assert_int_equal(llm->n_cred, 2);
+	assert_string_equal(llm->cred[0], "KART_LLM_API_KEY");
+	assert_string_equal(llm->cred[1], "OPENAI_API_KEY");
+	assert_string_equal(llm->endpoint, "http://127.0.0.1:8080/v1");
+	assert_string_equal(llm->model, "some-model");
+	/* No runner given: kart-llm, beside this binary or in LIBEXECDIR. */
+	char want[4096];
+	find_libexec("kart-llm", want, sizeof want);
+	assert_string_equal(llm->runner, want);
+	assert_non_null(strstr(llm->runner, "/kart-llm"));
+	/* By extension: the end of the name, longer than the extension. */
+	assert_ptr_equal(policy_kind_by_ext(&p, "hello.py"), py);
+	assert_ptr_equal(policy_kind_by_ext(&p, "a.b.pyw"), py);
+	assert_ptr_equal(policy_kind_by_ext(&p, "ask.prompt"), llm);
+	assert_null(policy_kind_by_ext(&p, "hello.pyc"));
+	assert_null(policy_kind_by_ext(&p, "hello.PY"));
+	assert_null(policy_kind_by_ext(&p, "py"));
+	/* Copied by value like the rest of the policy. */
+	struct policy q = p;
+	assert_string_equal(policy_kind(&q, "llm")->model, "some-model");
+}
+
+static void test_kind_errors(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *conf, *want;
+	} cases[] = {
+		{"[kind.Python]\nrunner = /usr/bin/python3\n", "line 1: [kind.Python]: a kind's name"},
+		{"[kind.]\n", "line 1: [kind.]: a kind's name"},
+		{"[kind.a/b]\n", "line 1: [kind.a/b]"},
+		{"[kind.abcdefghijabcdefghijabcdefghij12]\n", "line 1: [kind.abcdefghij"},
+		{"[kind.py]\nrunner = python3\n", "line 2: runner = python3: not an absolute path"},
+		{"[kind.py]\nrunner = /usr/bin/../bin/python3\n", "line 2: runner = /usr/bin/../bin"},
+		{"[kind.py]\nrunner = /usr/bin/env python3\n", "line 2: runner = /usr/bin/env python3"},
+		{"[kind.py]\nrunner = /usr/bin/python3\nextensions = py\n",
+		 "line 3: extensions: 'py' is not an extension"},
+		{"[kind.py]\nrunner = /usr/bin/python3\nextensions = .p/y\n", "line 3: extensions: '.p/y'"},
+		{"[kind.py]\nrunner = /usr/bin/python3\nextensions = .\n", "line 3: extensions: '.'"},
+		{"[kind.py]\nrunner = /x\nextensions = .a .b .c .d .e .f .g .h .i\n",
+		 "line 3: extensions: more than 8"},
+		{"[kind.llm]\nnet = sometimes\n", "line 2: net = sometimes: not yes or no"},
+		{"[kind.llm]\ncredentials = 9KEY\n", "line 2: credentials: '9KEY' is not a variable name"},
+		{"[kind.llm]\ncredentials = KART_LLM_ENDPOINT\n",
+		 "line 2: credentials: 'KART_LLM_ENDPOINT' is set by the sandbox"},
+		{"[kind.llm]\ncredentials = PATH\n", "line 2: credentials: 'PATH' is set by the sandbox"},
+		{"[kind.llm]\nendpoint = 127.0.0.1:8080\n", "line 2: endpoint = 127.0.0.1:8080: not an http"},
+		{"[kind.llm]\nmodel = two words\n", "line 2: model = two words"},
+		{"[kind.llm]\ntemperature = 0\n",
+		 "line 2: unknown key 'temperature' in section [kind.llm]"},
+		{"[kind.ruby]\nextensions = .rb\n", "kart.conf: [kind.ruby] has no runner"},
+		{"[kind.a]\nrunner = /a\nextensions = .x\n[kind.b]\nrunner = /b\nextensions = .y .x\n",
+		 "extension .x is in both [kind.a] and [kind.b]"},
+		{"[sandbox]\nenv_pass = KEY\n[kind.llm]\ncredentials = KEY\n",
+		 "KEY is a credential of [kind.llm] and also in [sandbox] env_pass"},
+		{"[network]\ncred_env = KEY\n[kind.llm]\ncredentials = KEY\n",
+		 "KEY is a credential of [kind.llm] and also in [network] cred_env"},
+		{"[kind.runner]\nrunner =\n", "line 2: runner has no value"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct policy p;
+		char err[512];
+		if (parse(&p, cases[i].conf, err, sizeof err) == 0)
+			fail_msg("accepted: %s", cases[i].conf);
+		if (!strstr(err, cases[i].want))
+			fail_msg("for %s\n  error '%s'\n  lacks '%s'", cases[i].conf, err, cases[i].want);
+	}
+	/* More than KIND_MAX kinds. */
+	char conf[4096] = "";
+	for (int k = 0; k <= KIND_MAX; k++)
+		snprintf(conf + strlen(conf), sizeof conf - strlen(conf), "[kind.k%d]\nrunner = /bin/k\n", k);
+	struct policy p;
+	char err[512];
+	assert_int_equal(parse(&p, conf, err, sizeof err), -1);
+	assert_non_null(strstr(err, "more than 16 [kind.*] sections"));
+}
+
+/* kart doctor lists the kinds; a credential by its name only. */
+static void test_describe_kinds(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	assert_int_equal(parse(&p, "[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
+				   "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
+				   "credentials = LLM_KEY\nmodel = m1\n",
+			       err, sizeof err),
+			 0);
+	setenv("LLM_KEY", "do-not-show-me", 1);
+	char *t = policy_describe(&p);
+	unsetenv("LLM_KEY");
+	assert_non_null(t);
+	assert_null(strstr(t, "do-not-show-me"));
+	json_t *o = json_loads(t, 0, NULL);
+	json_t *k = json_object_get(o, "kinds");
+	assert_int_equal(json_object_size(k), 2);
+	json_t *node = json_object_get(k, "node"), *llm = json_object_get(k, "llm");
+	assert_string_equal(json_string_value(json_object_get(node, "runner")), "/usr/bin/node");
+	assert_int_equal(json_array_size(json_object_get(node, "extensions")), 2);
+	assert_true(json_is_false(json_object_get(node, "net")));
+	assert_true(json_is_null(json_object_get(node, "endpoint")));
+	assert_true(json_is_true(json_object_get(llm, "net")));
+	assert_string_equal(json_string_value(json_array_get(json_object_get(llm, "credentials"), 0)),
+			    "LLM_KEY");
+	assert_string_equal(json_string_value(json_object_get(llm, "model")), "m1");
+	json_decref(o);
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -263,6 +407,9 @@ int main(void)
 		cmocka_unit_test_setup(test_errors_name_the_line, clean_env),
 		cmocka_unit_test_setup(test_env_overrides, clean_env),
 		cmocka_unit_test_setup(test_describe, clean_env),
+		cmocka_unit_test_setup(test_kind_sections, clean_env),
+		cmocka_unit_test_setup(test_kind_errors, clean_env),
+		cmocka_unit_test_setup(test_describe_kinds, clean_env),
 		cmocka_unit_test_setup(test_container_backend, clean_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,6 +40,8 @@ static void build_ex(struct built *b, enum backend backend, const char *task_tex
 	b->pol.cpu_max_milli = 1000;
 	if (task_parse(task_text, strlen(task_text), &b->spec, err, sizeof err) != 0)
 		fail_msg("task text rejected: %s", err);
+	if (task_resolve_kind(&b->spec, &b->pol, "job-7", err, sizeof err) != 0)
+		fail_msg("task kind rejected: %s", err);
 	struct sandbox_req req = {
 		.pol = &b->pol,
 		.spec = &b->spec,
@@ -525,6 +527,125 @@ static void test_credentials_only_with_net(void **state)
 	built_free(&b);
 }
 
+/* A kind's task: its runner is the program (bound at its own path, with
+ * a Landlock rule, when it is outside /usr), it gets the kind's endpoint
+ * and model, and its credentials with network only. No other task gets
+ * any of it. */
+static void test_kind_runner_and_credentials(void **state)
+{
+	(void)state;
+	static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
+				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n"
+				   "[kind.python]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n"
+				   "[network]\ncred_env = API_TOKEN\n";
+	char *const env[] = {"LLM_KEY=llm-" CANARY, "PY_KEY=py-" CANARY, "API_TOKEN=general", NULL};
+	struct built b;
+
+	build_ex(&b, BACKEND_BWRAP, "#kart: kind=llm\n", conf, env);
+	assert_true(b.spec.net);
+	assert_opt(&b, "--share-net");
+	assert_opt(&b, "--ro-bind", "/opt/kart/kart-llm", "/opt/kart/kart-llm");
+	assert_true(has_rule(&b, false, "/opt/kart/kart-llm"));
+	assert_string_equal(b.argv.v[b.argv.n - 2], "/opt/kart/kart-llm");
+	assert_string_equal(b.argv.v[b.argv.n - 1], SANDBOX_TASK);
+	assert_string_equal(env_get(&b, "LLM_KEY"), "llm-" CANARY);
+	assert_string_equal(env_get(&b, "API_TOKEN"), "general");
+	assert_string_equal(env_get(&b, "KART_LLM_ENDPOINT"), "http://127.0.0.1:9/v1");
+	assert_string_equal(env_get(&b, "KART_LLM_MODEL"), "m1");
+	assert_null(env_get(&b, "PY_KEY"));
+	for (size_t i = 0; i < b.argv.n; i++)
+		assert_null(strstr(b.argv.v[i], CANARY));
+	built_free(&b);
+
+	build_ex(&b, BACKEND_NONE, "#kart: kind=llm\n", conf, env);
+	assert_true(has_rule(&b, false, "/opt/kart/kart-llm"));
+	assert_string_equal(env_get(&b, "LLM_KEY"), "llm-" CANARY);
+	built_free(&b);
+
+	/* A shell task with network: the general credential, not the kind's. */
+	build_ex(&b, BACKEND_BWRAP, "#!/bin/sh\n#kart: net\n", conf, env);
+	assert_string_equal(env_get(&b, "API_TOKEN"), "general");
+	assert_null(env_get(&b, "LLM_KEY"));
+	assert_null(env_get(&b, "PY_KEY"));
+	assert_null(env_get(&b, "KART_LLM_ENDPOINT"));
+	assert_null(env_get(&b, "KART_LLM_MODEL"));
+	assert_false(has_arg(&b, "/opt/kart/kart-llm"));
+	built_free(&b);
+
+	/* A runner under /usr is visible already: no bind, no rule; a kind
+	 * without net gives its credentials to no task without net. */
+	build_ex(&b, BACKEND_BWRAP, "#kart: kind=python\n", conf, env);
+	assert_true(OPT(&b, "--ro-bind", "/usr/bin/python3", "/usr/bin/python3") < 0);
+	assert_false(has_rule(&b, false, "/usr/bin/python3"));
+	assert_string_equal(b.argv.v[b.argv.n - 2], "/usr/bin/python3");
+	assert_null(env_get(&b, "PY_KEY"));
+	assert_null(env_get(&b, "LLM_KEY"));
+	built_free(&b);
+	build_ex(&b, BACKEND_BWRAP, "#kart: kind=python net\n", conf, env);
+	assert_string_equal(env_get(&b, "PY_KEY"), "py-" CANARY);
+	assert_null(env_get(&b, "LLM_KEY"));
+	built_free(&b);
+
+	/* A kind the policy lost (SIGHUP between look and start): refused. */
+	memset(&b, 0, sizeof b);
+	char err[256] = "";
+	assert_int_equal(policy_parse_conf(&b.pol, conf, "kart.conf", err, sizeof err), 0);
+	task_spec_init(&b.spec);
+	snprintf(b.spec.kind, sizeof b.spec.kind, "gone");
+	struct sandbox_req req = {.pol = &b.pol, .spec = &b.spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7"};
+	assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), -1);
+	assert_non_null(strstr(err, "kind gone"));
+	built_free(&b);
+}
+
+/* Backend container: a kind's runner outside /usr is mounted from the
+ * host, its endpoint and model go by value, its credential by name only
+ * (the value through the CLI's environment, never in argv). */
+static void test_kind_container(void **state)
+{
+	(void)state;
+	static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
+				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n"
+				   "[kind.python]\nrunner = /usr/bin/python3\n";
+	char *const env[] = {"LLM_KEY=llm-" CANARY, NULL};
+	struct policy pol;
+	struct task_spec spec;
+	struct strv argv = {0}, envp = {0};
+	char err[256] = "";
+	memset(&pol, 0, sizeof pol);
+	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
+	pol.backend = BACKEND_CONTAINER;
+	snprintf(pol.container_cmd, sizeof pol.container_cmd, "/usr/bin/docker");
+	snprintf(pol.container_image, sizeof pol.container_image, "img:1");
+	static const char *const texts[] = {"#kart: kind=llm\n", "#kart: kind=python\n"};
+	for (int t = 0; t < 2; t++) {
+		assert_int_equal(task_parse(texts[t], strlen(texts[t]), &spec, err, sizeof err), 0);
+		assert_int_equal(task_resolve_kind(&spec, &pol, "job-7", err, sizeof err), 0);
+		struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
+					  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
+					  .host_env = env, .container_name = "kart-x-1"};
+		assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
+		bool mount = false, ep = false, model = false, key = false;
+		for (size_t i = 0; i < argv.n; i++) {
+			assert_null(strstr(argv.v[i], CANARY));
+			mount |= strcmp(argv.v[i], "type=bind,source=/opt/kart/kart-llm,"
+						   "target=/opt/kart/kart-llm,readonly") == 0;
+			ep |= strcmp(argv.v[i], "KART_LLM_ENDPOINT=http://127.0.0.1:9/v1") == 0;
+			model |= strcmp(argv.v[i], "KART_LLM_MODEL=m1") == 0;
+			key |= strcmp(argv.v[i], "LLM_KEY") == 0;
+		}
+		assert_int_equal(mount, t == 0);
+		assert_int_equal(ep, t == 0);
+		assert_int_equal(model, t == 0);
+		assert_int_equal(key, t == 0);
+		assert_string_equal(argv.v[argv.n - 2], t == 0 ? "/opt/kart/kart-llm" : "/usr/bin/python3");
+		assert_string_equal(argv.v[argv.n - 1], SANDBOX_TASK);
+		strv_free(&argv);
+		strv_free(&envp);
+	}
+}
+
 /* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
  * the launcher of backend none --seccomp-fd=5; without it, neither. */
 static void test_seccomp_fd(void **state)
@@ -577,6 +698,8 @@ int main(void)
 		cmocka_unit_test(test_landlock_none),
 		cmocka_unit_test(test_policy_binds),
 		cmocka_unit_test(test_credentials_only_with_net),
+		cmocka_unit_test(test_kind_runner_and_credentials),
+		cmocka_unit_test(test_kind_container),
 		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);

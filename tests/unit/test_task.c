@@ -852,6 +852,123 @@ static void test_inspect(void **state)
 	assert_int_equal(in.kind, INSPECT_OK);
 }
 
+/* ---- kinds -------------------------------------------------------------- */
+
+static void test_kind_directive(void **state)
+{
+	(void)state;
+	struct task_spec s;
+	assert_parses("#!/bin/sh\n#kart: timeout=5 kind=python\n", &s);
+	assert_string_equal(s.kind, "python");
+	assert_int_equal(s.line_kind, 2);
+	assert_string_equal(s.interp, "/bin/sh"); /* resolved later, against the policy */
+	assert_parses("#kart: kind=a_b-9\n", &s);
+	assert_string_equal(s.kind, "a_b-9");
+	assert_parses("#kart: kind=abcdefghijabcdefghijabcdefghij1\n", &s); /* 31 */
+	assert_parses("echo\n", &s);
+	assert_string_equal(s.kind, "");
+	assert_int_equal(s.line_kind, 0);
+	assert_rejected("#\n#kart: kind=\n", "line 2:", "kind= needs a value");
+	assert_rejected("#kart: kind=Python\n", "line 1:", "kind=Python is not a kind name");
+	assert_rejected("#kart: kind=py.thon\n", "kind=py.thon is not a kind name");
+	assert_rejected("#kart: kind=a/b\n", "kind=a/b");
+	assert_rejected("#kart: kind=abcdefghijabcdefghijabcdefghij12\n", "is not a kind name");
+	assert_rejected("#kart: kind\n", "unknown directive item 'kind'", "kind=");
+}
+
+/* python (.py) and llm (.prompt, needs network) */
+static void kind_policy(struct policy *p)
+{
+	char e[256];
+	test_policy(p);
+	if (policy_parse_conf(p,
+			      "[kind.python]\nrunner = /usr/bin/python3\nextensions = .py\n"
+			      "[kind.llm]\nrunner = /opt/kart/kart-llm\nextensions = .prompt\nnet = yes\n",
+			      "kart.conf", e, sizeof e) != 0)
+		fail_msg("%s", e);
+}
+
+static int resolve(const char *text, const struct policy *p, const char *fname,
+		   struct task_spec *s)
+{
+	if (parse(text, s) != 0)
+		fail_msg("rejected by the parser: %s", err);
+	err[0] = '\0';
+	return task_resolve_kind(s, p, fname, err, sizeof err);
+}
+
+/* kind= wins over #!; the extension only without a #! line. */
+static void test_kind_precedence(void **state)
+{
+	(void)state;
+	struct policy p;
+	struct task_spec s;
+	kind_policy(&p);
+	assert_int_equal(resolve("print(1)\n", &p, "hello.py", &s), 0);
+	assert_string_equal(s.kind, "python");
+	assert_string_equal(s.interp, "/usr/bin/python3");
+	assert_false(s.net);
+	assert_int_equal(resolve("#!/bin/sh\necho\n", &p, "hello.py", &s), 0);
+	assert_string_equal(s.kind, "");
+	assert_string_equal(s.interp, "/bin/sh");
+	assert_int_equal(resolve("#!/bin/sh -e\n#kart: kind=python\n", &p, "job", &s), 0);
+	assert_string_equal(s.kind, "python");
+	assert_string_equal(s.interp, "/usr/bin/python3");
+	assert_false(s.has_interp_arg);
+	/* kind= over the extension too. */
+	assert_int_equal(resolve("#kart: kind=python\n", &p, "ask.prompt", &s), 0);
+	assert_string_equal(s.kind, "python");
+	assert_int_equal(resolve("echo\n", &p, "hello.pyc", &s), 0);
+	assert_string_equal(s.kind, "");
+	assert_string_equal(s.interp, "");
+	const char *argv[4];
+	assert_int_equal(resolve("# no #!\n", &p, "x.py", &s), 0);
+	assert_int_equal(task_argv(&s, "/run/kart/task", argv), 2);
+	assert_string_equal(argv[0], "/usr/bin/python3");
+	assert_string_equal(argv[1], "/run/kart/task");
+}
+
+static void test_kind_unknown(void **state)
+{
+	(void)state;
+	struct policy p;
+	struct task_spec s;
+	kind_policy(&p);
+	assert_int_equal(resolve("#!/bin/sh\n# x\n#kart: kind=cobol\n", &p, "job", &s), -1);
+	assert_non_null(strstr(err, "line 3: kind=cobol is not a kind of the policy (known: python, llm)"));
+	test_policy(&p);
+	assert_int_equal(resolve("#kart: kind=python\n", &p, "x.py", &s), -1);
+	assert_non_null(strstr(err, "line 1: kind=python is not a kind of the policy (it defines none)"));
+	/* No kinds: an extension means nothing. */
+	assert_int_equal(resolve("print(1)\n", &p, "x.py", &s), 0);
+	assert_string_equal(s.interp, "");
+}
+
+/* A kind that needs network: granted to the submitter, or rejected,
+ * saying so and naming the kind= line. */
+static void test_kind_needs_net(void **state)
+{
+	(void)state;
+	struct policy p;
+	struct task_spec s;
+	kind_policy(&p);
+	assert_int_equal(resolve("Say hi.\n", &p, "ask.prompt", &s), 0);
+	assert_string_equal(s.kind, "llm");
+	assert_true(s.net);
+	assert_true(s.kind_net);
+	assert_int_equal(task_check_policy(&s, &p, 1000, err, sizeof err), 0);
+	assert_int_equal(task_check_policy(&s, &p, 1001, err, sizeof err), -1);
+	assert_non_null(strstr(err, "extension makes it kind llm, which needs network, but the policy "
+				    "grants no network to uid 1001"));
+	assert_int_equal(resolve("#!/bin/sh\n#kart: kind=llm\n", &p, "job", &s), 0);
+	assert_int_equal(task_check_policy(&s, &p, 1001, err, sizeof err), -1);
+	assert_non_null(strstr(err, "line 2: kind=llm needs network"));
+	/* A kind without net leaves the task without it. */
+	assert_int_equal(resolve("#kart: kind=python\n", &p, "job", &s), 0);
+	assert_false(s.net);
+	assert_int_equal(task_check_policy(&s, &p, 1001, err, sizeof err), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -882,6 +999,10 @@ int main(void)
 		cmocka_unit_test(test_policy_no_timeout_ceiling),
 		cmocka_unit_test(test_policy_net),
 		cmocka_unit_test(test_argv),
+		cmocka_unit_test(test_kind_directive),
+		cmocka_unit_test(test_kind_precedence),
+		cmocka_unit_test(test_kind_unknown),
+		cmocka_unit_test(test_kind_needs_net),
 		cmocka_unit_test_setup_teardown(test_inspect, inspect_setup, inspect_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

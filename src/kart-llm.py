@@ -1,0 +1,139 @@
+#!/usr/bin/python3 -I
+"""kart-llm - the runner of the `llm` task kind, inside the sandbox.
+
+    kart-llm TASK-FILE
+
+The task file is a prompt (plain text), or a JSON workflow of prompt
+steps when its first character (after the directive lines) is '{':
+
+    {"model": "m", "system": "You are terse.",
+     "steps": [{"prompt": "Name a prime."},
+               {"prompt": "Double {{previous}}.", "system": "...", "model": "..."}]}
+
+Each step is one POST $KART_LLM_ENDPOINT/chat/completions (the OpenAI
+chat API) with Authorization: Bearer $KART_LLM_API_KEY (if set);
+{{previous}} in a prompt is the answer of the step before. The last
+answer goes to stdout, a line per step to stderr. Exit 0 on success;
+1 on an HTTP, network or answer-format error; 2 on a bad task file or a
+missing endpoint; each with one line on stderr saying what went wrong.
+Standard library only; https works.
+"""
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+
+TIMEOUT_S = 600  # per request; the task's own timeout= still applies
+
+
+def die(code, msg):
+    print("kart-llm: " + msg, file=sys.stderr)
+    sys.exit(code)
+
+
+def prompt_text(text):
+    """The task file without its #! line and #kart: directive lines (the
+    worker's, in the leading comment block); other lines are kept."""
+    out, head = [], True
+    for n, line in enumerate(text.split("\n")):
+        if head and line.startswith("#"):
+            body = line[1:].lstrip(" \t").rstrip("\r")
+            if (n == 0 and line.startswith("#!")) or body.startswith("kart:") or body == "allow_net":
+                continue
+        else:
+            head = False
+        out.append(line)
+    return "\n".join(out).strip()
+
+
+def opt_str(obj, key, where):
+    v = obj.get(key)
+    if v is not None and not isinstance(v, str):
+        die(2, "%s: \"%s\" must be a string" % (where, key))
+    return v
+
+
+def workflow(text):
+    if not text:
+        die(2, "the task file holds no prompt")
+    if not text.startswith("{"):
+        return {"steps": [{"prompt": text}]}
+    try:
+        wf = json.loads(text)
+    except ValueError as e:
+        die(2, "the workflow is not valid JSON: %s" % e)
+    if not isinstance(wf, dict):
+        die(2, "the workflow must be a JSON object")
+    opt_str(wf, "model", "the workflow")
+    opt_str(wf, "system", "the workflow")
+    steps = wf.get("steps")
+    if not isinstance(steps, list) or not steps:
+        die(2, "the workflow needs \"steps\": a non-empty list of {\"prompt\": ...}")
+    for i, st in enumerate(steps, 1):
+        where = "step %d" % i
+        if not isinstance(st, dict) or not isinstance(st.get("prompt"), str) or not st["prompt"]:
+            die(2, "%s: needs \"prompt\": a non-empty string" % where)
+        opt_str(st, "model", where)
+        opt_str(st, "system", where)
+    return wf
+
+
+def complete(url, key, model, system, prompt):
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": prompt})
+    body = {"messages": messages}
+    if model:
+        body["model"] = model
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers,
+                                 method="POST")
+    # No proxy from the environment: the sandbox clears it anyway.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=TIMEOUT_S) as r:
+            raw = r.read()
+    except urllib.error.HTTPError as e:
+        detail = e.read(2000).decode("utf-8", "replace").strip().replace("\n", " ")
+        die(1, "POST %s: HTTP %d %s%s" % (url, e.code, e.reason, ": " + detail[:500] if detail else ""))
+    except (urllib.error.URLError, OSError) as e:
+        die(1, "POST %s: %s" % (url, getattr(e, "reason", e)))
+    try:
+        content = json.loads(raw)["choices"][0]["message"]["content"]
+        if not isinstance(content, str):
+            raise TypeError
+    except (ValueError, KeyError, IndexError, TypeError):
+        die(1, "POST %s: the answer is not a chat completion: %r" % (url, raw[:300]))
+    return content
+
+
+def main():
+    if len(sys.argv) != 2:
+        die(2, "usage: kart-llm TASK-FILE")
+    try:
+        with open(sys.argv[1], encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        die(2, "%s: %s" % (sys.argv[1], e))
+    wf = workflow(prompt_text(text))
+    endpoint = os.environ.get("KART_LLM_ENDPOINT", "")
+    if not endpoint.startswith(("http://", "https://")):
+        die(2, "no endpoint: $KART_LLM_ENDPOINT is %r (kart.conf: [kind.llm] endpoint = URL)"
+            % endpoint)
+    url = endpoint.rstrip("/") + "/chat/completions"
+    key = os.environ.get("KART_LLM_API_KEY", "")
+    answer = ""
+    steps = wf["steps"]
+    for i, st in enumerate(steps, 1):
+        model = st.get("model") or wf.get("model") or os.environ.get("KART_LLM_MODEL", "")
+        system = st.get("system") or wf.get("system")
+        answer = complete(url, key, model, system, st["prompt"].replace("{{previous}}", answer))
+        print("kart-llm: step %d/%d: %d characters" % (i, len(steps), len(answer)),
+              file=sys.stderr)
+    sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")
+
+
+if __name__ == "__main__":
+    main()
