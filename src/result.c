@@ -93,6 +93,8 @@ char *result_dumps(const struct result *r)
 			snprintf(hex + 2 * i, 3, "%02x", (unsigned char)r->name[i]);
 		json_object_set_new(o, "name_hex", json_string(hex));
 	}
+	if (r->kind)
+		json_object_set_new(o, "kind", json_string(r->kind));
 	json_object_set_new(o, "status", jstr(r->status));
 	json_object_set_new(o, "exit_code", jint_or_null(r->exit_code, r->exit_code < 0));
 	json_object_set_new(o, "signal", r->signal ? json_string(signal_name(r->signal)) : json_null());

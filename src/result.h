@@ -17,6 +17,7 @@ struct result_stream {
 struct result {
 	const char *id;
 	const char *name; /* bytes, whatever they are */
+	const char *kind; /* the task kind that ran it; NULL: none (no field) */
 	const char *status;
 	int exit_code;      /* -1: null */
 	int signal;         /* 0: null */

@@ -865,6 +865,7 @@ static void fill_result(struct worker *w, struct task *t)
 	result_init(r);
 	r->id = t->name;
 	r->name = t->spec.name[0] ? t->spec.name : t->name;
+	r->kind = t->spec.kind[0] ? t->spec.kind : NULL;
 	r->worker = w->id;
 	r->lane = lane_name(t->spec.lane);
 	r->attempt = t->meta.attempt;

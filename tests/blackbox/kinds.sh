@@ -237,6 +237,9 @@ test_python_by_extension_and_kind() {
 		assert_match "^python3(\.[0-9]+)? " "$(cat "$s/done/ext-$backend.py.stdout")" ".py without #! ($backend)"
 		assert_match "^python3(\.[0-9]+)? " "$(cat "$s/done/kind-$backend.stdout")" "kind=python over #!/bin/sh ($backend)"
 		assert_match "^shell " "$(cat "$s/done/sh-$backend.py.stdout")" "#!/bin/sh over .py ($backend)"
+		assert_eq python "$(field "$s" "ext-$backend.py" .kind)" "the result's kind ($backend)"
+		assert_eq python "$(field "$s" "kind-$backend" .kind)" "the result's kind, by kind= ($backend)"
+		assert_eq null "$(field "$s" "sh-$backend.py" .kind)" "no kind, no field ($backend)"
 	done
 	assert_match "^python3(\.[0-9]+)? " "$("$KART" -s "$s" cat "$id")" "kart submit --kind python"
 }
