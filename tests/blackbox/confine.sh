@@ -150,6 +150,106 @@ except OSError as e:
 	assert_eq connected "$(cat "$s/done/withnet.stdout")" "TCP connect with net"
 }
 
+# From Landlock ABI 6 the ruleset scopes abstract unix sockets and
+# signals. Under backend none, with no namespaces, that is all that stops
+# a task from connecting to the host's abstract socket or signalling a
+# host process of its own uid; with Landlock off, both work.
+test_none_landlock_scopes() {
+	need_landlock || return
+	[ "$LL_ABI" -ge 6 ] || { skip "Landlock ABI $LL_ABI has no scoping"; return; }
+	local s; s=$(mkspool)
+	local abs=kart-scope-$$-$RANDOM
+	python3 -c "import socket, time
+a = socket.socket(socket.AF_UNIX); a.bind('\0$abs'); a.listen(8); time.sleep(120)" &
+	T_PIDS+=("$!")
+	sleep 120 &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 grep -q "@$abs\$" /proc/net/unix || { fail "the abstract listener did not start"; return; }
+	cat >"$T_ROOT/scope.py" <<EOF
+#!/usr/bin/python3
+import errno, os, socket
+try:
+    socket.socket(socket.AF_UNIX).connect("\\0$abs"); print("unix=connected")
+except OSError as e:
+    print("unix=" + errno.errorcode[e.errno])
+try:
+    os.kill($sp, 0); print("signal=sent")
+except OSError as e:
+    print("signal=" + errno.errorcode[e.errno])
+EOF
+	cp "$T_ROOT/scope.py" "$s/new/scoped"
+	KART_BACKEND=none KART_LANDLOCK=enforce drain "$s"
+	cp "$T_ROOT/scope.py" "$s/new/unscoped"
+	KART_BACKEND=none KART_LANDLOCK=off drain "$s"
+	assert_eq "$LL_ABI" "$(field "$s" scoped .sandbox.landlock)" "the ABI that confined it"
+	assert_eq "unix=EPERM
+signal=EPERM" "$(cat "$s/done/scoped.stdout")" "under Landlock ABI $LL_ABI ($(cat "$s/done/scoped.stderr"))"
+	assert_eq "unix=connected
+signal=sent" "$(cat "$s/done/unscoped.stdout")" "Landlock off ($(cat "$s/done/unscoped.stderr"))"
+	kill -0 "$sp" 2>/dev/null || fail "the host process is gone"
+}
+
+# Backend none has no bwrap to drop capabilities: kart-launch does. A
+# root task holds none, not even in its bounding set (uid 0 would get that
+# back at execve); nobody's task holds none either; both no_new_privs.
+test_none_task_has_no_capabilities() {
+	need_root || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	cat >"$T_ROOT/caps.sh" <<'EOF'
+#!/bin/sh
+grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status | tr -d '\t'
+EOF
+	cp "$T_ROOT/caps.sh" "$s/new/root-task"
+	cp "$T_ROOT/caps.sh" "$s/new/nobody-task"
+	chown nobody "$s/new/nobody-task"
+	KART_BACKEND=none drain "$s"
+	local id k
+	for id in root-task nobody-task; do
+		assert_eq ok "$(field "$s" "$id" .status)" "$id status ($(field "$s" "$id" .error))"
+		assert_eq none "$(field "$s" "$id" .sandbox.backend)" "$id backend"
+		for k in CapInh CapPrm CapEff CapAmb; do
+			assert_eq "$k:0000000000000000" "$(grep "^$k:" "$s/done/$id.stdout")" "$id: $k"
+		done
+		assert_eq NoNewPrivs:1 "$(grep ^NoNewPrivs: "$s/done/$id.stdout")" "$id: no_new_privs"
+	done
+	assert_eq 0 "$(field "$s" root-task .submitter.uid)" "the root task ran as root"
+	assert_eq CapBnd:0000000000000000 "$(grep ^CapBnd: "$s/done/root-task.stdout")" \
+		"root task: bounding set"
+}
+
+# A root worker keeps, in every thread, the capabilities docs/DESIGN.md
+# lists and no other, in its permitted, effective and bounding sets.
+test_root_worker_drops_capabilities() {
+	need_root || return
+	local s; s=$(mkspool)
+	# cap_chown, dac_override, fowner, kill, setgid, setuid, setpcap,
+	# lease, setfcap: bits 0 1 3 5 6 7 8 28 31.
+	local want=00000000900001eb
+	start_worker "$s"
+	wait_until 20 grep -q "capabilities kept" "$s.worker.log" || { fail "no start-up line"; return; }
+	# A task, so that whatever threads the worker starts exist.
+	printf '#!/bin/sh\necho x\n' >"$s/new/t"
+	wait_until 20 test -e "$s/done/t.json" || fail "no result"
+	local task k n=0
+	for task in /proc/"$WPID"/task/*; do
+		n=$((n + 1))
+		for k in CapPrm CapEff CapBnd; do
+			assert_eq "$want" "$(awk -v k="$k:" '$1 == k {print $2}' "$task/status")" \
+				"worker thread ${task##*/}: $k"
+		done
+		for k in CapInh CapAmb; do
+			assert_eq 0000000000000000 "$(awk -v k="$k:" '$1 == k {print $2}' "$task/status")" \
+				"worker thread ${task##*/}: $k"
+		done
+	done
+	[ "$n" -ge 2 ] || fail "the worker's threads: $n, expected the main and the commit thread"
+	assert_match "capabilities kept: cap_chown,cap_dac_override,cap_fowner,cap_kill,cap_setgid,cap_setuid,cap_setpcap,cap_lease,cap_setfcap" \
+		"$(cat "$s.worker.log")" "the kept set is logged"
+	stop_worker "$WPID"
+}
+
 # A root worker runs a task as the owner of its file: nobody's task is
 # uid 65534 inside and out (its files, what it may read).
 test_runs_as_submitter() {
