@@ -266,6 +266,46 @@ EOT
 	[ -e "$s/done/probe.json" ] && [ -z "$(ls -A "$s/cur" 2>/dev/null)" ] || fail "cur/ not clean"
 }
 
+# The work directory (and backend none's private $TMPDIR) is gone when
+# the task ends, whatever the outcome, while the worker goes on: the
+# claim directory keeps its lock and at most emptied spares, and the next
+# task starts in an empty directory.
+test_work_dir_gone_whatever_the_outcome() {
+	local be s wid id e
+	for be in bwrap none; do
+		[ "$be" = bwrap ] && { have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }; }
+		s=$(mkspool)
+		local fill='echo a >./f; mkdir -p d/e; echo c >d/e/h; echo b >"$TMPDIR/g"'
+		printf '#!/bin/sh\n%s\n' "$fill" >"$s/new/ok"
+		printf '#!/bin/sh\n%s\nexit 3\n' "$fill" >"$s/new/failed"
+		printf '#!/bin/sh\n#kart: timeout=1s\n%s\nsleep 30\n' "$fill" >"$s/new/slow"
+		printf '#!/bin/sh\n%s\nsleep 60\n' "$fill" >"$s/new/cancelme"
+		KART_BACKEND=$be start_worker "$s" --slots 4
+		wait_until 20 is_running "$s" cancelme || fail "$be: cancelme never ran"
+		sleep 0.3
+		"$KART" -s "$s" cancel cancelme >/dev/null || fail "$be: kart cancel"
+		for id in ok failed slow cancelme; do
+			wait_until 30 test -e "$s/done/$id.json" || fail "$be: no result for $id"
+		done
+		assert_eq "ok failed timeout cancelled" \
+			"$(for id in ok failed slow cancelme; do field "$s" "$id" .status; done | xargs)" \
+			"$be: the outcomes"
+		wid=$(ls "$s/cur")
+		# While the worker runs: nothing of the four runs is left.
+		for e in $(ls -A "$s/cur/$wid"); do
+			case $e in
+			.lock) ;;
+			.spare.*) assert_eq "" "$(ls -A "$s/cur/$wid/$e")" "$be: $e is empty" ;;
+			*) fail "$be: left in the claim directory: $e" ;;
+			esac
+		done
+		printf '#!/bin/sh\nls -A . "$TMPDIR" | grep -v ":$" | grep -c . || true\n' >"$s/new/next"
+		wait_until 30 test -e "$s/done/next.json" || fail "$be: no result for next"
+		assert_eq 0 "$(cat "$s/done/next.stdout")" "$be: the next task's work dir and \$TMPDIR are empty"
+		stop_worker "$WPID"
+	done
+}
+
 test_network_only_when_granted() {
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
 	local s; s=$(mkspool)
