@@ -321,6 +321,39 @@ echo "interfaces=$ip"'
 	[ "$(cut -d= -f2 "$s/done/withnet.stdout")" -gt 1 ] || fail "net task sees host interfaces"
 }
 
+# A kart.conf that exists but cannot be read (a directory, a symlink,
+# a file the worker's user may not read) stops the worker and kart doctor:
+# no fall-back to the defaults, and no task runs.
+test_unreadable_policy_stops_worker() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$s/new/t"
+	local how out rc
+	for how in directory symlink unreadable; do
+		rm -rf "$s/kart.conf"
+		local as=()
+		case $how in
+		directory) mkdir "$s/kart.conf" ;;
+		symlink) printf '[worker]\nslots = 1\n' >"$T_ROOT/real.conf"
+			ln -s "$T_ROOT/real.conf" "$s/kart.conf" ;;
+		unreadable)
+			[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || continue
+			printf '[worker]\nslots = 1\n' >"$s/kart.conf"
+			chmod 600 "$s/kart.conf"
+			chmod 755 "$T_ROOT" "$s"
+			chown -R nobody "$s/new" "$s/cur" "$s/done" "$s/tmp"
+			as=(setpriv --reuid=nobody --regid=nogroup --clear-groups --) ;;
+		esac
+		out=$(timeout 10 "${as[@]}" "$KART" -s "$s" worker --drain 2>&1); rc=$?
+		assert_eq 1 "$rc" "$how: the worker stops"
+		assert_match "kart.conf: cannot read" "$out" "$how: the error names the file"
+		out=$(timeout 10 "${as[@]}" "$KART" -s "$s" doctor 2>&1); rc=$?
+		assert_ne 0 "$rc" "$how: kart doctor fails"
+		assert_match "kart.conf: cannot read" "$out" "$how: kart doctor says why"
+		assert_file "$s/new/t"
+		assert_no_file "$s/done/t.json"
+	done
+}
+
 test_policy_file_and_sighup() {
 	local s; s=$(mkspool)
 	printf '[worker]\nslots = 2\n[limits]\ntimeout_max = 1h\nbogus = 1\n' >"$s/kart.conf"
