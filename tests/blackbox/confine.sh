@@ -250,6 +250,38 @@ test_root_worker_drops_capabilities() {
 	stop_worker "$WPID"
 }
 
+# The policy's binds, in a real sandbox, under bwrap and under none with
+# Landlock: a ro_binds path is readable and not writable, a rw_binds path
+# is writable (the host sees the file), and nothing else of the host is.
+test_binds_ro_and_rw() {
+	need_landlock || return
+	local be s ro=$T_ROOT/ro-bind rw=$T_ROOT/rw-bind other=$T_ROOT/not-bound
+	mkdir -p "$ro" "$rw" "$other"
+	echo from-host >"$ro/file"
+	echo other >"$other/file"
+	cat >"$T_ROOT/binds.sh" <<EOF
+#!/bin/sh
+cat "$ro/file" 2>/dev/null || echo ro-unreadable
+(echo x >"$ro/new") 2>/dev/null && echo ro-written || echo ro-denied
+(echo x >"$rw/new-\$KART_TASK_ID") 2>/dev/null && echo rw-written || echo rw-denied
+cat "$other/file" 2>/dev/null || echo other-unreadable
+EOF
+	for be in bwrap none; do
+		[ "$be" = bwrap ] && { have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }; }
+		s=$(mkspool)
+		printf '[sandbox]\nro_binds = %s\nrw_binds = %s\nlandlock = enforce\n' "$ro" "$rw" >"$s/kart.conf"
+		cp "$T_ROOT/binds.sh" "$s/new/$be"
+		KART_BACKEND=$be drain "$s"
+		assert_eq ok "$(field "$s" "$be" .status)" "$be: status ($(field "$s" "$be" .error))"
+		assert_eq "from-host
+ro-denied
+rw-written
+other-unreadable" "$(cat "$s/done/$be.stdout")" "$be: what the task could do"
+		assert_no_file "$ro/new"
+		assert_eq x "$(cat "$rw/new-$be" 2>/dev/null)" "$be: the rw_binds file on the host"
+	done
+}
+
 # A root worker runs a task as the owner of its file: nobody's task is
 # uid 65534 inside and out (its files, what it may read).
 test_runs_as_submitter() {
