@@ -350,7 +350,8 @@ cred_files = $T_ROOT/netrc
 EOF
 	local body='echo "token=${CONFINE_TOKEN:-none}"; echo "pass=${CONFINE_PASS:-none}"
 cat '"$T_ROOT"'/netrc 2>/dev/null || echo nofile
-cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo'
+cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo
+(echo x >>'"$T_ROOT"'/netrc) 2>/dev/null && echo cred-written || echo cred-read-only'
 	printf '#!/bin/sh\n#kart: net\n%s\n' "$body" >"$s/new/net"
 	printf '#!/bin/sh\n%s\n' "$body" >"$s/new/nonet"
 	CONFINE_TOKEN=$tok CONFINE_PASS=visible drain "$s"
@@ -364,6 +365,8 @@ cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo'
 	assert_eq "nofile" "$(sed -n 3p <<<"$nonet")" "no file without net"
 	assert_eq "pass=visible" "$(sed -n 2p <<<"$net")" "env_pass reaches the net task"
 	assert_eq "pass=visible" "$(sed -n 2p <<<"$nonet")" "env_pass reaches every task"
+	assert_eq cred-read-only "$(tail -n 1 <<<"$net")" "the credential file is bound read-only"
+	assert_eq "$filetok" "$(cat "$T_ROOT/netrc")" "the credential file is unchanged on the host"
 	# The argv of everything in the sandbox (bwrap, launcher) is clean.
 	[[ $net == *"/run/kart/launch"* ]] || fail "the net task should see the launcher's argv"
 	[[ $(sed -n '4,$p' <<<"$net") == *"$tok"* ]] && fail "the token is in an argv"
