@@ -333,20 +333,35 @@ def _(name):
 
 @probe("proc_launcher_fds")
 def _(name):
-    # The launcher holds the status pipe and the run lock: a task that
-    # could open them could forge its own outcome.
-    got = []
+    # The launcher holds the status pipe and the run lock, bwrap what it
+    # inherited: a task that could open them could forge its own outcome,
+    # and what it could even name (inotify, epoll, signalfd, lock files)
+    # would be the worker's leaking. Every descriptor of every other
+    # process: readlink, then open for reading and for writing.
+    got, tried = [], 0
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
             continue
-        for fd in ("3", "4"):
+        try:
+            fds = os.listdir("/proc/%s/fd" % d)
+        except OSError:
+            fds = [str(n) for n in range(0, 16)] + ["251", "252", "253", "254", "255"]
+        for fd in fds:
+            path = "/proc/%s/fd/%s" % (d, fd)
+            tried += 1
             try:
-                f = os.open("/proc/%s/fd/%s" % (d, fd), os.O_WRONLY)
-                os.close(f)
-                got.append("%s/fd/%s" % (d, fd))
+                got.append("%s -> %s" % (path, os.readlink(path)))
             except OSError:
                 pass
-    say(name, bool(got), "opened %s" % ",".join(got) if got else "no other process's fds")
+            for mode in (os.O_RDONLY, os.O_WRONLY):
+                try:
+                    f = os.open(path, mode | os.O_NONBLOCK)
+                    os.close(f)
+                    got.append("%s opened (%s)" % (path, "w" if mode else "r"))
+                except OSError:
+                    pass
+    say(name, bool(got), "; ".join(got[:6]) if got else
+        "no other process's descriptor named or opened (%d tried)" % tried)
 
 
 # ---- privileges -----------------------------------------------------------------
