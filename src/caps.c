@@ -12,8 +12,9 @@
  *   - kill a task's processes that run as another user (CAP_KILL);
  *   - start bwrap as root for a task that runs as root: bwrap then maps
  *     uid 0 into its user namespace, which needs CAP_SETFCAP (Linux 5.12+);
- *   - with backend none, empty a root task's bounding set (kart-launch):
- *     uid 0 would otherwise get it back at execve (CAP_SETPCAP).
+ *   - empty a task's bounding set: in the child before setuid, and with
+ *     backend none in kart-launch for a root task, which would otherwise
+ *     get it back at execve (CAP_SETPCAP).
  * bwrap itself needs nothing more: it builds the sandbox in a user
  * namespace of its own. cgroup directories and files belong to root,
  * so uid 0 writes them as their owner. Everything else goes, from the
