@@ -420,9 +420,14 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		_cleanup_free_ char *text = NULL;
 		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
 			return ERR("%s/kart.conf: path too long", spool_dir);
-		int r = read_file_at(AT_FDCWD, path, 1 << 20, &text, NULL);
+		/* One byte more than allowed: a longer file is an error, not
+		 * a policy cut short (mid-line, a grant could change). */
+		size_t len = 0;
+		int r = read_file_at(AT_FDCWD, path, (1 << 20) + 1, &text, &len);
 		if (r < 0 && r != -ENOENT)
 			return ERR("%s: cannot read: %s", path, strerror(-r));
+		if (r == 0 && len > 1 << 20)
+			return ERR("%s: larger than 1M", path);
 		if (r == 0 && policy_parse_conf(pol, text, path, err, errlen) < 0)
 			return -1;
 	}

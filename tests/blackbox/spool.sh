@@ -354,6 +354,28 @@ test_unreadable_policy_stops_worker() {
 	done
 }
 
+# A kart.conf larger than the 1M the worker reads is an error, not a
+# policy cut short: here the grant at its end would be lost unseen.
+test_oversized_policy_stops_worker() {
+	local s; s=$(mkspool)
+	{
+		printf '[network]\n'
+		head -c 1100000 /dev/zero | tr '\0' '#' | fold -w 99
+		printf '\nallow_uids = %s\n' "$(id -u)"
+	} >"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: net\necho ran\n' >"$s/new/t"
+	local out rc
+	out=$(timeout 10 "$KART" -s "$s" worker --drain 2>&1); rc=$?
+	assert_eq 1 "$rc" "the worker stops"
+	assert_match "kart.conf: larger than 1M" "$out" "the error says why"
+	assert_file "$s/new/t"
+	assert_no_file "$s/done/t.json"
+	# Cut to size, the same grant works.
+	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
+	drain "$s"
+	assert_eq ok "$(field "$s" t .status)" "the net task, once the policy is read whole"
+}
+
 test_policy_file_and_sighup() {
 	local s; s=$(mkspool)
 	printf '[worker]\nslots = 2\n[limits]\ntimeout_max = 1h\nbogus = 1\n' >"$s/kart.conf"
