@@ -563,6 +563,25 @@ char *policy_describe(const struct policy *pol)
 		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
 	if (!o)
 		return NULL;
+	/* Each lane's defaults and ceilings as they apply ([lane.*] over
+	 * [limits]); null: no default. cpu in cores, as in a result. */
+	json_t *lanes = json_object();
+	for (int i = 0; i < 2; i++) {
+		struct lane_limits l;
+		policy_lane_limits(pol, i, &l);
+#define OR_NULL(v, j) ((v) ? (j) : json_null())
+		json_object_set_new(
+			lanes, i ? "batch" : "fast",
+			json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "memory_default",
+				  OR_NULL(l.memory_default, json_integer((json_int_t)l.memory_default)),
+				  "memory_max", OR_NULL(l.memory_max, json_integer((json_int_t)l.memory_max)),
+				  "pids_default", OR_NULL(l.pids_default, json_integer(l.pids_default)),
+				  "pids_max", OR_NULL(l.pids_max, json_integer(l.pids_max)),
+				  "cpu_default", OR_NULL(l.cpu_default_milli, json_real(l.cpu_default_milli / 1000.0)),
+				  "cpu_max", OR_NULL(l.cpu_max_milli, json_real(l.cpu_max_milli / 1000.0))));
+#undef OR_NULL
+	}
+	json_object_set_new(json_object_get(o, "limits"), "lanes", lanes);
 	char *t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return t;

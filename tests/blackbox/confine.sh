@@ -419,9 +419,23 @@ ro_binds = /opt
 cred_env = CONFINE_TOKEN
 [hooks]
 on_done = /bin/true
+[limits]
+memory_default = 64M
+memory_max = 2G
+[lane.batch]
+memory_max = 1G
+pids_default = 50
+cpu_max = 0.5
 EOF
 	local out
 	out=$(CONFINE_TOKEN=doctor-secret-$$ KART_ALLOW_ROOT=no "$KART" -s "$s" doctor --json)
+	# The limits per lane as they apply: [lane.batch] over [limits].
+	assert_eq "67108864 2147483648 null" \
+		"$(jq -r '.policy.limits.lanes.fast | "\(.memory_default) \(.memory_max) \(.pids_default)"' <<<"$out")" \
+		"lane fast: memory_default memory_max pids_default"
+	assert_eq "67108864 1073741824 50 0.5" \
+		"$(jq -r '.policy.limits.lanes.batch | "\(.memory_default) \(.memory_max) \(.pids_default) \(.cpu_max)"' <<<"$out")" \
+		"lane batch: memory_default memory_max pids_default cpu_max"
 	assert_eq enforce "$(jq -r .policy.sandbox.landlock <<<"$out")" "policy.sandbox.landlock"
 	assert_eq false "$(jq -r .policy.sandbox.allow_root <<<"$out")" "KART_ALLOW_ROOT=no shown"
 	assert_eq 67108864 "$(jq -r .policy.sandbox.tmpfs_size <<<"$out")" tmpfs_size
