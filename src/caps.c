@@ -11,7 +11,10 @@
  *     pass, and nothing here uses open_by_handle_at or AT_EMPTY_PATH;
  *   - kill a task's processes that run as another user (CAP_KILL);
  *   - start bwrap as root for a task that runs as root: bwrap then maps
- *     uid 0 into its user namespace, which needs CAP_SETFCAP (Linux 5.12+).
+ *     uid 0 into its user namespace, which needs CAP_SETFCAP (Linux 5.12+);
+ *   - empty a task's bounding set: in the child before setuid, and with
+ *     backend none in kart-launch for a root task, which would otherwise
+ *     get it back at execve (CAP_SETPCAP).
  * bwrap itself needs nothing more: it builds the sandbox in a user
  * namespace of its own. cgroup directories and files belong to root,
  * so uid 0 writes them as their owner. Everything else goes, from the
@@ -29,6 +32,7 @@
 static const cap_value_t keep[] = {
 	CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE, CAP_FOWNER,
 	CAP_CHOWN,  CAP_LEASE,  CAP_KILL,         CAP_SETFCAP,
+	CAP_SETPCAP,
 };
 
 #define ERR(...) ((void)snprintf(err, errlen, __VA_ARGS__))

@@ -9,13 +9,14 @@
  * only report 128+N. The task itself inherits no descriptor but 0, 1, 2:
  * in particular not the run's lock, which is what tells recovery that a
  * run is still alive. Confinement steps that must happen inside the
- * sandbox (rlimits, Landlock) belong here, before the fork. */
+ * sandbox (rlimits, capabilities, Landlock) belong here, before the fork. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -115,6 +116,44 @@ static int seccomp_step(int fd)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) < 0) {
 		fprintf(stderr, "kart-launch: seccomp: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* No capability reaches the task: the bounding, ambient, inheritable,
+ * permitted and effective sets are emptied. Inside bwrap there is nothing
+ * left to drop. With backend none a root task would otherwise run with
+ * what the worker kept, and uid 0 gets the whole bounding set back at
+ * execve: so the bounding set goes first, while CAP_SETPCAP is ours, and
+ * one that cannot be emptied stops a task of uid 0 here. Another uid gets
+ * nothing back from it at execve, under no_new_privs (set below, by the
+ * Landlock or seccomp step, or by bwrap). */
+static int caps_step(void)
+{
+	bool left = false;
+	for (int c = 0; c < 64; c++) {
+		int r = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+		if (r < 0)
+			break; /* EINVAL: past the kernel's last capability */
+		if (r == 1 && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			left = true;
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) {
+		fprintf(stderr, "kart-launch: clearing the ambient capabilities: %s\n", strerror(errno));
+		return -1;
+	}
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	memset(d, 0, sizeof d);
+	if (syscall(SYS_capset, &h, d) < 0) {
+		fprintf(stderr, "kart-launch: dropping the capabilities: %s\n", strerror(errno));
+		return -1;
+	}
+	uid_t ru, eu, su;
+	if (left && (getresuid(&ru, &eu, &su) < 0 || ru == 0 || eu == 0 || su == 0)) {
+		fprintf(stderr, "kart-launch: the bounding set cannot be emptied (no CAP_SETPCAP): "
+				"a task of uid 0 would get it back\n");
 		return -1;
 	}
 	return 0;
@@ -239,7 +278,7 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
 
-	if (rl_apply() < 0)
+	if (rl_apply() < 0 || caps_step() < 0)
 		return 127;
 	/* After the rlimits, before seccomp (bwrap's filter, loaded before
 	 * us, must let the landlock_* calls through). It confines the

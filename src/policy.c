@@ -634,9 +634,14 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		_cleanup_free_ char *text = NULL;
 		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
 			return ERR("%s/kart.conf: path too long", spool_dir);
-		int r = read_file_at(AT_FDCWD, path, 1 << 20, &text, NULL);
+		/* One byte more than allowed: a longer file is an error, not
+		 * a policy cut short (mid-line, a grant could change). */
+		size_t len = 0;
+		int r = read_file_at(AT_FDCWD, path, (1 << 20) + 1, &text, &len);
 		if (r < 0 && r != -ENOENT)
 			return ERR("%s: cannot read: %s", path, strerror(-r));
+		if (r == 0 && len > 1 << 20)
+			return ERR("%s: larger than 1M", path);
 		if (r == 0 && policy_parse_conf(pol, text, path, err, errlen) < 0)
 			return -1;
 	}
@@ -825,6 +830,25 @@ char *policy_describe(const struct policy *pol)
 				      pol->container_image[0] ? json_string(pol->container_image)
 							      : json_null(),
 				      "seccomp", pol->container_seccomp));
+	/* Each lane's defaults and ceilings as they apply ([lane.*] over
+	 * [limits]); null: no default. cpu in cores, as in a result. */
+	json_t *lanes = json_object();
+	for (int i = 0; i < 2; i++) {
+		struct lane_limits l;
+		policy_lane_limits(pol, i, &l);
+#define OR_NULL(v, j) ((v) ? (j) : json_null())
+		json_object_set_new(
+			lanes, i ? "batch" : "fast",
+			json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "memory_default",
+				  OR_NULL(l.memory_default, json_integer((json_int_t)l.memory_default)),
+				  "memory_max", OR_NULL(l.memory_max, json_integer((json_int_t)l.memory_max)),
+				  "pids_default", OR_NULL(l.pids_default, json_integer(l.pids_default)),
+				  "pids_max", OR_NULL(l.pids_max, json_integer(l.pids_max)),
+				  "cpu_default", OR_NULL(l.cpu_default_milli, json_real(l.cpu_default_milli / 1000.0)),
+				  "cpu_max", OR_NULL(l.cpu_max_milli, json_real(l.cpu_max_milli / 1000.0))));
+#undef OR_NULL
+	}
+	json_object_set_new(json_object_get(o, "limits"), "lanes", lanes);
 	char *t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return t;

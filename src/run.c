@@ -57,6 +57,19 @@ static void child_become(const struct run_cred *c, pid_t parent)
 	 * list without the threads. The kernel's calls change this process
 	 * alone, which is what is wanted. */
 	const char *what = NULL;
+	/* For another uid, the worker's bounding set goes first, while
+	 * CAP_SETPCAP is ours, so that the task holds no capability at all.
+	 * Best effort: that uid gets nothing from it at execve, under
+	 * no_new_privs. (bwrap's user namespace starts with a full set of
+	 * its own. A root task keeps it here: bwrap as root needs
+	 * CAP_SETFCAP, and with backend none kart-launch empties it.) */
+	for (int cap = 0; c->uid != 0 && cap < 64; cap++) {
+		int r = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+		if (r < 0)
+			break; /* EINVAL: past the kernel's last capability */
+		if (r == 1)
+			(void)prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+	}
 	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) < 0)
 		what = "setgroups";
 	else if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0)

@@ -150,6 +150,138 @@ except OSError as e:
 	assert_eq connected "$(cat "$s/done/withnet.stdout")" "TCP connect with net"
 }
 
+# From Landlock ABI 6 the ruleset scopes abstract unix sockets and
+# signals. Under backend none, with no namespaces, that is all that stops
+# a task from connecting to the host's abstract socket or signalling a
+# host process of its own uid; with Landlock off, both work.
+test_none_landlock_scopes() {
+	need_landlock || return
+	[ "$LL_ABI" -ge 6 ] || { skip "Landlock ABI $LL_ABI has no scoping"; return; }
+	local s; s=$(mkspool)
+	local abs=kart-scope-$$-$RANDOM
+	python3 -c "import socket, time
+a = socket.socket(socket.AF_UNIX); a.bind('\0$abs'); a.listen(8); time.sleep(120)" &
+	T_PIDS+=("$!")
+	sleep 120 &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 grep -q "@$abs\$" /proc/net/unix || { fail "the abstract listener did not start"; return; }
+	cat >"$T_ROOT/scope.py" <<EOF
+#!/usr/bin/python3
+import errno, os, socket
+try:
+    socket.socket(socket.AF_UNIX).connect("\\0$abs"); print("unix=connected")
+except OSError as e:
+    print("unix=" + errno.errorcode[e.errno])
+try:
+    os.kill($sp, 0); print("signal=sent")
+except OSError as e:
+    print("signal=" + errno.errorcode[e.errno])
+EOF
+	cp "$T_ROOT/scope.py" "$s/new/scoped"
+	KART_BACKEND=none KART_LANDLOCK=enforce drain "$s"
+	cp "$T_ROOT/scope.py" "$s/new/unscoped"
+	KART_BACKEND=none KART_LANDLOCK=off drain "$s"
+	assert_eq "$LL_ABI" "$(field "$s" scoped .sandbox.landlock)" "the ABI that confined it"
+	assert_eq "unix=EPERM
+signal=EPERM" "$(cat "$s/done/scoped.stdout")" "under Landlock ABI $LL_ABI ($(cat "$s/done/scoped.stderr"))"
+	assert_eq "unix=connected
+signal=sent" "$(cat "$s/done/unscoped.stdout")" "Landlock off ($(cat "$s/done/unscoped.stderr"))"
+	kill -0 "$sp" 2>/dev/null || fail "the host process is gone"
+}
+
+# Backend none has no bwrap to drop capabilities: kart-launch (and, for
+# a task run as its submitter, the worker's child before setuid) does.
+# Neither a root task nor nobody's holds any, not even in the bounding set
+# (uid 0 would get that back at execve); both no_new_privs.
+test_none_task_has_no_capabilities() {
+	need_root || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	cat >"$T_ROOT/caps.sh" <<'EOF'
+#!/bin/sh
+grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status | tr -d '\t'
+EOF
+	cp "$T_ROOT/caps.sh" "$s/new/root-task"
+	cp "$T_ROOT/caps.sh" "$s/new/nobody-task"
+	chown nobody "$s/new/nobody-task"
+	KART_BACKEND=none drain "$s"
+	local id k
+	for id in root-task nobody-task; do
+		assert_eq ok "$(field "$s" "$id" .status)" "$id status ($(field "$s" "$id" .error))"
+		assert_eq none "$(field "$s" "$id" .sandbox.backend)" "$id backend"
+		for k in CapInh CapPrm CapEff CapBnd CapAmb; do
+			assert_eq "$k:0000000000000000" "$(grep "^$k:" "$s/done/$id.stdout")" "$id: $k"
+		done
+		assert_eq NoNewPrivs:1 "$(grep ^NoNewPrivs: "$s/done/$id.stdout")" "$id: no_new_privs"
+	done
+	assert_eq 0 "$(field "$s" root-task .submitter.uid)" "the root task ran as root"
+	assert_eq 65534 "$(field "$s" nobody-task .submitter.uid)" "nobody's task ran as nobody"
+}
+
+# A root worker keeps, in every thread, the capabilities docs/DESIGN.md
+# lists and no other, in its permitted, effective and bounding sets.
+test_root_worker_drops_capabilities() {
+	need_root || return
+	local s; s=$(mkspool)
+	# cap_chown, dac_override, fowner, kill, setgid, setuid, setpcap,
+	# lease, setfcap: bits 0 1 3 5 6 7 8 28 31.
+	local want=00000000900001eb
+	start_worker "$s"
+	wait_until 20 grep -q "capabilities kept" "$s.worker.log" || { fail "no start-up line"; return; }
+	# A task, so that whatever threads the worker starts exist.
+	printf '#!/bin/sh\necho x\n' >"$s/new/t"
+	wait_until 20 test -e "$s/done/t.json" || fail "no result"
+	local task k n=0
+	for task in /proc/"$WPID"/task/*; do
+		n=$((n + 1))
+		for k in CapPrm CapEff CapBnd; do
+			assert_eq "$want" "$(awk -v k="$k:" '$1 == k {print $2}' "$task/status")" \
+				"worker thread ${task##*/}: $k"
+		done
+		for k in CapInh CapAmb; do
+			assert_eq 0000000000000000 "$(awk -v k="$k:" '$1 == k {print $2}' "$task/status")" \
+				"worker thread ${task##*/}: $k"
+		done
+	done
+	[ "$n" -ge 2 ] || fail "the worker's threads: $n, expected the main and the commit thread"
+	assert_match "capabilities kept: cap_chown,cap_dac_override,cap_fowner,cap_kill,cap_setgid,cap_setuid,cap_setpcap,cap_lease,cap_setfcap" \
+		"$(cat "$s.worker.log")" "the kept set is logged"
+	stop_worker "$WPID"
+}
+
+# The policy's binds, in a real sandbox, under bwrap and under none with
+# Landlock: a ro_binds path is readable and not writable, a rw_binds path
+# is writable (the host sees the file), and nothing else of the host is.
+test_binds_ro_and_rw() {
+	need_landlock || return
+	local be s ro=$T_ROOT/ro-bind rw=$T_ROOT/rw-bind other=$T_ROOT/not-bound
+	mkdir -p "$ro" "$rw" "$other"
+	echo from-host >"$ro/file"
+	echo other >"$other/file"
+	cat >"$T_ROOT/binds.sh" <<EOF
+#!/bin/sh
+cat "$ro/file" 2>/dev/null || echo ro-unreadable
+(echo x >"$ro/new") 2>/dev/null && echo ro-written || echo ro-denied
+(echo x >"$rw/new-\$KART_TASK_ID") 2>/dev/null && echo rw-written || echo rw-denied
+cat "$other/file" 2>/dev/null || echo other-unreadable
+EOF
+	for be in bwrap none; do
+		[ "$be" = bwrap ] && { have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }; }
+		s=$(mkspool)
+		printf '[sandbox]\nro_binds = %s\nrw_binds = %s\nlandlock = enforce\n' "$ro" "$rw" >"$s/kart.conf"
+		cp "$T_ROOT/binds.sh" "$s/new/$be"
+		KART_BACKEND=$be drain "$s"
+		assert_eq ok "$(field "$s" "$be" .status)" "$be: status ($(field "$s" "$be" .error))"
+		assert_eq "from-host
+ro-denied
+rw-written
+other-unreadable" "$(cat "$s/done/$be.stdout")" "$be: what the task could do"
+		assert_no_file "$ro/new"
+		assert_eq x "$(cat "$rw/new-$be" 2>/dev/null)" "$be: the rw_binds file on the host"
+	done
+}
+
 # A root worker runs a task as the owner of its file: nobody's task is
 # uid 65534 inside and out (its files, what it may read).
 test_runs_as_submitter() {
@@ -218,7 +350,8 @@ cred_files = $T_ROOT/netrc
 EOF
 	local body='echo "token=${CONFINE_TOKEN:-none}"; echo "pass=${CONFINE_PASS:-none}"
 cat '"$T_ROOT"'/netrc 2>/dev/null || echo nofile
-cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo'
+cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo
+(echo x >>'"$T_ROOT"'/netrc) 2>/dev/null && echo cred-written || echo cred-read-only'
 	printf '#!/bin/sh\n#kart: net\n%s\n' "$body" >"$s/new/net"
 	printf '#!/bin/sh\n%s\n' "$body" >"$s/new/nonet"
 	CONFINE_TOKEN=$tok CONFINE_PASS=visible drain "$s"
@@ -232,6 +365,8 @@ cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\\0" " "; echo'
 	assert_eq "nofile" "$(sed -n 3p <<<"$nonet")" "no file without net"
 	assert_eq "pass=visible" "$(sed -n 2p <<<"$net")" "env_pass reaches the net task"
 	assert_eq "pass=visible" "$(sed -n 2p <<<"$nonet")" "env_pass reaches every task"
+	assert_eq cred-read-only "$(tail -n 1 <<<"$net")" "the credential file is bound read-only"
+	assert_eq "$filetok" "$(cat "$T_ROOT/netrc")" "the credential file is unchanged on the host"
 	# The argv of everything in the sandbox (bwrap, launcher) is clean.
 	[[ $net == *"/run/kart/launch"* ]] || fail "the net task should see the launcher's argv"
 	[[ $(sed -n '4,$p' <<<"$net") == *"$tok"* ]] && fail "the token is in an argv"
@@ -284,9 +419,23 @@ ro_binds = /opt
 cred_env = CONFINE_TOKEN
 [hooks]
 on_done = /bin/true
+[limits]
+memory_default = 64M
+memory_max = 2G
+[lane.batch]
+memory_max = 1G
+pids_default = 50
+cpu_max = 0.5
 EOF
 	local out
 	out=$(CONFINE_TOKEN=doctor-secret-$$ KART_ALLOW_ROOT=no "$KART" -s "$s" doctor --json)
+	# The limits per lane as they apply: [lane.batch] over [limits].
+	assert_eq "67108864 2147483648 null" \
+		"$(jq -r '.policy.limits.lanes.fast | "\(.memory_default) \(.memory_max) \(.pids_default)"' <<<"$out")" \
+		"lane fast: memory_default memory_max pids_default"
+	assert_eq "67108864 1073741824 50 0.5" \
+		"$(jq -r '.policy.limits.lanes.batch | "\(.memory_default) \(.memory_max) \(.pids_default) \(.cpu_max)"' <<<"$out")" \
+		"lane batch: memory_default memory_max pids_default cpu_max"
 	assert_eq enforce "$(jq -r .policy.sandbox.landlock <<<"$out")" "policy.sandbox.landlock"
 	assert_eq false "$(jq -r .policy.sandbox.allow_root <<<"$out")" "KART_ALLOW_ROOT=no shown"
 	assert_eq 67108864 "$(jq -r .policy.sandbox.tmpfs_size <<<"$out")" tmpfs_size

@@ -2,7 +2,9 @@
 # Black-box: the escape battery. tests/escape/probe.py runs as a real task
 # through the real worker and bwrap, and tries what a task must not be
 # able to do: reach the network, write the system, read the spool, the
-# worker's home, a secret and the host's /tmp, see or signal the worker,
+# worker's home, a secret and the host's /tmp, see or signal the worker
+# or a neighbour task running beside it (same owner, same worker), read
+# the neighbour's files,
 # hold capabilities, create namespaces, use the syscalls container
 # runtimes block, push input into a terminal, find the worker's
 # environment or descriptors. Each probe prints "PROBE name blocked (...)"
@@ -27,6 +29,7 @@ PROBES=(
 	fs_read_spool fs_read_spool_done fs_read_worker_home fs_read_root_home fs_read_secret
 	fs_read_host_tmp fs_read_shadow fs_read_host_proc_root
 	proc_see_worker proc_signal_worker proc_ptrace_pid1 proc_ptrace_traceme proc_launcher_fds
+	proc_see_neighbour proc_signal_neighbour fs_read_neighbour_files
 	priv_capeff priv_capprm priv_capinh priv_capbnd priv_capamb priv_no_new_privs
 	priv_seccomp_mode
 	sys_unshare_user sys_unshare_mount sys_unshare_net sys_clone_newuser sys_clone3 sys_keyctl
@@ -132,12 +135,28 @@ run_battery() {
 	start_listener "$base" "kart-escape-$nonce" || { rm -f "$marker"; return; }
 	local canary_name=ESCAPE_CANARY_$nonce canary_value=canary-value-$nonce
 	"${as[@]}" env HOME="$home" "$canary_name=$canary_value" KART_ALLOW_ROOT=yes \
-		"$bin/kart" -s "$s" worker --slots 1 >>"$base/worker.log" 2>&1 &
+		"$bin/kart" -s "$s" worker --slots 2 >>"$base/worker.log" 2>&1 &
 	local wpid=$!
 	T_PIDS+=("$wpid")
 	# Its claim directory appears once it runs.
 	wait_until 20 sh -c 'ls -A "$1/cur" | grep -q .' _ "$s" ||
 		fail "the worker did not start: $(tail -3 "$base/worker.log")"
+
+	# A neighbour: another task of the same owner, running beside the
+	# probes in the same worker, with a file in its work directory and
+	# one in its $KART_OUTDIR (which is on the host, in the claim
+	# directory). Its command line carries a tag the probes look for; its
+	# pid is the host's.
+	local ntag=neighbour-$nonce
+	printf '#!/bin/sh\n#kart: timeout=110s\necho %s >./mark\necho %s >"$KART_OUTDIR/mark"\nexec /usr/bin/python3 -c "import time; time.sleep(100)" %s\n' \
+		"$ntag" "$ntag" "$ntag" >"$s/tmp/neighbour"
+	[ "$mode" = root ] || chown nobody:nogroup "$s/tmp/neighbour"
+	mv "$s/tmp/neighbour" "$s/new/neighbour"
+	local npid="" nout
+	wait_until 30 eval 'npid=$(pgrep -f -n "time\.sleep\(100\) $ntag\$")' ||
+		fail "the neighbour task did not start: $(tail -3 "$base/worker.log")"
+	nout=$(echo "$s"/cur/*/.neighbour.out)
+	wait_until 10 test -s "$nout/mark" || fail "the neighbour's mark is not at $nout/mark"
 
 	# The task: probe.py, with what the host knows in front of it.
 	local params
@@ -145,9 +164,11 @@ run_battery() {
 		--arg marker "$marker" --argjson wpid "$wpid" --argjson tcp "$L_TCP" \
 		--argjson udp "$L_UDP" --arg abs "kart-escape-$nonce" --arg hip "$(host_ip)" \
 		--arg cn "$canary_name" --arg cv "$canary_value" --arg nonce "$nonce" \
+		--argjson npid "${npid:-0}" --arg nout "$nout" --arg ntag "$ntag" \
 		'{spool:$spool, worker_home:$home, secret:$secret, tmp_marker:$marker,
 		  worker_pid:$wpid, tcp_port:$tcp, udp_port:$udp, abstract:$abs, host_ip:$hip,
-		  canary_name:$cn, canary_value:$cv, nonce:$nonce}')
+		  canary_name:$cn, canary_value:$cv, nonce:$nonce,
+		  neighbour_pid:$npid, neighbour_out:$nout, neighbour_tag:$ntag}')
 	{
 		printf '#!/usr/bin/python3\n#kart: timeout=90s\nimport json\n'
 		printf 'P = json.loads(%s)\n' "$(jq -Rn --arg p "$params" '$p')"
@@ -157,6 +178,12 @@ run_battery() {
 	mv "$s/tmp/escape" "$s/new/escape"
 	wait_until 120 test -e "$s/done/escape.json" || fail "no result within 120s"
 	kill -0 "$wpid" 2>/dev/null || fail "the worker died during the battery"
+	# The neighbour ran on, untouched, until cancelled.
+	[ -n "$npid" ] && kill -0 "$npid" 2>/dev/null || fail "the neighbour task did not outlive the probes"
+	[ -e "$s/done/neighbour.json" ] && fail "the neighbour ended early: $(jq -c '[.status, .signal]' "$s/done/neighbour.json")"
+	"${as[@]}" "$bin/kart" -s "$s" cancel neighbour >/dev/null || fail "kart cancel neighbour"
+	wait_until 30 test -e "$s/done/neighbour.json" || fail "no result for the cancelled neighbour"
+	assert_eq cancelled "$(jq -r .status "$s/done/neighbour.json" 2>/dev/null)" "the neighbour's status"
 	stop_worker "$wpid"
 	[ "$RC" = 0 ] || fail "the worker exited $RC after SIGTERM"
 	rm -f "$marker"

@@ -446,22 +446,26 @@ test_dead_worker_daemon_killed_before_requeue() {
 
 # The leaf is emptied without blocking the event loop. A process that a
 # v1 freezer holds frozen does not die of SIGKILL until it is thawed: the
-# task leaves one behind (in a frozen child of its freezer leaf), so its
-# leaf cannot empty. Meanwhile another task is claimed and finished; once
-# thawed, the first task completes too and no leaf is left.
+# task leaves one behind (the test, as root, freezes the task's child in a
+# child of its freezer cgroup: the task itself has no capability to), so
+# its leaf cannot empty. Meanwhile another task is claimed and finished;
+# once thawed, the first task completes too and no leaf is left.
 test_drain_does_not_block() {
 	have_cgroups || return
 	[ -d /sys/fs/cgroup/freezer ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ] ||
 		{ skip "needs a v1 freezer (to hold a process past SIGKILL)"; return; }
-	local s m sub; s=$(mkspool); m=$(marker)
+	local s m sub pid d; s=$(mkspool); m=$(marker)
 	cat >"$s/new/stuck" <<EOT
 #!/bin/sh
 sleep $m &
-d=/sys/fs/cgroup/freezer\$(sed -n 's/^[0-9]*:freezer://p' /proc/self/cgroup)/held
-mkdir "\$d" && echo \$! >"\$d/cgroup.procs" && echo FROZEN >"\$d/freezer.state"
-echo "\$d"
+until [ -e "$s.frozen-$m" ]; do sleep 0.05; done
 EOT
 	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s"
+	wait_until 10 eval 'pid=$(pgrep -f "^sleep $m\$")' || { fail "the task's child never started"; stop_worker "$WPID"; return; }
+	d=/sys/fs/cgroup/freezer$(sed -n 's/^[0-9]*:freezer://p' "/proc/$pid/cgroup")/held
+	mkdir "$d" && echo "$pid" >"$d/cgroup.procs" && echo FROZEN >"$d/freezer.state" ||
+		fail "cannot freeze $pid in $d"
+	touch "$s.frozen-$m"
 	wait_until 10 has_frozen "$m" || { fail "the held process was never frozen"; thaw_held; stop_worker "$WPID"; return; }
 	# (held sits under the task's freezer cgroup: its own leaf when it has
 	# one, else the worker's; the unified leaf is what cannot empty.)

@@ -433,6 +433,46 @@ EOT
 	[ -e "$s/done/probe.json" ] && [ -z "$(ls -A "$s/cur" 2>/dev/null)" ] || fail "cur/ not clean"
 }
 
+# The work directory (and backend none's private $TMPDIR) is gone when
+# the task ends, whatever the outcome, while the worker goes on: the
+# claim directory keeps its lock and at most emptied spares, and the next
+# task starts in an empty directory.
+test_work_dir_gone_whatever_the_outcome() {
+	local be s wid id e
+	for be in bwrap none; do
+		[ "$be" = bwrap ] && { have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }; }
+		s=$(mkspool)
+		local fill='echo a >./f; mkdir -p d/e; echo c >d/e/h; echo b >"$TMPDIR/g"'
+		printf '#!/bin/sh\n%s\n' "$fill" >"$s/new/ok"
+		printf '#!/bin/sh\n%s\nexit 3\n' "$fill" >"$s/new/failed"
+		printf '#!/bin/sh\n#kart: timeout=1s\n%s\nsleep 30\n' "$fill" >"$s/new/slow"
+		printf '#!/bin/sh\n%s\nsleep 60\n' "$fill" >"$s/new/cancelme"
+		KART_BACKEND=$be start_worker "$s" --slots 4
+		wait_until 20 is_running "$s" cancelme || fail "$be: cancelme never ran"
+		sleep 0.3
+		"$KART" -s "$s" cancel cancelme >/dev/null || fail "$be: kart cancel"
+		for id in ok failed slow cancelme; do
+			wait_until 30 test -e "$s/done/$id.json" || fail "$be: no result for $id"
+		done
+		assert_eq "ok failed timeout cancelled" \
+			"$(for id in ok failed slow cancelme; do field "$s" "$id" .status; done | xargs)" \
+			"$be: the outcomes"
+		wid=$(ls "$s/cur")
+		# While the worker runs: nothing of the four runs is left.
+		for e in $(ls -A "$s/cur/$wid"); do
+			case $e in
+			.lock) ;;
+			.spare.*) assert_eq "" "$(ls -A "$s/cur/$wid/$e")" "$be: $e is empty" ;;
+			*) fail "$be: left in the claim directory: $e" ;;
+			esac
+		done
+		printf '#!/bin/sh\nls -A . "$TMPDIR" | grep -v ":$" | grep -c . || true\n' >"$s/new/next"
+		wait_until 30 test -e "$s/done/next.json" || fail "$be: no result for next"
+		assert_eq 0 "$(cat "$s/done/next.stdout")" "$be: the next task's work dir and \$TMPDIR are empty"
+		stop_worker "$WPID"
+	done
+}
+
 test_network_only_when_granted() {
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
 	local s; s=$(mkspool)
@@ -446,6 +486,61 @@ echo "interfaces=$ip"'
 	assert_eq "interfaces=1" "$(cat "$s/done/nonet.stdout")" "only loopback (down) without net"
 	assert_eq true "$(field "$s" withnet .sandbox.network)" "network granted"
 	[ "$(cut -d= -f2 "$s/done/withnet.stdout")" -gt 1 ] || fail "net task sees host interfaces"
+}
+
+# A kart.conf that exists but cannot be read (a directory, a symlink,
+# a file the worker's user may not read) stops the worker and kart doctor:
+# no fall-back to the defaults, and no task runs.
+test_unreadable_policy_stops_worker() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$s/new/t"
+	local how out rc
+	for how in directory symlink unreadable; do
+		rm -rf "$s/kart.conf"
+		local as=()
+		case $how in
+		directory) mkdir "$s/kart.conf" ;;
+		symlink) printf '[worker]\nslots = 1\n' >"$T_ROOT/real.conf"
+			ln -s "$T_ROOT/real.conf" "$s/kart.conf" ;;
+		unreadable)
+			[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || continue
+			printf '[worker]\nslots = 1\n' >"$s/kart.conf"
+			chmod 600 "$s/kart.conf"
+			chmod 755 "$T_ROOT" "$s"
+			chown -R nobody "$s/new" "$s/cur" "$s/done" "$s/tmp"
+			as=(setpriv --reuid=nobody --regid=nogroup --clear-groups --) ;;
+		esac
+		out=$(timeout 10 "${as[@]}" "$KART" -s "$s" worker --drain 2>&1); rc=$?
+		assert_eq 1 "$rc" "$how: the worker stops"
+		assert_match "kart.conf: cannot read" "$out" "$how: the error names the file"
+		out=$(timeout 10 "${as[@]}" "$KART" -s "$s" doctor 2>&1); rc=$?
+		assert_ne 0 "$rc" "$how: kart doctor fails"
+		assert_match "kart.conf: cannot read" "$out" "$how: kart doctor says why"
+		assert_file "$s/new/t"
+		assert_no_file "$s/done/t.json"
+	done
+}
+
+# A kart.conf larger than the 1M the worker reads is an error, not a
+# policy cut short: here the grant at its end would be lost unseen.
+test_oversized_policy_stops_worker() {
+	local s; s=$(mkspool)
+	{
+		printf '[network]\n'
+		head -c 1100000 /dev/zero | tr '\0' '#' | fold -w 99
+		printf '\nallow_uids = %s\n' "$(id -u)"
+	} >"$s/kart.conf"
+	printf '#!/bin/sh\n#kart: net\necho ran\n' >"$s/new/t"
+	local out rc
+	out=$(timeout 10 "$KART" -s "$s" worker --drain 2>&1); rc=$?
+	assert_eq 1 "$rc" "the worker stops"
+	assert_match "kart.conf: larger than 1M" "$out" "the error says why"
+	assert_file "$s/new/t"
+	assert_no_file "$s/done/t.json"
+	# Cut to size, the same grant works.
+	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
+	drain "$s"
+	assert_eq ok "$(field "$s" t .status)" "the net task, once the policy is read whole"
 }
 
 test_policy_file_and_sighup() {

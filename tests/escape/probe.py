@@ -263,6 +263,55 @@ def _(name):
     say(name, True, "signalled pid %d" % pid)
 
 
+@probe("proc_see_neighbour")
+def _(name):
+    tag = P["neighbour_tag"]
+    seen = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            c = worker_cmdline(int(d))
+            if c and tag in c:
+                seen.append("%s: %s" % (d, c[:60]))
+    c = worker_cmdline(P["neighbour_pid"])
+    if c and tag in c:
+        seen.append("%d: %s" % (P["neighbour_pid"], c[:60]))
+    say(name, bool(seen), "; ".join(seen) if seen else "no process of the neighbour task")
+
+
+@probe("proc_signal_neighbour")
+def _(name):
+    pid = P["neighbour_pid"]
+    if pid <= 0:
+        say(name, True, "the test gave no neighbour pid")
+        return
+    os.kill(pid, 0)
+    c = worker_cmdline(pid)
+    if c is not None and P["neighbour_tag"] not in c:
+        say(name, False, "pid %d here is a sandbox process (%s), not the neighbour" % (pid, c[:40]))
+        return
+    os.kill(pid, signal.SIGURG)  # ignored by default: proof of reach without harm
+    say(name, True, "signalled the neighbour, pid %d" % pid)
+
+
+@probe("fs_read_neighbour_files")
+def _(name):
+    # Its $KART_OUTDIR on the host, and its work directory and output
+    # through its /proc entry (host pid).
+    npid = P["neighbour_pid"]
+    got, how = [], []
+    for path in (P["neighbour_out"] + "/mark", "/proc/%d/cwd/mark" % npid,
+                 "/proc/%d/root/run/kart/out/mark" % npid):
+        try:
+            with open(path, "rb") as f:
+                if P["neighbour_tag"].encode() in f.read(200):
+                    got.append(path)
+                else:
+                    how.append("%s: not the neighbour's" % path)
+        except OSError as e:
+            how.append("%s: %s" % (path, os.strerror(e.errno or 0)))
+    say(name, bool(got), "read %s" % ", ".join(got) if got else "; ".join(how))
+
+
 @probe("proc_ptrace_pid1")
 def _(name):
     r, e = sysc(NR["ptrace"], 16, 1, 0, 0)  # PTRACE_ATTACH to the sandbox's pid 1
@@ -284,20 +333,35 @@ def _(name):
 
 @probe("proc_launcher_fds")
 def _(name):
-    # The launcher holds the status pipe and the run lock: a task that
-    # could open them could forge its own outcome.
-    got = []
+    # The launcher holds the status pipe and the run lock, bwrap what it
+    # inherited: a task that could open them could forge its own outcome,
+    # and what it could even name (inotify, epoll, signalfd, lock files)
+    # would be the worker's leaking. Every descriptor of every other
+    # process: readlink, then open for reading and for writing.
+    got, tried = [], 0
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
             continue
-        for fd in ("3", "4"):
+        try:
+            fds = os.listdir("/proc/%s/fd" % d)
+        except OSError:
+            fds = [str(n) for n in range(0, 16)] + ["251", "252", "253", "254", "255"]
+        for fd in fds:
+            path = "/proc/%s/fd/%s" % (d, fd)
+            tried += 1
             try:
-                f = os.open("/proc/%s/fd/%s" % (d, fd), os.O_WRONLY)
-                os.close(f)
-                got.append("%s/fd/%s" % (d, fd))
+                got.append("%s -> %s" % (path, os.readlink(path)))
             except OSError:
                 pass
-    say(name, bool(got), "opened %s" % ",".join(got) if got else "no other process's fds")
+            for mode in (os.O_RDONLY, os.O_WRONLY):
+                try:
+                    f = os.open(path, mode | os.O_NONBLOCK)
+                    os.close(f)
+                    got.append("%s opened (%s)" % (path, "w" if mode else "r"))
+                except OSError:
+                    pass
+    say(name, bool(got), "; ".join(got[:6]) if got else
+        "no other process's descriptor named or opened (%d tried)" % tried)
 
 
 # ---- privileges -----------------------------------------------------------------

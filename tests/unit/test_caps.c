@@ -15,7 +15,8 @@
 #define BIT(c) (1ULL << (c))
 static const unsigned long long want_kept =
 	BIT(CAP_SETUID) | BIT(CAP_SETGID) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) |
-	BIT(CAP_CHOWN) | BIT(CAP_LEASE) | BIT(CAP_KILL) | BIT(CAP_SETFCAP);
+	BIT(CAP_CHOWN) | BIT(CAP_LEASE) | BIT(CAP_KILL) | BIT(CAP_SETFCAP) |
+	BIT(CAP_SETPCAP);
 
 static unsigned long long status_mask(const char *key)
 {

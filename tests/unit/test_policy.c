@@ -231,7 +231,8 @@ static void test_describe(void **state)
 	struct policy p;
 	char err[512];
 	assert_int_equal(parse(&p, "[sandbox]\nlandlock = enforce\nallow_root = yes\n"
-				   "[network]\ncred_env = API_TOKEN\n[hooks]\non_done = /bin/true\n",
+				   "[network]\ncred_env = API_TOKEN\n[hooks]\non_done = /bin/true\n"
+				   "[limits]\npids_max = 100\n[lane.batch]\npids_max = 10\n",
 			       err, sizeof err),
 			 0);
 	setenv("API_TOKEN", "do-not-show-me", 1);
@@ -251,6 +252,12 @@ static void test_describe(void **state)
 	assert_string_equal(json_string_value(json_array_get(ce, 0)), "API_TOKEN");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "hooks"), "on_done")),
 			    "/bin/true");
+	json_t *lanes = json_object_get(json_object_get(o, "limits"), "lanes");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(lanes, "fast"), "pids_max")),
+			 100);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(lanes, "batch"), "pids_max")),
+			 10);
+	assert_true(json_is_null(json_object_get(json_object_get(lanes, "batch"), "pids_default")));
 	json_decref(o);
 	free(t);
 }
