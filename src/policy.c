@@ -482,13 +482,15 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		else
 			pol->timeout_max_s = d;
 	} else if (strcmp(k, "limits.output_default") == 0 || strcmp(k, "limits.output_max") == 0 ||
-		   strcmp(k, "limits.task_max") == 0) {
+		   strcmp(k, "limits.task_max") == 0 || strcmp(k, "limits.artifacts_max") == 0) {
 		if (parse_size(val, &sz) < 0 || sz == 0)
 			return ERR("%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
 		if (strcmp(key, "output_default") == 0)
 			pol->output_default = sz;
 		else if (strcmp(key, "output_max") == 0)
 			pol->output_max = sz;
+		else if (strcmp(key, "artifacts_max") == 0)
+			pol->artifacts_max = sz;
 		else
 			pol->task_max_bytes = sz;
 	} else if (strcmp(k, "network.allow_uids") == 0) {
@@ -615,6 +617,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->slots[1] = 1;
 	pol->output_default = 8ull << 20;
 	pol->output_max = 1ull << 30;
+	pol->artifacts_max = 1ull << 30;
 	pol->task_max_bytes = 16ull << 20;
 	pol->retries_default = 2;
 	pol->timeout_default_s = -1;
@@ -789,7 +792,7 @@ char *policy_describe(const struct policy *pol)
 	for (int i = 0; i < pol->n_net_gids; i++)
 		json_array_append_new(gids, json_integer(pol->net_gids[i]));
 	json_t *o = json_pack(
-		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I}, "
+		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I, s:I}, "
 		"s:{s:s, s:b, s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
 		"backend", backend_name(pol->backend),
 		"worker", "slots", pol->slots[0], "batch_slots", pol->slots[1], "retries",
@@ -797,7 +800,8 @@ char *policy_describe(const struct policy *pol)
 		"limits", "timeout_default_s",
 		pol->timeout_default_s < 0 ? json_null() : json_integer(pol->timeout_default_s),
 		"timeout_max_s", pol->timeout_max_s < 0 ? json_null() : json_integer(pol->timeout_max_s),
-		"output_default", (json_int_t)pol->output_default, "output_max",
+		"output_default", (json_int_t)pol->output_default, "artifacts_max",
+		(json_int_t)pol->artifacts_max, "output_max",
 		(json_int_t)pol->output_max,
 		"sandbox", "landlock", ll_mode_name(pol->landlock), "allow_root", pol->allow_root,
 		"tmpfs_size", pol->tmpfs_size ? json_integer((json_int_t)pol->tmpfs_size) : json_null(),

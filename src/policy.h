@@ -65,6 +65,7 @@ struct policy {
 	uint64_t output_default; /* per stream */
 	uint64_t output_max;
 	uint64_t task_max_bytes; /* larger task files are rejected */
+	uint64_t artifacts_max;  /* $KART_OUTDIR kept only up to this */
 	int retries_default;     /* re-queues after an interrupted run */
 	int64_t timeout_default_s; /* -1: none */
 	int64_t timeout_max_s;     /* -1: none */

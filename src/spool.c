@@ -422,6 +422,53 @@ int rm_rf_at(int at, const char *name)
 	return r;
 }
 
+/* The disk space under dir (allocated blocks, not following links),
+ * added to *bytes; *entries counts what was seen. Stops early, with
+ * 1, once *bytes passes cap or *entries passes max_entries. */
+static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
+		     uint64_t max_entries, int depth)
+{
+	_cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		return -errno;
+	DIR *dp = fdopendir(d);
+	if (!dp)
+		return -errno;
+	d = -1;
+	struct dirent *de;
+	int r = 0;
+	while (r == 0 && (de = readdir(dp))) {
+		struct stat st;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		*bytes += (uint64_t)st.st_blocks * 512;
+		if (*bytes > cap || ++*entries > max_entries || depth > 64) {
+			r = 1;
+			break;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			_cleanup_close_ int sub = openat(dirfd(dp), de->d_name,
+							 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				r = tree_walk(sub, cap, bytes, entries, max_entries, depth + 1);
+		}
+	}
+	closedir(dp);
+	return r;
+}
+
+int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes)
+{
+	*bytes = 0;
+	uint64_t entries = 0;
+	_cleanup_close_ int d = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return tree_walk(d, cap, bytes, &entries, TREE_ENTRIES_MAX, 0);
+}
+
 /* Write done/<id>.json through a temporary file, durably, without ever
  * replacing an existing result. */
 static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo)

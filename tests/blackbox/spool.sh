@@ -473,6 +473,34 @@ test_work_dir_gone_whatever_the_outcome() {
 	done
 }
 
+# $KART_OUTDIR is kept beside the result up to the policy's artifacts_max;
+# over it, none of it is kept and the result says so.
+test_artifacts_capped_by_policy() {
+	local s; s=$(mkspool)
+	printf '[limits]\nartifacts_max = 1M\n' >"$s/kart.conf"
+	printf '#!/bin/sh\nmkdir $KART_OUTDIR/d\nhead -c 300000 /dev/urandom >$KART_OUTDIR/d/small\n' >"$s/new/small"
+	printf '#!/bin/sh\nhead -c 3000000 /dev/urandom >$KART_OUTDIR/big\necho done\n' >"$s/new/big"
+	printf '#!/bin/sh\nfor i in 1 2 3 4 5; do head -c 300000 /dev/urandom >$KART_OUTDIR/part$i; done\n' >"$s/new/parts"
+	printf '#!/bin/sh\necho nothing kept\n' >"$s/new/none"
+	drain "$s"
+	assert_eq ok "$(field "$s" small .status)" "small: status"
+	assert_eq done/small.out "$(field "$s" small .artifacts.path)" "small: kept"
+	assert_eq false "$(field "$s" small .artifacts.truncated)" "small: not truncated"
+	local b; b=$(field "$s" small .artifacts.bytes)
+	[ "$b" -ge 300000 ] && [ "$b" -le 1048576 ] || fail "small: bytes $b"
+	assert_eq 300000 "$(stat -c %s "$s/done/small.out/d/small")" "small: the file itself"
+	assert_eq ok "$(field "$s" big .status)" "big: the task's own status stands"
+	assert_eq null "$(field "$s" big .artifacts.path)" "big: not kept"
+	assert_eq true "$(field "$s" big .artifacts.truncated)" "big: said so"
+	b=$(field "$s" big .artifacts.bytes)
+	[ "$b" -gt 1048576 ] || fail "big: bytes $b should be over the cap"
+	assert_no_file "$s/done/big.out"
+	assert_eq null "$(field "$s" parts .artifacts.path)" "parts: five files, together over the cap"
+	assert_no_file "$s/done/parts.out"
+	assert_eq null "$(field "$s" none .artifacts)" "nothing in \$KART_OUTDIR: null"
+	assert_eq "" "$(find "$s/cur" -name '.*.out')" "no \$KART_OUTDIR left in cur/"
+}
+
 test_network_only_when_granted() {
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
 	local s; s=$(mkspool)
