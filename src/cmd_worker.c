@@ -104,7 +104,9 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	sp.path = abs;
 	/* Resolved once, from the worker's PATH: tasks get their own. */
 	char cand[PATH_MAX];
-	if (pol.backend == BACKEND_BWRAP) {
+	if (pol.backend == BACKEND_BWRAP && !strchr(pol.bwrap, '/')) {
+		/* A path is taken as given: if it cannot run, each task is
+		 * refused (sandbox_setup_failed), saying so. */
 		if (find_in_path(pol.bwrap, cand, sizeof cand) < 0) {
 			fprintf(stderr, "kart worker: bwrap not found in PATH; install bubblewrap, "
 					"or set KART_BACKEND=none for trusted tasks\n");
