@@ -363,6 +363,43 @@ test_cgroup_off_cpu_memory() {
 	assert_eq MemoryError "$(cat "$s/done/as.stdout")" "512M under a 64M RLIMIT_AS"
 }
 
+# The rlimits every task gets, read by the task itself from
+# /proc/self/limits (kart-launch sets them inside the sandbox): core files
+# 0, and with a timeout a CPU-time backstop of timeout x cores + 1 s. In a
+# leaf, memory= is the cgroup's alone: no RLIMIT_AS. Without a cgroup,
+# pids=N is RLIMIT_NPROC = N.
+limit_of() { # FILE "Max ..." -> the soft limit
+	awk -v k="$2" 'index($0, k) == 1 { print substr($0, length(k) + 1) }' "$1" | awk '{ print $1 }'
+}
+test_rlimits_inside_the_sandbox() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (to run a task as nobody)"; return; }
+	have_sandbox || return
+	local s n; s=$(mkspool); open_spool "$s"; n=$(getconf _NPROCESSORS_ONLN)
+	printf '#!/bin/sh\n#kart: timeout=30s memory=256M\ncat /proc/self/limits\n' >"$s/new/leaf"
+	printf '#!/bin/sh\ncat /proc/self/limits\n' >"$s/new/untimed"
+	# The worker itself may dump core: what the task has is kart's doing.
+	(ulimit -S -c unlimited 2>/dev/null || ulimit -S -c "$(ulimit -H -c)"; drain_pid "$s")
+	assert_eq ok "$(field "$s" leaf .status)" "leaf: status ($(field "$s" leaf .error))"
+	assert_eq "$(host_mode)" "$(field "$s" leaf .sandbox.cgroup)" "leaf: sandbox.cgroup"
+	local L=$s/done/leaf.stdout
+	assert_eq 0 "$(limit_of "$L" "Max core file size")" "leaf: RLIMIT_CORE"
+	assert_eq $((30 * n + 1)) "$(limit_of "$L" "Max cpu time")" "leaf: RLIMIT_CPU backstop (30 s x $n cores + 1)"
+	assert_eq unlimited "$(limit_of "$L" "Max address space")" "leaf: no RLIMIT_AS under a cgroup"
+	assert_eq 0 "$(limit_of "$s/done/untimed.stdout" "Max core file size")" "untimed: RLIMIT_CORE"
+	assert_eq unlimited "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: no CPU backstop without a timeout"
+	# Without a cgroup (run as nobody, whom RLIMIT_NPROC binds).
+	printf '#!/bin/sh\n#kart: timeout=30s pids=40\ncat /proc/self/limits\n' >"$s/tmp/off"
+	chown nobody "$s/tmp/off"; mv "$s/tmp/off" "$s/new/off"
+	(ulimit -S -c unlimited 2>/dev/null || ulimit -S -c "$(ulimit -H -c)"; drain_pid "$s" KART_CGROUP=off)
+	assert_eq ok "$(field "$s" off .status)" "off: status ($(field "$s" off .error))"
+	assert_eq none "$(field "$s" off .sandbox.cgroup)" "off: sandbox.cgroup"
+	local O=$s/done/off.stdout
+	assert_eq 40 "$(limit_of "$O" "Max processes")" "off: pids=40 is RLIMIT_NPROC"
+	assert_eq 0 "$(limit_of "$O" "Max core file size")" "off: RLIMIT_CORE"
+	assert_eq $((30 * n + 1)) "$(limit_of "$O" "Max cpu time")" "off: RLIMIT_CPU backstop"
+	assert_eq unlimited "$(limit_of "$O" "Max address space")" "off: no RLIMIT_AS without KART_RLIMIT_USE_AS"
+}
+
 # cgroup = require: where no leaf can be made, even a task without any
 # limit is refused; where one can, it runs in it.
 test_cgroup_require() {
