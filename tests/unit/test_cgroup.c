@@ -244,7 +244,9 @@ static void test_v2_usage_kill_remove(void **state)
 	host(&h, "0::/work.slice/kart.service\n", NULL);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
 	put(V2 "kart.7.1/memory.peak", "67100672\n");
-	put(V2 "kart.7.1/memory.events", "low 0\nhigh 0\nmax 311\noom 1\noom_kill 1\n");
+	/* oom, oom_kill and oom_group_kill differ: only oom_kill counts. */
+	put(V2 "kart.7.1/memory.events",
+	    "low 0\nhigh 0\nmax 311\noom 2\noom_kill 1\noom_group_kill 3\n");
 	put(V2 "kart.7.1/cpu.stat", "usage_usec 1051000\nuser_usec 1000999\nsystem_usec 50001\n");
 	assert_int_equal(cg_usage_read(&l, &u), 0);
 	assert_int_equal(u.memory_peak, 67100672);
