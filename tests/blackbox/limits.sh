@@ -419,6 +419,53 @@ test_cgroup_require() {
 	assert_eq "$(host_mode)" "$(field "$s" plain2 .sandbox.cgroup)" "it ran in a leaf"
 }
 
+# A parent that exists but cannot be written (mounted read-only in the
+# worker's mount namespace: as root, no mode bit would stop a mkdir).
+# cgroup = require refuses even a plain task; under auto a task with a
+# limit is refused and a plain one runs without a leaf, saying so.
+ro_parent_drain() { # SPOOL PARENT ENV=VAL...
+	local s=$1 p=$2; shift 2
+	local dirs=() h
+	if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+		dirs=("/sys/fs/cgroup$p")
+	else
+		for h in memory pids cpu cpuacct freezer unified; do
+			[ -d "/sys/fs/cgroup/$h" ] && dirs+=("/sys/fs/cgroup/$h$p")
+		done
+	fi
+	mkdir -p "${dirs[@]}" || { fail "cannot make the parent $p"; return 1; }
+	env "$@" KART_CGROUP_PARENT="$p" unshare -m --propagation private sh -c '
+		k=$1 s=$2; shift 2
+		for d; do mount --bind -o ro "$d" "$d" || exit 99; done
+		exec "$k" -s "$s" worker --drain' sh "$KART" "$s" "${dirs[@]}" >>"$s.worker.log" 2>&1
+	local rc=$?
+	rmdir "${dirs[@]}" 2>/dev/null
+	[ "$rc" = 0 ] || fail "worker --drain in its mount namespace exited $rc ($(tail -3 "$s.worker.log"))"
+}
+test_cgroup_unwritable_parent() {
+	have_cgroups || return
+	command -v unshare >/dev/null || { skip "no unshare(1)"; return; }
+	local s p=/kart-ro-parent-$$-$RANDOM; s=$(mkspool)
+	printf '#!/bin/sh\necho ran\n' >"$s/new/plain"
+	printf '[limits]\ncgroup = require\n' >"$s/kart.conf"
+	ro_parent_drain "$s" "$p" KART_BACKEND=none || return
+	assert_eq refused "$(field "$s" plain .status)" "cgroup = require, parent read-only"
+	assert_eq cgroup_setup_failed "$(field "$s" plain .refusal)" "its refusal"
+	assert_match 'Read-only file system' "$(field "$s" plain .error)" "the error says why"
+	assert_match "$p" "$(field "$s" plain .error)" "and names the parent"
+	assert_eq null "$(field "$s" plain .stdout.path)" "it never ran"
+	rm -f "$s/kart.conf"
+	printf '#!/bin/sh\n#kart: memory=64M\necho ran\n' >"$s/new/mem"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/plain2"
+	ro_parent_drain "$s" "$p" KART_BACKEND=none || return
+	assert_eq refused "$(field "$s" mem .status)" "auto: memory= with a read-only parent"
+	assert_eq cgroup_setup_failed "$(field "$s" mem .refusal)" "its refusal"
+	assert_eq null "$(field "$s" mem .stdout.path)" "it never ran uncapped"
+	assert_eq ok "$(field "$s" plain2 .status)" "auto: a plain task runs"
+	assert_eq none "$(field "$s" plain2 .sandbox.cgroup)" "and its result says it had no cgroup"
+	assert_eq ran "$(cat "$s/done/plain2.stdout")" "its output"
+}
+
 # Defaults from kart.conf fill in what a task does not ask for, per lane,
 # and are written for real (the task reads its own leaf's limit).
 test_memory_default_applied() {
