@@ -26,6 +26,8 @@ static const char help[] =
 	"user namespaces, the cgroup mode and controllers, the Landlock ABI,\n"
 	"seccomp, the inotify limits, and the spool's filesystem (type, xattrs,\n"
 	"leases, RENAME_NOREPLACE). Says whether the policy's requirements are met.\n"
+	"A spool on NFS, SMB or CIFS is refused; one without RENAME_NOREPLACE is\n"
+	"warned about.\n"
 	"\n"
 	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n";
 
@@ -117,6 +119,24 @@ static const char *cgroup_mode(void)
 	if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
 		return "hybrid";
 	return "v1";
+}
+
+/* The name of a filesystem, by its statfs magic: the common ones. */
+static const char *fs_name(unsigned long magic)
+{
+	static const struct {
+		unsigned long magic;
+		const char *name;
+	} fs[] = {
+		{0xEF53, "ext2/3/4"}, {0x58465342, "xfs"},   {0x9123683E, "btrfs"},
+		{0x01021994, "tmpfs"}, {0x794C7630, "overlay"}, {0x2FC12FC1, "zfs"},
+		{0xF2F52010, "f2fs"},  {0x65735546, "fuse"},  {0x01021997, "9p"},
+		{0x6969, "nfs"},       {0xFE534D42, "smb2"},  {0xFF534D42, "cifs"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(fs); i++)
+		if (fs[i].magic == (magic & 0xffffffffUL))
+			return fs[i].name;
+	return NULL;
 }
 
 static json_t *ctl_array(unsigned m)
@@ -253,8 +273,22 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			ok = false;
 		} else {
 			struct statfs sf;
-			if (fstatfs(sp.root, &sf) == 0)
-				json_object_set_new(s, "fs_magic", json_sprintf("0x%lx", (unsigned long)sf.f_type));
+			const char *net = NULL;
+			if (fstatfs(sp.root, &sf) == 0) {
+				unsigned long m = (unsigned long)sf.f_type & 0xffffffffUL;
+				const char *n = fs_name(m);
+				json_object_set_new(s, "fs", n ? json_string(n) : json_null());
+				json_object_set_new(s, "fs_magic", json_sprintf("0x%lx", m));
+				net = spool_fs_network(m);
+			}
+			/* As kart init: rename() and flock() there do not hold. */
+			if (net) {
+				json_object_set_new(s, "error", json_sprintf(
+					"the spool is on %s, a network filesystem: refused "
+					"(rename() and flock() there do not give the guarantees "
+					"a spool needs; use a local filesystem)", net));
+				ok = false;
+			}
 			char tn[64], tn2[64];
 			snprintf(tn, sizeof tn, ".doctor.%d", getpid());
 			snprintf(tn2, sizeof tn2, ".doctor.%d.2", getpid());
@@ -275,6 +309,15 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 				json_object_set_new(s, "rename_noreplace", json_boolean(noreplace));
 				if (!xa)
 					ok = false;
+				/* Works, with a window: kart checks, then renames. */
+				if (!noreplace) {
+					const char *w = "no RENAME_NOREPLACE on the spool's filesystem: "
+							"claims and publishing fall back to "
+							"check-then-rename; a local ext4, xfs, btrfs or "
+							"tmpfs has it";
+					json_object_set_new(s, "warning", json_string(w));
+					fprintf(stderr, "kart doctor: warning: %s\n", w);
+				}
 			}
 			spool_close(&sp);
 		}

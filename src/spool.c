@@ -30,13 +30,24 @@
 
 static const char *const subdirs[] = {"tmp", "new", "cur", "done"};
 
+const char *spool_fs_network(unsigned long f_type)
+{
+	f_type &= 0xffffffffUL;
+	if (f_type == NFS_SUPER_MAGIC)
+		return "NFS";
+	if (f_type == SMB2_MAGIC_NUMBER)
+		return "SMB";
+	if (f_type == CIFS_MAGIC_NUMBER)
+		return "CIFS";
+	return NULL;
+}
+
 static int check_fs(const char *path, char *err, size_t errlen)
 {
 	struct statfs sf;
 	if (statfs(path, &sf) < 0)
 		return ERR("%s: %s", path, strerror(errno));
-	if (sf.f_type == NFS_SUPER_MAGIC || sf.f_type == (typeof(sf.f_type))SMB2_MAGIC_NUMBER ||
-	    sf.f_type == (typeof(sf.f_type))CIFS_MAGIC_NUMBER)
+	if (spool_fs_network((unsigned long)sf.f_type))
 		return ERR("%s: is on a network filesystem; rename() and flock() there do not "
 			   "give the guarantees a spool needs; use a local filesystem",
 			   path);

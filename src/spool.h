@@ -26,6 +26,9 @@ struct claim_meta {
 
 #define KART_XATTR "user.kart"
 
+/* "NFS", "SMB" or "CIFS" for a statfs f_type a spool may not live on
+ * (spool_init refuses it, kart doctor too); NULL otherwise. */
+const char *spool_fs_network(unsigned long f_type);
 int spool_init(const char *path, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);

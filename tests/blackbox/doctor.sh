@@ -19,6 +19,8 @@ test_doctor_reports_this_host() {
 	assert_match '^[0-9]+$' "$(jq -r .inotify.max_queued_events <<<"$j")" "inotify limits"
 	assert_eq true "$(jq -r .spool.rename_noreplace <<<"$j")" "RENAME_NOREPLACE on the spool's filesystem"
 	assert_eq true "$(jq -r .spool.xattr <<<"$j")" "user xattrs on the spool's filesystem"
+	assert_eq "0x$(stat -f -c %t "$s")" "$(jq -r .spool.fs_magic <<<"$j")" "the spool's filesystem type"
+	assert_eq "null null" "$(jq -r '"\(.spool.error) \(.spool.warning)"' <<<"$j")" "no error, no warning about it"
 	assert_eq true "$(jq -r .ok <<<"$j")" ok
 }
 
@@ -29,6 +31,69 @@ test_doctor_fails_when_bwrap_is_missing() {
 	assert_eq false "$(jq -r .bwrap.works "$T_ROOT/d.json")" "bwrap.works"
 	KART_BACKEND=none KART_BWRAP=/nonexistent/bwrap "$KART" -s "$s" doctor >/dev/null; rc=$?
 	assert_eq 0 "$rc" "backend none does not need bwrap"
+}
+
+# The spool's filesystem as doctor sees it, changed by a preloaded shim:
+# fstatfs(2) reports another type (DOCTOR_FS_MAGIC), renameat2(2) refuses
+# RENAME_NOREPLACE (DOCTOR_NO_NOREPLACE) as a filesystem without it does.
+fs_shim() {
+	[ -e "$T_ROOT/fsshim.so" ] && return
+	command -v cc >/dev/null || { skip "no C compiler for the filesystem shim"; return 1; }
+	cat >"$T_ROOT/fsshim.c" <<'EOT'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/vfs.h>
+int fstatfs(int fd, struct statfs *b)
+{
+	int (*real)(int, struct statfs *) = (int (*)(int, struct statfs *))dlsym(RTLD_NEXT, "fstatfs");
+	int r = real(fd, b);
+	const char *m = getenv("DOCTOR_FS_MAGIC");
+	if (r == 0 && m)
+		b->f_type = (__fsword_t)strtoul(m, NULL, 0);
+	return r;
+}
+int renameat2(int a, const char *b, int c, const char *d, unsigned f)
+{
+	int (*real)(int, const char *, int, const char *, unsigned) =
+		(int (*)(int, const char *, int, const char *, unsigned))dlsym(RTLD_NEXT, "renameat2");
+	if ((f & RENAME_NOREPLACE) && getenv("DOCTOR_NO_NOREPLACE")) {
+		errno = EINVAL;
+		return -1;
+	}
+	return real(a, b, c, d, f);
+}
+EOT
+	cc -shared -fPIC -o "$T_ROOT/fsshim.so" "$T_ROOT/fsshim.c" -ldl ||
+		{ fail "cannot build the filesystem shim"; return 1; }
+}
+
+test_doctor_refuses_a_network_spool() {
+	fs_shim || return
+	local s rc m; s=$(mkspool)
+	for m in 0x6969:NFS 0xFE534D42:SMB 0xFF534D42:CIFS; do
+		DOCTOR_FS_MAGIC=${m%%:*} LD_PRELOAD=$T_ROOT/fsshim.so KART_BACKEND=none \
+			"$KART" -s "$s" doctor --json >"$T_ROOT/d.json" 2>"$T_ROOT/d.err"; rc=$?
+		assert_eq 1 "$rc" "${m#*:}: doctor's exit status"
+		assert_eq false "$(jq -r .ok "$T_ROOT/d.json")" "${m#*:}: .ok"
+		assert_match "on ${m#*:}, a network filesystem: refused" "$(jq -r .spool.error "$T_ROOT/d.json")" "${m#*:}: .spool.error"
+	done
+	assert_eq nfs "$(DOCTOR_FS_MAGIC=0x6969 LD_PRELOAD=$T_ROOT/fsshim.so KART_BACKEND=none "$KART" -s "$s" doctor --json 2>/dev/null | jq -r .spool.fs)" ".spool.fs on NFS"
+}
+
+test_doctor_warns_without_rename_noreplace() {
+	fs_shim || return
+	local s rc; s=$(mkspool)
+	DOCTOR_NO_NOREPLACE=1 LD_PRELOAD=$T_ROOT/fsshim.so KART_BACKEND=none \
+		"$KART" -s "$s" doctor --json >"$T_ROOT/d.json" 2>"$T_ROOT/d.err"; rc=$?
+	assert_eq 0 "$rc" "a warning, not a refusal: doctor's exit status"
+	assert_eq true "$(jq -r .ok "$T_ROOT/d.json")" ".ok"
+	assert_eq false "$(jq -r .spool.rename_noreplace "$T_ROOT/d.json")" ".spool.rename_noreplace"
+	assert_match 'no RENAME_NOREPLACE' "$(jq -r .spool.warning "$T_ROOT/d.json")" ".spool.warning"
+	assert_match '^kart doctor: warning: no RENAME_NOREPLACE' "$(cat "$T_ROOT/d.err")" "the warning on stderr"
+	assert_eq 0 "$(find "$s/tmp" -name '.doctor.*' | wc -l)" "the probe's files are gone"
 }
 
 run_tests
