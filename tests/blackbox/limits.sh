@@ -466,6 +466,43 @@ test_cgroup_unwritable_parent() {
 	assert_eq ran "$(cat "$s/done/plain2.stdout")" "its output"
 }
 
+# The leaf is made, but the task's process cannot be put in it: refused
+# as cgroup_join_failed, and it never ran. The fault: strace, attached to
+# the worker, fails the open of that one leaf's cgroup.procs in the pids
+# hierarchy (on v1 the worker writes it; on pure v2 the child is born in
+# its leaf by clone3 and nothing is written). Then the next task runs.
+traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
+test_cgroup_join_failed_refused() {
+	have_cgroups || return
+	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
+	[ ! -e /sys/fs/cgroup/cgroup.controllers ] && [ -d /sys/fs/cgroup/pids ] ||
+		{ skip "needs a v1 pids hierarchy (the join writes its cgroup.procs)"; return; }
+	local s cg p sp; s=$(mkspool)
+	KART_BACKEND=none start_worker "$s"
+	cg=$(sed -n 's/^[0-9]*:pids://p' "/proc/$WPID/cgroup")
+	p=/sys/fs/cgroup/pids${cg%/}/kart.$WPID.1/cgroup.procs
+	strace -f -qq -o "$s.strace" -p "$WPID" -e trace=openat -P "$p" \
+		-e inject=openat:error=EACCES &
+	sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
+	printf '#!/bin/sh\n#kart: pids=10\necho ran\n' >"$s/tmp/j" && mv "$s/tmp/j" "$s/new/j"
+	wait_until 20 has_result "$s" j || { fail "no result for j"; kill "$sp"; return; }
+	assert_eq refused "$(field "$s" j .status)" "status when the join fails"
+	assert_eq cgroup_join_failed "$(field "$s" j .refusal)" "refusal"
+	assert_match 'could not be put in its cgroup: Permission denied' "$(field "$s" j .error)" "error"
+	assert_eq null "$(field "$s" j .stdout.path)" "it never ran"
+	assert_eq null "$(field "$s" j .limits.pids)" "no limit is claimed"
+	grep -q "cgroup.procs.*INJECTED" "$s.strace" || fail "the fault was never injected (test premise)"
+	printf '#!/bin/sh\n#kart: pids=10\necho ran\n' >"$s/tmp/k" && mv "$s/tmp/k" "$s/new/k"
+	wait_until 20 has_result "$s" k || fail "no result for the next task"
+	assert_eq ok "$(field "$s" k .status)" "the next task, in a leaf of its own"
+	assert_eq ran "$(cat "$s/done/k.stdout")" "its output"
+	kill "$sp"; wait "$sp" 2>/dev/null
+	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
+}
+
 # Defaults from kart.conf fill in what a task does not ask for, per lane,
 # and are written for real (the task reads its own leaf's limit).
 test_memory_default_applied() {
