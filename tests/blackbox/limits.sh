@@ -2,10 +2,12 @@
 # Black-box: memory, pids and cpu limits enforced for real by the task's
 # cgroup leaf, through the real worker; the leaf kills daemonized
 # grandchildren and goes away with its task (without blocking the loop);
-# a limit that cannot be set up refuses the task. [limits] cgroup =
-# require|auto|off, defaults and ceilings from kart.conf, the rlimit
-# fallback, a dead worker's leaves killed before its claims are re-queued,
-# and the cgroup facts of kart doctor and kart setup-cgroup.
+# a limit that cannot be set up (or a leaf that cannot be joined) refuses
+# the task. [limits] cgroup = require|auto|off, defaults and ceilings from
+# kart.conf, the rlimit fallback and the rlimits every task gets, the PID
+# namespace taking the tree down without a cgroup, a dead worker's leaves
+# killed before its claims are re-queued, and the cgroup facts of kart
+# doctor and kart setup-cgroup.
 . "$(dirname "$0")/../lib.sh"
 
 # ---- local helpers ---------------------------------------------------------
@@ -177,6 +179,25 @@ test_daemon_gone_backend_none() {
 test_daemon_gone_backend_bwrap() {
 	have_sandbox || return
 	daemon_case bwrap
+}
+
+# Without a cgroup (cgroup = off) bwrap's PID namespace still takes the
+# whole tree down with the task: its init dies, and the kernel kills
+# every process left in the namespace.
+test_daemon_gone_without_cgroup() {
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	local s m1 m2; s=$(mkspool); m1=$(marker); m2=$((m1 + 1))
+	printf '#!/bin/sh\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\necho started\n' "$m1" \
+		>"$s/new/okd"
+	printf '#!/bin/sh\n#kart: timeout=2s\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\nsleep 100\n' \
+		"$m2" >"$s/new/tod"
+	drain_pid "$s" KART_CGROUP=off
+	assert_eq ok "$(field "$s" okd .status)" "status of the daemonizing task"
+	assert_eq timeout "$(field "$s" tod .status)" "status of the timed-out task"
+	assert_eq none "$(field "$s" okd .sandbox.cgroup)" "sandbox.cgroup under cgroup = off"
+	assert_eq bwrap "$(field "$s" okd .sandbox.backend)" "sandbox.backend"
+	local left; left=$(pgrep -f "^sleep ($m1|$m2)\$")
+	[ -z "$left" ] || { fail "daemonized grandchildren survived: $left"; kill -9 $left; }
 }
 
 # Cancel and shutdown end a task through the same leaf.
