@@ -33,9 +33,11 @@ test_doctor_fails_when_bwrap_is_missing() {
 	assert_eq 0 "$rc" "backend none does not need bwrap"
 }
 
-# The spool's filesystem as doctor sees it, changed by a preloaded shim:
-# fstatfs(2) reports another type (DOCTOR_FS_MAGIC), renameat2(2) refuses
-# RENAME_NOREPLACE (DOCTOR_NO_NOREPLACE) as a filesystem without it does.
+# The host as doctor sees it, changed by a preloaded shim: fstatfs(2)
+# reports another type (DOCTOR_FS_MAGIC), renameat2(2) refuses
+# RENAME_NOREPLACE (DOCTOR_NO_NOREPLACE) as a filesystem without it does,
+# unshare(CLONE_NEWUSER) fails (DOCTOR_NO_USERNS), and the AppArmor
+# sysctl of Ubuntu 23.10+ reads from the file DOCTOR_AA_RESTRICT.
 fs_shim() {
 	[ -e "$T_ROOT/fsshim.so" ] && return
 	command -v cc >/dev/null || { skip "no C compiler for the filesystem shim"; return 1; }
@@ -45,7 +47,35 @@ fs_shim() {
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <string.h>
 #include <sys/vfs.h>
+int openat(int dfd, const char *path, int flags, ...)
+{
+	int (*real)(int, const char *, int, ...) = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
+	int mode = 0;
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, int);
+		va_end(ap);
+	}
+	const char *aa = getenv("DOCTOR_AA_RESTRICT");
+	if (aa && strcmp(path, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 0)
+		path = aa;
+	return real(dfd, path, flags, mode);
+}
+int unshare(int f)
+{
+	int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "unshare");
+	if ((f & CLONE_NEWUSER) && getenv("DOCTOR_NO_USERNS")) {
+		errno = EPERM;
+		return -1;
+	}
+	return real(f);
+}
 int fstatfs(int fd, struct statfs *b)
 {
 	int (*real)(int, struct statfs *) = (int (*)(int, struct statfs *))dlsym(RTLD_NEXT, "fstatfs");
@@ -94,6 +124,26 @@ test_doctor_warns_without_rename_noreplace() {
 	assert_match 'no RENAME_NOREPLACE' "$(jq -r .spool.warning "$T_ROOT/d.json")" ".spool.warning"
 	assert_match '^kart doctor: warning: no RENAME_NOREPLACE' "$(cat "$T_ROOT/d.err")" "the warning on stderr"
 	assert_eq 0 "$(find "$s/tmp" -name '.doctor.*' | wc -l)" "the probe's files are gone"
+}
+
+# Ubuntu 24.04: unprivileged user namespaces restricted by AppArmor.
+# doctor names the restriction and its fix; with the sysctl at 0 the
+# failure has another cause, and the fix says something else.
+test_doctor_apparmor_userns_fix() {
+	fs_shim || return
+	local s j; s=$(mkspool)
+	echo 1 >"$T_ROOT/aa1"; echo 0 >"$T_ROOT/aa0"
+	j=$(DOCTOR_NO_USERNS=1 DOCTOR_AA_RESTRICT=$T_ROOT/aa1 LD_PRELOAD=$T_ROOT/fsshim.so \
+		KART_BACKEND=none "$KART" -s "$s" doctor --json)
+	assert_eq false "$(jq -r .user_namespaces.unprivileged <<<"$j")" "user namespaces (made to fail)"
+	assert_eq true "$(jq -r .user_namespaces.apparmor_restrict <<<"$j")" ".apparmor_restrict"
+	assert_match 'AppArmor restricts unprivileged user namespaces' "$(jq -r .user_namespaces.fix <<<"$j")" "the fix names AppArmor"
+	assert_match 'apparmor_restrict_unprivileged_userns=0' "$(jq -r .user_namespaces.fix <<<"$j")" "and the sysctl"
+	j=$(DOCTOR_NO_USERNS=1 DOCTOR_AA_RESTRICT=$T_ROOT/aa0 LD_PRELOAD=$T_ROOT/fsshim.so \
+		KART_BACKEND=none "$KART" -s "$s" doctor --json)
+	assert_eq false "$(jq -r .user_namespaces.apparmor_restrict <<<"$j")" ".apparmor_restrict at 0"
+	local fix; fix=$(jq -r .user_namespaces.fix <<<"$j")
+	[ "$fix" != null ] && ! [[ $fix =~ AppArmor ]] || fail "fix without the AppArmor restriction: '$fix'"
 }
 
 run_tests
