@@ -104,9 +104,13 @@ $(B)/main-sync.o: src/main.c src/*.h $(B)/features.stamp | $(B)
 $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
 
-# The launcher runs inside every sandbox: libc only.
+# The launcher runs inside every sandbox, once per task: libc only, and
+# linked statically, which saves the dynamic loader's work on every run
+# (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
+# nothing of the sandbox's /usr.
+LAUNCH_LDFLAGS = -static
 $(B)/kart-launch: src/launch.c src/landlock.c src/landlock.h | $(B)
-	$(CC) $(WARN) $(LAUNCH_CFLAGS) -o $@ src/launch.c src/landlock.c
+	$(CC) $(WARN) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ src/launch.c src/landlock.c
 
 # The runner of the llm task kind: Python 3, standard library only (see
 # docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.
