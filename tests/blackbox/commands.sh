@@ -185,6 +185,35 @@ test_wait_timeout_queued() {
 	assert_usage_error "wait --timeout abc" -s "$s" wait --timeout abc stuck
 }
 
+# kart wait sleeps on an inotify watch of done/ with no timeout, waking
+# only for events there (each file of a result is one), never on a timer.
+test_wait_does_not_poll() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local s sp; s=$(mkspool)
+	"$KART" -s "$s" submit --name later -- true >/dev/null
+	strace -qq -o "$T_ROOT/wait.strace" \
+		-e trace=inotify_add_watch,poll,ppoll,select,pselect6,epoll_wait,nanosleep,clock_nanosleep \
+		"$KART" -s "$s" wait later >/dev/null 2>&1 &
+	sp=$!
+	T_PIDS+=("$sp")
+	wait_until 5 grep -qs inotify_add_watch "$T_ROOT/wait.strace" || fail "no inotify_add_watch"
+	sleep 1 # a poller would have looked a few times by now
+	KART_BACKEND=none drain "$s"
+	wait_gone 10 "$sp" || fail "wait did not return once the result landed"
+	assert_eq 0 "$RC" "wait's exit status"
+	local tr; tr=$(cat "$T_ROOT/wait.strace")
+	assert_match "inotify_add_watch\(.*\"$s/done\", .*IN_MOVED_TO.*\) = [0-9]+" "$tr" \
+		"an inotify watch on done/"
+	local waits; waits=$(grep -cE '^(poll|ppoll|select|pselect6|epoll_wait)\(' <<<"$tr")
+	[ "$waits" -ge 1 ] || fail "wait never blocked on the watch: $tr"
+	grep -E '^(poll|ppoll)\(' <<<"$tr" | grep -vE ', -1\)|NULL, NULL, 8\)' | grep -q . &&
+		fail "wait blocks with a timeout: $(grep -E '^(poll|ppoll)' <<<"$tr" | head -2)"
+	grep -qE '^(clock_)?nanosleep\(' <<<"$tr" && fail "wait sleeps: $(grep -E 'nanosleep' <<<"$tr" | head -2)"
+	grep -E '^(poll|ppoll)\(' <<<"$tr" | grep -qE '\) += 0( |$)' &&
+		fail "a wait ended with nothing to read (a timeout): it polls"
+	true
+}
+
 # ---- status ------------------------------------------------------------------------------
 
 test_status() {
