@@ -144,6 +144,26 @@ test_sqlite_idempotent() {
 		"$(sq "$T_ROOT/idem2.db" 'SELECT * FROM tasks ORDER BY id' | md5sum)" "fresh mirror"
 }
 
+# A mirror made by a newer kart (a higher schema_version) is refused,
+# untouched, never migrated backwards.
+test_sqlite_newer_schema_refused() {
+	need_sqlite || return
+	local s db=$T_ROOT/newer.db
+	s=$(mkspool)
+	submit_n "$s" 3 t
+	KART_BACKEND=none drain "$s"
+	"$KART" -s "$s" sync sqlite "$db" || fail "first sync"
+	sq "$db" 'INSERT INTO schema_version VALUES (99)'
+	sq "$db" .dump >"$T_ROOT/newer1"
+	submit_n "$s" 2 u
+	KART_BACKEND=none drain "$s"
+	run_cmd -s "$s" sync sqlite "$db"
+	assert_eq 1 "$RC" "exit status"
+	assert_match 'schema version 99 is newer than this kart' "$ERR" "message"
+	sq "$db" .dump >"$T_ROOT/newer2"
+	cmp -s "$T_ROOT/newer1" "$T_ROOT/newer2" || fail "the newer mirror was changed"
+}
+
 test_sqlite_gone() {
 	need_sqlite || return
 	local s db=$T_ROOT/gone.db
