@@ -1026,8 +1026,20 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 		return r;
 	*busy = r;
 	if (r == 0) {
-		/* Everything is out: remove the dead worker's directory. A
-		 * worker starting again under this id simply recreates it. */
+		/* Everything is out: remove the dead worker's directory. What
+		 * is left in it is scratch of claims that are gone (a worker
+		 * killed between a claim's finish or re-queue and the removal
+		 * of its scratch, in this life or an earlier one): no claim,
+		 * so nobody's. A worker starting again under this id simply
+		 * recreates the directory. */
+		DIR *dir = opendir_at(d, ".");
+		struct dirent *de;
+		while (dir && (de = readdir(dir)))
+			if (de->d_name[0] == '.' && strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+			    strcmp(de->d_name, ".lock"))
+				(void)rm_rf_at(dirfd(dir), de->d_name);
+		if (dir)
+			closedir(dir);
 		(void)unlinkat(d, ".lock", 0);
 		(void)unlinkat(sp->cur, peer, AT_REMOVEDIR);
 	}

@@ -279,6 +279,28 @@ test_lockless_dead_dir_removed() {
 	assert_file "$s/cur/full/keepme"
 }
 
+# A dead worker's directory that holds no claim, only scratch left by a
+# kill between a finish or re-queue and the removal of its scratch: the
+# peer that recovers it removes it all. A claim is never taken for scratch.
+test_dead_dir_with_stale_scratch_removed() {
+	local s; s=$(mkspool)
+	mkdir -p "$s/cur/dead/.gone.work/sub" "$s/cur/dead/.gone.out" "$s/cur/dead/.spare.7"
+	: >"$s/cur/dead/.lock"
+	echo partial >"$s/cur/dead/.gone.stdout"
+	: >"$s/cur/dead/.other.cancel"
+	mkdir -p "$s/cur/held/.x.work"
+	: >"$s/cur/held/.lock"
+	printf '#!/bin/sh
+echo recovered
+' >"$s/cur/held/x"
+	drain "$s" --id w2
+	[ -e "$s/cur/dead" ] && fail "the dead worker's directory was left: $(ls -A "$s/cur/dead")"
+	assert_eq ok "$(field "$s" x .status)" "the other dead worker's claim was re-queued and ran"
+	assert_eq recovered "$(cat "$s/done/x.stdout")" "its output"
+	[ -e "$s/cur/held" ] && fail "cur/held was left after its claim was recovered: $(ls -A "$s/cur/held")"
+	true
+}
+
 # A finisher that died inside its redirty of done/ID.task (a publish retry
 # after a failed fsync, or recovery making a finish durable) left a third
 # link, done/.ID.task.redo. Recovery drops it and completes the finish:
