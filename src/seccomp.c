@@ -214,18 +214,7 @@ int seccomp_prog_fd(const struct seccomp_prog *p)
 {
 	if (!p->bpf)
 		return -EINVAL;
-	_cleanup_close_ int fd = memfd_create("kart-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
-	int r = write_all(fd, p->bpf, p->len);
-	if (r < 0)
-		return r;
-	/* Read-only from here on, whoever holds it. */
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-		return -errno;
-	if (lseek(fd, 0, SEEK_SET) < 0)
-		return -errno;
-	return steal_fd(&fd);
+	return memfd_sealed("kart-seccomp", p->bpf, p->len);
 }
 
 void seccomp_prog_free(struct seccomp_prog *p)

@@ -429,14 +429,15 @@ int stop_signalfd(void)
 	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-int memfd_text(const char *name, const char *text)
+int memfd_sealed(const char *name, const void *data, size_t len)
 {
 	_cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, text, strlen(text));
+	int r = write_all(fd, data, len);
 	if (r < 0)
 		return r;
+	/* Read-only from here on, whoever holds it. */
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
 		return -errno;
 	if (lseek(fd, 0, SEEK_SET) < 0)

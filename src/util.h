@@ -69,9 +69,9 @@ extern void (*log_sink)(const char *level, const char *msg);
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int write_all(int fd, const void *buf, size_t len);
-/* A sealed, read-only memfd holding text at offset 0 (O_CLOEXEC): the fd
+/* A sealed, read-only memfd holding data at offset 0 (O_CLOEXEC): the fd
  * or -errno. */
-int memfd_text(const char *name, const char *text);
+int memfd_sealed(const char *name, const void *data, size_t len);
 /* name as execv needs it: itself if it holds a '/', else the first
  * executable in $PATH. 0 or -errno. */
 int find_in_path(const char *name, char *out, size_t len);

@@ -1526,7 +1526,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	 * as a JSON profile, unless the policy says the runtime takes none. */
 	bool want_scmp = !container || w->pol->container_seccomp;
 	_cleanup_close_ int sfd = !want_scmp ? -1
-			      : container ? (w->scmp_json ? memfd_text("kart-seccomp.json", w->scmp_json)
+			      : container ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json,
+									 strlen(w->scmp_json))
 							  : -EINVAL)
 			      : w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
 	if (want_scmp && sfd < 0) {
