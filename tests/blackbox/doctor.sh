@@ -6,8 +6,13 @@ test_doctor_reports_this_host() {
 	local s j; s=$(mkspool)
 	j=$("$KART" -s "$s" doctor --json) || fail "doctor exited $? on a host that has everything"
 	assert_eq true "$(jq -r .bwrap.works <<<"$j")" "bwrap runs a trivial sandbox"
-	assert_eq true "$(jq -r .user_namespaces.unprivileged <<<"$j")" "unprivileged user namespaces (probed as nobody)"
-	assert_eq null "$(jq -r .user_namespaces.fix <<<"$j")" "no fix needed"
+	# The user-namespace probe from the same kart run natively under make
+	# check-valgrind (KART_NATIVE): under valgrind 3.19 the probe's
+	# unshare(CLONE_NEWUSER) fails whatever the host allows.
+	local ju=$j
+	[ -n "${KART_VALGRIND:-}" ] && ju=$("$KART_NATIVE" -s "$s" doctor --json)
+	assert_eq true "$(jq -r .user_namespaces.unprivileged <<<"$ju")" "unprivileged user namespaces (probed as nobody)"
+	assert_eq null "$(jq -r .user_namespaces.fix <<<"$ju")" "no fix needed"
 	if [ -n "${KART_VALGRIND:-}" ]; then
 		# valgrind 3.19 has no landlock_create_ruleset (ENOSYS, "unhandled
 		# syscall 444"): under it the probe finds none.

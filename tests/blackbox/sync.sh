@@ -226,6 +226,9 @@ test_sqlite_follow_overflow() {
 	"$KART" -s "$s" sync sqlite "$db" --follow --verbose 2>>"$T_ROOT/ovf.log" &
 	fp=$!; T_PIDS+=("$fp")
 	wait_until 10 test -e "$db" || { fail "no database"; return; }
+	# Its first pass is done (its watches were set before it): only then
+	# can a flood of events overflow its queue.
+	wait_until 20 grep -q '^kart sync: ' "$T_ROOT/ovf.log" || { fail "no first pass: $(cat "$T_ROOT/ovf.log")"; return; }
 	kill -STOP "$fp"
 	# Queued entries written straight into new/, each a few events.
 	python3 - "$s/new" "$((max + 500))" <<'PY' || fail "making the entries"
