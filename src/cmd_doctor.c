@@ -217,12 +217,12 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	}
 	struct policy pol;
 	char err[512];
-	json_t *o = json_object();
 	bool ok = true;
 	if (policy_load(&pol, c->spool_path && *c->spool_path ? c->spool_path : NULL, err, sizeof err) < 0) {
 		fprintf(stderr, "kart doctor: policy: %s\n", err);
 		return 1;
 	}
+	json_t *o = json_object();
 	json_object_set_new(o, "backend", json_string(backend_name(pol.backend)));
 
 	char why[256] = "";
