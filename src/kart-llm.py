@@ -3,12 +3,28 @@
 
     kart-llm TASK-FILE
 
-The task file is a prompt (plain text), or a JSON workflow of prompt
-steps when its first character (after the directive lines) is '{':
+The task file is a prompt (plain text), or a workflow of prompt steps:
+JSON when its first character (after the directive lines) is '{',
 
     {"model": "m", "system": "You are terse.",
      "steps": [{"prompt": "Name a prime."},
                {"prompt": "Double {{previous}}.", "system": "...", "model": "..."}]}
+
+or the same in a small subset of YAML when it has a line "steps:" and
+every line at the left margin is "model:", "system:" or "steps:" (a
+leading "---" and # comment lines are allowed):
+
+    model: m
+    system: You are terse.
+    steps:
+      - prompt: Name a prime.
+      - prompt: |
+          Double {{previous}}.
+          Say only the number.
+        model: m2
+
+Values are plain text to the end of the line, "double-quoted" (JSON
+escapes), 'single-quoted', or a | block of the lines indented below.
 
 Each step is one POST $KART_LLM_ENDPOINT/chat/completions (the OpenAI
 chat API) with Authorization: Bearer $KART_LLM_API_KEY (if set);
@@ -54,15 +70,95 @@ def opt_str(obj, key, where):
     return v
 
 
+YAML_KEYS = ("model", "system", "steps")
+
+
+def is_yaml(text):
+    lines = [l for l in text.split("\n") if l.strip() and not l.lstrip().startswith("#")]
+    if lines and lines[0].strip() == "---":
+        lines = lines[1:]
+    top = [l for l in lines if not l[0].isspace()]
+    return ("steps:" in (l.rstrip() for l in top)
+            and all(l.split(":", 1)[0] in YAML_KEYS and ":" in l for l in top))
+
+
+def yaml_value(v, lines, i, indent, n):
+    """The value after "key:" on line n: a scalar, or a | block of the
+    lines after it indented more than indent. Returns (value, next line)."""
+    v = v.strip()
+    if v in ("|", "|-"):
+        block = []
+        while i < len(lines) and (not lines[i].strip() or
+                                  len(lines[i]) - len(lines[i].lstrip(" ")) > indent):
+            block.append(lines[i])
+            i += 1
+        while block and not block[-1].strip():
+            block.pop()
+        if not block:
+            die(2, "line %d: an empty | block" % n)
+        cut = min(len(l) - len(l.lstrip(" ")) for l in block if l.strip())
+        return "\n".join(l[cut:] for l in block), i
+    if v.startswith('"'):
+        try:
+            val = json.loads(v)
+        except ValueError:
+            die(2, "line %d: a bad \"quoted\" value" % n)
+        return val, i
+    if v.startswith("'"):
+        if len(v) < 2 or not v.endswith("'"):
+            die(2, "line %d: a bad 'quoted' value" % n)
+        return v[1:-1].replace("''", "'"), i
+    return v, i
+
+
+def yaml_workflow(text):
+    lines = text.split("\n")
+    wf, steps, item, item_indent = {}, None, None, 0
+    i = 0
+    while i < len(lines):
+        raw, n = lines[i], i + 1
+        i += 1
+        if not raw.strip() or raw.lstrip().startswith("#") or (n == 1 and raw.strip() == "---"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        body = raw.strip()
+        if indent == 0:
+            key, _, v = body.partition(":")
+            if key == "steps":
+                if v.strip():
+                    die(2, "line %d: \"steps:\" takes a list below it" % n)
+                steps, item = [], None
+                wf["steps"] = steps
+                continue
+            wf[key], i = yaml_value(v, lines, i, 0, n)
+            continue
+        if steps is None:
+            die(2, "line %d: indented, but not under \"steps:\"" % n)
+        if body.startswith("- "):
+            item, item_indent = {}, indent
+            steps.append(item)
+            body, indent = body[2:].strip(), indent + 2
+        elif item is None or indent <= item_indent:
+            die(2, "line %d: expected \"- prompt: ...\" under \"steps:\"" % n)
+        key, sep, v = body.partition(":")
+        if not sep or key not in ("prompt", "model", "system"):
+            die(2, "line %d: expected prompt:, model: or system:" % n)
+        item[key], i = yaml_value(v, lines, i, indent, n)
+    return wf
+
+
 def workflow(text):
     if not text:
         die(2, "the task file holds no prompt")
-    if not text.startswith("{"):
+    if is_yaml(text):
+        wf = yaml_workflow(text)
+    elif not text.startswith("{"):
         return {"steps": [{"prompt": text}]}
-    try:
-        wf = json.loads(text)
-    except ValueError as e:
-        die(2, "the workflow is not valid JSON: %s" % e)
+    else:
+        try:
+            wf = json.loads(text)
+        except ValueError as e:
+            die(2, "the workflow is not valid JSON: %s" % e)
     if not isinstance(wf, dict):
         die(2, "the workflow must be a JSON object")
     opt_str(wf, "model", "the workflow")

@@ -130,6 +130,47 @@ EOF
 	assert_match "step 2/2" "$("$KART" -s "$s" cat --stderr "$id")" "progress on stderr"
 }
 
+# The same workflow in kart-llm's YAML subset: a | block, quoting, a
+# step's own model.
+test_llm_workflow_yaml() {
+	need_bwrap || return
+	need_python || return
+	start_mock || return
+	local s; s=$(mkspool)
+	kind_conf "$s" "$(id -u)"
+	cat >"$T_ROOT/flow.prompt" <<'EOF'
+---
+# two steps
+model: flow-model
+system: 'Be terse, it''s fine.'
+steps:
+  - prompt: Name a colour.
+  - prompt: |
+      Shorten: {{previous}}
+      One word.
+    model: "step-model"
+EOF
+	local id; id=$("$KART" -s "$s" submit "$T_ROOT/flow.prompt")
+	: >"$MOCK_LOG"
+	KART_LLM_API_KEY=$KEY drain "$s"
+	assert_eq ok "$(field "$s" "$id" .status)" "status ($(cat "$s/done/$id.stderr" 2>/dev/null))"
+	assert_eq "answer to [Shorten: answer to [Name a colour.]
+One word.]" "$("$KART" -s "$s" cat "$id")" "the | block, with the first answer in it"
+	assert_eq 2 "$(wc -l <"$MOCK_LOG")" "one request per step"
+	assert_eq "Be terse, it's fine." "$(jq -r '.body.messages[0].content' <"$MOCK_LOG" | sort -u)" \
+		"the system message, 'quoted'"
+	assert_eq "flow-model
+step-model" "$(jq -r '.body.model' <"$MOCK_LOG")" "the workflow's model, then the step's own"
+	# A workflow that breaks the subset is refused, naming the line.
+	printf 'steps:\n  - prompt: a\n  - colour: red\n' >"$T_ROOT/bad.prompt"
+	id=$("$KART" -s "$s" submit "$T_ROOT/bad.prompt")
+	KART_LLM_API_KEY=$KEY drain "$s"
+	assert_eq failed "$(field "$s" "$id" .status)" "bad YAML: failed"
+	assert_eq 2 "$(field "$s" "$id" .exit_code)" "bad YAML: exit 2"
+	assert_match 'line 3: expected prompt:, model: or system:' "$("$KART" -s "$s" cat --stderr "$id")" \
+		"bad YAML: the line"
+}
+
 # kart-llm's own errors: a wrong key is HTTP 401 (failed, exit 1, said on
 # stderr); a workflow that is not JSON is exit 2, said on stderr.
 test_llm_errors() {
