@@ -30,8 +30,9 @@ struct result {
 	struct result_stream out, err;
 	const char *task_path; /* the task file kept beside the result */
 	const char *artifacts_path; /* $KART_OUTDIR kept beside the result; NULL: none */
-	uint64_t artifacts_bytes;   /* what the task left there */
-	bool artifacts_dropped;     /* over the policy's artifacts_max: not kept */
+	uint64_t artifacts_max;     /* in: the policy's cap on it (0: none) */
+	uint64_t artifacts_bytes;   /* out: what the task left there */
+	bool artifacts_dropped;     /* out: over artifacts_max, not kept */
 	/* limits as applied */
 	int64_t timeout_s;  /* -1: null */
 	uint64_t memory;    /* 0: null */

@@ -470,7 +470,12 @@ static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
 	return r;
 }
 
-int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes)
+/* The disk space a directory tree holds, into *bytes: 1 once it passes
+ * cap (or holds more than TREE_ENTRIES_MAX entries, or nests deeper than
+ * 64; counting stops there), 0 within it (or no such directory), or
+ * -errno. Never follows a link. */
+#define TREE_ENTRIES_MAX 100000
+static int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes)
 {
 	*bytes = 0;
 	uint64_t entries = 0;
@@ -694,12 +699,21 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				 * one), the scratch name cannot exist. */
 				return -errno;
 		}
-		/* What the task left in $KART_OUTDIR is kept beside the result. */
+		/* What the task left in $KART_OUTDIR is kept beside the result,
+		 * up to res->artifacts_max: over it, none of it (part of a set
+		 * of files would mislead), and the result says so. Only a full
+		 * one is measured: an empty one is just removed. */
+		int over = 0;
 		if (pathfmt(p, sizeof p, ".%s.out", name) == 0 && pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
-		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY) {
+		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
+		    (!res->artifacts_max ||
+		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
 			if (renameat(wdir, p, sp->done, q) < 0 && errno != EEXIST)
 				return -errno;
 			res->artifacts_path = xasprintf("done/%s", q);
+		} else if (over != 0) {
+			res->artifacts_dropped = true;
+			(void)rm_rf_at(wdir, p);
 		} else if (redo && !res->artifacts_path && exists_at(sp->done, q)) {
 			if ((r = redirty(sp, q)) < 0)
 				return r;

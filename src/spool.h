@@ -101,12 +101,7 @@ void spool_clean_scratch(int wdir, const char *name);
 
 /* Remove a tree under dirfd/name, never following links. */
 int rm_rf_at(int dirfd, const char *name);
-/* The disk space a directory tree holds, into *bytes: 1 once it passes
- * cap (or holds more than TREE_ENTRIES_MAX entries, or nests deeper than
- * 64; counting stops there), 0 within it (or no such directory), or
- * -errno. Never follows a link. */
-#define TREE_ENTRIES_MAX 100000
-int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes);
+
 
 
 
