@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,13 +47,8 @@ int host_run(char *const argv[], char *out, size_t len, int timeout_ms)
 		return -1;
 	}
 	if (pid == 0) {
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (dn < 0 || dup2(dn, 0) < 0 || dup2(p[1], 1) < 0)
+		if (host_child_setup(p[1]) < 0)
 			_exit(127);
-		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		execv(argv[0], argv);
 		_exit(127);
 	}

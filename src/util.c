@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 static const char *log_prog = "kart";
@@ -443,6 +444,18 @@ int memfd_sealed(const char *name, const void *data, size_t len)
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
 	return steal_fd(&fd);
+}
+
+int host_child_setup(int out)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (dn < 0 || dup2(dn, 0) < 0 || dup2(out, 1) < 0)
+		return -1;
+	(void)syscall(SYS_close_range, 3, ~0U, 0);
+	return 0;
 }
 
 int find_in_path(const char *name, char *out, size_t len)

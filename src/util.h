@@ -72,6 +72,10 @@ int write_all(int fd, const void *buf, size_t len);
 /* A sealed, read-only memfd holding data at offset 0 (O_CLOEXEC): the fd
  * or -errno. */
 int memfd_sealed(const char *name, const void *data, size_t len);
+/* In a forked child that will exec a host program (an on_done hook, the
+ * container CLI): signals unblocked, stdin /dev/null, stdout out, every
+ * other descriptor above 2 closed. Async-signal-safe; 0 or -1. */
+int host_child_setup(int out);
 /* name as execv needs it: itself if it holds a '/', else the first
  * executable in $PATH. 0 or -errno. */
 int find_in_path(const char *name, char *out, size_t len);

@@ -459,14 +459,9 @@ static void spawn_host(struct worker *w, char *const argv[], char *const argv2[]
 		return;
 	}
 	if (pid == 0) {
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		/* Its output goes to the worker's log. */
-		if (dn < 0 || dup2(dn, 0) < 0 || dup2(2, 1) < 0)
+		if (host_child_setup(2) < 0)
 			_exit(127);
-		(void)syscall(SYS_close_range, 3, ~0U, 0);
 		if (argv2) {
 			pid_t first = fork();
 			if (first == 0) {
