@@ -102,28 +102,9 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 		die("%s: %s", sp.path, strerror(errno));
 	free(sp.path);
 	sp.path = abs;
-	/* Resolved once, from the worker's PATH: tasks get their own. */
-	char cand[PATH_MAX];
-	if (pol.backend == BACKEND_BWRAP && !strchr(pol.bwrap, '/')) {
-		/* A path is taken as given: if it cannot run, each task is
-		 * refused (sandbox_setup_failed), saying so. */
-		if (find_in_path(pol.bwrap, cand, sizeof cand) < 0) {
-			fprintf(stderr, "kart worker: bwrap not found in PATH; install bubblewrap, "
-					"or set KART_BACKEND=none for trusted tasks\n");
-			return 1;
-		}
-		snprintf(pol.bwrap, sizeof pol.bwrap, "%s", cand);
-	}
-	if (pol.backend == BACKEND_CONTAINER) {
-		if (find_in_path(pol.container_cmd, cand, sizeof cand) < 0) {
-			fprintf(stderr, "kart worker: backend container: %s not found in PATH; set "
-					"[container] command in kart.conf\n", pol.container_cmd);
-			return 1;
-		}
-		snprintf(pol.container_cmd, sizeof pol.container_cmd, "%s", cand);
-	}
-	/* The hosted-posture gate, and a container backend's image. */
-	if (policy_backend_check(&pol, sp.path, err, sizeof err) < 0) {
+	/* The backend's program, resolved from the worker's PATH (tasks get
+	 * their own); the hosted-posture gate; a container backend's image. */
+	if (policy_prepare(&pol, sp.path, err, sizeof err) < 0) {
 		fprintf(stderr, "kart worker: %s\n", err);
 		return 1;
 	}

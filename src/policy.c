@@ -404,32 +404,32 @@ static int set_net_gids(struct policy *pol, const char *v, char *err, size_t err
 	return 0;
 }
 
+/* A word of kart.conf copied into dst: letters, digits and the
+ * characters in extra only, not empty, not an option, within len. */
+static int word_set(char *dst, size_t len, const char *v, const char *extra)
+{
+	if (!*v || v[0] == '-' || strlen(v) >= len)
+		return -1;
+	for (const char *c = v; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr(extra, *c))
+			return -1;
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
+
 /* The container CLI: a bare name (found in PATH when run) or an
  * absolute path; never anything a shell would read. */
 static int container_cmd_set(struct policy *pol, const char *v)
 {
-	if (!*v || strlen(v) >= sizeof pol->container_cmd)
-		return -1;
 	if (v[0] != '/' && strchr(v, '/'))
 		return -1;
-	for (const char *c = v; *c; c++)
-		if (!isalnum((unsigned char)*c) && !strchr("/._+-", *c))
-			return -1;
-	snprintf(pol->container_cmd, sizeof pol->container_cmd, "%s", v);
-	return 0;
+	return word_set(pol->container_cmd, sizeof pol->container_cmd, v, "/._+-");
 }
 
-/* An image reference: registry/name:tag@digest characters only, and not
- * an option. */
+/* An image reference: registry/name:tag@digest characters only. */
 static int container_image_set(struct policy *pol, const char *v)
 {
-	if (!*v || v[0] == '-' || strlen(v) >= sizeof pol->container_image)
-		return -1;
-	for (const char *c = v; *c; c++)
-		if (!isalnum((unsigned char)*c) && !strchr("/._:@-", *c))
-			return -1;
-	snprintf(pol->container_image, sizeof pol->container_image, "%s", v);
-	return 0;
+	return word_set(pol->container_image, sizeof pol->container_image, v, "/._:@-");
 }
 
 /* One key of kart.conf: "section.key" = value. */
@@ -744,6 +744,24 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 			if (groups[i] == pol->net_gids[j])
 				return true;
 	return false;
+}
+
+int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+{
+	char cand[PATH_MAX];
+	if (pol->backend == BACKEND_BWRAP && !strchr(pol->bwrap, '/')) {
+		if (find_in_path(pol->bwrap, cand, sizeof cand) < 0)
+			return ERR("bwrap not found in PATH; install bubblewrap, or set "
+				   "KART_BACKEND=none for trusted tasks");
+		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", cand);
+	}
+	if (pol->backend == BACKEND_CONTAINER) {
+		if (find_in_path(pol->container_cmd, cand, sizeof cand) < 0)
+			return ERR("backend container: %s not found in PATH; set [container] command "
+				   "in kart.conf", pol->container_cmd);
+		snprintf(pol->container_cmd, sizeof pol->container_cmd, "%s", cand);
+	}
+	return policy_backend_check(pol, spool_dir, err, errlen);
 }
 
 int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,

@@ -119,6 +119,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
 		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
+/* Ready to run tasks: the backend's program (bwrap given by name, the
+ * container CLI) resolved from PATH, then policy_backend_check. A bwrap
+ * given as a path is taken as given: if it cannot run, each task is
+ * refused, saying so. Returns 0, or -1 with err saying what to do. */
+int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
 /* Whether the backend may run on this spool: backend container needs an
  * image; backend none is refused on a spool that users other than its
  * owner can write (new/ writable by group or others), unless the policy

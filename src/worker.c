@@ -2099,24 +2099,13 @@ static void on_signal(struct worker *w)
 				       err);
 				break;
 			}
-			/* Resolved at start-up; a reload does not move them. */
+			/* The launcher and the sandbox program were resolved at
+			 * start-up, from the worker's own PATH: a reload does not
+			 * move them (a bwrap still unresolved, under another
+			 * backend then, is resolved now). */
 			memcpy(np.bwrap, w->pol->bwrap, sizeof np.bwrap);
 			memcpy(np.launcher, w->pol->launcher, sizeof np.launcher);
-			char cmd[PATH_MAX];
-			if (np.backend == BACKEND_CONTAINER &&
-			    find_in_path(np.container_cmd, cmd, sizeof cmd) < 0) {
-				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: "
-				       "%s not found in PATH", np.container_cmd);
-				break;
-			}
-			if (np.backend == BACKEND_CONTAINER)
-				snprintf(np.container_cmd, sizeof np.container_cmd, "%s", cmd);
-			if (np.backend == BACKEND_BWRAP && w->pol->backend != BACKEND_BWRAP) {
-				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: "
-				       "a switch to backend bwrap needs a restart");
-				break;
-			}
-			if (policy_backend_check(&np, w->sp->path, err, sizeof err) < 0) {
+			if (policy_prepare(&np, w->sp->path, err, sizeof err) < 0) {
 				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
 				       err);
 				break;

@@ -224,6 +224,24 @@ test_none_reload_refused_on_shared_spool() {
 	stop_worker "$WPID"
 }
 
+# SIGHUP from backend none to bwrap: bwrap, never resolved under none,
+# is found in PATH then, and the next task runs under it.
+test_reload_none_to_bwrap() {
+	local s; s=$(mkspool)
+	printf '[worker]\nbackend = none\n' >"$s/kart.conf"
+	start_worker "$s"
+	wait_until 10 grep -q 'worker .* on ' "$s.worker.log" || { fail "worker did not start"; return; }
+	printf '[worker]\nbackend = bwrap\n' >"$s/kart.conf"
+	kill -HUP "$WPID"
+	wait_until 10 grep -q 'SIGHUP: policy reloaded (backend bwrap' "$s.worker.log" ||
+		fail "not reloaded: $(tail -2 "$s.worker.log")"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/t"
+	wait_until 20 test -e "$s/done/t.json" || fail "no result"
+	assert_eq ok "$(field "$s" t .status)" "status"
+	assert_eq bwrap "$(field "$s" t .sandbox.backend)" "backend"
+	stop_worker "$WPID"
+}
+
 # A real engine, where one works: the same profile, for real. Exempt from
 # KART_MUST_WORK: no engine can run on this kind of host.
 test_container_real_engine() {
