@@ -78,15 +78,22 @@ EOF
 	} >"$1/kart.conf"
 }
 
+# llm_spool: what an llm test needs (bwrap, python3, the mock server), and
+# a spool whose policy has the kinds, with network for us: LLM_SPOOL.
+llm_spool() {
+	need_bwrap || return
+	need_python || return
+	start_mock || return
+	LLM_SPOOL=$(mkspool)
+	kind_conf "$LLM_SPOOL" "$(id -u)"
+}
+
 # A plain prompt, by its .prompt extension: the answer is the task's
 # stdout; the request carried the key, the policy's model and no
 # directive line; the key is in no result and no log.
 test_llm_prompt_answer() {
-	need_bwrap || return
-	need_python || return
-	start_mock || return
-	local s; s=$(mkspool)
-	kind_conf "$s" "$(id -u)"
+	llm_spool || return
+	local s=$LLM_SPOOL
 	printf 'What is 2+2?\n' >"$T_ROOT/q.prompt"
 	local id; id=$("$KART" -s "$s" submit --timeout 60 "$T_ROOT/q.prompt")
 	KART_LLM_API_KEY=$KEY KINDS_GENERAL_TOKEN=general drain "$s"
@@ -96,7 +103,11 @@ test_llm_prompt_answer() {
 	assert_eq true "$(field "$s" "$id" .sandbox.network)" "the kind's net = yes gave it network"
 	# The build tree's kart-llm ran under Landlock, by its own rule.
 	local abi; abi=$("${KART_NATIVE:-$KART}" doctor --json 2>/dev/null | jq -r .landlock_abi)
-	[[ $abi =~ ^[0-9]+$ ]] && assert_eq "$abi" "$(field "$s" "$id" .sandbox.landlock)" "Landlock applied"
+	if [[ $abi =~ ^[0-9]+$ ]]; then
+		assert_eq "$abi" "$(field "$s" "$id" .sandbox.landlock)" "Landlock applied"
+	else
+		skip "no Landlock here ($abi): the runner's own Landlock rule goes unchecked"
+	fi
 	local req; req=$(tail -1 "$MOCK_LOG")
 	assert_eq true "$(jq -r .auth_ok <<<"$req")" "Authorization: Bearer with the key"
 	assert_eq mock-model "$(jq -r .body.model <<<"$req")" "the policy's model"
@@ -108,11 +119,8 @@ test_llm_prompt_answer() {
 # A two-step JSON workflow: the first answer is {{previous}} in the
 # second prompt; the workflow's system message and model are sent.
 test_llm_workflow_two_steps() {
-	need_bwrap || return
-	need_python || return
-	start_mock || return
-	local s; s=$(mkspool)
-	kind_conf "$s" "$(id -u)"
+	llm_spool || return
+	local s=$LLM_SPOOL
 	cat >"$T_ROOT/flow.prompt" <<'EOF'
 {"model": "flow-model", "system": "Be terse.",
  "steps": [{"prompt": "Name a colour."},
@@ -133,11 +141,8 @@ EOF
 # The same workflow in kart-llm's YAML subset: a | block, quoting, a
 # step's own model.
 test_llm_workflow_yaml() {
-	need_bwrap || return
-	need_python || return
-	start_mock || return
-	local s; s=$(mkspool)
-	kind_conf "$s" "$(id -u)"
+	llm_spool || return
+	local s=$LLM_SPOOL
 	cat >"$T_ROOT/flow.prompt" <<'EOF'
 ---
 # two steps
@@ -174,11 +179,8 @@ step-model" "$(jq -r '.body.model' <"$MOCK_LOG")" "the workflow's model, then th
 # kart-llm's own errors: a wrong key is HTTP 401 (failed, exit 1, said on
 # stderr); a workflow that is not JSON is exit 2, said on stderr.
 test_llm_errors() {
-	need_bwrap || return
-	need_python || return
-	start_mock || return
-	local s; s=$(mkspool)
-	kind_conf "$s" "$(id -u)"
+	llm_spool || return
+	local s=$LLM_SPOOL
 	printf 'hello\n' >"$s/new/badkey.prompt"
 	printf '{"steps": [' >"$s/new/badjson.prompt"
 	KART_LLM_API_KEY=wrong-key drain "$s"
@@ -195,11 +197,8 @@ test_llm_errors() {
 # with net, and a python task with net, see the general [network]
 # cred_env but not KART_LLM_API_KEY.
 test_shell_net_task_never_sees_llm_key() {
-	need_bwrap || return
-	need_python || return
-	start_mock || return
-	local s; s=$(mkspool)
-	kind_conf "$s" "$(id -u)"
+	llm_spool || return
+	local s=$LLM_SPOOL
 	printf '#!/bin/sh\n#kart: net\nenv\n' >"$s/new/shell-net"
 	printf 'import os\nfor k, v in os.environ.items(): print(k + "=" + v)\n' >"$s/new/py-net.py"
 	printf '#kart: net\n' | cat - "$s/new/py-net.py" >"$T_ROOT/p" && mv "$T_ROOT/p" "$s/new/py-net.py"
