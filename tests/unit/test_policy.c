@@ -224,24 +224,33 @@ static void test_container_backend(void **state)
 	unsetenv("KART_CONTAINER_IMAGE");
 }
 
+/* policy_describe of conf, parsed, with the credential variable var set
+ * in the environment meanwhile: its value must not show. */
+static json_t *describe(const char *conf, const char *var)
+{
+	struct policy p;
+	char err[512];
+	if (parse(&p, conf, err, sizeof err) != 0)
+		fail_msg("parse: %s", err);
+	setenv(var, "do-not-show-me", 1);
+	char *t = policy_describe(&p);
+	unsetenv(var);
+	assert_non_null(t);
+	assert_null(strstr(t, "do-not-show-me"));
+	json_t *o = json_loads(t, 0, NULL);
+	free(t);
+	assert_non_null(o);
+	return o;
+}
+
 /* kart doctor's view: the effective values, credentials by name only. */
 static void test_describe(void **state)
 {
 	(void)state;
-	struct policy p;
-	char err[512];
-	assert_int_equal(parse(&p, "[sandbox]\nlandlock = enforce\nallow_root = yes\n"
-				   "[network]\ncred_env = API_TOKEN\n[hooks]\non_done = /bin/true\n"
-				   "[limits]\npids_max = 100\n[lane.batch]\npids_max = 10\n",
-			       err, sizeof err),
-			 0);
-	setenv("API_TOKEN", "do-not-show-me", 1);
-	char *t = policy_describe(&p);
-	unsetenv("API_TOKEN");
-	assert_non_null(t);
-	assert_null(strstr(t, "do-not-show-me"));
-	json_t *o = json_loads(t, 0, NULL);
-	assert_non_null(o);
+	json_t *o = describe("[sandbox]\nlandlock = enforce\nallow_root = yes\n"
+			     "[network]\ncred_env = API_TOKEN\n[hooks]\non_done = /bin/true\n"
+			     "[limits]\npids_max = 100\n[lane.batch]\npids_max = 10\n",
+			     "API_TOKEN");
 	assert_string_equal(json_string_value(json_object_get(o, "backend")), "bwrap");
 	json_t *sb = json_object_get(o, "sandbox");
 	assert_string_equal(json_string_value(json_object_get(sb, "landlock")), "enforce");
@@ -259,7 +268,6 @@ static void test_describe(void **state)
 			 10);
 	assert_true(json_is_null(json_object_get(json_object_get(lanes, "batch"), "pids_default")));
 	json_decref(o);
-	free(t);
 }
 
 /* [kind.NAME]: a runner, extensions, net, credentials, endpoint, model;
@@ -378,19 +386,10 @@ static void test_kind_errors(void **state)
 static void test_describe_kinds(void **state)
 {
 	(void)state;
-	struct policy p;
-	char err[512];
-	assert_int_equal(parse(&p, "[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
-				   "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-				   "credentials = LLM_KEY\nmodel = m1\n",
-			       err, sizeof err),
-			 0);
-	setenv("LLM_KEY", "do-not-show-me", 1);
-	char *t = policy_describe(&p);
-	unsetenv("LLM_KEY");
-	assert_non_null(t);
-	assert_null(strstr(t, "do-not-show-me"));
-	json_t *o = json_loads(t, 0, NULL);
+	json_t *o = describe("[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
+			     "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
+			     "credentials = LLM_KEY\nmodel = m1\n",
+			     "LLM_KEY");
 	json_t *k = json_object_get(o, "kinds");
 	assert_int_equal(json_object_size(k), 2);
 	json_t *node = json_object_get(k, "node"), *llm = json_object_get(k, "llm");
@@ -403,7 +402,6 @@ static void test_describe_kinds(void **state)
 			    "LLM_KEY");
 	assert_string_equal(json_string_value(json_object_get(llm, "model")), "m1");
 	json_decref(o);
-	free(t);
 }
 
 int main(void)
