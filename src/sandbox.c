@@ -135,8 +135,9 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	ll_rule(argv, false, "/proc");
 	ll_rule(argv, false, none ? req->task_path : SANDBOX_TASK);
 	ll_rule(argv, false, none ? pol->launcher : SANDBOX_LAUNCH);
-	if (kind_runner_bound(req))
-		ll_rule(argv, false, kind_runner_bound(req));
+	const char *runner = kind_runner_bound(req);
+	if (runner)
+		ll_rule(argv, false, runner);
 	ll_rules_plist(argv, false, &pol->ro_binds);
 	if (req->spec->net)
 		ll_rules_plist(argv, false, &pol->cred_files);
@@ -244,12 +245,12 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	}
 	/* A kind's runner outside /usr comes from the host, as with bwrap;
 	 * one under /usr is the image's. */
-	if (kind_runner_bound(req)) {
-		if (mount_path_ok(kind_runner_bound(req), err, errlen) < 0)
+	const char *runner = kind_runner_bound(req);
+	if (runner) {
+		if (mount_path_ok(runner, err, errlen) < 0)
 			return -1;
 		strv_add(argv, "--mount");
-		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", kind_runner_bound(req),
-			  kind_runner_bound(req));
+		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", runner, runner);
 	}
 	strv_add(argv, "--workdir");
 	strv_add(argv, SANDBOX_WORK);
@@ -411,10 +412,11 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 			strv_add(argv, e);
 			strv_add(argv, e);
 		}
-	if (kind_runner_bound(req)) {
+	const char *runner = kind_runner_bound(req);
+	if (runner) {
 		strv_add(argv, "--ro-bind");
-		strv_add(argv, kind_runner_bound(req));
-		strv_add(argv, kind_runner_bound(req));
+		strv_add(argv, runner);
+		strv_add(argv, runner);
 	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */
