@@ -117,6 +117,14 @@ static int deny(scmp_filter_ctx ctx, int nr, unsigned ncmp, const struct scmp_ar
 static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 {
 	int r;
+	/* A binary tree on the syscall number, not libseccomp's default
+	 * linear list. Same decisions; what changes is the cost of loading
+	 * the filter, once per task: at attach the kernel runs the program
+	 * for every syscall number to fill its action cache, and with a
+	 * list each run walks half of it (about 0.2 ms per load here, against
+	 * about 0.05 ms with the tree; docs/PERFORMANCE.md, fifth pass). An
+	 * older libseccomp without the attribute keeps the list. */
+	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	/* Not for our own process: the worker never loads it. */
 	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
 		return ERR("seccomp_attr_set(NNP): %s", strerror(-r)), r;

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -238,6 +239,74 @@ static void test_fd_fresh_and_sealed(void **state)
 	assert_true(prog.len / 8 <= BPF_MAXINSNS);
 }
 
+/* The kernel's action cache: at attach it runs the program once for
+ * every syscall number of the native arch (args unknown), so the load
+ * costs the sum of those walks. Walk them as the kernel does
+ * (seccomp_is_const_allow: loads of nr and arch, jumps on constants,
+ * returns; a load of anything else ends the walk) and count the steps. */
+static int const_walk(const struct sock_filter *f, size_t n, unsigned nr)
+{
+	unsigned a = 0;
+	int steps = 0;
+	for (size_t pc = 0; pc < n; steps++) {
+		const struct sock_filter *i = &f[pc];
+		switch (i->code) {
+		case BPF_LD | BPF_W | BPF_ABS:
+			if (i->k == offsetof(struct seccomp_data, nr))
+				a = nr;
+			else if (i->k == offsetof(struct seccomp_data, arch))
+				a = AUDIT_ARCH_X86_64;
+			else
+				return steps + 1; /* an argument: not constant */
+			pc++;
+			break;
+		case BPF_JMP | BPF_JA:
+			pc += 1 + i->k;
+			break;
+		case BPF_JMP | BPF_JEQ | BPF_K:
+			pc += 1 + (a == i->k ? i->jt : i->jf);
+			break;
+		case BPF_JMP | BPF_JGT | BPF_K:
+			pc += 1 + (a > i->k ? i->jt : i->jf);
+			break;
+		case BPF_JMP | BPF_JGE | BPF_K:
+			pc += 1 + (a >= i->k ? i->jt : i->jf);
+			break;
+		case BPF_JMP | BPF_JSET | BPF_K:
+			pc += 1 + ((a & i->k) ? i->jt : i->jf);
+			break;
+		case BPF_RET | BPF_K:
+			return steps + 1;
+		default:
+			return steps + 1;
+		}
+	}
+	return steps;
+}
+
+/* The filter is a tree on the syscall number, not a list: no syscall
+ * walks far, and the walks of all of them (what each task's load pays
+ * for) stay short. libseccomp's default list, for this program, walks
+ * 72 steps on average and 77 at worst; the tree 18 and 19. */
+static void test_filter_is_a_tree(void **state)
+{
+	(void)state;
+	const struct sock_filter *f = (const void *)prog.bpf;
+	size_t n = prog.len / sizeof *f;
+	long sum = 0;
+	int worst = 0;
+	for (unsigned nr = 0; nr < 512; nr++) {
+		int s = const_walk(f, n, nr);
+		sum += s;
+		if (s > worst)
+			worst = s;
+	}
+	print_message("%zu instructions; steps per syscall number: %.1f average, %d at worst\n",
+		      n, sum / 512.0, worst);
+	assert_true(worst <= 30);
+	assert_true(sum / 512 <= 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +314,7 @@ int main(void)
 		cmocka_unit_test(test_allowed_calls),
 		cmocka_unit_test(test_foreign_abis_killed),
 		cmocka_unit_test(test_fd_fresh_and_sealed),
+		cmocka_unit_test(test_filter_is_a_tree),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
