@@ -54,7 +54,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 B = build
 LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
 	  src/run.c src/worker.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c src/container.c
+	  src/seccomp.c src/caps.c src/container.c src/confine.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
 	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
@@ -109,8 +109,8 @@ $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 # (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
-$(B)/kart-launch: src/launch.c src/landlock.c src/landlock.h | $(B)
-	$(CC) $(WARN) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ src/launch.c src/landlock.c
+$(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/landlock.h | $(B)
+	$(CC) $(WARN) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ src/launch.c src/confine.c src/landlock.c
 
 # The runner of the llm task kind: Python 3, standard library only (see
 # docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.

@@ -14,11 +14,14 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "confine.h"
 #include "sandbox.h"
 #include "util.h"
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif
+
+#define CLOSE_RANGE_CLOEXEC_ (1U << 2)
 
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
@@ -43,7 +46,7 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
 {
 	return run_spawn_join(r, argv, envp, wdir, name, out_file, err_file, cap, cwd, own_pgroup,
-			      NULL, NULL, -1);
+			      NULL, NULL, -1, NULL);
 }
 
 /* In the child: become the task's user, or say why not and exit 125.
@@ -99,7 +102,32 @@ struct child_args {
 	const struct run_cred *cred;
 	int seccomp_fd, outw, errw, stw, gor, gow;
 	pid_t parent;
+	const struct run_direct *direct;
 };
+
+/* Backend none, after the descriptors, the lock and the switch to the
+ * task's user: kart-launch's steps, "start", and the task's own exec.
+ * The status pipe is close-on-exec (the task never holds it), and so is
+ * every descriptor but 0, 1, 2 and the run lock. */
+static void child_direct(struct child_args *a)
+{
+	struct confine c = *a->direct->c;
+	c.status_fd = a->stw;
+	signal(SIGPIPE, SIG_DFL);
+	if (confine_apply(&c, a->direct->abi, a->direct->filter, "kart") < 0)
+		_exit(127);
+	confine_say(a->stw, "start\n");
+	if (syscall(SYS_close_range, 3U, 3U, CLOSE_RANGE_CLOEXEC_) < 0 ||
+	    syscall(SYS_close_range, SANDBOX_LOCK_FD + 1U, ~0U, CLOSE_RANGE_CLOEXEC_) < 0)
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != SANDBOX_LOCK_FD)
+				(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	execve(c.prog[0], c.prog, a->envp);
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "kart: cannot run %s: %s\n", c.prog[0], strerror(errno));
+	(void)write_all(STDERR_FILENO, buf, (size_t)n);
+	_exit(127);
+}
 
 /* The child, from clone to exec. Only system calls and what cannot take a
  * lock or touch shared state: it may run in the worker's own memory
@@ -134,7 +162,12 @@ static int child_main(struct child_args *a)
 	if (seccomp_fd >= 0 && seccomp_fd <= SANDBOX_SECCOMP_FD &&
 	    (seccomp_fd = fcntl(seccomp_fd, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)
 		child_fail(-1, "seccomp fd");
-	if (move_fd(a->stw, SANDBOX_STATUS_FD) < 0)
+	if (a->direct) {
+		/* Kept close-on-exec, clear of the lock's number. */
+		if (a->stw <= SANDBOX_SECCOMP_FD &&
+		    (a->stw = fcntl(a->stw, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)
+			child_fail(-1, "status fd");
+	} else if (move_fd(a->stw, SANDBOX_STATUS_FD) < 0)
 		child_fail(-1, "status fd");
 	int lk = openat(a->wdir, a->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0)
@@ -149,6 +182,8 @@ static int child_main(struct child_args *a)
 		child_fail(-1, "chdir");
 	if (a->cred)
 		child_become(a->cred, a->parent);
+	if (a->direct)
+		child_direct(a);
 	execve(a->argv[0], a->argv, a->envp);
 	child_fail(-1, a->argv[0]);
 	return 126;
@@ -232,7 +267,7 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd)
+		   int seccomp_fd, const struct run_direct *direct)
 {
 	int outp[2], errp[2], stp[2], gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
@@ -263,7 +298,8 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	struct child_args ca = {.argv = argv, .envp = envp, .wdir = wdir, .name = name,
 				.cwd = cwd, .own_pgroup = own_pgroup, .cred = cred,
 				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
-				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent};
+				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent,
+				.direct = direct};
 	pid_t pid = -1;
 	bool waits = join != NULL; /* the child waits on gop for the join */
 	if (!join || (join->cgroup_fd >= 0 && join->born_is_enough)) {
@@ -324,6 +360,7 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	}
 	r->pid = pid;
 	r->pgroup = own_pgroup;
+	r->direct = direct != NULL;
 	r->pidfd = pidfd_open_(pid);
 	r->status_pipe = stp[0];
 	r->out = (struct capture){.pipe = outp[0], .file = out_file, .cap = cap};
@@ -442,6 +479,14 @@ int run_collect(struct run *r, struct run_end *end)
 			snprintf(end->refusal_why, sizeof end->refusal_why,
 				 "the task could not run as its submitter: %s", l + 14);
 		}
+	}
+	/* Exec'd directly: no launcher reports; the status is the task's. */
+	if (r->direct && end->started && !end->exited && !end->signal) {
+		if (WIFEXITED(st)) {
+			end->exited = true;
+			end->exit_code = WEXITSTATUS(st);
+		} else if (WIFSIGNALED(st))
+			end->signal = WTERMSIG(st);
 	}
 	return 0;
 }

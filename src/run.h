@@ -20,6 +20,7 @@ struct run {
 	int pidfd;
 	int status_pipe; /* the launcher's "start" / "exit N" / "signal N" */
 	bool pgroup;     /* killable as a process group (backend none) */
+	bool direct;     /* the task itself was exec'd (run_direct): its own wait status */
 	struct capture out, err;
 };
 
@@ -60,16 +61,30 @@ struct run_cred {
 	gid_t groups[RUN_CRED_GROUPS_MAX];
 };
 
+/* Backend none: no launcher. The child runs kart-launch's steps itself
+ * (confine.h: the same command line, parsed by the caller), then execs
+ * the task, which is then our child and holds the run lock (fd 4). The
+ * status pipe gets the same lines but "exit N" and "signal N": the wait
+ * status is the task's own (run_collect). */
+struct confine;
+struct sock_fprog;
+struct run_direct {
+	const struct confine *c;
+	int abi;			/* ll_abi(), asked once by the caller */
+	const struct sock_fprog *filter; /* NULL: none */
+};
+
 /* run_spawn with a join step (join NULL: exactly run_spawn) and a user
  * to become (cred NULL: stay who we are). If the step fails the child is
  * killed and reaped before it execs, and the result is -ECANCELED with
  * join->err set. If the child cannot become cred's user, it reports
  * "setuid-failed WHAT" on the status pipe and exits 125 (run_end says so).
- * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD. */
+ * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD.
+ * direct (NULL: exec argv) confines the child and execs the task. */
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd);
+		   int seccomp_fd, const struct run_direct *direct);
 
 /* Move what is readable from a capture pipe into its file, up to the
  * cap; beyond it, read and discard. Returns 0, or 1 at EOF (or an

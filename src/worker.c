@@ -27,9 +27,11 @@
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <jansson.h>
+#include <linux/filter.h>
 
 #include "caps.h"
 #include "cgroup.h"
+#include "confine.h"
 #include "container.h"
 #include "rlimits.h"
 #include "log.h"
@@ -1520,12 +1522,16 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	 * refuses the task, which never runs without it. Backend container:
 	 * as a JSON profile, unless the policy says the runtime takes none. */
 	bool want_scmp = !container || w->pol->container_seccomp;
+	bool none = w->pol->backend == BACKEND_NONE;
+	/* Backend none: the child loads it from our memory (no launcher,
+	 * no descriptor to hand over). */
 	_cleanup_close_ int sfd = !want_scmp ? -1
 			      : container ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json,
 									 strlen(w->scmp_json))
 							  : -EINVAL)
-			      : w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
-	if (want_scmp && sfd < 0) {
+			      : !w->scmp.bpf ? -EINVAL
+			      : none ? -1 : seccomp_prog_fd(&w->scmp);
+	if (want_scmp && sfd < 0 && !(none && w->scmp.bpf)) {
 		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
 			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
 			 w->scmp.bpf ? strerror(-sfd) : w->scmp_err);
@@ -1562,12 +1568,31 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
 	join->born_is_enough = ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
 	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
-	bool none = w->pol->backend == BACKEND_NONE;
+	/* Backend none: kart-launch's command line, run by the spawned
+	 * child itself, which then execs the task (confine.h). */
+	struct confine conf = {0};
+	struct sock_fprog fprog = {.len = (unsigned short)(w->scmp.len / sizeof(struct sock_filter)),
+				   .filter = (struct sock_filter *)w->scmp.bpf};
+	struct run_direct direct = {.c = &conf, .filter = want_scmp ? &fprog : NULL};
+	if (none) {
+		if (confine_parse((int)argv.n, argv.v, &conf, err, sizeof err) < 0) {
+			strv_free(&argv);
+			strv_free(&envp);
+			finish_refused(w, t, "sandbox_setup_failed", err);
+			return;
+		}
+		/* Asked once: a kernel's Landlock ABI does not change. */
+		static int abi;
+		if (conf.ll_mode != LL_MODE_OFF && !abi)
+			abi = ll_abi();
+		direct.abi = abi;
+	}
 	/* The container CLI runs as the worker (it needs the engine's
 	 * socket); the container runs as the submitter (--user). */
 	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
 			       none ? workdir : NULL, none || container, t->cg.used ? join : NULL,
-			       as_user && !container ? &cred : NULL, sfd);
+			       as_user && !container ? &cred : NULL, sfd, none ? &direct : NULL);
+	confine_free(&conf);
 	strv_free(&argv);
 	strv_free(&envp);
 	if (r < 0) {

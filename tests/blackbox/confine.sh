@@ -470,4 +470,37 @@ test_net_granted_by_group() {
 	assert_match "line 2: 'no-such-group-kart' is not a group" "$out" "an unknown group stops the worker"
 }
 
+# Backend none runs no launcher: the child the worker spawns confines
+# itself (the same steps as kart-launch) and execs the task. The task is
+# then the worker's own child; it holds 0, 1, 2 and the run lock (fd 4,
+# its claim) and nothing else; the claim is locked while it runs; and it
+# dies with the worker (PDEATHSIG). Under kart-launch its parent would be
+# the launcher, and it would not hold fd 4.
+test_none_task_exec_directly() {
+	need_root || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	printf '#!/bin/sh\necho "pid $$ ppid $PPID"\nexec sleep 60\n' >"$s/t"
+	chown nobody "$s/t"
+	mv "$s/t" "$s/new/t"
+	KART_BACKEND=none start_worker "$s"
+	wait_until 20 sh -c "grep -qs '^pid' $s/cur/*/.t.stdout" ||
+		{ fail "the task did not start: $(tail -3 "$s.worker.log")"; return; }
+	local pid ppid
+	read -r _ pid _ ppid <"$(ls "$s"/cur/*/.t.stdout)"
+	assert_eq "$WPID" "$ppid" "the task's parent is the worker"
+	assert_eq "" "$(pgrep -x kart-launch -P "$WPID")" "no kart-launch between the worker and the task"
+	wait_until 10 grep -qx sleep "/proc/$pid/comm" || { fail "the task did not exec sleep"; return; }
+	local claim fds fd
+	claim=$(ls -d "$s"/cur/*/t)
+	fds=$(ls /proc/"$pid"/fd | sort -n | tr '\n' ' ')
+	assert_eq "0 1 2 4 " "$fds" "the task's descriptors"
+	assert_eq "$claim" "$(readlink "/proc/$pid/fd/4")" "fd 4 is the claim"
+	flock -n "$claim" true && fail "the claim is not locked while the task runs"
+	kill -9 "$WPID"
+	wait_gone 10 "$WPID"
+	wait_until 10 sh -c "! kill -0 $pid 2>/dev/null" || fail "the task outlived its worker"
+	flock -n "$claim" true || fail "the claim is still locked with the task gone"
+}
+
 run_tests

@@ -17,7 +17,7 @@ flags="-g -O1 -std=gnu11 -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
 libs="$(pkg-config --libs jansson libseccomp libcap)"
 printf '#define LIBEXECDIR "/usr/local/libexec/kart"\n' >"$b/config.h"
 objs=()
-for f in util task policy result spool sandbox run worker query cgroup rlimits log landlock seccomp caps container; do
+for f in util task policy result spool sandbox run worker query cgroup rlimits log landlock seccomp caps container confine; do
 	clang $flags -c -o "$b/$f.o" "src/$f.c" || exit 1
 	objs+=("$b/$f.o")
 done
