@@ -44,7 +44,7 @@
 
 /* ---- the task lifecycle ------------------------------------------------ */
 
-enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS__N };
+enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS_SPAWNING, TS__N };
 enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
@@ -56,10 +56,11 @@ static const enum taction transitions[TS__N][TE__N] = {
 	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
 	[TS_PUBLISHING] = {TA_NONE},
 	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
+	[TS_SPAWNING] = {TA_NONE}, /* with the spawn thread: see task_event */
 };
 
 enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK,
-	       SRC_COMMIT };
+	       SRC_COMMIT, SRC_SPAWN };
 
 struct task;
 struct src {
@@ -90,6 +91,7 @@ struct task {
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
+	int pending_ev;      /* spawning: TE_CANCEL or TE_GRACE_OVER + 1, for when it runs */
 	char cname[160];     /* backend container: its container, or "" */
 	struct src s_pid, s_out, s_err;
 	struct result res;
@@ -184,6 +186,73 @@ static void *commit_main(void *arg)
 		(void)!write(c->efd, &one, sizeof one);
 	}
 	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* ---- the spawn thread: the child's set-up off the event loop ------------
+ *
+ * From clone to exec the spawned child runs in our memory, and the thread
+ * that cloned it sleeps (run.c, spawn_vm). That time is the child's
+ * set-up, its confinement with backend none (Landlock, seccomp), the
+ * first half of its execve, and the scheduler's delays in between: about
+ * 0.5 ms per task here, which capped the loop near 1,100 tasks/s while a
+ * core sat idle. A v1 join (cgroup.procs) waits 5-11 ms more. So the
+ * loop prepares everything, then hands the spawn to this thread and goes
+ * on; the task waits in TS_SPAWNING, holding its slot, and comes back
+ * through an eventfd. The thread touches only its jobs, their tasks' run
+ * and cgroup leaf, and nothing the loop reads while a task spawns. */
+struct spawn_job {
+	struct spawn_job *next;
+	struct task *t;
+	struct strv argv, envp;
+	char *cwd;
+	bool pgroup, use_join, use_cred, is_direct;
+	uint64_t cap;
+	int ufd, sfd, rc;
+	struct run_cred cred;
+	struct confine conf;
+	struct sock_fprog fprog; /* a copy of the filter: a SIGHUP may rebuild ours */
+	struct run_direct direct;
+	struct leaf_join {
+		struct run_join rj;
+		const struct cg_leaf *leaf;
+	} lj;
+};
+
+struct spawner {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct spawn_job *todo, *done; /* todo in order; done pushed at its head */
+	bool quit, started;
+	int efd;
+	int wdir;
+};
+
+static void *spawn_main(void *arg)
+{
+	struct spawner *sp = arg;
+	pthread_mutex_lock(&sp->mu);
+	for (;;) {
+		while (!sp->todo && !sp->quit)
+			pthread_cond_wait(&sp->cv, &sp->mu);
+		struct spawn_job *j = sp->todo;
+		if (!j)
+			break;
+		sp->todo = j->next;
+		pthread_mutex_unlock(&sp->mu);
+		struct task *t = j->t;
+		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
+				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
+				       j->use_cred ? &j->cred : NULL, j->sfd,
+				       j->is_direct ? &j->direct : NULL);
+		pthread_mutex_lock(&sp->mu);
+		j->next = sp->done;
+		sp->done = j;
+		uint64_t one = 1;
+		(void)!write(sp->efd, &one, sizeof one);
+	}
+	pthread_mutex_unlock(&sp->mu);
 	return NULL;
 }
 
@@ -377,6 +446,8 @@ struct worker {
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
 	struct src s_commit;
+	struct spawner spawner;
+	struct src s_spawn;
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -1093,10 +1164,6 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 	return cg_leaf_create(&cg_host, &t->cg, leaf, &lim, err, errlen);
 }
 
-struct leaf_join {
-	struct run_join rj;
-	const struct cg_leaf *leaf;
-};
 static int join_leaf(pid_t pid, void *arg)
 {
 	struct leaf_join *lj = arg;
@@ -1388,6 +1455,23 @@ static int task_cred(struct worker *w, struct task *t, struct run_cred *c, const
 
 /* The claim is in our directory: look at it again (it may have changed
  * since it was seen in new/) and start it. */
+static void spawn_job_free(struct spawn_job *j)
+{
+	confine_free(&j->conf);
+	strv_free(&j->argv);
+	strv_free(&j->envp);
+	free(j->cwd);
+	free(j->fprog.filter);
+	if (j->ufd >= 0)
+		close(j->ufd);
+	if (j->sfd >= 0)
+		close(j->sfd);
+	free(j);
+}
+
+static void spawn_finish(struct worker *w, struct spawn_job *j);
+static void arm_timer(struct worker *w);
+
 static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 {
 	struct inspect ins;
@@ -1560,55 +1644,82 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		finish_refused(w, t, "sandbox_setup_failed", err);
 		return;
 	}
-	struct leaf_join lj = {.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
-	lj.rj.arg = &lj;
-	struct run_join *join = &lj.rj;
-	_cleanup_close_ int ufd = t->cg.used ? cg_leaf_unified_fd(&t->cg) : -1;
-	join->cgroup_fd = ufd >= 0 ? ufd : -1;
+	struct spawn_job *j = xcalloc(1, sizeof *j);
+	j->t = t;
+	j->argv = argv;
+	j->envp = envp;
+	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
+	j->lj.rj.arg = &j->lj;
+	j->ufd = t->cg.used ? cg_leaf_unified_fd(&t->cg) : -1;
+	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
 	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
-	join->born_is_enough = ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
-	uint64_t cap = t->spec.output ? t->spec.output : w->pol->output_default;
+	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
+	j->use_join = t->cg.used != 0;
+	j->cap = t->spec.output ? t->spec.output : w->pol->output_default;
+	j->cwd = none ? xstrdup(workdir) : NULL;
+	/* The container CLI runs as the worker (it needs the engine's
+	 * socket); the container runs as the submitter (--user). */
+	j->pgroup = none || container;
+	j->use_cred = as_user && !container;
+	if (j->use_cred)
+		j->cred = cred;
+	j->sfd = sfd;
+	sfd = -1;
 	/* Backend none: kart-launch's command line, run by the spawned
 	 * child itself, which then execs the task (confine.h). */
-	struct confine conf = {0};
-	struct sock_fprog fprog = {.len = (unsigned short)(w->scmp.len / sizeof(struct sock_filter)),
-				   .filter = (struct sock_filter *)w->scmp.bpf};
-	struct run_direct direct = {.c = &conf, .filter = want_scmp ? &fprog : NULL};
 	if (none) {
-		if (confine_parse((int)argv.n, argv.v, &conf, err, sizeof err) < 0) {
-			strv_free(&argv);
-			strv_free(&envp);
+		if (confine_parse((int)j->argv.n, j->argv.v, &j->conf, err, sizeof err) < 0) {
+			spawn_job_free(j);
 			finish_refused(w, t, "sandbox_setup_failed", err);
 			return;
 		}
 		/* Asked once: a kernel's Landlock ABI does not change. */
 		static int abi;
-		if (conf.ll_mode != LL_MODE_OFF && !abi)
+		if (j->conf.ll_mode != LL_MODE_OFF && !abi)
 			abi = ll_abi();
-		direct.abi = abi;
+		j->is_direct = true;
+		j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
+		if (want_scmp) {
+			j->fprog.len = (unsigned short)(w->scmp.len / sizeof(struct sock_filter));
+			j->fprog.filter = xmalloc(w->scmp.len);
+			memcpy(j->fprog.filter, w->scmp.bpf, w->scmp.len);
+			j->direct.filter = &j->fprog;
+		}
 	}
-	/* The container CLI runs as the worker (it needs the engine's
-	 * socket); the container runs as the submitter (--user). */
-	int r = run_spawn_join(&t->run, argv.v, envp.v, w->wdir, name, ofd, efd, cap,
-			       none ? workdir : NULL, none || container, t->cg.used ? join : NULL,
-			       as_user && !container ? &cred : NULL, sfd, none ? &direct : NULL);
-	confine_free(&conf);
-	strv_free(&argv);
-	strv_free(&envp);
+	t->seccomp = want_scmp;
+	t->state = TS_SPAWNING;
+	w->used[t->spec.lane]++;
+	w->nrunning++;
+	pthread_mutex_lock(&w->spawner.mu);
+	struct spawn_job **tail = &w->spawner.todo;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	pthread_cond_signal(&w->spawner.cv);
+	pthread_mutex_unlock(&w->spawner.mu);
+}
+
+/* A spawn came back: the task runs, or it is refused. */
+static void spawn_finish(struct worker *w, struct spawn_job *j)
+{
+	struct task *t = j->t;
+	int r = j->rc;
+	int join_err = j->lj.rj.err;
+	spawn_job_free(j);
 	if (r < 0) {
-		t->run.out.file = ofd;
-		t->run.err.file = efd;
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+		t->run.out.file = t->run.err.file = -1;
 		if (r == -ECANCELED) {
 			snprintf(t->errbuf, sizeof t->errbuf,
 				 "the task's process could not be put in its cgroup: %s",
-				 strerror(-join->err));
+				 strerror(-join_err));
 			finish_refused(w, t, "cgroup_join_failed", t->errbuf);
 		} else
 			finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
 		return;
 	}
 	t->state = TS_RUNNING;
-	t->seccomp = want_scmp;
 	t->s_pid = (struct src){SRC_PIDFD, t};
 	t->s_out = (struct src){SRC_STDOUT, t};
 	t->s_err = (struct src){SRC_STDERR, t};
@@ -1617,10 +1728,67 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	ep_add(w, t->run.err.pipe, &t->s_err);
 	if (t->spec.timeout_s > 0)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
-	w->used[t->spec.lane]++;
-	w->nrunning++;
-	log_task("started", name, NULL, -1, NULL);
+	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
+	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
+	if (t->pending_ev)
+		task_event(w, t, (enum tevent)(t->pending_ev - 1));
+}
+
+static void spawn_done(struct worker *w)
+{
+	uint64_t x;
+	(void)!read(w->spawner.efd, &x, sizeof x);
+	pthread_mutex_lock(&w->spawner.mu);
+	struct spawn_job *list = w->spawner.done;
+	w->spawner.done = NULL;
+	pthread_mutex_unlock(&w->spawner.mu);
+	/* Oldest first (pushed at the head). */
+	struct spawn_job *rev = NULL;
+	for (struct spawn_job *j = list, *nx; j; j = nx) {
+		nx = j->next;
+		j->next = rev;
+		rev = j;
+	}
+	for (struct spawn_job *j = rev, *nx; j; j = nx) {
+		nx = j->next;
+		spawn_finish(w, j);
+	}
+	undefer(w);
+	dispatch(w);
+	arm_timer(w);
+}
+
+static void spawner_start(struct worker *w)
+{
+	struct spawner *sp = &w->spawner;
+	sp->wdir = w->wdir;
+	pthread_mutex_init(&sp->mu, NULL);
+	pthread_cond_init(&sp->cv, NULL);
+	if ((sp->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		die("eventfd: %s", strerror(errno));
+	/* Signals stay blocked in it, as in the commit thread. */
+	int e = pthread_create(&sp->th, NULL, spawn_main, sp);
+	if (e)
+		die("cannot start the spawn thread: %s", strerror(e));
+	sp->started = true;
+	w->s_spawn = (struct src){SRC_SPAWN, NULL};
+	ep_add(w, sp->efd, &w->s_spawn);
+}
+
+/* After the loop: every spawn has come back (they count as running). */
+static void spawner_stop(struct worker *w)
+{
+	struct spawner *sp = &w->spawner;
+	if (!sp->started)
+		return;
+	pthread_mutex_lock(&sp->mu);
+	sp->quit = true;
+	pthread_cond_signal(&sp->cv);
+	pthread_mutex_unlock(&sp->mu);
+	pthread_join(sp->th, NULL);
+	sp->started = false;
+	close(sp->efd);
 }
 
 /* Fill free slots from the candidates, best first. */
@@ -1946,6 +2114,12 @@ static void task_complete(struct worker *w, struct task *t)
 
 static void task_event(struct worker *w, struct task *t, enum tevent ev)
 {
+	if (t->state == TS_SPAWNING) {
+		/* Not ours to kill yet: done once it is back (spawn_finish). */
+		if ((ev == TE_CANCEL || ev == TE_GRACE_OVER) && !t->pending_ev)
+			t->pending_ev = (int)ev + 1;
+		return;
+	}
 	switch (transitions[t->state][ev]) {
 	case TA_NONE:
 		return;
@@ -2326,6 +2500,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	/* After the capabilities were dropped: they are per thread, and the
 	 * commit thread inherits what the loop kept. */
 	commit_start(&w);
+	spawner_start(&w);
 	dispatch(&w);
 
 	for (;;) {
@@ -2360,6 +2535,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_PIDFD: exited[nexited++] = s->t; break;
 			case SRC_HOOK: on_hook(&w, s); break;
 			case SRC_COMMIT: commit_done(&w); break;
+			case SRC_SPAWN: spawn_done(&w); break;
 			case SRC_STDOUT:
 				capture_file(&w, s->t, &s->t->run.out, "stdout");
 				if (capture_pump(&s->t->run.out) == 1) {
@@ -2379,6 +2555,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		for (int i = 0; i < nexited; i++)
 			task_event(&w, exited[i], TE_EXIT);
 	}
+	spawner_stop(&w);
 	commit_stop(&w);
 	hooks_finish(&w);
 	spares_drop(&w, false);

@@ -583,4 +583,41 @@ test_workers_start_together() {
 	assert_eq "" "$(ls -A "$s/cur")" "cur/ after every worker stopped"
 }
 
+# The spawn runs off the event loop (worker.c, the spawn thread): while a
+# task's child is stuck before its exec (strace holds its execve for 4 s),
+# the loop still claims the next task, and a cancel of the stuck one is
+# kept until it runs, then applied. With the spawn in the loop, nothing
+# is claimed until that exec is done.
+traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
+test_spawn_off_the_loop() {
+	command -v strace >/dev/null || { skip "no strace to hold an exec"; return; }
+	local s sp; s=$(mkspool)
+	KART_BACKEND=none start_worker "$s"
+	wait_until 10 sh -c "ls $s/cur/*/.lock" >/dev/null 2>&1 || { fail "no worker"; return; }
+	strace -f -qq -o /dev/null -p "$WPID" -e trace=execve -e inject=execve:delay_enter=4000000 &
+	sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
+	printf '#!/bin/sh\necho a\n' >"$s/tmp/a" && mv "$s/tmp/a" "$s/new/a"
+	wait_until 5 sh -c "ls $s/cur/*/a" >/dev/null 2>&1 || { fail "a was not claimed"; kill "$sp"; return; }
+	sleep 0.3 # its child is in the held execve now
+	local t0=$SECONDS cp
+	# kart cancel waits for the task's end: in the background.
+	"$KART" -s "$s" cancel a >"$T_ROOT/cancel.out" 2>&1 &
+	cp=$!
+	printf '#!/bin/sh\necho b\n' >"$s/tmp/b" && mv "$s/tmp/b" "$s/new/b"
+	wait_until 2 sh -c "ls $s/cur/*/b" >/dev/null 2>&1 ||
+		fail "b was not claimed while a's exec was held"
+	assert_eq "" "$(ls "$s/done")" "no result while a's exec is held (test premise)"
+	wait_gone 30 "$cp"
+	assert_eq 0 "$RC" "kart cancel a ($(cat "$T_ROOT/cancel.out"))"
+	wait_until 30 test -e "$s/done/b.json" || { fail "no result for b"; kill "$sp"; return; }
+	kill "$sp"; wait "$sp" 2>/dev/null
+	assert_eq cancelled "$(field "$s" a .status)" "a, cancelled while it spawned"
+	assert_eq "" "$(cat "$s/done/a.stdout")" "a never got to run its script"
+	assert_eq ok "$(field "$s" b .status)" "b"
+	[ $((SECONDS - t0)) -ge 2 ] || fail "the exec was not held (test premise)"
+	stop_worker "$WPID"
+}
+
 run_tests
