@@ -192,14 +192,21 @@ static int rl_apply(const struct confine *c, const char *who)
  * one that cannot be emptied stops a task of uid 0 here. Another uid gets
  * nothing back from it at execve, under no_new_privs (set below, by the
  * Landlock or seccomp step, or by bwrap). */
-static int caps_step(const char *who)
+static int caps_step(const struct confine *c, const char *who)
 {
 	bool left = false;
 	for (int cap = 0; cap < 64; cap++) {
-		int r = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
-		if (r < 0)
-			break; /* EINVAL: past the kernel's last capability */
-		if (r == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+		if (c->bset_known) {
+			if (!(c->bset >> cap & 1))
+				continue;
+		} else {
+			int r = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+			if (r < 0)
+				break; /* EINVAL: past the kernel's last capability */
+			if (r != 1)
+				continue;
+		}
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
 			left = true;
 	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) {
@@ -256,7 +263,7 @@ static int landlock_step(const struct confine *c, int abi, const char *who)
 int confine_apply(const struct confine *c, int abi, const struct sock_fprog *filter,
 		  const char *who)
 {
-	if (rl_apply(c, who) < 0 || caps_step(who) < 0)
+	if (rl_apply(c, who) < 0 || caps_step(c, who) < 0)
 		return -1;
 	/* After the rlimits, before seccomp (bwrap's filter, loaded before
 	 * the launcher, must let the landlock_* calls through). */

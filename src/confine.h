@@ -32,6 +32,11 @@ struct confine {
 		unsigned long long v;
 	} rl[4]; /* --rlimit-{nproc,as,cpu,core}=N */
 	char **prog; /* PROGRAM [ARG...], NULL-terminated (argv's own tail) */
+	/* The caller's bounding set, if it knows it (the worker reads its
+	 * own once): only those capabilities are dropped, instead of asking
+	 * the kernel about each of the 41 or so. */
+	bool bset_known;
+	unsigned long long bset;
 };
 
 /* Parse kart-launch's arguments (argv[0] is the launcher). 0, or -1 with

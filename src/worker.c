@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <linux/fs.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -413,6 +414,8 @@ struct worker {
 	int slots[LANE__N], used[LANE__N];
 	bool drain, stopping;
 	int64_t grace_mono;
+	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
+	unsigned long long bset;  /* our bounding set, read once after the drop */
 	int64_t recover_mono; /* retry recovery of busy claims then */
 	char **own_busy;      /* our own claims from an earlier life, still held by its runs */
 	size_t nown_busy;
@@ -1678,6 +1681,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		if (j->conf.ll_mode != LL_MODE_OFF && !abi)
 			abi = ll_abi();
 		j->is_direct = true;
+		j->conf.bset_known = true;
+		j->conf.bset = w->bset;
 		j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
 		if (want_scmp) {
 			j->fprog.len = (unsigned short)(w->scmp.len / sizeof(struct sock_filter));
@@ -2171,7 +2176,11 @@ static void arm_timer(struct worker *w)
 		its.it_value.tv_sec = next / 1000;
 		its.it_value.tv_nsec = (next % 1000) * 1000000;
 	}
-	/* Nothing pending: disarmed, and an idle worker sleeps for good. */
+	/* Nothing pending: disarmed, and an idle worker sleeps for good.
+	 * Several calls per task compute the same time: set it once. */
+	if (next == w->timer_at)
+		return;
+	w->timer_at = next;
 	(void)timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
@@ -2180,6 +2189,7 @@ static void on_timer(struct worker *w)
 	uint64_t x;
 	if (read(w->tfd, &x, sizeof x) < 0 && errno != EAGAIN)
 		logmsg("timerfd: %s", strerror(errno));
+	w->timer_at = 0; /* it fired: disarmed (arm_timer at the end sets it again) */
 	int64_t now = now_mono_ms();
 	for (struct task *t = w->tasks, *nx; t; t = nx) {
 		nx = t->next;
@@ -2460,6 +2470,14 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		char names[512];
 		caps_mask_names(kept, names, sizeof names);
 		logmsg("capabilities kept: %s", names);
+	}
+	/* What a task's child must drop from the bounding set (confine.c). */
+	for (int c = 0; c < 64; c++) {
+		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+		if (in < 0)
+			break;
+		if (in == 1)
+			w.bset |= 1ULL << c;
 	}
 
 	/* Our own claims from an earlier life under this id, then dead
