@@ -706,9 +706,10 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 		if (m && read_keyed(m, "memory.oom_control", "oom_kill", &v) == 0)
 			u->oom_kills = v;
 	}
-	if (un && read_keyed(un, "cpu.stat", "user_usec", &v) == 0) {
+	_cleanup_free_ char *cs = NULL; /* read once for both keys */
+	if (un && read_text(un, "cpu.stat", &cs) == 0 && cg_parse_keyed(cs, "user_usec", &v) == 0) {
 		u->cpu_user_ms = v / 1000;
-		if (read_keyed(un, "cpu.stat", "system_usec", &v) == 0)
+		if (cg_parse_keyed(cs, "system_usec", &v) == 0)
 			u->cpu_system_ms = v / 1000;
 	} else if (l->mode == CG_MODE_V1 && slot_dir(l, CG_CPUACCT)) {
 		const char *a = slot_dir(l, CG_CPUACCT);
