@@ -620,4 +620,34 @@ test_spawn_off_the_loop() {
 	stop_worker "$WPID"
 }
 
+# A shutdown whose grace runs out while a task is still spawning (strace
+# holds its execve for 4 s, the grace is 1 s): the re-queue is kept for
+# when it runs, then applied. The task goes back to new/ unrun, with no
+# result, and the worker exits cleanly.
+test_shutdown_while_spawning() {
+	command -v strace >/dev/null || { skip "no strace to hold an exec"; return; }
+	local s sp; s=$(mkspool)
+	export KART_TERM_GRACE=1
+	KART_BACKEND=none start_worker "$s" --id ws
+	unset KART_TERM_GRACE
+	wait_until 10 sh -c "ls $s/cur/*/.lock" >/dev/null 2>&1 || { fail "no worker"; return; }
+	strace -f -qq -o /dev/null -p "$WPID" -e trace=execve -e inject=execve:delay_enter=4000000 &
+	sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
+	printf '#!/bin/sh\necho "attempt $KART_ATTEMPT"\n' >"$s/tmp/h" && mv "$s/tmp/h" "$s/new/h"
+	wait_until 5 sh -c "ls $s/cur/*/h" >/dev/null 2>&1 || { fail "h was not claimed"; kill "$sp"; return; }
+	sleep 0.3 # its child is in the held execve now
+	kill -TERM "$WPID"
+	wait_gone 30 "$WPID" || { fail "worker alive 30 s after SIGTERM"; kill -9 "$WPID"; kill "$sp"; return; }
+	assert_eq 0 "$RC" "worker exit status"
+	kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
+	has_result "$s" h && fail "a task interrupted while spawning got a result ($(field "$s" h .status))"
+	assert_file "$s/new/h"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+	drain "$s" --id ws2
+	assert_eq ok "$(field "$s" h .status)" "the re-queued task, run again"
+	assert_eq "attempt 2" "$("$KART" -s "$s" cat h)" "its second attempt"
+}
+
 run_tests
