@@ -116,13 +116,21 @@ struct task {
  * order of steps per task, and so every crash state, is unchanged
  * (spool-layout §7). The thread touches only the spool and the tasks it
  * was given. */
-struct commit {
+/* A thread beside the loop (the commit thread, the spawn thread): its
+ * lock and condition over its queues, and the eventfd through which it
+ * hands work back to the loop. */
+struct helper {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct task *todo, *done; /* linked by cnext */
 	bool quit, started;
 	int efd;
+	struct src src;
+};
+
+struct commit {
+	struct helper h;
+	struct task *todo, *done; /* linked by cnext */
 	struct spool *sp;
 	int wdir;
 };
@@ -161,10 +169,10 @@ static void commit_batch(struct commit *c, struct task *batch)
 static void *commit_main(void *arg)
 {
 	struct commit *c = arg;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->h.mu);
 	for (;;) {
-		while (!c->todo && !c->quit)
-			pthread_cond_wait(&c->cv, &c->mu);
+		while (!c->todo && !c->h.quit)
+			pthread_cond_wait(&c->h.cv, &c->h.mu);
 		if (!c->todo)
 			break;
 		/* Oldest first (the list is pushed at its head). */
@@ -175,18 +183,18 @@ static void *commit_main(void *arg)
 			batch = t;
 		}
 		c->todo = NULL;
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->h.mu);
 		commit_batch(c, batch);
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(&c->h.mu);
 		struct task *last = batch;
 		while (last->cnext)
 			last = last->cnext;
 		last->cnext = c->done;
 		c->done = batch;
 		uint64_t one = 1;
-		(void)!write(c->efd, &one, sizeof one);
+		(void)!write(c->h.efd, &one, sizeof one);
 	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->h.mu);
 	return NULL;
 }
 
@@ -221,39 +229,35 @@ struct spawn_job {
 };
 
 struct spawner {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	struct helper h;
 	struct spawn_job *todo, *done; /* todo in order; done pushed at its head */
-	bool quit, started;
-	int efd;
 	int wdir;
 };
 
 static void *spawn_main(void *arg)
 {
 	struct spawner *sp = arg;
-	pthread_mutex_lock(&sp->mu);
+	pthread_mutex_lock(&sp->h.mu);
 	for (;;) {
-		while (!sp->todo && !sp->quit)
-			pthread_cond_wait(&sp->cv, &sp->mu);
+		while (!sp->todo && !sp->h.quit)
+			pthread_cond_wait(&sp->h.cv, &sp->h.mu);
 		struct spawn_job *j = sp->todo;
 		if (!j)
 			break;
 		sp->todo = j->next;
-		pthread_mutex_unlock(&sp->mu);
+		pthread_mutex_unlock(&sp->h.mu);
 		struct task *t = j->t;
 		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
 				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
 				       j->use_cred ? &j->cred : NULL, j->sfd,
 				       j->is_direct ? &j->direct : NULL);
-		pthread_mutex_lock(&sp->mu);
+		pthread_mutex_lock(&sp->h.mu);
 		j->next = sp->done;
 		sp->done = j;
 		uint64_t one = 1;
-		(void)!write(sp->efd, &one, sizeof one);
+		(void)!write(sp->h.efd, &one, sizeof one);
 	}
-	pthread_mutex_unlock(&sp->mu);
+	pthread_mutex_unlock(&sp->h.mu);
 	return NULL;
 }
 
@@ -448,9 +452,7 @@ struct worker {
 	unsigned long cseq;
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
-	struct src s_commit;
 	struct spawner spawner;
-	struct src s_spawn;
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -999,11 +1001,11 @@ static void publish(struct worker *w, struct task *t)
 {
 	task_unlink(w, t);
 	w->ncommit++;
-	pthread_mutex_lock(&w->commit.mu);
+	pthread_mutex_lock(&w->commit.h.mu);
 	t->cnext = w->commit.todo;
 	w->commit.todo = t;
-	pthread_cond_signal(&w->commit.cv);
-	pthread_mutex_unlock(&w->commit.mu);
+	pthread_cond_signal(&w->commit.h.cv);
+	pthread_mutex_unlock(&w->commit.h.mu);
 }
 
 static void undefer(struct worker *w);
@@ -1015,11 +1017,11 @@ static void dispatch(struct worker *w);
 static void commit_done(struct worker *w)
 {
 	uint64_t x;
-	(void)!read(w->commit.efd, &x, sizeof x);
-	pthread_mutex_lock(&w->commit.mu);
+	(void)!read(w->commit.h.efd, &x, sizeof x);
+	pthread_mutex_lock(&w->commit.h.mu);
 	struct task *list = w->commit.done;
 	w->commit.done = NULL;
-	pthread_mutex_unlock(&w->commit.mu);
+	pthread_mutex_unlock(&w->commit.h.mu);
 	for (struct task *t = list, *nx; t; t = nx) {
 		nx = t->cnext;
 		w->ncommit--;
@@ -1052,41 +1054,50 @@ static void commit_done(struct worker *w)
 	dispatch(w);
 }
 
+/* Start a helper thread, which wakes the loop through h->efd (src kind).
+ * Every signal stays blocked in it: it inherits the mask the signalfd
+ * needs. */
+static void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
+			 enum srckind kind, const char *what)
+{
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_cond_init(&h->cv, NULL);
+	if ((h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		die("eventfd: %s", strerror(errno));
+	int e = pthread_create(&h->th, NULL, fn, arg);
+	if (e)
+		die("cannot start the %s thread: %s", what, strerror(e));
+	h->started = true;
+	h->src = (struct src){kind, NULL};
+	ep_add(w, h->efd, &h->src);
+}
+
+/* Ask it to quit once its queue is empty, and wait for it. */
+static void helper_stop(struct helper *h)
+{
+	if (!h->started)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->quit = true;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	pthread_join(h->th, NULL);
+	h->started = false;
+	close(h->efd);
+}
+
 static void commit_start(struct worker *w)
 {
 	struct commit *c = &w->commit;
 	c->sp = w->sp;
 	c->wdir = w->wdir;
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	if ((c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-		die("eventfd: %s", strerror(errno));
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
-	/* Every signal stays blocked in the thread (it inherits the mask
-	 * the signalfd needs). */
-	int e = pthread_create(&c->th, NULL, commit_main, c);
-	if (e)
-		die("cannot start the commit thread: %s", strerror(e));
-	c->started = true;
-	w->s_commit = (struct src){SRC_COMMIT, NULL};
-	ep_add(w, c->efd, &w->s_commit);
+	helper_start(w, &c->h, commit_main, c, SRC_COMMIT, "commit");
 }
 
-static void commit_stop(struct worker *w)
-{
-	struct commit *c = &w->commit;
-	if (!c->started)
-		return;
-	pthread_mutex_lock(&c->mu);
-	c->quit = true;
-	pthread_cond_signal(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->th, NULL);
-	c->started = false;
-	close(c->efd);
-}
+static void commit_stop(struct worker *w) { helper_stop(&w->commit.h); }
 
 /* The host's cgroups, looked at once, at the first task (on v2 the
  * worker may move itself into a leaf of its own then). */
@@ -1695,13 +1706,13 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	t->state = TS_SPAWNING;
 	w->used[t->spec.lane]++;
 	w->nrunning++;
-	pthread_mutex_lock(&w->spawner.mu);
+	pthread_mutex_lock(&w->spawner.h.mu);
 	struct spawn_job **tail = &w->spawner.todo;
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = j;
-	pthread_cond_signal(&w->spawner.cv);
-	pthread_mutex_unlock(&w->spawner.mu);
+	pthread_cond_signal(&w->spawner.h.cv);
+	pthread_mutex_unlock(&w->spawner.h.mu);
 }
 
 /* A spawn came back: the task runs, or it is refused. */
@@ -1743,11 +1754,11 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 static void spawn_done(struct worker *w)
 {
 	uint64_t x;
-	(void)!read(w->spawner.efd, &x, sizeof x);
-	pthread_mutex_lock(&w->spawner.mu);
+	(void)!read(w->spawner.h.efd, &x, sizeof x);
+	pthread_mutex_lock(&w->spawner.h.mu);
 	struct spawn_job *list = w->spawner.done;
 	w->spawner.done = NULL;
-	pthread_mutex_unlock(&w->spawner.mu);
+	pthread_mutex_unlock(&w->spawner.h.mu);
 	/* Oldest first (pushed at the head). */
 	struct spawn_job *rev = NULL;
 	for (struct spawn_job *j = list, *nx; j; j = nx) {
@@ -1766,35 +1777,12 @@ static void spawn_done(struct worker *w)
 
 static void spawner_start(struct worker *w)
 {
-	struct spawner *sp = &w->spawner;
-	sp->wdir = w->wdir;
-	pthread_mutex_init(&sp->mu, NULL);
-	pthread_cond_init(&sp->cv, NULL);
-	if ((sp->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-		die("eventfd: %s", strerror(errno));
-	/* Signals stay blocked in it, as in the commit thread. */
-	int e = pthread_create(&sp->th, NULL, spawn_main, sp);
-	if (e)
-		die("cannot start the spawn thread: %s", strerror(e));
-	sp->started = true;
-	w->s_spawn = (struct src){SRC_SPAWN, NULL};
-	ep_add(w, sp->efd, &w->s_spawn);
+	w->spawner.wdir = w->wdir;
+	helper_start(w, &w->spawner.h, spawn_main, &w->spawner, SRC_SPAWN, "spawn");
 }
 
 /* After the loop: every spawn has come back (they count as running). */
-static void spawner_stop(struct worker *w)
-{
-	struct spawner *sp = &w->spawner;
-	if (!sp->started)
-		return;
-	pthread_mutex_lock(&sp->mu);
-	sp->quit = true;
-	pthread_cond_signal(&sp->cv);
-	pthread_mutex_unlock(&sp->mu);
-	pthread_join(sp->th, NULL);
-	sp->started = false;
-	close(sp->efd);
-}
+static void spawner_stop(struct worker *w) { helper_stop(&w->spawner.h); }
 
 /* Fill free slots from the candidates, best first. */
 static void dispatch(struct worker *w)

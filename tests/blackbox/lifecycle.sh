@@ -589,18 +589,27 @@ test_workers_start_together() {
 # kept until it runs, then applied. With the spawn in the loop, nothing
 # is claimed until that exec is done.
 traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
+# hold_spawn SPOOL NAME SCRIPT: with the worker $WPID running, strace
+# holds every execve of its children for 4 s; submit NAME and wait until
+# its child is in the held execve. Sets SP, strace's pid.
+hold_spawn() {
+	local s=$1
+	wait_until 10 sh -c "ls $s/cur/*/.lock" >/dev/null 2>&1 || { fail "no worker"; return 1; }
+	strace -f -qq -o /dev/null -p "$WPID" -e trace=execve -e inject=execve:delay_enter=4000000 &
+	SP=$!
+	T_PIDS+=("$SP")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$SP"; return 1; }
+	printf '%s\n' "$3" >"$s/tmp/$2" && mv "$s/tmp/$2" "$s/new/$2"
+	wait_until 5 sh -c "ls $s/cur/*/$2" >/dev/null 2>&1 ||
+		{ fail "$2 was not claimed"; kill "$SP"; return 1; }
+	sleep 0.3 # its child is in the held execve now
+}
 test_spawn_off_the_loop() {
 	command -v strace >/dev/null || { skip "no strace to hold an exec"; return; }
 	local s sp; s=$(mkspool)
 	KART_BACKEND=none start_worker "$s"
-	wait_until 10 sh -c "ls $s/cur/*/.lock" >/dev/null 2>&1 || { fail "no worker"; return; }
-	strace -f -qq -o /dev/null -p "$WPID" -e trace=execve -e inject=execve:delay_enter=4000000 &
-	sp=$!
-	T_PIDS+=("$sp")
-	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
-	printf '#!/bin/sh\necho a\n' >"$s/tmp/a" && mv "$s/tmp/a" "$s/new/a"
-	wait_until 5 sh -c "ls $s/cur/*/a" >/dev/null 2>&1 || { fail "a was not claimed"; kill "$sp"; return; }
-	sleep 0.3 # its child is in the held execve now
+	hold_spawn "$s" a "$(printf '#!/bin/sh\necho a')" || return
+	sp=$SP
 	local t0=$SECONDS cp
 	# kart cancel waits for the task's end: in the background.
 	"$KART" -s "$s" cancel a >"$T_ROOT/cancel.out" 2>&1 &
@@ -630,14 +639,8 @@ test_shutdown_while_spawning() {
 	export KART_TERM_GRACE=1
 	KART_BACKEND=none start_worker "$s" --id ws
 	unset KART_TERM_GRACE
-	wait_until 10 sh -c "ls $s/cur/*/.lock" >/dev/null 2>&1 || { fail "no worker"; return; }
-	strace -f -qq -o /dev/null -p "$WPID" -e trace=execve -e inject=execve:delay_enter=4000000 &
-	sp=$!
-	T_PIDS+=("$sp")
-	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
-	printf '#!/bin/sh\necho "attempt $KART_ATTEMPT"\n' >"$s/tmp/h" && mv "$s/tmp/h" "$s/new/h"
-	wait_until 5 sh -c "ls $s/cur/*/h" >/dev/null 2>&1 || { fail "h was not claimed"; kill "$sp"; return; }
-	sleep 0.3 # its child is in the held execve now
+	hold_spawn "$s" h "$(printf '#!/bin/sh\necho "attempt $KART_ATTEMPT"')" || return
+	sp=$SP
 	kill -TERM "$WPID"
 	wait_gone 30 "$WPID" || { fail "worker alive 30 s after SIGTERM"; kill -9 "$WPID"; kill "$sp"; return; }
 	assert_eq 0 "$RC" "worker exit status"
