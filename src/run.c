@@ -206,7 +206,7 @@ static int child_trampoline(void *arg) { return child_main(arg); }
 static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
 {
 	enum { STACK = 256 * 1024 };
-	static char *stack;
+	static __thread char *stack; /* one per spawning thread */
 	if (!stack) {
 		void *m = mmap(NULL, STACK, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
