@@ -974,11 +974,15 @@ static void fill_result(struct worker *w, struct task *t)
 		r->pids = t->rl.nproc;
 	}
 	r->uid = t->uid;
-	const struct acct *a = acct_get(t->uid);
-	if (a->found) {
-		snprintf(t->user, sizeof t->user, "%s", a->name);
-		r->user = t->user;
+	/* A root worker named the account when it switched to it
+	 * (task_cred); otherwise it is looked up here. */
+	if (!t->user[0]) {
+		const struct acct *a = acct_get(t->uid);
+		if (a->found)
+			snprintf(t->user, sizeof t->user, "%s", a->name);
 	}
+	if (t->user[0])
+		r->user = t->user;
 }
 
 static void arm_timer(struct worker *w);
@@ -1470,6 +1474,7 @@ static int task_cred(struct worker *w, struct task *t, struct run_cred *c, const
 			 a->name, RUN_CRED_GROUPS_MAX);
 		return -1;
 	}
+	snprintf(t->user, sizeof t->user, "%s", a->name);
 	c->uid = t->uid;
 	c->gid = a->gid;
 	c->ngroups = a->ngroups;
@@ -1631,15 +1636,15 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	 * as a JSON profile, unless the policy says the runtime takes none. */
 	bool want_scmp = !container || w->pol->container_seccomp;
 	bool none = w->pol->backend == BACKEND_NONE;
-	/* Backend none: the child loads it from our memory (no launcher,
-	 * no descriptor to hand over). */
-	_cleanup_close_ int sfd = !want_scmp ? -1
+	/* Backend none hands over no descriptor: the child loads the
+	 * filter from our memory (no launcher). */
+	bool want_fd = want_scmp && !none;
+	_cleanup_close_ int sfd = !want_fd ? -1
 			      : container ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json,
 									 strlen(w->scmp_json))
 							  : -EINVAL)
-			      : !w->scmp.bpf ? -EINVAL
-			      : none ? -1 : seccomp_prog_fd(&w->scmp);
-	if (want_scmp && sfd < 0 && !(none && w->scmp.bpf)) {
+			      : w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
+	if (want_scmp && (want_fd ? sfd < 0 : !w->scmp.bpf)) {
 		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
 			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
 			 w->scmp.bpf ? strerror(-sfd) : w->scmp_err);

@@ -26,6 +26,11 @@ submit_n() {
 		fi || fail "submit $3$i"
 	done
 }
+# run_n SPOOL N PREFIX: submit_n, then a backend none worker drains them.
+run_n() {
+	submit_n "$@"
+	KART_BACKEND=none drain "$1"
+}
 
 # mirror_diff SPOOL DB: the differences between `kart status --json` and
 # the table's rows that are not gone (empty when they agree). DB is a
@@ -106,8 +111,7 @@ test_sqlite_mirror_equality() {
 	need_sqlite || return
 	local s db=$T_ROOT/eq.db
 	s=$(mkspool)
-	submit_n "$s" 300 t
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 300 t
 	submit_n "$s" 20 q # queued
 	# A running task: a claim in a live-looking worker directory.
 	mkdir "$s/cur/w1" && printf '#!/bin/sh\n' >"$s/cur/w1/r1"
@@ -130,8 +134,7 @@ test_sqlite_idempotent() {
 	need_sqlite || return
 	local s db=$T_ROOT/idem.db
 	s=$(mkspool)
-	submit_n "$s" 40 t
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 40 t
 	submit_n "$s" 5 q
 	"$KART" -s "$s" sync sqlite "$db" || fail "first sync"
 	sq "$db" .dump >"$T_ROOT/dump1"
@@ -150,13 +153,11 @@ test_sqlite_newer_schema_refused() {
 	need_sqlite || return
 	local s db=$T_ROOT/newer.db
 	s=$(mkspool)
-	submit_n "$s" 3 t
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 3 t
 	"$KART" -s "$s" sync sqlite "$db" || fail "first sync"
 	sq "$db" 'INSERT INTO schema_version VALUES (99)'
 	sq "$db" .dump >"$T_ROOT/newer1"
-	submit_n "$s" 2 u
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 2 u
 	run_cmd -s "$s" sync sqlite "$db"
 	assert_eq 1 "$RC" "exit status"
 	assert_match 'schema version 99 is newer than this kart' "$ERR" "message"
@@ -168,8 +169,7 @@ test_sqlite_gone() {
 	need_sqlite || return
 	local s db=$T_ROOT/gone.db
 	s=$(mkspool)
-	submit_n "$s" 10 t
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 10 t
 	"$KART" -s "$s" sync sqlite "$db" || fail "sync"
 	sleep 1.1
 	"$KART" -s "$s" gc --older-than 1s >/dev/null || fail "kart gc"
@@ -196,8 +196,7 @@ test_sqlite_follow_and_kill9() {
 	wait_until 10 mirror_ok "$s" "$db" || fail "after the run: $(mirror_diff "$s" "$db")"
 	rows_eq "$db" "state = 'done'" 30 || fail "done rows"
 	kill -9 "$fp"; { wait "$fp"; } 2>/dev/null
-	submit_n "$s" 20 b
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 20 b
 	"$KART" -s "$s" gc --older-than 0s >/dev/null 2>&1 || true
 	submit_n "$s" 5 c
 	"$KART" -s "$s" sync sqlite "$db" --follow 2>>"$T_ROOT/follow.log" &
@@ -301,8 +300,7 @@ test_postgres_mirror_idempotent_gone() {
 	pg_start || return
 	local s d
 	s=$(mkspool)
-	submit_n "$s" 250 t
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 250 t
 	submit_n "$s" 10 q
 	mkdir "$s/cur/w1" && printf '#!/bin/sh\n' >"$s/cur/w1/r1"
 	"$KART" -s "$s" sync postgres "$PG_URL" || fail "kart sync postgres exited $?"
@@ -334,8 +332,7 @@ test_postgres_follow_server_restart() {
 	wait_until 10 mirror_ok "$s" "$PG_URL" || fail "after the run: $(mirror_diff "$s" "$PG_URL")"
 	# The server goes away; work goes on; the server comes back.
 	pg_ctl_do stop || return
-	submit_n "$s" 15 b
-	KART_BACKEND=none drain "$s"
+	run_n "$s" 15 b
 	submit_n "$s" 3 c
 	sleep 0.5
 	pg_ctl_do start || return
