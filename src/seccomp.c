@@ -79,6 +79,9 @@ static const unsigned long ns_flags[] = {
 	CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
+/* The tty ioctls that push input into a terminal or its console. */
+static const unsigned long tty_reqs[] = {TIOCSTI, TIOCLINUX};
+
 /* personality(2) takes an unsigned int, and libseccomp cannot say "not
  * one of these values" in a default-allow filter (one comparison per
  * argument per rule, and no rule may carry the default action). So this
@@ -107,6 +110,16 @@ static const struct sock_filter persona_prologue[] = {
 	/* 13 */ BPF_STMT(BPF_RET | BPF_K, PERSONA_ALLOW),
 	/* 14: libseccomp's program */
 };
+/* The same values, for seccomp_prog_build's own program. */
+static const uint32_t persona_ok[] = {0x0000, 0x0008, 0x20000, 0x20008, 0xffffffff};
+
+/* The native number of denied[i], or <= 0 if neither libseccomp nor the
+ * table knows it. */
+static int denied_nr(size_t i)
+{
+	int nr = seccomp_syscall_resolve_name(denied[i].name);
+	return nr == __NR_SCMP_ERROR ? denied[i].nr : nr;
+}
 
 static int deny(scmp_filter_ctx ctx, int nr, unsigned ncmp, const struct scmp_arg_cmp *cmp,
 		int errnum)
@@ -130,9 +143,7 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 		return ERR("seccomp_attr_set(NNP): %s", strerror(-r)), r;
 	*nrules = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
-		int nr = seccomp_syscall_resolve_name(denied[i].name);
-		if (nr == __NR_SCMP_ERROR)
-			nr = denied[i].nr;
+		int nr = denied_nr(i);
 		if (nr <= 0)
 			return ERR("seccomp: this libseccomp does not know %s", denied[i].name), -ENOSYS;
 		if ((r = deny(ctx, nr, 0, NULL, EPERM)) < 0)
@@ -154,9 +165,8 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 	++*nrules;
 	/* ioctl's request is an unsigned int to the kernel: compare the low
 	 * 32 bits only, or TIOCSTI | 1 << 32 would slip through. */
-	static const unsigned long tty_req[] = {TIOCSTI, TIOCLINUX};
-	for (size_t i = 0; i < ARRAY_SIZE(tty_req); i++) {
-		struct scmp_arg_cmp c = SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_req[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(tty_reqs); i++) {
+		struct scmp_arg_cmp c = SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_reqs[i]);
 		if ((r = deny(ctx, SCMP_SYS(ioctl), 1, &c, EPERM)) < 0)
 			return ERR("seccomp rule for ioctl: %s", strerror(-r)), r;
 		++*nrules;
@@ -164,7 +174,7 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 	return 0;
 }
 
-int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
+int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof *p);
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
@@ -218,6 +228,211 @@ int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* The program kart loads, compiled here rather than by libseccomp.
+ *
+ * Every task pays for the load: the kernel JITs the program (its cost
+ * grows with the length) and fills its action cache by running it once
+ * for every syscall number (its cost grows with the steps each walk
+ * takes). libseccomp's tree, with the personality prologue in front,
+ * is 141 instructions and walks 18 steps per number; this one is a
+ * binary search over the ranges of numbers that share an action,
+ * about half as long and walking about half as far (docs/PERFORMANCE.md,
+ * sixth pass). The rules are the same table; the unit test runs both
+ * programs over every syscall number, arch and argument pattern that
+ * decides anything and requires the same answer from each.
+ *
+ * Layout, all jumps forward:
+ *   arch != x86_64 -> kill; nr >= 0x40000000 (x32) -> kill, but -1;
+ *   the search: one JGE per boundary between ranges;
+ *   blocks for the numbers whose arguments decide (clone and unshare,
+ *   ioctl, personality); then the four returns. */
+enum act { ACT_ALLOW, ACT_EPERM, ACT_ENOSYS, ACT_KILL, ACT_NSFLAGS, ACT_IOCTL, ACT_PERSONA,
+	   ACT_X32, ACT__N };
+
+struct span {
+	uint32_t lo; /* the first number of the range; it runs to the next span's lo */
+	enum act act;
+};
+
+struct asm_ {
+	struct sock_filter ins[BPF_MAXINSNS];
+	int target[BPF_MAXINSNS][2]; /* -1, or an ACT_ block for jt [0] and jf [1] */
+	int block[ACT__N];           /* where each block starts */
+	size_t n;
+	bool overflow;
+};
+
+static size_t emit(struct asm_ *a, uint16_t code, uint32_t k, int jt, int jf)
+{
+	if (a->n >= BPF_MAXINSNS) {
+		a->overflow = true;
+		return a->n - 1;
+	}
+	a->ins[a->n] = (struct sock_filter){.code = code, .k = k};
+	a->target[a->n][0] = jt;
+	a->target[a->n][1] = jf;
+	return a->n++;
+}
+
+/* Spans [l, r]: a JGE on the middle boundary, the lower half falling
+ * through, the upper half jumped to; a single span is its block. The
+ * caller's jump to the result is patched by index: returns the
+ * instruction to jump to, or -1 - block for a block. */
+static int search(struct asm_ *a, const struct span *sp, size_t l, size_t r)
+{
+	if (l == r)
+		return -1 - (int)sp[l].act;
+	size_t m = (l + r + 1) / 2;
+	size_t at = emit(a, BPF_JMP | BPF_JGE | BPF_K, sp[m].lo, -1, -1);
+	int lo = search(a, sp, l, m - 1);
+	int hi = search(a, sp, m, r);
+	/* jt: an instruction index (>= 0) is resolved below like a block */
+	a->target[at][0] = hi < 0 ? -1 - hi : ACT__N + hi;
+	a->target[at][1] = lo < 0 ? -1 - lo : ACT__N + lo;
+	return (int)at;
+}
+
+static int cmp_span(const void *x, const void *y)
+{
+	uint32_t a = ((const struct span *)x)->lo, b = ((const struct span *)y)->lo;
+	return a < b ? -1 : a > b;
+}
+
+#define LD_ARG(i, hi) (offsetof(struct seccomp_data, args[i]) + ((hi) ? 4 : 0)) /* little-endian */
+
+int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
+{
+	memset(p, 0, sizeof *p);
+	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
+		/* The layout, the argument offsets and the fallback numbers
+		 * are x86_64's. */
+		ERR("seccomp: only x86_64 is supported");
+		return -ENOTSUP;
+	}
+	/* The numbers with an action other than allow. */
+	struct span one[ARRAY_SIZE(denied) + 8];
+	size_t n1 = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
+		int nr = denied_nr(i);
+		if (nr <= 0)
+			return ERR("seccomp: this libseccomp does not know %s", denied[i].name), -ENOSYS;
+		one[n1++] = (struct span){(uint32_t)nr, ACT_EPERM};
+	}
+	one[n1++] = (struct span){SCMP_SYS(clone), ACT_NSFLAGS};
+	one[n1++] = (struct span){SCMP_SYS(unshare), ACT_NSFLAGS};
+	one[n1++] = (struct span){SCMP_SYS(clone3), ACT_ENOSYS};
+	one[n1++] = (struct span){SCMP_SYS(ioctl), ACT_IOCTL};
+	one[n1++] = (struct span){SCMP_SYS(personality), ACT_PERSONA};
+	qsort(one, n1, sizeof *one, cmp_span);
+	/* Ranges: allow between the numbers, neighbours with one action
+	 * merged. */
+	struct span sp[2 * ARRAY_SIZE(one) + 1];
+	size_t ns = 0;
+	uint32_t next = 0;
+	for (size_t i = 0; i < n1; i++) {
+		if (i > 0 && one[i].lo == one[i - 1].lo)
+			return ERR("seccomp: syscall %u is in the table twice", one[i].lo), -EINVAL;
+		if (one[i].lo > next && (ns == 0 || sp[ns - 1].act != ACT_ALLOW))
+			sp[ns++] = (struct span){next, ACT_ALLOW};
+		if (ns == 0 || sp[ns - 1].act != one[i].act)
+			sp[ns++] = one[i];
+		next = one[i].lo + 1;
+	}
+	sp[ns++] = (struct span){next, ACT_ALLOW};
+
+	struct asm_ *a = xmalloc(sizeof *a);
+	a->n = 0;
+	a->overflow = false;
+	emit(a, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch), -1, -1);
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, -1, ACT_KILL);
+	emit(a, BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr), -1, -1);
+	emit(a, BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, ACT_X32, -1);
+	int root = search(a, sp, 0, ns - 1);
+	if (root < 0) /* one range: no search, a jump to its block */
+		emit(a, BPF_JMP | BPF_JA, 0, -1 - root, -1);
+
+	/* The x32 ABI's numbers, and beyond, kill; except -1, which a
+	 * tracer sets to skip a call (it fails with ENOSYS), as libseccomp
+	 * lets it through. */
+	a->block[ACT_X32] = (int)a->n;
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffU, ACT_ALLOW, ACT_KILL);
+	/* clone and unshare: any namespace flag in the low word of the
+	 * flags (they all are) is refused. */
+	a->block[ACT_NSFLAGS] = (int)a->n;
+	uint32_t mask = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++)
+		mask |= (uint32_t)ns_flags[i];
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(0, 0), -1, -1);
+	emit(a, BPF_JMP | BPF_JSET | BPF_K, mask, ACT_EPERM, ACT_ALLOW);
+	/* ioctl: the request is an unsigned int to the kernel; the low word
+	 * alone decides. */
+	a->block[ACT_IOCTL] = (int)a->n;
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(1, 0), -1, -1);
+	for (size_t i = 0; i < ARRAY_SIZE(tty_reqs); i++)
+		emit(a, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)tty_reqs[i], ACT_EPERM,
+		     i + 1 < ARRAY_SIZE(tty_reqs) ? -1 : ACT_ALLOW);
+	/* personality: the values of persona_prologue (above), which says
+	 * why. */
+	a->block[ACT_PERSONA] = (int)a->n;
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(0, 1), -1, -1);
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, 0, -1, ACT_EPERM);
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(0, 0), -1, -1);
+	for (size_t i = 0; i < ARRAY_SIZE(persona_ok); i++)
+		emit(a, BPF_JMP | BPF_JEQ | BPF_K, persona_ok[i], ACT_ALLOW,
+		     i + 1 < ARRAY_SIZE(persona_ok) ? -1 : ACT_EPERM);
+	static const uint32_t ret[] = {
+		[ACT_ALLOW] = SECCOMP_RET_ALLOW,
+		[ACT_EPERM] = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA),
+		[ACT_ENOSYS] = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA),
+		[ACT_KILL] = SECCOMP_RET_KILL_PROCESS,
+	};
+	for (int b = ACT_ALLOW; b <= ACT_KILL; b++) {
+		a->block[b] = (int)a->n;
+		emit(a, BPF_RET | BPF_K, ret[b], -1, -1);
+	}
+
+	/* Resolve the jumps: -1 falls through; below ACT__N, a block; from
+	 * ACT__N up, an instruction of the search. */
+	int r = 0;
+	for (size_t i = 0; i < a->n && !a->overflow; i++) {
+		struct sock_filter *f = &a->ins[i];
+		if (BPF_CLASS(f->code) != BPF_JMP)
+			continue;
+		for (int j = 0; j < 2; j++) {
+			int t = a->target[i][j];
+			if (BPF_OP(f->code) == BPF_JA && j == 1)
+				break;
+			long to = t < 0 ? (long)i + 1 : t < ACT__N ? a->block[t] : t - ACT__N;
+			long off = to - (long)i - 1;
+			if (off < 0 || off > (BPF_OP(f->code) == BPF_JA ? (long)UINT32_MAX : 255)) {
+				ERR("seccomp: a jump of %ld at instruction %zu", off, i);
+				r = -E2BIG;
+			}
+			if (BPF_OP(f->code) == BPF_JA)
+				f->k = (uint32_t)off;
+			else if (j == 0)
+				f->jt = (uint8_t)off;
+			else
+				f->jf = (uint8_t)off;
+		}
+	}
+	if (a->overflow) {
+		ERR("seccomp: the filter is too long");
+		r = -E2BIG;
+	}
+	if (r == 0) {
+		p->len = a->n * sizeof(struct sock_filter);
+		p->bpf = xmalloc(p->len);
+		memcpy(p->bpf, a->ins, p->len);
+		/* As counted for the log: one per denied call and per argument
+		 * test, as libseccomp's rules are. */
+		p->nrules = (int)ARRAY_SIZE(denied) + 2 * (int)ARRAY_SIZE(ns_flags) + 1 +
+			    (int)ARRAY_SIZE(tty_reqs) + 1;
+	}
+	free(a);
+	return r;
+}
+
 int seccomp_prog_fd(const struct seccomp_prog *p)
 {
 	if (!p->bpf)
@@ -257,9 +472,8 @@ char *seccomp_profile_json(void)
 		json_array_append_new(rules, profile_rule("unshare", EPERM, 0, ns_flags[i], ns_flags[i]));
 	}
 	json_array_append_new(rules, profile_rule("clone3", ENOSYS, -1, 0, 0));
-	static const unsigned long tty_req[] = {TIOCSTI, TIOCLINUX};
-	for (size_t i = 0; i < ARRAY_SIZE(tty_req); i++)
-		json_array_append_new(rules, profile_rule("ioctl", EPERM, 1, 0xffffffffUL, tty_req[i]));
+	for (size_t i = 0; i < ARRAY_SIZE(tty_reqs); i++)
+		json_array_append_new(rules, profile_rule("ioctl", EPERM, 1, 0xffffffffUL, tty_reqs[i]));
 	json_t *o = json_pack("{s:s, s:[s], s:o}", "defaultAction", "SCMP_ACT_ALLOW",
 			      "architectures", "SCMP_ARCH_X86_64", "syscalls", rules);
 	if (!o)

@@ -1,5 +1,5 @@
 /* seccomp.h - the task's syscall filter: a denylist modelled on Docker's
- * default profile, compiled once per worker with libseccomp and handed
+ * default profile, compiled once per worker and handed
  * to each task as classic BPF in a sealed memfd (bwrap --seccomp FD, or
  * kart-launch --seccomp-fd=FD with backend none). */
 #ifndef KART_SECCOMP_H
@@ -15,8 +15,15 @@ struct seccomp_prog {
 
 /* Compile the filter for the native ABI. The i386 and x32 ABIs are not
  * added: a syscall made through them kills the task (SIGSYS). Returns 0
- * or -errno with err saying which step failed. */
+ * or -errno with err saying which step failed. The program is kart's
+ * own compilation of the rules (a search over ranges of syscall
+ * numbers), shorter and quicker to load than libseccomp's. */
 int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen);
+
+/* The same rules compiled by libseccomp, behind the hand-written
+ * personality check: the reference the unit test holds the program
+ * above to, input by input. Not loaded by the worker. */
+int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errlen);
 
 /* A fresh memfd holding the program at offset 0, sealed read-only,
  * O_CLOEXEC. One per task: the reader consumes its file offset. Returns
