@@ -689,10 +689,17 @@ int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
+void cg_usage_ms(struct cg_usage *u)
+{
+	u->cpu_user_ms = u->cpu_user_us >= 0 ? u->cpu_user_us / 1000 : -1;
+	u->cpu_system_ms = u->cpu_system_us >= 0 ? u->cpu_system_us / 1000 : -1;
+}
+
 int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 {
 	int64_t v;
 	u->memory_peak = u->cpu_user_ms = u->cpu_system_ms = u->oom_kills = -1;
+	u->cpu_user_us = u->cpu_system_us = -1;
 	const char *un = slot_dir(l, CG_UNIFIED);
 	if (l->mode == CG_MODE_V2 && un) {
 		if (read_int(un, "memory.peak", &v) == 0)
@@ -708,16 +715,17 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 	}
 	_cleanup_free_ char *cs = NULL; /* read once for both keys */
 	if (un && read_text(un, "cpu.stat", &cs) == 0 && cg_parse_keyed(cs, "user_usec", &v) == 0) {
-		u->cpu_user_ms = v / 1000;
+		u->cpu_user_us = v;
 		if (cg_parse_keyed(cs, "system_usec", &v) == 0)
-			u->cpu_system_ms = v / 1000;
+			u->cpu_system_us = v;
 	} else if (l->mode == CG_MODE_V1 && slot_dir(l, CG_CPUACCT)) {
 		const char *a = slot_dir(l, CG_CPUACCT);
 		if (read_int(a, "cpuacct.usage_user", &v) == 0)
-			u->cpu_user_ms = v / 1000000;
+			u->cpu_user_us = v / 1000;
 		if (read_int(a, "cpuacct.usage_sys", &v) == 0)
-			u->cpu_system_ms = v / 1000000;
+			u->cpu_system_us = v / 1000;
 	}
+	cg_usage_ms(u);
 	return 0;
 }
 

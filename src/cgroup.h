@@ -69,6 +69,7 @@ struct cg_leaf {
 struct cg_usage {
 	int64_t memory_peak;   /* bytes; -1: unknown */
 	int64_t cpu_user_ms, cpu_system_ms; /* -1: unknown */
+	int64_t cpu_user_us, cpu_system_us; /* the same, unrounded */
 	int64_t oom_kills;     /* -1: unknown */
 };
 
@@ -110,8 +111,11 @@ int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len);
 /* cg_leaf_remove without waiting: one rmdir each; -EBUSY: try later. */
 int cg_leaf_remove_nowait(struct cg_leaf *l);
 
-/* What the leaf's processes used, read after they are gone. */
+/* What the leaf's processes used, read after they are gone. The CPU
+ * times count from the leaf's creation. */
 int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u);
+/* cpu_*_ms from cpu_*_us (-1 stays -1). */
+void cg_usage_ms(struct cg_usage *u);
 
 /* rmdir each directory (retrying briefly while the kernel lets go of
  * dying tasks); l->used is cleared for each one removed. */

@@ -88,6 +88,8 @@ struct task {
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
+	struct cg_cpu { int64_t user_us, system_us; } cg_base, cg_end; /* a kept leaf's
+			      * cpu.stat when the run began (0 for a new one), and when it ended */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
@@ -1175,6 +1177,64 @@ static void peer_dead(void *arg, const char *peer)
 	sweep_containers(arg, peer);
 }
 
+/* ---- leaves kept for the next run ----------------------------------------- */
+
+/* A leaf's mkdir and rmdir cost the loop about 45 us per task: kernfs
+ * makes and unmakes every one of its files. A leaf that is only the
+ * unified directory of a task without limits holds no state but
+ * cpu.stat's counters, which only grow: once the kernel says it is
+ * empty it is as good as new. So it is kept for the next task without
+ * limits, which is born in it (CLONE_INTO_CGROUP), and whose CPU times
+ * count from the reading the last run ended with. A leaf with a limit or
+ * a controller's counters (memory.peak, memory.events) is never kept.
+ * Kept leaves are removed as soon as the worker has nothing to run, and
+ * at exit; a crash's are swept like any leaf of a dead worker. */
+#define KEPT_MAX 4
+static struct kept_leaf {
+	struct cg_leaf leaf;
+	struct cg_cpu end;
+} leaves_kept[KEPT_MAX];
+static size_t nkept;
+
+static bool no_limits(const struct task *t)
+{
+	return !t->spec.memory && !t->spec.pids && !t->spec.cpu_milli;
+}
+
+/* After the run, its leaf empty and its usage read: keep it? */
+static bool leaf_keep(struct task *t)
+{
+	if (nkept == KEPT_MAX || !no_limits(t) || t->cg.fake || t->cg.used != 1u << CG_UNIFIED ||
+	    t->cg_end.user_us < 0 || t->cg_end.system_us < 0 || t->cgu.memory_peak >= 0 ||
+	    t->cgu.oom_kills >= 0)
+		return false;
+	leaves_kept[nkept++] = (struct kept_leaf){t->cg, t->cg_end};
+	t->cg.used = 0; /* the task's no more */
+	return true;
+}
+
+static void leaves_drop(void)
+{
+	while (nkept > 0) {
+		struct cg_leaf *l = &leaves_kept[--nkept].leaf;
+		int r = cg_leaf_remove(l);
+		if (r < 0)
+			logmsg("cannot remove the cgroup %s: %s", l->path[CG_UNIFIED], strerror(-r));
+	}
+}
+
+/* The usage of the run: what the leaf counted since the run began. */
+static void task_usage(struct task *t)
+{
+	(void)cg_usage_read(&t->cg, &t->cgu);
+	t->cg_end = (struct cg_cpu){t->cgu.cpu_user_us, t->cgu.cpu_system_us};
+	if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
+		t->cgu.cpu_user_us -= t->cg_base.user_us;
+		t->cgu.cpu_system_us -= t->cg_base.system_us;
+		cg_usage_ms(&t->cgu);
+	}
+}
+
 static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 {
 	static unsigned seq;
@@ -1182,6 +1242,13 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 		snprintf(err, errlen, "no usable cgroup filesystem on this host");
 		return -ENODEV;
 	}
+	if (nkept > 0 && no_limits(t)) {
+		struct kept_leaf *k = &leaves_kept[--nkept];
+		t->cg = k->leaf;
+		t->cg_base = k->end;
+		return 0;
+	}
+	t->cg_base = (struct cg_cpu){0, 0};
 	/* Leaves of workers killed -9 are swept at start-up and when a dead
 	 * peer is recovered (peer_dead), before its claims can run again:
 	 * not here, where it would cost a scan of every hierarchy per task. */
@@ -1207,7 +1274,7 @@ static void task_cgroup_end(struct task *t)
 	int r = cg_leaf_kill(&t->cg, 2000);
 	if (r < 0)
 		logmsg("%s: its cgroup is not empty after the kill: %s", t->name, strerror(-r));
-	(void)cg_usage_read(&t->cg, &t->cgu);
+	task_usage(t);
 	if ((r = cg_leaf_remove(&t->cg)) < 0)
 		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
 }
@@ -1878,10 +1945,13 @@ static void arm_timer(struct worker *w);
 
 /* One look: true once the leaf is empty (or given up on), its usage
  * read and its directories removed. */
+static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
+
 static bool drain_step(struct worker *w, struct task *t)
 {
 	bool late = now_mono_ms() >= t->drain_end;
-	if (cg_leaf_populated(&t->cg)) {
+	bool empty = !cg_leaf_populated(&t->cg);
+	if (!empty) {
 		if (!late) {
 			if (!t->cg_atomic)
 				(void)cg_leaf_kill_start(&t->cg); /* what forked since */
@@ -1890,13 +1960,22 @@ static bool drain_step(struct worker *w, struct task *t)
 		logmsg("%s: its cgroup is not empty %ds after the kill", t->name,
 		       DRAIN_GIVE_UP_MS / 1000);
 	}
+	return drain_done(w, t, empty, late);
+}
+
+static bool drain_done(struct worker *w, struct task *t, bool empty, bool late)
+{
 	if (!t->cgu_read) {
-		(void)cg_usage_read(&t->cg, &t->cgu);
+		task_usage(t);
 		t->cgu_read = true;
 	}
 	if (t->cg_wd >= 0) {
 		(void)inotify_rm_watch(w->ino, t->cg_wd);
 		t->cg_wd = -1;
+	}
+	if (empty && leaf_keep(t)) {
+		t->cg_empty = true;
+		return true;
 	}
 	int r = cg_leaf_remove_nowait(&t->cg);
 	if (r == -EBUSY && !late)
@@ -1913,8 +1992,12 @@ static bool drain_begin(struct worker *w, struct task *t)
 {
 	if (!t->cg.used)
 		return false;
-	t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
 	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
+	/* Most runs leave nothing behind their reaped process: then there
+	 * is nothing to kill. */
+	if (!cg_leaf_populated(&t->cg))
+		return !drain_done(w, t, true, false);
+	t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
 	if (drain_step(w, t))
 		return false;
 	char ev[CG_PATH_MAX + 32];
@@ -2554,6 +2637,8 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			if (idle_and_empty(&w))
 				break;
 		}
+		if (nkept && w.nrunning == 0 && w.heap[0].n == 0 && w.heap[1].n == 0)
+			leaves_drop(); /* nothing to run: no leaf is kept */
 		hooks_sweep(&w);
 		struct epoll_event evs[32];
 		int n = epoll_wait(w.ep, evs, 32, -1);
@@ -2600,6 +2685,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	commit_stop(&w);
 	hooks_finish(&w);
 	spares_drop(&w, false);
+	leaves_drop();
 	/* Leave nothing behind: our claim directory goes if it is empty. A
 	 * claim still in it (a re-queue that failed) keeps the .lock, which
 	 * our exit unlocks: that is what lets a peer recover it (§11). */

@@ -272,6 +272,39 @@ test_leaves_removed() {
 
 # Where the leaf cannot be made, a task with a limit never runs without
 # it; a task without limits runs, and says it had no cgroup.
+# A leaf that held only a task without limits is kept for the next such
+# task (no mkdir and rmdir of a leaf per task), and each task's CPU time
+# still counts from its own start; a task with a limit gets a leaf of its
+# own; and no leaf is left once the worker has nothing to run.
+test_leaf_kept_for_the_next_task() {
+	have_cgroups || return
+	local s; s=$(mkspool)
+	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
+	printf '#!/bin/sh\n#kart: priority=1\n%s\n' "$show" >"$s/new/a"
+	# About half a second of CPU, in the shell itself.
+	printf '#!/bin/sh\n#kart: priority=2\n%s\ni=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done\n' \
+		"$show" >"$s/new/burn"
+	printf '#!/bin/sh\n#kart: priority=3\n%s\n' "$show" >"$s/new/c"
+	printf '#!/bin/sh\n#kart: priority=4 pids=50\n%s\n' "$show" >"$s/new/lim"
+	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
+	local t
+	for t in a burn c lim; do
+		assert_eq ok "$(field "$s" $t .status)" "$t: status ($(field "$s" $t .error))"
+	done
+	local la; la=$(cat "$s/done/a.stdout")
+	[ -n "$la" ] || { fail "a did not see its leaf in /proc/self/cgroup"; return; }
+	assert_eq "$la" "$(cat "$s/done/burn.stdout")" "burn ran in a's leaf, kept"
+	assert_eq "$la" "$(cat "$s/done/c.stdout")" "c ran in a's leaf, kept"
+	local ll; ll=$(cat "$s/done/lim.stdout")
+	[ -n "$ll" ] && [ "$ll" != "$la" ] || fail "a task with a limit in a kept leaf: '$ll'"
+	local bu; bu=$(field "$s" burn .usage.cpu_user_ms)
+	[ "$bu" -ge 150 ] || fail "burn: cpu_user_ms $bu, expected its loop's (>= 150)"
+	local cu; cu=$(field "$s" c .usage.cpu_user_ms)
+	[ "$cu" -lt 100 ] || fail "c: cpu_user_ms $cu counts burn's time too (the leaf's total)"
+	assert_eq "" "$(find /sys/fs/cgroup -maxdepth 6 -type d -name "$la" 2>/dev/null)" \
+		"the kept leaf after the worker's exit"
+}
+
 test_refused_without_cgroup() {
 	have_cgroups || return
 	local s; s=$(mkspool)
