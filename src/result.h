@@ -9,6 +9,8 @@
 struct result_stream {
 	bool present;
 	bool captured; /* the run captured it: no file means nothing was written */
+	bool unmade;   /* captured, and its file was never made (spool_finish_stage
+			* then links the shared empty file without looking) */
 	char path[600]; /* relative to the spool */
 	uint64_t bytes;
 	bool truncated;

@@ -396,11 +396,11 @@ static int open_regular(int dirfd, const char *name)
 	return openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 }
 
-void spool_clean_scratch(int wdir, const char *name)
+void spool_clean_scratch(int wdir, const char *name, bool retired)
 {
 	static const char *const sfx[] = {"stdout", "stderr", "work", "tmp", "out", "cancel"};
 	char p[512];
-	for (size_t i = 0; i < ARRAY_SIZE(sfx); i++)
+	for (size_t i = retired ? 4 : 0; i < ARRAY_SIZE(sfx); i++)
 		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) == 0)
 			(void)rm_rf_at(wdir, p);
 }
@@ -669,7 +669,13 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
 			    pathfmt(q, sizeof q, "%s.%s", idbuf, sfx[i]) < 0)
 				return -ENAMETOOLONG;
-			if (renameat(wdir, p, sp->done, q) == 0) {
+			if (!redo && st[i]->unmade) {
+				/* The run never made the file (it wrote nothing). */
+				if ((r = link_empty(sp, q)) < 0)
+					return r;
+				st[i]->present = true;
+				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+			} else if (renameat(wdir, p, sp->done, q) == 0) {
 				struct stat os;
 				if (!st[i]->bytes && fstatat(sp->done, q, &os, 0) == 0)
 					st[i]->bytes = (uint64_t)os.st_size;
@@ -765,7 +771,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 }
 
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
-			  const char *idbuf)
+			  const char *idbuf, bool retired)
 {
 	char p[512];
 	if (regular) {
@@ -773,7 +779,7 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		 * the next task of that name, whose scratch this must not
 		 * touch. A crash in between leaves a claim whose JSON exists,
 		 * which recovery completes (§11). */
-		spool_clean_scratch(wdir, name);
+		spool_clean_scratch(wdir, name, retired);
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		return 0;
@@ -787,7 +793,7 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		} else if (unlinkat(wdir, name, 0) < 0 && errno != ENOENT)
 			return -errno;
 	}
-	spool_clean_scratch(wdir, name);
+	spool_clean_scratch(wdir, name, false);
 	return 0;
 }
 
@@ -799,7 +805,7 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		return r;
 	if (fsync(sp->done) < 0)
 		return -errno;
-	return spool_finish_complete(sp, wdir, name, regular, idbuf);
+	return spool_finish_complete(sp, wdir, name, regular, idbuf, false);
 }
 
 int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
@@ -867,7 +873,7 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 		if (next_id(name, n, dst, sizeof dst) < 0)
 			return -ENAMETOOLONG;
 		if (renameat2(wdir, name, sp->new, dst, RENAME_NOREPLACE) == 0) {
-			spool_clean_scratch(wdir, name);
+			spool_clean_scratch(wdir, name, false);
 			return fsync(sp->new) < 0 ? -errno : 0;
 		}
 		if (errno != EEXIST)
@@ -944,7 +950,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
 					(void)unlinkat(wdir, name, 0);
-					spool_clean_scratch(wdir, name);
+					spool_clean_scratch(wdir, name, false);
 					return RECOVER_FINISHED;
 				}
 				const char *sfx[] = {"task", "stdout", "stderr"};

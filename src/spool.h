@@ -65,11 +65,12 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		 struct result *res, char *idbuf, size_t idlen);
 /* spool_finish in two halves, for a caller that fsyncs done/ once for
  * several results (group commit): stage writes everything up to the
- * JSON; complete, once done/ is fsynced, removes the claim. */
+ * JSON; complete, once done/ is fsynced, removes the claim (retired: as
+ * spool_clean_scratch's). */
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
 		       struct result *res, char *idbuf, size_t idlen);
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
-			  const char *idbuf);
+			  const char *idbuf, bool retired);
 
 /* Put a claim back into new/ with its attempt counted up. */
 int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);
@@ -96,8 +97,12 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost);
 
-/* Remove a per-claim scratch entry (.<name>.*) in wdir. */
-void spool_clean_scratch(int wdir, const char *name);
+/* Remove a per-claim scratch entry (.<name>.*) in wdir. retired: the
+ * caller knows the run's work and tmp directories are gone, and the stage
+ * moved (or never needed) its outputs: only what may still be there is
+ * tried (.<name>.out, and .<name>.cancel, which kart cancel may make at
+ * any time). */
+void spool_clean_scratch(int wdir, const char *name, bool retired);
 
 /* Remove a tree under dirfd/name, never following links. */
 int rm_rf_at(int dirfd, const char *name);

@@ -91,6 +91,7 @@ struct task {
 	struct cg_cpu { int64_t user_us, system_us; } cg_base, cg_end; /* a kept leaf's
 			      * cpu.stat when the run began (0 for a new one), and when it ended */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
+	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -165,7 +166,8 @@ static void commit_batch(struct commit *c, struct task *batch)
 	}
 	for (struct task *t = batch; t; t = t->cnext)
 		if (!t->commit_err)
-			t->commit_err = spool_finish_complete(c->sp, c->wdir, t->name, true, t->idbuf);
+			t->commit_err = spool_finish_complete(c->sp, c->wdir, t->name, true, t->idbuf,
+							      t->scratch_retired);
 }
 
 static void *commit_main(void *arg)
@@ -1435,8 +1437,9 @@ static int scratch_mkdir(struct worker *w, const char *name, mode_t mode, uid_t 
 
 /* Empty a run's scratch directory and keep it as a spare, or remove it.
  * keep_full: a directory with something in it stays as it is (the run's
- * $KART_OUTDIR, which spool_finish moves beside the result). */
-static void scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full)
+ * $KART_OUTDIR, which spool_finish moves beside the result). Returns
+ * true when it is gone from its name. */
+static bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full)
 {
 	bool reuse = t->cg_empty && fresh_state > 0 && nspares < SPARES_MAX;
 	_cleanup_close_ int d = reuse ? openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -1449,8 +1452,8 @@ static void scratch_retire(struct worker *w, const struct task *t, const char *n
 		reuse = false;
 	if (!reuse) {
 		if (!keep_full) /* else spool_finish removes it, or moves it if full */
-			(void)rm_rf_at(w->wdir, name);
-		return;
+			return rm_rf_at(w->wdir, name) == 0;
+		return false;
 	}
 	/* Most runs leave it empty: one getdents64 says so. */
 	char buf[4096] __attribute__((aligned(8)));
@@ -1464,13 +1467,11 @@ static void scratch_retire(struct worker *w, const struct task *t, const char *n
 	}
 	if (!empty) {
 		if (keep_full)
-			return;
+			return false;
 		_cleanup_close_ int dd = openat(d, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		DIR *dir = dd >= 0 ? fdopendir(dd) : NULL;
-		if (!dir) {
-			(void)rm_rf_at(w->wdir, name);
-			return;
-		}
+		if (!dir)
+			return rm_rf_at(w->wdir, name) == 0;
 		dd = -1;
 		struct dirent *de;
 		while ((de = readdir(dir)))
@@ -1483,9 +1484,9 @@ static void scratch_retire(struct worker *w, const struct task *t, const char *n
 	snprintf(sp, sizeof sp, ".spare.%u", ++spare_seq);
 	if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
 		spares[nspares++] = (struct spare){spare_seq, t->run_uid};
-		return;
+		return true;
 	}
-	(void)rm_rf_at(w->wdir, name);
+	return rm_rf_at(w->wdir, name) == 0;
 }
 
 /* Spares are ours for this life only: at start-up (a crash's) and at exit. */
@@ -2207,6 +2208,7 @@ static void task_complete(struct worker *w, struct task *t)
 		rs[i]->truncated = caps[i]->truncated;
 		/* A run's result always has both files, empty or not. */
 		rs[i]->captured = true;
+		rs[i]->unmade = caps[i]->file < 0 && !caps[i]->truncated;
 	}
 	/* The outputs are fsynced by the commit thread, first. */
 	/* The work directory of backend none goes, whatever the outcome;
@@ -2214,10 +2216,12 @@ static void task_complete(struct worker *w, struct task *t)
 	char p[512];
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
-	if (pathfmt(p, sizeof p, ".%s.work", t->name) == 0)
-		scratch_retire(w, t, p, false);
+	t->scratch_retired = pathfmt(p, sizeof p, ".%s.work", t->name) == 0 &&
+			     scratch_retire(w, t, p, false);
 	if (pathfmt(p, sizeof p, ".%s.tmp", t->name) == 0)
-		scratch_retire(w, t, p, false);
+		t->scratch_retired &= scratch_retire(w, t, p, false);
+	else
+		t->scratch_retired = false;
 	if (pathfmt(p, sizeof p, ".%s.out", t->name) == 0)
 		scratch_retire(w, t, p, true);
 	publish(w, t);
