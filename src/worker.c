@@ -86,6 +86,7 @@ struct task {
 	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
 	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
+	bool cg_killed;      /* a kill was sent to its leaf (which is then not kept) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
 	struct cg_cpu { int64_t user_us, system_us; } cg_base, cg_end; /* a kept leaf's
@@ -1188,7 +1189,11 @@ static void peer_dead(void *arg, const char *peer)
  * empty it is as good as new. So it is kept for the next task without
  * limits, which is born in it (CLONE_INTO_CGROUP), and whose CPU times
  * count from the reading the last run ended with. A leaf with a limit or
- * a controller's counters (memory.peak, memory.events) is never kept.
+ * a controller's counters (memory.peak, memory.events) is never kept;
+ * nor one that was ever sent cgroup.kill: Linux 6.18 (at least) SIGKILLs
+ * every process born into such a leaf with CLONE_INTO_CGROUP, for good
+ * (test_killed_leaf_not_kept). Most runs of backend none leave nothing
+ * to kill; bwrap's often do.
  * Kept leaves are removed as soon as the worker has nothing to run, and
  * at exit; a crash's are swept like any leaf of a dead worker. */
 #define KEPT_MAX 4
@@ -1206,7 +1211,8 @@ static bool no_limits(const struct task *t)
 /* After the run, its leaf empty and its usage read: keep it? */
 static bool leaf_keep(struct task *t)
 {
-	if (nkept == KEPT_MAX || !no_limits(t) || t->cg.fake || t->cg.used != 1u << CG_UNIFIED ||
+	if (nkept == KEPT_MAX || t->cg_killed || !no_limits(t) || t->cg.fake ||
+	    t->cg.used != 1u << CG_UNIFIED ||
 	    t->cg_end.user_us < 0 || t->cg_end.system_us < 0 || t->cgu.memory_peak >= 0 ||
 	    t->cgu.oom_kills >= 0)
 		return false;
@@ -1378,6 +1384,8 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 static struct spare {
 	unsigned n;
 	uid_t uid;
+	gid_t gid;   /* its group and mode when it was kept: */
+	mode_t mode; /* a change back is made only when needed */
 } spares[SPARES_MAX];
 static size_t nspares;
 static unsigned spare_seq;
@@ -1397,9 +1405,12 @@ static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
 }
 
 /* Make cur/W/NAME for a run as uid: a spare, or a new directory. A
- * leftover of the same name (a clean-up that failed) is removed first. */
-static int scratch_mkdir(struct worker *w, const char *name, mode_t mode, uid_t uid)
+ * leftover of the same name (a clean-up that failed) is removed first.
+ * *owned: it is a spare that is uid's and gid's already (no chown). */
+static int scratch_mkdir(struct worker *w, const char *name, mode_t mode, uid_t uid, gid_t gid,
+			 bool *owned)
 {
+	*owned = false;
 	static mode_t um = (mode_t)-1;
 	if (um == (mode_t)-1) {
 		um = umask(022);
@@ -1409,14 +1420,17 @@ static int scratch_mkdir(struct worker *w, const char *name, mode_t mode, uid_t 
 		if (spares[i].uid != uid)
 			continue;
 		char sp[32];
-		snprintf(sp, sizeof sp, ".spare.%u", spares[i].n);
+		struct spare k = spares[i];
+		snprintf(sp, sizeof sp, ".spare.%u", k.n);
 		spares[i] = spares[--nspares];
 		if (renameat2(w->wdir, sp, w->wdir, name, RENAME_NOREPLACE) < 0) {
 			(void)rm_rf_at(w->wdir, sp);
 			break;
 		}
-		if (fchmodat(w->wdir, name, mode & ~um, 0) == 0)
+		*owned = k.gid == gid;
+		if (k.mode == (mode & ~um) || fchmodat(w->wdir, name, mode & ~um, 0) == 0)
 			return 0;
+		*owned = false;
 		(void)unlinkat(w->wdir, name, AT_REMOVEDIR);
 		break;
 	}
@@ -1483,7 +1497,7 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 	char sp[32];
 	snprintf(sp, sizeof sp, ".spare.%u", ++spare_seq);
 	if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
-		spares[nspares++] = (struct spare){spare_seq, t->run_uid};
+		spares[nspares++] = (struct spare){spare_seq, t->run_uid, st.st_gid, st.st_mode & 07777};
 		return true;
 	}
 	return rm_rf_at(w->wdir, name) == 0;
@@ -1634,6 +1648,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	struct run_cred cred;
 	const char *refusal = NULL;
 	int as_user = task_cred(w, t, &cred, &refusal);
+	gid_t gid = as_user > 0 ? cred.gid : (gid_t)-1; /* scratch_mkdir's, to compare */
 	if (as_user < 0) {
 		finish_refused(w, t, refusal, t->errbuf);
 		return;
@@ -1657,8 +1672,9 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	 * silent run allocates no inode for them. */
 	int ofd = -1, efd = -1;
 	char outdir[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
+	bool own_o = false, own_w = false, own_t = false;
 	if (pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
-	    scratch_mkdir(w, outdir, 0755, t->run_uid) < 0 ||
+	    scratch_mkdir(w, outdir, 0755, t->run_uid, gid, &own_o) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/.%s.out", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0) {
@@ -1674,25 +1690,28 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		 * tmpfs. */
 		char wd[512];
 		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
-		    scratch_mkdir(w, wd, 0700, t->run_uid) < 0 ||
-		    (as_user && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
+		    scratch_mkdir(w, wd, 0700, t->run_uid, gid, &own_w) < 0 ||
+		    (as_user && !own_w &&
+		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
 			return;
 		}
 	} else if (w->pol->backend == BACKEND_NONE) {
 		char wd[512], td[512];
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 || scratch_mkdir(w, wd, 0700, t->run_uid) < 0 ||
-		    pathfmt(td, sizeof td, ".%s.tmp", name) < 0 || scratch_mkdir(w, td, 0700, t->run_uid) < 0 ||
+		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
+		    scratch_mkdir(w, wd, 0700, t->run_uid, gid, &own_w) < 0 ||
+		    pathfmt(td, sizeof td, ".%s.tmp", name) < 0 ||
+		    scratch_mkdir(w, td, 0700, t->run_uid, gid, &own_t) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/.%s.tmp", w->sp->path, w->id, name) < 0 ||
-		    (as_user && (fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-				 fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0))) {
+		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+				 (!own_t && fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)))) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
 			return;
 		}
 	}
 	/* $KART_OUTDIR is the submitter's to write; the worker moves it. */
-	if (as_user && fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (as_user && !own_o && fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		snprintf(t->errbuf, sizeof t->errbuf, "cannot give $KART_OUTDIR to uid %u: %s",
 			 (unsigned)cred.uid, strerror(errno));
 		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
@@ -1954,8 +1973,10 @@ static bool drain_step(struct worker *w, struct task *t)
 	bool empty = !cg_leaf_populated(&t->cg);
 	if (!empty) {
 		if (!late) {
-			if (!t->cg_atomic)
+			if (!t->cg_atomic) {
+				t->cg_killed = true;
 				(void)cg_leaf_kill_start(&t->cg); /* what forked since */
+			}
 			return false;
 		}
 		logmsg("%s: its cgroup is not empty %ds after the kill", t->name,
@@ -1998,6 +2019,7 @@ static bool drain_begin(struct worker *w, struct task *t)
 	 * is nothing to kill. */
 	if (!cg_leaf_populated(&t->cg))
 		return !drain_done(w, t, true, false);
+	t->cg_killed = true;
 	t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
 	if (drain_step(w, t))
 		return false;

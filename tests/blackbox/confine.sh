@@ -311,6 +311,40 @@ top secret" "$(cat "$s/done/by-root.stdout")" "a root task (allowed) runs as roo
 	assert_eq 0 "$(stat -c %u "$s/done/by-root.out/made-by")" "root's file"
 }
 
+# A task's work, tmp and $KART_OUTDIR directories are reused for the next
+# task of the same submitter (kept as spares, not made anew), and what
+# the first did to their mode is undone: the next one gets 0700, 0700 and
+# 0755, owned by its submitter; another submitter never gets them.
+test_scratch_reused_and_reset() {
+	need_root || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	local dirs='. "$TMPDIR" "$KART_OUTDIR"'
+	printf '#!/bin/sh\n#kart: priority=1\nstat -c %%i %s | sort -n\nchmod 777 %s\n' "$dirs" "$dirs" \
+		>"$s/new/a"
+	printf '#!/bin/sh\n#kart: priority=2\nstat -c %%i %s | sort -n\nstat -c "%%a %%u" %s\n' \
+		"$dirs" "$dirs" >"$s/new/b"
+	chown nobody "$s/new/a" "$s/new/b"
+	printf '#!/bin/sh\n#kart: priority=3\nstat -c %%i %s | sort -n\nstat -c "%%a %%u" %s\n' \
+		"$dirs" "$dirs" >"$s/new/c"
+	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
+	local t
+	for t in a b c; do
+		assert_eq ok "$(field "$s" $t .status)" "$t: status ($(field "$s" $t .error))"
+	done
+	local ia ib ic
+	ia=$(head -3 "$s/done/a.stdout") ib=$(head -3 "$s/done/b.stdout") ic=$(head -3 "$s/done/c.stdout")
+	assert_eq "$ia" "$ib" "b ran in a's three directories (kept as spares)"
+	assert_eq "700 65534
+700 65534
+755 65534" "$(tail -3 "$s/done/b.stdout")" "b's directories: modes reset after a's chmod 777, nobody's"
+	[ "$(comm -12 <(echo "$ia") <(echo "$ic"))" = "" ] ||
+		fail "root's task c got a directory of nobody's task: $ia / $ic"
+	assert_eq "700 0
+700 0
+755 0" "$(tail -3 "$s/done/c.stdout")" "c's directories: root's own"
+}
+
 # A root-owned task is refused unless the policy allows root tasks.
 test_root_task_refused_unless_allowed() {
 	need_root || return

@@ -305,6 +305,29 @@ test_leaf_kept_for_the_next_task() {
 		"the kept leaf after the worker's exit"
 }
 
+# A leaf that had to be killed (its task left a process behind) is not
+# kept: a process born into a leaf that was once sent cgroup.kill is
+# killed at birth by this kernel. The daemon's slot is free at the kill;
+# the task with a limit after it (which takes no kept leaf and leaves
+# none) runs while the daemon's leaf drains; the last task would get
+# that leaf if it were kept.
+test_killed_leaf_not_kept() {
+	have_cgroups || return
+	local s; s=$(mkspool)
+	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
+	printf '#!/bin/sh\n#kart: priority=1\n%s\nsleep 300 &\n' "$show" >"$s/new/daemon"
+	printf '#!/bin/sh\n#kart: priority=2 pids=50\n%s\nsleep 1\n' "$show" >"$s/new/limited"
+	printf '#!/bin/sh\n#kart: priority=3\n%s\necho ran\n' "$show" >"$s/new/last"
+	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
+	local t
+	for t in daemon limited last; do
+		assert_eq ok "$(field "$s" $t .status)" "$t: status ($(field "$s" $t .error))"
+	done
+	assert_match "ran" "$(cat "$s/done/last.stdout")" "last ran"
+	[ "$(head -1 "$s/done/daemon.stdout")" != "$(head -1 "$s/done/last.stdout")" ] ||
+		fail "last ran in the daemon's leaf, which was killed"
+}
+
 test_refused_without_cgroup() {
 	have_cgroups || return
 	local s; s=$(mkspool)
