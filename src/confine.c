@@ -104,8 +104,9 @@ int confine_parse(int argc, char **argv, struct confine *c, char *err, size_t er
 		} else if (strcmp(a, "--tcp") == 0)
 			c->tcp = true;
 		else if ((strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0) && i + 1 < argc) {
-			c->paths[c->npaths].writable = a[3] == 'w';
-			c->paths[c->npaths++].path = argv[++i];
+			c->paths[c->npaths] = (struct ll_path){.path = argv[++i], .writable = a[3] == 'w',
+							       .fd = -1};
+			c->npaths++;
 		} else if (strncmp(a, "--rlimit-", 9) == 0) {
 			if (rl_option(c, a) < 0)
 				goto bad;

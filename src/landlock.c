@@ -93,6 +93,20 @@ int ll_apply(int abi, const struct ll_path *paths, size_t npaths, bool tcp_allow
 		return -e;
 	}
 	for (size_t i = 0; i < npaths; i++) {
+		if (paths[i].held) {
+			struct ll_path_beneath hb = {
+				.allowed_access = ll_path_rights(abi, paths[i].writable, paths[i].dir),
+				.parent_fd = paths[i].fd,
+			};
+			if (syscall(SYS_landlock_add_rule, rs, LL_RULE_PATH_BENEATH, &hb, 0) < 0) {
+				e = errno;
+				snprintf(err, errlen, "landlock_add_rule %s: %s", paths[i].path,
+					 strerror(e));
+				close(rs);
+				return -e;
+			}
+			continue;
+		}
 		int fd = open(paths[i].path, O_PATH | O_CLOEXEC);
 		if (fd < 0) {
 			e = errno;

@@ -468,6 +468,7 @@ struct worker {
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
 	struct spawner spawner;
+	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -1180,6 +1181,116 @@ static void peer_dead(void *arg, const char *peer)
 	sweep_containers(arg, peer);
 }
 
+/* ---- Landlock's system paths, held open ----------------------------------- */
+
+/* Backend none: the child builds each task's Landlock ruleset, and for
+ * every path an open, a stat and a close were about a third of its rules'
+ * cost. The system's paths (/usr, the /lib links, /proc, the devices, the
+ * directories of /etc a program needs) are the same for every task, so
+ * the loop opens each once, O_PATH and close-on-exec, and the child, which
+ * has a copy of our descriptors, adds its rule from the descriptor. Only
+ * directories and devices are held: a file like /etc/passwd is replaced
+ * by rename, and a held descriptor would keep the old one in the rule.
+ * The policy's binds are never held (a symlink to a release flipped by a
+ * deploy must count at the next task), nor the task's own paths. Held
+ * paths are opened again every minute (a mount can move) and at SIGHUP,
+ * at a moment when no child is between its clone and its exec with the
+ * old numbers. */
+#define HELD_MAX 64
+#define HELD_TTL_MS 60000
+static struct held_path {
+	char *path;
+	int fd;   /* -1: not held (a file, or not there): the child opens it */
+	bool dir;
+} held[HELD_MAX];
+static size_t nheld;
+static int64_t held_since;
+
+static void held_drop(void)
+{
+	for (size_t i = 0; i < nheld; i++) {
+		if (held[i].fd >= 0)
+			close(held[i].fd);
+		free(held[i].path);
+	}
+	nheld = 0;
+}
+
+static bool any_spawning(const struct worker *w)
+{
+	for (const struct task *t = w->tasks; t; t = t->next)
+		if (t->state == TS_SPAWNING)
+			return true;
+	return false;
+}
+
+static const struct held_path *held_get(const char *path)
+{
+	for (size_t i = 0; i < nheld; i++)
+		if (strcmp(held[i].path, path) == 0)
+			return &held[i];
+	if (nheld == HELD_MAX)
+		return NULL;
+	struct held_path *h = &held[nheld];
+	h->fd = open(path, O_PATH | O_CLOEXEC);
+	struct stat st;
+	if (h->fd >= 0 && (fstat(h->fd, &st) < 0 || !(S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode)))) {
+		close(h->fd);
+		h->fd = -1;
+	}
+	h->dir = h->fd >= 0 && S_ISDIR(st.st_mode);
+	h->path = xstrdup(path);
+	return &held[nheld++];
+}
+
+static bool in_plist(const struct plist *l, const char *p)
+{
+	for (const char *e = NULL; (e = plist_next(l, e));)
+		if (strcmp(e, p) == 0)
+			return true;
+	return false;
+}
+
+/* One of the system's paths, and not one the policy names? */
+static bool held_system(const struct policy *pol, const char *p)
+{
+	static const char *const sys[] = {"/usr",	"/bin",	     "/sbin",	   "/lib",
+					  "/lib32",	"/lib64",    "/libx32",	   "/proc",
+					  "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+					  "/dev/urandom"};
+	bool yes = strncmp(p, "/etc/", 5) == 0;
+	for (size_t i = 0; !yes && i < ARRAY_SIZE(sys); i++)
+		yes = strcmp(p, sys[i]) == 0;
+	return yes && !in_plist(&pol->ro_binds, p) && !in_plist(&pol->rw_binds, p) &&
+	       !in_plist(&pol->cred_files, p);
+}
+
+/* Fill in the held descriptors of a task's rules. */
+static void held_apply(struct worker *w, struct confine *c)
+{
+	int64_t now = now_mono_ms();
+	if ((nheld && now - held_since >= HELD_TTL_MS) || w->held_stale) {
+		if (any_spawning(w))
+			goto use; /* their children have the old numbers: later */
+		held_drop();
+		w->held_stale = false;
+	}
+	if (!nheld)
+		held_since = now;
+use:
+	for (size_t i = 0; i < c->npaths; i++) {
+		const char *p = c->paths[i].path;
+		if (!held_system(w->pol, p))
+			continue;
+		const struct held_path *h = held_get(p);
+		if (h && h->fd >= 0) {
+			c->paths[i].held = true;
+			c->paths[i].fd = h->fd;
+			c->paths[i].dir = h->dir;
+		}
+	}
+}
+
 /* ---- leaves kept for the next run ----------------------------------------- */
 
 /* A leaf's mkdir and rmdir cost the loop about 45 us per task: kernfs
@@ -1793,6 +1904,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		static int abi;
 		if (j->conf.ll_mode != LL_MODE_OFF && !abi)
 			abi = ll_abi();
+		if (j->conf.ll_mode != LL_MODE_OFF)
+			held_apply(w, &j->conf);
 		j->is_direct = true;
 		j->conf.bset_known = true;
 		j->conf.bset = w->bset;
@@ -2452,6 +2565,7 @@ static void on_signal(struct worker *w)
 				break;
 			}
 			*w->pol = np;
+			w->held_stale = true;
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
 					w->slots[l] = np.slots[l];
@@ -2712,6 +2826,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	hooks_finish(&w);
 	spares_drop(&w, false);
 	leaves_drop();
+	held_drop();
 	/* Leave nothing behind: our claim directory goes if it is empty. A
 	 * claim still in it (a re-queue that failed) keeps the .lock, which
 	 * our exit unlocks: that is what lets a peer recover it (§11). */

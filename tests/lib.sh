@@ -78,6 +78,9 @@ start_worker() {
 }
 
 # wait_until TIMEOUT_S CMD...: retry CMD every 50ms until it succeeds.
+# traced_by PID: a tracer (strace -p) is attached to PID.
+traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
+
 wait_until() {
 	local t; t=$(slow "$1"); shift
 	local end=$((SECONDS + t))

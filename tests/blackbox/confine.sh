@@ -345,6 +345,48 @@ test_scratch_reused_and_reset() {
 755 0" "$(tail -3 "$s/done/c.stdout")" "c's directories: root's own"
 }
 
+# Backend none: the system's directories and devices in each task's
+# Landlock ruleset are opened once by the worker and held (the child adds
+# its rule from the descriptor), files like /etc/passwd are opened for
+# each task, and a SIGHUP opens the held ones again. What the task may
+# and may not reach is the same.
+test_none_system_paths_held() {
+	need_landlock || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	local t='#!/bin/sh\ntest -x /usr/bin/env && echo usr\nhead -c 1 /dev/zero | wc -c\ncat /etc/passwd >/dev/null && echo passwd\ncat /etc/shadow >/dev/null 2>&1 && echo shadow || echo no-shadow\n'
+	KART_BACKEND=none start_worker "$s"
+	strace -f -qq -o "$s.strace" -e trace=openat -p "$WPID" &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; return; }
+	local i
+	for i in 1 2 3; do printf "$t" >"$s/tmp/h$i" && mv "$s/tmp/h$i" "$s/new/h$i"; done
+	for i in 1 2 3; do wait_until 20 test -e "$s/done/h$i.json" || fail "no result for h$i"; done
+	kill -HUP "$WPID"
+	wait_until 10 grep -q "SIGHUP: policy reloaded" "$s.worker.log" || fail "no reload logged"
+	printf "$t" >"$s/tmp/h4" && mv "$s/tmp/h4" "$s/new/h4"
+	wait_until 20 test -e "$s/done/h4.json" || fail "no result for h4"
+	kill "$sp"; wait "$sp" 2>/dev/null
+	stop_worker "$WPID"
+	for i in 1 2 3 4; do
+		assert_eq ok "$(field "$s" h$i .status)" "h$i: status ($(field "$s" h$i .error))"
+		assert_eq "usr
+1
+passwd
+no-shadow" "$(cat "$s/done/h$i.stdout")" "h$i: what it reached"
+	done
+	# The call's start: strace may split it ("<unfinished ...>").
+	local usr='openat(AT_FDCWD, "/usr", O_RDONLY|O_CLOEXEC|O_PATH'
+	local pw='openat(AT_FDCWD, "/etc/passwd", O_RDONLY|O_CLOEXEC|O_PATH'
+	assert_eq 2 "$(grep -F "$usr" "$s.strace" | awk -v w="$WPID" '$1 == w' | wc -l)" \
+		"/usr opened by the worker's loop: once, and once more after SIGHUP"
+	assert_eq 0 "$(grep -F "$usr" "$s.strace" | awk -v w="$WPID" '$1 != w' | wc -l)" \
+		"/usr opened by a task's child"
+	assert_eq 4 "$(grep -F "$pw" "$s.strace" | awk -v w="$WPID" '$1 != w' | wc -l)" \
+		"/etc/passwd opened by each task's child"
+}
+
 # A root-owned task is refused unless the policy allows root tasks.
 test_root_task_refused_unless_allowed() {
 	need_root || return

@@ -588,7 +588,6 @@ test_workers_start_together() {
 # the loop still claims the next task, and a cancel of the stuck one is
 # kept until it runs, then applied. With the spawn in the loop, nothing
 # is claimed until that exec is done.
-traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
 # hold_spawn SPOOL NAME SCRIPT: with the worker $WPID running, strace
 # holds every execve of its children for 4 s; submit NAME and wait until
 # its child is in the held execve. Sets SP, strace's pid.

@@ -548,7 +548,6 @@ test_cgroup_unwritable_parent() {
 # the worker, fails the open of that one leaf's cgroup.procs in the pids
 # hierarchy (on v1 the worker writes it; on pure v2 the child is born in
 # its leaf by clone3 and nothing is written). Then the next task runs.
-traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
 test_cgroup_join_failed_refused() {
 	have_cgroups || return
 	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
