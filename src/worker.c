@@ -1482,7 +1482,8 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 /* ---- spare scratch directories ---------------------------------------- */
 
 /* ext4 without a journal gives a new inode only after skipping every
- * inode freed in the last 30 s (find_inode_bit, recently_deleted): with
+ * inode freed in the last minute, or six while its inode table block is
+ * not yet written back (find_inode_bit, recently_deleted): with
  * a mkdir and an rmdir per task, allocation cost grows with throughput
  * and was half the worker's CPU. So an emptied scratch directory is kept
  * as cur/W/.spare.N and renamed into place for the next run of the same
