@@ -1205,6 +1205,13 @@ static struct held_path {
 } held[HELD_MAX];
 static size_t nheld;
 static int64_t held_since;
+/* sandbox.c lists the same paths in the same order for every task: what
+ * the path at each position came to last time (NULL: not held), so that
+ * a task's lookups are one string comparison each. */
+static struct held_memo {
+	char *path;
+	const struct held_path *h;
+} held_memo[HELD_MAX];
 
 static void held_drop(void)
 {
@@ -1214,6 +1221,10 @@ static void held_drop(void)
 		free(held[i].path);
 	}
 	nheld = 0;
+	for (size_t i = 0; i < HELD_MAX; i++) {
+		free(held_memo[i].path);
+		held_memo[i] = (struct held_memo){NULL, NULL};
+	}
 }
 
 static bool any_spawning(const struct worker *w)
@@ -1280,9 +1291,17 @@ static void held_apply(struct worker *w, struct confine *c)
 use:
 	for (size_t i = 0; i < c->npaths; i++) {
 		const char *p = c->paths[i].path;
-		if (!held_system(w->pol, p))
-			continue;
-		const struct held_path *h = held_get(p);
+		const struct held_path *h;
+		struct held_memo *m = i < HELD_MAX ? &held_memo[i] : NULL;
+		if (m && m->path && strcmp(m->path, p) == 0) {
+			h = m->h;
+		} else {
+			h = held_system(w->pol, p) ? held_get(p) : NULL;
+			if (m) {
+				free(m->path);
+				*m = (struct held_memo){xstrdup(p), h};
+			}
+		}
 		if (h && h->fd >= 0) {
 			c->paths[i].held = true;
 			c->paths[i].fd = h->fd;
