@@ -69,6 +69,10 @@ struct src {
 	struct task *t;
 };
 
+struct cg_cpu {
+	int64_t user_us, system_us;
+};
+
 struct task {
 	struct task *next;
 	char *name;
@@ -89,8 +93,8 @@ struct task {
 	bool cg_killed;      /* a kill was sent to its leaf (which is then not kept) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu { int64_t user_us, system_us; } cg_base, cg_end; /* a kept leaf's
-			      * cpu.stat when the run began (0 for a new one), and when it ended */
+	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
+	struct cg_cpu cg_end;  /* and when it ended */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
@@ -2148,14 +2152,18 @@ static bool drain_begin(struct worker *w, struct task *t)
 	if (!t->cg.used)
 		return false;
 	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
-	/* Most runs leave nothing behind their reaped process: then there
-	 * is nothing to kill. */
-	if (!cg_leaf_populated(&t->cg))
-		return !drain_done(w, t, true, false);
-	t->cg_killed = true;
-	t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
-	if (drain_step(w, t))
-		return false;
+	if (!cg_leaf_populated(&t->cg)) {
+		/* Most runs leave nothing behind their reaped process: then
+		 * there is nothing to kill. (Its rmdir may still be refused
+		 * for a moment: then it waits below like any other.) */
+		if (drain_done(w, t, true, false))
+			return false;
+	} else {
+		t->cg_killed = true;
+		t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
+		if (drain_step(w, t))
+			return false;
+	}
 	char ev[CG_PATH_MAX + 32];
 	if (cg_leaf_events(&t->cg, ev, sizeof ev) == 0)
 		t->cg_wd = inotify_add_watch(w->ino, ev, IN_MODIFY);

@@ -328,6 +328,30 @@ test_killed_leaf_not_kept() {
 		fail "last ran in the daemon's leaf, which was killed"
 }
 
+# The kernel may refuse a leaf's rmdir for a moment after it reports the
+# leaf empty (EBUSY while it lets go of the dead): the task then waits for
+# its leaf like one with something left to kill, and finishes. strace makes
+# the first rmdir of the worker's life fail so; the task has a limit, so
+# its leaf is removed, not kept.
+test_leaf_rmdir_busy_waited() {
+	have_cgroups || return
+	command -v strace >/dev/null || { skip "strace is missing"; return; }
+	local s; s=$(mkspool)
+	KART_BACKEND=none start_worker "$s"
+	strace -f -qq -o "$s.strace" -e trace=rmdir -e inject=rmdir:error=EBUSY:when=1 -p "$WPID" &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; return; }
+	printf '#!/bin/sh\n#kart: pids=50\necho done\n' >"$s/tmp/b" && mv "$s/tmp/b" "$s/new/b"
+	wait_until 20 has_result "$s" b || fail "no result: the task waits for a leaf it never looks at again"
+	kill "$sp"; wait "$sp" 2>/dev/null
+	grep -q 'rmdir(.*EBUSY (Device or resource busy) (INJECTED)' "$s.strace" ||
+		fail "no rmdir was made to fail (test premise): $(head -3 "$s.strace")"
+	assert_eq ok "$(field "$s" b .status)" "status ($(field "$s" b .error))"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left after the retry"
+	stop_worker "$WPID"
+}
+
 test_refused_without_cgroup() {
 	have_cgroups || return
 	local s; s=$(mkspool)
