@@ -1326,8 +1326,11 @@ use:
  * a controller's counters (memory.peak, memory.events) is never kept;
  * nor one that was ever sent cgroup.kill: Linux 6.18 (at least) SIGKILLs
  * every process born into such a leaf with CLONE_INTO_CGROUP, for good
- * (test_killed_leaf_not_kept). Most runs of backend none leave nothing
- * to kill; bwrap's often do.
+ * (test_killed_leaf_not_kept). cgroup_css_set_fork takes the kill
+ * sequence of the parent's cgroup, before it has looked up the target,
+ * and cgroup_post_fork compares it with the target's, which each kill
+ * counted up. Most runs of backend none leave nothing to kill; bwrap's
+ * often do.
  * Kept leaves are removed as soon as the worker has nothing to run, and
  * at exit; a crash's are swept like any leaf of a dead worker. */
 #define KEPT_MAX 4
