@@ -173,12 +173,32 @@ static int writef(const char *dir, const char *file, bool fake, const char *fmt,
 	return write_file(dir, file, val, fake);
 }
 
+/* A control file, whole. kernfs hands a file's text over in one read when
+ * the buffer holds it (a short read is the end): one read, where a loop
+ * would make a second to see the end, and no 64 KiB buffer; a longer
+ * file (cgroup.procs of a big tree) is read to its end. */
 static int read_text(const char *dir, const char *file, char **out)
 {
 	char p[CG_PATH_MAX + 64];
 	int r = pathfmt(p, sizeof p, "%s/%s", dir, file);
 	if (r < 0)
 		return r;
+	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	char buf[1024];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < sizeof buf) {
+		char *t = xmalloc((size_t)n + 1);
+		memcpy(t, buf, (size_t)n);
+		t[n] = '\0';
+		*out = t;
+		return 0;
+	}
 	return read_file_at(AT_FDCWD, p, 65536, out, NULL);
 }
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <grp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -22,6 +23,9 @@
 #endif
 
 #define CLOSE_RANGE_CLOEXEC_ (1U << 2)
+
+static int devnull_fd = -1;
+static void devnull_open(void) { devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
 static int pidfd_open_(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
@@ -101,6 +105,7 @@ struct child_args {
 	bool own_pgroup;
 	const struct run_cred *cred;
 	int seccomp_fd, outw, errw, stw, gor, gow;
+	int devnull; /* /dev/null, opened once (or -1: the child opens it) */
 	pid_t parent;
 	const struct run_direct *direct;
 };
@@ -153,7 +158,7 @@ static int child_main(struct child_args *a)
 		_exit(126);
 	if (a->own_pgroup)
 		(void)setsid();
-	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int devnull = a->devnull >= 0 ? a->devnull : open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0 || dup2(devnull, 0) < 0)
 		child_fail(-1, "stdin");
 	if (dup2(a->outw, 1) < 0 || dup2(a->errw, 2) < 0)
@@ -190,6 +195,7 @@ static int child_main(struct child_args *a)
 }
 
 #define CLONE_INTO_CGROUP_ 0x200000000ULL
+#define CLONE_PIDFD_ 0x1000ULL
 struct clone_args_ {
 	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
 		set_tid, set_tid_size, cgroup;
@@ -203,7 +209,7 @@ struct clone_args_ {
  * stack is empty), so the call is made here, in assembly. */
 static int child_trampoline(void *arg) { return child_main(arg); }
 
-static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
+static pid_t spawn_vm(struct child_args *a, int cgroup_fd, int *pidfd)
 {
 	enum { STACK = 256 * 1024 };
 	static __thread char *stack; /* one per spawning thread */
@@ -225,7 +231,10 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
 	 * redzones that the next child would trip over (make check-asan). */
 	__asan_unpoison_memory_region(stack, STACK);
 #endif
-	struct clone_args_ cla = {.flags = CLONE_VM | CLONE_VFORK, .exit_signal = SIGCHLD,
+	/* The pidfd comes with the clone (written here before the call
+	 * returns), not from a pidfd_open after it. */
+	struct clone_args_ cla = {.flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD_,
+				  .pidfd = (uint64_t)(uintptr_t)pidfd, .exit_signal = SIGCHLD,
 				  .stack = (uint64_t)(uintptr_t)stack, .stack_size = STACK};
 	if (cgroup_fd >= 0) {
 		cla.flags |= CLONE_INTO_CGROUP_;
@@ -256,9 +265,9 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
 	return (pid_t)ret;
 }
 #else
-static pid_t spawn_vm(struct child_args *a, int cgroup_fd)
+static pid_t spawn_vm(struct child_args *a, int cgroup_fd, int *pidfd)
 {
-	(void)a, (void)cgroup_fd;
+	(void)a, (void)cgroup_fd, (void)pidfd;
 	errno = ENOSYS;
 	return -1;
 }
@@ -294,19 +303,23 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		close(stp[0]), close(stp[1]);
 		return e;
 	}
+	/* Every child's stdin: opened once, not once per child. */
+	static pthread_once_t devnull_once = PTHREAD_ONCE_INIT;
+	(void)pthread_once(&devnull_once, devnull_open);
 	pid_t parent = getpid();
-	struct child_args ca = {.argv = argv, .envp = envp, .wdir = wdir, .name = name,
+	struct child_args ca = {.devnull = devnull_fd,.argv = argv, .envp = envp, .wdir = wdir, .name = name,
 				.cwd = cwd, .own_pgroup = own_pgroup, .cred = cred,
 				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
 				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent,
 				.direct = direct};
 	pid_t pid = -1;
+	int pidfd = -1;
 	bool waits = join != NULL; /* the child waits on gop for the join */
 	if (!join || (join->cgroup_fd >= 0 && join->born_is_enough)) {
 		/* Nothing to do between clone and exec: share our memory and
 		 * sleep until the child has exec'd (posix_spawn's way), with
 		 * no page tables copied and no copy-on-write faults after. */
-		pid = spawn_vm(&ca, join ? join->cgroup_fd : -1);
+		pid = spawn_vm(&ca, join ? join->cgroup_fd : -1, &pidfd);
 		if (pid >= 0) {
 			waits = false;
 			if (join)
@@ -316,7 +329,8 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	if (pid < 0 && join && join->cgroup_fd >= 0) {
 		/* Born in its leaf; any failure (an old kernel, a v1-only
 		 * directory) falls back to fork and the join below. */
-		struct clone_args_ cla = {.flags = CLONE_INTO_CGROUP_, .exit_signal = SIGCHLD,
+		struct clone_args_ cla = {.flags = CLONE_INTO_CGROUP_ | CLONE_PIDFD_,
+					  .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD,
 					  .cgroup = (uint64_t)join->cgroup_fd};
 		pid = (pid_t)syscall(SYS_clone3, &cla, sizeof cla);
 		join->born = pid >= 0;
@@ -355,13 +369,15 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
 			close(outp[0]), close(errp[0]), close(stp[0]);
+			if (pidfd >= 0)
+				close(pidfd);
 			return -ECANCELED;
 		}
 	}
 	r->pid = pid;
 	r->pgroup = own_pgroup;
 	r->direct = direct != NULL;
-	r->pidfd = pidfd_open_(pid);
+	r->pidfd = pidfd >= 0 ? pidfd : pidfd_open_(pid); /* fork: no pidfd yet */
 	r->status_pipe = stp[0];
 	r->out = (struct capture){.pipe = outp[0], .file = out_file, .cap = cap};
 	r->err = (struct capture){.pipe = errp[0], .file = err_file, .cap = cap};
