@@ -622,6 +622,11 @@ int cg_join_born(const struct cg_leaf *l, pid_t pid)
 	return 0;
 }
 
+bool cg_leaf_reusable(const struct cg_leaf *l)
+{
+	return !l->fake && !l->killed && l->used == 1u << CG_UNIFIED;
+}
+
 int cg_leaf_unified_fd(const struct cg_leaf *l)
 {
 	if (l->fake || !(l->used & (1u << CG_UNIFIED)))
@@ -666,10 +671,11 @@ static void freeze_kill(const struct cg_leaf *l)
 		(void)write_file(u, "cgroup.freeze", "0\n", l->fake);
 }
 
-int cg_leaf_kill_start(const struct cg_leaf *l)
+int cg_leaf_kill_start(struct cg_leaf *l)
 {
 	if (!l->used)
 		return 1;
+	l->killed = true;
 	if ((l->used & (1u << CG_UNIFIED)) &&
 	    write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0)
 		return 1;
@@ -689,10 +695,11 @@ int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len)
 	return pathfmt(path, len, "%s/cgroup.events", l->path[CG_UNIFIED]);
 }
 
-int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms)
+int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 {
 	if (!l->used)
 		return 0;
+	l->killed = true;
 	bool killed = (l->used & (1u << CG_UNIFIED)) &&
 		      write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0;
 	if (!killed)
@@ -709,17 +716,10 @@ int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
-void cg_usage_ms(struct cg_usage *u)
-{
-	u->cpu_user_ms = u->cpu_user_us >= 0 ? u->cpu_user_us / 1000 : -1;
-	u->cpu_system_ms = u->cpu_system_us >= 0 ? u->cpu_system_us / 1000 : -1;
-}
-
 int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 {
 	int64_t v;
-	u->memory_peak = u->cpu_user_ms = u->cpu_system_ms = u->oom_kills = -1;
-	u->cpu_user_us = u->cpu_system_us = -1;
+	u->memory_peak = u->cpu_user_us = u->cpu_system_us = u->oom_kills = -1;
 	const char *un = slot_dir(l, CG_UNIFIED);
 	if (l->mode == CG_MODE_V2 && un) {
 		if (read_int(un, "memory.peak", &v) == 0)
@@ -745,7 +745,6 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 		if (read_int(a, "cpuacct.usage_sys", &v) == 0)
 			u->cpu_system_us = v / 1000;
 	}
-	cg_usage_ms(u);
 	return 0;
 }
 

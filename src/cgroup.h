@@ -63,13 +63,13 @@ struct cg_leaf {
 	enum cg_mode mode;  /* kept after removal: what the task ran under */
 	bool fake;
 	unsigned used;      /* slots (1 << enum cg_slot) with a directory */
+	bool killed;        /* a kill was sent to it (cg_leaf_kill*) */
 	char path[CG__SLOTS][CG_PATH_MAX];
 };
 
 struct cg_usage {
 	int64_t memory_peak;   /* bytes; -1: unknown */
-	int64_t cpu_user_ms, cpu_system_ms; /* -1: unknown */
-	int64_t cpu_user_us, cpu_system_us; /* the same, unrounded */
+	int64_t cpu_user_us, cpu_system_us; /* -1: unknown */
 	int64_t oom_kills;     /* -1: unknown */
 };
 
@@ -91,13 +91,21 @@ int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
 int cg_join(const struct cg_leaf *l, pid_t pid);
 /* The same, but for the unified directory, where the child was born. */
 int cg_join_born(const struct cg_leaf *l, pid_t pid);
+/* Can a new process be born in this emptied leaf, as in a new one? Only a
+ * unified directory alone (no v1 directory, whose counters stay), real,
+ * and never sent a kill: Linux 6.18 (at least) SIGKILLs every process
+ * born by CLONE_INTO_CGROUP into a leaf that was once sent cgroup.kill,
+ * for good. cgroup_css_set_fork takes the kill sequence of the parent's
+ * cgroup, before it has looked up the target, and cgroup_post_fork
+ * compares it with the target's, which each kill counted up. */
+bool cg_leaf_reusable(const struct cg_leaf *l);
 /* A descriptor of the leaf's unified (cgroup v2) directory, for clone3
  * CLONE_INTO_CGROUP, or -errno (none, or a fake tree). */
 int cg_leaf_unified_fd(const struct cg_leaf *l);
 
 /* Kill every process in the leaf and wait (at most timeout_ms) until it
  * is empty. Returns -ETIMEDOUT if something is still in it. */
-int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms);
+int cg_leaf_kill(struct cg_leaf *l, int timeout_ms);
 
 /* The same in steps, for an event loop that must not wait: send the
  * kill (cgroup.kill where there is one: returns 1; else freeze and kill
@@ -105,7 +113,7 @@ int cg_leaf_kill(const struct cg_leaf *l, int timeout_ms);
  * then wait for cg_leaf_populated() to say false. cgroup.events of the
  * unified directory, where there is one, raises IN_MODIFY when it
  * changes: cg_leaf_events() gives its path (-ENOENT: none, poll). */
-int cg_leaf_kill_start(const struct cg_leaf *l);
+int cg_leaf_kill_start(struct cg_leaf *l);
 bool cg_leaf_populated(const struct cg_leaf *l);
 int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len);
 /* cg_leaf_remove without waiting: one rmdir each; -EBUSY: try later. */
@@ -114,8 +122,6 @@ int cg_leaf_remove_nowait(struct cg_leaf *l);
 /* What the leaf's processes used, read after they are gone. The CPU
  * times count from the leaf's creation. */
 int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u);
-/* cpu_*_ms from cpu_*_us (-1 stays -1). */
-void cg_usage_ms(struct cg_usage *u);
 
 /* rmdir each directory (retrying briefly while the kernel lets go of
  * dying tasks); l->used is cleared for each one removed. */

@@ -1,7 +1,7 @@
 /* seccomp.h - the task's syscall filter: a denylist modelled on Docker's
- * default profile, compiled once per worker and handed
- * to each task as classic BPF in a sealed memfd (bwrap --seccomp FD, or
- * kart-launch --seccomp-fd=FD with backend none). */
+ * default profile, compiled once per worker into classic BPF, handed to
+ * bwrap in a sealed memfd (--seccomp FD) and loaded from the worker's own
+ * copy by the child of backend none. */
 #ifndef KART_SECCOMP_H
 #define KART_SECCOMP_H
 

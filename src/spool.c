@@ -398,9 +398,11 @@ static int open_regular(int dirfd, const char *name)
 
 void spool_clean_scratch(int wdir, const char *name, bool retired)
 {
+	/* What a retired run may still have comes last. */
 	static const char *const sfx[] = {"stdout", "stderr", "work", "tmp", "out", "cancel"};
+	const size_t still = 4; /* "out" */
 	char p[512];
-	for (size_t i = retired ? 4 : 0; i < ARRAY_SIZE(sfx); i++)
+	for (size_t i = retired ? still : 0; i < ARRAY_SIZE(sfx); i++)
 		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) == 0)
 			(void)rm_rf_at(wdir, p);
 }

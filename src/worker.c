@@ -90,7 +90,6 @@ struct task {
 	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
 	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
-	bool cg_killed;      /* a kill was sent to its leaf (which is then not kept) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
 	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
@@ -1324,13 +1323,9 @@ use:
  * limits, which is born in it (CLONE_INTO_CGROUP), and whose CPU times
  * count from the reading the last run ended with. A leaf with a limit or
  * a controller's counters (memory.peak, memory.events) is never kept;
- * nor one that was ever sent cgroup.kill: Linux 6.18 (at least) SIGKILLs
- * every process born into such a leaf with CLONE_INTO_CGROUP, for good
- * (test_killed_leaf_not_kept). cgroup_css_set_fork takes the kill
- * sequence of the parent's cgroup, before it has looked up the target,
- * and cgroup_post_fork compares it with the target's, which each kill
- * counted up. Most runs of backend none leave nothing to kill; bwrap's
- * often do.
+ * nor one that was ever sent a kill (cg_leaf_reusable says why;
+ * test_killed_leaf_not_kept). Most runs of backend none leave nothing to
+ * kill; bwrap's often do.
  * Kept leaves are removed as soon as the worker has nothing to run, and
  * at exit; a crash's are swept like any leaf of a dead worker. */
 #define KEPT_MAX 4
@@ -1348,8 +1343,7 @@ static bool no_limits(const struct task *t)
 /* After the run, its leaf empty and its usage read: keep it? */
 static bool leaf_keep(struct task *t)
 {
-	if (nkept == KEPT_MAX || t->cg_killed || !no_limits(t) || t->cg.fake ||
-	    t->cg.used != 1u << CG_UNIFIED ||
+	if (nkept == KEPT_MAX || !no_limits(t) || !cg_leaf_reusable(&t->cg) ||
 	    t->cg_end.user_us < 0 || t->cg_end.system_us < 0 || t->cgu.memory_peak >= 0 ||
 	    t->cgu.oom_kills >= 0)
 		return false;
@@ -1376,7 +1370,6 @@ static void task_usage(struct task *t)
 	if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
 		t->cgu.cpu_user_us -= t->cg_base.user_us;
 		t->cgu.cpu_system_us -= t->cg_base.system_us;
-		cg_usage_ms(&t->cgu);
 	}
 }
 
@@ -2113,10 +2106,8 @@ static bool drain_step(struct worker *w, struct task *t)
 	bool empty = !cg_leaf_populated(&t->cg);
 	if (!empty) {
 		if (!late) {
-			if (!t->cg_atomic) {
-				t->cg_killed = true;
+			if (!t->cg_atomic)
 				(void)cg_leaf_kill_start(&t->cg); /* what forked since */
-			}
 			return false;
 		}
 		logmsg("%s: its cgroup is not empty %ds after the kill", t->name,
@@ -2162,7 +2153,6 @@ static bool drain_begin(struct worker *w, struct task *t)
 		if (drain_done(w, t, true, false))
 			return false;
 	} else {
-		t->cg_killed = true;
 		t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
 		if (drain_step(w, t))
 			return false;
@@ -2293,9 +2283,9 @@ static void task_complete(struct worker *w, struct task *t)
 	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
 	if (t->cg.mode != CG_MODE_NONE) {
 		/* The leaf counts the whole tree, reaped by us or not. */
-		if (t->cgu.cpu_user_ms >= 0 && t->cgu.cpu_system_ms >= 0) {
-			r->cpu_user_ms = t->cgu.cpu_user_ms;
-			r->cpu_system_ms = t->cgu.cpu_system_ms;
+		if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
+			r->cpu_user_ms = t->cgu.cpu_user_us / 1000;
+			r->cpu_system_ms = t->cgu.cpu_system_us / 1000;
 		}
 		if (t->cgu.memory_peak >= 0)
 			r->memory_peak = t->cgu.memory_peak;
@@ -2382,12 +2372,11 @@ static void task_complete(struct worker *w, struct task *t)
 	char p[512];
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
-	t->scratch_retired = pathfmt(p, sizeof p, ".%s.work", t->name) == 0 &&
-			     scratch_retire(w, t, p, false);
-	if (pathfmt(p, sizeof p, ".%s.tmp", t->name) == 0)
-		t->scratch_retired &= scratch_retire(w, t, p, false);
-	else
-		t->scratch_retired = false;
+	t->scratch_retired = true;
+	static const char *const gone[] = {"work", "tmp"};
+	for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
+		t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
+				      scratch_retire(w, t, p, false);
 	if (pathfmt(p, sizeof p, ".%s.out", t->name) == 0)
 		scratch_retire(w, t, p, true);
 	publish(w, t);

@@ -251,8 +251,8 @@ static void test_v2_usage_kill_remove(void **state)
 	assert_int_equal(cg_usage_read(&l, &u), 0);
 	assert_int_equal(u.memory_peak, 67100672);
 	assert_int_equal(u.oom_kills, 1);
-	assert_int_equal(u.cpu_user_ms, 1000);
-	assert_int_equal(u.cpu_system_ms, 50);
+	assert_int_equal(u.cpu_user_us, 1000999);
+	assert_int_equal(u.cpu_system_us, 50001);
 
 	/* Still populated: the kill reports it after its bound. */
 	put(V2 "kart.7.1/cgroup.events", "populated 1\nfrozen 0\n");
@@ -283,8 +283,8 @@ static void test_v2_usage_unknown(void **state)
 	assert_int_equal(cg_usage_read(&l, &u), 0);
 	assert_int_equal(u.memory_peak, -1);
 	assert_int_equal(u.oom_kills, -1);
-	assert_int_equal(u.cpu_user_ms, -1);
-	assert_int_equal(u.cpu_system_ms, -1);
+	assert_int_equal(u.cpu_user_us, -1);
+	assert_int_equal(u.cpu_system_us, -1);
 	assert_int_equal(cg_leaf_remove(&l), 0);
 }
 
@@ -429,8 +429,8 @@ static void test_v1_writes(void **state)
 	assert_int_equal(cg_usage_read(&l, &u), 0);
 	assert_int_equal(u.memory_peak, 67108864);
 	assert_int_equal(u.oom_kills, 3);
-	assert_int_equal(u.cpu_user_ms, 200);
-	assert_int_equal(u.cpu_system_ms, 100);
+	assert_int_equal(u.cpu_user_us, 200000);
+	assert_int_equal(u.cpu_system_us, 100000);
 
 	/* The kill goes through the unified leaf's cgroup.kill. */
 	put("unified/kart.7.1/cgroup.events", "populated 0\nfrozen 0\n");
@@ -467,8 +467,8 @@ static void test_v1_plain(void **state)
 	put("cpuacct/kart.7.1/cpuacct.usage_user", "1500000000\n");
 	put("cpuacct/kart.7.1/cpuacct.usage_sys", "250000000\n");
 	assert_int_equal(cg_usage_read(&l, &u), 0);
-	assert_int_equal(u.cpu_user_ms, 1500);
-	assert_int_equal(u.cpu_system_ms, 250);
+	assert_int_equal(u.cpu_user_us, 1500000);
+	assert_int_equal(u.cpu_system_us, 250000);
 	assert_int_equal(u.memory_peak, -1);
 	assert_int_equal(u.oom_kills, -1);
 	assert_int_equal(cg_leaf_kill(&l, 1000), 0);
@@ -502,8 +502,8 @@ static void test_v1_comounted(void **state)
 	put("cpu,cpuacct/kart.7.1/cpuacct.usage_user", "7000000\n");
 	put("cpu,cpuacct/kart.7.1/cpuacct.usage_sys", "3000000\n");
 	assert_int_equal(cg_usage_read(&l, &u), 0);
-	assert_int_equal(u.cpu_user_ms, 7);
-	assert_int_equal(u.cpu_system_ms, 3);
+	assert_int_equal(u.cpu_user_us, 7000);
+	assert_int_equal(u.cpu_system_us, 3000);
 	assert_int_equal(cg_leaf_remove(&l), 0);
 	assert_false(is_there("cpu,cpuacct/kart.7.1"));
 }

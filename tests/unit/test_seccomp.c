@@ -240,87 +240,49 @@ static void test_fd_fresh_and_sealed(void **state)
 	assert_true(prog.len / 8 <= BPF_MAXINSNS);
 }
 
-/* The kernel's action cache: at attach it runs the program once for
- * every syscall number of the native arch (args unknown), so the load
- * costs the sum of those walks. Walk them as the kernel does
- * (seccomp_is_const_allow: loads of nr and arch, jumps on constants,
- * returns; a load of anything else ends the walk) and count the steps. */
-static int const_walk(const struct sock_filter *f, size_t n, unsigned nr)
-{
-	unsigned a = 0;
-	int steps = 0;
-	for (size_t pc = 0; pc < n; steps++) {
-		const struct sock_filter *i = &f[pc];
-		switch (i->code) {
-		case BPF_LD | BPF_W | BPF_ABS:
-			if (i->k == offsetof(struct seccomp_data, nr))
-				a = nr;
-			else if (i->k == offsetof(struct seccomp_data, arch))
-				a = AUDIT_ARCH_X86_64;
-			else
-				return steps + 1; /* an argument: not constant */
-			pc++;
-			break;
-		case BPF_JMP | BPF_JA:
-			pc += 1 + i->k;
-			break;
-		case BPF_JMP | BPF_JEQ | BPF_K:
-			pc += 1 + (a == i->k ? i->jt : i->jf);
-			break;
-		case BPF_JMP | BPF_JGT | BPF_K:
-			pc += 1 + (a > i->k ? i->jt : i->jf);
-			break;
-		case BPF_JMP | BPF_JGE | BPF_K:
-			pc += 1 + (a >= i->k ? i->jt : i->jf);
-			break;
-		case BPF_JMP | BPF_JSET | BPF_K:
-			pc += 1 + ((a & i->k) ? i->jt : i->jf);
-			break;
-		case BPF_RET | BPF_K:
-			return steps + 1;
-		default:
-			return steps + 1;
-		}
-	}
-	return steps;
-}
-
 /* A classic BPF interpreter for seccomp programs: what the kernel would
  * return for one system call. Every instruction libseccomp or
- * seccomp_prog_build emits; anything else fails the test. */
-static uint32_t run_bpf(const struct sock_filter *f, size_t n, const struct seccomp_data *d)
+ * seccomp_prog_build emits; anything else fails the test.
+ *
+ * With steps, it also walks as the kernel does when it fills its action
+ * cache at attach (seccomp_is_const_allow: the program once for every
+ * syscall number of the native arch, args unknown): a load of anything
+ * but the number or the arch ends the walk. *steps counts the
+ * instructions run, what each task's load pays for per number. */
+static uint32_t run_bpf(const struct sock_filter *f, size_t n, const struct seccomp_data *d,
+			int *steps)
 {
 	uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {0};
-	for (size_t pc = 0, steps = 0; pc < n && steps < 4096; steps++) {
+	int k = 0;
+	for (size_t pc = 0; pc < n && k < 4096; k++) {
 		const struct sock_filter *i = &f[pc++];
 		uint32_t src = BPF_SRC(i->code) == BPF_X ? x : i->k;
+		bool to_x = BPF_CLASS(i->code) == BPF_LDX || BPF_CLASS(i->code) == BPF_STX;
 		switch (BPF_CLASS(i->code)) {
 		case BPF_LD:
+		case BPF_LDX: {
+			uint32_t v = 0;
 			if (i->code == (BPF_LD | BPF_W | BPF_ABS)) {
 				assert_true(i->k % 4 == 0 && i->k + 4 <= sizeof *d);
-				memcpy(&a, (const char *)d + i->k, 4);
-			} else if (i->code == (BPF_LD | BPF_IMM))
-				a = i->k;
-			else if (i->code == (BPF_LD | BPF_MEM) && i->k < BPF_MEMWORDS)
-				a = mem[i->k];
+				if (steps && i->k != offsetof(struct seccomp_data, nr) &&
+				    i->k != offsetof(struct seccomp_data, arch)) {
+					*steps = k + 1; /* an argument: not constant */
+					return 0;
+				}
+				memcpy(&v, (const char *)d + i->k, 4);
+			} else if (BPF_MODE(i->code) == BPF_IMM)
+				v = i->k;
+			else if (BPF_MODE(i->code) == BPF_MEM && i->k < BPF_MEMWORDS)
+				v = mem[i->k];
 			else
-				fail_msg("instruction %zu: ld 0x%x", pc - 1, i->code);
+				fail_msg("instruction %zu: load 0x%x", pc - 1, i->code);
+			*(to_x ? &x : &a) = v;
 			break;
-		case BPF_LDX:
-			if (i->code == (BPF_LDX | BPF_IMM))
-				x = i->k;
-			else if (i->code == (BPF_LDX | BPF_MEM) && i->k < BPF_MEMWORDS)
-				x = mem[i->k];
-			else
-				fail_msg("instruction %zu: ldx 0x%x", pc - 1, i->code);
-			break;
+		}
 		case BPF_ST:
-			assert_true(i->k < BPF_MEMWORDS);
-			mem[i->k] = a;
-			break;
 		case BPF_STX:
 			assert_true(i->k < BPF_MEMWORDS);
-			mem[i->k] = x;
+			mem[i->k] = to_x ? x : a;
 			break;
 		case BPF_ALU:
 			switch (BPF_OP(i->code)) {
@@ -350,6 +312,8 @@ static uint32_t run_bpf(const struct sock_filter *f, size_t n, const struct secc
 			break;
 		}
 		case BPF_RET:
+			if (steps)
+				*steps = k + 1;
 			return BPF_RVAL(i->code) == BPF_A ? a : i->k;
 		case BPF_MISC:
 			if (BPF_MISCOP(i->code) == BPF_TAX)
@@ -420,7 +384,7 @@ static void test_same_as_libseccomp(void **state)
 					d.args[0] = args ? vals[i] : vals[i] * 0x12345;
 					d.args[1] = args ? vals[j] : vals[j] * 0x6789;
 					d.args[2] = d.args[0] ^ 7;
-					uint32_t want = run_bpf(g, m, &d), got = run_bpf(f, n, &d);
+					uint32_t want = run_bpf(g, m, &d, NULL), got = run_bpf(f, n, &d, NULL);
 					if (got != want)
 						fail_msg("arch 0x%x nr %u args 0x%llx 0x%llx: kart 0x%x, "
 							 "libseccomp 0x%x",
@@ -453,7 +417,9 @@ static void test_filter_is_a_tree(void **state)
 	long sum = 0;
 	int worst = 0;
 	for (unsigned nr = 0; nr < 512; nr++) {
-		int s = const_walk(f, n, nr);
+		struct seccomp_data d = {.nr = (int)nr, .arch = AUDIT_ARCH_X86_64};
+		int s = 0;
+		(void)run_bpf(f, n, &d, &s);
 		sum += s;
 		if (s > worst)
 			worst = s;
