@@ -35,6 +35,7 @@ struct result {
 	uint64_t artifacts_max;     /* in: the policy's cap on it (0: none) */
 	uint64_t artifacts_bytes;   /* out: what the task left there */
 	bool artifacts_dropped;     /* out: over artifacts_max, not kept */
+	bool outdir_gone;           /* in: $KART_OUTDIR was left empty, and is gone */
 	/* limits as applied */
 	int64_t timeout_s;  /* -1: null */
 	uint64_t memory;    /* 0: null */

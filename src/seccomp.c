@@ -31,6 +31,10 @@
 
 #include "util.h"
 
+#ifndef __NR_clone3
+#define __NR_clone3 435
+#endif
+
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
 #endif
@@ -300,7 +304,9 @@ static int cmp_span(const void *x, const void *y)
 
 #define LD_ARG(i, hi) (offsetof(struct seccomp_data, args[i]) + ((hi) ? 4 : 0)) /* little-endian */
 
-int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
+/* The whole program, or (clone3_denied false) the same without its rule
+ * for clone3: the outer half of seccomp_prog_build_split. */
+static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof *p);
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
@@ -320,7 +326,8 @@ int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
 	}
 	one[n1++] = (struct span){SCMP_SYS(clone), ACT_NSFLAGS};
 	one[n1++] = (struct span){SCMP_SYS(unshare), ACT_NSFLAGS};
-	one[n1++] = (struct span){SCMP_SYS(clone3), ACT_ENOSYS};
+	if (clone3_denied)
+		one[n1++] = (struct span){SCMP_SYS(clone3), ACT_ENOSYS};
 	one[n1++] = (struct span){SCMP_SYS(ioctl), ACT_IOCTL};
 	one[n1++] = (struct span){SCMP_SYS(personality), ACT_PERSONA};
 	qsort(one, n1, sizeof *one, cmp_span);
@@ -431,6 +438,36 @@ int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
 	}
 	free(a);
 	return r;
+}
+
+int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen)
+{
+	return prog_build(p, true, err, errlen);
+}
+
+int seccomp_prog_build_split(struct seccomp_prog *outer, struct seccomp_prog *inner, char *err,
+			     size_t errlen)
+{
+	memset(inner, 0, sizeof *inner);
+	int r = prog_build(outer, false, err, errlen);
+	if (r < 0)
+		return r;
+	/* Another arch is killed by the outer program too; clone3 gets the
+	 * whole program's ENOSYS; the rest is the outer program's to say. */
+	static const struct sock_filter in[] = {
+		/* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		/* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
+		/* 2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		/* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+		/* 4 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+		/* 5 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		/* 6 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	};
+	inner->len = sizeof in;
+	inner->bpf = xmalloc(sizeof in);
+	memcpy(inner->bpf, in, sizeof in);
+	inner->nrules = 1;
+	return 0;
 }
 
 int seccomp_prog_fd(const struct seccomp_prog *p)

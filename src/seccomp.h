@@ -20,6 +20,17 @@ struct seccomp_prog {
  * numbers), shorter and quicker to load than libseccomp's. */
 int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen);
 
+/* The same filter in two programs whose verdicts, combined as the kernel
+ * combines stacked filters, are the whole program's for every input:
+ * outer is it without the rule for clone3, inner (7 instructions)
+ * refuses clone3 alone. A thread that loads outer on itself passes it
+ * to every process it clones (at no cost: a filter is shared, not
+ * copied), while itself still free to clone3 into a cgroup; each child
+ * then loads inner before it execs, a fraction of the cost of loading
+ * the whole (docs/PERFORMANCE.md, seventh pass). */
+int seccomp_prog_build_split(struct seccomp_prog *outer, struct seccomp_prog *inner, char *err,
+			     size_t errlen);
+
 /* The same rules compiled by libseccomp, behind the hand-written
  * personality check: the reference the unit test holds the program
  * above to, input by input. Not loaded by the worker. */

@@ -396,14 +396,16 @@ static int open_regular(int dirfd, const char *name)
 	return openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 }
 
-void spool_clean_scratch(int wdir, const char *name, bool retired)
+void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 {
-	/* What a retired run may still have comes last. */
-	static const char *const sfx[] = {"stdout", "stderr", "work", "tmp", "out", "cancel"};
-	const size_t still = 4; /* "out" */
+	static const struct {
+		const char *sfx;
+		unsigned gone;
+	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
+		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0}};
 	char p[512];
-	for (size_t i = retired ? still : 0; i < ARRAY_SIZE(sfx); i++)
-		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) == 0)
+	for (size_t i = 0; i < ARRAY_SIZE(e); i++)
+		if (!(gone & e[i].gone) && pathfmt(p, sizeof p, ".%s.%s", name, e[i].sfx) == 0)
 			(void)rm_rf_at(wdir, p);
 }
 
@@ -495,9 +497,13 @@ static int write_result_json(struct spool *sp, const char *id, const char *json,
 	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0 ||
 	    pathfmt(fin, sizeof fin, "%s.json", id) < 0)
 		return -ENAMETOOLONG;
-	(void)unlinkat(sp->done, tmpn, 0); /* our own leftover from a crash */
 	_cleanup_close_ int fd =
 		openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0 && errno == EEXIST) {
+		/* Our own leftover from a crash (the name has our pid). */
+		(void)unlinkat(sp->done, tmpn, 0);
+		fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	}
 	if (fd < 0)
 		return -errno;
 	int r = write_all(fd, json, strlen(json));
@@ -577,14 +583,17 @@ static int redirty(struct spool *sp, const char *name)
  * inode freed in the last 30 s). Where a link cannot be made (the link
  * limit, protected_hardlinks between workers of different users) the
  * empty file is made for this result alone. */
-static int link_empty(struct spool *sp, const char *to)
+static int link_empty(struct spool *sp, const char *to, bool *checked)
 {
+	/* The second of a result's two links needs no second look. */
+	if (*checked && (linkat(sp->done, ".empty", sp->done, to, 0) == 0 || errno == EEXIST))
+		return 0;
 	for (int round = 0; round < 2; round++) {
 		struct stat st;
 		if (fstatat(sp->done, ".empty", &st, AT_SYMLINK_NOFOLLOW) == 0) {
 			if (S_ISREG(st.st_mode) && st.st_size == 0) {
 				if (linkat(sp->done, ".empty", sp->done, to, 0) == 0 || errno == EEXIST)
-					return 0;
+					return (*checked = true), 0;
 				if (errno != EMLINK)
 					break;
 			}
@@ -667,13 +676,14 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		res->task_path = xasprintf("done/%s.task", idbuf);
 		struct result_stream *st[] = {&res->out, &res->err};
 		const char *sfx[] = {"stdout", "stderr"};
+		bool empty_ok = false; /* done/.empty looked at (link_empty) */
 		for (int i = 0; i < 2; i++) {
 			if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
 			    pathfmt(q, sizeof q, "%s.%s", idbuf, sfx[i]) < 0)
 				return -ENAMETOOLONG;
 			if (!redo && st[i]->unmade) {
 				/* The run never made the file (it wrote nothing). */
-				if ((r = link_empty(sp, q)) < 0)
+				if ((r = link_empty(sp, q, &empty_ok)) < 0)
 					return r;
 				st[i]->present = true;
 				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
@@ -690,7 +700,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				if (fstatat(sp->done, q, &os, AT_SYMLINK_NOFOLLOW) < 0) {
 					if (errno != ENOENT || !st[i]->captured)
 						continue;
-					if ((r = link_empty(sp, q)) < 0)
+					if ((r = link_empty(sp, q, &empty_ok)) < 0)
 						return r;
 					st[i]->present = true;
 					snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
@@ -712,7 +722,9 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		 * of files would mislead), and the result says so. Only a full
 		 * one is measured: an empty one is just removed. */
 		int over = 0;
-		if (pathfmt(p, sizeof p, ".%s.out", name) == 0 && pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
+		if (res->outdir_gone && !redo)
+			; /* the worker took it back empty */
+		else if (pathfmt(p, sizeof p, ".%s.out", name) == 0 && pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
 		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
 		    (!res->artifacts_max ||
 		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
@@ -773,7 +785,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 }
 
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
-			  const char *idbuf, bool retired)
+			  const char *idbuf, unsigned gone)
 {
 	char p[512];
 	if (regular) {
@@ -781,7 +793,7 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		 * the next task of that name, whose scratch this must not
 		 * touch. A crash in between leaves a claim whose JSON exists,
 		 * which recovery completes (§11). */
-		spool_clean_scratch(wdir, name, retired);
+		spool_clean_scratch(wdir, name, gone);
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		return 0;
@@ -795,7 +807,7 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		} else if (unlinkat(wdir, name, 0) < 0 && errno != ENOENT)
 			return -errno;
 	}
-	spool_clean_scratch(wdir, name, false);
+	spool_clean_scratch(wdir, name, 0);
 	return 0;
 }
 
@@ -807,7 +819,7 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		return r;
 	if (fsync(sp->done) < 0)
 		return -errno;
-	return spool_finish_complete(sp, wdir, name, regular, idbuf, false);
+	return spool_finish_complete(sp, wdir, name, regular, idbuf, 0);
 }
 
 int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
@@ -875,7 +887,7 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 		if (next_id(name, n, dst, sizeof dst) < 0)
 			return -ENAMETOOLONG;
 		if (renameat2(wdir, name, sp->new, dst, RENAME_NOREPLACE) == 0) {
-			spool_clean_scratch(wdir, name, false);
+			spool_clean_scratch(wdir, name, 0);
 			return fsync(sp->new) < 0 ? -errno : 0;
 		}
 		if (errno != EEXIST)
@@ -952,7 +964,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
 					(void)unlinkat(wdir, name, 0);
-					spool_clean_scratch(wdir, name, false);
+					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;
 				}
 				const char *sfx[] = {"task", "stdout", "stderr"};

@@ -65,12 +65,12 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		 struct result *res, char *idbuf, size_t idlen);
 /* spool_finish in two halves, for a caller that fsyncs done/ once for
  * several results (group commit): stage writes everything up to the
- * JSON; complete, once done/ is fsynced, removes the claim (retired: as
+ * JSON; complete, once done/ is fsynced, removes the claim (gone: as
  * spool_clean_scratch's). */
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
 		       struct result *res, char *idbuf, size_t idlen);
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
-			  const char *idbuf, bool retired);
+			  const char *idbuf, unsigned gone);
 
 /* Put a claim back into new/ with its attempt counted up. */
 int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);
@@ -97,12 +97,14 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost);
 
-/* Remove a per-claim scratch entry (.<name>.*) in wdir. retired: the
- * caller knows the run's work and tmp directories are gone, and the stage
- * moved (or never needed) its outputs: only what may still be there is
- * tried (.<name>.out, and .<name>.cancel, which kart cancel may make at
- * any time). */
-void spool_clean_scratch(int wdir, const char *name, bool retired);
+/* Remove a per-claim scratch entry (.<name>.*) in wdir, but what gone
+ * says the caller knows is not there: SCRATCH_RUN_GONE, the run's work
+ * and tmp directories are gone and the stage moved (or never needed) its
+ * outputs; SCRATCH_OUT_GONE, its $KART_OUTDIR was taken back empty by the
+ * worker. .<name>.cancel, which kart cancel may make at any time, is
+ * always tried. */
+enum { SCRATCH_RUN_GONE = 1, SCRATCH_OUT_GONE = 2 };
+void spool_clean_scratch(int wdir, const char *name, unsigned gone);
 
 /* Remove a tree under dirfd/name, never following links. */
 int rm_rf_at(int dirfd, const char *name);

@@ -338,11 +338,13 @@ int task_resolve_kind(struct task_spec *spec, const struct policy *pol, const ch
 	return 0;
 }
 
-void task_inspect(int dirfd, const char *name, const struct policy *pol, struct inspect *out)
+static void inspect(int dirfd, const char *name, const struct policy *pol, struct inspect *out,
+		    bool keep)
 {
 	const char *why;
 	struct stat st;
 	memset(out, 0, sizeof *out);
+	out->fd = -1;
 	task_spec_init(&out->spec);
 
 	int nc = task_name_check(name, &why);
@@ -444,6 +446,25 @@ void task_inspect(int dirfd, const char *name, const struct policy *pol, struct 
 		return;
 	}
 	out->kind = INSPECT_OK;
+	if (keep)
+		out->fd = steal_fd(&fd);
+}
+
+void task_inspect(int dirfd, const char *name, const struct policy *pol, struct inspect *out)
+{
+	inspect(dirfd, name, pol, out, false);
+}
+
+void task_inspect_open(int dirfd, const char *name, const struct policy *pol, struct inspect *out)
+{
+	inspect(dirfd, name, pol, out, true);
+}
+
+void inspect_close(struct inspect *i)
+{
+	if (i->fd >= 0)
+		close(i->fd);
+	i->fd = -1;
 }
 
 int task_argv(const struct task_spec *spec, const char *path, const char *argv[4])

@@ -82,11 +82,16 @@ struct inspect {
 	int64_t arrived_ms; /* ctime: when it was linked or renamed in */
 	nlink_t nlink;      /* set when rejected for having more than one link */
 	struct task_spec spec;
+	int fd;             /* task_inspect_open, INSPECT_OK: the file, read-only; else -1 */
 };
 
 /* Look at dirfd/name without following links, without blocking and
  * without ever opening anything but a regular file for reading. */
 void task_inspect(int dirfd, const char *name, const struct policy *pol, struct inspect *out);
+/* The same, and when it is INSPECT_OK the file stays open in out->fd
+ * (its claim record is read from it next): inspect_close closes it. */
+void task_inspect_open(int dirfd, const char *name, const struct policy *pol, struct inspect *out);
+void inspect_close(struct inspect *i);
 
 /* Build argv for running the task file at `path` (inside the sandbox):
  * honours the #! line as the kernel would, else /bin/sh. */

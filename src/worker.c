@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <jansson.h>
 #include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "caps.h"
 #include "cgroup.h"
@@ -170,8 +171,10 @@ static void commit_batch(struct commit *c, struct task *batch)
 	}
 	for (struct task *t = batch; t; t = t->cnext)
 		if (!t->commit_err)
-			t->commit_err = spool_finish_complete(c->sp, c->wdir, t->name, true, t->idbuf,
-							      t->scratch_retired);
+			t->commit_err = spool_finish_complete(
+				c->sp, c->wdir, t->name, true, t->idbuf,
+				(t->scratch_retired ? SCRATCH_RUN_GONE : 0) |
+					(t->res.outdir_gone ? SCRATCH_OUT_GONE : 0));
 }
 
 static void *commit_main(void *arg)
@@ -232,6 +235,8 @@ struct spawn_job {
 	struct run_cred cred;
 	struct confine conf;
 	struct sock_fprog fprog; /* a copy of the filter: a SIGHUP may rebuild ours */
+	struct sock_fprog inner; /* the inner half of the split filter (inherit) */
+	bool inherit;		 /* for a thread that holds the outer half */
 	struct run_direct direct;
 	struct leaf_join {
 		struct run_join rj;
@@ -244,27 +249,47 @@ struct spawn_job {
  * turns: +5-9 %, and the cores' idle time from 11 % to 7 %). */
 #define SPAWN_THREADS 2
 
+/* Backend none has SPAWN_THREADS more, started at its first task, that
+ * each load the outer half of the split filter (seccomp.h) on themselves.
+ * Every child they clone is born under it, shared and not copied, and
+ * loads only the seven instructions of the inner half before its exec:
+ * the whole program's load (its JIT, the action cache filled by running
+ * it for every syscall number, and its free at exit) cost each task
+ * about 0.1 ms of CPU here (docs/PERFORMANCE.md, seventh pass). The
+ * outer half lets clone3 through, so these threads can still clone
+ * into a cgroup; the inner half refuses it to the task. They take only
+ * jobs of backend none (nothing else may be born under that filter);
+ * one whose load failed spawns with the whole program, as the others
+ * do. */
 struct spawner {
 	struct helper h; /* the first thread; its lock, condition and eventfd serve all */
 	pthread_t more[SPAWN_THREADS - 1];
 	int nmore;
 	struct spawn_job *todo, *done; /* todo in order; done pushed at its head */
 	int wdir;
+	pthread_cond_t cvf;		/* the filtered threads' */
+	struct spawn_job *todof;	/* their queue, in order */
+	pthread_t fth[SPAWN_THREADS];
+	int nf;
+	struct sock_fprog outer;	/* what they load */
 };
 
-static void *spawn_main(void *arg)
+static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 {
-	struct spawner *sp = arg;
 	pthread_mutex_lock(&sp->h.mu);
+	struct spawn_job **q = filtered ? &sp->todof : &sp->todo;
+	pthread_cond_t *cv = filtered ? &sp->cvf : &sp->h.cv;
 	for (;;) {
-		while (!sp->todo && !sp->h.quit)
-			pthread_cond_wait(&sp->h.cv, &sp->h.mu);
-		struct spawn_job *j = sp->todo;
+		while (!*q && !sp->h.quit)
+			pthread_cond_wait(cv, &sp->h.mu);
+		struct spawn_job *j = *q;
 		if (!j)
 			break;
-		sp->todo = j->next;
+		*q = j->next;
 		pthread_mutex_unlock(&sp->h.mu);
 		struct task *t = j->t;
+		if (holds_outer && j->inherit)
+			j->direct.filter = &j->inner;
 		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
 				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
 				       j->use_cred ? &j->cred : NULL, j->sfd,
@@ -276,6 +301,24 @@ static void *spawn_main(void *arg)
 		(void)!write(sp->h.efd, &one, sizeof one);
 	}
 	pthread_mutex_unlock(&sp->h.mu);
+}
+
+static void *spawn_main(void *arg)
+{
+	spawn_loop(arg, false, false);
+	return NULL;
+}
+
+static void *spawn_main_filtered(void *arg)
+{
+	struct spawner *sp = arg;
+	/* This thread alone: no_new_privs and a filter are per thread. */
+	bool held = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sp->outer) == 0;
+	if (!held)
+		logmsg("seccomp: a spawn thread cannot load the outer filter (%s); its tasks "
+		       "load the whole program", strerror(errno));
+	spawn_loop(sp, true, held);
 	return NULL;
 }
 
@@ -465,6 +508,7 @@ struct worker {
 	const struct worker_opts *opts;
 	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
 	char scmp_err[256];       /* and why: every task is refused */
+	struct seccomp_prog scmp_outer, scmp_inner; /* the same, split (spawner); or NULL */
 	char *scmp_json;          /* the same, as a container runtime's profile */
 	char clabel[96];          /* backend container: kart.worker=<this> */
 	unsigned long cseq;
@@ -472,6 +516,8 @@ struct worker {
 	int ncommit; /* tasks with the commit thread */
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
+	bool held_files_stale; /* an entry of /etc changed: its held files are */
+	int wd_etc;      /* the watch on /etc that says so; -1: no file is held */
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -1027,8 +1073,10 @@ static void publish(struct worker *w, struct task *t)
 	pthread_mutex_lock(&w->commit.h.mu);
 	t->cnext = w->commit.todo;
 	w->commit.todo = t;
-	pthread_cond_signal(&w->commit.h.cv);
 	pthread_mutex_unlock(&w->commit.h.mu);
+	/* After the unlock: the thread woken does not block at once on the
+	 * lock we hold (two futex calls fewer per hand-over). */
+	pthread_cond_signal(&w->commit.h.cv);
 }
 
 static void undefer(struct worker *w);
@@ -1191,20 +1239,24 @@ static void peer_dead(void *arg, const char *peer)
  * cost. The system's paths (/usr, the /lib links, /proc, the devices, the
  * directories of /etc a program needs) are the same for every task, so
  * the loop opens each once, O_PATH and close-on-exec, and the child, which
- * has a copy of our descriptors, adds its rule from the descriptor. Only
- * directories and devices are held: a file like /etc/passwd is replaced
- * by rename, and a held descriptor would keep the old one in the rule.
- * The policy's binds are never held (a symlink to a release flipped by a
- * deploy must count at the next task), nor the task's own paths. Held
- * paths are opened again every minute (a mount can move) and at SIGHUP,
- * at a moment when no child is between its clone and its exec with the
- * old numbers. */
+ * has a copy of our descriptors, adds its rule from the descriptor.
+ * Directories and devices are held; and the regular files directly in
+ * /etc (not symlinks), while an inotify watch on /etc says none of its
+ * entries was made, removed or renamed since they were opened: a file
+ * like /etc/passwd is replaced by rename, and a descriptor held past
+ * that would keep the old one in the rule. The policy's binds are never
+ * held (a symlink to a release flipped by a deploy must count at the
+ * next task), nor the task's own paths. Held paths are opened again
+ * every minute (a mount can move), at SIGHUP and, for the files, after
+ * a change in /etc, at a moment when no child is between its clone and
+ * its exec with the old numbers; until then a task's child opens the
+ * files itself. */
 #define HELD_MAX 64
 #define HELD_TTL_MS 60000
 static struct held_path {
 	char *path;
-	int fd;   /* -1: not held (a file, or not there): the child opens it */
-	bool dir;
+	int fd;   /* -1: not held (not there, or not one of the kinds held): the child opens it */
+	bool dir, file;
 } held[HELD_MAX];
 static size_t nheld;
 static int64_t held_since;
@@ -1238,7 +1290,7 @@ static bool any_spawning(const struct worker *w)
 	return false;
 }
 
-static const struct held_path *held_get(const char *path)
+static const struct held_path *held_get(const struct worker *w, const char *path)
 {
 	for (size_t i = 0; i < nheld; i++)
 		if (strcmp(held[i].path, path) == 0)
@@ -1246,13 +1298,17 @@ static const struct held_path *held_get(const char *path)
 	if (nheld == HELD_MAX)
 		return NULL;
 	struct held_path *h = &held[nheld];
-	h->fd = open(path, O_PATH | O_CLOEXEC);
+	/* A file of /etc itself (what the watch sees), never by a link. */
+	bool etc_file = w->wd_etc >= 0 && strncmp(path, "/etc/", 5) == 0 && !strchr(path + 5, '/');
+	h->fd = open(path, O_PATH | O_CLOEXEC | (etc_file ? O_NOFOLLOW : 0));
 	struct stat st;
-	if (h->fd >= 0 && (fstat(h->fd, &st) < 0 || !(S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode)))) {
+	if (h->fd >= 0 && (fstat(h->fd, &st) < 0 ||
+			   !(S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || (etc_file && S_ISREG(st.st_mode))))) {
 		close(h->fd);
 		h->fd = -1;
 	}
 	h->dir = h->fd >= 0 && S_ISDIR(st.st_mode);
+	h->file = h->fd >= 0 && S_ISREG(st.st_mode);
 	h->path = xstrdup(path);
 	return &held[nheld++];
 }
@@ -1283,11 +1339,11 @@ static bool held_system(const struct policy *pol, const char *p)
 static void held_apply(struct worker *w, struct confine *c)
 {
 	int64_t now = now_mono_ms();
-	if ((nheld && now - held_since >= HELD_TTL_MS) || w->held_stale) {
+	if ((nheld && now - held_since >= HELD_TTL_MS) || w->held_stale || w->held_files_stale) {
 		if (any_spawning(w))
 			goto use; /* their children have the old numbers: later */
 		held_drop();
-		w->held_stale = false;
+		w->held_stale = w->held_files_stale = false;
 	}
 	if (!nheld)
 		held_since = now;
@@ -1299,13 +1355,13 @@ use:
 		if (m && m->path && strcmp(m->path, p) == 0) {
 			h = m->h;
 		} else {
-			h = held_system(w->pol, p) ? held_get(p) : NULL;
+			h = held_system(w->pol, p) ? held_get(w, p) : NULL;
 			if (m) {
 				free(m->path);
 				*m = (struct held_memo){xstrdup(p), h};
 			}
 		}
-		if (h && h->fd >= 0) {
+		if (h && h->fd >= 0 && !(h->file && w->held_files_stale)) {
 			c->paths[i].held = true;
 			c->paths[i].fd = h->fd;
 			c->paths[i].dir = h->dir;
@@ -1712,12 +1768,13 @@ static void spawn_job_free(struct spawn_job *j)
 }
 
 static void spawn_finish(struct worker *w, struct spawn_job *j);
+static void spawner_start_filtered(struct worker *w);
 static void arm_timer(struct worker *w);
 
 static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 {
-	struct inspect ins;
-	task_inspect(w->wdir, name, w->pol, &ins);
+	__attribute__((cleanup(inspect_close))) struct inspect ins;
+	task_inspect_open(w->wdir, name, w->pol, &ins);
 	if (ins.kind == INSPECT_BUSY) {
 		/* A writer opened it between our look and the claim: give it
 		 * back and wait for its close. */
@@ -1768,11 +1825,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
 	t->next = w->tasks;
 	w->tasks = t;
-	{
-		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0)
-			(void)claim_meta_get(fd, &t->meta);
-	}
+	if (ins.fd >= 0) /* the task file, opened by task_inspect */
+		(void)claim_meta_get(ins.fd, &t->meta);
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
 
@@ -1935,19 +1989,31 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 			j->fprog.filter = xmalloc(w->scmp.len);
 			memcpy(j->fprog.filter, w->scmp.bpf, w->scmp.len);
 			j->direct.filter = &j->fprog;
+			/* Born under the outer half: only where nothing is left
+			 * to do between the clone and the child's own steps (no
+			 * v1 join, which needs a fork of its own). The split is
+			 * never rebuilt once made: inner stays valid. */
+			j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough);
+			if (j->inherit)
+				j->inner = (struct sock_fprog){
+					.len = (unsigned short)(w->scmp_inner.len / sizeof(struct sock_filter)),
+					.filter = (struct sock_filter *)w->scmp_inner.bpf};
 		}
 	}
 	t->seccomp = want_scmp;
 	t->state = TS_SPAWNING;
 	w->used[t->spec.lane]++;
 	w->nrunning++;
+	if (j->inherit && !w->spawner.nf)
+		spawner_start_filtered(w);
+	bool f = j->inherit && w->spawner.nf;
 	pthread_mutex_lock(&w->spawner.h.mu);
-	struct spawn_job **tail = &w->spawner.todo;
+	struct spawn_job **tail = f ? &w->spawner.todof : &w->spawner.todo;
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = j;
-	pthread_cond_signal(&w->spawner.h.cv);
 	pthread_mutex_unlock(&w->spawner.h.mu);
+	pthread_cond_signal(f ? &w->spawner.cvf : &w->spawner.h.cv); /* as in publish */
 }
 
 /* A spawn came back: the task runs, or it is refused. */
@@ -2010,10 +2076,29 @@ static void spawn_done(struct worker *w)
 	arm_timer(w);
 }
 
+/* The threads that hold the outer half, at the first task that wants
+ * them; none if they cannot start (the others serve). */
+static void spawner_start_filtered(struct worker *w)
+{
+	struct spawner *sp = &w->spawner;
+	sp->outer = (struct sock_fprog){
+		.len = (unsigned short)(w->scmp_outer.len / sizeof(struct sock_filter)),
+		.filter = (struct sock_filter *)w->scmp_outer.bpf};
+	for (int i = 0; i < SPAWN_THREADS; i++) {
+		int e = pthread_create(&sp->fth[sp->nf], NULL, spawn_main_filtered, sp);
+		if (e) {
+			logmsg("cannot start a spawn thread: %s", strerror(e));
+			break;
+		}
+		sp->nf++;
+	}
+}
+
 static void spawner_start(struct worker *w)
 {
 	struct spawner *sp = &w->spawner;
 	sp->wdir = w->wdir;
+	pthread_cond_init(&sp->cvf, NULL);
 	helper_start(w, &sp->h, spawn_main, sp, SRC_SPAWN, "spawn");
 	for (int i = 0; i < SPAWN_THREADS - 1; i++) {
 		int e = pthread_create(&sp->more[i], NULL, spawn_main, sp);
@@ -2031,11 +2116,15 @@ static void spawner_stop(struct worker *w)
 		pthread_mutex_lock(&sp->h.mu);
 		sp->h.quit = true;
 		pthread_cond_broadcast(&sp->h.cv);
+		pthread_cond_broadcast(&sp->cvf);
 		pthread_mutex_unlock(&sp->h.mu);
 	}
 	for (int i = 0; i < sp->nmore; i++)
 		pthread_join(sp->more[i], NULL);
 	sp->nmore = 0;
+	for (int i = 0; i < sp->nf; i++)
+		pthread_join(sp->fth[i], NULL);
+	sp->nf = 0;
 	helper_stop(&sp->h);
 }
 
@@ -2377,8 +2466,7 @@ static void task_complete(struct worker *w, struct task *t)
 	for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
 		t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
 				      scratch_retire(w, t, p, false);
-	if (pathfmt(p, sizeof p, ".%s.out", t->name) == 0)
-		scratch_retire(w, t, p, true);
+	r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 && scratch_retire(w, t, p, true);
 	publish(w, t);
 }
 
@@ -2488,10 +2576,21 @@ static void on_inotify(struct worker *w)
 {
 	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
 	bool rescan = false, peers = false;
-	for (;;) {
+	for (bool more = true; more;) {
 		ssize_t n = read(w->ino, buf, sizeof buf);
 		if (n <= 0)
 			break;
+		/* Room was left for another event: the queue was empty (and
+		 * the fd is level-triggered: what comes later wakes us). */
+		more = (size_t)n > sizeof buf - sizeof(struct inotify_event) - NAME_MAX - 1;
+		/* A change in /etc first: a task these events start must not
+		 * get a held file that was replaced before them. */
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *ev = (struct inotify_event *)p;
+			p += sizeof *ev + ev->len;
+			if ((ev->wd == w->wd_etc && w->wd_etc >= 0) || (ev->mask & IN_Q_OVERFLOW))
+				w->held_files_stale = true;
+		}
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
 			p += sizeof *ev + ev->len;
@@ -2634,6 +2733,12 @@ static void build_seccomp(struct worker *w)
 		       w->scmp_err);
 	else
 		logmsg("seccomp: %d rules, %zu instructions", w->scmp.nrules, w->scmp.len / 8);
+	char err[256];
+	if (r == 0 && !w->scmp_inner.bpf &&
+	    seccomp_prog_build_split(&w->scmp_outer, &w->scmp_inner, err, sizeof err) < 0) {
+		seccomp_prog_free(&w->scmp_outer);
+		logmsg("seccomp: no split filter (%s): each task loads the whole program", err);
+	}
 	if (!w->scmp_json && !(w->scmp_json = seccomp_profile_json()))
 		logmsg("seccomp: the container profile could not be made");
 }
@@ -2667,6 +2772,8 @@ static void worker_release(struct worker *w)
 		free(h);
 	}
 	seccomp_prog_free(&w->scmp);
+	seccomp_prog_free(&w->scmp_outer);
+	seccomp_prog_free(&w->scmp_inner);
 	free(w->scmp_json);
 	w->scmp_json = NULL;
 }
@@ -2717,6 +2824,12 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	if (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
 	    (w.wd_cur = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
+
+	/* Held files of /etc (held_get) are good while this says nothing. */
+	w.wd_etc = inotify_add_watch(w.ino, "/etc",
+				     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR);
+	if (w.wd_etc < 0)
+		logmsg("no inotify watch on /etc (%s): each task's child opens its files", strerror(errno));
 
 	w.s_ino = (struct src){SRC_INOTIFY, NULL};
 	w.s_sig = (struct src){SRC_SIGNAL, NULL};

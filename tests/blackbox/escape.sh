@@ -272,6 +272,54 @@ test_seccomp_fail_closed() {
 	assert_eq "1 1" "$ok $refused" "one task's filter not handed over (ok refused)"
 }
 
+# Backend none has no namespaces, but the same filter and no
+# capabilities: probe.py's system-call, ABI and privilege probes run as
+# backend none tasks (a root task and tasks of nobody, several at once,
+# so that each of the spawn threads that hold the outer half of the
+# split filter starts some) and each must be blocked. Each task also
+# prints how many filters it runs under: 2, the spawn thread's outer
+# half and the inner half the child loads (seccomp.h), so that this
+# tries the split and not the whole program.
+test_none_filter_battery() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (tasks of root and of nobody)"; return; }
+	[ -x /usr/bin/python3 ] || { skip "/usr/bin/python3 is missing (the probes are Python)"; return; }
+	local s; s=$(mkspool)
+	chmod 755 "$T_ROOT" "$s" # mktemp's 0700: nobody's tasks must reach their files
+	local id ids=() p line
+	for id in r1 n1 n2 n3 r2 n4; do
+		{
+			printf '#!/usr/bin/python3\nimport re\n'
+			printf 'print("FILTERS", re.search(r"Seccomp_filters:\\s*(\\d+)", open("/proc/self/status").read()).group(1), flush=True)\n'
+			cat "$PROBE_PY"
+		} >"$s/tmp/$id"
+		[ "${id#n}" != "$id" ] && chown nobody "$s/tmp/$id"
+		mv "$s/tmp/$id" "$s/new/$id"
+		ids+=("$id")
+	done
+	KART_BACKEND=none KART_ALLOW_ROOT=yes drain "$s" --slots 3
+	local want=() tried=0
+	for p in "${PROBES[@]}"; do
+		case $p in sys_* | abi_* | priv_* | tty_tiocsti_*) want+=("$p") ;; esac
+	done
+	for id in "${ids[@]}"; do
+		local out=$s/done/$id.stdout
+		assert_eq none "$(field "$s" "$id" .sandbox.backend)" "$id backend"
+		assert_eq true "$(field "$s" "$id" .sandbox.seccomp)" "$id sandbox.seccomp"
+		assert_eq "FILTERS 2" "$(grep '^FILTERS ' "$out")" "$id: filters it runs under"
+		grep -q '^PROBES DONE$' "$out" || fail "$id: probe.py did not run to its end"
+		for p in "${want[@]}"; do
+			line=$(grep -E "^PROBE $p (blocked|ESCAPED) " "$out")
+			case $line in
+			"PROBE $p blocked "*) tried=$((tried + 1)) ;;
+			"") fail "$id: probe $p: no report" ;;
+			*) fail "$id (backend none): $line" ;;
+			esac
+		done
+	done
+	assert_eq $((${#want[@]} * ${#ids[@]})) "$tried" "probes blocked"
+	echo "    backend none: ${#want[@]} probes in each of ${#ids[@]} tasks, $tried blocked"
+}
+
 test_escape_root_worker_root_task() { run_battery "root worker, root task" root; }
 test_escape_root_worker_as_submitter() { run_battery "root worker, task of nobody" submitter; }
 test_escape_unprivileged_worker() { run_battery "unprivileged worker (nobody)" nobody; }

@@ -162,6 +162,51 @@ static void test_denied_calls(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+static int load_prog(const struct seccomp_prog *p)
+{
+	struct sock_fprog fp = {.len = (unsigned short)(p->len / 8), .filter = (void *)p->bpf};
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -1
+	       : (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp);
+}
+
+/* The split filter loaded for real, outer in one process and inner in
+ * its child as the worker's spawn thread and a task do: between the two,
+ * clone3 reaches the kernel (EINVAL for its NULL arguments); after both,
+ * every call the whole program refuses is refused, with its errno. */
+static void test_split_denied_calls(void **state)
+{
+	(void)state;
+	struct seccomp_prog outer, inner;
+	char err[256] = "";
+	if (seccomp_prog_build_split(&outer, &inner, err, sizeof err) < 0)
+		fail_msg("split: %s", err);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (load_prog(&outer) < 0)
+			_exit(92);
+		errno = 0;
+		if (syscall(SYS_clone3, NULL, 0) != -1 || errno != EINVAL)
+			_exit(93);
+		pid_t c = fork();
+		if (c == 0) {
+			if (load_prog(&inner) < 0)
+				_exit(94);
+			_exit(denied_calls());
+		}
+		int st;
+		if (c < 0 || waitpid(c, &st, 0) != c)
+			_exit(95);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 96);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	seccomp_prog_free(&outer);
+	seccomp_prog_free(&inner);
+}
+
 static int allowed_calls(void)
 {
 	EXPECT_OK(1, getpid());
@@ -327,21 +372,13 @@ static uint32_t run_bpf(const struct sock_filter *f, size_t n, const struct secc
 	return 0;
 }
 
-/* kart's own compilation of the rules answers exactly as libseccomp's
- * does, for every syscall number (and the x32 and out-of-range ones),
- * every arch, and the argument values that decide something: each
- * namespace flag alone, with others and with high bits, the tty
- * ioctls with and without high bits, and every personality value in
- * the check and its neighbours. */
-static void test_same_as_libseccomp(void **state)
+/* Every input that decides something: every syscall number (and the
+ * x32 and out-of-range ones), every arch, and the argument values that
+ * matter: each namespace flag alone, with others and with high bits,
+ * the tty ioctls with and without high bits, and every personality
+ * value in the check and its neighbours. fn gets each; returns how many. */
+static long each_input(void (*fn)(const struct seccomp_data *d, void *arg), void *arg)
 {
-	(void)state;
-	struct seccomp_prog ref;
-	char err[256] = "";
-	if (seccomp_prog_build_libseccomp(&ref, err, sizeof err) < 0)
-		fail_msg("libseccomp: %s", err);
-	const struct sock_filter *f = (const void *)prog.bpf, *g = (const void *)ref.bpf;
-	size_t n = prog.len / sizeof *f, m = ref.len / sizeof *g;
 	static const uint32_t archs[] = {AUDIT_ARCH_X86_64, AUDIT_ARCH_I386, AUDIT_ARCH_AARCH64, 0};
 	uint64_t vals[64];
 	size_t nv = 0;
@@ -365,9 +402,9 @@ static void test_same_as_libseccomp(void **state)
 	assert_true(nv <= ARRAY_SIZE(vals));
 
 	static const uint32_t far[] = {0x3fffffff, 0x40000000, 0x40000000 + 16, 0x40000000 + 56,
-				       0x40000000 + 135, 0x40000000 + 272, 0x7fffffff, 0x80000000,
-				       0xfffffffe, 0xffffffff};
-	long compared = 0, denied = 0;
+				       0x40000000 + 135, 0x40000000 + 272, 0x40000000 + 435,
+				       0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff};
+	long count = 0;
 	for (size_t ai = 0; ai < ARRAY_SIZE(archs); ai++) {
 		for (uint32_t k = 0; k < 1024 + ARRAY_SIZE(far); k++) {
 			uint32_t nr = k < 1024 ? k : far[k - 1024];
@@ -384,23 +421,98 @@ static void test_same_as_libseccomp(void **state)
 					d.args[0] = args ? vals[i] : vals[i] * 0x12345;
 					d.args[1] = args ? vals[j] : vals[j] * 0x6789;
 					d.args[2] = d.args[0] ^ 7;
-					uint32_t want = run_bpf(g, m, &d, NULL), got = run_bpf(f, n, &d, NULL);
-					if (got != want)
-						fail_msg("arch 0x%x nr %u args 0x%llx 0x%llx: kart 0x%x, "
-							 "libseccomp 0x%x",
-							 archs[ai], nr, (unsigned long long)d.args[0],
-							 (unsigned long long)d.args[1], got, want);
-					compared++;
-					denied += want != SECCOMP_RET_ALLOW;
+					fn(&d, arg);
+					count++;
 				}
 		}
 	}
+	return count;
+}
+
+struct pair {
+	const struct sock_filter *f, *g, *g2; /* g2: a filter stacked on g, or NULL */
+	size_t n, m, m2;
+	const char *fname, *gname;
+	long denied;
+};
+
+/* What the kernel returns for filters stacked: the action of highest
+ * precedence, and of two alike the data of the filter loaded last. */
+static int precedence(uint32_t ret)
+{
+	switch (ret & SECCOMP_RET_ACTION_FULL) {
+	case SECCOMP_RET_KILL_PROCESS: return 7;
+	case SECCOMP_RET_KILL_THREAD: return 6;
+	case SECCOMP_RET_TRAP: return 5;
+	case SECCOMP_RET_ERRNO: return 4;
+	case SECCOMP_RET_USER_NOTIF: return 3;
+	case SECCOMP_RET_TRACE: return 2;
+	case SECCOMP_RET_LOG: return 1;
+	default: return 0; /* allow */
+	}
+}
+
+static void compare_one(const struct seccomp_data *d, void *arg)
+{
+	struct pair *p = arg;
+	uint32_t want = run_bpf(p->f, p->n, d, NULL), got = run_bpf(p->g, p->m, d, NULL);
+	if (p->g2) {
+		uint32_t last = run_bpf(p->g2, p->m2, d, NULL);
+		if (precedence(last) >= precedence(got))
+			got = last;
+	}
+	if (got != want)
+		fail_msg("arch 0x%x nr %u args 0x%llx 0x%llx: %s 0x%x, %s 0x%x", d->arch, d->nr,
+			 (unsigned long long)d->args[0], (unsigned long long)d->args[1], p->gname, got,
+			 p->fname, want);
+	p->denied += want != SECCOMP_RET_ALLOW;
+}
+
+/* kart's own compilation of the rules answers exactly as libseccomp's
+ * does, input by input (each_input). */
+static void test_same_as_libseccomp(void **state)
+{
+	(void)state;
+	struct seccomp_prog ref;
+	char err[256] = "";
+	if (seccomp_prog_build_libseccomp(&ref, err, sizeof err) < 0)
+		fail_msg("libseccomp: %s", err);
+	struct pair p = {.f = (const void *)ref.bpf, .n = ref.len / 8, .fname = "libseccomp",
+			 .g = (const void *)prog.bpf, .m = prog.len / 8, .gname = "kart"};
+	long compared = each_input(compare_one, &p);
 	print_message("%ld inputs, %ld of them refused or killed, the same from both programs "
 		      "(%zu and %zu instructions)\n",
-		      compared, denied, n, m);
+		      compared, p.denied, p.m, p.n);
 	/* Both answers seen: neither program allows or refuses everything. */
-	assert_true(denied > 0 && denied < compared);
+	assert_true(p.denied > 0 && p.denied < compared);
 	seccomp_prog_free(&ref);
+}
+
+/* The split filter, outer then inner stacked as a spawn thread and its
+ * child load them, answers as the whole program does, input by input;
+ * and inner is short (each task still loads it). */
+static void test_split_same_as_whole(void **state)
+{
+	(void)state;
+	struct seccomp_prog outer, inner;
+	char err[256] = "";
+	if (seccomp_prog_build_split(&outer, &inner, err, sizeof err) < 0)
+		fail_msg("split: %s", err);
+	struct pair p = {.f = (const void *)prog.bpf, .n = prog.len / 8, .fname = "whole",
+			 .g = (const void *)outer.bpf, .m = outer.len / 8,
+			 .g2 = (const void *)inner.bpf, .m2 = inner.len / 8, .gname = "outer+inner"};
+	long compared = each_input(compare_one, &p);
+	/* Neither half alone is the whole: outer lets clone3 through. */
+	struct seccomp_data c3 = {.nr = __NR_clone3, .arch = AUDIT_ARCH_X86_64};
+	assert_int_equal(run_bpf(p.g, p.m, &c3, NULL), SECCOMP_RET_ALLOW);
+	assert_int_equal(run_bpf(p.g2, p.m2, &c3, NULL), SECCOMP_RET_ERRNO | ENOSYS);
+	print_message("%ld inputs, %ld refused or killed, the same from outer+inner (%zu and %zu "
+		      "instructions) as from the whole (%zu)\n",
+		      compared, p.denied, p.m, p.m2, p.n);
+	assert_true(p.denied > 0 && p.denied < compared);
+	assert_true(p.m2 <= 8);
+	seccomp_prog_free(&outer);
+	seccomp_prog_free(&inner);
 }
 
 /* The filter is a search on the syscall number, not a list: no syscall
@@ -440,6 +552,8 @@ int main(void)
 		cmocka_unit_test(test_fd_fresh_and_sealed),
 		cmocka_unit_test(test_filter_is_a_tree),
 		cmocka_unit_test(test_same_as_libseccomp),
+		cmocka_unit_test(test_split_same_as_whole),
+		cmocka_unit_test(test_split_denied_calls),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
