@@ -18,6 +18,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void confine_mem_say(struct confine_mem *m, const char *msg)
+{
+	size_t len = strlen(msg), room = sizeof m->text - 1 - m->len;
+	if (len > room)
+		len = room;
+	memcpy(m->text + m->len, msg, len);
+	m->len = (unsigned short)(m->len + len);
+	m->text[m->len] = '\0';
+}
+
+void confine_status(const struct confine *c, const char *msg)
+{
+	if (c->status_mem)
+		confine_mem_say(c->status_mem, msg);
+	else
+		confine_say(c->status_fd, msg);
+}
+
 void confine_say(int fd, const char *msg)
 {
 	size_t len = strlen(msg);
@@ -237,27 +255,27 @@ static int landlock_step(const struct confine *c, int abi, const char *who)
 {
 	char msg[512], why[400];
 	if (c->ll_mode == LL_MODE_OFF) {
-		confine_say(c->status_fd, "landlock off\n");
+		confine_status(c, "landlock off\n");
 		return 0;
 	}
 	if (abi < 0) {
 		if (c->ll_mode == LL_MODE_AUTO) {
-			confine_say(c->status_fd, "landlock unsupported\n");
+			confine_status(c, "landlock unsupported\n");
 			return 0;
 		}
 		snprintf(msg, sizeof msg, "landlock-unavailable %s\n", strerror(-abi));
-		confine_say(c->status_fd, msg);
+		confine_status(c, msg);
 		complain(who, "Landlock is required but unavailable: %s", strerror(-abi));
 		return -1;
 	}
 	if (ll_apply(abi, c->paths, c->npaths, c->tcp, why, sizeof why) < 0) {
 		snprintf(msg, sizeof msg, "landlock-failed %s\n", why);
-		confine_say(c->status_fd, msg);
+		confine_status(c, msg);
 		complain(who, "Landlock ruleset failed: %s", why);
 		return -1;
 	}
 	snprintf(msg, sizeof msg, "landlock %d\n", abi);
-	confine_say(c->status_fd, msg);
+	confine_status(c, msg);
 	return 0;
 }
 

@@ -37,6 +37,14 @@ struct confine {
 	 * the kernel about each of the 41 or so. */
 	bool bset_known;
 	unsigned long long bset;
+	/* Status lines into this memory instead of status_fd (the worker's
+	 * child that shares its memory until the exec: no pipe needed). */
+	struct confine_mem *status_mem;
+};
+
+struct confine_mem {
+	char text[240];
+	unsigned short len;
 };
 
 /* Parse kart-launch's arguments (argv[0] is the launcher). 0, or -1 with
@@ -54,5 +62,9 @@ int confine_apply(const struct confine *c, int abi, const struct sock_fprog *fil
 
 /* write(2) all of msg, on EINTR again; errors ignored. */
 void confine_say(int fd, const char *msg);
+/* msg as a status line: to c->status_mem if set, else to c->status_fd. */
+void confine_status(const struct confine *c, const char *msg);
+/* Append msg to m, as much of it as fits. */
+void confine_mem_say(struct confine_mem *m, const char *msg);
 
 #endif

@@ -56,7 +56,7 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 /* In the child: become the task's user, or say why not and exit 125.
  * Groups first, then gid, then uid: each needs the privilege the next
  * gives up. */
-static void child_become(const struct run_cred *c, pid_t parent)
+static void child_become(const struct run_cred *c, pid_t parent, int stfd, struct confine_mem *stmem)
 {
 	/* Raw system calls, not libc's: in a process with threads (the
 	 * worker's commit thread) libc's set*id make every thread it knows
@@ -89,7 +89,10 @@ static void child_become(const struct run_cred *c, pid_t parent)
 		char buf[160];
 		int n = snprintf(buf, sizeof buf, "setuid-failed %s(%u): %s\n", what, (unsigned)c->uid,
 				 strerror(errno));
-		(void)write_all(SANDBOX_STATUS_FD, buf, (size_t)n);
+		if (stmem)
+			confine_mem_say(stmem, buf);
+		else
+			(void)write_all(stfd, buf, (size_t)n);
 		(void)write_all(STDERR_FILENO, buf, (size_t)n);
 		_exit(125);
 	}
@@ -108,6 +111,7 @@ struct child_args {
 	int devnull; /* /dev/null, opened once (or -1: the child opens it) */
 	pid_t parent;
 	const struct run_direct *direct;
+	struct confine_mem *stmem; /* direct, in our memory: status lines here (stw -1) */
 };
 
 /* Backend none, after the descriptors, the lock and the switch to the
@@ -118,10 +122,11 @@ static void child_direct(struct child_args *a)
 {
 	struct confine c = *a->direct->c;
 	c.status_fd = a->stw;
+	c.status_mem = a->stmem;
 	signal(SIGPIPE, SIG_DFL);
 	if (confine_apply(&c, a->direct->abi, a->direct->filter, "kart") < 0)
 		_exit(127);
-	confine_say(a->stw, "start\n");
+	confine_status(&c, "start\n");
 	if (syscall(SYS_close_range, 3U, 3U, CLOSE_RANGE_CLOEXEC_) < 0 ||
 	    syscall(SYS_close_range, SANDBOX_LOCK_FD + 1U, ~0U, CLOSE_RANGE_CLOEXEC_) < 0)
 		for (int fd = 3; fd < 1024; fd++)
@@ -169,7 +174,7 @@ static int child_main(struct child_args *a)
 		child_fail(-1, "seccomp fd");
 	if (a->direct) {
 		/* Kept close-on-exec, clear of the lock's number. */
-		if (a->stw <= SANDBOX_SECCOMP_FD &&
+		if (a->stw >= 0 && a->stw <= SANDBOX_SECCOMP_FD &&
 		    (a->stw = fcntl(a->stw, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)
 			child_fail(-1, "status fd");
 	} else if (move_fd(a->stw, SANDBOX_STATUS_FD) < 0)
@@ -186,7 +191,7 @@ static int child_main(struct child_args *a)
 	if (a->cwd && chdir(a->cwd) < 0)
 		child_fail(-1, "chdir");
 	if (a->cred)
-		child_become(a->cred, a->parent);
+		child_become(a->cred, a->parent, a->direct ? a->stw : SANDBOX_STATUS_FD, a->stmem);
 	if (a->direct)
 		child_direct(a);
 	execve(a->argv[0], a->argv, a->envp);
@@ -278,9 +283,14 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
 		   int seccomp_fd, const struct run_direct *direct)
 {
-	int outp[2], errp[2], stp[2], gop[2] = {-1, -1};
+	int outp[2], errp[2], stp[2] = {-1, -1}, gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
 	r->pidfd = r->status_pipe = r->out.pipe = r->err.pipe = -1;
+	/* Sharing our memory (spawn_vm), a direct child writes its status
+	 * lines into r->stmem: no pipe, unless that spawn fails and a fork
+	 * follows. */
+	bool vm = !join || (join->cgroup_fd >= 0 && join->born_is_enough);
+	bool memst = vm && direct;
 	if (pipe2(outp, O_CLOEXEC) < 0)
 		return -errno;
 	if (pipe2(errp, O_CLOEXEC) < 0) {
@@ -289,7 +299,7 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		close(outp[1]);
 		return e;
 	}
-	if (pipe2(stp, O_CLOEXEC) < 0) {
+	if (!memst && pipe2(stp, O_CLOEXEC) < 0) {
 		int e = -errno;
 		close(outp[0]);
 		close(outp[1]);
@@ -311,11 +321,11 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 				.cwd = cwd, .own_pgroup = own_pgroup, .cred = cred,
 				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
 				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent,
-				.direct = direct};
+				.direct = direct, .stmem = memst ? &r->stmem : NULL};
 	pid_t pid = -1;
 	int pidfd = -1;
 	bool waits = join != NULL; /* the child waits on gop for the join */
-	if (!join || (join->cgroup_fd >= 0 && join->born_is_enough)) {
+	if (vm) {
 		/* Nothing to do between clone and exec: share our memory and
 		 * sleep until the child has exec'd (posix_spawn's way), with
 		 * no page tables copied and no copy-on-write faults after. */
@@ -325,6 +335,17 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 			if (join)
 				join->born = true;
 		}
+	}
+	if (pid < 0 && memst) {
+		/* A fork's child has its own memory: the pipe after all. */
+		if (pipe2(stp, O_CLOEXEC) < 0) {
+			int e = -errno;
+			close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+			return e;
+		}
+		ca.stw = stp[1];
+		ca.stmem = NULL;
+		memst = false;
 	}
 	if (pid < 0 && join && join->cgroup_fd >= 0) {
 		/* Born in its leaf; any failure (an old kernel, a v1-only
@@ -352,7 +373,8 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	}
 	close(outp[1]);
 	close(errp[1]);
-	close(stp[1]);
+	if (stp[1] >= 0)
+		close(stp[1]);
 	if (join && !waits) {
 		/* Born in its leaf with nothing else to join: already exec'd. */
 		close(gop[0]);
@@ -368,7 +390,9 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 			kill(pid, SIGKILL);
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
-			close(outp[0]), close(errp[0]), close(stp[0]);
+			close(outp[0]), close(errp[0]);
+			if (stp[0] >= 0)
+				close(stp[0]);
 			if (pidfd >= 0)
 				close(pidfd);
 			return -ECANCELED;
@@ -379,11 +403,13 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	r->direct = direct != NULL;
 	r->pidfd = pidfd >= 0 ? pidfd : pidfd_open_(pid); /* fork: no pidfd yet */
 	r->status_pipe = stp[0];
+	r->stmem_used = memst;
 	r->out = (struct capture){.pipe = outp[0], .file = out_file, .cap = cap};
 	r->err = (struct capture){.pipe = errp[0], .file = err_file, .cap = cap};
 	(void)fcntl(outp[0], F_SETFL, O_NONBLOCK);
 	(void)fcntl(errp[0], F_SETFL, O_NONBLOCK);
-	(void)fcntl(stp[0], F_SETFL, O_NONBLOCK);
+	if (stp[0] >= 0)
+		(void)fcntl(stp[0], F_SETFL, O_NONBLOCK);
 	if (r->pidfd < 0) {
 		int e = -errno;
 		kill(pid, SIGKILL);
@@ -459,7 +485,11 @@ int run_collect(struct run *r, struct run_end *end)
 	capture_pump(&r->err);
 	char buf[1024];
 	size_t n = 0;
-	while (n < sizeof buf - 1) {
+	if (r->stmem_used) {
+		n = r->stmem.len < sizeof buf - 1 ? r->stmem.len : sizeof buf - 1;
+		memcpy(buf, r->stmem.text, n);
+	}
+	while (!r->stmem_used && n < sizeof buf - 1) {
 		ssize_t k = read(r->status_pipe, buf + n, sizeof buf - 1 - n);
 		if (k > 0)
 			n += (size_t)k;

@@ -8,6 +8,8 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "confine.h"
+
 struct capture {
 	int pipe;  /* read end, -1 once at EOF */
 	int file;  /* destination in the claim directory */
@@ -22,6 +24,10 @@ struct run {
 	bool pgroup;     /* killable as a process group (backend none) */
 	bool direct;     /* the task itself was exec'd (run_direct): its own wait status */
 	struct capture out, err;
+	/* A direct child that shared our memory until its exec wrote its
+	 * status lines here, not into status_pipe (-1 then). */
+	bool stmem_used;
+	struct confine_mem stmem;
 };
 
 /* Everything the child needs is prepared by the caller: argv/envp, the

@@ -1554,6 +1554,25 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 	c->file = fd;
 }
 
+/* An output pipe is ready: what is in it goes to the capture file. A
+ * pipe polls EPOLLIN only while it holds data: hung up without it, it
+ * is at its end, and no read is needed to say so (most runs write
+ * nothing). */
+static void on_capture(struct worker *w, struct task *t, struct capture *c, const char *sfx,
+		       uint32_t events)
+{
+	if (!(events & EPOLLIN) && (events & EPOLLHUP)) {
+		ep_del(w, c->pipe);
+		capture_close(c);
+		return;
+	}
+	capture_file(w, t, c, sfx);
+	if (capture_pump(c) == 1) {
+		ep_del(w, c->pipe);
+		capture_close(c);
+	}
+}
+
 /* ---- spare scratch directories ---------------------------------------- */
 
 /* ext4 without a journal gives a new inode only after skipping every
@@ -2936,18 +2955,10 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_COMMIT: commit_done(&w); break;
 			case SRC_SPAWN: spawn_done(&w); break;
 			case SRC_STDOUT:
-				capture_file(&w, s->t, &s->t->run.out, "stdout");
-				if (capture_pump(&s->t->run.out) == 1) {
-					ep_del(&w, s->t->run.out.pipe);
-					capture_close(&s->t->run.out);
-				}
+				on_capture(&w, s->t, &s->t->run.out, "stdout", evs[i].events);
 				break;
 			case SRC_STDERR:
-				capture_file(&w, s->t, &s->t->run.err, "stderr");
-				if (capture_pump(&s->t->run.err) == 1) {
-					ep_del(&w, s->t->run.err.pipe);
-					capture_close(&s->t->run.err);
-				}
+				on_capture(&w, s->t, &s->t->run.err, "stderr", evs[i].events);
 				break;
 			}
 		}
