@@ -36,6 +36,7 @@ struct result {
 	uint64_t artifacts_bytes;   /* out: what the task left there */
 	bool artifacts_dropped;     /* out: over artifacts_max, not kept */
 	bool outdir_gone;           /* in: $KART_OUTDIR was left empty, and is gone */
+	const char *outdir_scratch; /* in: its name in the claim directory, if not .NAME.out */
 	/* limits as applied */
 	int64_t timeout_s;  /* -1: null */
 	uint64_t memory;    /* 0: null */

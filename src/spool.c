@@ -724,7 +724,9 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		int over = 0;
 		if (res->outdir_gone && !redo)
 			; /* the worker took it back empty */
-		else if (pathfmt(p, sizeof p, ".%s.out", name) == 0 && pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
+		else if ((res->outdir_scratch ? pathfmt(p, sizeof p, "%s", res->outdir_scratch)
+					      : pathfmt(p, sizeof p, ".%s.out", name)) == 0 &&
+			 pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
 		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
 		    (!res->artifacts_max ||
 		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {

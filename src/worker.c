@@ -97,6 +97,9 @@ struct task {
 	struct cg_cpu cg_end;  /* and when it ended */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
+	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
+	 * used under their own names (scratch_take); "" once handed on. */
+	char scr[3][24];
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -143,9 +146,10 @@ struct commit {
 	int wdir;
 };
 
-static void commit_batch(struct commit *c, struct task *batch)
+/* Everything of a result but the fsync of done/: the outputs fsynced,
+ * the entries linked, the JSON written and fsynced. */
+static void commit_stage(struct commit *c, struct task *batch)
 {
-	bool any = false;
 	for (struct task *t = batch; t; t = t->cnext) {
 		t->commit_err = 0;
 		t->commit_output = false;
@@ -159,8 +163,15 @@ static void commit_batch(struct commit *c, struct task *batch)
 		if (!t->commit_err)
 			t->commit_err = spool_finish_stage(c->sp, c->wdir, t->name, true, &t->res,
 							   t->idbuf, sizeof t->idbuf);
-		any |= !t->commit_err;
 	}
+}
+
+/* One fsync of done/ for every result staged, then the claims go. */
+static void commit_finish(struct commit *c, struct task *batch)
+{
+	bool any = false;
+	for (struct task *t = batch; t; t = t->cnext)
+		any |= !t->commit_err;
 	if (any && fsync(c->sp->done) < 0) {
 		/* Every result of the batch is in doubt: each is retried,
 		 * and a retry writes its entries anew (spool_finish). */
@@ -177,6 +188,11 @@ static void commit_batch(struct commit *c, struct task *batch)
 					(t->res.outdir_gone ? SCRATCH_OUT_GONE : 0));
 }
 
+/* A group commit takes what is queued, and what is queued while it
+ * stages that (a result's fsync waits on the disk, and tasks end
+ * meanwhile), up to this many, before its one fsync of done/. */
+#define COMMIT_GROUP_MAX 64
+
 static void *commit_main(void *arg)
 {
 	struct commit *c = arg;
@@ -186,22 +202,30 @@ static void *commit_main(void *arg)
 			pthread_cond_wait(&c->h.cv, &c->h.mu);
 		if (!c->todo)
 			break;
-		/* Oldest first (the list is pushed at its head). */
-		struct task *batch = NULL;
-		for (struct task *t = c->todo, *nx; t; t = nx) {
-			nx = t->cnext;
-			t->cnext = batch;
-			batch = t;
+		struct task *all = NULL, **tail = &all;
+		int n = 0;
+		while (c->todo && n < COMMIT_GROUP_MAX) {
+			/* Oldest first (the list is pushed at its head). */
+			struct task *batch = NULL;
+			for (struct task *t = c->todo, *nx; t; t = nx) {
+				nx = t->cnext;
+				t->cnext = batch;
+				batch = t;
+				n++;
+			}
+			c->todo = NULL;
+			pthread_mutex_unlock(&c->h.mu);
+			commit_stage(c, batch);
+			*tail = batch;
+			while (*tail)
+				tail = &(*tail)->cnext;
+			pthread_mutex_lock(&c->h.mu);
 		}
-		c->todo = NULL;
 		pthread_mutex_unlock(&c->h.mu);
-		commit_batch(c, batch);
+		commit_finish(c, all);
 		pthread_mutex_lock(&c->h.mu);
-		struct task *last = batch;
-		while (last->cnext)
-			last = last->cnext;
-		last->cnext = c->done;
-		c->done = batch;
+		*tail = c->done;
+		c->done = all;
 		uint64_t one = 1;
 		(void)!write(c->h.efd, &one, sizeof one);
 	}
@@ -1056,6 +1080,13 @@ static void task_unlink(struct worker *w, struct task *t)
 static void task_free(struct worker *w, struct task *t)
 {
 	task_unlink(w, t);
+	/* Backend none's directories that were not retired (a refusal, a
+	 * re-queue, a run whose leaf was not seen empty): removed by name,
+	 * as spool_clean_scratch does the others. One the commit moved into
+	 * done/ is not there any more. */
+	for (int i = 0; i < 3; i++)
+		if (t->scr[i][0])
+			(void)rm_rf_at(w->wdir, t->scr[i]);
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
@@ -1610,6 +1641,52 @@ static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
 	return 0;
 }
 
+/* Backend none: a directory for a run as uid, named in out: a spare,
+ * under the name it has (no rename into place, nor out of it at the
+ * end: its path reaches the task in its environment, and nothing else
+ * needs to know whose it is), or a new one named like a spare. *owned
+ * as scratch_mkdir's. */
+static int scratch_take(struct worker *w, char out[24], mode_t mode, uid_t uid, gid_t gid,
+			bool *owned)
+{
+	*owned = false;
+	static mode_t um = (mode_t)-1;
+	if (um == (mode_t)-1) {
+		um = umask(022);
+		(void)umask(um);
+	}
+	/* One of the same mode first (no chmod), else any of uid's. */
+	size_t pick = nspares;
+	for (size_t i = nspares; i-- > 0;)
+		if (spares[i].uid == uid && (pick == nspares || spares[i].mode == (mode & ~um))) {
+			pick = i;
+			if (spares[i].mode == (mode & ~um))
+				break;
+		}
+	for (size_t i = pick; i < nspares; i = nspares) {
+		struct spare k = spares[i];
+		spares[i] = spares[--nspares];
+		snprintf(out, 24, ".spare.%u", k.n);
+		*owned = k.gid == gid;
+		if (k.mode == (mode & ~um) || fchmodat(w->wdir, out, mode & ~um, 0) == 0)
+			return 0;
+		*owned = false;
+		(void)rm_rf_at(w->wdir, out);
+		break;
+	}
+	snprintf(out, 24, ".spare.%u", ++spare_seq);
+	if (mkdirat(w->wdir, out, mode) < 0) {
+		int e = -errno;
+		out[0] = '\0';
+		return e;
+	}
+	if (!fresh_state) {
+		_cleanup_close_ int d = openat(w->wdir, out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		fresh_state = d >= 0 && dir_attrs(d, &fresh_flags, &fresh_projid, &fresh_xflags) == 0 ? 1 : -1;
+	}
+	return 0;
+}
+
 /* Make cur/W/NAME for a run as uid: a spare, or a new directory. A
  * leftover of the same name (a clean-up that failed) is removed first.
  * *owned: it is a spare that is uid's and gid's already (no chown). */
@@ -1700,11 +1777,20 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 				reuse = false;
 		closedir(dir);
 	}
-	char sp[32];
-	snprintf(sp, sizeof sp, ".spare.%u", ++spare_seq);
-	if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
-		spares[nspares++] = (struct spare){spare_seq, t->run_uid, st.st_gid, st.st_mode & 07777};
-		return true;
+	unsigned sn;
+	char sp[32], tail;
+	if (sscanf(name, ".spare.%u%c", &sn, &tail) == 1) {
+		/* scratch_take's: a spare already, by its name */
+		if (reuse) {
+			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777};
+			return true;
+		}
+	} else {
+		snprintf(sp, sizeof sp, ".spare.%u", sn = ++spare_seq);
+		if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
+			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777};
+			return true;
+		}
 	}
 	return rm_rf_at(w->wdir, name) == 0;
 }
@@ -1877,11 +1963,18 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	int ofd = -1, efd = -1;
 	char outdir[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
 	bool own_o = false, own_w = false, own_t = false;
-	if (pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
-	    scratch_mkdir(w, outdir, 0755, t->run_uid, gid, &own_o) < 0 ||
+	/* Backend none runs in spares under their own names (scratch_take):
+	 * no rename per directory into place and back. */
+	bool inplace = w->pol->backend == BACKEND_NONE;
+	if ((inplace ? scratch_take(w, t->scr[2], 0755, t->run_uid, gid, &own_o) < 0 ||
+			       pathfmt(outdir, sizeof outdir, "%s", t->scr[2]) < 0
+		     : pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
+			       scratch_mkdir(w, outdir, 0755, t->run_uid, gid, &own_o) < 0) ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
-	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/.%s.out", w->sp->path, w->id, name) < 0 ||
-	    pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0) {
+	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
+	    (inplace ? scratch_take(w, t->scr[0], 0700, t->run_uid, gid, &own_w) < 0 ||
+			       pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, t->scr[0]) < 0
+		     : pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
 		finish_refused(w, t, "sandbox_setup_failed",
 			       "cannot prepare the task's output files in the claim directory");
 		return;
@@ -1901,13 +1994,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 			return;
 		}
 	} else if (w->pol->backend == BACKEND_NONE) {
-		char wd[512], td[512];
+		const char *wd = t->scr[0], *td = t->scr[1];
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
-		    scratch_mkdir(w, wd, 0700, t->run_uid, gid, &own_w) < 0 ||
-		    pathfmt(td, sizeof td, ".%s.tmp", name) < 0 ||
-		    scratch_mkdir(w, td, 0700, t->run_uid, gid, &own_t) < 0 ||
-		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/.%s.tmp", w->sp->path, w->id, name) < 0 ||
+		if (scratch_take(w, t->scr[1], 0700, t->run_uid, gid, &own_t) < 0 ||
+		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
 				 (!own_t && fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)))) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
@@ -2481,11 +2571,27 @@ static void task_complete(struct worker *w, struct task *t)
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
 	t->scratch_retired = true;
-	static const char *const gone[] = {"work", "tmp"};
-	for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
-		t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
-				      scratch_retire(w, t, p, false);
-	r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 && scratch_retire(w, t, p, true);
+	if (t->scr[0][0] || t->scr[2][0]) {
+		/* Backend none's, by their names: each gone is forgotten. */
+		for (int i = 0; i < 2; i++) {
+			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false);
+			t->scratch_retired &= gone;
+			if (gone)
+				t->scr[i][0] = '\0';
+		}
+		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true);
+		if (r->outdir_gone)
+			t->scr[2][0] = '\0';
+		else
+			r->outdir_scratch = t->scr[2]; /* the commit moves or removes it */
+	} else {
+		static const char *const gone[] = {"work", "tmp"};
+		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
+			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
+					      scratch_retire(w, t, p, false);
+		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
+				 scratch_retire(w, t, p, true);
+	}
 	publish(w, t);
 }
 
@@ -2968,7 +3074,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	spawner_stop(&w);
 	commit_stop(&w);
 	hooks_finish(&w);
-	spares_drop(&w, false);
+	spares_drop(&w, true);
 	leaves_drop();
 	held_drop();
 	/* Leave nothing behind: our claim directory goes if it is empty. A
