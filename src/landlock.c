@@ -93,6 +93,8 @@ int ll_apply(int abi, const struct ll_path *paths, size_t npaths, bool tcp_allow
 		return -e;
 	}
 	for (size_t i = 0; i < npaths; i++) {
+		if (paths[i].held && paths[i].covered)
+			continue;
 		if (paths[i].held) {
 			struct ll_path_beneath hb = {
 				.allowed_access = ll_path_rights(abi, paths[i].writable, paths[i].dir),

@@ -84,6 +84,10 @@ struct ll_path {
 	bool held;
 	bool dir;
 	int fd;
+	/* Held, and beneath a held read-only directory with its rule: this
+	 * one would add nothing (/bin -> /usr/bin, /etc/localtime ->
+	 * /usr/share/zoneinfo/...): no rule is made for it. */
+	bool covered;
 };
 
 /* Build the ruleset, add a rule for each path (a path that does not

@@ -134,7 +134,8 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 			ll_rule(argv, false, etc_net[i]);
 	ll_rule(argv, false, "/proc");
 	ll_rule(argv, false, none ? req->task_path : SANDBOX_TASK);
-	ll_rule(argv, false, none ? pol->launcher : SANDBOX_LAUNCH);
+	if (!none) /* backend none runs no launcher: nothing to read of it */
+		ll_rule(argv, false, SANDBOX_LAUNCH);
 	const char *runner = kind_runner_bound(req);
 	if (runner)
 		ll_rule(argv, false, runner);

@@ -352,8 +352,14 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 		out->kind = INSPECT_IGNORE;
 		return;
 	}
-	_cleanup_close_ int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (pfd < 0) {
+	/* In new/ anyone may swap the entry between two looks: it is looked
+	 * at through one O_PATH descriptor, and read through that. A claim
+	 * (keep) is in the worker's own directory, where nobody else can
+	 * rename: a stat of the name, and an open of it once it is known to
+	 * be a regular file (no device is ever opened), checked to be the
+	 * same file. */
+	_cleanup_close_ int pfd = keep ? -1 : openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (!keep && pfd < 0) {
 		if (errno == ENOENT) {
 			out->kind = INSPECT_GONE;
 			return;
@@ -363,7 +369,11 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 			 strerror(errno));
 		return;
 	}
-	if (fstat(pfd, &st) < 0) {
+	if (keep ? fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 : fstat(pfd, &st) < 0) {
+		if (keep && errno == ENOENT) {
+			out->kind = INSPECT_GONE;
+			return;
+		}
 		out->kind = INSPECT_REJECT;
 		snprintf(out->error, sizeof out->error, "cannot stat the task file: %s",
 			 strerror(errno));
@@ -410,7 +420,13 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 
 	char proc[64];
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
-	_cleanup_close_ int fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	_cleanup_close_ int fd = keep ? openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+				      : open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat fst;
+	if (fd >= 0 && keep && (fstat(fd, &fst) < 0 || fst.st_ino != st.st_ino || fst.st_dev != st.st_dev)) {
+		snprintf(out->error, sizeof out->error, "the task file changed while it was looked at");
+		return; /* rejected: never run */
+	}
 	if (fd < 0) {
 		snprintf(out->error, sizeof out->error, "cannot read the task file: %s",
 			 strerror(errno));

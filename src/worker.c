@@ -974,6 +974,9 @@ struct acct {
 static struct acct accts[ACCT_SLOTS];
 static unsigned acct_next;
 static struct stat acct_pw, acct_gr;
+/* Counted up at every change in /etc the worker's watch sees; -1: there
+ * is no watch, and /etc/passwd and /etc/group are looked at each time. */
+static long etc_gen = -1, acct_gen = -2;
 
 static bool same_file(const struct stat *a, const struct stat *b)
 {
@@ -983,15 +986,18 @@ static bool same_file(const struct stat *a, const struct stat *b)
 
 static const struct acct *acct_get(uid_t uid)
 {
-	struct stat pw, gr;
-	if (stat("/etc/passwd", &pw) < 0)
-		memset(&pw, 0, sizeof pw);
-	if (stat("/etc/group", &gr) < 0)
-		memset(&gr, 0, sizeof gr);
-	if (!same_file(&pw, &acct_pw) || !same_file(&gr, &acct_gr)) {
-		memset(accts, 0, sizeof accts);
-		acct_pw = pw;
-		acct_gr = gr;
+	if (etc_gen < 0 || etc_gen != acct_gen) {
+		struct stat pw, gr;
+		if (stat("/etc/passwd", &pw) < 0)
+			memset(&pw, 0, sizeof pw);
+		if (stat("/etc/group", &gr) < 0)
+			memset(&gr, 0, sizeof gr);
+		if (!same_file(&pw, &acct_pw) || !same_file(&gr, &acct_gr)) {
+			memset(accts, 0, sizeof accts);
+			acct_pw = pw;
+			acct_gr = gr;
+		}
+		acct_gen = etc_gen;
 	}
 	int64_t now = now_mono_ms();
 	struct acct *a = NULL;
@@ -1288,6 +1294,8 @@ static struct held_path {
 	char *path;
 	int fd;   /* -1: not held (not there, or not one of the kinds held): the child opens it */
 	bool dir, file;
+	bool covered; /* beneath a held directory (real paths): no rule of its own */
+	char *real;   /* a held directory's real path, for that comparison */
 } held[HELD_MAX];
 static size_t nheld;
 static int64_t held_since;
@@ -1305,6 +1313,7 @@ static void held_drop(void)
 		if (held[i].fd >= 0)
 			close(held[i].fd);
 		free(held[i].path);
+		free(held[i].real);
 	}
 	nheld = 0;
 	for (size_t i = 0; i < HELD_MAX; i++) {
@@ -1329,17 +1338,53 @@ static const struct held_path *held_get(const struct worker *w, const char *path
 	if (nheld == HELD_MAX)
 		return NULL;
 	struct held_path *h = &held[nheld];
+	*h = (struct held_path){.fd = -1};
 	/* A file of /etc itself (what the watch sees), never by a link. */
 	bool etc_file = w->wd_etc >= 0 && strncmp(path, "/etc/", 5) == 0 && !strchr(path + 5, '/');
 	h->fd = open(path, O_PATH | O_CLOEXEC | (etc_file ? O_NOFOLLOW : 0));
+	/* Not there (/libx32 on most hosts): no rule to make, and no open
+	 * per task to find that out; held paths are looked at again within
+	 * a minute, and /etc's at its next change. */
+	h->covered = h->fd < 0 && errno == ENOENT;
 	struct stat st;
+	bool link = h->fd >= 0 && fstat(h->fd, &st) == 0 && S_ISLNK(st.st_mode);
+	if (link) {
+		/* A link of /etc: only if where it leads is covered (below),
+		 * which the watch sees change as the link is made anew. */
+		close(h->fd);
+		h->fd = open(path, O_PATH | O_CLOEXEC);
+	}
 	if (h->fd >= 0 && (fstat(h->fd, &st) < 0 ||
-			   !(S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) || (etc_file && S_ISREG(st.st_mode))))) {
+			   !(S_ISDIR(st.st_mode) || S_ISCHR(st.st_mode) ||
+			     ((etc_file || link) && S_ISREG(st.st_mode))))) {
 		close(h->fd);
 		h->fd = -1;
 	}
 	h->dir = h->fd >= 0 && S_ISDIR(st.st_mode);
 	h->file = h->fd >= 0 && S_ISREG(st.st_mode);
+	/* Where it really is, beneath a directory held before it? The
+	 * system's paths are all read-only rules: one beneath another adds
+	 * nothing. */
+	char proc[64], real[PATH_MAX];
+	ssize_t rl = -1;
+	if (h->fd >= 0) {
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", h->fd);
+		rl = readlink(proc, real, sizeof real - 1);
+	}
+	if (rl > 0) {
+		real[rl] = '\0';
+		for (size_t i = 0; i < nheld && !h->covered; i++) {
+			size_t l = held[i].real ? strlen(held[i].real) : 0;
+			h->covered = l && !held[i].covered && strncmp(real, held[i].real, l) == 0 &&
+				     (real[l] == '/' || (l == 1 && real[0] == '/'));
+		}
+		if (h->dir)
+			h->real = xstrdup(real);
+	}
+	if (link && !h->covered && h->fd >= 0) {
+		close(h->fd); /* not held: the child opens it, by its link */
+		h->fd = -1;
+	}
 	h->path = xstrdup(path);
 	return &held[nheld++];
 }
@@ -1392,10 +1437,16 @@ use:
 				*m = (struct held_memo){xstrdup(p), h};
 			}
 		}
-		if (h && h->fd >= 0 && !(h->file && w->held_files_stale)) {
+		if (h && h->fd < 0 && h->covered && !c->paths[i].writable &&
+		    !(strncmp(p, "/etc/", 5) == 0 && w->held_files_stale)) {
+			c->paths[i].held = c->paths[i].covered = true; /* absent */
+			c->paths[i].fd = -1;
+		} else if (h && h->fd >= 0 && !(h->file && w->held_files_stale)) {
 			c->paths[i].held = true;
 			c->paths[i].fd = h->fd;
 			c->paths[i].dir = h->dir;
+			/* (a writable rule is never read-only's to cover) */
+			c->paths[i].covered = h->covered && !c->paths[i].writable;
 		}
 	}
 }
@@ -2713,8 +2764,10 @@ static void on_inotify(struct worker *w)
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
 			p += sizeof *ev + ev->len;
-			if ((ev->wd == w->wd_etc && w->wd_etc >= 0) || (ev->mask & IN_Q_OVERFLOW))
+			if ((ev->wd == w->wd_etc && w->wd_etc >= 0) || (ev->mask & IN_Q_OVERFLOW)) {
 				w->held_files_stale = true;
+				etc_gen++;
+			}
 		}
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
@@ -2951,8 +3004,12 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		die("inotify watch on %s: %s", p, strerror(errno));
 
 	/* Held files of /etc (held_get) are good while this says nothing. */
+	/* And the accounts are looked up again only after a change there
+	 * (acct_get): IN_MODIFY too, for a file written in place. */
 	w.wd_etc = inotify_add_watch(w.ino, "/etc",
-				     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR);
+				     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY |
+					     IN_ONLYDIR);
+	etc_gen = w.wd_etc >= 0 ? 0 : -1;
 	if (w.wd_etc < 0)
 		logmsg("no inotify watch on /etc (%s): each task's child opens its files", strerror(errno));
 

@@ -284,6 +284,33 @@ other-unreadable" "$(cat "$s/done/$be.stdout")" "$be: what the task could do"
 
 # A root worker runs a task as the owner of its file: nobody's task is
 # uid 65534 inside and out (its files, what it may read).
+# An account made while the worker runs counts at the next task: the
+# worker keeps what it looked up until its watch on /etc sees a change
+# (here a line appended in place, as a script might), not for its
+# 5-second TTL. The account goes again afterwards.
+test_account_added_while_running() {
+	need_root || return
+	local uid=4242 s line
+	getent passwd "$uid" >/dev/null && { skip "uid $uid has an account here"; return; }
+	s=$(mkspool)
+	open_spool "$s"
+	KART_BACKEND=none start_worker "$s"
+	printf '#!/bin/sh\nid -u\n' >"$s/tmp/before" && chown "$uid" "$s/tmp/before" &&
+		mv "$s/tmp/before" "$s/new/before"
+	wait_until 20 test -e "$s/done/before.json" || fail "no result for before"
+	assert_eq refused "$(field "$s" before .status)" "a task of a uid without an account"
+	line="kart-test-$uid:x:$uid:$uid::/nonexistent:/usr/sbin/nologin"
+	echo "$line" >>/etc/passwd
+	printf '#!/bin/sh\nid -u\n' >"$s/tmp/after" && chown "$uid" "$s/tmp/after" &&
+		mv "$s/tmp/after" "$s/new/after"
+	wait_until 20 test -e "$s/done/after.json" || fail "no result for after"
+	sed -i "/^kart-test-$uid:/d" /etc/passwd
+	stop_worker "$WPID"
+	assert_eq ok "$(field "$s" after .status)" "after the account was added ($(field "$s" after .error))"
+	assert_eq "$uid" "$(cat "$s/done/after.stdout")" "it ran as its submitter"
+	assert_eq "" "$(grep "^kart-test-$uid:" /etc/passwd)" "the account is gone again"
+}
+
 test_runs_as_submitter() {
 	need_root || return
 	need_bwrap || return
@@ -355,7 +382,8 @@ test_none_system_paths_held() {
 	need_root || return
 	local s; s=$(mkspool)
 	open_spool "$s"
-	local t='#!/bin/sh\ntest -x /usr/bin/env && echo usr\nhead -c 1 /dev/zero | wc -c\ncat /etc/passwd >/dev/null && echo passwd\ncat /etc/hosts >/dev/null && echo hosts\ncat /etc/shadow >/dev/null 2>&1 && echo shadow || echo no-shadow\n'
+	local t='#!/bin/sh\ntest -x /usr/bin/env && echo usr\nhead -c 1 /dev/zero | wc -c\ncat /etc/passwd >/dev/null && echo passwd\ncat /etc/hosts >/dev/null && echo hosts\ncat /etc/shadow >/dev/null 2>&1 && echo shadow || echo no-shadow\ncat /etc/localtime >/dev/null && echo localtime\n/bin/true && echo bin\n'
+	[ -L /etc/localtime ] && [ -L /bin ] || { skip "needs /etc/localtime a link into /usr and a merged /usr (/bin a link)"; return; }
 	KART_BACKEND=none start_worker "$s"
 	strace -f -qq -o "$s.strace" -e trace=openat -p "$WPID" &
 	local sp=$!
@@ -382,7 +410,9 @@ test_none_system_paths_held() {
 1
 passwd
 hosts
-no-shadow" "$(cat "$s/done/h$i.stdout")" "h$i: what it reached"
+no-shadow
+localtime
+bin" "$(cat "$s/done/h$i.stdout")" "h$i: what it reached"
 	done
 	# The call's start: strace may split it ("<unfinished ...>").
 	local usr='openat(AT_FDCWD, "/usr", O_RDONLY|O_CLOEXEC|O_PATH'
@@ -395,6 +425,14 @@ no-shadow" "$(cat "$s/done/h$i.stdout")" "h$i: what it reached"
 		"/etc/passwd held by the loop: opened once, again after the change in /etc, and after SIGHUP"
 	assert_eq 0 "$(grep -F "$pw" "$s.strace" | grep -F O_PATH | awk -v w="$WPID" '$1 != w' | wc -l)" \
 		"/etc/passwd opened for its rule by a task's child"
+	# Paths beneath a held directory need no rule of their own: /bin is
+	# /usr/bin, /etc/localtime leads into /usr/share/zoneinfo. No child
+	# opens them for a rule, nor a system path that is not there.
+	local p
+	for p in /bin /etc/localtime /libx32; do
+		assert_eq 0 "$(grep -F "openat(AT_FDCWD, \"$p\", O_RDONLY|O_CLOEXEC|O_PATH" "$s.strace" |
+			awk -v w="$WPID" '$1 != w' | wc -l)" "$p opened for a rule by a task's child"
+	done
 }
 
 # A root-owned task is refused unless the policy allows root tasks.
