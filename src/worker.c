@@ -2289,12 +2289,19 @@ static void spawner_stop(struct worker *w)
 }
 
 /* Fill free slots from the candidates, best first. */
+/* Results the commit thread may have queued before the loop starts no
+ * more tasks (a slot is free again before its result is durable). With
+ * backend none the loop can run tasks faster than one thread can fsync
+ * their results: without a bound the queue, and the worker's memory
+ * (about 2.5 KiB a task), would grow with the backlog in new/. */
+#define COMMIT_BACKLOG_MAX 256
+
 static void dispatch(struct worker *w)
 {
 	if (w->stopping)
 		return;
 	for (int l = 0; l < LANE__N; l++) {
-		while (w->used[l] < w->slots[l] && w->heap[l].n) {
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < COMMIT_BACKLOG_MAX) {
 			struct cand c = heap_pop(&w->heap[l]);
 			int r = spool_claim(w->sp, w->wdir, c.name);
 			if (r == -EEXIST) {

@@ -153,6 +153,46 @@ PY
 	[ "$hits" -gt 0 ] || fail "no fsync was injected"
 }
 
+# A disk slower than the tasks: every fsync of the commit thread is made
+# to take 5 ms (strace on that thread alone), so results are made
+# durable at about 150 a second while backend none runs trivial tasks
+# many times faster. A slot is free before its result is durable, so the
+# worker stops starting tasks while 256 results wait (each one's task is
+# held in memory until then): tasks started minus results published stays
+# near that bound, instead of growing with the backlog in new/. Every task
+# still gets its result.
+test_slow_fsync_backlog_bounded() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local s i n=900
+	s=$(mkspool)
+	for ((i = 0; i < n; i++)); do printf '#!/bin/sh\ntrue\n' >"$s/tmp/t$i"; done
+	KART_BACKEND=none KART_ALLOW_ROOT=yes start_worker "$s"
+	# Its threads: the loop, then the commit thread, then the spawners.
+	wait_until 10 grep -q ' on ' "$s.worker.log" || { fail "the worker did not start"; return; }
+	local ctid; ctid=$(ls "/proc/$WPID/task" | sort -n | sed -n 2p)
+	[ -n "$ctid" ] && [ "$(cat "/proc/$WPID/task/$ctid/comm")" != "" ] || { fail "no commit thread"; return; }
+	strace -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_exit=5000 -p "$ctid" &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$ctid" || { fail "strace never attached"; return; }
+	mv "$s"/tmp/t* "$s/new/"
+	local max=0 d started results
+	while [ "$(ls "$s/done" | grep -c '\.json$')" -lt "$n" ] && kill -0 "$WPID" 2>/dev/null; do
+		started=$(grep -c 'event=started' "$s.worker.log")
+		results=$(ls "$s/done" | grep -c '\.json$')
+		d=$((started - results))
+		[ "$d" -gt "$max" ] && max=$d
+		sleep 0.1
+	done
+	kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null
+	stop_worker "$WPID"
+	assert_eq "$n" "$(ls "$s/done" | grep -c '\.json$')" "results"
+	assert_eq 0 "$(find "$s/done" -name '*.json' -exec cat {} + | jq -r .status | grep -vc '^ok$')" "results not ok"
+	[ "$max" -ge 200 ] || fail "the backlog of results never built up (test premise): at most $max"
+	[ "$max" -le 270 ] || fail "$max tasks started and not yet published: the worker went on starting tasks"
+	echo "    at most $max tasks started and not yet published"
+}
+
 # More tasks than the inotify queue holds arrive while the worker is
 # stopped: the overflow makes it look at new/, and all run.
 test_inotify_overflow() {
