@@ -448,8 +448,8 @@ static void test_landlock_off(void **state)
 	built_free(&b);
 }
 
-/* Backend none: Landlock is all there is; the host's /tmp and the rest
- * of the spool stay out. */
+/* Backend none: Landlock is all there is; the host's /tmp, the rest
+ * of the spool and the launcher it does not run stay out. */
 static void test_landlock_none(void **state)
 {
 	(void)state;
@@ -459,7 +459,9 @@ static void test_landlock_none(void **state)
 	assert_true(has_rule(&b, true, OUT_HOST));
 	assert_true(has_rule(&b, true, "/dev/null"));
 	assert_true(has_rule(&b, false, TASK_HOST));
-	assert_true(has_rule(&b, false, b.pol.launcher));
+	/* No launcher runs with backend none: the task gets no rule for it. */
+	assert_false(has_rule(&b, false, b.pol.launcher));
+	assert_false(has_rule(&b, true, b.pol.launcher));
 	assert_true(has_rule(&b, false, "/usr"));
 	assert_false(has_rule(&b, true, "/tmp"));
 	assert_false(has_rule(&b, true, "/dev"));
