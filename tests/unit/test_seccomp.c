@@ -173,13 +173,18 @@ static int load_prog(const struct seccomp_prog *p)
  * its child as the worker's spawn thread and a task do: between the two,
  * clone3 reaches the kernel (EINVAL for its NULL arguments); after both,
  * every call the whole program refuses is refused, with its errno. */
+static void split_build(struct seccomp_prog *outer, struct seccomp_prog *inner)
+{
+	char err[256] = "";
+	if (seccomp_prog_build_split(outer, inner, err, sizeof err) < 0)
+		fail_msg("split: %s", err);
+}
+
 static void test_split_denied_calls(void **state)
 {
 	(void)state;
 	struct seccomp_prog outer, inner;
-	char err[256] = "";
-	if (seccomp_prog_build_split(&outer, &inner, err, sizeof err) < 0)
-		fail_msg("split: %s", err);
+	split_build(&outer, &inner);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -495,9 +500,7 @@ static void test_split_same_as_whole(void **state)
 {
 	(void)state;
 	struct seccomp_prog outer, inner;
-	char err[256] = "";
-	if (seccomp_prog_build_split(&outer, &inner, err, sizeof err) < 0)
-		fail_msg("split: %s", err);
+	split_build(&outer, &inner);
 	struct pair p = {.f = (const void *)prog.bpf, .n = prog.len / 8, .fname = "whole",
 			 .g = (const void *)outer.bpf, .m = outer.len / 8,
 			 .g2 = (const void *)inner.bpf, .m2 = inner.len / 8, .gname = "outer+inner"};
