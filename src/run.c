@@ -341,6 +341,8 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		if (pipe2(stp, O_CLOEXEC) < 0) {
 			int e = -errno;
 			close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+			if (join)
+				close(gop[0]), close(gop[1]);
 			return e;
 		}
 		ca.stw = stp[1];
