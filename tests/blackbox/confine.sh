@@ -311,6 +311,27 @@ test_account_added_while_running() {
 	assert_eq "" "$(grep "^kart-test-$uid:" /etc/passwd)" "the account is gone again"
 }
 
+# The switch to the submitter fails in a backend none child (setresuid
+# made to fail with strace): the task never runs, and the result says
+# why, refusal setuid_failed, from the child's status lines (which it
+# writes into the worker's memory, as it shares it until its exec).
+test_none_setuid_failure_refused() {
+	need_root || return
+	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
+	local s; s=$(mkspool)
+	open_spool "$s"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/su"
+	chown nobody "$s/new/su"
+	KART_BACKEND=none timeout 60 strace -f -qq -o "$s.strace" -e trace=setresuid \
+		-e inject=setresuid:error=EPERM:when=1 "$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1 ||
+		fail "worker under strace exited $?: $(tail -3 "$s.worker.log")"
+	grep -q 'setresuid(.*(INJECTED)' "$s.strace" || { fail "no setresuid was made to fail (test premise)"; return; }
+	assert_eq refused "$(field "$s" su .status)" "status"
+	assert_eq setuid_failed "$(field "$s" su .refusal)" "refusal"
+	assert_match "could not run as its submitter: setuid" "$(field "$s" su .error)" "error"
+	assert_eq "" "$(cat "$s/done/su.stdout" 2>/dev/null)" "the task never ran"
+}
+
 test_runs_as_submitter() {
 	need_root || return
 	need_bwrap || return
