@@ -477,6 +477,12 @@ int seccomp_prog_fd(const struct seccomp_prog *p)
 	return memfd_sealed("kart-seccomp", p->bpf, p->len);
 }
 
+struct sock_fprog seccomp_prog_fprog(const struct seccomp_prog *p)
+{
+	return (struct sock_fprog){.len = (unsigned short)(p->len / sizeof(struct sock_filter)),
+				   .filter = (struct sock_filter *)p->bpf};
+}
+
 void seccomp_prog_free(struct seccomp_prog *p)
 {
 	free(p->bpf);

@@ -5,6 +5,7 @@
 #ifndef KART_SECCOMP_H
 #define KART_SECCOMP_H
 
+#include <linux/filter.h>
 #include <stddef.h>
 
 struct seccomp_prog {
@@ -42,6 +43,9 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
 int seccomp_prog_fd(const struct seccomp_prog *p);
 
 void seccomp_prog_free(struct seccomp_prog *p);
+
+/* The program as SECCOMP_SET_MODE_FILTER takes it; it points into p. */
+struct sock_fprog seccomp_prog_fprog(const struct seccomp_prog *p);
 
 /* The same denylist as a container runtime's seccomp profile (the JSON
  * that docker, podman and nerdctl take with --security-opt seccomp=FILE):

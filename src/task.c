@@ -419,7 +419,8 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 	}
 
 	char proc[64];
-	snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
+	if (!keep)
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
 	_cleanup_close_ int fd = keep ? openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
 				      : open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	struct stat fst;

@@ -98,7 +98,7 @@ struct task {
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
 	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
-	 * used under their own names (scratch_take); "" once handed on. */
+	 * used under their own names (scratch_dir); "" once handed on. */
 	char scr[3][24];
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
@@ -258,8 +258,6 @@ struct spawn_job {
 	int ufd, sfd, rc;
 	struct run_cred cred;
 	struct confine conf;
-	struct sock_fprog fprog; /* a copy of the filter: a SIGHUP may rebuild ours */
-	struct sock_fprog inner; /* the inner half of the split filter (inherit) */
 	bool inherit;		 /* for a thread that holds the outer half */
 	struct run_direct direct;
 	struct leaf_join {
@@ -295,7 +293,7 @@ struct spawner {
 	struct spawn_job *todof;	/* their queue, in order */
 	pthread_t fth[SPAWN_THREADS];
 	int nf;
-	struct sock_fprog outer;	/* what they load */
+	const struct sock_fprog *outer, *inner; /* what they load, what their children do */
 };
 
 static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
@@ -313,7 +311,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		pthread_mutex_unlock(&sp->h.mu);
 		struct task *t = j->t;
 		if (holds_outer && j->inherit)
-			j->direct.filter = &j->inner;
+			j->direct.filter = sp->inner;
 		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
 				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
 				       j->use_cred ? &j->cred : NULL, j->sfd,
@@ -338,7 +336,7 @@ static void *spawn_main_filtered(void *arg)
 	struct spawner *sp = arg;
 	/* This thread alone: no_new_privs and a filter are per thread. */
 	bool held = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sp->outer) == 0;
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, sp->outer) == 0;
 	if (!held)
 		logmsg("seccomp: a spawn thread cannot load the outer filter (%s); its tasks "
 		       "load the whole program", strerror(errno));
@@ -533,6 +531,10 @@ struct worker {
 	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
 	char scmp_err[256];       /* and why: every task is refused */
 	struct seccomp_prog scmp_outer, scmp_inner; /* the same, split (spawner); or NULL */
+	/* The same three as the kernel takes them. Once built they are never
+	 * rebuilt (only a filter that failed is, at SIGHUP): spawns point at
+	 * them for the worker's life. */
+	struct sock_fprog fp_whole, fp_outer, fp_inner;
 	char *scmp_json;          /* the same, as a container runtime's profile */
 	char clabel[96];          /* backend container: kart.worker=<this> */
 	unsigned long cseq;
@@ -540,8 +542,7 @@ struct worker {
 	int ncommit; /* tasks with the commit thread */
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
-	bool held_files_stale; /* an entry of /etc changed: its held files are */
-	int wd_etc;      /* the watch on /etc that says so; -1: no file is held */
+	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -975,7 +976,9 @@ static struct acct accts[ACCT_SLOTS];
 static unsigned acct_next;
 static struct stat acct_pw, acct_gr;
 /* Counted up at every change in /etc the worker's watch sees; -1: there
- * is no watch, and /etc/passwd and /etc/group are looked at each time. */
+ * is no watch, and /etc/passwd and /etc/group are looked at each time.
+ * What was read from /etc (accounts, held paths) notes the count it was
+ * read at, and is good while it is the same. */
 static long etc_gen = -1, acct_gen = -2;
 
 static bool same_file(const struct stat *a, const struct stat *b)
@@ -1293,12 +1296,14 @@ static void peer_dead(void *arg, const char *peer)
 static struct held_path {
 	char *path;
 	int fd;   /* -1: not held (not there, or not one of the kinds held): the child opens it */
-	bool dir, file;
-	bool covered; /* beneath a held directory (real paths): no rule of its own */
+	bool dir;
+	bool watched; /* an entry of /etc itself, which the watch on /etc sees change */
+	bool covered; /* beneath a held directory (real paths), or not there: no rule of its own */
 	char *real;   /* a held directory's real path, for that comparison */
 } held[HELD_MAX];
 static size_t nheld;
 static int64_t held_since;
+static long held_gen = -1; /* etc_gen when they were opened */
 /* sandbox.c lists the same paths in the same order for every task: what
  * the path at each position came to last time (NULL: not held), so that
  * a task's lookups are one string comparison each. */
@@ -1339,8 +1344,9 @@ static const struct held_path *held_get(const struct worker *w, const char *path
 		return NULL;
 	struct held_path *h = &held[nheld];
 	*h = (struct held_path){.fd = -1};
-	/* A file of /etc itself (what the watch sees), never by a link. */
+	/* An entry of /etc itself (what the watch sees), never by a link. */
 	bool etc_file = w->wd_etc >= 0 && strncmp(path, "/etc/", 5) == 0 && !strchr(path + 5, '/');
+	h->watched = etc_file;
 	h->fd = open(path, O_PATH | O_CLOEXEC | (etc_file ? O_NOFOLLOW : 0));
 	/* Not there (/libx32 on most hosts): no rule to make, and no open
 	 * per task to find that out; held paths are looked at again within
@@ -1361,7 +1367,6 @@ static const struct held_path *held_get(const struct worker *w, const char *path
 		h->fd = -1;
 	}
 	h->dir = h->fd >= 0 && S_ISDIR(st.st_mode);
-	h->file = h->fd >= 0 && S_ISREG(st.st_mode);
 	/* Where it really is, beneath a directory held before it? The
 	 * system's paths are all read-only rules: one beneath another adds
 	 * nothing. */
@@ -1415,15 +1420,20 @@ static bool held_system(const struct policy *pol, const char *p)
 static void held_apply(struct worker *w, struct confine *c)
 {
 	int64_t now = now_mono_ms();
-	if ((nheld && now - held_since >= HELD_TTL_MS) || w->held_stale || w->held_files_stale) {
+	if ((nheld && now - held_since >= HELD_TTL_MS) || w->held_stale || held_gen != etc_gen) {
 		if (any_spawning(w))
 			goto use; /* their children have the old numbers: later */
 		held_drop();
-		w->held_stale = w->held_files_stale = false;
+		w->held_stale = false;
 	}
-	if (!nheld)
+	if (!nheld) {
 		held_since = now;
-use:
+		held_gen = etc_gen;
+	}
+use:;
+	/* An entry of /etc changed since: until they are opened again, the
+	 * child opens the paths of /etc itself. */
+	bool etc_stale = held_gen != etc_gen;
 	for (size_t i = 0; i < c->npaths; i++) {
 		const char *p = c->paths[i].path;
 		const struct held_path *h;
@@ -1437,11 +1447,12 @@ use:
 				*m = (struct held_memo){xstrdup(p), h};
 			}
 		}
-		if (h && h->fd < 0 && h->covered && !c->paths[i].writable &&
-		    !(strncmp(p, "/etc/", 5) == 0 && w->held_files_stale)) {
+		if (!h || (h->watched && etc_stale))
+			continue;
+		if (h->fd < 0 && h->covered && !c->paths[i].writable) {
 			c->paths[i].held = c->paths[i].covered = true; /* absent */
 			c->paths[i].fd = -1;
-		} else if (h && h->fd >= 0 && !(h->file && w->held_files_stale)) {
+		} else if (h->fd >= 0) {
 			c->paths[i].held = true;
 			c->paths[i].fd = h->fd;
 			c->paths[i].dir = h->dir;
@@ -1692,13 +1703,16 @@ static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
 	return 0;
 }
 
-/* Backend none: a directory for a run as uid, named in out: a spare,
- * under the name it has (no rename into place, nor out of it at the
- * end: its path reaches the task in its environment, and nothing else
- * needs to know whose it is), or a new one named like a spare. *owned
- * as scratch_mkdir's. */
-static int scratch_take(struct worker *w, char out[24], mode_t mode, uid_t uid, gid_t gid,
-			bool *owned)
+/* A scratch directory for a run as uid, made or taken from the spares
+ * (one of the mode asked first: no chmod). inplace (backend none): it is
+ * used under the name it has, written to name (24 bytes at least), a
+ * spare's or a new one named like a spare: no rename into place, nor out
+ * of it at the end; its path reaches the task in its environment, and
+ * nothing else needs to know whose it is. Else it is made or renamed to
+ * cur/W/name, a leftover of that name (a clean-up that failed) removed
+ * first. *owned: a spare that is uid's and gid's already (no chown). */
+static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
+		       bool *owned)
 {
 	*owned = false;
 	static mode_t um = (mode_t)-1;
@@ -1706,7 +1720,6 @@ static int scratch_take(struct worker *w, char out[24], mode_t mode, uid_t uid, 
 		um = umask(022);
 		(void)umask(um);
 	}
-	/* One of the same mode first (no chmod), else any of uid's. */
 	size_t pick = nspares;
 	for (size_t i = nspares; i-- > 0;)
 		if (spares[i].uid == uid && (pick == nspares || spares[i].mode == (mode & ~um))) {
@@ -1714,63 +1727,32 @@ static int scratch_take(struct worker *w, char out[24], mode_t mode, uid_t uid, 
 			if (spares[i].mode == (mode & ~um))
 				break;
 		}
-	for (size_t i = pick; i < nspares; i = nspares) {
-		struct spare k = spares[i];
-		spares[i] = spares[--nspares];
-		snprintf(out, 24, ".spare.%u", k.n);
-		*owned = k.gid == gid;
-		if (k.mode == (mode & ~um) || fchmodat(w->wdir, out, mode & ~um, 0) == 0)
-			return 0;
-		*owned = false;
-		(void)rm_rf_at(w->wdir, out);
-		break;
-	}
-	snprintf(out, 24, ".spare.%u", ++spare_seq);
-	if (mkdirat(w->wdir, out, mode) < 0) {
-		int e = -errno;
-		out[0] = '\0';
-		return e;
-	}
-	if (!fresh_state) {
-		_cleanup_close_ int d = openat(w->wdir, out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		fresh_state = d >= 0 && dir_attrs(d, &fresh_flags, &fresh_projid, &fresh_xflags) == 0 ? 1 : -1;
-	}
-	return 0;
-}
-
-/* Make cur/W/NAME for a run as uid: a spare, or a new directory. A
- * leftover of the same name (a clean-up that failed) is removed first.
- * *owned: it is a spare that is uid's and gid's already (no chown). */
-static int scratch_mkdir(struct worker *w, const char *name, mode_t mode, uid_t uid, gid_t gid,
-			 bool *owned)
-{
-	*owned = false;
-	static mode_t um = (mode_t)-1;
-	if (um == (mode_t)-1) {
-		um = umask(022);
-		(void)umask(um);
-	}
-	for (size_t i = nspares; i-- > 0;) {
-		if (spares[i].uid != uid)
-			continue;
-		char sp[32];
-		struct spare k = spares[i];
+	if (pick < nspares) {
+		struct spare k = spares[pick];
+		spares[pick] = spares[--nspares];
+		char sp[24];
 		snprintf(sp, sizeof sp, ".spare.%u", k.n);
-		spares[i] = spares[--nspares];
-		if (renameat2(w->wdir, sp, w->wdir, name, RENAME_NOREPLACE) < 0) {
+		if (inplace)
+			strcpy(name, sp);
+		if (inplace || renameat2(w->wdir, sp, w->wdir, name, RENAME_NOREPLACE) == 0) {
+			*owned = k.gid == gid;
+			if (k.mode == (mode & ~um) || fchmodat(w->wdir, name, mode & ~um, 0) == 0)
+				return 0;
+			*owned = false;
+			(void)rm_rf_at(w->wdir, name);
+		} else
 			(void)rm_rf_at(w->wdir, sp);
-			break;
-		}
-		*owned = k.gid == gid;
-		if (k.mode == (mode & ~um) || fchmodat(w->wdir, name, mode & ~um, 0) == 0)
-			return 0;
-		*owned = false;
-		(void)unlinkat(w->wdir, name, AT_REMOVEDIR);
-		break;
 	}
+	if (inplace)
+		snprintf(name, 24, ".spare.%u", ++spare_seq);
 	if (mkdirat(w->wdir, name, mode) < 0) {
-		if (errno != EEXIST)
-			return -errno;
+		int e = -errno;
+		if (inplace) {
+			name[0] = '\0'; /* nothing to remove later */
+			return e;
+		}
+		if (e != -EEXIST)
+			return e;
 		(void)rm_rf_at(w->wdir, name);
 		if (mkdirat(w->wdir, name, mode) < 0)
 			return -errno;
@@ -1831,7 +1813,7 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 	unsigned sn;
 	char sp[32], tail;
 	if (sscanf(name, ".spare.%u%c", &sn, &tail) == 1) {
-		/* scratch_take's: a spare already, by its name */
+		/* scratch_dir's in place: a spare already, by its name */
 		if (reuse) {
 			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777};
 			return true;
@@ -1846,18 +1828,11 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 	return rm_rf_at(w->wdir, name) == 0;
 }
 
-/* Spares are ours for this life only: at start-up (a crash's) and at exit. */
-static void spares_drop(struct worker *w, bool all)
+/* Spares are ours for this life only: every .spare.N goes at start-up (a
+ * crash's) and at exit (backend none's run directories are named so, and
+ * one its clean-up could not remove is not in spares[]). */
+static void spares_drop(struct worker *w)
 {
-	if (!all) {
-		for (size_t i = 0; i < nspares; i++) {
-			char sp[32];
-			snprintf(sp, sizeof sp, ".spare.%u", spares[i].n);
-			(void)rm_rf_at(w->wdir, sp);
-		}
-		nspares = 0;
-		return;
-	}
 	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
 	if (!dir)
@@ -1915,7 +1890,6 @@ static void spawn_job_free(struct spawn_job *j)
 	strv_free(&j->argv);
 	strv_free(&j->envp);
 	free(j->cwd);
-	free(j->fprog.filter);
 	if (j->ufd >= 0)
 		close(j->ufd);
 	if (j->sfd >= 0)
@@ -1989,7 +1963,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	struct run_cred cred;
 	const char *refusal = NULL;
 	int as_user = task_cred(w, t, &cred, &refusal);
-	gid_t gid = as_user > 0 ? cred.gid : (gid_t)-1; /* scratch_mkdir's, to compare */
+	gid_t gid = as_user > 0 ? cred.gid : (gid_t)-1; /* scratch_dir's, to compare */
 	if (as_user < 0) {
 		finish_refused(w, t, refusal, t->errbuf);
 		return;
@@ -2008,46 +1982,42 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 
 	/* No clean-up of scratch entries here: finish, re-queue and
 	 * recovery remove them, the captures are truncated, and a leftover
-	 * directory is removed by scratch_mkdir. */
+	 * directory is removed by scratch_dir. */
 	/* The capture files are made at the first byte (capture_file): a
 	 * silent run allocates no inode for them. */
-	int ofd = -1, efd = -1;
-	char outdir[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
+	char outname[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
 	bool own_o = false, own_w = false, own_t = false;
-	/* Backend none runs in spares under their own names (scratch_take):
+	/* Backend none runs in spares under their own names (scratch_dir):
 	 * no rename per directory into place and back. */
 	bool inplace = w->pol->backend == BACKEND_NONE;
-	if ((inplace ? scratch_take(w, t->scr[2], 0755, t->run_uid, gid, &own_o) < 0 ||
-			       pathfmt(outdir, sizeof outdir, "%s", t->scr[2]) < 0
-		     : pathfmt(outdir, sizeof outdir, ".%s.out", name) < 0 ||
-			       scratch_mkdir(w, outdir, 0755, t->run_uid, gid, &own_o) < 0) ||
+	char *outdir = inplace ? t->scr[2] : outname;
+	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
+	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
-	    (inplace ? scratch_take(w, t->scr[0], 0700, t->run_uid, gid, &own_w) < 0 ||
-			       pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, t->scr[0]) < 0
-		     : pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
+	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
 		finish_refused(w, t, "sandbox_setup_failed",
 			       "cannot prepare the task's output files in the claim directory");
 		return;
 	}
-	t->run.out.file = ofd;
-	t->run.err.file = efd;
 	char tmpdir[PATH_MAX];
 	if (container) {
 		/* Its /work, bound into the container; /tmp is the engine's
 		 * tmpfs. */
 		char wd[512];
 		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
-		    scratch_mkdir(w, wd, 0700, t->run_uid, gid, &own_w) < 0 ||
+		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w) < 0 ||
 		    (as_user && !own_w &&
 		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
 			return;
 		}
-	} else if (w->pol->backend == BACKEND_NONE) {
-		const char *wd = t->scr[0], *td = t->scr[1];
+	} else if (inplace) {
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		if (scratch_take(w, t->scr[1], 0700, t->run_uid, gid, &own_t) < 0 ||
+		const char *wd = t->scr[0], *td = t->scr[1];
+		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w) < 0 ||
+		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t) < 0 ||
+		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
 				 (!own_t && fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)))) {
@@ -2145,19 +2115,11 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		j->conf.bset = w->bset;
 		j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
 		if (want_scmp) {
-			j->fprog.len = (unsigned short)(w->scmp.len / sizeof(struct sock_filter));
-			j->fprog.filter = xmalloc(w->scmp.len);
-			memcpy(j->fprog.filter, w->scmp.bpf, w->scmp.len);
-			j->direct.filter = &j->fprog;
+			j->direct.filter = &w->fp_whole;
 			/* Born under the outer half: only where nothing is left
 			 * to do between the clone and the child's own steps (no
-			 * v1 join, which needs a fork of its own). The split is
-			 * never rebuilt once made: inner stays valid. */
+			 * v1 join, which needs a fork of its own). */
 			j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough);
-			if (j->inherit)
-				j->inner = (struct sock_fprog){
-					.len = (unsigned short)(w->scmp_inner.len / sizeof(struct sock_filter)),
-					.filter = (struct sock_filter *)w->scmp_inner.bpf};
 		}
 	}
 	t->seccomp = want_scmp;
@@ -2241,9 +2203,8 @@ static void spawn_done(struct worker *w)
 static void spawner_start_filtered(struct worker *w)
 {
 	struct spawner *sp = &w->spawner;
-	sp->outer = (struct sock_fprog){
-		.len = (unsigned short)(w->scmp_outer.len / sizeof(struct sock_filter)),
-		.filter = (struct sock_filter *)w->scmp_outer.bpf};
+	sp->outer = &w->fp_outer;
+	sp->inner = &w->fp_inner;
 	for (int i = 0; i < SPAWN_THREADS; i++) {
 		int e = pthread_create(&sp->fth[sp->nf], NULL, spawn_main_filtered, sp);
 		if (e) {
@@ -2288,7 +2249,6 @@ static void spawner_stop(struct worker *w)
 	helper_stop(&sp->h);
 }
 
-/* Fill free slots from the candidates, best first. */
 /* Results the commit thread may have queued before the loop starts no
  * more tasks (a slot is free again before its result is durable). With
  * backend none the loop can run tasks faster than one thread can fsync
@@ -2296,6 +2256,7 @@ static void spawner_stop(struct worker *w)
  * (about 2.5 KiB a task), would grow with the backlog in new/. */
 #define COMMIT_BACKLOG_MAX 256
 
+/* Fill free slots from the candidates, best first. */
 static void dispatch(struct worker *w)
 {
 	if (w->stopping)
@@ -2771,10 +2732,8 @@ static void on_inotify(struct worker *w)
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
 			p += sizeof *ev + ev->len;
-			if ((ev->wd == w->wd_etc && w->wd_etc >= 0) || (ev->mask & IN_Q_OVERFLOW)) {
-				w->held_files_stale = true;
-				etc_gen++;
-			}
+			if (w->wd_etc >= 0 && (ev->wd == w->wd_etc || (ev->mask & IN_Q_OVERFLOW)))
+				etc_gen++; /* (without a watch it stays -1) */
 		}
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *ev = (struct inotify_event *)p;
@@ -2924,6 +2883,9 @@ static void build_seccomp(struct worker *w)
 		seccomp_prog_free(&w->scmp_outer);
 		logmsg("seccomp: no split filter (%s): each task loads the whole program", err);
 	}
+	w->fp_whole = seccomp_prog_fprog(&w->scmp);
+	w->fp_outer = seccomp_prog_fprog(&w->scmp_outer);
+	w->fp_inner = seccomp_prog_fprog(&w->scmp_inner);
 	if (!w->scmp_json && !(w->scmp_json = seccomp_profile_json()))
 		logmsg("seccomp: the container profile could not be made");
 }
@@ -3054,7 +3016,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	sweep_leaves(&w);
 	container_label(sp->path, w.id, w.clabel, sizeof w.clabel);
 	sweep_containers(&w, w.id);
-	spares_drop(&w, true);
+	spares_drop(&w);
 	int rq = 0, lost = 0;
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -3138,7 +3100,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	spawner_stop(&w);
 	commit_stop(&w);
 	hooks_finish(&w);
-	spares_drop(&w, true);
+	spares_drop(&w);
 	leaves_drop();
 	held_drop();
 	/* Leave nothing behind: our claim directory goes if it is empty. A

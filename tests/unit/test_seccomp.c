@@ -164,7 +164,7 @@ static void test_denied_calls(void **state)
 
 static int load_prog(const struct seccomp_prog *p)
 {
-	struct sock_fprog fp = {.len = (unsigned short)(p->len / 8), .filter = (void *)p->bpf};
+	struct sock_fprog fp = seccomp_prog_fprog(p);
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -1
 	       : (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp);
 }
