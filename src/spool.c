@@ -489,14 +489,69 @@ static int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *byt
 	return tree_walk(d, cap, bytes, &entries, TREE_ENTRIES_MAX, 0);
 }
 
-/* Write done/<id>.json through a temporary file, durably, without ever
- * replacing an existing result. */
+/* Link an unnamed file (O_TMPFILE) as at/name; never replaces. With
+ * AT_EMPTY_PATH where we may (CAP_DAC_READ_SEARCH), else through
+ * /proc/self/fd. -EEXIST if the name is taken; -ENOTSUP if neither way
+ * works here (no /proc, say): the caller writes a named file instead. */
+static int link_unnamed(int fd, int at, const char *name)
+{
+	static _Atomic bool by_proc; /* AT_EMPTY_PATH was refused once */
+	if (!by_proc) {
+		if (linkat(fd, "", at, name, AT_EMPTY_PATH) == 0)
+			return 0;
+		if (errno != ENOENT)
+			return -errno;
+		by_proc = true;
+	}
+	char p[64];
+	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, p, at, name, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	return errno == ENOENT ? -ENOTSUP : -errno;
+}
+
+/* done/<id>.json as an unnamed file, written, fsynced, then linked into
+ * place: no temporary name to make, rename and remove, and (on ext4
+ * without a journal) its fsync does not also write out done/, which a
+ * file just added to a directory makes it do. 1 if there is no
+ * O_TMPFILE here (the caller uses a named temporary file), 0 or -errno. */
+static int write_result_unnamed(struct spool *sp, const char *fin, const char *json)
+{
+	static _Atomic bool unsupported;
+	if (unsupported)
+		return 1;
+	_cleanup_close_ int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+			return -errno;
+		unsupported = true;
+		return 1;
+	}
+	int r = write_all(fd, json, strlen(json));
+	/* A failed fsync: the file is dropped (closed unlinked), never trusted. */
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && (r = link_unnamed(fd, sp->done, fin)) == -ENOTSUP) {
+		unsupported = true;
+		return 1;
+	}
+	return r;
+}
+
+/* Write done/<id>.json durably, without ever replacing an existing
+ * result: unnamed and linked, or through a temporary name. */
 static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo)
 {
 	char tmpn[512], fin[512];
 	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0 ||
 	    pathfmt(fin, sizeof fin, "%s.json", id) < 0)
 		return -ENAMETOOLONG;
+	/* redo replaces our own earlier copy: only rename(2) can. */
+	if (!redo) {
+		int u = write_result_unnamed(sp, fin, json);
+		if (u <= 0)
+			return u;
+	}
 	_cleanup_close_ int fd =
 		openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0 && errno == EEXIST) {

@@ -51,12 +51,12 @@ enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
 /* What each event does in each state (s6-supervise's actions table). */
-enum taction { TA_NONE, TA_FINISH, TA_KILL_TIMEOUT, TA_KILL_CANCEL, TA_KILL_REQUEUE };
+enum taction { TA_NONE, TA_FINISH, TA_KILL_TIMEOUT, TA_KILL_CANCEL, TA_KILL_REQUEUE, TA_ABANDON };
 static const enum taction transitions[TS__N][TE__N] = {
 	[TS_RUNNING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_KILL_TIMEOUT,
 			[TE_CANCEL] = TA_KILL_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
 	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
-	[TS_PUBLISHING] = {TA_NONE},
+	[TS_PUBLISHING] = {[TE_GRACE_OVER] = TA_ABANDON},
 	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
 	[TS_SPAWNING] = {TA_NONE}, /* with a spawn thread: see task_event */
 };
@@ -1122,6 +1122,17 @@ static void publish(struct worker *w, struct task *t)
 static void undefer(struct worker *w);
 static void dispatch(struct worker *w);
 
+/* Stopping, and its result still cannot be published (a full disk, an
+ * I/O error) when the grace period is over: left in cur/W/ just as a
+ * crash leaves it, for recovery to publish, not retried for ever. */
+static void abandon(struct worker *w, struct task *t)
+{
+	logmsg("%s: its result could not be published before the stop; left in cur/%s/ for recovery",
+	       t->name, w->id);
+	memset(t->scr, 0, sizeof t->scr);
+	task_free(w, t);
+}
+
 /* Tasks back from the commit thread: published, or to be tried again (a
  * full disk, an I/O error: a task is never dropped), or, when its output
  * could not be made durable, run again. */
@@ -1143,6 +1154,9 @@ static void commit_done(struct worker *w)
 			t->meta.attempt++;
 			(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
 			task_free(w, t);
+		} else if (t->commit_err && w->stopping && !w->grace_mono) {
+			logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
+			abandon(w, t);
 		} else if (t->commit_err) {
 			logmsg("%s: cannot publish its result: %s; retrying", t->name,
 			       strerror(-t->commit_err));
@@ -1163,6 +1177,9 @@ static void commit_done(struct worker *w)
 	/* A task of the same name may wait for this one's claim to go. */
 	undefer(w);
 	dispatch(w);
+	/* A retry's time (dispatch, which arms it too, does nothing once
+	 * the worker is stopping). */
+	arm_timer(w);
 }
 
 /* Start a helper thread, which wakes the loop through h->efd (src kind).
@@ -2630,6 +2647,9 @@ static void task_event(struct worker *w, struct task *t, enum tevent ev)
 		undefer(w);
 		dispatch(w);
 		return;
+	case TA_ABANDON:
+		abandon(w, t);
+		return;
 	case TA_KILL_TIMEOUT:
 		t->end = END_TIMEOUT;
 		break;
@@ -2663,7 +2683,7 @@ static void arm_timer(struct worker *w)
 		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING)
 			EARLIER(t->retry_mono);
 	}
-	if (w->stopping && w->nrunning)
+	if (w->stopping && (w->nrunning || w->tasks))
 		EARLIER(w->grace_mono);
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
@@ -2698,8 +2718,10 @@ static void on_timer(struct worker *w)
 			drain_poll(w, t);
 	}
 	if (w->stopping && w->grace_mono && w->grace_mono <= now) {
-		for (struct task *t = w->tasks; t; t = t->next)
+		for (struct task *t = w->tasks, *nx; t; t = nx) {
+			nx = t->next; /* an abandoned task is freed */
 			task_event(w, t, TE_GRACE_OVER);
+		}
 		w->grace_mono = 0;
 	}
 	if (w->recover_mono && w->recover_mono <= now) {

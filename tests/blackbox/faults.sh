@@ -119,14 +119,16 @@ test_fsync_eio() {
 			"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
 		grep -q 'INJECTED' "$s.strace" || break
 		hits=$((hits + 1))
-		# The file whose fsync failed is never renamed into place: only a
-		# fresh file (a new O_CREAT|O_EXCL open of that name) may be.
+		# The file whose fsync failed is never renamed or linked into
+		# place: only a fresh file (a new O_CREAT|O_EXCL open of that
+		# name, or a new unnamed one) may be.
 		python3 - "$s.strace" <<'PY' || fail "fsync #$n: a file was published after its fsync failed"
 import re, sys
 bad = set()
 done_failed = False  # an fsync of done/ failed, and nothing was rewritten since
 for line in open(sys.argv[1]):
-    m = re.search(r'f(?:data)?sync\(\d+<([^>]*)>\)\s*= (-?\d+)', line)
+    # An unnamed result file (O_TMPFILE) shows as <done/#INODE>(deleted).
+    m = re.search(r'f(?:data)?sync\(\d+<([^>]*)>(?:\(deleted\))?\)\s*= (-?\d+)', line)
     if m and m.group(1).endswith('/done'):
         if m.group(2) != '0':
             done_failed = True
@@ -141,6 +143,12 @@ for line in open(sys.argv[1]):
     m = re.search(r'openat\([^,]*, "([^"]*)", [^)]*O_CREAT[^)]*\) = \d', line)
     if m:
         bad.discard(m.group(1).rsplit('/', 1)[-1]); continue
+    m = re.search(r'openat\(.*O_TMPFILE.*\) = \d+<([^>]*)>', line)
+    if m:
+        bad.discard(m.group(1).rsplit('/', 1)[-1]); continue
+    m = re.search(r'^\d+\s+linkat\(\d+<([^>]*)>(?:\(deleted\))?, "", ', line)
+    if m and m.group(1).rsplit('/', 1)[-1] in bad and '= 0' in line:
+        print("published after a failed fsync:", line.strip()); sys.exit(1)
     m = re.search(r'^\d+\s+(?:rename(?:at2?)?|linkat)\((?:\d+<[^>]*>, )?"([^"]*)"', line)
     if m and m.group(1).rsplit('/', 1)[-1] in bad and '= 0' in line:
         print("published after a failed fsync:", line.strip()); sys.exit(1)
@@ -151,6 +159,75 @@ PY
 	done
 	echo "    $hits fsync calls failed with EIO in turn"
 	[ "$hits" -gt 0 ] || fail "no fsync was injected"
+}
+
+# The result JSON is an unnamed file (O_TMPFILE), fsynced, then linked
+# into done/ with linkat(2) AT_EMPTY_PATH. Where that is refused (Linux
+# before 6.10 without CAP_DAC_READ_SEARCH says ENOENT), it is linked
+# through /proc/self/fd; where that fails too (no /proc), it is written
+# under a temporary name and renamed into place. ENOENT is injected into
+# the second linkat (the first links the task file as done/ID.task), and
+# then into every one from the second on.
+test_result_link_fallbacks() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local when s
+	for when in 2 2+; do
+		s=$(mkspool)
+		printf '#!/bin/sh
+echo out; echo err >&2
+' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/lk"
+		# timeout inside strace: a worker that never finishes is killed,
+		# not left running detached from a killed strace.
+		KART_BACKEND=none strace -f -qq -o "$s.strace" -e trace=linkat,renameat2 \
+			-e inject=linkat:error=ENOENT:when=$when \
+			timeout 30 "$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+		grep -q 'linkat([0-9]*, "", [0-9]*, "lk.json", AT_EMPTY_PATH) = -1 ENOENT .*(INJECTED)' "$s.strace" ||
+			{ fail "when=$when: the link of the unnamed JSON was not the one injected (test premise): $(grep linkat "$s.strace" | head -3)"; continue; }
+		assert_eq ok "$(jq -r .status "$s/done/lk.json")" "when=$when: status"
+		assert_eq out "$(cat "$s/done/lk.stdout")" "when=$when: stdout"
+		one_result "$s" lk
+		nothing_left "$s"
+		case $when in
+		2) grep -q 'linkat(AT_FDCWD, "/proc/self/fd/[0-9]*", [0-9]*, "lk.json", AT_SYMLINK_FOLLOW) = 0$' "$s.strace" ||
+			fail "when=2: not linked through /proc/self/fd: $(grep lk.json "$s.strace")" ;;
+		*) grep -q 'renameat2([0-9]*, "\.lk\.json\.[0-9]*\.tmp", [0-9]*, "lk.json", RENAME_NOREPLACE) = 0$' "$s.strace" ||
+			fail "when=2+: not renamed from a temporary name: $(grep lk.json "$s.strace")"
+			assert_eq "" "$(find "$s/done" -name '*.tmp')" "when=2+: temporary files left" ;;
+		esac
+	done
+}
+
+# A result that cannot be published (every linkat(2) of the worker fails
+# with EIO) is retried every second, for as long as the worker runs. A
+# SIGTERM still stops the worker once the grace period is over: the claim
+# is left in cur/W/ as a crash leaves it (not retried for ever, which kept
+# the worker from stopping at all), and the next worker finishes it.
+test_publish_failing_at_stop() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local s t0 el; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n[worker]\nterm_grace = 1s\n' >"$s/kart.conf"
+	printf '#!/bin/sh\necho out\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/pf"
+	KART_BACKEND=none strace -f -qq -o /dev/null -e trace=linkat -e inject=linkat:error=EIO \
+		timeout -k 5 30 "$KART" -s "$s" worker --id w1 >>"$s.worker.log" 2>&1 &
+	local sp=$!
+	T_PIDS+=("$sp")
+	wait_until 20 grep -q 'pf: cannot publish its result: Input/output error; retrying' "$s.worker.log" ||
+		{ fail "the publish never failed (test premise): $(tail -n 3 "$s.worker.log")"; return; }
+	t0=$SECONDS
+	# The worker alone (the whole command line): not strace or timeout.
+	pkill -TERM -x -f "$KART -s $s worker --id w1" || { fail "no worker to signal"; return; }
+	wait "$sp"
+	el=$((SECONDS - t0))
+	[ "$el" -le 10 ] || fail "the worker took ${el}s to stop (grace 1s): it kept retrying the publish"
+	grep -q 'pf: its result could not be published before the stop; left in cur/w1/ for recovery' "$s.worker.log" ||
+		fail "no word of the task left for recovery: $(tail -n 3 "$s.worker.log")"
+	assert_file "$s/cur/w1/pf"
+	assert_no_file "$s/done/pf.json"
+	KART_BACKEND=none KART_ALLOW_ROOT=yes drain "$s" --id w2
+	assert_eq ok "$(jq -r .status "$s/done/pf.json")" "status after recovery"
+	assert_eq out "$(cat "$s/done/pf.stdout")" "stdout after recovery"
+	one_result "$s" pf
+	nothing_left "$s"
 }
 
 # A disk slower than the tasks: every fsync of the commit thread is made
