@@ -21,9 +21,11 @@
 #include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -100,6 +102,9 @@ struct task {
 	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
 	 * used under their own names (scratch_dir); "" once handed on. */
 	char scr[3][24];
+	/* and the change time each had as a spare, when it was older than
+	 * the run (scratch_dir); {0, 0} if not */
+	struct timespec scr_ct[3];
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -1702,11 +1707,52 @@ static struct spare {
 	uid_t uid;
 	gid_t gid;   /* its group and mode when it was kept: */
 	mode_t mode; /* a change back is made only when needed */
+	struct timespec ct; /* and its change time then */
 } spares[SPARES_MAX];
 static size_t nspares;
 static unsigned spare_seq;
 static int fresh_state; /* 0: not looked at; 1: fresh_* hold a new directory's; -1: no reuse */
 static unsigned fresh_flags, fresh_projid, fresh_xflags;
+
+/* Does a directory's change time on the spool's filesystem move with
+ * every change made to it? On the local filesystems that keep one as
+ * POSIX says, yes; a FUSE server, say, may not keep it at all. */
+static bool ctime_trusted(struct worker *w)
+{
+	static int known; /* 0: not looked at; 1: trusted; -1: not */
+	struct statfs sf;
+	if (!known)
+		known = fstatfs(w->wdir, &sf) == 0 &&
+				(sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC ||
+				 sf.f_type == BTRFS_SUPER_MAGIC || sf.f_type == TMPFS_MAGIC ||
+				 sf.f_type == F2FS_SUPER_MAGIC)
+			? 1
+			: -1;
+	return known > 0;
+}
+
+/* Is a change time ct (as the filesystem wrote it, truncated to its
+ * granularity g) older than anything done from now on can leave? A
+ * change at T >= now is stamped at least floor_g(now) > now - g, so ct
+ * must be below now - g. g divides ct's nanoseconds (a power of ten up
+ * to a second); with none, g is taken as 2 s. */
+static bool ctime_before_now(struct timespec ct)
+{
+	struct timespec now;
+	if (clock_gettime(CLOCK_REALTIME_COARSE, &now) < 0)
+		return false;
+	int64_t g = 2000000000, a = ct.tv_nsec, b = 1000000000;
+	if (a) {
+		while (b) { /* gcd(ns, 10^9) >= g */
+			int64_t r = a % b;
+			a = b;
+			b = r;
+		}
+		g = a;
+	}
+	return (int64_t)ct.tv_sec * 1000000000 + ct.tv_nsec + g <
+	       (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
 
 static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
 {
@@ -1729,9 +1775,11 @@ static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
  * cur/W/name, a leftover of that name (a clean-up that failed) removed
  * first. *owned: a spare that is uid's and gid's already (no chown). */
 static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
-		       bool *owned)
+		       bool *owned, struct timespec *ct)
 {
 	*owned = false;
+	if (ct)
+		*ct = (struct timespec){0, 0};
 	static mode_t um = (mode_t)-1;
 	if (um == (mode_t)-1) {
 		um = umask(022);
@@ -1753,7 +1801,19 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
 			strcpy(name, sp);
 		if (inplace || renameat2(w->wdir, sp, w->wdir, name, RENAME_NOREPLACE) == 0) {
 			*owned = k.gid == gid;
-			if (k.mode == (mode & ~um) || fchmodat(w->wdir, name, mode & ~um, 0) == 0)
+			if (k.mode == (mode & ~um)) {
+				/* Unchanged since it was checked, and its change
+				 * time older than anything the run can do to it
+				 * (the filesystem stamps with the coarse clock, or
+				 * a finer one): scratch_retire needs no more than
+				 * that time to know the run left it as it was. A
+				 * chmod or a chown of ours makes it newer, and the
+				 * full check is made. */
+				if (ct && inplace && k.ct.tv_sec && ctime_trusted(w) && ctime_before_now(k.ct))
+					*ct = k.ct;
+				return 0;
+			}
+			if (fchmodat(w->wdir, name, mode & ~um, 0) == 0)
 				return 0;
 			*owned = false;
 			(void)rm_rf_at(w->wdir, name);
@@ -1786,11 +1846,25 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
  * keep_full: a directory with something in it stays as it is (the run's
  * $KART_OUTDIR, which spool_finish moves beside the result). Returns
  * true when it is gone from its name. */
-static bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full)
+static bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
+			   const struct timespec *ct)
 {
 	bool reuse = t->cg_empty && fresh_state > 0 && nspares < SPARES_MAX;
-	_cleanup_close_ int d = reuse ? openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 	struct stat st;
+	unsigned sn;
+	char tail;
+	/* A spare used in place whose change time is the one it had before
+	 * the run (scratch_dir): no entry was made in it or removed, and no
+	 * attribute, flag, mode or owner was changed, since each of those
+	 * sets it anew. Still empty and clean: one stat instead of seven
+	 * calls. */
+	if (reuse && ct && ct->tv_sec && sscanf(name, ".spare.%u%c", &sn, &tail) == 1 &&
+	    fstatat(w->wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == t->run_uid && st.st_ctim.tv_sec == ct->tv_sec && st.st_ctim.tv_nsec == ct->tv_nsec) {
+		spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, st.st_ctim};
+		return true;
+	}
+	_cleanup_close_ int d = reuse ? openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 	unsigned fl, pj, xf;
 	char xl[1];
 	if (d < 0 || fstat(d, &st) < 0 || st.st_uid != t->run_uid || flistxattr(d, xl, 0) != 0 ||
@@ -1827,18 +1901,25 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 				reuse = false;
 		closedir(dir);
 	}
-	unsigned sn;
-	char sp[32], tail;
+	char sp[32];
 	if (sscanf(name, ".spare.%u%c", &sn, &tail) == 1) {
 		/* scratch_dir's in place: a spare already, by its name */
 		if (reuse) {
-			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777};
-			return true;
+			/* Emptied: its change time is the one after that. */
+			struct stat now;
+			bool same = empty || (fstat(d, &now) == 0 && now.st_uid == st.st_uid &&
+					      (now.st_mode & 07777) == (st.st_mode & 07777));
+			if (same) {
+				spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777,
+								   empty ? st.st_ctim : now.st_ctim};
+				return true;
+			}
 		}
 	} else {
 		snprintf(sp, sizeof sp, ".spare.%u", sn = ++spare_seq);
 		if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
-			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777};
+			/* Renamed: a change time unknown (never used in place). */
+			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, {0, 0}};
 			return true;
 		}
 	}
@@ -2009,7 +2090,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	bool inplace = w->pol->backend == BACKEND_NONE;
 	char *outdir = inplace ? t->scr[2] : outname;
 	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o) < 0 ||
+	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o, &t->scr_ct[2]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
@@ -2023,7 +2104,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		 * tmpfs. */
 		char wd[512];
 		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
-		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w) < 0 ||
+		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL) < 0 ||
 		    (as_user && !own_w &&
 		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
@@ -2032,8 +2113,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	} else if (inplace) {
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
 		const char *wd = t->scr[0], *td = t->scr[1];
-		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w) < 0 ||
-		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t) < 0 ||
+		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0]) < 0 ||
+		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1]) < 0 ||
 		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
@@ -2610,12 +2691,12 @@ static void task_complete(struct worker *w, struct task *t)
 	if (t->scr[0][0] || t->scr[2][0]) {
 		/* Backend none's, by their names: each gone is forgotten. */
 		for (int i = 0; i < 2; i++) {
-			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false);
+			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i]);
 			t->scratch_retired &= gone;
 			if (gone)
 				t->scr[i][0] = '\0';
 		}
-		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true);
+		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true, &t->scr_ct[2]);
 		if (r->outdir_gone)
 			t->scr[2][0] = '\0';
 		else
@@ -2624,9 +2705,9 @@ static void task_complete(struct worker *w, struct task *t)
 		static const char *const gone[] = {"work", "tmp"};
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
 			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
-					      scratch_retire(w, t, p, false);
+					      scratch_retire(w, t, p, false, NULL);
 		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
-				 scratch_retire(w, t, p, true);
+				 scratch_retire(w, t, p, true, NULL);
 	}
 	publish(w, t);
 }

@@ -393,6 +393,52 @@ test_scratch_reused_and_reset() {
 755 0" "$(tail -3 "$s/done/c.stdout")" "c's directories: root's own"
 }
 
+# Backend none, a spare kept and used again: the worker knows the run
+# left it as it was by its change time alone (scratch_dir,
+# scratch_retire), since every change to a directory sets that anew. The
+# attack: task p1, in p0's spares, sets an extended attribute on its work
+# directory, an inode flag on $TMPDIR and the mode of $KART_OUTDIR, and
+# hides an empty file in the work directory; p2, the next task of the
+# same user, sees none of it in any of its three (a spare may come back
+# as another of the three).
+test_spare_changes_seen() {
+	need_root || return
+	local s; s=$(mkspool)
+	open_spool "$s"
+	local dirs='. "$TMPDIR" "$KART_OUTDIR"'
+	KART_BACKEND=none start_worker "$s" --slots 1 --batch-slots 1
+	local n
+	for n in p0 p1 p2; do
+		case $n in
+		p0) printf '#!/bin/sh\nstat -c %%i %s\n' "$dirs" ;;
+		p1) printf '#!/bin/sh\nstat -c %%i %s\n%s\n%s\n%s\n%s\n' "$dirs" \
+			"python3 -c 'import os; os.setxattr(\".\", \"user.kart_test\", b\"1\")' && echo xattr" \
+			'chattr +A "$TMPDIR" && echo flag' 'chmod 777 "$KART_OUTDIR" && echo mode' \
+			': >.hidden && echo hidden' ;;
+		p2) printf '#!/bin/sh\nstat -c %%i %s\nfor d in %s; do getfattr -d -m - "$d" 2>&1; lsattr -d "$d" | cut -d" " -f1; stat -c %%a "$d"; ls -A "$d"; done\n' \
+			"$dirs" "$dirs" ;;
+		esac >"$s/tmp/$n"
+		chown nobody "$s/tmp/$n"
+		mv "$s/tmp/$n" "$s/new/$n"
+		wait_until 20 test -e "$s/done/$n.json" || { fail "no result for $n"; return; }
+		assert_eq ok "$(field "$s" $n .status)" "$n: status ($(field "$s" $n .error))"
+		# Older than a tick of the coarse clock the filesystem stamps with.
+		sleep 0.2
+	done
+	stop_worker "$WPID"
+	assert_eq "$(head -3 "$s/done/p0.stdout" | sort -n)" "$(head -3 "$s/done/p1.stdout" | sort -n)" \
+		"p1 ran in p0's three directories, kept as spares (test premise)"
+	assert_eq "xattr flag mode hidden" "$(tail -n +4 "$s/done/p1.stdout" | tr '\n' ' ' | sed 's/ $//')" \
+		"what p1 changed (test premise)"
+	local out; out=$(tail -n +4 "$s/done/p2.stdout")
+	assert_eq "--------------e-------
+700
+--------------e-------
+700
+--------------e-------
+755" "$out" "p2: its directories' attributes, flags, modes and entries"
+}
+
 # Backend none: the system's directories and devices in each task's
 # Landlock ruleset are opened once by the worker and held (the child adds
 # its rule from the descriptor), files like /etc/passwd are opened for
