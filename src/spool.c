@@ -12,6 +12,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
 #include "policy.h"
@@ -510,21 +511,57 @@ static int link_unnamed(int fd, int at, const char *name)
 	return errno == ENOENT ? -ENOTSUP : -errno;
 }
 
+/* Is a file made unnamed (O_TMPFILE), fsynced, then linked into dir as
+ * durable once dir is fsynced as one made under a name? Only where the
+ * new name and the file's own link count reach the disk together: a
+ * journal (ext4 with one, XFS, Btrfs), or no disk at all (tmpfs). ext4
+ * without a journal writes the file's inode when it was fsynced, with
+ * no link, and the link count later: a crash in between leaves a name
+ * whose inode fsck takes for deleted, and removes. An ext4 journal shows
+ * as /proc/fs/jbd2/DEV-INODE, DEV the filesystem's block device. */
+static bool unnamed_durable(int dir)
+{
+	struct statfs sf;
+	struct stat st;
+	if (fstatfs(dir, &sf) < 0)
+		return false;
+	if (sf.f_type == TMPFS_MAGIC || sf.f_type == XFS_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC)
+		return true;
+	if (sf.f_type != EXT4_SUPER_MAGIC || fstat(dir, &st) < 0)
+		return false;
+	char p[64], dev[PATH_MAX];
+	snprintf(p, sizeof p, "/sys/dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+	ssize_t n = readlink(p, dev, sizeof dev - 1);
+	if (n <= 0)
+		return false;
+	dev[n] = '\0';
+	const char *name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+	size_t len = strlen(name);
+	DIR *d = opendir("/proc/fs/jbd2");
+	bool found = false;
+	struct dirent *de;
+	while (d && !found && (de = readdir(d)))
+		found = strncmp(de->d_name, name, len) == 0 && de->d_name[len] == '-';
+	if (d)
+		closedir(d);
+	return found;
+}
+
 /* done/<id>.json as an unnamed file, written, fsynced, then linked into
- * place: no temporary name to make, rename and remove, and (on ext4
- * without a journal) its fsync does not also write out done/, which a
- * file just added to a directory makes it do. 1 if there is no
- * O_TMPFILE here (the caller uses a named temporary file), 0 or -errno. */
+ * place, where that is as durable (unnamed_durable): no temporary name
+ * to make, rename and remove. 1 where it is not, or there is no
+ * O_TMPFILE (the caller uses a named temporary file), 0 or -errno. */
 static int write_result_unnamed(struct spool *sp, const char *fin, const char *json)
 {
-	static _Atomic bool unsupported;
-	if (unsupported)
+	if (!sp->unnamed)
+		sp->unnamed = unnamed_durable(sp->done) ? 1 : -1;
+	if (sp->unnamed < 0)
 		return 1;
 	_cleanup_close_ int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
 			return -errno;
-		unsupported = true;
+		sp->unnamed = -1;
 		return 1;
 	}
 	int r = write_all(fd, json, strlen(json));
@@ -532,7 +569,7 @@ static int write_result_unnamed(struct spool *sp, const char *fin, const char *j
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && (r = link_unnamed(fd, sp->done, fin)) == -ENOTSUP) {
-		unsupported = true;
+		sp->unnamed = -1;
 		return 1;
 	}
 	return r;

@@ -14,6 +14,9 @@ struct policy;
 struct spool {
 	char *path;
 	int root, tmp, new, cur, done;
+	/* Results are written unnamed and linked into done/ (1), or under a
+	 * temporary name (-1); 0 until the first is written. */
+	_Atomic int unnamed;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),

@@ -108,10 +108,16 @@ test_enospc_worker_inodes() { worker_on_full fill_inodes; }
 # write); and the task ends with exactly one result after a recovery pass.
 test_fsync_eio() {
 	command -v strace >/dev/null || { skip "strace is not installed"; return; }
-	local max=6 n hits=0
+	local max=6 n hits=0 fs unnamed=0
 	[ "$LONG" = 1 ] && max=40
+	# A spool on the disk and one on tmpfs: results written unnamed on
+	# tmpfs, and on the disk as its filesystem allows (under a temporary
+	# name on ext4 without a journal, as on the machines CI runs on).
+	for fs in disk tmpfs; do
 	for ((n = 1; n <= max; n++)); do
-		local s; s=$(mkspool)
+		local s
+		if [ $fs = disk ]; then s=$(mkspool); else s=$(tiny_spool size=16m); fi
+		[ -n "$s" ] || { fail "cannot mount a tmpfs"; return; }
 		printf '#!/bin/sh\necho out\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/eio"
 		KART_BACKEND=none timeout 60 strace -f -y -qq -o "$s.strace" \
 			-e trace=fsync,fdatasync,rename,renameat,renameat2,linkat,openat \
@@ -119,6 +125,7 @@ test_fsync_eio() {
 			"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
 		grep -q 'INJECTED' "$s.strace" || break
 		hits=$((hits + 1))
+		[ $fs = tmpfs ] && grep -q "O_TMPFILE" "$s.strace" && unnamed=$((unnamed + 1))
 		# The file whose fsync failed is never renamed or linked into
 		# place: only a fresh file (a new O_CREAT|O_EXCL open of that
 		# name, or a new unnamed one) may be.
@@ -157,12 +164,56 @@ PY
 		one_result "$s" eio
 		nothing_left "$s"
 	done
-	echo "    $hits fsync calls failed with EIO in turn"
+	done
+	echo "    $hits fsync calls failed with EIO in turn; $unnamed run(s) on tmpfs wrote a result unnamed"
 	[ "$hits" -gt 0 ] || fail "no fsync was injected"
+	[ "$unnamed" -gt 0 ] || fail "no result was written unnamed on tmpfs (test premise)"
 }
 
-# The result JSON is an unnamed file (O_TMPFILE), fsynced, then linked
-# into done/ with linkat(2) AT_EMPTY_PATH. Where that is refused (Linux
+# Which way the result JSON is written depends on the filesystem
+# (spool.c, unnamed_durable): unnamed and linked into done/ where the new
+# name and the file's link count reach the disk together (ext4 with a
+# journal, tmpfs); under a temporary name, then renamed, where they do
+# not (ext4 without a journal: the unnamed file's inode is on disk with
+# no link until it is written back, and fsck deletes an inode with no
+# link that a crash left named). Each on a filesystem of its own.
+test_result_file_by_filesystem() {
+	[ "$(id -u)" = 0 ] || { skip "mounting a filesystem needs root"; return; }
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	command -v mkfs.ext4 >/dev/null || { skip "mkfs.ext4 is not installed"; return; }
+	local kind m s img
+	for kind in ext4-journal ext4-nojournal tmpfs; do
+		m=$(mktemp -d "$T_ROOT/mnt.XXXXXX")
+		if [ $kind = tmpfs ]; then
+			mount -t tmpfs -o size=16m kart-faults "$m"
+		else
+			img=$T_ROOT/$kind.img
+			truncate -s 32M "$img" &&
+				mkfs.ext4 -q -F $([ $kind = ext4-nojournal ] && echo -O ^has_journal) "$img" &&
+				mount -o loop "$img" "$m"
+		fi || { fail "$kind: cannot make or mount the filesystem"; continue; }
+		s=$m/spool
+		"$KART" -s "$s" init >/dev/null || { fail "$kind: kart init"; umount "$m"; continue; }
+		printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+		printf '#!/bin/sh\ntrue\n' >"$s/tmp/t" && mv "$s/tmp/t" "$s/new/fs"
+		KART_BACKEND=none strace -f -qq -o "$m/strace" -e trace=openat,linkat,renameat2 \
+			timeout 30 "$KART" -s "$s" worker --drain --id w1 >>"$m/worker.log" 2>&1
+		assert_eq ok "$(jq -r .status "$s/done/fs.json")" "$kind: status"
+		local unnamed=no renamed=no
+		grep -q 'O_TMPFILE' "$m/strace" &&
+			grep -q 'linkat([0-9]*, "", [0-9]*, "fs.json", AT_EMPTY_PATH) = 0$' "$m/strace" && unnamed=yes
+		grep -q 'renameat2([0-9]*, "\.fs\.json\.[0-9]*\.tmp", [0-9]*, "fs.json", RENAME_NOREPLACE) = 0$' "$m/strace" &&
+			renamed=yes
+		case $kind in
+		ext4-nojournal) assert_eq "no yes" "$unnamed $renamed" "$kind: written unnamed, renamed" ;;
+		*) assert_eq "yes no" "$unnamed $renamed" "$kind: written unnamed, renamed" ;;
+		esac
+		umount "$m" || umount -l "$m"
+	done
+}
+
+# Where it is as durable, the result JSON is an unnamed file (O_TMPFILE),
+# fsynced, then linked into done/ with linkat(2) AT_EMPTY_PATH. Where that is refused (Linux
 # before 6.10 without CAP_DAC_READ_SEARCH says ENOENT), it is linked
 # through /proc/self/fd; where that fails too (no /proc), it is written
 # under a temporary name and renamed into place. ENOENT is injected into
@@ -172,10 +223,11 @@ test_result_link_fallbacks() {
 	command -v strace >/dev/null || { skip "strace is not installed"; return; }
 	local when s
 	for when in 2 2+; do
-		s=$(mkspool)
-		printf '#!/bin/sh
-echo out; echo err >&2
-' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/lk"
+		# On tmpfs, where results are written unnamed (spool.c,
+		# unnamed_durable).
+		s=$(tiny_spool size=16m)
+		[ -n "$s" ] || { fail "cannot mount a tmpfs"; return; }
+		printf '#!/bin/sh\necho out; echo err >&2\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/lk"
 		# timeout inside strace: a worker that never finishes is killed,
 		# not left running detached from a killed strace.
 		KART_BACKEND=none strace -f -qq -o "$s.strace" -e trace=linkat,renameat2 \
