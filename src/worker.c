@@ -105,6 +105,7 @@ struct task {
 	/* and the change time each had as a spare, when it was older than
 	 * the run (scratch_dir); {0, 0} if not */
 	struct timespec scr_ct[3];
+	int scr_fd[3]; /* and an O_PATH descriptor of each, or -1 */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -1098,9 +1099,12 @@ static void task_free(struct worker *w, struct task *t)
 	 * re-queue, a run whose leaf was not seen empty): removed by name,
 	 * as spool_clean_scratch does the others. One the commit moved into
 	 * done/ is not there any more. */
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
 		if (t->scr[i][0])
 			(void)rm_rf_at(w->wdir, t->scr[i]);
+		if (t->scr_fd[i] >= 0)
+			close(t->scr_fd[i]);
+	}
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
@@ -1484,6 +1488,30 @@ use:;
 	}
 }
 
+/* The rules for a task's own paths from descriptors the child has: its
+ * task file is the run lock (SANDBOX_LOCK_FD by then), its directories
+ * the spares' (scratch_dir). No open, stat and close of each by path. */
+static void task_paths_held(const struct task *t, struct confine *c, const char *task,
+			    const char *const dirs[3])
+{
+	for (size_t i = 0; i < c->npaths; i++) {
+		struct ll_path *p = &c->paths[i];
+		if (p->held)
+			continue;
+		if (strcmp(p->path, task) == 0) {
+			*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
+					      .dir = false, .fd = SANDBOX_LOCK_FD};
+			continue;
+		}
+		for (int k = 0; k < 3; k++)
+			if (t->scr_fd[k] >= 0 && strcmp(p->path, dirs[k]) == 0) {
+				*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
+						      .dir = true, .fd = t->scr_fd[k]};
+				break;
+			}
+	}
+}
+
 /* ---- leaves kept for the next run ----------------------------------------- */
 
 /* A leaf's mkdir and rmdir cost the loop about 45 us per task: kernfs
@@ -1708,6 +1736,7 @@ static struct spare {
 	gid_t gid;   /* its group and mode when it was kept: */
 	mode_t mode; /* a change back is made only when needed */
 	struct timespec ct; /* and its change time then */
+	int fd;             /* an O_PATH descriptor of it, or -1 */
 } spares[SPARES_MAX];
 static size_t nspares;
 static unsigned spare_seq;
@@ -1775,11 +1804,13 @@ static int dir_attrs(int d, unsigned *flags, unsigned *projid, unsigned *xflags)
  * cur/W/name, a leftover of that name (a clean-up that failed) removed
  * first. *owned: a spare that is uid's and gid's already (no chown). */
 static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
-		       bool *owned, struct timespec *ct)
+		       bool *owned, struct timespec *ct, int *dfd)
 {
 	*owned = false;
 	if (ct)
 		*ct = (struct timespec){0, 0};
+	if (dfd)
+		*dfd = -1;
 	static mode_t um = (mode_t)-1;
 	if (um == (mode_t)-1) {
 		um = umask(022);
@@ -1799,6 +1830,11 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
 		snprintf(sp, sizeof sp, ".spare.%u", k.n);
 		if (inplace)
 			strcpy(name, sp);
+		/* Its descriptor goes with it where it keeps its name. */
+		if (dfd && inplace)
+			*dfd = k.fd;
+		else if (k.fd >= 0)
+			close(k.fd);
 		if (inplace || renameat2(w->wdir, sp, w->wdir, name, RENAME_NOREPLACE) == 0) {
 			*owned = k.gid == gid;
 			if (k.mode == (mode & ~um)) {
@@ -1819,6 +1855,10 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
 			(void)rm_rf_at(w->wdir, name);
 		} else
 			(void)rm_rf_at(w->wdir, sp);
+		if (dfd && *dfd >= 0) {
+			close(*dfd);
+			*dfd = -1;
+		}
 	}
 	if (inplace)
 		snprintf(name, 24, ".spare.%u", ++spare_seq);
@@ -1839,6 +1879,10 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
 		_cleanup_close_ int d = openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		fresh_state = d >= 0 && dir_attrs(d, &fresh_flags, &fresh_projid, &fresh_xflags) == 0 ? 1 : -1;
 	}
+	/* Kept with it while it is a spare: the child makes its Landlock
+	 * rule and its chdir from it, without a walk of the path. */
+	if (dfd && inplace)
+		*dfd = openat(w->wdir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return 0;
 }
 
@@ -1847,8 +1891,11 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
  * $KART_OUTDIR, which spool_finish moves beside the result). Returns
  * true when it is gone from its name. */
 static bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
-			   const struct timespec *ct)
+			   const struct timespec *ct, int *dfd)
 {
+	int nofd = -1;
+	if (!dfd)
+		dfd = &nofd;
 	bool reuse = t->cg_empty && fresh_state > 0 && nspares < SPARES_MAX;
 	struct stat st;
 	unsigned sn;
@@ -1859,9 +1906,11 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 	 * sets it anew. Still empty and clean: one stat instead of seven
 	 * calls. */
 	if (reuse && ct && ct->tv_sec && sscanf(name, ".spare.%u%c", &sn, &tail) == 1 &&
-	    fstatat(w->wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    (*dfd >= 0 ? fstat(*dfd, &st) : fstatat(w->wdir, name, &st, AT_SYMLINK_NOFOLLOW)) == 0 &&
+	    S_ISDIR(st.st_mode) &&
 	    st.st_uid == t->run_uid && st.st_ctim.tv_sec == ct->tv_sec && st.st_ctim.tv_nsec == ct->tv_nsec) {
-		spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, st.st_ctim};
+		spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, st.st_ctim, *dfd};
+		*dfd = -1;
 		return true;
 	}
 	_cleanup_close_ int d = reuse ? openat(w->wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -1911,7 +1960,8 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 					      (now.st_mode & 07777) == (st.st_mode & 07777));
 			if (same) {
 				spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777,
-								   empty ? st.st_ctim : now.st_ctim};
+								   empty ? st.st_ctim : now.st_ctim, *dfd};
+				*dfd = -1;
 				return true;
 			}
 		}
@@ -1919,7 +1969,7 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 		snprintf(sp, sizeof sp, ".spare.%u", sn = ++spare_seq);
 		if (reuse && renameat2(w->wdir, name, w->wdir, sp, RENAME_NOREPLACE) == 0) {
 			/* Renamed: a change time unknown (never used in place). */
-			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, {0, 0}};
+			spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, {0, 0}, -1};
 			return true;
 		}
 	}
@@ -1941,6 +1991,9 @@ static void spares_drop(struct worker *w)
 		if (strncmp(de->d_name, ".spare.", 7) == 0)
 			(void)rm_rf_at(dirfd(dir), de->d_name);
 	closedir(dir);
+	for (size_t i = 0; i < nspares; i++)
+		if (spares[i].fd >= 0)
+			close(spares[i].fd);
 	nspares = 0;
 }
 
@@ -2048,6 +2101,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		t->spec.timeout_s = w->pol->timeout_max_s;
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
+	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
@@ -2090,7 +2144,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	bool inplace = w->pol->backend == BACKEND_NONE;
 	char *outdir = inplace ? t->scr[2] : outname;
 	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o, &t->scr_ct[2]) < 0 ||
+	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o, &t->scr_ct[2], &t->scr_fd[2]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
@@ -2104,7 +2158,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		 * tmpfs. */
 		char wd[512];
 		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
-		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL) < 0 ||
+		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL, NULL) < 0 ||
 		    (as_user && !own_w &&
 		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
 			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
@@ -2113,8 +2167,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	} else if (inplace) {
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
 		const char *wd = t->scr[0], *td = t->scr[1];
-		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0]) < 0 ||
-		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1]) < 0 ||
+		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0], &t->scr_fd[0]) < 0 ||
+		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1], &t->scr_fd[1]) < 0 ||
 		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
@@ -2206,8 +2260,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		static int abi;
 		if (j->conf.ll_mode != LL_MODE_OFF && !abi)
 			abi = ll_abi();
-		if (j->conf.ll_mode != LL_MODE_OFF)
+		if (j->conf.ll_mode != LL_MODE_OFF) {
 			held_apply(w, &j->conf);
+			task_paths_held(t, &j->conf, taskpath, (const char *[]){workdir, tmpdir, outhost});
+		}
 		j->is_direct = true;
 		j->conf.bset_known = true;
 		j->conf.bset = w->bset;
@@ -2691,12 +2747,12 @@ static void task_complete(struct worker *w, struct task *t)
 	if (t->scr[0][0] || t->scr[2][0]) {
 		/* Backend none's, by their names: each gone is forgotten. */
 		for (int i = 0; i < 2; i++) {
-			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i]);
+			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i], &t->scr_fd[i]);
 			t->scratch_retired &= gone;
 			if (gone)
 				t->scr[i][0] = '\0';
 		}
-		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true, &t->scr_ct[2]);
+		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true, &t->scr_ct[2], &t->scr_fd[2]);
 		if (r->outdir_gone)
 			t->scr[2][0] = '\0';
 		else
@@ -2705,9 +2761,9 @@ static void task_complete(struct worker *w, struct task *t)
 		static const char *const gone[] = {"work", "tmp"};
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
 			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
-					      scratch_retire(w, t, p, false, NULL);
+					      scratch_retire(w, t, p, false, NULL, NULL);
 		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
-				 scratch_retire(w, t, p, true, NULL);
+				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
 	publish(w, t);
 }

@@ -90,6 +90,7 @@ w() { if (echo x >"\$1") 2>/dev/null; then echo "\$2=written"; else echo "\$2=de
 w ./in-work work
 w "\$TMPDIR/in-tmp" tmpdir
 w "\$KART_OUTDIR/kept" outdir
+w ../in-claim-dir claim-dir
 w "$outside/host-file" outside
 w /tmp/kart-confine-\$\$ host-tmp
 w "$s/new/injected" spool-new
@@ -97,20 +98,29 @@ w /etc/kart-confine-probe etc
 if ls "$s/done" >/dev/null 2>&1; then echo spool-read=read; else echo spool-read=denied; fi
 if cat /etc/passwd >/dev/null 2>&1; then echo etc-passwd=read; else echo etc-passwd=denied; fi
 EOF
+	# Twice, one after the other: the second runs in the first's
+	# directories, kept as spares, its rules made from the descriptors
+	# the worker keeps of them.
 	cp "$T_ROOT/probe.sh" "$s/new/ll"
 	KART_BACKEND=none KART_LANDLOCK=enforce drain "$s"
-	local out; out=$(cat "$s/done/ll.stdout")
-	assert_eq ok "$(field "$s" ll .status)" "status under none+Landlock"
-	assert_eq none "$(field "$s" ll .sandbox.backend)" backend
-	assert_eq "$LL_ABI" "$(field "$s" ll .sandbox.landlock)" "landlock ABI under none"
-	local want
-	for want in work=written tmpdir=written outdir=written outside=denied host-tmp=denied \
-		spool-new=denied etc=denied spool-read=denied etc-passwd=read; do
-		grep -qxF "$want" <<<"$out" || fail "none+Landlock: expected $want in: $out"
+	{ printf '#!/bin/sh\n#kart: priority=1\n'; tail -n +2 "$T_ROOT/probe.sh"; } >"$s/new/ll1"
+	{ printf '#!/bin/sh\n#kart: priority=2\n'; tail -n +2 "$T_ROOT/probe.sh"; } >"$s/new/ll2"
+	KART_BACKEND=none KART_LANDLOCK=enforce drain "$s" --slots 1 --batch-slots 1
+	local out want t
+	for t in ll ll1 ll2; do
+		out=$(cat "$s/done/$t.stdout")
+		assert_eq ok "$(field "$s" $t .status)" "$t: status under none+Landlock"
+		assert_eq none "$(field "$s" $t .sandbox.backend)" "$t: backend"
+		assert_eq "$LL_ABI" "$(field "$s" $t .sandbox.landlock)" "$t: landlock ABI under none"
+		for want in work=written tmpdir=written outdir=written claim-dir=denied outside=denied \
+			host-tmp=denied spool-new=denied etc=denied spool-read=denied etc-passwd=read; do
+			grep -qxF "$want" <<<"$out" || fail "$t: none+Landlock: expected $want in: $out"
+		done
 	done
 	assert_no_file "$outside/host-file"
 	assert_no_file "$s/new/injected"
 	assert_eq x "$(cat "$s/done/ll.out/kept" 2>/dev/null)" "\$KART_OUTDIR kept"
+	assert_eq x "$(cat "$s/done/ll2.out/kept" 2>/dev/null)" "ll2: \$KART_OUTDIR kept"
 	# The same task without Landlock: none protects nothing of this.
 	cp "$T_ROOT/probe.sh" "$s/new/noll"
 	KART_BACKEND=none KART_LANDLOCK=off drain "$s"
@@ -118,7 +128,8 @@ EOF
 	assert_eq off "$(field "$s" noll .sandbox.landlock)" "landlock off under none"
 	assert_match "outside=written" "$out" "none without Landlock writes outside"
 	assert_match "spool-read=read" "$out" "none without Landlock reads the spool"
-	rm -f "$s/new/injected" /etc/kart-confine-probe /tmp/kart-confine-*
+	assert_match "claim-dir=written" "$out" "none without Landlock writes into the claim directory"
+	rm -f "$s/new/injected" /etc/kart-confine-probe /tmp/kart-confine-* "$s"/cur/*/in-claim-dir
 	# No scratch directory is left behind.
 	assert_eq "" "$(ls -A "$s/cur"/* 2>/dev/null | grep -v '^\.lock$')" "claim dirs empty"
 }
