@@ -59,10 +59,82 @@ static void logfmt_value(FILE *f, const char *v)
 	fputc('"', f);
 }
 
+/* A logfmt line in a buffer on the stack: two or three lines per task
+ * are logged, and a FILE of open_memstream for each cost the loop more
+ * than the rest of the line. Returns the length, or 0 when the line
+ * does not fit (emit then writes it through a stream, the same bytes). */
+static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	bool first = true;
+	for (size_t i = 0; i < n; i++) {
+		const char *v = kvs[i].v;
+		if (!v)
+			continue;
+		size_t kl = strlen(kvs[i].k);
+		if (o + kl + 2 >= cap)
+			return 0;
+		if (!first)
+			b[o++] = ' ';
+		first = false;
+		memcpy(b + o, kvs[i].k, kl);
+		o += kl;
+		b[o++] = '=';
+		bool bare = *v != '\0';
+		for (const char *p = v; *p && bare; p++)
+			if ((unsigned char)*p <= ' ' || *p == '=' || *p == '"' || *p == '\\' || *p == 0x7f)
+				bare = false;
+		if (bare) {
+			size_t vl = strlen(v);
+			if (o + vl >= cap)
+				return 0;
+			memcpy(b + o, v, vl);
+			o += vl;
+			continue;
+		}
+		if (o + 1 >= cap)
+			return 0;
+		b[o++] = '"';
+		for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+			if (o + 5 >= cap)
+				return 0;
+			if (*p == '"' || *p == '\\') {
+				b[o++] = '\\';
+				b[o++] = (char)*p;
+			} else if (*p == '\n') {
+				b[o++] = '\\';
+				b[o++] = 'n';
+			} else if (*p < ' ' || *p == 0x7f) {
+				b[o++] = '\\';
+				b[o++] = 'x';
+				b[o++] = hex[*p >> 4];
+				b[o++] = hex[*p & 15];
+			} else
+				b[o++] = (char)*p;
+		}
+		if (o + 1 >= cap)
+			return 0;
+		b[o++] = '"';
+	}
+	if (o + 1 >= cap)
+		return 0;
+	b[o++] = '\n';
+	return o;
+}
+
 /* One line, written with a single write(): lines of concurrent writers
  * to the same journal or file never interleave. */
 static void emit(const struct kv *kvs, size_t n)
 {
+	if (log_fmt != LOG_JSON) {
+		char line[1024];
+		size_t len = logfmt_line(line, sizeof line, kvs, n);
+		if (len) {
+			(void)write_all(STDERR_FILENO, line, len);
+			return;
+		}
+	}
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);

@@ -198,12 +198,23 @@ int64_t now_mono_ms(void)
 
 void fmt_rfc3339_ms(int64_t ms, char buf[32])
 {
-	time_t s = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&s, &tm);
-	/* strftime: the compiler cannot bound %d widths of struct tm. */
-	size_t n = strftime(buf, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, 32 - n, ".%03uZ", (unsigned)(ms % 1000) % 1000u);
+	/* The seconds' text is kept per thread: the worker stamps several
+	 * log lines and results in the same second, and gmtime_r takes
+	 * glibc's time zone lock each time. */
+	static __thread int64_t last_s = INT64_MIN;
+	static __thread char last[32];
+	static __thread size_t last_n;
+	int64_t sec = ms / 1000;
+	if (sec != last_s) {
+		time_t s = (time_t)sec;
+		struct tm tm;
+		gmtime_r(&s, &tm);
+		/* strftime: the compiler cannot bound %d widths of struct tm. */
+		last_n = strftime(last, sizeof last, "%Y-%m-%dT%H:%M:%S", &tm);
+		last_s = sec;
+	}
+	memcpy(buf, last, last_n);
+	snprintf(buf + last_n, 32 - last_n, ".%03uZ", (unsigned)(ms % 1000) % 1000u);
 }
 
 /* Digits only, no sign, no leading '+', no overflow. */

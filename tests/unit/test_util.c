@@ -301,6 +301,16 @@ static void test_rfc3339(void **state)
 	assert_string_equal(buf, "2026-11-30T06:24:02.123Z");
 	fmt_rfc3339_ms(4102444799999LL, buf);
 	assert_string_equal(buf, "2099-12-31T23:59:59.999Z");
+	/* The text of a second is kept: the same second again, the next,
+	 * and one before it. */
+	fmt_rfc3339_ms(1700000000123LL, buf);
+	assert_string_equal(buf, "2023-11-14T22:13:20.123Z");
+	fmt_rfc3339_ms(1700000000999LL, buf);
+	assert_string_equal(buf, "2023-11-14T22:13:20.999Z");
+	fmt_rfc3339_ms(1700000001000LL, buf);
+	assert_string_equal(buf, "2023-11-14T22:13:21.000Z");
+	fmt_rfc3339_ms(1700000000500LL, buf);
+	assert_string_equal(buf, "2023-11-14T22:13:20.500Z");
 }
 
 static void test_rfc3339_ignores_tz(void **state)
