@@ -1880,7 +1880,7 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
 		fresh_state = d >= 0 && dir_attrs(d, &fresh_flags, &fresh_projid, &fresh_xflags) == 0 ? 1 : -1;
 	}
 	/* Kept with it while it is a spare: the child makes its Landlock
-	 * rule and its chdir from it, without a walk of the path. */
+	 * rule from it (task_paths_held), without a walk of the path. */
 	if (dfd && inplace)
 		*dfd = openat(w->wdir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return 0;
