@@ -202,6 +202,37 @@ static int read_text(const char *dir, const char *file, char **out)
 	return read_file_at(AT_FDCWD, p, 65536, out, NULL);
 }
 
+/* read_text through a descriptor kept in *fd (opened beside dirfd, or
+ * by path, on first use), read from offset 0 each time. */
+static int read_text_kept(int *fd, int dirfd, const char *dir, const char *file, char **out)
+{
+	if (!fd)
+		return read_text(dir, file, out);
+	if (*fd < 0) {
+		char p[CG_PATH_MAX + 64];
+		int r;
+		if (dirfd >= 0)
+			*fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		else if ((r = pathfmt(p, sizeof p, "%s/%s", dir, file)) < 0)
+			return r;
+		else
+			*fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (*fd < 0)
+			return -errno;
+	}
+	char buf[1024];
+	ssize_t n;
+	while ((n = pread(*fd, buf, sizeof buf - 1, 0)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		return -errno;
+	if ((size_t)n >= sizeof buf - 1)
+		return read_text(dir, file, out); /* longer than we keep */
+	buf[n] = '\0';
+	*out = xstrdup(buf);
+	return 0;
+}
+
 static int read_keyed(const char *dir, const char *file, const char *key, int64_t *out)
 {
 	_cleanup_free_ char *t = NULL;
@@ -635,13 +666,39 @@ int cg_leaf_unified_fd(const struct cg_leaf *l)
 	return fd < 0 ? -errno : fd;
 }
 
+void cg_files_init(struct cg_files *f) { f->dir = f->events = f->cpu_stat = -1; }
+
+void cg_files_close(struct cg_files *f)
+{
+	int *fds[] = {&f->dir, &f->events, &f->cpu_stat};
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}
+
+int cg_files_dir(const struct cg_leaf *l, struct cg_files *f)
+{
+	if (f->dir < 0) {
+		int fd = cg_leaf_unified_fd(l);
+		if (fd < 0)
+			return fd;
+		f->dir = fd;
+	}
+	return f->dir;
+}
+
 /* Is anything still in the leaf? cgroup.events where there is one
  * (it also counts what lives in descendants), else the process lists. */
-static bool populated(const struct cg_leaf *l)
+static bool populated(const struct cg_leaf *l, struct cg_files *f)
 {
 	int64_t v;
+	_cleanup_free_ char *ev = NULL;
 	if ((l->used & (1u << CG_UNIFIED)) &&
-	    read_keyed(l->path[CG_UNIFIED], "cgroup.events", "populated", &v) == 0)
+	    read_text_kept(f ? &f->events : NULL, f ? f->dir : -1, l->path[CG_UNIFIED], "cgroup.events",
+			   &ev) == 0 &&
+	    cg_parse_keyed(ev, "populated", &v) == 0)
 		return v != 0;
 	for (int s = 0; s < CG__SLOTS; s++) {
 		_cleanup_free_ char *t = NULL;
@@ -683,9 +740,11 @@ int cg_leaf_kill_start(struct cg_leaf *l)
 	return 0;
 }
 
-bool cg_leaf_populated(const struct cg_leaf *l)
+bool cg_leaf_populated(const struct cg_leaf *l) { return cg_leaf_populated_f(l, NULL); }
+
+bool cg_leaf_populated_f(const struct cg_leaf *l, struct cg_files *f)
 {
-	return l->used && populated(l);
+	return l->used && populated(l, l->fake ? NULL : f);
 }
 
 int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len)
@@ -705,7 +764,7 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 	if (!killed)
 		freeze_kill(l);
 	int64_t end = now_mono_ms() + timeout_ms;
-	while (populated(l)) {
+	while (populated(l, NULL)) {
 		if (now_mono_ms() >= end)
 			return -ETIMEDOUT;
 		sleep_ms(5);
@@ -716,8 +775,12 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
-int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
+int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u) { return cg_usage_read_f(l, u, NULL); }
+
+int cg_usage_read_f(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
 {
+	if (l->fake)
+		f = NULL;
 	int64_t v;
 	u->memory_peak = u->cpu_user_us = u->cpu_system_us = u->oom_kills = -1;
 	const char *un = slot_dir(l, CG_UNIFIED);
@@ -734,7 +797,8 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u)
 			u->oom_kills = v;
 	}
 	_cleanup_free_ char *cs = NULL; /* read once for both keys */
-	if (un && read_text(un, "cpu.stat", &cs) == 0 && cg_parse_keyed(cs, "user_usec", &v) == 0) {
+	if (un && read_text_kept(f ? &f->cpu_stat : NULL, f ? f->dir : -1, un, "cpu.stat", &cs) == 0 &&
+	    cg_parse_keyed(cs, "user_usec", &v) == 0) {
 		u->cpu_user_us = v;
 		if (cg_parse_keyed(cs, "system_usec", &v) == 0)
 			u->cpu_system_us = v;

@@ -97,6 +97,7 @@ struct task {
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
 	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
 	struct cg_cpu cg_end;  /* and when it ended */
+	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
 	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
@@ -1109,6 +1110,7 @@ static void task_free(struct worker *w, struct task *t)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
 		close(t->run.err.file);
+	cg_files_close(&t->cgf);
 	free(t->name);
 	free(t);
 }
@@ -1531,6 +1533,7 @@ static void task_paths_held(const struct task *t, struct confine *c, const char 
 static struct kept_leaf {
 	struct cg_leaf leaf;
 	struct cg_cpu end;
+	struct cg_files files; /* open, for the next task born in it */
 } leaves_kept[KEPT_MAX];
 static size_t nkept;
 
@@ -1546,8 +1549,9 @@ static bool leaf_keep(struct task *t)
 	    t->cg_end.user_us < 0 || t->cg_end.system_us < 0 || t->cgu.memory_peak >= 0 ||
 	    t->cgu.oom_kills >= 0)
 		return false;
-	leaves_kept[nkept++] = (struct kept_leaf){t->cg, t->cg_end};
+	leaves_kept[nkept++] = (struct kept_leaf){t->cg, t->cg_end, t->cgf};
 	t->cg.used = 0; /* the task's no more */
+	cg_files_init(&t->cgf);
 	return true;
 }
 
@@ -1555,6 +1559,7 @@ static void leaves_drop(void)
 {
 	while (nkept > 0) {
 		struct cg_leaf *l = &leaves_kept[--nkept].leaf;
+		cg_files_close(&leaves_kept[nkept].files);
 		int r = cg_leaf_remove(l);
 		if (r < 0)
 			logmsg("cannot remove the cgroup %s: %s", l->path[CG_UNIFIED], strerror(-r));
@@ -1564,7 +1569,7 @@ static void leaves_drop(void)
 /* The usage of the run: what the leaf counted since the run began. */
 static void task_usage(struct task *t)
 {
-	(void)cg_usage_read(&t->cg, &t->cgu);
+	(void)cg_usage_read_f(&t->cg, &t->cgu, &t->cgf);
 	t->cg_end = (struct cg_cpu){t->cgu.cpu_user_us, t->cgu.cpu_system_us};
 	if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
 		t->cgu.cpu_user_us -= t->cg_base.user_us;
@@ -1583,6 +1588,7 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 		struct kept_leaf *k = &leaves_kept[--nkept];
 		t->cg = k->leaf;
 		t->cg_base = k->end;
+		t->cgf = k->files;
 		return 0;
 	}
 	t->cg_base = (struct cg_cpu){0, 0};
@@ -2041,8 +2047,7 @@ static void spawn_job_free(struct spawn_job *j)
 	strv_free(&j->argv);
 	strv_free(&j->envp);
 	free(j->cwd);
-	if (j->ufd >= 0)
-		close(j->ufd);
+	/* j->ufd is the task's (t->cgf). */
 	if (j->sfd >= 0)
 		close(j->sfd);
 	free(j);
@@ -2102,6 +2107,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
+	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
@@ -2233,7 +2239,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	j->envp = envp;
 	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
 	j->lj.rj.arg = &j->lj;
-	j->ufd = t->cg.used ? cg_leaf_unified_fd(&t->cg) : -1;
+	j->ufd = t->cg.used ? cg_files_dir(&t->cg, &t->cgf) : -1;
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
 	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
 	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
@@ -2474,7 +2480,7 @@ static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
 static bool drain_step(struct worker *w, struct task *t)
 {
 	bool late = now_mono_ms() >= t->drain_end;
-	bool empty = !cg_leaf_populated(&t->cg);
+	bool empty = !cg_leaf_populated_f(&t->cg, &t->cgf);
 	if (!empty) {
 		if (!late) {
 			if (!t->cg_atomic)
@@ -2517,7 +2523,7 @@ static bool drain_begin(struct worker *w, struct task *t)
 	if (!t->cg.used)
 		return false;
 	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
-	if (!cg_leaf_populated(&t->cg)) {
+	if (!cg_leaf_populated_f(&t->cg, &t->cgf)) {
 		/* Most runs leave nothing behind their reaped process: then
 		 * there is nothing to kill. (Its rmdir may still be refused
 		 * for a moment: then it waits below like any other.) */
