@@ -491,7 +491,8 @@ static int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *byt
 }
 
 /* Link an unnamed file (O_TMPFILE) as at/name; never replaces. With
- * AT_EMPTY_PATH where we may (CAP_DAC_READ_SEARCH), else through
+ * AT_EMPTY_PATH where we may (Linux 6.10 and later, for a file its
+ * caller opened so; before, only with CAP_DAC_READ_SEARCH), else through
  * /proc/self/fd. -EEXIST if the name is taken; -ENOTSUP if neither way
  * works here (no /proc, say): the caller writes a named file instead. */
 static int link_unnamed(int fd, int at, const char *name)
