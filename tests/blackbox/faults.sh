@@ -282,6 +282,25 @@ test_publish_failing_at_stop() {
 	nothing_left "$s"
 }
 
+# Many slots under a low limit of open files: 40 tasks at once with
+# `ulimit -n 384`. The descriptors a worker keeps across runs (spares',
+# leaves') would take about 6 more per running task and meet EMFILE,
+# refusing tasks that a worker keeping none runs (a build that always
+# kept them refused 14 of 80 and rejected one); the worker keeps none
+# there, and says so.
+test_few_descriptors_many_slots() {
+	local s i n=80; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	for ((i = 0; i < n; i++)); do printf '#!/bin/sh\nsleep 0.5\n' >"$s/tmp/t$i"; done
+	mv "$s"/tmp/t* "$s/new/"
+	(ulimit -n 384 && KART_BACKEND=none drain "$s" --slots 40)
+	assert_eq "$n" "$(count_results "$s")" "results"
+	assert_eq "" "$(cat "$s"/done/*.json | jq -r 'select(.status != "ok") | "\(.id): \(.status) \(.error)"' | head -3)" \
+		"tasks not ok"
+	grep -q 'open files limit 384: below 16 a slot and 256 besides' "$s.worker.log" ||
+		fail "no word of the descriptors not kept: $(head -3 "$s.worker.log")"
+}
+
 # A disk slower than the tasks: every fsync of the commit thread is made
 # to take 5 ms (strace on that thread alone), so results are made
 # durable at about 150 a second while backend none runs trivial tasks
