@@ -34,35 +34,9 @@ struct kv {
 	bool number;    /* JSON: v is a number */
 };
 
-/* logfmt: bare when safe, else quoted with \" \\ \n escapes. */
-static void logfmt_value(FILE *f, const char *v)
-{
-	bool bare = *v != '\0';
-	for (const char *p = v; *p && bare; p++)
-		if ((unsigned char)*p <= ' ' || *p == '=' || *p == '"' || *p == '\\' || *p == 0x7f)
-			bare = false;
-	if (bare) {
-		fputs(v, f);
-		return;
-	}
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p == '\n')
-			fputs("\\n", f);
-		else if (*p < ' ' || *p == 0x7f)
-			fprintf(f, "\\x%02x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
-/* A logfmt line in a buffer on the stack: two or three lines per task
- * are logged, and a FILE of open_memstream for each cost the loop more
- * than the rest of the line. Returns the length, or 0 when the line
- * does not fit (emit then writes it through a stream, the same bytes). */
+/* A logfmt line into b: values bare when safe, else quoted with \" \\
+ * \n and \xHH escapes. Returns the length, or 0 when it does not fit in
+ * cap (logfmt_bound always does). */
 static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -123,8 +97,19 @@ static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 	return o;
 }
 
+/* Room enough for any logfmt line of kvs: an escape is 4 bytes at most. */
+static size_t logfmt_bound(const struct kv *kvs, size_t n)
+{
+	size_t b = 2;
+	for (size_t i = 0; i < n; i++)
+		if (kvs[i].v)
+			b += strlen(kvs[i].k) + 4 * strlen(kvs[i].v) + 4;
+	return b;
+}
+
 /* One line, written with a single write(): lines of concurrent writers
- * to the same journal or file never interleave. */
+ * to the same journal or file never interleave. Two or three are logged
+ * per task, so a logfmt line is built on the stack when it fits. */
 static void emit(const struct kv *kvs, size_t n)
 {
 	if (log_fmt != LOG_JSON) {
@@ -134,43 +119,31 @@ static void emit(const struct kv *kvs, size_t n)
 			(void)write_all(STDERR_FILENO, line, len);
 			return;
 		}
-	}
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	if (!f)
+		size_t cap = logfmt_bound(kvs, n);
+		_cleanup_free_ char *big = xmalloc(cap);
+		if ((len = logfmt_line(big, cap, kvs, n)))
+			(void)write_all(STDERR_FILENO, big, len);
 		return;
-	if (log_fmt == LOG_JSON) {
-		json_t *o = json_object();
-		for (size_t i = 0; i < n; i++) {
-			if (!kvs[i].v)
-				continue;
-			if (kvs[i].number) {
-				json_object_set_new(o, kvs[i].k, json_integer(strtoll(kvs[i].v, NULL, 10)));
-				continue;
-			}
-			_cleanup_free_ char *s = utf8_sanitize(kvs[i].v, strlen(kvs[i].v));
-			json_object_set_new(o, kvs[i].k, json_string(s));
-		}
-		char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		json_decref(o);
-		if (s)
-			fputs(s, f);
-		free(s);
-	} else {
-		bool first = true;
-		for (size_t i = 0; i < n; i++) {
-			if (!kvs[i].v)
-				continue;
-			fprintf(f, "%s%s=", first ? "" : " ", kvs[i].k);
-			logfmt_value(f, kvs[i].v);
-			first = false;
-		}
 	}
-	fputc('\n', f);
-	if (fclose(f) == 0)
-		(void)write_all(STDERR_FILENO, buf, len);
-	free(buf);
+	json_t *o = json_object();
+	for (size_t i = 0; i < n; i++) {
+		if (!kvs[i].v)
+			continue;
+		if (kvs[i].number) {
+			json_object_set_new(o, kvs[i].k, json_integer(strtoll(kvs[i].v, NULL, 10)));
+			continue;
+		}
+		_cleanup_free_ char *v = utf8_sanitize(kvs[i].v, strlen(kvs[i].v));
+		json_object_set_new(o, kvs[i].k, json_string(v));
+	}
+	_cleanup_free_ char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	size_t len = s ? strlen(s) : 0;
+	_cleanup_free_ char *line = xmalloc(len + 1);
+	if (len)
+		memcpy(line, s, len);
+	line[len] = '\n';
+	(void)write_all(STDERR_FILENO, line, len + 1);
 }
 
 static void sink(const char *level, const char *msg)

@@ -1,5 +1,5 @@
 /* test_log.c - the worker's log lines in logfmt (src/log.c): a line
- * built on the stack, and one too long for it written through a stream,
+ * built on the stack, and one too long for it built on the heap,
  * each the same bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,7 +68,7 @@ static void test_logfmt_quoting(void **state)
 	free(l);
 }
 
-/* Past the stack's line: the stream writes the same encoding. */
+/* Past the stack's line: the heap buffer holds the same encoding. */
 static void test_logfmt_long_line(void **state)
 {
 	(void)state;
