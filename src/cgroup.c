@@ -177,60 +177,43 @@ static int writef(const char *dir, const char *file, bool fake, const char *fmt,
  * the buffer holds it (a short read is the end): one read, where a loop
  * would make a second to see the end, and no 64 KiB buffer; a longer
  * file (cgroup.procs of a big tree) is read to its end. */
-static int read_text(const char *dir, const char *file, char **out)
+/* dir/file's text into *out. keep: a descriptor of it kept open by the
+ * caller (opened beside dirfd, or by path, on first use) and read again
+ * from offset 0, which kernfs answers with the current values; NULL:
+ * opened and closed here. */
+static int read_text_kept(int *keep, int dirfd, const char *dir, const char *file, char **out)
 {
 	char p[CG_PATH_MAX + 64];
 	int r = pathfmt(p, sizeof p, "%s/%s", dir, file);
 	if (r < 0)
 		return r;
-	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
+	int local = -1, *fd = keep ? keep : &local;
+	if (*fd < 0)
+		*fd = dirfd >= 0 ? openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+				 : open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (*fd < 0)
 		return -errno;
 	char buf[1024];
 	ssize_t n;
-	while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
+	while ((n = pread(*fd, buf, sizeof buf, 0)) < 0 && errno == EINTR)
 		;
 	if (n < 0)
-		return -errno;
-	if ((size_t)n < sizeof buf) {
+		r = -errno;
+	else if ((size_t)n < sizeof buf) {
 		char *t = xmalloc((size_t)n + 1);
 		memcpy(t, buf, (size_t)n);
 		t[n] = '\0';
 		*out = t;
-		return 0;
-	}
-	return read_file_at(AT_FDCWD, p, 65536, out, NULL);
+	} else
+		r = read_file_at(AT_FDCWD, p, 65536, out, NULL);
+	if (local >= 0)
+		close(local);
+	return r;
 }
 
-/* read_text through a descriptor kept in *fd (opened beside dirfd, or
- * by path, on first use), read from offset 0 each time. */
-static int read_text_kept(int *fd, int dirfd, const char *dir, const char *file, char **out)
+static int read_text(const char *dir, const char *file, char **out)
 {
-	if (!fd)
-		return read_text(dir, file, out);
-	if (*fd < 0) {
-		char p[CG_PATH_MAX + 64];
-		int r;
-		if (dirfd >= 0)
-			*fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		else if ((r = pathfmt(p, sizeof p, "%s/%s", dir, file)) < 0)
-			return r;
-		else
-			*fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (*fd < 0)
-			return -errno;
-	}
-	char buf[1024];
-	ssize_t n;
-	while ((n = pread(*fd, buf, sizeof buf - 1, 0)) < 0 && errno == EINTR)
-		;
-	if (n < 0)
-		return -errno;
-	if ((size_t)n >= sizeof buf - 1)
-		return read_text(dir, file, out); /* longer than we keep */
-	buf[n] = '\0';
-	*out = xstrdup(buf);
-	return 0;
+	return read_text_kept(NULL, -1, dir, file, out);
 }
 
 static int read_keyed(const char *dir, const char *file, const char *key, int64_t *out)

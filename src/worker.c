@@ -1579,10 +1579,14 @@ static void leaves_drop(void)
 	}
 }
 
+/* The leaf's files kept with the task, or NULL where none are kept
+ * (keep_fds: then the spawn opened the directory for itself only). */
+static struct cg_files *task_files(struct task *t) { return t->cgf.dir >= 0 ? &t->cgf : NULL; }
+
 /* The usage of the run: what the leaf counted since the run began. */
 static void task_usage(struct task *t)
 {
-	(void)cg_usage_read_f(&t->cg, &t->cgu, t->cgf.dir >= 0 ? &t->cgf : NULL);
+	(void)cg_usage_read_f(&t->cg, &t->cgu, task_files(t));
 	t->cg_end = (struct cg_cpu){t->cgu.cpu_user_us, t->cgu.cpu_system_us};
 	if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
 		t->cgu.cpu_user_us -= t->cg_base.user_us;
@@ -2499,7 +2503,7 @@ static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
 static bool drain_step(struct worker *w, struct task *t)
 {
 	bool late = now_mono_ms() >= t->drain_end;
-	bool empty = !cg_leaf_populated_f(&t->cg, t->cgf.dir >= 0 ? &t->cgf : NULL);
+	bool empty = !cg_leaf_populated_f(&t->cg, task_files(t));
 	if (!empty) {
 		if (!late) {
 			if (!t->cg_atomic)
@@ -2542,7 +2546,7 @@ static bool drain_begin(struct worker *w, struct task *t)
 	if (!t->cg.used)
 		return false;
 	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
-	if (!cg_leaf_populated_f(&t->cg, t->cgf.dir >= 0 ? &t->cgf : NULL)) {
+	if (!cg_leaf_populated_f(&t->cg, task_files(t))) {
 		/* Most runs leave nothing behind their reaped process: then
 		 * there is nothing to kill. (Its rmdir may still be refused
 		 * for a moment: then it waits below like any other.) */
