@@ -581,8 +581,7 @@ static int write_result_unnamed(struct spool *sp, const char *fin, const char *j
 static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo)
 {
 	char tmpn[512], fin[512];
-	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0 ||
-	    pathfmt(fin, sizeof fin, "%s.json", id) < 0)
+	if (pathfmt(fin, sizeof fin, "%s.json", id) < 0)
 		return -ENAMETOOLONG;
 	/* redo replaces our own earlier copy: only rename(2) can. */
 	if (!redo) {
@@ -590,6 +589,8 @@ static int write_result_json(struct spool *sp, const char *id, const char *json,
 		if (u <= 0)
 			return u;
 	}
+	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0)
+		return -ENAMETOOLONG;
 	_cleanup_close_ int fd =
 		openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0 && errno == EEXIST) {

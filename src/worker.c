@@ -1977,16 +1977,16 @@ static bool scratch_retire(struct worker *w, const struct task *t, const char *n
 	if (sscanf(name, ".spare.%u%c", &sn, &tail) == 1) {
 		/* scratch_dir's in place: a spare already, by its name */
 		if (reuse) {
-			/* Emptied: its change time is the one after that. */
+			/* Emptied: its change time is the one after that
+			 * (unknown: the full check next time). */
 			struct stat now;
-			bool same = empty || (fstat(d, &now) == 0 && now.st_uid == st.st_uid &&
-					      (now.st_mode & 07777) == (st.st_mode & 07777));
-			if (same) {
-				spares[nspares++] = (struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777,
-								   empty ? st.st_ctim : now.st_ctim, *dfd};
-				*dfd = -1;
-				return true;
-			}
+			struct timespec ct_now = st.st_ctim;
+			if (!empty)
+				ct_now = fstat(d, &now) == 0 ? now.st_ctim : (struct timespec){0, 0};
+			spares[nspares++] =
+				(struct spare){sn, t->run_uid, st.st_gid, st.st_mode & 07777, ct_now, *dfd};
+			*dfd = -1;
+			return true;
 		}
 	} else {
 		snprintf(sp, sizeof sp, ".spare.%u", sn = ++spare_seq);
