@@ -548,51 +548,47 @@ static bool unnamed_durable(int dir)
 	return found;
 }
 
-/* done/<id>.json as an unnamed file, written, fsynced, then linked into
- * place, where that is as durable (unnamed_durable): no temporary name
- * to make, rename and remove. 1 where it is not, or there is no
- * O_TMPFILE (the caller uses a named temporary file), 0 or -errno. */
-static int write_result_unnamed(struct spool *sp, const char *fin, const char *json)
+static void json_pending_free(struct json_pending *jp)
 {
-	if (!sp->unnamed)
+	if (jp->fd >= 0)
+		close(jp->fd);
+	free(jp->id);
+	free(jp->tmp);
+	free(jp->json);
+	*jp = JSON_PENDING_NONE;
+}
+
+/* The first half of writing done/<id>.json: the file made and written,
+ * unnamed where that is as durable (unnamed_durable) and there is
+ * O_TMPFILE, else under a temporary name. Nothing is left in jp on an
+ * error. */
+static int json_write(struct spool *sp, const char *id, const char *json, bool redo,
+		      struct json_pending *jp)
+{
+	char tmpn[512];
+	*jp = JSON_PENDING_NONE;
+	/* redo replaces our own earlier copy: only rename(2) can. */
+	if (!redo && !sp->unnamed)
 		sp->unnamed = unnamed_durable(sp->done) ? 1 : -1;
-	if (sp->unnamed < 0)
-		return 1;
-	_cleanup_close_ int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
-	if (fd < 0) {
+	if (!redo && sp->unnamed > 0) {
+		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			int r = write_all(fd, json, strlen(json));
+			if (r < 0) {
+				close(fd);
+				return r;
+			}
+			*jp = (struct json_pending){.fd = fd, .unnamed = true, .id = xstrdup(id),
+						    .json = xstrdup(json)};
+			return 0;
+		}
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
 			return -errno;
 		sp->unnamed = -1;
-		return 1;
-	}
-	int r = write_all(fd, json, strlen(json));
-	/* A failed fsync: the file is dropped (closed unlinked), never trusted. */
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r == 0 && (r = link_unnamed(fd, sp->done, fin)) == -ENOTSUP) {
-		sp->unnamed = -1;
-		return 1;
-	}
-	return r;
-}
-
-/* Write done/<id>.json durably, without ever replacing an existing
- * result: unnamed and linked, or through a temporary name. */
-static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo)
-{
-	char tmpn[512], fin[512];
-	if (pathfmt(fin, sizeof fin, "%s.json", id) < 0)
-		return -ENAMETOOLONG;
-	/* redo replaces our own earlier copy: only rename(2) can. */
-	if (!redo) {
-		int u = write_result_unnamed(sp, fin, json);
-		if (u <= 0)
-			return u;
 	}
 	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0)
 		return -ENAMETOOLONG;
-	_cleanup_close_ int fd =
-		openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0 && errno == EEXIST) {
 		/* Our own leftover from a crash (the name has our pid). */
 		(void)unlinkat(sp->done, tmpn, 0);
@@ -601,27 +597,73 @@ static int write_result_json(struct spool *sp, const char *id, const char *json,
 	if (fd < 0)
 		return -errno;
 	int r = write_all(fd, json, strlen(json));
-	/* A failed fsync is never retried and trusted: the page state after
-	 * a writeback error is unknown, so the file is dropped. */
-	if (r == 0 && fsync(fd) < 0)
+	if (r < 0) {
+		close(fd);
+		(void)unlinkat(sp->done, tmpn, 0);
+		return r;
+	}
+	*jp = (struct json_pending){.fd = fd, .redo = redo, .id = xstrdup(id), .tmp = xstrdup(tmpn)};
+	return 0;
+}
+
+/* The second half: fsync, then the name, which is never an existing
+ * result's but with redo. A failed fsync is never retried and trusted:
+ * the page state after a writeback error is unknown, so the file is
+ * dropped (unlinked, or closed unnamed). jp is empty afterwards. */
+int spool_json_commit(struct spool *sp, struct json_pending *jp)
+{
+	char fin[512];
+	if (jp->fd < 0)
+		return 0;
+	int r = pathfmt(fin, sizeof fin, "%s.json", jp->id) < 0 ? -ENAMETOOLONG : 0;
+	if (r == 0 && fsync(jp->fd) < 0)
 		r = -errno;
+	if (jp->unnamed) {
+		if (r == 0 && (r = link_unnamed(jp->fd, sp->done, fin)) == -ENOTSUP) {
+			/* No way to link it here: a named one, as elsewhere. */
+			sp->unnamed = -1;
+			struct json_pending named;
+			if ((r = json_write(sp, jp->id, jp->json, false, &named)) == 0)
+				r = spool_json_commit(sp, &named);
+		}
+		json_pending_free(jp);
+		return r;
+	}
 	/* redo: the id is ours and a JSON of ours may be there already, from
 	 * an attempt whose fsync of done/ failed. It is replaced by this
 	 * fresh, fsynced copy (the same result), never trusted as it was. */
-	if (r == 0 && redo && renameat(sp->done, tmpn, sp->done, fin) < 0)
+	if (r == 0 && jp->redo && renameat(sp->done, jp->tmp, sp->done, fin) < 0)
 		r = -errno;
-	else if (r == 0 && !redo && renameat2(sp->done, tmpn, sp->done, fin, RENAME_NOREPLACE) < 0) {
+	else if (r == 0 && !jp->redo &&
+		 renameat2(sp->done, jp->tmp, sp->done, fin, RENAME_NOREPLACE) < 0) {
 		if (errno == EINVAL) {
-			if (linkat(sp->done, tmpn, sp->done, fin, 0) < 0)
+			if (linkat(sp->done, jp->tmp, sp->done, fin, 0) < 0)
 				r = -errno;
 			else
-				(void)unlinkat(sp->done, tmpn, 0);
+				(void)unlinkat(sp->done, jp->tmp, 0);
 		} else
 			r = -errno;
 	}
 	if (r < 0)
-		(void)unlinkat(sp->done, tmpn, 0);
+		(void)unlinkat(sp->done, jp->tmp, 0);
+	json_pending_free(jp);
 	return r;
+}
+
+/* Write done/<id>.json durably, without ever replacing an existing
+ * result: at once, or with pend left pending there, its data on its way
+ * to the disk, for the caller to commit. */
+static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo,
+			     struct json_pending *pend)
+{
+	struct json_pending now;
+	int r = json_write(sp, id, json, redo, pend ? pend : &now);
+	if (r < 0)
+		return r;
+	if (!pend)
+		return spool_json_commit(sp, &now);
+	(void)sync_file_range(pend->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	return 0;
 }
 
 static void fill_user(struct result *res, uid_t uid, char *buf, size_t len)
@@ -720,7 +762,7 @@ static int link_empty(struct spool *sp, const char *to, bool *checked)
 }
 
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
-		       struct result *res, char *idbuf, size_t idlen)
+		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend)
 {
 	bool redo = false; /* an earlier attempt of this publish got this far */
 	char p[512], q[512];
@@ -859,12 +901,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		}
 		res->id = idbuf;
 		_cleanup_free_ char *json = result_dumps(res);
-		if ((r = write_result_json(sp, idbuf, json, false)) == -EEXIST) {
+		if ((r = write_result_json(sp, idbuf, json, false, NULL)) == -EEXIST) {
 			/* The id is ours: the JSON there is our own, from an
 			 * attempt whose later step failed. Written anew. */
 			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0 || (r = redirty(sp, p)) < 0)
 				return r < 0 ? r : -ENAMETOOLONG;
-			r = write_result_json(sp, idbuf, json, true);
+			r = write_result_json(sp, idbuf, json, true, NULL);
 		}
 		if (r < 0)
 			return r;
@@ -874,7 +916,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		free((char *)res->task_path);
 		free((char *)res->artifacts_path);
 		res->task_path = res->artifacts_path = NULL;
-		if ((r = write_result_json(sp, idbuf, json, redo)) < 0)
+		if ((r = write_result_json(sp, idbuf, json, redo, pend)) < 0)
 			return r;
 	}
 	return 0;
@@ -910,7 +952,7 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		 struct result *res, char *idbuf, size_t idlen)
 {
-	int r = spool_finish_stage(sp, wdir, name, regular, res, idbuf, idlen);
+	int r = spool_finish_stage(sp, wdir, name, regular, res, idbuf, idlen, NULL);
 	if (r < 0)
 		return r;
 	if (fsync(sp->done) < 0)
@@ -1012,7 +1054,7 @@ static int republish(struct spool *sp, const char *id)
 	int r = read_file_at(sp->done, p, 1u << 20, &json, &len);
 	if (r < 0)
 		return r;
-	if ((r = write_result_json(sp, id, json, true)) < 0)
+	if ((r = write_result_json(sp, id, json, true, NULL)) < 0)
 		return r;
 	return fsync(sp->done) < 0 ? -errno : 0;
 }

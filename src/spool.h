@@ -66,12 +66,30 @@ int claim_meta_set(int fd, const struct claim_meta *m);
  * one link; other entries are removed after the result is written. */
 int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		 struct result *res, char *idbuf, size_t idlen);
+/* A result's JSON written but not yet fsynced or named. A caller that
+ * stages several results at once passes one to spool_finish_stage for
+ * each: the JSON's data goes to the disk at once (sync_file_range), and
+ * spool_json_commit, called for each after all are staged, fsyncs it and
+ * gives it its name. The fsyncs then mostly find their writes done, and
+ * a journal commit made for one covers the others: one staged and
+ * committed after another waits on the disk several times over. */
+struct json_pending {
+	int fd;        /* -1: nothing pending */
+	bool unnamed;  /* made O_TMPFILE, to be linked; else renamed from tmp */
+	bool redo;     /* may replace our own earlier copy (rename(2)) */
+	char *id, *tmp; /* tmp: the temporary name of a named one */
+	char *json;    /* the text, for the named fallback of an unnamed one */
+};
+#define JSON_PENDING_NONE ((struct json_pending){.fd = -1})
+int spool_json_commit(struct spool *sp, struct json_pending *jp);
+
 /* spool_finish in two halves, for a caller that fsyncs done/ once for
  * several results (group commit): stage writes everything up to the
  * JSON; complete, once done/ is fsynced, removes the claim (gone: as
- * spool_clean_scratch's). */
+ * spool_clean_scratch's). With pend, stage leaves the JSON pending there,
+ * and the caller commits it (spool_json_commit) before done/'s fsync. */
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
-		       struct result *res, char *idbuf, size_t idlen);
+		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend);
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
 			  const char *idbuf, unsigned gone);
 

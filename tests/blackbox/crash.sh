@@ -1,7 +1,7 @@
 # A short crash-point sweep (tests/torture/crash-sweep.sh) as part of
-# make check: SIGKILL of submit and of the worker at the first calls of
-# each spool syscall, then recovery and the invariant. `make torture`
-# runs the long version.
+# make check: SIGKILL of submit and of the worker (its loop and its
+# commit thread) at the first calls of each spool syscall, then recovery
+# and the invariant. `make torture` runs the long version.
 . "$(dirname "$0")/../lib.sh"
 
 test_crash_points_short_sweep() {

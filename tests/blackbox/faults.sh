@@ -341,6 +341,75 @@ test_slow_fsync_backlog_bounded() {
 	echo "    at most $max tasks started and not yet published"
 }
 
+# Results that finish together are written together (worker.c,
+# commit_stage): with fsync slowed so that results queue up, the commit
+# thread writes the JSONs of a group, sends their data to the disk
+# (sync_file_range), and only then fsyncs each; and no JSON gets its name
+# before its own fsync has returned.
+test_results_written_together() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local s i fs n=60
+	for fs in disk tmpfs; do
+		if [ $fs = disk ]; then s=$(mkspool); else s=$(tiny_spool size=16m); fi
+		[ -n "$s" ] || { fail "cannot mount a tmpfs"; return; }
+		for ((i = 0; i < n; i++)); do printf '#!/bin/sh
+true
+' >"$s/tmp/g$i"; mv "$s/tmp/g$i" "$s/new/g$i"; done
+		KART_BACKEND=none KART_ALLOW_ROOT=yes timeout 120 strace -f -y -qq -o "$s.strace" \
+			-e trace=openat,fsync,sync_file_range,renameat2,linkat \
+			-e inject=fsync:delay_exit=5000 \
+			"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+		assert_eq "$n" "$(count_results "$s")" "$fs: results"
+		assert_eq 0 "$(find "$s/done" -name '*.json' -exec cat {} + | jq -r .status | grep -vc '^ok$')" "$fs: results not ok"
+		local out
+		out=$(python3 - "$s.strace" <<'PY'
+import re, sys
+pending, sent, synced = set(), set(), set()
+most = named = early = unsent = 0
+def key(fd_path):  # a file by its path as strace -y shows it
+    return fd_path.replace('(deleted)', '')
+def calls(path):  # whole calls: an unfinished one joined with its resumption
+    half = {}
+    for line in open(path):
+        pid, _, rest = line.rstrip('\n').partition(' ')
+        if rest.endswith('<unfinished ...>'):
+            half[pid] = rest[:-len('<unfinished ...>')].rstrip(); continue
+        m = re.match(r'<\.\.\. \w+ resumed>(.*)', rest)
+        if m:
+            rest = half.pop(pid, '') + m.group(1)
+        yield rest
+for line in calls(sys.argv[1]):
+    m = re.search(r'openat\(\d+<([^>]*/done)>, "(\.[^"]*\.json\.\d+\.tmp)", [^)]*O_CREAT[^)]*\)\s*= \d+<([^>]*)>', line) \
+        or re.search(r'openat\(\d+<([^>]*/done)>, "()\.", [^)]*O_TMPFILE[^)]*\)\s*= \d+<([^>]*)>', line)
+    if m:
+        pending.add(key(m.group(3))); most = max(most, len(pending)); continue
+    m = re.search(r'sync_file_range\(\d+<([^>]*)>', line)
+    if m:
+        sent.add(key(m.group(1))); continue
+    m = re.search(r'fsync\(\d+<([^>]*)>(?:\(deleted\))?\)\s*= 0', line)
+    if m and key(m.group(1)) in pending:
+        k = key(m.group(1))
+        pending.discard(k); synced.add(k)
+        unsent += k not in sent
+        continue
+    m = re.search(r'renameat2\(\d+<([^>]*/done)>, "(\.[^"]*\.json\.\d+\.tmp)", \d+<[^>]*>, "[^"]*\.json", [^)]*\)\s*= 0', line)
+    if m:
+        named += 1; early += m.group(1) + '/' + m.group(2) not in synced; continue
+    m = re.search(r'linkat\(\d+<([^>]*)>(?:\(deleted\))?, "", \d+<[^>]*>, "[^"]*\.json", AT_EMPTY_PATH\)\s*= 0', line)
+    if m:
+        named += 1; early += key(m.group(1)) not in synced
+print(most, named, early, unsent)
+PY
+		)
+		read -r most named early unsent <<<"$out"
+		echo "    $fs: up to $most JSONs written before their fsyncs; $named named"
+		assert_eq "$n" "$named" "$fs: JSONs given their names"
+		assert_eq 0 "$early" "$fs: JSONs named before their own fsync returned"
+		assert_eq 0 "$unsent" "$fs: JSONs fsynced without their data sent first"
+		[ "${most:-0}" -ge 4 ] || fail "$fs: at most ${most:-0} JSONs written before their fsyncs: results are not written together"
+	done
+}
+
 # More tasks than the inotify queue holds arrive while the worker is
 # stopped: the overflow makes it look at new/, and all run.
 test_inotify_overflow() {

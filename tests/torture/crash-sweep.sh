@@ -1,7 +1,7 @@
 #!/bin/bash
-# Crash-point sweep: kill `kart submit` and `kart worker` with SIGKILL at
-# every call of each syscall that touches the spool (strace inject), in
-# turn; restart; check the invariant:
+# Crash-point sweep: kill `kart submit` and `kart worker` (its loop, and
+# its commit thread) with SIGKILL at every call of each syscall that
+# touches the spool (strace inject), in turn; restart; check the invariant:
 #   every acknowledged task ends with exactly one result in done/, every
 #   result is valid JSON, nothing is left in new/ or cur/, and a task that
 #   ran twice says attempt > 1.
@@ -89,8 +89,59 @@ sweep_worker() {
 	done
 }
 
+# The commit thread's calls (the worker's second thread: it publishes
+# results). strace without -f follows the loop alone, so this sweep
+# attaches to that thread only, before the tasks arrive; a SIGKILL sent
+# at one of its calls ends the whole worker.
+sweep_commit() {
+	local sc n s=$work/com w ctid i
+	for sc in openat write fsync sync_file_range renameat2 linkat unlinkat fsetxattr; do
+		for ((n = 1; n <= max; n++)); do
+			mkspool "$s"
+			"$kart" -s "$s" worker --id w1 >/dev/null 2>"$work/com.log" &
+			w=$!
+			for ((i = 0; i < 100; i++)); do
+				ctid=$(ls "/proc/$w/task" 2>/dev/null | sort -n | sed -n 2p)
+				[ -n "$ctid" ] && grep -q ' on ' "$work/com.log" && break
+				sleep 0.05
+			done
+			[ -n "$ctid" ] || { echo "  no commit thread"; bad=$((bad + 1)); kill "$w"; wait "$w"; break; }
+			strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" -p "$ctid" 2>/dev/null &
+			local sp=$!
+			for ((i = 0; i < 100; i++)); do
+				[ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$ctid/status" 2>/dev/null)" != 0 ] && break
+				sleep 0.02
+			done
+			local names=()
+			for i in 1 2 3; do
+				printf '#!/bin/sh\necho %s\n' "$i" >"$s/tmp/t$i"
+				mv "$s/tmp/t$i" "$s/new/t$i"
+				names+=("t$i")
+			done
+			for ((i = 0; i < 300; i++)); do
+				kill -0 "$w" 2>/dev/null || break
+				[ "$(find "$s/done" -maxdepth 1 -name 't*.json' | wc -l)" -ge 3 ] && break
+				sleep 0.02
+			done
+			local killed=1
+			if kill -0 "$w" 2>/dev/null; then
+				killed=0 # ran to the end: no more calls of $sc
+				kill "$w"
+			fi
+			wait "$w" 2>/dev/null
+			kill "$sp" 2>/dev/null
+			wait "$sp" 2>/dev/null
+			[ $killed = 0 ] && break
+			points=$((points + 1))
+			check "$s" "${names[@]}"
+		done
+		echo "commit: $sc: $((n - 1)) call(s) killed"
+	done
+}
+
 sweep_submit
 sweep_worker
+sweep_commit 2>/dev/null # (bash reports each killed worker)
 echo
 echo "$points crash points survived, $lost tasks lost, $twice run twice unflagged, $bad other violations"
 [ $((lost + twice + bad)) -eq 0 ]
