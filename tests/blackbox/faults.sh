@@ -371,7 +371,10 @@ def key(fd_path):  # a file by its path as strace -y shows it
 def calls(path):  # whole calls: an unfinished one joined with its resumption
     half = {}
     for line in open(path):
-        pid, _, rest = line.rstrip('\n').partition(' ')
+        m = re.match(r'(\d+)\s+(.*)', line.rstrip('\n'))  # strace pads the pid
+        if not m:
+            continue
+        pid, rest = m.groups()
         if rest.endswith('<unfinished ...>'):
             half[pid] = rest[:-len('<unfinished ...>')].rstrip(); continue
         m = re.match(r'<\.\.\. \w+ resumed>(.*)', rest)
