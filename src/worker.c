@@ -152,15 +152,17 @@ struct commit {
 	struct task *todo, *done; /* linked by cnext */
 	struct spool *sp;
 	int wdir;
+	int writes_max; /* results written before their fsyncs, at most */
 };
 
 /* Results written at once before their fsyncs (json_pending): enough
- * for the disk to take them together, few enough descriptors. */
+ * for the disk to take them together, few enough descriptors (one where
+ * the worker keeps none across runs, keep_fds). */
 #define COMMIT_WRITES_MAX 16
 
 /* Everything of a result but the fsync of done/: the outputs fsynced,
  * the entries linked, the JSON written and fsynced. Up to
- * COMMIT_WRITES_MAX at a time, each step for all of them before the
+ * c->writes_max at a time, each step for all of them before the
  * next: the outputs' data and then the JSONs' are sent to the disk
  * together, and each fsync mostly finds its writes done (drains of
  * 2,000 tasks here: about 200 us a result one after the other, about 70
@@ -169,7 +171,7 @@ static void commit_stage(struct commit *c, struct task *batch)
 {
 	for (struct task *first = batch, *end; first; first = end) {
 		end = first;
-		for (int n = 0; end && n < COMMIT_WRITES_MAX; n++, end = end->cnext) {
+		for (int n = 0; end && n < c->writes_max; n++, end = end->cnext) {
 			end->commit_err = 0;
 			end->commit_output = false;
 			end->jpend = JSON_PENDING_NONE;
@@ -1267,6 +1269,8 @@ static void commit_start(struct worker *w)
 	struct commit *c = &w->commit;
 	c->sp = w->sp;
 	c->wdir = w->wdir;
+	/* Short of descriptors (keep_fds), one result's files open at a time. */
+	c->writes_max = keep_fds(w) ? COMMIT_WRITES_MAX : 1;
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
@@ -3256,7 +3260,8 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
 	if (!keep_fds(&w))
 		logmsg("open files limit %llu: below 16 a slot and 256 besides; no descriptors are kept "
-		       "across runs (more system calls per task)",
+		       "across runs and results are written one at a time (more system calls per "
+		       "task)",
 		       (unsigned long long)w.nofile);
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	struct src s_wdog = {SRC_WATCHDOG, NULL};

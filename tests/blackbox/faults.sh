@@ -345,20 +345,24 @@ test_slow_fsync_backlog_bounded() {
 # commit_stage): with fsync slowed so that results queue up, the commit
 # thread writes the JSONs of a group, sends their data to the disk
 # (sync_file_range), and only then fsyncs each; and no JSON gets its name
-# before its own fsync has returned.
+# before its own fsync has returned. Under an open files limit too low
+# to keep descriptors across runs, it writes them one at a time.
 test_results_written_together() {
 	command -v strace >/dev/null || { skip "strace is not installed"; return; }
 	local s i fs n=60
-	for fs in disk tmpfs; do
-		if [ $fs = disk ]; then s=$(mkspool); else s=$(tiny_spool size=16m); fi
+	for fs in disk tmpfs few; do
+		if [ $fs = tmpfs ]; then s=$(tiny_spool size=16m); else s=$(mkspool); fi
 		[ -n "$s" ] || { fail "cannot mount a tmpfs"; return; }
-		for ((i = 0; i < n; i++)); do printf '#!/bin/sh
-true
-' >"$s/tmp/g$i"; mv "$s/tmp/g$i" "$s/new/g$i"; done
-		KART_BACKEND=none KART_ALLOW_ROOT=yes timeout 120 strace -f -y -qq -o "$s.strace" \
-			-e trace=openat,fsync,sync_file_range,renameat2,linkat \
-			-e inject=fsync:delay_exit=5000 \
-			"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+		for ((i = 0; i < n; i++)); do printf '#!/bin/sh\ntrue\n' >"$s/tmp/g$i"; mv "$s/tmp/g$i" "$s/new/g$i"; done
+		(
+			# few: an open files limit under 16 a slot and 256 besides
+			# (worker.c, keep_fds), where they are written one at a time.
+			[ $fs = few ] && ulimit -n 200
+			KART_BACKEND=none KART_ALLOW_ROOT=yes exec timeout 120 strace -f -y -qq -o "$s.strace" \
+				-e trace=openat,fsync,sync_file_range,renameat2,linkat \
+				-e inject=fsync:delay_exit=5000 \
+				"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+		)
 		assert_eq "$n" "$(count_results "$s")" "$fs: results"
 		assert_eq 0 "$(find "$s/done" -name '*.json' -exec cat {} + | jq -r .status | grep -vc '^ok$')" "$fs: results not ok"
 		local out
@@ -409,7 +413,11 @@ PY
 		assert_eq "$n" "$named" "$fs: JSONs given their names"
 		assert_eq 0 "$early" "$fs: JSONs named before their own fsync returned"
 		assert_eq 0 "$unsent" "$fs: JSONs fsynced without their data sent first"
-		[ "${most:-0}" -ge 4 ] || fail "$fs: at most ${most:-0} JSONs written before their fsyncs: results are not written together"
+		if [ $fs = few ]; then
+			assert_eq 1 "$most" "$fs: JSONs written before their fsyncs, at most"
+		else
+			[ "${most:-0}" -ge 4 ] || fail "$fs: at most ${most:-0} JSONs written before their fsyncs: results are not written together"
+		fi
 	done
 }
 
