@@ -75,16 +75,17 @@ __attribute__((format(printf, 2, 3))) static void complain(const char *who, cons
 static const struct {
 	int res;
 	const char *name;
-} rl_names[4] = {
+} rl_names[5] = {
 	{RLIMIT_NPROC, "nproc"},
 	{RLIMIT_AS, "as"},
 	{RLIMIT_CPU, "cpu"},
 	{RLIMIT_CORE, "core"},
+	{RLIMIT_NOFILE, "nofile"},
 };
 
 static int rl_option(struct confine *c, const char *arg)
 {
-	for (size_t k = 0; k < 4; k++) {
+	for (size_t k = 0; k < sizeof rl_names / sizeof rl_names[0]; k++) {
 		size_t l = strlen(rl_names[k].name);
 		if (strncmp(arg + 9, rl_names[k].name, l) == 0 && arg[9 + l] == '=') {
 			char *end;
@@ -183,10 +184,12 @@ static bool nproc_binds(unsigned long long hard)
  * (or would not hold) stops the task here: the worker refuses it. */
 static int rl_apply(const struct confine *c, const char *who)
 {
-	for (size_t k = 0; k < 4; k++) {
+	for (size_t k = 0; k < sizeof rl_names / sizeof rl_names[0]; k++) {
 		if (!c->rl[k].set)
 			continue;
 		struct rlimit r = {c->rl[k].v, c->rl[k].v};
+		if (rl_names[k].res == RLIMIT_NOFILE)
+			continue; /* last: nofile_step */
 		if (rl_names[k].res == RLIMIT_CPU)
 			r.rlim_max = c->rl[k].v + 1; /* SIGXCPU first, SIGKILL a second later */
 		if (rl_names[k].res == RLIMIT_NPROC && !nproc_binds(r.rlim_max)) {
@@ -279,6 +282,24 @@ static int landlock_step(const struct confine *c, int abi, const char *who)
 	return 0;
 }
 
+/* The open files soft limit the worker started with (it raised its
+ * own), under the hard limit it left as it was. Last: until the exec
+ * this process holds a copy of the worker's descriptors, numbered above
+ * that limit, and the Landlock step still makes one. */
+static int nofile_step(const struct confine *c, const char *who)
+{
+	const size_t k = sizeof rl_names / sizeof rl_names[0] - 1; /* nofile */
+	struct rlimit r;
+	if (!c->rl[k].set || getrlimit(RLIMIT_NOFILE, &r) < 0 || c->rl[k].v >= r.rlim_cur)
+		return 0;
+	r.rlim_cur = c->rl[k].v;
+	if (setrlimit(RLIMIT_NOFILE, &r) < 0) {
+		complain(who, "RLIMIT_NOFILE=%llu: %s", c->rl[k].v, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int confine_apply(const struct confine *c, int abi, const struct sock_fprog *filter,
 		  const char *who)
 {
@@ -293,5 +314,5 @@ int confine_apply(const struct confine *c, int abi, const struct sock_fprog *fil
 		complain(who, "seccomp: %s", strerror(errno));
 		return -1;
 	}
-	return 0;
+	return nofile_step(c, who);
 }

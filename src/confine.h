@@ -30,7 +30,7 @@ struct confine {
 	struct confine_rl {
 		bool set;
 		unsigned long long v;
-	} rl[4]; /* --rlimit-{nproc,as,cpu,core}=N */
+	} rl[5]; /* --rlimit-{nproc,as,cpu,core,nofile}=N */
 	char **prog; /* PROGRAM [ARG...], NULL-terminated (argv's own tail) */
 	/* The caller's bounding set, if it knows it (the worker reads its
 	 * own once): only those capabilities are dropped, instead of asking

@@ -74,4 +74,6 @@ void limits_launch_opts(const struct rl_plan *p, struct strv *opts)
 		strv_addf(opts, "--rlimit-cpu=%lld", (long long)p->cpu_s);
 	if (p->core0)
 		strv_add(opts, "--rlimit-core=0");
+	if (p->nofile)
+		strv_addf(opts, "--rlimit-nofile=%llu", (unsigned long long)p->nofile);
 }

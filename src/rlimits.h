@@ -41,6 +41,8 @@ struct rl_plan {
 	int64_t nproc;  /* RLIMIT_NPROC */
 	int64_t cpu_s;  /* RLIMIT_CPU, seconds: a backstop */
 	bool core0;     /* RLIMIT_CORE = 0 */
+	uint64_t nofile; /* RLIMIT_NOFILE's soft limit given back: the worker's
+			  * own at its start, which it raised (0: untouched) */
 };
 
 /* Where the fallback stands. */
@@ -59,7 +61,8 @@ int limits_fallback(const struct task_spec *spec, const struct rl_host *host, st
 void limits_always(const struct task_spec *spec, const struct rl_host *host, struct rl_plan *out);
 
 /* kart-launch's options for plan: --rlimit-nproc=N --rlimit-as=N
- * --rlimit-cpu=N --rlimit-core=0 (each only where set). */
+ * --rlimit-cpu=N --rlimit-core=0 --rlimit-nofile=N (each only where
+ * set; nofile sets the soft limit alone). */
 void limits_launch_opts(const struct rl_plan *p, struct strv *opts);
 
 #endif

@@ -533,7 +533,8 @@ struct worker {
 	struct policy *pol;
 	const char *id;
 	int slots[LANE__N], used[LANE__N];
-	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit at start */
+	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit (raised_nofile) */
+	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
 	bool drain, stopping;
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
@@ -1166,10 +1167,44 @@ static void dispatch(struct worker *w);
  * task. Kept only where the limit leaves room for 16 per slot and 256
  * besides; else a worker of many slots under a limit of 1,024 would meet
  * EMFILE where it did not before. */
+static rlim_t nofile_wanted(const struct worker *w)
+{
+	return (rlim_t)16 * (rlim_t)(w->slots[LANE_FAST] + w->slots[LANE_BATCH]) + 256;
+}
+
 static bool keep_fds(const struct worker *w)
 {
-	return w->nofile == RLIM_INFINITY ||
-	       w->nofile >= (rlim_t)16 * (rlim_t)(w->slots[LANE_FAST] + w->slots[LANE_BATCH]) + 256;
+	return w->nofile == RLIM_INFINITY || w->nofile >= nofile_wanted(w);
+}
+
+/* A soft limit under what the slots want is raised up to the hard limit,
+ * as systemd asks of a service that needs more than its default 1,024
+ * (the hard limit there is 524,288); the tasks get the one we started
+ * with back (rl_plan.nofile), as if run directly. */
+static void raise_nofile(struct worker *w)
+{
+	struct rlimit nf;
+	if (getrlimit(RLIMIT_NOFILE, &nf) < 0) {
+		w->nofile = 1024;
+		return;
+	}
+	w->nofile = nf.rlim_cur;
+	if (nf.rlim_cur == RLIM_INFINITY || nf.rlim_cur >= nofile_wanted(w) ||
+	    nf.rlim_max <= nf.rlim_cur)
+		return;
+	rlim_t was = nf.rlim_cur;
+	nf.rlim_cur = nf.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &nf) < 0)
+		return;
+	w->nofile = nf.rlim_cur;
+	w->nofile_task = was;
+	if (nf.rlim_cur == RLIM_INFINITY)
+		logmsg("open files limit raised from %llu to unlimited; tasks get %llu",
+		       (unsigned long long)was, (unsigned long long)was);
+	else
+		logmsg("open files limit raised from %llu to %llu (the hard limit); tasks get %llu",
+		       (unsigned long long)was, (unsigned long long)nf.rlim_cur,
+		       (unsigned long long)was);
 }
 
 /* Stopping, and its result still cannot be published (a full disk, an
@@ -2264,6 +2299,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 
 	struct strv argv = {0}, envp = {0}, lopts = {0};
 	char err[256];
+	t->rl.nofile = w->nofile_task;
 	limits_launch_opts(&t->rl, &lopts);
 	if (container)
 		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
@@ -3147,8 +3183,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	char p[PATH_MAX];
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
-	struct rlimit nf;
-	w.nofile = getrlimit(RLIMIT_NOFILE, &nf) == 0 ? nf.rlim_cur : 1024;
+	raise_nofile(&w);
 
 	int r = spool_worker_open(sp, w.id, &w.wdir, &w.lockfd);
 	if (r == -EBUSY)

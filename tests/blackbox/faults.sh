@@ -301,6 +301,34 @@ test_few_descriptors_many_slots() {
 		fail "no word of the descriptors not kept: $(head -3 "$s.worker.log")"
 }
 
+# A soft limit of open files under what the slots want, below a higher
+# hard limit (systemd gives a service 1,024 and 524,288, and asks those
+# that need more to raise their own): the worker raises its soft limit to
+# the hard one, so that 40 tasks at once get what they need and the
+# worker keeps its descriptors; and each task, under backend none and
+# under bwrap, gets back the soft limit the worker started with.
+test_soft_nofile_raised() {
+	local s i n=80 hard b
+	hard=$(ulimit -Hn)
+	[ "$hard" = unlimited ] || [ "$hard" -ge 1024 ] ||
+		{ skip "the hard limit of open files is $hard here: nothing to raise to"; return; }
+	for b in none bwrap; do
+		s=$(mkspool)
+		printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+		[ $b = bwrap ] && n=4
+		for ((i = 0; i < n; i++)); do printf '#!/bin/sh\nsleep 0.5; ulimit -Sn; ulimit -Hn\n' >"$s/tmp/t$i"; done
+		mv "$s"/tmp/t* "$s/new/"
+		(ulimit -S -n 200 && KART_BACKEND=$b drain "$s" --slots 40)
+		assert_eq "$n" "$(count_results "$s")" "$b: results"
+		assert_eq "" "$(cat "$s"/done/*.json | jq -r 'select(.status != "ok") | "\(.id): \(.status) \(.error)"' | head -3)" \
+			"$b: tasks not ok"
+		grep -q "open files limit raised from 200 to $hard" "$s.worker.log" ||
+			fail "$b: no word of the limit raised: $(head -3 "$s.worker.log")"
+		! grep -q 'below 16 a slot' "$s.worker.log" || fail "$b: descriptors not kept under the raised limit"
+		assert_eq "200 $hard" "$(tr '\n' ' ' <"$s/done/t0.stdout" | sed 's/ $//')" "$b: the task's soft and hard limits"
+	done
+}
+
 # A disk slower than the tasks: every fsync of the commit thread is made
 # to take 5 ms (strace on that thread alone), so results are made
 # durable at about 150 a second while backend none runs trivial tasks
