@@ -185,11 +185,9 @@ static bool nproc_binds(unsigned long long hard)
 static int rl_apply(const struct confine *c, const char *who)
 {
 	for (size_t k = 0; k < sizeof rl_names / sizeof rl_names[0]; k++) {
-		if (!c->rl[k].set)
+		if (!c->rl[k].set || rl_names[k].res == RLIMIT_NOFILE) /* nofile: last, nofile_step */
 			continue;
 		struct rlimit r = {c->rl[k].v, c->rl[k].v};
-		if (rl_names[k].res == RLIMIT_NOFILE)
-			continue; /* last: nofile_step */
 		if (rl_names[k].res == RLIMIT_CPU)
 			r.rlim_max = c->rl[k].v + 1; /* SIGXCPU first, SIGKILL a second later */
 		if (rl_names[k].res == RLIMIT_NPROC && !nproc_binds(r.rlim_max)) {

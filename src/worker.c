@@ -533,7 +533,7 @@ struct worker {
 	struct policy *pol;
 	const char *id;
 	int slots[LANE__N], used[LANE__N];
-	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit (raised_nofile) */
+	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit (raise_nofile) */
 	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
 	bool drain, stopping;
 	int64_t grace_mono;
@@ -1162,16 +1162,17 @@ static void publish(struct worker *w, struct task *t)
 static void undefer(struct worker *w);
 static void dispatch(struct worker *w);
 
-/* Descriptors kept across a run (a spare's, a leaf's: scratch_dir,
- * struct cg_files) save calls per task but hold about 6 more per running
- * task. Kept only where the limit leaves room for 16 per slot and 256
- * besides; else a worker of many slots under a limit of 1,024 would meet
- * EMFILE where it did not before. */
+/* Open files the slots want: 16 a slot and 256 besides. */
 static rlim_t nofile_wanted(const struct worker *w)
 {
 	return (rlim_t)16 * (rlim_t)(w->slots[LANE_FAST] + w->slots[LANE_BATCH]) + 256;
 }
 
+/* Descriptors kept across a run (a spare's, a leaf's: scratch_dir,
+ * struct cg_files) save calls per task but hold about 6 more per running
+ * task. Kept only where the limit leaves what the slots want; else a
+ * worker of many slots under a limit of 1,024 would meet EMFILE where it
+ * did not before. */
 static bool keep_fds(const struct worker *w)
 {
 	return w->nofile == RLIM_INFINITY || w->nofile >= nofile_wanted(w);

@@ -263,14 +263,15 @@ static void test_launch_opts(void **state)
 {
 	(void)state;
 	struct strv o = {0};
-	struct rl_plan p = {.as = 1048576, .nproc = 32, .cpu_s = 61, .core0 = true};
+	struct rl_plan p = {.as = 1048576, .nproc = 32, .cpu_s = 61, .core0 = true, .nofile = 1024};
 	limits_launch_opts(&p, &o);
-	assert_int_equal(o.n, 4);
+	assert_int_equal(o.n, 5);
 	assert_string_equal(o.v[0], "--rlimit-nproc=32");
 	assert_string_equal(o.v[1], "--rlimit-as=1048576");
 	assert_string_equal(o.v[2], "--rlimit-cpu=61");
 	assert_string_equal(o.v[3], "--rlimit-core=0");
-	assert_null(o.v[4]);
+	assert_string_equal(o.v[4], "--rlimit-nofile=1024");
+	assert_null(o.v[5]);
 	strv_free(&o);
 	struct rl_plan none = {0};
 	struct strv e = {0};
