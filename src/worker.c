@@ -535,6 +535,7 @@ struct worker {
 	int slots[LANE__N], used[LANE__N];
 	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit (raise_nofile) */
 	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
+	int backlog_max;          /* results waiting for the commit thread, at most (backlog_max()) */
 	bool drain, stopping;
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
@@ -2504,13 +2505,24 @@ static void spawner_stop(struct worker *w)
  * (about 2.5 KiB a task), would grow with the backlog in new/. */
 #define COMMIT_BACKLOG_MAX 256
 
+/* Each result waiting holds its output files, two descriptors: under a
+ * low open files limit the backlog is held to what the limit leaves
+ * beside what the slots want (nofile_wanted), one at the least. */
+static int backlog_max(const struct worker *w)
+{
+	rlim_t want = nofile_wanted(w);
+	if (w->nofile == RLIM_INFINITY || w->nofile >= want + 2 * COMMIT_BACKLOG_MAX)
+		return COMMIT_BACKLOG_MAX;
+	return w->nofile > want + 2 ? (int)((w->nofile - want) / 2) : 1;
+}
+
 /* Fill free slots from the candidates, best first. */
 static void dispatch(struct worker *w)
 {
 	if (w->stopping)
 		return;
 	for (int l = 0; l < LANE__N; l++) {
-		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < COMMIT_BACKLOG_MAX) {
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max) {
 			struct cand c = heap_pop(&w->heap[l]);
 			int r = spool_claim(w->sp, w->wdir, c.name);
 			if (r == -EEXIST) {
@@ -3185,6 +3197,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
 	raise_nofile(&w);
+	w.backlog_max = backlog_max(&w);
 
 	int r = spool_worker_open(sp, w.id, &w.wdir, &w.lockfd);
 	if (r == -EBUSY)

@@ -301,6 +301,24 @@ test_few_descriptors_many_slots() {
 		fail "no word of the descriptors not kept: $(head -3 "$s.worker.log")"
 }
 
+# A hard limit of open files far below what the slots want: 50 tasks that
+# print, 2 slots, `ulimit -n 96`. Each result waiting for the commit
+# thread holds its output files, and a backlog of them used to take the
+# worker to EMFILE, which it took out on the tasks: of 50, 36 were ok,
+# the rest rejected ("cannot read the task file: Too many open files")
+# or refused. The backlog is held to what the limit leaves; all run.
+test_hard_nofile_low() {
+	local s i n=50; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	for ((i = 0; i < n; i++)); do printf '#!/bin/sh\necho %s\n' "$i" >"$s/tmp/t$i"; done
+	mv "$s"/tmp/t* "$s/new/"
+	(ulimit -n 96 && KART_BACKEND=none drain "$s" --slots 2)
+	assert_eq "$n" "$(count_results "$s")" "results"
+	assert_eq "" "$(cat "$s"/done/*.json | jq -r 'select(.status != "ok") | "\(.id): \(.status) \(.error)"' | head -3)" \
+		"tasks not ok"
+	assert_eq 7 "$(cat "$s/done/t7.stdout")" "t7's output"
+}
+
 # A soft limit of open files under what the slots want, below a higher
 # hard limit (systemd gives a service 1,024 and 524,288, and asks those
 # that need more to raise their own): the worker raises its soft limit to
