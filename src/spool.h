@@ -70,8 +70,8 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
  * stages several results at once passes one to spool_finish_stage for
  * each: the JSON's data goes to the disk at once (sync_file_range), and
  * spool_json_commit, called for each after all are staged, fsyncs it and
- * gives it its name. The fsyncs then mostly find their writes done, and
- * a journal commit made for one covers the others: one staged and
+ * gives it its name. The fsyncs then mostly find their writes done
+ * (and, with a journal, one commit can serve several): one staged and
  * committed after another waits on the disk several times over. */
 struct json_pending {
 	int fd;        /* -1: nothing pending */
