@@ -216,11 +216,17 @@ static int read_text(const char *dir, const char *file, char **out)
 	return read_text_kept(NULL, -1, dir, file, out);
 }
 
-static int read_keyed(const char *dir, const char *file, const char *key, int64_t *out)
+static int read_keyed_kept(int *keep, int dirfd, const char *dir, const char *file, const char *key,
+			   int64_t *out)
 {
 	_cleanup_free_ char *t = NULL;
-	int r = read_text(dir, file, &t);
+	int r = read_text_kept(keep, dirfd, dir, file, &t);
 	return r < 0 ? r : cg_parse_keyed(t, key, out);
+}
+
+static int read_keyed(const char *dir, const char *file, const char *key, int64_t *out)
+{
+	return read_keyed_kept(NULL, -1, dir, file, key, out);
 }
 
 static int read_int(const char *dir, const char *file, int64_t *out)
@@ -677,11 +683,9 @@ int cg_files_dir(const struct cg_leaf *l, struct cg_files *f)
 static bool populated(const struct cg_leaf *l, struct cg_files *f)
 {
 	int64_t v;
-	_cleanup_free_ char *ev = NULL;
 	if ((l->used & (1u << CG_UNIFIED)) &&
-	    read_text_kept(f ? &f->events : NULL, f ? f->dir : -1, l->path[CG_UNIFIED], "cgroup.events",
-			   &ev) == 0 &&
-	    cg_parse_keyed(ev, "populated", &v) == 0)
+	    read_keyed_kept(f ? &f->events : NULL, f ? f->dir : -1, l->path[CG_UNIFIED], "cgroup.events",
+			    "populated", &v) == 0)
 		return v != 0;
 	for (int s = 0; s < CG__SLOTS; s++) {
 		_cleanup_free_ char *t = NULL;
@@ -723,9 +727,7 @@ int cg_leaf_kill_start(struct cg_leaf *l)
 	return 0;
 }
 
-bool cg_leaf_populated(const struct cg_leaf *l) { return cg_leaf_populated_f(l, NULL); }
-
-bool cg_leaf_populated_f(const struct cg_leaf *l, struct cg_files *f)
+bool cg_leaf_populated(const struct cg_leaf *l, struct cg_files *f)
 {
 	return l->used && populated(l, l->fake ? NULL : f);
 }
@@ -758,9 +760,7 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
-int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u) { return cg_usage_read_f(l, u, NULL); }
-
-int cg_usage_read_f(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
+int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
 {
 	if (l->fake)
 		f = NULL;

@@ -114,13 +114,13 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms);
  * unified directory, where there is one, raises IN_MODIFY when it
  * changes: cg_leaf_events() gives its path (-ENOENT: none, poll). */
 int cg_leaf_kill_start(struct cg_leaf *l);
-bool cg_leaf_populated(const struct cg_leaf *l);
 
 /* Descriptors of a leaf's unified directory and of the two files read
  * after every run (cgroup.events, cpu.stat), kept by a caller that runs
  * task after task in one leaf: each is opened once, on first use, and
  * read again with pread at 0 (kernfs shows the current values). -1: not
- * open. The _f calls take NULL for "open by path, keep nothing". */
+ * open. The calls that take one take NULL for "open by path, keep
+ * nothing". */
 struct cg_files {
 	int dir, events, cpu_stat;
 };
@@ -129,15 +129,15 @@ void cg_files_close(struct cg_files *f);
 /* The unified directory's descriptor (for CLONE_INTO_CGROUP), or -errno.
  * It stays f's: the caller does not close it. */
 int cg_files_dir(const struct cg_leaf *l, struct cg_files *f);
-bool cg_leaf_populated_f(const struct cg_leaf *l, struct cg_files *f);
+/* Is anything of the run still in the leaf? */
+bool cg_leaf_populated(const struct cg_leaf *l, struct cg_files *f);
 int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len);
 /* cg_leaf_remove without waiting: one rmdir each; -EBUSY: try later. */
 int cg_leaf_remove_nowait(struct cg_leaf *l);
 
 /* What the leaf's processes used, read after they are gone. The CPU
  * times count from the leaf's creation. */
-int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u);
-int cg_usage_read_f(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f);
+int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f);
 
 /* rmdir each directory (retrying briefly while the kernel lets go of
  * dying tasks); l->used is cleared for each one removed. */

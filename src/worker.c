@@ -157,7 +157,7 @@ struct commit {
 
 /* Results written at once before their fsyncs (json_pending): enough
  * for the disk to take them together, few enough descriptors (one where
- * the worker keeps none across runs, keep_fds). */
+ * the worker keeps none across runs, fd_budget). */
 #define COMMIT_WRITES_MAX 16
 
 /* Everything of a result but the fsync of done/: the outputs fsynced,
@@ -533,9 +533,11 @@ struct worker {
 	struct policy *pol;
 	const char *id;
 	int slots[LANE__N], used[LANE__N];
-	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit (raise_nofile) */
+	/* The descriptor budget, set once at start (fd_budget): */
+	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
 	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
-	int backlog_max;          /* results waiting for the commit thread, at most (backlog_max()) */
+	bool keep_fds;            /* descriptors kept across runs (spares', leaves') */
+	int backlog_max;          /* results waiting for the commit thread, at most */
 	bool drain, stopping;
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
@@ -1163,50 +1165,57 @@ static void publish(struct worker *w, struct task *t)
 static void undefer(struct worker *w);
 static void dispatch(struct worker *w);
 
-/* Open files the slots want: 16 a slot and 256 besides. */
-static rlim_t nofile_wanted(const struct worker *w)
-{
-	return (rlim_t)16 * (rlim_t)(w->slots[LANE_FAST] + w->slots[LANE_BATCH]) + 256;
-}
+/* Results the commit thread may have queued before the loop starts no
+ * more tasks (a slot is free again before its result is durable). With
+ * backend none the loop can run tasks faster than one thread can fsync
+ * their results: without a bound the queue, and the worker's memory
+ * (about 2.5 KiB a task), would grow with the backlog in new/. */
+#define COMMIT_BACKLOG_MAX 256
 
-/* Descriptors kept across a run (a spare's, a leaf's: scratch_dir,
- * struct cg_files) save calls per task but hold about 6 more per running
- * task. Kept only where the limit leaves what the slots want; else a
- * worker of many slots under a limit of 1,024 would meet EMFILE where it
- * did not before. */
-static bool keep_fds(const struct worker *w)
+/* The open files the worker wants, and what it does with fewer, decided
+ * once at start:
+ * - the slots want 16 each and 256 besides. Descriptors kept across a run
+ *   (a spare's, a leaf's: scratch_dir, struct cg_files) save calls per
+ *   task but hold about 6 more per running task: kept only there, else a
+ *   worker of many slots under a limit of 1,024 would meet EMFILE where
+ *   it did not before (and the commit thread writes one result at a
+ *   time);
+ * - each result waiting for the commit thread holds its output files,
+ *   two descriptors: the backlog is held to what the limit leaves beside
+ *   the slots, one at the least;
+ * - a soft limit under what the slots want is raised up to the hard limit, as
+ *   systemd asks of a service that needs more than its default 1,024
+ *   (the hard limit there is 524,288); the tasks get the one we started
+ *   with back (rl_plan.nofile), as if run directly. */
+static void fd_budget(struct worker *w)
 {
-	return w->nofile == RLIM_INFINITY || w->nofile >= nofile_wanted(w);
-}
-
-/* A soft limit under what the slots want is raised up to the hard limit,
- * as systemd asks of a service that needs more than its default 1,024
- * (the hard limit there is 524,288); the tasks get the one we started
- * with back (rl_plan.nofile), as if run directly. */
-static void raise_nofile(struct worker *w)
-{
+	rlim_t slots = (rlim_t)16 * (rlim_t)(w->slots[LANE_FAST] + w->slots[LANE_BATCH]) + 256;
+	rlim_t all = slots + 2 * COMMIT_BACKLOG_MAX;
 	struct rlimit nf;
-	if (getrlimit(RLIMIT_NOFILE, &nf) < 0) {
-		w->nofile = 1024;
-		return;
+	if (getrlimit(RLIMIT_NOFILE, &nf) < 0)
+		nf.rlim_cur = nf.rlim_max = 1024;
+	w->nofile = nf.rlim_cur;
+	if (nf.rlim_cur != RLIM_INFINITY && nf.rlim_cur < slots && nf.rlim_max > nf.rlim_cur) {
+		rlim_t was = nf.rlim_cur;
+		nf.rlim_cur = nf.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &nf) == 0) {
+			w->nofile = nf.rlim_cur;
+			w->nofile_task = was;
+			if (nf.rlim_cur == RLIM_INFINITY)
+				logmsg("open files limit raised from %llu to unlimited; tasks get %llu",
+				       (unsigned long long)was, (unsigned long long)was);
+			else
+				logmsg("open files limit raised from %llu to %llu (the hard limit); "
+				       "tasks get %llu",
+				       (unsigned long long)was, (unsigned long long)nf.rlim_cur,
+				       (unsigned long long)was);
+		}
 	}
-	w->nofile = nf.rlim_cur;
-	if (nf.rlim_cur == RLIM_INFINITY || nf.rlim_cur >= nofile_wanted(w) ||
-	    nf.rlim_max <= nf.rlim_cur)
-		return;
-	rlim_t was = nf.rlim_cur;
-	nf.rlim_cur = nf.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &nf) < 0)
-		return;
-	w->nofile = nf.rlim_cur;
-	w->nofile_task = was;
-	if (nf.rlim_cur == RLIM_INFINITY)
-		logmsg("open files limit raised from %llu to unlimited; tasks get %llu",
-		       (unsigned long long)was, (unsigned long long)was);
-	else
-		logmsg("open files limit raised from %llu to %llu (the hard limit); tasks get %llu",
-		       (unsigned long long)was, (unsigned long long)nf.rlim_cur,
-		       (unsigned long long)was);
+	bool inf = w->nofile == RLIM_INFINITY;
+	w->keep_fds = inf || w->nofile >= slots;
+	w->backlog_max = inf || w->nofile >= all ? COMMIT_BACKLOG_MAX
+			 : w->nofile > slots + 2  ? (int)((w->nofile - slots) / 2)
+						  : 1;
 }
 
 /* Stopping, and its result still cannot be published (a full disk, an
@@ -1306,8 +1315,8 @@ static void commit_start(struct worker *w)
 	struct commit *c = &w->commit;
 	c->sp = w->sp;
 	c->wdir = w->wdir;
-	/* Short of descriptors (keep_fds), one result's files open at a time. */
-	c->writes_max = keep_fds(w) ? COMMIT_WRITES_MAX : 1;
+	/* Short of descriptors (fd_budget), one result's files open at a time. */
+	c->writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1;
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
@@ -1645,13 +1654,13 @@ static void leaves_drop(void)
 }
 
 /* The leaf's files kept with the task, or NULL where none are kept
- * (keep_fds: then the spawn opened the directory for itself only). */
+ * (fd_budget: then the spawn opened the directory for itself only). */
 static struct cg_files *task_files(struct task *t) { return t->cgf.dir >= 0 ? &t->cgf : NULL; }
 
 /* The usage of the run: what the leaf counted since the run began. */
 static void task_usage(struct task *t)
 {
-	(void)cg_usage_read_f(&t->cg, &t->cgu, task_files(t));
+	(void)cg_usage_read(&t->cg, &t->cgu, task_files(t));
 	t->cg_end = (struct cg_cpu){t->cgu.cpu_user_us, t->cgu.cpu_system_us};
 	if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
 		t->cgu.cpu_user_us -= t->cg_base.user_us;
@@ -1899,6 +1908,8 @@ static int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, 
 		*ct = (struct timespec){0, 0};
 	if (dfd)
 		*dfd = -1;
+	if (!w->keep_fds)
+		dfd = NULL; /* none kept (fd_budget) */
 	static mode_t um = (mode_t)-1;
 	if (um == (mode_t)-1) {
 		um = umask(022);
@@ -2234,7 +2245,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	char *outdir = inplace ? t->scr[2] : outname;
 	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
 	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o, &t->scr_ct[2],
-			keep_fds(w) ? &t->scr_fd[2] : NULL) < 0 ||
+			&t->scr_fd[2]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
@@ -2257,11 +2268,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	} else if (inplace) {
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
 		const char *wd = t->scr[0], *td = t->scr[1];
-		bool kf = keep_fds(w);
 		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0],
-				kf ? &t->scr_fd[0] : NULL) < 0 ||
+				&t->scr_fd[0]) < 0 ||
 		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1],
-				kf ? &t->scr_fd[1] : NULL) < 0 ||
+				&t->scr_fd[1]) < 0 ||
 		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
@@ -2327,7 +2337,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	j->envp = envp;
 	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
 	j->lj.rj.arg = &j->lj;
-	j->ufd_owned = !keep_fds(w);
+	j->ufd_owned = !w->keep_fds;
 	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
 	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
@@ -2498,24 +2508,6 @@ static void spawner_stop(struct worker *w)
 	helper_stop(&sp->h);
 }
 
-/* Results the commit thread may have queued before the loop starts no
- * more tasks (a slot is free again before its result is durable). With
- * backend none the loop can run tasks faster than one thread can fsync
- * their results: without a bound the queue, and the worker's memory
- * (about 2.5 KiB a task), would grow with the backlog in new/. */
-#define COMMIT_BACKLOG_MAX 256
-
-/* Each result waiting holds its output files, two descriptors: under a
- * low open files limit the backlog is held to what the limit leaves
- * beside what the slots want (nofile_wanted), one at the least. */
-static int backlog_max(const struct worker *w)
-{
-	rlim_t want = nofile_wanted(w);
-	if (w->nofile == RLIM_INFINITY || w->nofile >= want + 2 * COMMIT_BACKLOG_MAX)
-		return COMMIT_BACKLOG_MAX;
-	return w->nofile > want + 2 ? (int)((w->nofile - want) / 2) : 1;
-}
-
 /* Fill free slots from the candidates, best first. */
 static void dispatch(struct worker *w)
 {
@@ -2580,7 +2572,7 @@ static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
 static bool drain_step(struct worker *w, struct task *t)
 {
 	bool late = now_mono_ms() >= t->drain_end;
-	bool empty = !cg_leaf_populated_f(&t->cg, task_files(t));
+	bool empty = !cg_leaf_populated(&t->cg, task_files(t));
 	if (!empty) {
 		if (!late) {
 			if (!t->cg_atomic)
@@ -2623,7 +2615,7 @@ static bool drain_begin(struct worker *w, struct task *t)
 	if (!t->cg.used)
 		return false;
 	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
-	if (!cg_leaf_populated_f(&t->cg, task_files(t))) {
+	if (!cg_leaf_populated(&t->cg, task_files(t))) {
 		/* Most runs leave nothing behind their reaped process: then
 		 * there is nothing to kill. (Its rmdir may still be refused
 		 * for a moment: then it waits below like any other.) */
@@ -3196,8 +3188,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	char p[PATH_MAX];
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
-	raise_nofile(&w);
-	w.backlog_max = backlog_max(&w);
+	fd_budget(&w);
 
 	int r = spool_worker_open(sp, w.id, &w.wdir, &w.lockfd);
 	if (r == -EBUSY)
@@ -3307,7 +3298,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
-	if (!keep_fds(&w))
+	if (!w.keep_fds)
 		logmsg("open files limit %llu: below 16 a slot and 256 besides; no descriptors are kept "
 		       "across runs and results are written one at a time (more system calls per "
 		       "task)",

@@ -248,7 +248,7 @@ static void test_v2_usage_kill_remove(void **state)
 	put(V2 "kart.7.1/memory.events",
 	    "low 0\nhigh 0\nmax 311\noom 2\noom_kill 1\noom_group_kill 3\n");
 	put(V2 "kart.7.1/cpu.stat", "usage_usec 1051000\nuser_usec 1000999\nsystem_usec 50001\n");
-	assert_int_equal(cg_usage_read(&l, &u), 0);
+	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
 	assert_int_equal(u.memory_peak, 67100672);
 	assert_int_equal(u.oom_kills, 1);
 	assert_int_equal(u.cpu_user_us, 1000999);
@@ -280,7 +280,7 @@ static void test_v2_usage_unknown(void **state)
 	host(&h, "0::/work.slice/kart.service\n", NULL);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &no_limits, err, sizeof err), 0);
 	put(V2 "kart.7.1/memory.peak", "max\n");
-	assert_int_equal(cg_usage_read(&l, &u), 0);
+	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
 	assert_int_equal(u.memory_peak, -1);
 	assert_int_equal(u.oom_kills, -1);
 	assert_int_equal(u.cpu_user_us, -1);
@@ -426,7 +426,7 @@ static void test_v1_writes(void **state)
 	put(MEMP "kart.7.1/memory.max_usage_in_bytes", "67108864\n");
 	put(MEMP "kart.7.1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n");
 	put("unified/kart.7.1/cpu.stat", "usage_usec 300000\nuser_usec 200000\nsystem_usec 100000\n");
-	assert_int_equal(cg_usage_read(&l, &u), 0);
+	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
 	assert_int_equal(u.memory_peak, 67108864);
 	assert_int_equal(u.oom_kills, 3);
 	assert_int_equal(u.cpu_user_us, 200000);
@@ -466,7 +466,7 @@ static void test_v1_plain(void **state)
 	assert_false(is_there("cpu/kart.7.1/cpu.cfs_quota_us"));
 	put("cpuacct/kart.7.1/cpuacct.usage_user", "1500000000\n");
 	put("cpuacct/kart.7.1/cpuacct.usage_sys", "250000000\n");
-	assert_int_equal(cg_usage_read(&l, &u), 0);
+	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
 	assert_int_equal(u.cpu_user_us, 1500000);
 	assert_int_equal(u.cpu_system_us, 250000);
 	assert_int_equal(u.memory_peak, -1);
@@ -501,7 +501,7 @@ static void test_v1_comounted(void **state)
 	assert_file_is("cpu,cpuacct/kart.7.1/cgroup.procs", "31337\n");
 	put("cpu,cpuacct/kart.7.1/cpuacct.usage_user", "7000000\n");
 	put("cpu,cpuacct/kart.7.1/cpuacct.usage_sys", "3000000\n");
-	assert_int_equal(cg_usage_read(&l, &u), 0);
+	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
 	assert_int_equal(u.cpu_user_us, 7000);
 	assert_int_equal(u.cpu_system_us, 3000);
 	assert_int_equal(cg_leaf_remove(&l), 0);
@@ -604,12 +604,12 @@ static void test_v2_kill_in_steps(void **state)
 	assert_int_equal(cg_leaf_kill_start(&l), 1); /* cgroup.kill: once is enough */
 	assert_true(now_mono_ms() - t0 < 50);
 	assert_file_is(V2 "kart.7.2/cgroup.kill", "1\n");
-	assert_true(cg_leaf_populated(&l));
+	assert_true(cg_leaf_populated(&l, NULL));
 	put(V2 "kart.7.2/cgroup.events", "populated 0\nfrozen 0\n");
-	assert_false(cg_leaf_populated(&l));
+	assert_false(cg_leaf_populated(&l, NULL));
 	assert_int_equal(cg_leaf_remove_nowait(&l), 0);
 	assert_false(is_there(V2 "kart.7.2"));
-	assert_false(cg_leaf_populated(&l)); /* nothing left to look at */
+	assert_false(cg_leaf_populated(&l, NULL)); /* nothing left to look at */
 }
 
 /* v1 without a unified tree: no cgroup.kill (freeze and kill, to be sent
@@ -627,9 +627,9 @@ static void test_v1_kill_in_steps(void **state)
 	put("pids/kart.7.3/cgroup.procs", "2147483646\n");
 	assert_int_equal(cg_leaf_kill_start(&l), 0);
 	assert_file_is("freezer/kart.7.3/freezer.state", "FROZEN\nTHAWED\n");
-	assert_true(cg_leaf_populated(&l));
+	assert_true(cg_leaf_populated(&l, NULL));
 	put("pids/kart.7.3/cgroup.procs", "");
-	assert_false(cg_leaf_populated(&l));
+	assert_false(cg_leaf_populated(&l, NULL));
 	assert_int_equal(cg_leaf_remove_nowait(&l), 0);
 	assert_false(is_there("pids/kart.7.3"));
 }
