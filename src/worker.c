@@ -1183,10 +1183,11 @@ static void dispatch(struct worker *w);
  * - each result waiting for the commit thread holds its output files,
  *   two descriptors: the backlog is held to what the limit leaves beside
  *   the slots, one at the least;
- * - a soft limit under what the slots want is raised up to the hard limit, as
+ * - a soft limit under all of that is raised up to the hard limit, as
  *   systemd asks of a service that needs more than its default 1,024
  *   (the hard limit there is 524,288); the tasks get the one we started
- *   with back (rl_plan.nofile), as if run directly. */
+ *   with back (rl_plan.nofile), as if run directly. So the two above
+ *   bite only where the hard limit is too low. */
 static void fd_budget(struct worker *w)
 {
 	rlim_t slots = (rlim_t)16 * (rlim_t)(w->slots[LANE_FAST] + w->slots[LANE_BATCH]) + 256;
@@ -1195,7 +1196,7 @@ static void fd_budget(struct worker *w)
 	if (getrlimit(RLIMIT_NOFILE, &nf) < 0)
 		nf.rlim_cur = nf.rlim_max = 1024;
 	w->nofile = nf.rlim_cur;
-	if (nf.rlim_cur != RLIM_INFINITY && nf.rlim_cur < slots && nf.rlim_max > nf.rlim_cur) {
+	if (nf.rlim_cur != RLIM_INFINITY && nf.rlim_cur < all && nf.rlim_max > nf.rlim_cur) {
 		rlim_t was = nf.rlim_cur;
 		nf.rlim_cur = nf.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &nf) == 0) {

@@ -319,8 +319,8 @@ test_hard_nofile_low() {
 	assert_eq 7 "$(cat "$s/done/t7.stdout")" "t7's output"
 }
 
-# A soft limit of open files under what the slots want, below a higher
-# hard limit (systemd gives a service 1,024 and 524,288, and asks those
+# A soft limit of open files under what the slots (and a full backlog of
+# results) want, below a higher hard limit (systemd gives a service 1,024 and 524,288, and asks those
 # that need more to raise their own): the worker raises its soft limit to
 # the hard one, so that 40 tasks at once get what they need and the
 # worker keeps its descriptors; and each task, under backend none and
@@ -345,6 +345,16 @@ test_soft_nofile_raised() {
 		! grep -q 'below 16 a slot' "$s.worker.log" || fail "$b: descriptors not kept under the raised limit"
 		assert_eq "200 $hard" "$(tr '\n' ' ' <"$s/done/t0.stdout" | sed 's/ $//')" "$b: the task's soft and hard limits"
 	done
+	# Enough for the slots (3 and 1: 320) but not for a full backlog of
+	# results beside them (2 each, 256 of them): raised too, rather than
+	# the backlog held short while the hard limit had room.
+	s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	printf '#!/bin/sh\nulimit -Sn\n' >"$s/tmp/b" && mv "$s/tmp/b" "$s/new/b"
+	(ulimit -S -n 500 && KART_BACKEND=none drain "$s")
+	grep -q "open files limit raised from 500 to $hard" "$s.worker.log" ||
+		fail "backlog: no word of the limit raised: $(head -3 "$s.worker.log")"
+	assert_eq 500 "$(cat "$s/done/b.stdout")" "backlog: the task's soft limit"
 }
 
 # A disk slower than the tasks: every fsync of the commit thread is made
