@@ -13,6 +13,12 @@ test_crash_points_short_sweep() {
 	echo "    $last"
 	assert_match "^[1-9][0-9]* crash points survived, 0 tasks lost, 0 run twice unflagged, 0 other violations$" \
 		"$last" "sweep summary"
+	# The commit thread's publish steps were reached, not only the loop's.
+	local sc
+	for sc in fsync renameat2 linkat; do
+		grep -q "^commit: $sc: [1-9]" <<<"$out" ||
+			fail "no $sc of the commit thread was killed: $(grep '^commit:' <<<"$out" | tr '\n' ' ')"
+	done
 }
 
 run_tests

@@ -112,6 +112,8 @@ sweep_commit() {
 				[ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$ctid/status" 2>/dev/null)" != 0 ] && break
 				sleep 0.02
 			done
+			# Not traced, the run would end as one with no more calls.
+			[ "$i" -lt 100 ] || { echo "  strace never attached to the commit thread"; bad=$((bad + 1)); }
 			local names=()
 			for i in 1 2 3; do
 				printf '#!/bin/sh\necho %s\n' "$i" >"$s/tmp/t$i"
