@@ -307,12 +307,6 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		close(errp[1]);
 		return e;
 	}
-	if (join && pipe2(gop, O_CLOEXEC) < 0) {
-		int e = -errno;
-		close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
-		close(stp[0]), close(stp[1]);
-		return e;
-	}
 	/* Every child's stdin: opened once, not once per child. */
 	static pthread_once_t devnull_once = PTHREAD_ONCE_INIT;
 	(void)pthread_once(&devnull_once, devnull_open);
@@ -341,13 +335,19 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		if (pipe2(stp, O_CLOEXEC) < 0) {
 			int e = -errno;
 			close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
-			if (join)
-				close(gop[0]), close(gop[1]);
 			return e;
 		}
 		ca.stw = stp[1];
 		ca.stmem = NULL;
 		memst = false;
+	}
+	/* A child that is not born by spawn_vm waits on this pipe until its
+	 * parent has joined it to its cgroups; one born by it needs none. */
+	if (pid < 0 && join && pipe2(gop, O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+		close(stp[0]), close(stp[1]);
+		return e;
 	}
 	if (pid < 0 && join && join->cgroup_fd >= 0) {
 		/* Born in its leaf; any failure (an old kernel, a v1-only
@@ -379,8 +379,8 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 		close(stp[1]);
 	if (join && !waits) {
 		/* Born in its leaf with nothing else to join: already exec'd. */
-		close(gop[0]);
-		close(gop[1]);
+		if (gop[0] >= 0)
+			close(gop[0]), close(gop[1]);
 	} else if (join) {
 		close(gop[0]);
 		int e = join->fn(pid, join->arg);
