@@ -134,6 +134,46 @@ EOF
 	assert_eq "" "$(ls -A "$s/cur"/* 2>/dev/null | grep -v '^\.lock$')" "claim dirs empty"
 }
 
+# A task is cut off from the worker's terminal even without Landlock.
+# Run by hand in a terminal (here: under script(1)), the worker gives each
+# task of backend none a session of its own, without that terminal; bwrap
+# does the same for its tasks (--new-session). Where the worker has no
+# terminal (systemd, cron, a script; here: setsid -w), a task of backend
+# none has a process group of its own, to be signalled with its tree, and
+# stays in the worker's session: no scheduler autogroup is made for it.
+test_terminal_cut_off() {
+	command -v script >/dev/null || { skip "no script(1) to give the worker a terminal"; return; }
+	local s; s=$(mkspool)
+	local t='#!/bin/sh\nset -- $(sed "s/.*) //" /proc/$$/stat)\n'
+	t+='echo "pgrp=$([ "$3" = $$ ] && echo own || echo other)"\n'
+	t+='echo "session=$([ "$4" = $$ ] && echo own || echo other) tty=$5"\n'
+	t+='if (: </dev/tty) 2>/dev/null; then echo devtty=opened; else echo devtty=denied; fi\n'
+	printf "$t" >"$s/new/term"
+	KART_BACKEND=none KART_LANDLOCK=off timeout "$(slow 120)" \
+		script -qec "$KART -s $s worker --drain" /dev/null </dev/null >>"$s.worker.log" 2>&1 ||
+		fail "worker under script(1) exited $?"
+	printf "$t" >"$s/new/noterm"
+	KART_BACKEND=none KART_LANDLOCK=off timeout "$(slow 120)" \
+		setsid -w "$KART" -s "$s" worker --drain >>"$s.worker.log" 2>&1 ||
+		fail "worker under setsid -w exited $?"
+	local want=$'pgrp=own\nsession=own tty=0\ndevtty=denied'
+	assert_eq "$want" "$(cat "$s/done/term.stdout")" "none, the worker in a terminal"
+	want=$'pgrp=own\nsession=other tty=0\ndevtty=denied'
+	assert_eq "$want" "$(cat "$s/done/noterm.stdout")" "none, the worker without a terminal"
+	if have_bwrap; then
+		printf "$t" >"$s/new/bwrap"
+		KART_LANDLOCK=off timeout "$(slow 120)" \
+			script -qec "$KART -s $s worker --drain" /dev/null </dev/null >>"$s.worker.log" 2>&1 ||
+			fail "worker (bwrap) under script(1) exited $?"
+		assert_match "tty=0" "$(cat "$s/done/bwrap.stdout")" "bwrap, the worker in a terminal"
+		assert_match "devtty=denied" "$(cat "$s/done/bwrap.stdout")" "bwrap: /dev/tty"
+	else
+		skip "bwrap cannot build a sandbox here" || true
+	fi
+	local id
+	for id in term noterm; do assert_eq ok "$(field "$s" $id .status)" "$id status"; done
+}
+
 # Under none+Landlock a task without `net` cannot connect over TCP, even
 # to 127.0.0.1 (there is no network namespace to stop it).
 test_none_tcp_denied_without_net() {
