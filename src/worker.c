@@ -152,7 +152,7 @@ struct commit {
 	struct task *todo, *done; /* linked by cnext */
 	struct spool *sp;
 	int wdir;
-	int writes_max; /* results written before their fsyncs, at most */
+	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
 };
 
 /* Results written at once before their fsyncs (json_pending): enough
@@ -162,16 +162,16 @@ struct commit {
 
 /* Everything of a result but the fsync of done/: the outputs fsynced,
  * the entries linked, the JSON written and fsynced. Up to
- * c->writes_max at a time, each step for all of them before the
+ * writes_max at a time, each step for all of them before the
  * next: the outputs' data and then the JSONs' are sent to the disk
  * together, and each fsync mostly finds its writes done (drains of
  * 2,000 tasks here: about 200 us a result one after the other, about 70
  * in groups; docs/PERFORMANCE.md, ninth pass). */
-static void commit_stage(struct commit *c, struct task *batch)
+static void commit_stage(struct commit *c, struct task *batch, int writes_max)
 {
 	for (struct task *first = batch, *end; first; first = end) {
 		end = first;
-		for (int n = 0; end && n < c->writes_max; n++, end = end->cnext) {
+		for (int n = 0; end && n < writes_max; n++, end = end->cnext) {
 			end->commit_err = 0;
 			end->commit_output = false;
 			end->jpend = JSON_PENDING_NONE;
@@ -247,8 +247,9 @@ static void *commit_main(void *arg)
 				n++;
 			}
 			c->todo = NULL;
+			int wm = c->writes_max; /* the loop's to change (SIGHUP) */
 			pthread_mutex_unlock(&c->h.mu);
-			commit_stage(c, batch);
+			commit_stage(c, batch, wm);
 			*tail = batch;
 			while (*tail)
 				tail = &(*tail)->cnext;
@@ -533,10 +534,11 @@ struct worker {
 	struct policy *pol;
 	const char *id;
 	int slots[LANE__N], used[LANE__N];
-	/* The descriptor budget, set once at start (fd_budget): */
+	/* The descriptor budget (fd_budget), set at start and when a SIGHUP changes the slots: */
 	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
 	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
 	bool keep_fds;            /* descriptors kept across runs (spares', leaves') */
+	bool budgeted;            /* fd_budget has run once */
 	int backlog_max;          /* results waiting for the commit thread, at most */
 	bool drain, stopping;
 	int64_t grace_mono;
@@ -1173,7 +1175,7 @@ static void dispatch(struct worker *w);
 #define COMMIT_BACKLOG_MAX 256
 
 /* The open files the worker wants, and what it does with fewer, decided
- * once at start:
+ * at start, and again when a SIGHUP changes the slots:
  * - the slots want 16 each and 256 besides. Descriptors kept across a run
  *   (a spare's, a leaf's: scratch_dir, struct cg_files) save calls per
  *   task but hold about 6 more per running task: kept only there, else a
@@ -1212,11 +1214,23 @@ static void fd_budget(struct worker *w)
 				       (unsigned long long)was);
 		}
 	}
-	bool inf = w->nofile == RLIM_INFINITY;
+	bool inf = w->nofile == RLIM_INFINITY, kept = w->keep_fds;
 	w->keep_fds = inf || w->nofile >= slots;
+	if (!w->keep_fds && (kept || !w->budgeted))
+		logmsg("open files limit %llu: below 16 a slot and 256 besides; no descriptors are kept "
+		       "across runs and results are written one at a time (more system calls per "
+		       "task)",
+		       (unsigned long long)w->nofile);
+	w->budgeted = true;
 	w->backlog_max = inf || w->nofile >= all ? COMMIT_BACKLOG_MAX
 			 : w->nofile > slots + 2  ? (int)((w->nofile - slots) / 2)
 						  : 1;
+	/* Short of descriptors, one result's files open at a time. */
+	if (w->commit.h.started) {
+		pthread_mutex_lock(&w->commit.h.mu);
+		w->commit.writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1;
+		pthread_mutex_unlock(&w->commit.h.mu);
+	}
 }
 
 /* Stopping, and its result still cannot be published (a full disk, an
@@ -1316,8 +1330,7 @@ static void commit_start(struct worker *w)
 	struct commit *c = &w->commit;
 	c->sp = w->sp;
 	c->wdir = w->wdir;
-	/* Short of descriptors (fd_budget), one result's files open at a time. */
-	c->writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1;
+	c->writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1; /* as fd_budget */
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
@@ -3092,6 +3105,8 @@ static void on_signal(struct worker *w)
 					w->slots[l] = np.slots[l];
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			/* More slots may want more descriptors than at start. */
+			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
 			if (!w->scmp.bpf)
 				build_seccomp(w);
@@ -3299,11 +3314,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
-	if (!w.keep_fds)
-		logmsg("open files limit %llu: below 16 a slot and 256 besides; no descriptors are kept "
-		       "across runs and results are written one at a time (more system calls per "
-		       "task)",
-		       (unsigned long long)w.nofile);
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	struct src s_wdog = {SRC_WATCHDOG, NULL};
 	_cleanup_close_ int wdog = notify_watchdog_fd();

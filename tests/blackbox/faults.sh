@@ -355,6 +355,25 @@ test_soft_nofile_raised() {
 	grep -q "open files limit raised from 500 to $hard" "$s.worker.log" ||
 		fail "backlog: no word of the limit raised: $(head -3 "$s.worker.log")"
 	assert_eq 500 "$(cat "$s/done/b.stdout")" "backlog: the task's soft limit"
+	# Enough at start (3 and 1 slots, a full backlog: 832), not after a
+	# SIGHUP that gives it 40 slots: the budget is made again then.
+	s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	(ulimit -S -n 900 && KART_BACKEND=none exec "$KART" -s "$s" worker) >>"$s.worker.log" 2>&1 &
+	WPID=$!
+	T_PIDS+=("$WPID")
+	wait_until 10 grep -q ' on ' "$s.worker.log" || { fail "hup: the worker did not start"; return; }
+	! grep -q "limit raised" "$s.worker.log" || fail "hup: raised before it needed to be"
+	printf '[sandbox]\nallow_root = yes\n[worker]\nslots = 40\n' >"$s/kart.conf"
+	kill -HUP "$WPID"
+	wait_until 10 grep -q "open files limit raised from 900 to $hard" "$s.worker.log" ||
+		fail "hup: no word of the limit raised after 40 slots: $(tail -3 "$s.worker.log")"
+	assert_eq "$hard" "$(awk '/^Max open files/ { print $4 }' "/proc/$WPID/limits")" "hup: the worker's soft limit"
+	printf '#!/bin/sh\nulimit -Sn\n' >"$s/tmp/h" && mv "$s/tmp/h" "$s/new/h"
+	wait_until 30 test -e "$s/done/h.json" || fail "hup: no result"
+	assert_eq 900 "$(cat "$s/done/h.stdout" 2>/dev/null)" "hup: the task's soft limit"
+	kill "$WPID"
+	wait_gone 30 "$WPID"
 }
 
 # A disk slower than the tasks: every fsync of the commit thread is made
