@@ -1296,6 +1296,15 @@ static void commit_done(struct worker *w)
 /* Start a helper thread, which wakes the loop through h->efd (src kind).
  * Every signal stays blocked in it: it inherits the mask the signalfd
  * needs. */
+/* "kart-commit", "kart-spawn": what ps -L, top -H and perf show, and how
+ * the tests find the commit thread to slow or kill it. */
+static void thread_name(pthread_t th, const char *what)
+{
+	char name[16];
+	snprintf(name, sizeof name, "kart-%s", what);
+	(void)pthread_setname_np(th, name);
+}
+
 static void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
 			 enum srckind kind, const char *what)
 {
@@ -1306,6 +1315,7 @@ static void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *)
 	int e = pthread_create(&h->th, NULL, fn, arg);
 	if (e)
 		die("cannot start the %s thread: %s", what, strerror(e));
+	thread_name(h->th, what);
 	h->started = true;
 	h->src = (struct src){kind, NULL};
 	ep_add(w, h->efd, &h->src);
@@ -2484,6 +2494,7 @@ static void spawner_start_filtered(struct worker *w)
 			logmsg("cannot start a spawn thread: %s", strerror(e));
 			break;
 		}
+		thread_name(sp->fth[sp->nf], "spawn");
 		sp->nf++;
 	}
 }
@@ -2498,6 +2509,7 @@ static void spawner_start(struct worker *w)
 		int e = pthread_create(&sp->more[i], NULL, spawn_main, sp);
 		if (e)
 			die("cannot start a spawn thread: %s", strerror(e));
+		thread_name(sp->more[i], "spawn");
 		sp->nmore++;
 	}
 }

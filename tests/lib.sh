@@ -81,6 +81,9 @@ start_worker() {
 # traced_by PID: a tracer (strace -p) is attached to PID.
 traced_by() { [ "$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$1/status")" != 0 ]; }
 
+# commit_tid PID: the worker's commit thread (named kart-commit), or nothing.
+commit_tid() { grep -lx kart-commit /proc/"$1"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5; }
+
 wait_until() {
 	local t; t=$(slow "$1"); shift
 	local end=$((SECONDS + t))

@@ -390,10 +390,9 @@ test_slow_fsync_backlog_bounded() {
 	s=$(mkspool)
 	for ((i = 0; i < n; i++)); do printf '#!/bin/sh\ntrue\n' >"$s/tmp/t$i"; done
 	KART_BACKEND=none KART_ALLOW_ROOT=yes start_worker "$s"
-	# Its threads: the loop, then the commit thread, then the spawners.
 	wait_until 10 grep -q ' on ' "$s.worker.log" || { fail "the worker did not start"; return; }
-	local ctid; ctid=$(ls "/proc/$WPID/task" | sort -n | sed -n 2p)
-	[ -n "$ctid" ] && [ "$(cat "/proc/$WPID/task/$ctid/comm")" != "" ] || { fail "no commit thread"; return; }
+	local ctid; ctid=$(commit_tid "$WPID")
+	[ -n "$ctid" ] || { fail "no thread named kart-commit: $(cat /proc/"$WPID"/task/*/comm | tr '\n' ' ')"; return; }
 	strace -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_exit=5000 -p "$ctid" &
 	local sp=$!
 	T_PIDS+=("$sp")

@@ -89,7 +89,7 @@ sweep_worker() {
 	done
 }
 
-# The commit thread's calls (the worker's second thread: it publishes
+# The commit thread's calls (the thread named kart-commit: it publishes
 # results). strace without -f follows the loop alone, so this sweep
 # attaches to that thread only, before the tasks arrive; a SIGKILL sent
 # at one of its calls ends the whole worker.
@@ -101,7 +101,7 @@ sweep_commit() {
 			"$kart" -s "$s" worker --id w1 >/dev/null 2>"$work/com.log" &
 			w=$!
 			for ((i = 0; i < 100; i++)); do
-				ctid=$(ls "/proc/$w/task" 2>/dev/null | sort -n | sed -n 2p)
+				ctid=$(grep -lx kart-commit /proc/"$w"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
 				[ -n "$ctid" ] && grep -q ' on ' "$work/com.log" && break
 				sleep 0.05
 			done
