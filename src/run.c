@@ -291,16 +291,10 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd, int *pidfd)
 static bool ctty = true;
 static void ctty_probe(void)
 {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	_cleanup_free_ char *t = NULL;
+	if (read_file_at(AT_FDCWD, "/proc/self/stat", 4096, &t, NULL) < 0)
 		return;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
+	const char *p = strrchr(t, ')');
 	int tty;
 	/* ") S ppid pgrp session tty_nr" */
 	if (p && sscanf(p + 1, " %*c %*d %*d %*d %d", &tty) == 1)
