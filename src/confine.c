@@ -72,20 +72,24 @@ __attribute__((format(printf, 2, 3))) static void complain(const char *who, cons
 
 /* ---- the command line ------------------------------------------------ */
 
+/* c->rl[] in this order. */
+enum { RL_NPROC, RL_AS, RL_CPU, RL_CORE, RL_NOFILE, RL__N };
 static const struct {
 	int res;
 	const char *name;
-} rl_names[5] = {
-	{RLIMIT_NPROC, "nproc"},
-	{RLIMIT_AS, "as"},
-	{RLIMIT_CPU, "cpu"},
-	{RLIMIT_CORE, "core"},
-	{RLIMIT_NOFILE, "nofile"},
+} rl_names[RL__N] = {
+	[RL_NPROC] = {RLIMIT_NPROC, "nproc"},
+	[RL_AS] = {RLIMIT_AS, "as"},
+	[RL_CPU] = {RLIMIT_CPU, "cpu"},
+	[RL_CORE] = {RLIMIT_CORE, "core"},
+	[RL_NOFILE] = {RLIMIT_NOFILE, "nofile"},
 };
+_Static_assert(RL__N == sizeof((struct confine *)0)->rl / sizeof((struct confine *)0)->rl[0],
+	       "struct confine's rl[] and rl_names[] differ");
 
 static int rl_option(struct confine *c, const char *arg)
 {
-	for (size_t k = 0; k < sizeof rl_names / sizeof rl_names[0]; k++) {
+	for (size_t k = 0; k < RL__N; k++) {
 		size_t l = strlen(rl_names[k].name);
 		if (strncmp(arg + 9, rl_names[k].name, l) == 0 && arg[9 + l] == '=') {
 			char *end;
@@ -184,8 +188,8 @@ static bool nproc_binds(unsigned long long hard)
  * (or would not hold) stops the task here: the worker refuses it. */
 static int rl_apply(const struct confine *c, const char *who)
 {
-	for (size_t k = 0; k < sizeof rl_names / sizeof rl_names[0]; k++) {
-		if (!c->rl[k].set || rl_names[k].res == RLIMIT_NOFILE) /* nofile: last, nofile_step */
+	for (size_t k = 0; k < RL__N; k++) {
+		if (!c->rl[k].set || k == RL_NOFILE) /* last, nofile_step */
 			continue;
 		struct rlimit r = {c->rl[k].v, c->rl[k].v};
 		if (rl_names[k].res == RLIMIT_CPU)
@@ -286,7 +290,7 @@ static int landlock_step(const struct confine *c, int abi, const char *who)
  * that limit, and the Landlock step still makes one. */
 static int nofile_step(const struct confine *c, const char *who)
 {
-	const size_t k = sizeof rl_names / sizeof rl_names[0] - 1; /* nofile */
+	const size_t k = RL_NOFILE;
 	struct rlimit r;
 	if (!c->rl[k].set || getrlimit(RLIMIT_NOFILE, &r) < 0 || c->rl[k].v >= r.rlim_cur)
 		return 0;
