@@ -332,6 +332,66 @@ int parse_int(const char *s, long long min, long long max, long long *out)
 	return 0;
 }
 
+static bool pct_needed(unsigned char c)
+{
+	return c <= 0x20 || c == 0x7f || c == '%' || c == '#';
+}
+
+ssize_t pct_encode(const char *in, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+		size_t need = pct_needed(*p) ? 3 : 1;
+		if (o + need >= outlen)
+			return -ENAMETOOLONG;
+		if (need == 3) {
+			out[o++] = '%';
+			out[o++] = hex[*p >> 4];
+			out[o++] = hex[*p & 15];
+		} else {
+			out[o++] = (char)*p;
+		}
+	}
+	if (o >= outlen)
+		return -ENAMETOOLONG;
+	out[o] = '\0';
+	return (ssize_t)o;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+ssize_t pct_decode(const char *in, char *out, size_t outlen)
+{
+	size_t o = 0;
+	for (const char *p = in; *p; p++) {
+		int c = (unsigned char)*p;
+		if (c == '%') {
+			int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+			if (lo < 0 || (hi | lo) == 0)
+				return -EINVAL;
+			c = hi << 4 | lo;
+			p += 2;
+		}
+		if (o + 1 >= outlen)
+			return -ENAMETOOLONG;
+		out[o++] = (char)c;
+	}
+	if (!outlen)
+		return -ENAMETOOLONG;
+	out[o] = '\0';
+	return (ssize_t)o;
+}
+
 bool utf8_valid(const char *str, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)str;

@@ -103,6 +103,16 @@ int parse_size(const char *s, uint64_t *out);
 int parse_cpu_milli(const char *s, uint32_t *out);
 int parse_int(const char *s, long long min, long long max, long long *out);
 
+/* Directive values (kart-task(5), "Values"): %XX stands for the byte
+ * 0xXX, so a value can hold spaces, '%' and any byte. An encoder writes
+ * %XX for '%', space, tab, '#', bytes below 0x20 and 0x7f, and leaves the
+ * rest as it is. pct_encode returns the length written, or -ENAMETOOLONG
+ * when out (its NUL included) is too small; pct_decode returns the length
+ * decoded, -EINVAL for a '%' not followed by two hex digits or a %00, or
+ * -ENAMETOOLONG. */
+ssize_t pct_encode(const char *in, char *out, size_t outlen);
+ssize_t pct_decode(const char *in, char *out, size_t outlen);
+
 /* Valid UTF-8 (no overlongs, no surrogates)? */
 bool utf8_valid(const char *s, size_t len);
 

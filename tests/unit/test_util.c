@@ -413,6 +413,45 @@ static void test_strv(void **state)
 	assert_int_equal(s.n, 0);
 }
 
+/* Directive values: what needs escaping is escaped, the rest kept, and
+ * every byte but NUL survives the round trip. */
+static void test_pct_round_trip(void **state)
+{
+	(void)state;
+	char enc[64], dec[64];
+	assert_int_equal(pct_encode("a b%c#d\t\x7f", enc, sizeof enc), 19);
+	assert_string_equal(enc, "a%20b%25c%23d%09%7F");
+	assert_int_equal(pct_decode(enc, dec, sizeof dec), 9);
+	assert_string_equal(dec, "a b%c#d\t\x7f");
+	assert_int_equal(pct_encode("r\xc3\xa9sum\xc3\xa9=1", enc, sizeof enc), 10);
+	assert_string_equal(enc, "r\xc3\xa9sum\xc3\xa9=1");
+	char all[256], back[256];
+	for (int i = 1; i < 256; i++)
+		all[i - 1] = (char)i;
+	all[255] = '\0';
+	char big[1024];
+	assert_true(pct_encode(all, big, sizeof big) > 255);
+	assert_null(strpbrk(big, " \t\n#"));
+	assert_int_equal(pct_decode(big, back, sizeof back), 255);
+	assert_memory_equal(back, all, 256);
+	assert_int_equal(pct_decode("%41%62c", dec, sizeof dec), 3);
+	assert_string_equal(dec, "Abc");
+}
+
+static void test_pct_errors(void **state)
+{
+	(void)state;
+	char out[8];
+	assert_int_equal(pct_decode("a%2", out, sizeof out), -EINVAL);
+	assert_int_equal(pct_decode("a%zz", out, sizeof out), -EINVAL);
+	assert_int_equal(pct_decode("%00", out, sizeof out), -EINVAL);
+	assert_int_equal(pct_decode("abcdefgh", out, sizeof out), -ENAMETOOLONG);
+	assert_int_equal(pct_decode("abcdefg", out, sizeof out), 7);
+	assert_int_equal(pct_encode("       ", out, sizeof out), -ENAMETOOLONG);
+	assert_int_equal(pct_encode("abcdefg", out, sizeof out), 7);
+	assert_int_equal(pct_encode("abcdefgh", out, sizeof out), -ENAMETOOLONG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -432,6 +471,8 @@ int main(void)
 		cmocka_unit_test(test_signal_unknown),
 		cmocka_unit_test(test_pathfmt),
 		cmocka_unit_test(test_strv),
+		cmocka_unit_test(test_pct_round_trip),
+		cmocka_unit_test(test_pct_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
