@@ -42,6 +42,26 @@ PROBES=(
 
 ESC_TOTAL_TRIED=0 ESC_TOTAL_ESCAPES=0
 
+# Whether this kernel runs i386 calls at all, asked on the host with no
+# filter: one booted without IA32 emulation answers int 0x80 with
+# SIGSEGV, and the abi_i386 probe then accepts SIGSEGV inside too.
+# Prints true or false.
+host_i386() {
+	/usr/bin/python3 - <<'EOF'
+import ctypes, mmap, os, signal
+pid = os.fork()
+if pid == 0:
+    m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    m.write(b"\xb8\x14\x00\x00\x00\xcd\x80\xc3")  # getpid through int 0x80
+    r = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(m)))()
+    os._exit(0 if r == os.getpid() else 1)
+st = os.waitpid(pid, 0)[1]
+segv = os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGSEGV
+print("false" if segv else "true")
+EOF
+}
+HOST_I386=$(host_i386)
+
 can_run() {
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return 1; }
 	[ "$(id -u)" = 0 ] || { skip "needs root (a root worker, and setpriv to nobody)"; return 1; }
@@ -165,7 +185,8 @@ run_battery() {
 		--argjson udp "$L_UDP" --arg abs "kart-escape-$nonce" --arg hip "$(host_ip)" \
 		--arg cn "$canary_name" --arg cv "$canary_value" --arg nonce "$nonce" \
 		--argjson npid "${npid:-0}" --arg nout "$nout" --arg ntag "$ntag" \
-		'{spool:$spool, worker_home:$home, secret:$secret, tmp_marker:$marker,
+		--argjson i386 "$HOST_I386" \
+		'{host_i386:$i386, spool:$spool, worker_home:$home, secret:$secret, tmp_marker:$marker,
 		  worker_pid:$wpid, tcp_port:$tcp, udp_port:$udp, abstract:$abs, host_ip:$hip,
 		  canary_name:$cn, canary_value:$cv, nonce:$nonce,
 		  neighbour_pid:$npid, neighbour_out:$nout, neighbour_tag:$ntag}')
@@ -288,7 +309,8 @@ test_none_filter_battery() {
 	local id ids=() p line
 	for id in r1 n1 n2 n3 r2 n4; do
 		{
-			printf '#!/usr/bin/python3\nimport re\n'
+			printf '#!/usr/bin/python3\nimport re\nP = {"host_i386": %s}\n' \
+				"$([ "$HOST_I386" = true ] && echo True || echo False)"
 			printf 'print("FILTERS", re.search(r"Seccomp_filters:\\s*(\\d+)", open("/proc/self/status").read()).group(1), flush=True)\n'
 			cat "$PROBE_PY"
 		} >"$s/tmp/$id"

@@ -249,6 +249,9 @@ static void test_allowed_calls(void **state)
 /* getpid through int 0x80 (i386 number 20): not the native arch. */
 static int i386_call(void)
 {
+	/* A kernel without IA32 emulation answers with SIGSEGV: die of it,
+	 * not in cmocka's handler, which would run the tests on in here. */
+	signal(SIGSEGV, SIG_DFL);
 	long rc;
 	__asm__ volatile("int $0x80" : "=a"(rc) : "0"(20L) : "memory");
 	return rc > 0 ? 50 : 51; /* not reached: killed */
@@ -261,12 +264,43 @@ static int x32_call(void)
 	return rc > 0 ? 50 : 51;
 }
 
+static uint32_t run_bpf(const struct sock_filter *f, size_t n, const struct seccomp_data *d,
+			int *steps);
+
+/* Whether this kernel runs i386 calls at all: a kernel built or booted
+ * without IA32 emulation (ia32_emulation=0, or a hypervisor's kernel that
+ * leaves it out) answers int 0x80 with SIGSEGV, filter or no filter. */
+static bool host_runs_i386(void)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(i386_call());
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)
+		return false;
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 50);
+	return true;
+}
+
 static void test_foreign_abis_killed(void **state)
 {
 	(void)state;
 	int st = in_child(i386_call);
 	assert_true(WIFSIGNALED(st));
-	assert_int_equal(WTERMSIG(st), SIGSYS);
+	if (host_runs_i386()) {
+		assert_int_equal(WTERMSIG(st), SIGSYS);
+	} else {
+		/* The call never reaches the filter here; the filter's own
+		 * answer for the i386 arch is held by the interpreter
+		 * (test_same_as_libseccomp, test_split_same_as_whole), and
+		 * this child must not have run it either. */
+		assert_int_equal(WTERMSIG(st), SIGSEGV);
+		print_message("this kernel runs no i386 calls: int 0x80 is SIGSEGV unfiltered too\n");
+		struct seccomp_data d = {.nr = 20, .arch = AUDIT_ARCH_I386};
+		assert_int_equal(run_bpf((const void *)prog.bpf, prog.len / 8, &d, NULL), SECCOMP_RET_KILL_PROCESS);
+	}
 	st = in_child(x32_call);
 	assert_true(WIFSIGNALED(st));
 	assert_int_equal(WTERMSIG(st), SIGSYS);
