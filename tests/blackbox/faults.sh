@@ -122,7 +122,7 @@ test_fsync_eio() {
 		KART_BACKEND=none timeout 60 strace -f -y -qq -o "$s.strace" \
 			-e trace=fsync,fdatasync,rename,renameat,renameat2,linkat,openat \
 			-e inject=fsync:error=EIO:when=$n \
-			"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+			"$KART" -s "$s" worker --drain --id w1 --slots 8 >>"$s.worker.log" 2>&1
 		grep -q 'INJECTED' "$s.strace" || break
 		hits=$((hits + 1))
 		[ $fs = tmpfs ] && grep -q "O_TMPFILE" "$s.strace" && unnamed=$((unnamed + 1))
@@ -232,7 +232,7 @@ test_result_link_fallbacks() {
 		# not left running detached from a killed strace.
 		KART_BACKEND=none strace -f -qq -o "$s.strace" -e trace=linkat,renameat2 \
 			-e inject=linkat:error=ENOENT:when=$when \
-			timeout 30 "$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+			timeout 30 "$KART" -s "$s" worker --drain --id w1 --slots 8 >>"$s.worker.log" 2>&1
 		grep -q 'linkat([0-9]*, "", [0-9]*, "lk.json", AT_EMPTY_PATH) = -1 ENOENT .*(INJECTED)' "$s.strace" ||
 			{ fail "when=$when: the link of the unnamed JSON was not the one injected (test premise): $(grep linkat "$s.strace" | head -3)"; continue; }
 		assert_eq ok "$(jq -r .status "$s/done/lk.json")" "when=$when: status"
@@ -434,8 +434,8 @@ test_results_written_together() {
 			[ $fs = few ] && ulimit -n 200
 			KART_BACKEND=none KART_ALLOW_ROOT=yes exec timeout 120 strace -f -y -qq -o "$s.strace" \
 				-e trace=openat,fsync,sync_file_range,renameat2,linkat \
-				-e inject=fsync:delay_exit=5000 \
-				"$KART" -s "$s" worker --drain --id w1 >>"$s.worker.log" 2>&1
+				-e inject=fsync:delay_exit=20000 \
+				"$KART" -s "$s" worker --drain --id w1 --slots 8 >>"$s.worker.log" 2>&1
 		)
 		assert_eq "$n" "$(count_results "$s")" "$fs: results"
 		assert_eq 0 "$(find "$s/done" -name '*.json' -exec cat {} + | jq -r .status | grep -vc '^ok$')" "$fs: results not ok"
