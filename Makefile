@@ -5,8 +5,12 @@
 #   make check-valgrind  the same with every kart under valgrind (build-valgrind/)
 #   make demo       a spool, a worker, a few tasks, their results
 #   make install    PREFIX (/usr/local) and DESTDIR honoured
-# Every target that needs libraries or tools first runs contrib/install-deps
-# when something is missing.
+#   make deps       install the Debian packages that are missing (apt-get)
+# Installing is asked for, never a side effect: make and make install only
+# say what is missing and that `make deps` installs it. make check, demo,
+# torture, fuzz, bench and check-valgrind install first (a fresh clone
+# needs two commands), then build and run in a new make, which looks for
+# the libraries only once they are there.
 
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -23,15 +27,8 @@ DESTDIR ?=
 
 CC ?= cc
 # Optional: the sync verbs' databases, each built in when pkg-config finds
-# it (override with HAVE_SQLITE= HAVE_PQ= for a core-only build). When one
-# of them, or the server tests/blackbox/sync.sh starts, is missing,
-# contrib/install-deps is tried first, before they are looked for; where
-# it cannot install them the build goes on without.
-OPT_DEPS_OK = pkg-config --exists sqlite3 libpq 2>/dev/null && command -v sqlite3 >/dev/null && \
-	      command -v psql >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
-ifeq ($(origin HAVE_SQLITE)$(origin HAVE_PQ)$(filter clean uninstall,$(MAKECMDGOALS)),undefinedundefined)
-OPT_DEPS := $(shell $(OPT_DEPS_OK) || ./contrib/install-deps >&2 || true)
-endif
+# it (override with HAVE_SQLITE= HAVE_PQ= for a core-only build); plain
+# make says when one is missing (contrib/install-deps --check).
 HAVE_SQLITE := $(shell pkg-config --exists sqlite3 2>/dev/null && echo 1)
 HAVE_PQ := $(shell pkg-config --exists libpq 2>/dev/null && echo 1)
 CORE_PKGS = jansson libseccomp libcap
@@ -44,7 +41,7 @@ WARN = -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliter
        -Werror=implicit-function-declaration -Werror=vla -Werror=return-type \
        -Werror=incompatible-pointer-types -Wstrict-prototypes -Wmissing-prototypes \
        -Wno-missing-field-initializers
-# Recursive: expanded in recipes, after `deps` has installed what was missing.
+# Recursive: expanded in recipes.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 CORE_LIBS = $(shell pkg-config --libs $(CORE_PKGS))
@@ -67,14 +64,25 @@ SYNC_OBJ = $(SYNC_SRC:src/%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: deps $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm
+all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm
 
+# Installs what is missing, with apt-get: only when asked (make deps), or
+# by the targets below that need it to run at all.
 deps:
-	@pkg-config --exists jansson libcap libseccomp cmocka 2>/dev/null && \
-	 command -v bwrap >/dev/null && command -v jq >/dev/null && \
-	 command -v strace >/dev/null && command -v groff >/dev/null && \
-	 command -v man >/dev/null && command -v mandoc >/dev/null && \
-	 command -v zsh >/dev/null || ./contrib/install-deps
+	@./contrib/install-deps
+
+# Says what is missing and how to get it; fails only when the build itself
+# cannot be done (a library kart links). Before anything is compiled.
+depcheck:
+	@./contrib/install-deps --check
+
+# check, demo, torture, fuzz, bench and check-valgrind: install first,
+# then build and run in a new make (run-TARGET below), whose pkg-config
+# calls are made when it reads this file, after the install: a fresh
+# machine's first make check builds with what it has just installed.
+INSTALLING = check demo torture fuzz bench check-valgrind
+$(INSTALLING): deps
+	@$(MAKE) --no-print-directory run-$@
 
 $(B):
 	@mkdir -p $(B)
@@ -84,7 +92,7 @@ $(B)/%.o: src/%.c src/*.h $(B)/features.stamp | $(B)
 
 # The optional parts built in, rewritten only when they change: every
 # object is rebuilt then, or a build would keep objects made without them.
-$(B)/features.stamp: FORCE | $(B)
+$(B)/features.stamp: FORCE depcheck | $(B)
 	@printf '/* built with:%s%s */\n' '$(if $(HAVE_SQLITE), sqlite3)' '$(if $(HAVE_PQ), libpq)' >$@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 
@@ -109,7 +117,7 @@ $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 # (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
-$(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/landlock.h | $(B)
+$(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/landlock.h | $(B) depcheck
 	$(CC) $(WARN) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ src/launch.c src/confine.c src/landlock.c
 
 # The runner of the llm task kind: Python 3, standard library only (see
@@ -121,22 +129,22 @@ $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
 	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
-check: all $(UNIT_BIN)
+run-check: all $(UNIT_BIN)
 	@KART_B=$(B) ./tests/run $(UNIT_BIN)
 
-demo: all
+run-demo: all
 	@./tests/demo
 
 # The long reliability runs (make check runs short ones): crash-point
 # sweep, chaos, faults, hostile input. Figures: docs/RELIABILITY.md.
-torture: all
+run-torture: all
 	@KART=$(abspath $(B))/kart SWEEP_MAX=$${SWEEP_MAX:-80} ./tests/torture/crash-sweep.sh
 	@KART=$(abspath $(B))/kart CHAOS_N=$${CHAOS_N:-2000} ./tests/torture/chaos.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/faults.sh
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
 
 # libFuzzer targets (clang) on the checked-in seed corpus, long run.
-fuzz:
+run-fuzz:
 	@FUZZ_B=$(abspath $(B))/fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-300} ./tests/fuzz/run.sh
 
 # The whole suite (unit and black-box) on an ASan+UBSan build in build-asan/.
@@ -168,13 +176,13 @@ check-asan:
 # seccomp(2)); the worker builds the same filter under valgrind anyway.
 VG_B = build-valgrind
 VG_UNIT = $(filter-out $(VG_B)/test_seccomp,$(UNIT_SRC:tests/unit/%.c=$(VG_B)/%))
-check-valgrind:
+run-check-valgrind:
 	@$(MAKE) --no-print-directory B=$(VG_B) CFLAGS="-O1 -g" all $(VG_UNIT)
 	@./tests/valgrind/check $(VG_B) $(VG_UNIT)
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
 # floor, in one run: bench/out/results.md and throughput.png.
-bench: all
+run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
 
@@ -229,4 +237,4 @@ clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all deps check demo bench torture fuzz check-asan check-valgrind install uninstall clean FORCE
+.PHONY: all deps depcheck $(INSTALLING) $(INSTALLING:%=run-%) check-asan install uninstall clean FORCE

@@ -161,3 +161,16 @@ run_tests() {
 		esac
 	done
 }
+
+# Every command the tests run (tests/commands) is here, or each missing one
+# fails by its package's name ("contrib/install-deps lacks attr (for
+# getfattr)"), before a test meets a shell's "not found" deep inside a
+# task. The tests that do not need it still run. tests/run checks once for
+# all the scripts (tests/deps-guard) and sets KART_NEED_CHECKED.
+if [ -z "${KART_NEED_CHECKED:-}" ]; then
+	while IFS= read -r _need; do
+		echo "    FAIL: $_need" >&2
+		echo "FAIL need: $_need" >>"${KART_TEST_RESULTS:-/dev/stdout}"
+	done < <("$ROOT/tests/need" tests)
+	unset _need
+fi

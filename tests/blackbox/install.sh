@@ -65,4 +65,31 @@ test_install_everything_and_uninstall() {
 	assert_eq "" "$(find "$d" -type f -o -type l)" "files left after make uninstall"
 }
 
+# Installing is asked for, never a side effect: on this machine with two
+# packages gone (a dpkg-query that hides attr and libsqlite3-dev), make
+# install says what is missing and that `make deps` installs it, and runs
+# no apt-get; make deps runs it for those two.
+test_make_installs_nothing_unasked() {
+	local b=$T_ROOT/build sh=$T_ROOT/shim out
+	mkdir -p "$sh"
+	cat >"$sh/dpkg-query" <<'EOF'
+#!/bin/sh
+/usr/bin/dpkg-query "$@" | sed -E 's/^(attr|libsqlite3-dev) install ok installed$/\1 deinstall ok config-files/'
+EOF
+	cat >"$sh/apt-get" <<EOF
+#!/bin/sh
+echo "apt-get \$*" >>"$T_ROOT/apt.log"
+EOF
+	chmod +x "$sh/dpkg-query" "$sh/apt-get"
+	out=$(PATH=$sh:$PATH make -s -C "$ROOT" B="$b" PREFIX="$T_ROOT/p3" install 2>&1 >/dev/null) ||
+		{ fail "make install: $out"; return; }
+	assert_match 'building without the optional parts of: libsqlite3-dev' "$out" "make names the missing library"
+	assert_match 'also missing: attr' "$out" "make names the missing test package"
+	assert_match '`make deps` installs them' "$out" "make says how to get them"
+	assert_no_file "$T_ROOT/apt.log"
+	PATH=$sh:$PATH make -s -C "$ROOT" deps >/dev/null 2>&1 || fail "make deps"
+	assert_eq "apt-get install -y -qq --no-install-recommends attr libsqlite3-dev" \
+		"$(grep install "$T_ROOT/apt.log" 2>&1)" "make deps installs what is missing"
+}
+
 run_tests
