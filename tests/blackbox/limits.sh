@@ -82,14 +82,142 @@ test_memory_under_limit_ok() {
 		fail "usage.memory_peak_bytes '$peak' below the 32M held"
 }
 
+# The two paths side by side: each test below runs on this host (v1, or
+# hybrid) in make check and on a pure v2 host in the v2 tier (tests/vm),
+# and says what each mode must give.
+
+# "oom" is the kernel's count of OOM kills in the task's leaf (v2:
+# memory.events, v1: memory.oom_control), never a guess from the way the
+# task ended: a task under a memory limit that SIGKILLs itself, or exits
+# with 137, is not oom.
+test_oom_only_on_the_kernels_word() {
+	have_sandbox || return
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\n#kart: memory=64M timeout=120s\nhead -c 512M /dev/zero | tail\n' >"$s/new/hog"
+	printf '#!/bin/sh\n#kart: memory=64M\nkill -9 $$\n' >"$s/new/selfkill"
+	printf '#!/bin/sh\n#kart: memory=64M\nexit 137\n' >"$s/new/exit137"
+	drain_pid "$s"
+	assert_eq oom "$(field "$s" hog .status)" "a 64M task allocating 512M"
+	assert_eq "$(host_mode)" "$(field "$s" hog .sandbox.cgroup)" "hog: sandbox.cgroup"
+	assert_match 'the kernel killed [1-9][0-9]* process' "$(field "$s" hog .error)" \
+		"the error gives the kernel's count"
+	assert_eq killed "$(field "$s" selfkill .status)" "SIGKILL under a memory limit, no OOM"
+	assert_eq SIGKILL "$(field "$s" selfkill .signal)" "its signal"
+	assert_eq failed "$(field "$s" exit137 .status)" "exit 137 under a memory limit, no OOM"
+	assert_eq 137 "$(field "$s" exit137 .exit_code)" "its exit code"
+}
+
+# memory_peak_bytes with and without a limit. Two processes hold 24M each
+# at once. With a limit the leaf's memory controller counts them together
+# (v2 memory.peak, v1 memory.max_usage_in_bytes): at least 48M. Without a
+# limit a v2 leaf still has the controller (enabled for every leaf), so
+# the same; a v1 task without a limit has no memory leaf, and the figure
+# is the largest single process's (the worker's ru_maxrss of its
+# children): at least 24M, below 48M. Backend none: under bwrap that
+# ru_maxrss is bwrap's own few megabytes (a gap, docs/RELIABILITY.md).
+test_memory_peak_with_and_without_limit() {
+	have_cgroups || return
+	local s t; s=$(mkspool)
+	t='for i in 1 2; do dd if=/dev/zero bs=24M count=1 2>/dev/null | sleep %s & done; wait\n'
+	printf "#!/bin/sh\n#kart: memory=256M\n$t" "$(slow 3)" >"$s/new/limited"
+	printf "#!/bin/sh\n$t" "$(slow 3)" >"$s/new/unlimited"
+	drain_pid "$s" KART_BACKEND=none
+	local lp up; lp=$(field "$s" limited .usage.memory_peak_bytes)
+	up=$(field "$s" unlimited .usage.memory_peak_bytes)
+	assert_eq ok "$(field "$s" limited .status)" "limited: status"
+	assert_eq ok "$(field "$s" unlimited .status)" "unlimited: status"
+	[[ $lp =~ ^[0-9]+$ && $up =~ ^[0-9]+$ ]] || { fail "peaks not numbers: '$lp' '$up'"; return; }
+	[ "$lp" -ge $((48 << 20)) ] && [ "$lp" -le $((256 << 20)) ] ||
+		fail "with a limit: memory_peak_bytes $lp not within [48M, 256M]"
+	if [ "$(host_mode)" = v2 ]; then
+		[ "$up" -ge $((48 << 20)) ] && [ "$up" -le $((512 << 20)) ] ||
+			fail "v2, without a limit: memory_peak_bytes $up not within [48M, 512M] (the leaf's)"
+	else
+		[ "$up" -ge $((24 << 20)) ] && [ "$up" -lt $((48 << 20)) ] ||
+			fail "v1, without a limit: memory_peak_bytes $up not within [24M, 48M) (one process's)"
+	fi
+}
+
+# cgroup.kill against the kill loop of kernels without it: a task leaves
+# a daemon in its leaf (backend none: no PID namespace to end it). The
+# first leaf is emptied by cgroup.kill; for the second, strace makes the
+# open of its cgroup.kill fail, and the worker falls back to freezing
+# the leaf (v2 cgroup.freeze; v1 freezer.state, and cgroup.freeze of the
+# unified leaf where there is one), killing what it lists, and thawing.
+# Both daemons are gone when their results are there.
+test_kill_loop_without_cgroup_kill() {
+	have_cgroups || return
+	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
+	local s m cg u f sp; s=$(mkspool); m=$(marker)
+	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s"
+	if [ "$(host_mode)" = v2 ]; then
+		cg=$(sed -n 's/^0:://p' "/proc/$WPID/cgroup"); u=/sys/fs/cgroup${cg%/}
+		f=$u
+	else
+		cg=$(sed -n 's/^0:://p' "/proc/$WPID/cgroup"); u=/sys/fs/cgroup/unified${cg%/}
+		cg=$(sed -n 's/^[0-9]*:freezer://p' "/proc/$WPID/cgroup"); f=/sys/fs/cgroup/freezer${cg%/}
+	fi
+	strace -f -qq -o "$s.strace" -p "$WPID" -e trace=openat \
+		-P "$u/kart.$WPID.1/cgroup.kill" -P "$u/kart.$WPID.2/cgroup.kill" \
+		-P "$u/kart.$WPID.2/cgroup.freeze" -P "$f/kart.$WPID.2/freezer.state" \
+		-e inject=openat:error=EACCES:when=2 &
+	sp=$!
+	T_PIDS+=("$sp")
+	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
+	local i
+	for i in 1 2; do
+		printf '#!/bin/sh\n#kart: pids=50\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\necho started\n' \
+			"$((m + i))" >"$s/tmp/d$i" && mv "$s/tmp/d$i" "$s/new/d$i"
+		wait_until 30 has_result "$s" "d$i" || { fail "no result for d$i"; break; }
+		assert_eq ok "$(field "$s" "d$i" .status)" "d$i: status"
+	done
+	kill "$sp"; wait "$sp" 2>/dev/null
+	local left; left=$(pgrep -f "^sleep ($((m + 1))|$((m + 2)))\$")
+	[ -z "$left" ] || { fail "a daemon outlived its task: $left"; kill -9 $left; }
+	grep -q "kart.$WPID.1/cgroup.kill\", O_WRONLY|O_CLOEXEC) = [0-9]" "$s.strace" ||
+		fail "the first leaf was not emptied by cgroup.kill: $(head -5 "$s.strace")"
+	grep -q "kart.$WPID.2/cgroup.kill.*(INJECTED)" "$s.strace" ||
+		fail "the second leaf's cgroup.kill never failed (test premise): $(head -5 "$s.strace")"
+	grep -qE "kart.$WPID.2/(cgroup.freeze|freezer.state)\", O_WRONLY\|O_CLOEXEC\) = [0-9]" "$s.strace" ||
+		fail "the second leaf was never frozen by the kill loop: $(cat "$s.strace")"
+	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
+}
+
+# An unprivileged worker (nobody) with no cgroup delegated to it, on any
+# host: it cannot make a leaf, so a task asking for memory= is refused
+# (never run uncapped), and a plain task runs without a leaf and says so.
+test_unprivileged_worker_without_delegation() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (to start a worker as nobody)"; return; }
+	command -v setpriv >/dev/null || { skip "setpriv (util-linux) is missing"; return; }
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	local s bin=$T_ROOT/nobody-bin; s=$(mkspool); open_spool "$s"
+	# Where nobody can run them (kart finds kart-launch beside it).
+	mkdir -p "$bin" && cp "$KART" "$KART_BUILD/kart-launch" "$bin/" && chmod 755 "$bin"
+	printf '#!/bin/sh\n#kart: memory=64M\necho ran\n' >"$s/new/mem"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/plain"
+	chown -R nobody "$s"
+	timeout "$(slow 120)" setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+		"$bin/kart" -s "$s" worker --drain >>"$s.worker.log" 2>&1 ||
+		{ fail "the worker as nobody exited $? ($(tail -3 "$s.worker.log"))"; return; }
+	assert_eq refused "$(field "$s" mem .status)" "memory= with no writable cgroup"
+	assert_eq cgroup_setup_failed "$(field "$s" mem .refusal)" "its refusal"
+	assert_eq null "$(field "$s" mem .stdout.path)" "it never ran"
+	assert_eq ok "$(field "$s" plain .status)" "a plain task ($(field "$s" plain .error))"
+	assert_eq none "$(field "$s" plain .sandbox.cgroup)" "its sandbox.cgroup"
+	assert_eq ran "$(cat "$s/done/plain.stdout")" "its output"
+}
+
 # ---- pids --------------------------------------------------------------------
 
 test_fork_bomb_contained() {
 	have_sandbox || return
 	local s; s=$(mkspool)
-	cat >"$s/new/bomb" <<'EOT'
+	# The timeout scales with KART_TEST_SLOW: in the v2 tier's emulated
+	# guest the bomb must still run when it is looked at.
+	cat >"$s/new/bomb" <<EOT
 #!/bin/sh
-#kart: pids=32 timeout=4s
+#kart: pids=32 timeout=$(slow 4)s
 bomb() { bomb | bomb & }
 bomb
 while :; do :; done
