@@ -141,71 +141,59 @@ test_memory_peak_with_and_without_limit() {
 # cgroup.kill against the kill loop of kernels without it: a task leaves
 # a daemon in its leaf (backend none: no PID namespace to end it). The
 # first leaf is emptied by cgroup.kill; for the second, strace makes the
-# open of its cgroup.kill fail, and the worker falls back to freezing
-# the leaf (v2 cgroup.freeze; v1 freezer.state, and cgroup.freeze of the
-# unified leaf where there is one), killing what it lists, and thawing.
-# Both daemons are gone when their results are there.
+# first open of its cgroup.kill fail, and the worker falls back to
+# freezing the leaf (v2 cgroup.freeze; v1 freezer.state, and cgroup.freeze
+# of the unified leaf where there is one), killing what it lists, and
+# thawing. Both daemons are gone when their results are there.
+# trace_worker LOG ARGS...: strace on the worker's openat calls; sets SP.
+trace_worker() {
+	local log=$1; shift
+	strace -f -qq -o "$log" -p "$WPID" -e trace=openat "$@" &
+	SP=$!
+	T_PIDS+=("$SP")
+	wait_until 10 traced_by "$WPID"
+}
+untrace_worker() {
+	kill "$SP" 2>/dev/null; wait "$SP" 2>/dev/null
+	wait_until 10 eval '! traced_by "$WPID"'
+}
 test_kill_loop_without_cgroup_kill() {
 	have_cgroups || return
 	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
-	local s m cg u f sp; s=$(mkspool); m=$(marker)
+	local s m cg u f; s=$(mkspool); m=$(marker)
 	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s"
+	cg=$(sed -n 's/^0:://p' "/proc/$WPID/cgroup")
 	if [ "$(host_mode)" = v2 ]; then
-		cg=$(sed -n 's/^0:://p' "/proc/$WPID/cgroup"); u=/sys/fs/cgroup${cg%/}
-		f=$u
+		u=/sys/fs/cgroup${cg%/} f=$u
 	else
-		cg=$(sed -n 's/^0:://p' "/proc/$WPID/cgroup"); u=/sys/fs/cgroup/unified${cg%/}
+		u=/sys/fs/cgroup/unified${cg%/}
 		cg=$(sed -n 's/^[0-9]*:freezer://p' "/proc/$WPID/cgroup"); f=/sys/fs/cgroup/freezer${cg%/}
 	fi
-	strace -f -qq -o "$s.strace" -p "$WPID" -e trace=openat \
-		-P "$u/kart.$WPID.1/cgroup.kill" -P "$u/kart.$WPID.2/cgroup.kill" \
-		-P "$u/kart.$WPID.2/cgroup.freeze" -P "$f/kart.$WPID.2/freezer.state" \
-		-e inject=openat:error=EACCES:when=2 &
-	sp=$!
-	T_PIDS+=("$sp")
-	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
-	local i
+	local i l
 	for i in 1 2; do
+		l=kart.$WPID.$i
+		if [ $i = 1 ]; then
+			trace_worker "$s.strace$i" -P "$u/$l/cgroup.kill"
+		else
+			trace_worker "$s.strace$i" -P "$u/$l/cgroup.kill" -P "$u/$l/cgroup.freeze" \
+				-P "$f/$l/freezer.state" -e inject=openat:error=EACCES:when=1
+		fi || { fail "strace never attached"; untrace_worker; stop_worker "$WPID"; return; }
 		printf '#!/bin/sh\n#kart: pids=50\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\necho started\n' \
 			"$((m + i))" >"$s/tmp/d$i" && mv "$s/tmp/d$i" "$s/new/d$i"
-		wait_until 30 has_result "$s" "d$i" || { fail "no result for d$i"; break; }
+		wait_until 30 has_result "$s" "d$i" || fail "no result for d$i"
+		untrace_worker
 		assert_eq ok "$(field "$s" "d$i" .status)" "d$i: status"
 	done
-	kill "$sp"; wait "$sp" 2>/dev/null
 	local left; left=$(pgrep -f "^sleep ($((m + 1))|$((m + 2)))\$")
 	[ -z "$left" ] || { fail "a daemon outlived its task: $left"; kill -9 $left; }
-	grep -q "kart.$WPID.1/cgroup.kill\", O_WRONLY|O_CLOEXEC) = [0-9]" "$s.strace" ||
-		fail "the first leaf was not emptied by cgroup.kill: $(head -5 "$s.strace")"
-	grep -q "kart.$WPID.2/cgroup.kill.*(INJECTED)" "$s.strace" ||
-		fail "the second leaf's cgroup.kill never failed (test premise): $(head -5 "$s.strace")"
-	grep -qE "kart.$WPID.2/(cgroup.freeze|freezer.state)\", O_WRONLY\|O_CLOEXEC\) = [0-9]" "$s.strace" ||
-		fail "the second leaf was never frozen by the kill loop: $(cat "$s.strace")"
+	grep -q "kart.$WPID.1/cgroup.kill\", O_WRONLY|O_CLOEXEC) = [0-9]" "$s.strace1" ||
+		fail "the first leaf was not emptied by cgroup.kill: $(head -5 "$s.strace1")"
+	grep -q "kart.$WPID.2/cgroup.kill.*(INJECTED)" "$s.strace2" ||
+		fail "the second leaf's cgroup.kill never failed (test premise): $(head -5 "$s.strace2")"
+	grep -qE "kart.$WPID.2/(cgroup.freeze|freezer.state)\", O_WRONLY\|O_CLOEXEC\) = [0-9]" "$s.strace2" ||
+		fail "the second leaf was never frozen by the kill loop: $(cat "$s.strace2")"
 	stop_worker "$WPID"
 	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
-}
-
-# An unprivileged worker (nobody) with no cgroup delegated to it, on any
-# host: it cannot make a leaf, so a task asking for memory= is refused
-# (never run uncapped), and a plain task runs without a leaf and says so.
-test_unprivileged_worker_without_delegation() {
-	[ "$(id -u)" = 0 ] || { skip "needs root (to start a worker as nobody)"; return; }
-	command -v setpriv >/dev/null || { skip "setpriv (util-linux) is missing"; return; }
-	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
-	local s bin=$T_ROOT/nobody-bin; s=$(mkspool); open_spool "$s"
-	# Where nobody can run them (kart finds kart-launch beside it).
-	mkdir -p "$bin" && cp "$KART" "$KART_BUILD/kart-launch" "$bin/" && chmod 755 "$bin"
-	printf '#!/bin/sh\n#kart: memory=64M\necho ran\n' >"$s/new/mem"
-	printf '#!/bin/sh\necho ran\n' >"$s/new/plain"
-	chown -R nobody "$s"
-	timeout "$(slow 120)" setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-		"$bin/kart" -s "$s" worker --drain >>"$s.worker.log" 2>&1 ||
-		{ fail "the worker as nobody exited $? ($(tail -3 "$s.worker.log"))"; return; }
-	assert_eq refused "$(field "$s" mem .status)" "memory= with no writable cgroup"
-	assert_eq cgroup_setup_failed "$(field "$s" mem .refusal)" "its refusal"
-	assert_eq null "$(field "$s" mem .stdout.path)" "it never ran"
-	assert_eq ok "$(field "$s" plain .status)" "a plain task ($(field "$s" plain .error))"
-	assert_eq none "$(field "$s" plain .sandbox.cgroup)" "its sandbox.cgroup"
-	assert_eq ran "$(cat "$s/done/plain.stdout")" "its output"
 }
 
 # ---- pids --------------------------------------------------------------------
