@@ -1,6 +1,7 @@
 # Kartikeya - one plain GNU Makefile.
 #   make            build kart, kart-launch, kart-sync and kart-llm
-#   make check      unit tests (cmocka) and black-box tests on real spools
+#   make check      unit tests (cmocka) and black-box tests on real spools,
+#                   then the v2 tier (make check-v2: the cgroup tests in QEMU)
 #   make check-asan      the same tests on an ASan+UBSan build (build-asan/)
 #   make check-valgrind  the same with every kart under valgrind (build-valgrind/)
 #   make demo       a spool, a worker, a few tasks, their results
@@ -80,7 +81,7 @@ depcheck:
 # then build and run in a new make (run-TARGET below), whose pkg-config
 # calls are made when it reads this file, after the install: a fresh
 # machine's first make check builds with what it has just installed.
-INSTALLING = check demo torture fuzz bench check-valgrind
+INSTALLING = check check-v2 demo torture fuzz bench check-valgrind
 $(INSTALLING): deps
 	@$(MAKE) --no-print-directory run-$@
 
@@ -132,6 +133,11 @@ $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
 run-check: all $(UNIT_BIN)
 	@KART_B=$(B) ./tests/run $(UNIT_BIN)
 
+# The v2 tier alone (make check runs it after the black-box scripts): the
+# cgroup cases in a QEMU guest that is a pure cgroup v2 host, tests/vm/.
+run-check-v2: all
+	@KART_B=$(B) KART_TEST_ONLY=v2 ./tests/run
+
 run-demo: all
 	@./tests/demo
 
@@ -163,6 +169,7 @@ check-asan:
 	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS) && chmod 1777 $(ASAN_LOGS)
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$(ASAN_LOGS)/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_LOGS)/ubsan \
+	KART_TEST_EXCLUDE="$${KART_TEST_EXCLUDE:-} v2" \
 	$(MAKE) --no-print-directory B=$(ASAN_B) LAUNCH_CFLAGS="-O2 -g" CFLAGS="$(ASAN_CFLAGS)" check; \
 	rc=$$?; ./tests/asan/scan $(ASAN_LOGS) && exit $$rc
 
