@@ -602,8 +602,9 @@ static void test_kind_runner_and_credentials(void **state)
 }
 
 /* Backend container: a kind's runner outside /usr is mounted from the
- * host, its endpoint and model go by value, its credential by name only
- * (the value through the CLI's environment, never in argv). */
+ * host, its endpoint and model go by value, its credential neither by
+ * value nor by name in argv (an engine records an --env NAME's value):
+ * on the CLI's stdin, read by the container's shell first. */
 static void test_kind_container(void **state)
 {
 	(void)state;
@@ -624,28 +625,93 @@ static void test_kind_container(void **state)
 	for (int t = 0; t < 2; t++) {
 		assert_int_equal(task_parse(texts[t], strlen(texts[t]), &spec, err, sizeof err), 0);
 		assert_int_equal(task_resolve_kind(&spec, &pol, "job-7", err, sizeof err), 0);
+		char *input = NULL;
 		struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
 					  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
-					  .host_env = env, .container_name = "kart-x-1"};
+					  .host_env = env, .container_name = "kart-x-1", .input = &input};
 		assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
-		bool mount = false, ep = false, model = false, key = false;
+		bool mount = false, ep = false, model = false, key = false, inter = false;
 		for (size_t i = 0; i < argv.n; i++) {
 			assert_null(strstr(argv.v[i], CANARY));
 			mount |= strcmp(argv.v[i], "type=bind,source=/opt/kart/kart-llm,"
 						   "target=/opt/kart/kart-llm,readonly") == 0;
 			ep |= strcmp(argv.v[i], "KART_LLM_ENDPOINT=http://127.0.0.1:9/v1") == 0;
 			model |= strcmp(argv.v[i], "KART_LLM_MODEL=m1") == 0;
-			key |= strcmp(argv.v[i], "LLM_KEY") == 0;
+			key |= strstr(argv.v[i], "LLM_KEY") != NULL;
+			inter |= strcmp(argv.v[i], "--interactive") == 0;
 		}
 		assert_int_equal(mount, t == 0);
 		assert_int_equal(ep, t == 0);
 		assert_int_equal(model, t == 0);
-		assert_int_equal(key, t == 0);
+		assert_false(key);
+		assert_int_equal(inter, t == 0);
+		if (t == 0) {
+			assert_non_null(input);
+			assert_string_equal(input, "LLM_KEY='llm-" CANARY "'\n");
+			/* the container's shell reads it, then runs the task */
+			assert_string_equal(argv.v[argv.n - 6], "/bin/sh");
+			assert_string_equal(argv.v[argv.n - 5], "-c");
+			assert_non_null(strstr(argv.v[argv.n - 4], ". /dev/stdin"));
+			assert_string_equal(argv.v[argv.n - 3], "kart-env");
+		} else {
+			assert_null(input);
+		}
+		free(input);
 		assert_string_equal(argv.v[argv.n - 2], t == 0 ? "/opt/kart/kart-llm" : "/usr/bin/python3");
 		assert_string_equal(argv.v[argv.n - 1], SANDBOX_TASK);
 		strv_free(&argv);
 		strv_free(&envp);
 	}
+}
+
+/* Backend container: the policy's variables as lines for a POSIX
+ * shell, whatever their values hold; where the caller cannot pass them
+ * on stdin, the task is not built. [container] extra_args come after
+ * kart's options, before the image. */
+static void test_container_env_and_extra(void **state)
+{
+	(void)state;
+	static const char conf[] = "[sandbox]\nenv_pass = A_TOKEN B_VAR\n"
+				   "[container]\nextra_args = --userns=keep-id --ulimit=nofile=20000:20000\n";
+	char *const env[] = {"A_TOKEN=it's a \"secret\"\nline two", "B_VAR=", "OTHER=x", NULL};
+	struct policy pol;
+	struct task_spec spec;
+	struct strv argv = {0}, envp = {0};
+	char err[256] = "";
+	memset(&pol, 0, sizeof pol);
+	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
+	pol.backend = BACKEND_CONTAINER;
+	snprintf(pol.container_cmd, sizeof pol.container_cmd, "/usr/bin/docker");
+	snprintf(pol.container_image, sizeof pol.container_image, "img:1");
+	assert_int_equal(task_parse("echo\n", 5, &spec, err, sizeof err), 0);
+	char *input = NULL;
+	struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "t",
+				  .host_env = env, .container_name = "kart-x-1"};
+	/* No way to pass them: refused, never by --env. */
+	assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), -1);
+	assert_non_null(strstr(err, "variables"));
+	strv_free(&argv);
+	strv_free(&envp);
+	req.input = &input;
+	assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
+	assert_string_equal(input, "A_TOKEN='it'\\''s a \"secret\"\nline two'\nB_VAR=''\n");
+	size_t img = 0, keep = 0, ul = 0;
+	for (size_t i = 0; i < argv.n; i++) {
+		assert_null(strstr(argv.v[i], "secret"));
+		assert_null(strstr(argv.v[i], "A_TOKEN"));
+		if (strcmp(argv.v[i], "img:1") == 0)
+			img = i;
+		if (strcmp(argv.v[i], "--userns=keep-id") == 0)
+			keep = i;
+		if (strcmp(argv.v[i], "--ulimit=nofile=20000:20000") == 0)
+			ul = i;
+	}
+	assert_true(keep > 0 && ul == keep + 1 && img > ul);
+	assert_string_equal(argv.v[1], "run");
+	free(input);
+	strv_free(&argv);
+	strv_free(&envp);
 }
 
 /* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
@@ -702,6 +768,7 @@ int main(void)
 		cmocka_unit_test(test_credentials_only_with_net),
 		cmocka_unit_test(test_kind_runner_and_credentials),
 		cmocka_unit_test(test_kind_container),
+		cmocka_unit_test(test_container_env_and_extra),
 		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);
