@@ -177,6 +177,12 @@ check-valgrind:
 bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
+	@KART=$(abspath $(B))/kart ./bench/container
+
+# Backend container against bwrap, in one run (a dockerd of its own):
+# bench/out/container.md.
+bench-container: all
+	@KART=$(abspath $(B))/kart ./bench/container
 
 # What make install puts where, besides the two programs (see below).
 MAN1 = docs/kart.1
@@ -229,4 +235,4 @@ clean:
 	rm -rf $(B)
 
 FORCE:
-.PHONY: all deps check demo bench torture fuzz check-asan check-valgrind install uninstall clean FORCE
+.PHONY: all deps check demo bench bench-container torture fuzz check-asan check-valgrind install uninstall clean FORCE

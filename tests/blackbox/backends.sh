@@ -190,6 +190,52 @@ test_container_needs_image() {
 	assert_eq false "$(echo "$OUT" | jq .backend_allowed.ok)" "doctor backend_allowed"
 }
 
+# kart doctor with command = podman (a stand-in that answers as podman
+# 4.3 with crun does: podman is not installed here): what will not work
+# on this host and why, each from the host's own facts.
+test_doctor_podman() {
+	local s; s=$(mkspool)
+	local p=$T_ROOT/podman
+	cat >"$p" <<-'EOF'
+	#!/bin/sh
+	case "$1 $2 $3" in
+	"--version  ") echo "podman version 4.3.1" ;;
+	"version --format "*) echo 4.3.1 ;;
+	"info --format "*) echo crun ;;
+	*) exit 125 ;;
+	esac
+	EOF
+	chmod 755 "$p"
+	printf '[worker]\nbackend = container\n[container]\ncommand = %s\nimage = kart-test:1\n' "$p" >"$s/kart.conf"
+	run_cmd -s "$s" doctor --json
+	local j=$OUT
+	assert_eq podman "$(echo "$j" | jq -r .container.cli)" "cli"
+	assert_eq true "$(echo "$j" | jq .container.works)" "the engine answers"
+	probs() { echo "$j" | jq -r ".container.problems[] | select(.detail | test(\"$1\")) | .fatal"; }
+	assert_eq false "$(probs 'podman 4.3 reports no OOM kill')" "OOM note (not fatal)"
+	local want_rc=0 ctl
+	ctl=$(cat /sys/fs/cgroup/unified/cgroup.controllers 2>/dev/null)
+	if [ "$(stat -f -c %T /sys/fs/cgroup)" != cgroup2fs ] && [ -n "$ctl" ]; then
+		assert_eq true "$(probs 'crun refuses hybrid cgroups')" "crun on hybrid cgroups ($ctl)"
+		want_rc=1
+	else
+		assert_eq "" "$(probs 'crun refuses')" "no hybrid cgroups: no crun problem"
+	fi
+	local hard; hard=$(ulimit -Hn)
+	if [ "$hard" != unlimited ] && [ "$hard" -lt 1048576 ]; then
+		assert_eq true "$(probs "--ulimit=nofile=$hard:$hard")" "nofile hard limit $hard"
+		want_rc=1
+	fi
+	assert_eq "$want_rc" "$RC" "doctor exit status"
+	# With the issue's workaround in extra_args, runc and the ulimits:
+	# only the OOM note is left.
+	printf 'extra_args = --runtime=runc --ulimit=nofile=%s:%s --ulimit=nproc=%s:%s\n' \
+		"$hard" "$hard" "$(ulimit -Hu)" "$(ulimit -Hu)" >>"$s/kart.conf"
+	run_cmd -s "$s" doctor --json
+	assert_eq "false" "$(echo "$OUT" | jq -c '[.container.problems[].fatal] | unique | .[]')" \
+		"only what is not fatal: $(echo "$OUT" | jq -c .container.problems)"
+}
+
 # The hosted-posture gate: backend none on a spool others can submit to.
 test_none_refused_on_shared_spool() {
 	local s; s=$(mkspool)

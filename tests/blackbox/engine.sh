@@ -1,10 +1,9 @@
 # Backend container against a real Docker engine (backends.sh tests the
 # same behaviours through tests/fake/docker). The script starts a dockerd
-# of its own (its own data root, exec root, pid file, socket and
-# containerd namespace, so that nothing collides with another engine on
-# the host), imports an image made of the host's static busybox, points
-# the docker CLI and the worker at it with DOCKER_HOST, and stops it at
-# the end, on failure too. Needs the packages docker.io and
+# of its own (tests/engine-lib.sh), imports an image made of the host's
+# static busybox (and python3, for the escape battery), points the docker
+# CLI and the worker at it with DOCKER_HOST, and stops it at the end, on
+# failure too. Needs the packages docker.io and
 # busybox-static (contrib/install-deps); without them, or where the
 # engine cannot start, every case skips with the reason (a failure under
 # KART_MUST_WORK=1).
@@ -12,102 +11,12 @@
 
 E_DIR=$T_ROOT/engine
 E_IMG=kart-test:latest
-E_PY_IMG=kart-test-py:latest
 E_WHY=
 E_PID=
 
-engine_stop() {
-	[ -n "$E_PID" ] || return 0
-	local ids
-	ids=$(docker ps --all --quiet 2>/dev/null)
-	# shellcheck disable=SC2086
-	[ -z "$ids" ] || docker rm --force $ids >/dev/null 2>&1
-	kill -TERM "$E_PID" 2>/dev/null
-	local end=$((SECONDS + 15))
-	while kill -0 "$E_PID" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.1; done
-	kill -9 "$E_PID" 2>/dev/null
-	# Its containerd and shims, should dockerd have died without them.
-	local p
-	for p in $(pgrep -f -- "$E_DIR/" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-	# Whatever it left mounted under its directory, deepest first.
-	awk -v d="$E_DIR/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
-		while read -r m; do umount -l "$m" 2>/dev/null; done
-	E_PID=
-}
+. "$ROOT/tests/engine-lib.sh"
 trap 'engine_stop; _cleanup' EXIT
 trap 'exit 143' TERM INT HUP
-
-# busybox_root DIR: the static busybox, its applets, a passwd and group.
-busybox_root() {
-	local r=$1 a
-	mkdir -p "$r/bin" "$r/etc" "$r/tmp" "$r/work" "$r/run/kart/out" "$r/proc" "$r/dev" "$r/sys"
-	cp /bin/busybox "$r/bin/busybox" || return 1
-	for a in $(/bin/busybox --list); do
-		[ "$a" = busybox ] || ln -s busybox "$r/bin/$a"
-	done
-	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' >"$r/etc/passwd"
-	printf 'root:x:0:\nnogroup:x:65534:\n' >"$r/etc/group"
-	chmod 1777 "$r/tmp"
-}
-
-# The escape battery's interpreter: the host's python3, with only the
-# modules and shared libraries the probes load, under /usr/bin/python3.
-python_root() {
-	local r=$1 f
-	local files
-	files=$(/usr/bin/python3 - <<-'EOF'
-	import ctypes, errno, json, mmap, os, pty, re, signal, socket, struct, sys, time, encodings.idna
-	seen = set()
-	for m in list(sys.modules.values()):
-	    f = getattr(m, "__file__", None)
-	    if f and os.path.isfile(f):
-	        seen.add(os.path.realpath(f))
-	print("\n".join(sorted(seen)))
-	print(os.path.realpath(sys.executable))
-	EOF
-	) || return 1
-	for f in $files; do
-		mkdir -p "$r$(dirname "$f")" && cp "$f" "$r$f" || return 1
-	done
-	# The shared libraries of the interpreter and its extension modules.
-	for f in $(for f in $files; do case $f in *.so | */python3*[0-9]) ldd "$f" ;; esac; done |
-		awk '$2 == "=>" {print $3} $1 ~ /^\// {print $1}' | sort -u); do
-		mkdir -p "$r$(dirname "$f")" && cp -L "$f" "$r$f" || return 1
-		# The loader's own name: /lib64 and /lib are links to usr/ on the host.
-		case $f in /lib*) mkdir -p "$r/usr$(dirname "$f")" && cp -L "$f" "$r/usr$f" ;; esac
-	done
-	ln -sf "$(readlink -f /usr/bin/python3)" "$r/usr/bin/python3"
-	# The probes' own modules, found by python's prefix from its path.
-	mkdir -p "$r/usr/lib/python3/dist-packages"
-}
-
-engine_start() {
-	command -v dockerd >/dev/null || { E_WHY="dockerd is missing (package docker.io)"; return 1; }
-	command -v docker >/dev/null || { E_WHY="the docker CLI is missing (package docker.io)"; return 1; }
-	[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 ||
-		{ E_WHY="no static /bin/busybox (package busybox-static)"; return 1; }
-	mkdir -p "$E_DIR"
-	export DOCKER_HOST=unix://$E_DIR/docker.sock
-	dockerd --iptables=false --ip6tables=false --bridge=none \
-		--exec-opt native.cgroupdriver=cgroupfs --storage-driver=overlay2 \
-		--data-root "$E_DIR/data" --exec-root "$E_DIR/exec" --pidfile "$E_DIR/dockerd.pid" \
-		--containerd-namespace "kart-test-$$" --containerd-plugins-namespace "kart-test-$$-p" \
-		-H "$DOCKER_HOST" >"$E_DIR/dockerd.log" 2>&1 &
-	E_PID=$!
-	local t0=$SECONDS
-	until docker info >/dev/null 2>&1; do
-		if ! kill -0 "$E_PID" 2>/dev/null || [ $((SECONDS - t0)) -ge 30 ]; then
-			E_WHY="dockerd did not start: $(tail -2 "$E_DIR/dockerd.log" | tr '\n' ' ')"
-			return 1
-		fi
-		sleep 0.1
-	done
-	busybox_root "$E_DIR/root" || { E_WHY="cannot build the busybox image's tree"; return 1; }
-	tar --numeric-owner -C "$E_DIR/root" -c . |
-		docker import -c 'CMD ["/bin/sh"]' - "$E_IMG" >/dev/null 2>"$E_DIR/import.err" ||
-		{ E_WHY="docker import failed: $(cat "$E_DIR/import.err")"; return 1; }
-	echo "    engine: dockerd $(docker version --format '{{.Server.Version}}'), up in $((SECONDS - t0))s"
-}
 
 need_engine() {
 	[ -n "$E_WHY" ] && { skip "no real engine: $E_WHY"; return 1; }
@@ -324,20 +233,13 @@ test_engine_secret_not_recorded() {
 }
 
 # The escape battery (tests/escape/probe.py) as a task of nobody in the
-# container, with an image that adds the host's python3 (only what the
-# probes load). The probes that only mean something for bwrap's layout
+# container (the image holds the host's python3, only what the probes
+# load). The probes that only mean something for bwrap's layout
 # of the host (the launcher, the spool, a neighbour task in the same
 # worker) run too: they must find nothing.
 test_engine_escape_battery() {
 	need_engine || return
-	[ -x /usr/bin/python3 ] || { skip "/usr/bin/python3 is missing (the probes are Python)"; return; }
-	if ! docker image inspect "$E_PY_IMG" >/dev/null 2>&1; then
-		local r=$E_DIR/pyroot
-		busybox_root "$r" && python_root "$r" || { fail "cannot build the python image's tree"; return; }
-		tar --numeric-owner -C "$r" -c . | docker import - "$E_PY_IMG" >/dev/null ||
-			{ fail "docker import of the python image"; return; }
-	fi
-	local s; s=$(espool "$E_PY_IMG")
+	local s; s=$(espool)
 	local nonce; nonce=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
 	local secret=$T_ROOT/secret marker=/tmp/kart-escape-marker.$nonce
 	echo "secret-$nonce" >"$secret"; chmod 600 "$secret"
@@ -399,5 +301,5 @@ test_engine_escape_battery() {
 	no_container_left
 }
 
-engine_start || E_WHY=${E_WHY:-unknown}
+if engine_start; then echo "    engine: $E_UP"; else E_WHY=${E_WHY:-unknown}; fi
 run_tests

@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include "container.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "task.h"
@@ -714,6 +715,71 @@ static void test_container_env_and_extra(void **state)
 	strv_free(&envp);
 }
 
+/* kart doctor's conclusions about an engine (container_problems), for
+ * the hosts the container backend meets: podman 4 with crun on hybrid
+ * cgroups and a nofile hard limit of 20000 (this kind of host), the same
+ * with runc and the ulimits set, podman 5 on cgroup v2, rootless podman
+ * on v1, and docker. */
+static int count_problems(const struct engine_facts *f, const char *conf, int *fatal,
+			  const char *needle)
+{
+	struct policy pol;
+	char err[256] = "";
+	memset(&pol, 0, sizeof pol);
+	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
+	struct engine_problem p[ENGINE_PROBLEMS_MAX];
+	int n = container_problems(f, &pol, p), found = 0;
+	*fatal = 0;
+	for (int i = 0; i < n; i++) {
+		*fatal += p[i].fatal;
+		found += needle && strstr(p[i].what, needle) != NULL;
+	}
+	return needle ? found : n;
+}
+
+static void test_engine_problems(void **state)
+{
+	(void)state;
+	int fatal;
+	struct engine_facts podman4 = {.podman = true, .major = 4, .minor = 3, .runtime = "crun",
+				       .hybrid_controllers = true, .hybrid_list = "hugetlb",
+				       .nofile_hard = 20000, .nproc_hard = 96362};
+	/* Everything this host has against podman 4 and crun. */
+	assert_int_equal(count_problems(&podman4, "", &fatal, NULL), 4);
+	assert_int_equal(fatal, 3);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "crun refuses hybrid cgroups"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "here: hugetlb"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "--ulimit=nofile=20000:20000"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "--ulimit=nproc=96362:96362"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "podman 4.3 reports no OOM kill"), 1);
+	/* The workaround: runc and both ulimits; only the OOM note. */
+	static const char fixed[] = "[container]\nextra_args = --runtime=runc "
+				    "--ulimit=nofile=20000:20000 --ulimit=nproc=32768:32768\n";
+	assert_int_equal(count_problems(&podman4, fixed, &fatal, NULL), 1);
+	assert_int_equal(fatal, 0);
+	/* runc as podman's own runtime: no crun problem. */
+	struct engine_facts runc4 = podman4;
+	snprintf(runc4.runtime, sizeof runc4.runtime, "runc");
+	assert_int_equal(count_problems(&runc4, "", &fatal, "crun"), 0);
+	/* A ulimit above the hard limit fails, podman or not. */
+	struct engine_facts docker = {.nofile_hard = 20000, .nproc_hard = 96362, .hybrid_controllers = true};
+	assert_int_equal(count_problems(&docker, "", &fatal, NULL), 0);
+	assert_int_equal(count_problems(&docker, "[container]\nextra_args = --ulimit=nofile=65536:65536\n",
+					&fatal, "above this host's hard limit of 20000"),
+			 1);
+	assert_int_equal(fatal, 1);
+	/* podman 5 on cgroup v2 with room for its ulimits: nothing. */
+	struct engine_facts podman5 = {.podman = true, .major = 5, .minor = 2, .runtime = "crun",
+				       .cgroup_unified = true, .nofile_hard = -1, .nproc_hard = -1};
+	assert_int_equal(count_problems(&podman5, "", &fatal, NULL), 0);
+	/* Rootless podman on v1: no limit would hold. */
+	struct engine_facts rootless = podman5;
+	rootless.rootless = true;
+	rootless.cgroup_unified = false;
+	assert_int_equal(count_problems(&rootless, "", &fatal, "applies no limit"), 1);
+	assert_int_equal(fatal, 1);
+}
+
 /* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
  * the launcher of backend none --seccomp-fd=5; without it, neither. */
 static void test_seccomp_fd(void **state)
@@ -769,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_kind_runner_and_credentials),
 		cmocka_unit_test(test_kind_container),
 		cmocka_unit_test(test_container_env_and_extra),
+		cmocka_unit_test(test_engine_problems),
 		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);
