@@ -7,7 +7,11 @@
 
 #include <sys/stat.h>
 
+#include <jansson.h>
+#include <stdint.h>
+
 #include "container.h"
+#include "seccomp.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "task.h"
@@ -780,6 +784,40 @@ static void test_engine_problems(void **state)
 	assert_int_equal(fatal, 1);
 }
 
+/* The JSON profile a container runtime loads: personality(2) is denied
+ * for every bit no allowed persona holds (ADDR_NO_RANDOMIZE among them),
+ * never for PER_LINUX32 or UNAME26. The real engine tries it
+ * (engine.sh, the escape battery's sys_personality). */
+static void test_profile_personality(void **state)
+{
+	(void)state;
+	char *text = seccomp_profile_json();
+	assert_non_null(text);
+	json_error_t je;
+	json_t *o = json_loads(text, 0, &je), *r;
+	assert_non_null(o);
+	uint64_t denied = 0;
+	size_t i;
+	json_array_foreach(json_object_get(o, "syscalls"), i, r) {
+		json_t *names = json_object_get(r, "names");
+		if (json_array_size(names) != 1 ||
+		    strcmp(json_string_value(json_array_get(names, 0)), "personality") != 0)
+			continue;
+		assert_string_equal(json_string_value(json_object_get(r, "action")), "SCMP_ACT_ERRNO");
+		json_t *a = json_array_get(json_object_get(r, "args"), 0);
+		assert_string_equal(json_string_value(json_object_get(a, "op")), "SCMP_CMP_MASKED_EQ");
+		assert_int_equal(json_integer_value(json_object_get(a, "index")), 0);
+		json_int_t m = json_integer_value(json_object_get(a, "value"));
+		assert_int_equal(m, json_integer_value(json_object_get(a, "valueTwo")));
+		assert_int_equal(m & (m - 1), 0); /* one bit */
+		denied |= (uint64_t)m;
+	}
+	assert_int_equal(denied, 0xffffffffull & ~0x20008ull);
+	assert_true(denied & 0x0040000); /* ADDR_NO_RANDOMIZE */
+	json_decref(o);
+	free(text);
+}
+
 /* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
  * the launcher of backend none --seccomp-fd=5; without it, neither. */
 static void test_seccomp_fd(void **state)
@@ -836,6 +874,7 @@ int main(void)
 		cmocka_unit_test(test_kind_container),
 		cmocka_unit_test(test_container_env_and_extra),
 		cmocka_unit_test(test_engine_problems),
+		cmocka_unit_test(test_profile_personality),
 		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);
