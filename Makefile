@@ -81,7 +81,7 @@ depcheck:
 # then build and run in a new make (run-TARGET below), whose pkg-config
 # calls are made when it reads this file, after the install: a fresh
 # machine's first make check builds with what it has just installed.
-INSTALLING = check check-v2 demo torture fuzz bench check-valgrind
+INSTALLING = check check-v2 demo torture fuzz bench bench-container check-valgrind
 $(INSTALLING): deps
 	@$(MAKE) --no-print-directory run-$@
 
@@ -192,6 +192,12 @@ run-check-valgrind:
 run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
+	@KART=$(abspath $(B))/kart ./bench/container
+
+# Backend container against bwrap, in one run (a dockerd of its own):
+# bench/out/container.md.
+run-bench-container: all
+	@KART=$(abspath $(B))/kart ./bench/container
 
 # What make install puts where, besides the two programs (see below).
 MAN1 = docs/kart.1

@@ -27,7 +27,9 @@ static const char help[] =
 	"seccomp, the inotify limits, and the spool's filesystem (type, xattrs,\n"
 	"leases, RENAME_NOREPLACE). Says whether the policy's requirements are met.\n"
 	"A spool on NFS, SMB or CIFS is refused; one without RENAME_NOREPLACE is\n"
-	"warned about.\n"
+	"warned about. With backend container: whether the engine answers, and\n"
+	"what will not work with it here, and why (podman: crun on hybrid cgroups,\n"
+	"its default ulimits, rootless on cgroup v1, OOM reports before podman 5).\n"
 	"\n"
 	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n";
 
@@ -244,10 +246,27 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 		char *const vargv[] = {cmd, "version", "--format", "{{.Server.Version}}", NULL};
 		int st = found ? host_run(vargv, out, sizeof out, 10000) : -1;
 		out[strcspn(out, "\n")] = '\0';
+		/* What will not work with this engine on this host, and why. */
+		struct engine_facts f;
+		struct engine_problem probs[ENGINE_PROBLEMS_MAX];
+		int np = 0;
+		if (found) {
+			container_facts(cmd, &f);
+			np = container_problems(&f, &pol, probs);
+		}
+		json_t *pa = json_array();
+		for (int i = 0; i < np; i++) {
+			json_array_append_new(pa, json_pack("{s:b, s:s}", "fatal", probs[i].fatal,
+							    "detail", probs[i].what));
+			if (probs[i].fatal)
+				ok = false;
+		}
 		json_object_set_new(o, "container",
-				    json_pack("{s:s, s:o, s:b, s:s}", "command", pol.container_cmd,
+				    json_pack("{s:s, s:o, s:b, s:s, s:s, s:o}", "command", pol.container_cmd,
 					      "path", found ? json_string(cmd) : json_null(), "works",
-					      st == 0, "engine", st == 0 ? out : "not reachable"));
+					      st == 0, "engine", st == 0 ? out : "not reachable",
+					      "cli", !found ? "none" : f.podman ? "podman" : "docker-compatible",
+					      "problems", pa));
 		if (st != 0)
 			ok = false;
 	}

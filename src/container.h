@@ -31,6 +31,33 @@ int container_oom_killed(const struct policy *pol, const char *name, int timeout
 int container_sweep(const struct policy *pol, const char *label, const char *keep,
 		    int timeout_ms);
 
+/* What kart doctor learns of the engine and the host (container_facts),
+ * and what it concludes (container_problems, pure, unit-tested). */
+struct engine_facts {
+	bool podman;             /* `CMD --version` says "podman version" */
+	int major, minor;        /* its version; 0.0 if not known */
+	char runtime[32];        /* podman's OCI runtime (crun, runc), "" if not known */
+	bool rootless;           /* the worker is not root */
+	bool cgroup_unified;     /* /sys/fs/cgroup is cgroup2 alone */
+	bool hybrid_controllers; /* v1 mounted, and cgroup2 beside it holds controllers */
+	char hybrid_list[128];   /* and which */
+	long long nofile_hard;   /* this process's hard limits (-1: unlimited) */
+	long long nproc_hard;
+};
+struct engine_problem {
+	bool fatal; /* every task would fail, or run without what it asked */
+	char what[400];
+};
+#define ENGINE_PROBLEMS_MAX 8
+
+/* Ask CMD (a path) and the host. */
+void container_facts(const char *cmd, struct engine_facts *f);
+
+/* What will not work with these facts and the policy's extra_args, and
+ * why: up to ENGINE_PROBLEMS_MAX into out. Returns how many. */
+int container_problems(const struct engine_facts *f, const struct policy *pol,
+		       struct engine_problem *out);
+
 /* Run argv (argv[0] a path) with stdin /dev/null and stdout into out
  * (NUL-terminated, truncated to len), stderr to ours; waits at most
  * timeout_ms, then kills it. Returns its exit status (0-255), or -1. */

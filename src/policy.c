@@ -126,7 +126,7 @@ static bool bind_path_ok(const char *s)
 	return true;
 }
 
-enum plist_kind { PL_PATHS, PL_ENV };
+enum plist_kind { PL_PATHS, PL_ENV, PL_ARGS };
 
 static int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
 		     const char *where, const char *key)
@@ -143,6 +143,9 @@ static int set_plist(struct plist *l, const char *v, enum plist_kind kind, char 
 			return ERR("%s: %s: '%s' is not a variable name", where, key, t);
 		if (kind == PL_ENV && env_name_reserved(t))
 			return ERR("%s: %s: '%s' is set by the sandbox itself", where, key, t);
+		const char *why = kind == PL_ARGS ? container_arg_denied(t) : NULL;
+		if (why)
+			return ERR("%s: %s: '%s' refused: %s", where, key, t, why);
 		size_t len = strlen(t) + 1;
 		if (used + len + 1 > sizeof l->buf)
 			return ERR("%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
@@ -432,6 +435,93 @@ static int container_image_set(struct policy *pol, const char *v)
 	return word_set(pol->container_image, sizeof pol->container_image, v, "/._:@-");
 }
 
+/* The engine options that kart's own hardening depends on, by their
+ * long name (docker's and podman's CLIs take no abbreviations), and why.
+ * A name with a value after '=' is denied only with that value. */
+static const struct {
+	const char *name, *value, *why;
+} denied_args[] = {
+	{"privileged", NULL, "it gives the container every capability and device"},
+	{"cap-add", NULL, "kart drops every capability"},
+	{"security-opt", NULL, "kart sets no-new-privileges and its own seccomp profile"},
+	{"network", NULL, "kart sets the network (none, or the engine's default with net)"},
+	{"net", NULL, "kart sets the network (none, or the engine's default with net)"},
+	{"network-alias", NULL, "kart sets the network"},
+	{"add-host", NULL, "kart sets the network"},
+	{"pid", NULL, "the container keeps its own PID namespace"},
+	{"ipc", NULL, "the container keeps its own IPC namespace"},
+	{"uts", NULL, "the container keeps its own UTS namespace"},
+	{"pod", NULL, "the container shares no namespace with others"},
+	{"userns", "host", "the container keeps the engine's user namespace"},
+	{"cgroupns", "host", "the container keeps its own cgroup namespace"},
+	{"cgroup-parent", NULL, "the engine places the container"},
+	{"volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"volumes-from", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"mount", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"tmpfs", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"read-only", NULL, "the root stays read-only"},
+	{"read-only-tmpfs", NULL, "the root stays read-only"},
+	{"rootfs", NULL, "the root is the policy's image"},
+	{"image-volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"device", NULL, "the container gets no host device"},
+	{"device-cgroup-rule", NULL, "the container gets no host device"},
+	{"gpus", NULL, "the container gets no host device"},
+	{"user", NULL, "the task runs as its submitter"},
+	{"group-add", NULL, "the task runs as its submitter"},
+	{"passwd-entry", NULL, "the task runs as its submitter"},
+	{"memory", NULL, "the task's limits are kart's"},
+	{"memory-swap", NULL, "the task's limits are kart's"},
+	{"memory-reservation", NULL, "the task's limits are kart's"},
+	{"kernel-memory", NULL, "the task's limits are kart's"},
+	{"oom-kill-disable", NULL, "the task's limits are kart's"},
+	{"oom-score-adj", NULL, "the task's limits are kart's"},
+	{"pids-limit", NULL, "the task's limits are kart's"},
+	{"cpus", NULL, "the task's limits are kart's"},
+	{"cpu-quota", NULL, "the task's limits are kart's"},
+	{"cpu-period", NULL, "the task's limits are kart's"},
+	{"cpu-shares", NULL, "the task's limits are kart's"},
+	{"sysctl", NULL, "the kernel's settings are not the task's"},
+	{"env", NULL, "the task's environment is kart's"},
+	{"env-file", NULL, "the task's environment is kart's"},
+	{"env-host", NULL, "the task's environment is kart's"},
+	{"env-merge", NULL, "the task's environment is kart's"},
+	{"unsetenv", NULL, "the task's environment is kart's"},
+	{"preserve-fds", NULL, "the task holds none of the worker's descriptors"},
+	{"name", NULL, "kart names the container (recovery finds it by name and label)"},
+	{"label", NULL, "kart labels the container (recovery finds it by its label)"},
+	{"label-file", NULL, "kart labels the container (recovery finds it by its label)"},
+	{"replace", NULL, "kart names the container"},
+	{"rm", NULL, "kart removes the container once it has read its state"},
+	{"cidfile", NULL, "the CLI writes no file on the host"},
+	{"entrypoint", NULL, "the command is the task's"},
+	{"workdir", NULL, "the task starts in its work directory"},
+	{"interactive", NULL, "kart sets the container's standard streams"},
+	{"tty", NULL, "kart sets the container's standard streams"},
+	{"attach", NULL, "kart sets the container's standard streams"},
+	{"detach", NULL, "the CLI must live as long as the container"},
+	{"restart", NULL, "a task runs once per attempt"},
+	{"systemd", NULL, "the task is the container's only program"},
+};
+
+const char *container_arg_denied(const char *arg)
+{
+	if (strncmp(arg, "--", 2) != 0 || !isalpha((unsigned char)arg[2]))
+		return "not a long option (write --name or --name=value, one word)";
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t n = eq ? (size_t)(eq - name) : strlen(name);
+	for (size_t i = 0; i < ARRAY_SIZE(denied_args); i++) {
+		if (strlen(denied_args[i].name) != n || strncmp(name, denied_args[i].name, n) != 0)
+			continue;
+		/* --opt VALUE as two words is refused above: the value is
+		 * always after '='. */
+		if (!denied_args[i].value || (eq && strcmp(eq + 1, denied_args[i].value) == 0))
+			return denied_args[i].why;
+		if (!eq)
+			return "write the value after '=' (--name=value)";
+	}
+	return NULL;
+}
+
 /* One key of kart.conf: "section.key" = value. */
 static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
 		    char *err, size_t errlen, const char *where)
@@ -529,6 +619,8 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	} else if (strcmp(k, "container.image") == 0) {
 		if (container_image_set(pol, val) < 0)
 			return ERR("%s: image = %s: not an image reference", where, val);
+	} else if (strcmp(k, "container.extra_args") == 0) {
+		return set_plist(&pol->container_extra, val, PL_ARGS, err, errlen, where, key);
 	} else if (strcmp(k, "container.seccomp") == 0) {
 		if (parse_bool(val, &pol->container_seccomp) < 0)
 			return ERR("%s: seccomp = %s: not yes or no", where, val);
@@ -848,10 +940,11 @@ char *policy_describe(const struct policy *pol)
 	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
 			    json_boolean(pol->allow_unsandboxed));
 	json_object_set_new(o, "container",
-			    json_pack("{s:s, s:o, s:b}", "command", pol->container_cmd, "image",
+			    json_pack("{s:s, s:o, s:b, s:o}", "command", pol->container_cmd, "image",
 				      pol->container_image[0] ? json_string(pol->container_image)
 							      : json_null(),
-				      "seccomp", pol->container_seccomp));
+				      "seccomp", pol->container_seccomp, "extra_args",
+				      plist_json(&pol->container_extra)));
 	/* Each lane's defaults and ceilings as they apply ([lane.*] over
 	 * [limits]); null: no default. cpu in cores, as in a result. */
 	json_t *lanes = json_object();

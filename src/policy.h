@@ -108,7 +108,16 @@ struct policy {
 	char container_cmd[4096];   /* the CLI: a name in PATH or a path */
 	char container_image[512];  /* required with backend container */
 	bool container_seccomp;     /* hand it our filter as a JSON profile */
+	struct plist container_extra; /* extra_args: engine options, each
+				       * --name or --name=value, none on
+				       * container_arg_denied's list */
 };
+
+/* Why an [container] extra_args word may not be given to the engine
+ * (it would undo or bypass what kart sets: privileges, capabilities,
+ * seccomp, the network, namespaces, mounts, devices, the user, limits,
+ * the command), or NULL when it may. */
+const char *container_arg_denied(const char *arg);
 
 /* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
  * the file exists) and the environment. On an unreadable file, a bad

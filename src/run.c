@@ -50,7 +50,7 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
 {
 	return run_spawn_join(r, argv, envp, wdir, name, out_file, err_file, cap, cwd, own_pgroup,
-			      NULL, NULL, -1, NULL);
+			      NULL, NULL, -1, -1, NULL);
 }
 
 /* In the child: become the task's user, or say why not and exit 125.
@@ -109,6 +109,7 @@ struct child_args {
 	const struct run_cred *cred;
 	int seccomp_fd, outw, errw, stw, gor, gow;
 	int devnull; /* /dev/null, opened once (or -1: the child opens it) */
+	int stdin_fd; /* or this, if not -1 */
 	pid_t parent;
 	const struct run_direct *direct;
 	struct confine_mem *stmem; /* direct, in our memory: status lines here (stw -1) */
@@ -165,7 +166,9 @@ static int child_main(struct child_args *a)
 		(void)setsid();
 	else if (a->own_pgroup)
 		(void)setpgid(0, 0);
-	int devnull = a->devnull >= 0 ? a->devnull : open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int devnull = a->stdin_fd >= 0 ? a->stdin_fd
+		      : a->devnull >= 0 ? a->devnull
+					: open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0 || dup2(devnull, 0) < 0)
 		child_fail(-1, "stdin");
 	if (dup2(a->outw, 1) < 0 || dup2(a->errw, 2) < 0)
@@ -304,7 +307,7 @@ static void ctty_probe(void)
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd, const struct run_direct *direct)
+		   int seccomp_fd, int stdin_fd, const struct run_direct *direct)
 {
 	int outp[2], errp[2], stp[2] = {-1, -1}, gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
@@ -335,7 +338,7 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	(void)pthread_once(&devnull_once, devnull_open);
 	(void)pthread_once(&ctty_once, ctty_probe);
 	pid_t parent = getpid();
-	struct child_args ca = {.devnull = devnull_fd,.argv = argv, .envp = envp, .wdir = wdir, .name = name,
+	struct child_args ca = {.devnull = devnull_fd, .stdin_fd = stdin_fd,.argv = argv, .envp = envp, .wdir = wdir, .name = name,
 				.cwd = cwd, .own_pgroup = own_pgroup, .own_session = own_pgroup && ctty, .cred = cred,
 				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
 				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent,

@@ -85,12 +85,13 @@ struct run_direct {
  * killed and reaped before it execs, and the result is -ECANCELED with
  * join->err set. If the child cannot become cred's user, it reports
  * "setuid-failed WHAT" on the status pipe and exits 125 (run_end says so).
- * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD.
+ * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD;
+ * stdin_fd (-1: /dev/null) is its standard input.
  * direct (NULL: exec argv) confines the child and execs the task. */
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd, const struct run_direct *direct);
+		   int seccomp_fd, int stdin_fd, const struct run_direct *direct);
 
 /* Move what is readable from a capture pipe into its file, up to the
  * cap; beyond it, read and discard. Returns 0, or 1 at EOF (or an

@@ -192,11 +192,53 @@ static int mount_path_ok(const char *p, char *err, size_t errlen)
 }
 
 /* Backend container: one fresh container per attempt, named, removed
- * when it ends (--rm), with nothing of the host but the task file, its
- * work directory and its $KART_OUTDIR. Every value that is not secret is
- * in argv; the policy's variables go by name only (--env NAME), their
- * values through the CLI's own environment, so that no secret is in
- * argv (ps) or in the container's recorded configuration (inspect). */
+ * by the worker once it has ended (not --rm: the runtime's OOMKilled is
+ * read first), with nothing of the host but the task file, its work
+ * directory and its $KART_OUTDIR. Every value that is not secret is in
+ * argv. The policy's variables are not: an engine records the value of
+ * every --env it is given, even one given by name (docker inspect shows
+ * Config.Env), so they reach the container on its standard input, read
+ * by its shell before the task starts (container_env_input). */
+char *container_env_input(const struct strv *named)
+{
+	struct strv lines = {0};
+	size_t len = 1;
+	for (size_t i = 0; i < named->n; i++) {
+		const char *kv = named->v[i], *eq = strchr(kv, '=');
+		if (!eq || strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 ||
+		    strncmp(kv, "KART_LLM_MODEL=", 15) == 0)
+			continue;
+		/* Single quotes hold anything but a single quote: '\'' */
+		size_t qn = 0;
+		for (const char *c = eq + 1; *c; c++)
+			qn += *c == '\'' ? 4 : 1;
+		char *v = xmalloc(qn + 1), *o = v;
+		for (const char *c = eq + 1; *c; c++) {
+			if (*c == '\'') {
+				memcpy(o, "'\\''", 4);
+				o += 4;
+			} else {
+				*o++ = *c;
+			}
+		}
+		*o = '\0';
+		strv_addf(&lines, "%.*s='%s'\n", (int)(eq - kv), kv, v);
+		explicit_bzero(v, qn);
+		free(v);
+		len += strlen(lines.v[lines.n - 1]);
+	}
+	char *out = xmalloc(len), *o = out;
+	for (size_t i = 0; i < lines.n; i++) {
+		size_t l = strlen(lines.v[i]);
+		memcpy(o, lines.v[i], l);
+		o += l;
+		explicit_bzero(lines.v[i], l);
+	}
+	*o = '\0';
+	strv_free(&lines);
+	return out;
+}
+
 static int container_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp,
 			   char *err, size_t errlen)
 {
@@ -208,7 +250,6 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		return -1;
 	strv_add(argv, pol->container_cmd);
 	strv_add(argv, "run");
-	strv_add(argv, "--rm");
 	strv_add(argv, "--name");
 	strv_add(argv, req->container_name);
 	if (req->container_label) {
@@ -286,20 +327,41 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	strv_add(argv, "KART_OUTDIR=" SANDBOX_OUT);
 	struct strv named = {0};
 	env_policy(req, &named);
+	bool input = false;
 	for (size_t i = 0; i < named.n; i++) {
 		const char *kv = named.v[i];
-		strv_add(argv, "--env");
-		/* A kind's endpoint and model are the policy's, not in the
-		 * CLI's environment, and no secret: by value. */
-		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0)
+		/* A kind's endpoint and model are the policy's, and no
+		 * secret: by value. */
+		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0) {
+			strv_add(argv, "--env");
 			strv_add(argv, kv);
-		else
-			strv_addf(argv, "%.*s", (int)(strchr(kv, '=') - kv), kv);
+		} else {
+			input = true;
+		}
+	}
+	if (input && !req->input) {
+		strv_free(&named);
+		snprintf(err, errlen, "the policy's variables cannot be passed to the container");
+		return -1;
+	}
+	for (const char *a = NULL; (a = plist_next(&pol->container_extra, a));)
+		strv_add(argv, a);
+	if (input) {
+		strv_add(argv, "--interactive");
+		*req->input = container_env_input(&named);
 	}
 	strv_free(&named);
 	strv_add(argv, pol->container_image);
 	const char *targv[4];
 	task_argv(spec, SANDBOX_TASK, targv);
+	if (input) {
+		/* NAME='value' lines, exported, then the task with the
+		 * stdin it has without them. */
+		strv_add(argv, "/bin/sh");
+		strv_add(argv, "-c");
+		strv_add(argv, "set -a; . /dev/stdin || exit 125; set +a; exec \"$@\" </dev/null");
+		strv_add(argv, "kart-env");
+	}
 	for (int i = 0; targv[i]; i++)
 		strv_add(argv, targv[i]);
 	/* The CLI runs on the host with the worker's environment (it needs

@@ -42,7 +42,15 @@ struct sandbox_req {
 	const char *container_label;
 	uid_t run_uid;
 	gid_t run_gid;
+	/* Backend container, out: the CLI's standard input (malloc'd; the
+	 * policy's variables as NAME='value' lines), or left NULL when
+	 * there are none. NULL here: a policy with such variables fails. */
+	char **input;
 };
+
+/* The policy's variables (NAME=value, a kind's endpoint and model left
+ * out) as lines a POSIX shell reads with `.`: NAME='value'. */
+char *container_env_input(const struct strv *named);
 
 /* The /tmp of a container when the policy sets no tmpfs_size. */
 #define SANDBOX_CONTAINER_TMP (256ull << 20)

@@ -517,6 +517,17 @@ char *seccomp_profile_json(void)
 	json_array_append_new(rules, profile_rule("clone3", ENOSYS, -1, 0, 0));
 	for (size_t i = 0; i < ARRAY_SIZE(tty_reqs); i++)
 		json_array_append_new(rules, profile_rule("ioctl", EPERM, 1, 0xffffffffUL, tty_reqs[i]));
+	/* personality: a profile cannot say "none of persona_ok", but it can
+	 * deny every bit that none of them holds, one rule a bit. Unlike the
+	 * BPF program, this also denies the 0xffffffff query. */
+	uint32_t ok_bits = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(persona_ok); i++)
+		if (persona_ok[i] != 0xffffffffu)
+			ok_bits |= persona_ok[i];
+	for (int b = 0; b < 32; b++)
+		if (!(ok_bits & (1u << b)))
+			json_array_append_new(rules, profile_rule("personality", EPERM, 0, 1ul << b,
+								  1ul << b));
 	json_t *o = json_pack("{s:s, s:[s], s:o}", "defaultAction", "SCMP_ACT_ALLOW",
 			      "architectures", "SCMP_ARCH_X86_64", "syscalls", rules);
 	if (!o)

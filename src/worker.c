@@ -112,6 +112,7 @@ struct task {
 	bool seccomp;        /* its sandbox was handed the filter */
 	int pending_ev;      /* spawning: TE_CANCEL or TE_GRACE_OVER + 1, for when it runs */
 	char cname[160];     /* backend container: its container, or "" */
+	int coom;            /* and its OOMKilled, read before its removal: 1, 0, -1 unknown */
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
@@ -290,6 +291,7 @@ struct spawn_job {
 	bool pgroup, use_join, use_cred, is_direct;
 	uint64_t cap;
 	int ufd, sfd, rc;
+	int ifd; /* backend container: the CLI's stdin (container_env_input), or -1 */
 	bool ufd_owned; /* else ufd is the task's (t->cgf) */
 	struct run_cred cred;
 	struct confine conf;
@@ -349,7 +351,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 			j->direct.filter = sp->inner;
 		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
 				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
-				       j->use_cred ? &j->cred : NULL, j->sfd,
+				       j->use_cred ? &j->cred : NULL, j->sfd, j->ifd,
 				       j->is_direct ? &j->direct : NULL);
 		pthread_mutex_lock(&sp->h.mu);
 		j->next = sp->done;
@@ -716,16 +718,17 @@ static void run_hook(struct worker *w, const char *id)
 
 /* Backend container: the container goes by its name, whatever became of
  * the CLI that started it (killed on a timeout, or failed): kill, then
- * remove (one that never got to run is only removed). */
-static void container_kill(struct worker *w, struct task *t)
+ * remove (one that never got to run is only removed). One that ended by
+ * itself is only removed (no --rm: its state is read first). */
+static void container_kill(struct worker *w, struct task *t, bool ended)
 {
 	char what[256];
 	if (!t->cname[0])
 		return;
 	char *const k[] = {w->pol->container_cmd, "kill", t->cname, NULL};
 	char *const rm[] = {w->pol->container_cmd, "rm", "--force", t->cname, NULL};
-	snprintf(what, sizeof what, "container kill/rm %.160s", t->cname);
-	spawn_host(w, k, rm, what);
+	snprintf(what, sizeof what, "container %s %.160s", ended ? "rm" : "kill/rm", t->cname);
+	spawn_host(w, ended ? rm : k, ended ? NULL : rm, what);
 	t->cname[0] = '\0';
 }
 
@@ -2166,6 +2169,8 @@ static void spawn_job_free(struct spawn_job *j)
 	free(j->cwd);
 	if (j->sfd >= 0)
 		close(j->sfd);
+	if (j->ifd >= 0)
+		close(j->ifd);
 	if (j->ufd_owned && j->ufd >= 0)
 		close(j->ufd);
 	free(j);
@@ -2334,7 +2339,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	}
 
 	struct strv argv = {0}, envp = {0}, lopts = {0};
-	char err[256];
+	char err[256], *input = NULL;
 	t->rl.nofile = w->nofile_task;
 	limits_launch_opts(&t->rl, &lopts);
 	if (container)
@@ -2346,9 +2351,23 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 				  .host_env = environ,
 				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
 				  .container_name = t->cname, .container_label = w->clabel,
-				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid()};
+				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
+				  .input = &input};
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
+	/* The policy's variables, for the container's shell to read: in
+	 * a sealed memfd, never on disk. */
+	int ifd = -1;
+	if (built == 0 && input) {
+		size_t il = strlen(input);
+		ifd = memfd_sealed("kart-env", input, il);
+		explicit_bzero(input, il);
+		if (ifd < 0) {
+			built = -1;
+			snprintf(err, sizeof err, "cannot pass the policy's variables: %s", strerror(-ifd));
+		}
+	}
+	free(input);
 	if (built < 0) {
 		strv_free(&argv);
 		strv_free(&envp);
@@ -2356,6 +2375,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		return;
 	}
 	struct spawn_job *j = xcalloc(1, sizeof *j);
+	j->ifd = ifd;
 	j->t = t;
 	j->argv = argv;
 	j->envp = envp;
@@ -2705,10 +2725,15 @@ static void container_end(struct worker *w, struct task *t)
 		e->started = true;
 		e->signal = WTERMSIG(st);
 	}
+	/* SIGKILL under a memory limit: the runtime says whether it was the
+	 * limit, read before the removal takes the container's state. */
+	t->coom = 0;
+	if (clean && t->end == END_NATURAL && e->exit_code == 137 && t->spec.memory)
+		t->coom = container_oom_killed(w->pol, t->cname, 5000);
 	/* Whatever ended the CLI other than its container's exit (a kill of
-	 * ours, a failure), the container goes by name. */
-	if (!clean || t->end != END_NATURAL)
-		container_kill(w, t);
+	 * ours, a failure), the container is killed by name; removed in
+	 * every case. */
+	container_kill(w, t, clean && t->end == END_NATURAL);
 }
 
 static void task_ended(struct worker *w, struct task *t)
@@ -2834,12 +2859,12 @@ static void task_complete(struct worker *w, struct task *t)
 				 (long long)t->cgu.oom_kills);
 		r->error = errbuf;
 	}
-	if (t->end == END_NATURAL && e->exited && e->exit_code == 137 && t->cname[0] &&
-	    t->spec.memory) {
-		/* Backend container: the runtime's OOMKilled where it can still
-		 * be read; --rm has usually removed the container by now, and
-		 * then SIGKILL under a memory limit is called a probable OOM. */
-		int oom = container_oom_killed(w->pol, t->cname, 5000);
+	if (t->end == END_NATURAL && e->exited && e->exit_code == 137 &&
+	    w->pol->backend == BACKEND_CONTAINER && t->spec.memory) {
+		/* Backend container: the runtime's OOMKilled (container_end);
+		 * where it could not be read, SIGKILL under a memory limit is
+		 * called a probable OOM. */
+		int oom = t->coom;
 		if (oom != 0) {
 			r->status = "oom";
 			snprintf(errbuf, errlen,
@@ -2847,7 +2872,7 @@ static void task_complete(struct worker *w, struct task *t)
 					   "runtime reports it OOM-killed"
 					 : "probably out of memory: exit status 137 (SIGKILL) under a "
 					   "memory limit of %llu bytes; the runtime's OOMKilled state "
-					   "could not be read (the container is gone)",
+					   "could not be read",
 				 (unsigned long long)t->spec.memory);
 			r->error = errbuf;
 		}
@@ -2923,9 +2948,8 @@ static void task_event(struct worker *w, struct task *t, enum tevent ev)
 	}
 	t->state = TS_KILLING;
 	run_kill(&t->run);
-	/* The CLI is not the container: that goes by name (its --rm then
-	 * removes it). */
-	container_kill(w, t);
+	/* The CLI is not the container: that goes by name. */
+	container_kill(w, t, false);
 }
 
 /* ---- time ------------------------------------------------------------------- */

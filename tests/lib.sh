@@ -43,14 +43,6 @@ skip() {
 	return 1
 }
 
-# Skip with a reason even under KART_MUST_WORK=1: only for a check that no
-# host of this kind can run (a container engine), said where it is used.
-skip_exempt() {
-	echo "    SKIP (exempt from KART_MUST_WORK): $*" >&2
-	_T_FAILED=2
-	return 1
-}
-
 assert_eq() { # expected actual what
 	[ "$1" == "$2" ] || fail "$3: expected '$1', got '$2'"
 }

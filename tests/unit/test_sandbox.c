@@ -7,6 +7,11 @@
 
 #include <sys/stat.h>
 
+#include <jansson.h>
+#include <stdint.h>
+
+#include "container.h"
+#include "seccomp.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "task.h"
@@ -602,8 +607,9 @@ static void test_kind_runner_and_credentials(void **state)
 }
 
 /* Backend container: a kind's runner outside /usr is mounted from the
- * host, its endpoint and model go by value, its credential by name only
- * (the value through the CLI's environment, never in argv). */
+ * host, its endpoint and model go by value, its credential neither by
+ * value nor by name in argv (an engine records an --env NAME's value):
+ * on the CLI's stdin, read by the container's shell first. */
 static void test_kind_container(void **state)
 {
 	(void)state;
@@ -624,28 +630,192 @@ static void test_kind_container(void **state)
 	for (int t = 0; t < 2; t++) {
 		assert_int_equal(task_parse(texts[t], strlen(texts[t]), &spec, err, sizeof err), 0);
 		assert_int_equal(task_resolve_kind(&spec, &pol, "job-7", err, sizeof err), 0);
+		char *input = NULL;
 		struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
 					  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
-					  .host_env = env, .container_name = "kart-x-1"};
+					  .host_env = env, .container_name = "kart-x-1", .input = &input};
 		assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
-		bool mount = false, ep = false, model = false, key = false;
+		bool mount = false, ep = false, model = false, key = false, inter = false;
 		for (size_t i = 0; i < argv.n; i++) {
 			assert_null(strstr(argv.v[i], CANARY));
 			mount |= strcmp(argv.v[i], "type=bind,source=/opt/kart/kart-llm,"
 						   "target=/opt/kart/kart-llm,readonly") == 0;
 			ep |= strcmp(argv.v[i], "KART_LLM_ENDPOINT=http://127.0.0.1:9/v1") == 0;
 			model |= strcmp(argv.v[i], "KART_LLM_MODEL=m1") == 0;
-			key |= strcmp(argv.v[i], "LLM_KEY") == 0;
+			key |= strstr(argv.v[i], "LLM_KEY") != NULL;
+			inter |= strcmp(argv.v[i], "--interactive") == 0;
 		}
 		assert_int_equal(mount, t == 0);
 		assert_int_equal(ep, t == 0);
 		assert_int_equal(model, t == 0);
-		assert_int_equal(key, t == 0);
+		assert_false(key);
+		assert_int_equal(inter, t == 0);
+		if (t == 0) {
+			assert_non_null(input);
+			assert_string_equal(input, "LLM_KEY='llm-" CANARY "'\n");
+			/* the container's shell reads it, then runs the task */
+			assert_string_equal(argv.v[argv.n - 6], "/bin/sh");
+			assert_string_equal(argv.v[argv.n - 5], "-c");
+			assert_non_null(strstr(argv.v[argv.n - 4], ". /dev/stdin"));
+			assert_string_equal(argv.v[argv.n - 3], "kart-env");
+		} else {
+			assert_null(input);
+		}
+		free(input);
 		assert_string_equal(argv.v[argv.n - 2], t == 0 ? "/opt/kart/kart-llm" : "/usr/bin/python3");
 		assert_string_equal(argv.v[argv.n - 1], SANDBOX_TASK);
 		strv_free(&argv);
 		strv_free(&envp);
 	}
+}
+
+/* Backend container: the policy's variables as lines for a POSIX
+ * shell, whatever their values hold; where the caller cannot pass them
+ * on stdin, the task is not built. [container] extra_args come after
+ * kart's options, before the image. */
+static void test_container_env_and_extra(void **state)
+{
+	(void)state;
+	static const char conf[] = "[sandbox]\nenv_pass = A_TOKEN B_VAR\n"
+				   "[container]\nextra_args = --userns=keep-id --ulimit=nofile=20000:20000\n";
+	char *const env[] = {"A_TOKEN=it's a \"secret\"\nline two", "B_VAR=", "OTHER=x", NULL};
+	struct policy pol;
+	struct task_spec spec;
+	struct strv argv = {0}, envp = {0};
+	char err[256] = "";
+	memset(&pol, 0, sizeof pol);
+	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
+	pol.backend = BACKEND_CONTAINER;
+	snprintf(pol.container_cmd, sizeof pol.container_cmd, "/usr/bin/docker");
+	snprintf(pol.container_image, sizeof pol.container_image, "img:1");
+	assert_int_equal(task_parse("echo\n", 5, &spec, err, sizeof err), 0);
+	char *input = NULL;
+	struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "t",
+				  .host_env = env, .container_name = "kart-x-1"};
+	/* No way to pass them: refused, never by --env. */
+	assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), -1);
+	assert_non_null(strstr(err, "variables"));
+	strv_free(&argv);
+	strv_free(&envp);
+	req.input = &input;
+	assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
+	assert_string_equal(input, "A_TOKEN='it'\\''s a \"secret\"\nline two'\nB_VAR=''\n");
+	size_t img = 0, keep = 0, ul = 0;
+	for (size_t i = 0; i < argv.n; i++) {
+		assert_null(strstr(argv.v[i], "secret"));
+		assert_null(strstr(argv.v[i], "A_TOKEN"));
+		if (strcmp(argv.v[i], "img:1") == 0)
+			img = i;
+		if (strcmp(argv.v[i], "--userns=keep-id") == 0)
+			keep = i;
+		if (strcmp(argv.v[i], "--ulimit=nofile=20000:20000") == 0)
+			ul = i;
+	}
+	assert_true(keep > 0 && ul == keep + 1 && img > ul);
+	assert_string_equal(argv.v[1], "run");
+	free(input);
+	strv_free(&argv);
+	strv_free(&envp);
+}
+
+/* kart doctor's conclusions about an engine (container_problems), for
+ * the hosts the container backend meets: podman 4 with crun on hybrid
+ * cgroups and a nofile hard limit of 20000 (this kind of host), the same
+ * with runc and the ulimits set, podman 5 on cgroup v2, rootless podman
+ * on v1, and docker. */
+static int count_problems(const struct engine_facts *f, const char *conf, int *fatal,
+			  const char *needle)
+{
+	struct policy pol;
+	char err[256] = "";
+	memset(&pol, 0, sizeof pol);
+	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
+	struct engine_problem p[ENGINE_PROBLEMS_MAX];
+	int n = container_problems(f, &pol, p), found = 0;
+	*fatal = 0;
+	for (int i = 0; i < n; i++) {
+		*fatal += p[i].fatal;
+		found += needle && strstr(p[i].what, needle) != NULL;
+	}
+	return needle ? found : n;
+}
+
+static void test_engine_problems(void **state)
+{
+	(void)state;
+	int fatal;
+	struct engine_facts podman4 = {.podman = true, .major = 4, .minor = 3, .runtime = "crun",
+				       .hybrid_controllers = true, .hybrid_list = "hugetlb",
+				       .nofile_hard = 20000, .nproc_hard = 96362};
+	/* Everything this host has against podman 4 and crun. */
+	assert_int_equal(count_problems(&podman4, "", &fatal, NULL), 4);
+	assert_int_equal(fatal, 3);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "crun refuses hybrid cgroups"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "here: hugetlb"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "--ulimit=nofile=20000:20000"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "--ulimit=nproc=96362:96362"), 1);
+	assert_int_equal(count_problems(&podman4, "", &fatal, "podman 4.3 reports no OOM kill"), 1);
+	/* The workaround: runc and both ulimits; only the OOM note. */
+	static const char fixed[] = "[container]\nextra_args = --runtime=runc "
+				    "--ulimit=nofile=20000:20000 --ulimit=nproc=32768:32768\n";
+	assert_int_equal(count_problems(&podman4, fixed, &fatal, NULL), 1);
+	assert_int_equal(fatal, 0);
+	/* runc as podman's own runtime: no crun problem. */
+	struct engine_facts runc4 = podman4;
+	snprintf(runc4.runtime, sizeof runc4.runtime, "runc");
+	assert_int_equal(count_problems(&runc4, "", &fatal, "crun"), 0);
+	/* A ulimit above the hard limit fails, podman or not. */
+	struct engine_facts docker = {.nofile_hard = 20000, .nproc_hard = 96362, .hybrid_controllers = true};
+	assert_int_equal(count_problems(&docker, "", &fatal, NULL), 0);
+	assert_int_equal(count_problems(&docker, "[container]\nextra_args = --ulimit=nofile=65536:65536\n",
+					&fatal, "above this host's hard limit of 20000"),
+			 1);
+	assert_int_equal(fatal, 1);
+	/* podman 5 on cgroup v2 with room for its ulimits: nothing. */
+	struct engine_facts podman5 = {.podman = true, .major = 5, .minor = 2, .runtime = "crun",
+				       .cgroup_unified = true, .nofile_hard = -1, .nproc_hard = -1};
+	assert_int_equal(count_problems(&podman5, "", &fatal, NULL), 0);
+	/* Rootless podman on v1: no limit would hold. */
+	struct engine_facts rootless = podman5;
+	rootless.rootless = true;
+	rootless.cgroup_unified = false;
+	assert_int_equal(count_problems(&rootless, "", &fatal, "applies no limit"), 1);
+	assert_int_equal(fatal, 1);
+}
+
+/* The JSON profile a container runtime loads: personality(2) is denied
+ * for every bit no allowed persona holds (ADDR_NO_RANDOMIZE among them),
+ * never for PER_LINUX32 or UNAME26. The real engine tries it
+ * (engine.sh, the escape battery's sys_personality). */
+static void test_profile_personality(void **state)
+{
+	(void)state;
+	char *text = seccomp_profile_json();
+	assert_non_null(text);
+	json_error_t je;
+	json_t *o = json_loads(text, 0, &je), *r;
+	assert_non_null(o);
+	uint64_t denied = 0;
+	size_t i;
+	json_array_foreach(json_object_get(o, "syscalls"), i, r) {
+		json_t *names = json_object_get(r, "names");
+		if (json_array_size(names) != 1 ||
+		    strcmp(json_string_value(json_array_get(names, 0)), "personality") != 0)
+			continue;
+		assert_string_equal(json_string_value(json_object_get(r, "action")), "SCMP_ACT_ERRNO");
+		json_t *a = json_array_get(json_object_get(r, "args"), 0);
+		assert_string_equal(json_string_value(json_object_get(a, "op")), "SCMP_CMP_MASKED_EQ");
+		assert_int_equal(json_integer_value(json_object_get(a, "index")), 0);
+		json_int_t m = json_integer_value(json_object_get(a, "value"));
+		assert_int_equal(m, json_integer_value(json_object_get(a, "valueTwo")));
+		assert_int_equal(m & (m - 1), 0); /* one bit */
+		denied |= (uint64_t)m;
+	}
+	assert_int_equal(denied, 0xffffffffull & ~0x20008ull);
+	assert_true(denied & 0x0040000); /* ADDR_NO_RANDOMIZE */
+	json_decref(o);
+	free(text);
 }
 
 /* With the filter at fd 5: bwrap is told --seccomp 5 (before its command),
@@ -702,6 +872,9 @@ int main(void)
 		cmocka_unit_test(test_credentials_only_with_net),
 		cmocka_unit_test(test_kind_runner_and_credentials),
 		cmocka_unit_test(test_kind_container),
+		cmocka_unit_test(test_container_env_and_extra),
+		cmocka_unit_test(test_engine_problems),
+		cmocka_unit_test(test_profile_personality),
 		cmocka_unit_test(test_seccomp_fd),
 	};
 	return cmocka_run_group_tests(tests, env_setup, env_teardown);
