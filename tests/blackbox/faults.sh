@@ -586,8 +586,10 @@ EOF2
 	sleep 0.2
 	ln "$victim" "$s/new/hostile"
 	for p in "${pids[@]}"; do wait "$p" || fail "a publisher exited $?"; done
-	wait_until 120 enough_results "$s" $((n + 1)) ||
-		fail "only $(count_results "$s") of $((n + 1)) results"
+	# Two workers with the none backend finish some 50 to 100 a second on
+	# a loaded 2-core machine: allow 20 a second.
+	wait_until $((30 + n / 20)) enough_results "$s" $((n + 1)) ||
+		fail "only $(count_results "$s") of $((n + 1)) results ($(ls "$s/new" | wc -l) left in new/)"
 	stop_worker "$w0"
 	stop_worker "$w1"
 	local rejected hostile
@@ -600,7 +602,7 @@ EOF2
 	assert_match "hard link" "$(field "$s" hostile .error 2>/dev/null)" "its error"
 	assert_eq "$before" "$(stat -c '%s %Y %a' "$victim")" "the hard link's target, untouched"
 	assert_eq "" "$(ls -A "$s/tmp")" "tmp/ after the publishers"
-	nothing_left "$s"
+	[ "$(count_results "$s")" -gt "$n" ] && nothing_left "$s"
 }
 
 # Slow writers: a cp slowed down at every write, and a writer paused
