@@ -487,4 +487,28 @@ test_lanes() {
 	stop_worker "$w"
 }
 
+# Each id once, in the furthest state it is found in (spool-layout §8):
+# done/ID.json over cur/W/ID over new/ID. The mid-finish state (claim still
+# in cur/, JSON already in done/) reads as the result's status.
+test_status_each_id_once() {
+	local s; s=$(mkspool)
+	printf 'true\n' >"$T_ROOT/t.sh"
+	"$KART" -s "$s" submit --name X "$T_ROOT/t.sh" >/dev/null
+	KART_BACKEND=none drain "$s"
+	mkdir "$s/cur/wz" "$s/cur/wy"
+	cp "$T_ROOT/t.sh" "$s/cur/wz/X"   # mid-finish
+	cp "$T_ROOT/t.sh" "$s/new/X"      # a new entry of a finished id
+	cp "$T_ROOT/t.sh" "$s/cur/wy/R"; cp "$T_ROOT/t.sh" "$s/new/R"
+	cp "$T_ROOT/t.sh" "$s/new/Q"
+	assert_eq "Q queued
+R running
+X ok" "$("$KART" -s "$s" status --json | jq -r '.[] | "\(.id) \(.state)"' | sort)" "status --json"
+	assert_eq "Q queued
+R running
+X ok" "$("$KART" -s "$s" status | cut -f1,2 | tr '\t' ' ' | sort)" "status"
+	assert_eq "X	ok	0" "$("$KART" -s "$s" status X)" "status X in the mid-finish state"
+	assert_eq "R	running	wy" "$("$KART" -s "$s" status R)" "status R, in cur/ and new/"
+	assert_eq 3 "$("$KART" -s "$s" status --summary --json | jq .total)" "summary total"
+}
+
 run_tests
