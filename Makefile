@@ -206,7 +206,8 @@ MAN8 = docs/kart-worker.8
 UNITS = kart-worker@.service kart-gc@.service kart-gc@.timer
 USER_UNITS = kart-worker.service
 DOCS = contrib/kart.conf.example
-EXAMPLES = contrib/cron/kart-consume contrib/clients/kart_submit.py contrib/clients/kart-submit.sh
+EXAMPLES = contrib/cron/kart-consume contrib/clients/kart_submit.py contrib/clients/kart-submit.sh \
+	contrib/clients/kart_submit.mjs
 # The systemd units name the installed kart: @BINDIR@ is replaced.
 
 install: all

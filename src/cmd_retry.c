@@ -95,9 +95,14 @@ static int retry_one(struct spool *sp, const char *id)
 			const char *nl = memchr(text, '\n', len);
 			split = nl ? (size_t)(nl - text) + 1 : len;
 		}
-		char line[TASK_NAME_MAX + 32];
+		/* Escaped: a value ends at a space (kart-task(5), "Values"). */
+		char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
+		if (pct_encode(name, enc, sizeof enc) < 0) {
+			fprintf(stderr, "kart retry: %s: name too long\n", id);
+			return 1;
+		}
 		int ll = snprintf(line, sizeof line, "%s#kart: name=%s\n",
-				  split && text[split - 1] != '\n' ? "\n" : "", name);
+				  split && text[split - 1] != '\n' ? "\n" : "", enc);
 		task = xmalloc(len + (size_t)ll);
 		memcpy(task, text, split);
 		memcpy(task + split, line, (size_t)ll);

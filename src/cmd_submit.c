@@ -105,7 +105,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{0},
 	};
 	const char *name = NULL, *url = NULL, *lane = NULL;
-	char directives[1024] = "";
+	char directives[1024 + 3 * TASK_NAME_MAX] = "";
 	size_t dl = 0;
 	int ch;
 #define ADD(...) \
@@ -263,8 +263,15 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			fprintf(stderr, "kart submit: no free id for %s\n", base);
 			return 1;
 		}
-		if (strcmp(id, base) != 0)
-			ADD(" name=%s", base);
+		if (strcmp(id, base) != 0) {
+			/* Escaped: a value ends at a space (kart-task(5), "Values"). */
+			char enc[3 * TASK_NAME_MAX + 1];
+			if (pct_encode(base, enc, sizeof enc) < 0) {
+				fprintf(stderr, "kart submit: %s: name too long\n", base);
+				return 1;
+			}
+			ADD(" name=%s", enc);
+		}
 	}
 
 	/* Directives go right after the #! line, or first. */
@@ -276,7 +283,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	_cleanup_free_ char *task = NULL;
 	size_t tlen = blen;
 	if (dl) {
-		char line[1100];
+		char line[sizeof directives + 8];
 		int ll = snprintf(line, sizeof line, "#kart:%s\n", directives);
 		task = xmalloc(blen + (size_t)ll + 2);
 		memcpy(task, body, split);

@@ -92,50 +92,96 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 {
 	memset(q, 0, sizeof *q);
 	q->exit_code = -1;
-	/* In the order tasks move, so one in motion is seen somewhere. */
-	if (id[0] != '.' && !strchr(id, '/') && exists_at(sp->new, id)) {
-		q->state = Q_QUEUED;
-		q->since_ms = stat_ms(sp->new, id, true);
-		return 0;
-	}
-	if (id[0] != '.' && !strchr(id, '/') && find_running(sp, id, q->worker, sizeof q->worker)) {
-		/* A finishing task writes its result before it leaves cur/:
-		 * in between, it is done. */
-		if (query_done(sp, id, q) == 0)
-			return 0;
+	/* Look in the order tasks move (new, cur, done), so that one in
+	 * motion is seen somewhere, and report the furthest place found:
+	 * done/ID.json, then cur/W/ID, then new/ID (spool-layout §8). A
+	 * finishing task writes its result before it leaves cur/ (and a new/
+	 * entry of a finished id will finish under another one): done/ wins. */
+	bool plain = id[0] != '.' && !strchr(id, '/');
+	bool queued = plain && exists_at(sp->new, id);
+	int64_t qsince = queued ? stat_ms(sp->new, id, true) : 0;
+	char worker[sizeof q->worker];
+	bool running = plain && find_running(sp, id, worker, sizeof worker);
+	int r = query_done(sp, id, q);
+	if (r != -ENOENT)
+		return r;
+	memset(q, 0, sizeof *q);
+	q->exit_code = -1;
+	if (running) {
 		q->state = Q_RUNNING;
+		snprintf(q->worker, sizeof q->worker, "%s", worker);
 		char p[512];
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
-		return 0;
-	}
-	int r = query_done(sp, id, q);
-	if (r == -ENOENT) {
+	} else if (queued) {
+		q->state = Q_QUEUED;
+		q->since_ms = qsince;
+	} else {
 		q->state = Q_UNKNOWN;
-		return 0;
 	}
-	return r;
+	return 0;
+}
+
+struct qent {
+	char *id;
+	char *worker; /* cur/ entries */
+	int64_t since_ms;
+};
+
+struct qlist {
+	struct qent *v;
+	size_t n, cap;
+};
+
+static void qlist_add(struct qlist *l, const char *id, const char *worker, int64_t since)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 256;
+		l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+	}
+	l->v[l->n++] = (struct qent){xstrdup(id), worker ? xstrdup(worker) : NULL, since};
+}
+
+static void qlist_free(struct qlist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].id);
+		free(l->v[i].worker);
+	}
+	free(l->v);
+}
+
+static int qent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct qent *)a)->id, ((const struct qent *)b)->id);
+}
+
+static bool qlist_has(const struct qlist *sorted, const char *id)
+{
+	struct qent key = {.id = (char *)id};
+	return sorted->n && bsearch(&key, sorted->v, sorted->n, sizeof key, qent_cmp);
 }
 
 int query_all(struct spool *sp, query_cb cb, void *arg)
 {
-	struct qinfo q;
+	/* Every listing is read first, in the order tasks move (new, cur,
+	 * done), so that one in motion is seen at least once; then each id
+	 * is reported once, in the furthest state it was found in, as
+	 * query_id does. */
+	struct qlist nl = {0}, cl = {0}, dl = {0};
 	struct dirent *de;
+	int r = 0;
 	DIR *dir = opendir_at(sp->new, ".");
 	if (!dir)
 		return -errno;
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		memset(&q, 0, sizeof q);
-		q.state = Q_QUEUED;
-		q.exit_code = -1;
-		q.since_ms = stat_ms(sp->new, de->d_name, true);
-		cb(de->d_name, &q, arg);
-	}
+	while ((de = readdir(dir)))
+		if (de->d_name[0] != '.')
+			qlist_add(&nl, de->d_name, NULL, stat_ms(sp->new, de->d_name, true));
 	closedir(dir);
-	if (!(dir = opendir_at(sp->cur, ".")))
-		return -errno;
+	if (!(dir = opendir_at(sp->cur, "."))) {
+		r = -errno;
+		goto out;
+	}
 	while ((de = readdir(dir))) {
 		if (de->d_name[0] == '.')
 			continue;
@@ -147,31 +193,68 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 			continue;
 		}
 		struct dirent *te;
-		while ((te = readdir(wdir))) {
-			if (te->d_name[0] == '.')
-				continue;
-			memset(&q, 0, sizeof q);
-			q.state = Q_RUNNING;
-			q.exit_code = -1;
-			q.since_ms = stat_ms(wd, te->d_name, true);
-			snprintf(q.worker, sizeof q.worker, "%s", de->d_name);
-			cb(te->d_name, &q, arg);
-		}
+		while ((te = readdir(wdir)))
+			if (te->d_name[0] != '.')
+				qlist_add(&cl, te->d_name, de->d_name, stat_ms(wd, te->d_name, true));
 		closedir(wdir);
 	}
 	closedir(dir);
-	if (!(dir = opendir_at(sp->done, ".")))
-		return -errno;
+	if (!(dir = opendir_at(sp->done, "."))) {
+		r = -errno;
+		goto out;
+	}
 	while ((de = readdir(dir))) {
 		size_t l = strlen(de->d_name);
 		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0)
 			continue;
 		char id[512];
 		snprintf(id, sizeof id, "%.*s", (int)(l - 5), de->d_name);
-		memset(&q, 0, sizeof q);
-		if (query_done(sp, id, &q) == 0)
-			cb(id, &q, arg);
+		qlist_add(&dl, id, NULL, 0);
 	}
 	closedir(dir);
-	return 0;
+
+	qsort(dl.v, dl.n, sizeof *dl.v, qent_cmp);
+	struct qlist cs = {0}; /* cur/ ids, sorted, each once */
+	for (size_t i = 0; i < cl.n; i++)
+		qlist_add(&cs, cl.v[i].id, NULL, 0);
+	qsort(cs.v, cs.n, sizeof *cs.v, qent_cmp);
+	struct qinfo q;
+	for (size_t i = 0; i < nl.n; i++) {
+		if (qlist_has(&cs, nl.v[i].id) || qlist_has(&dl, nl.v[i].id))
+			continue;
+		memset(&q, 0, sizeof q);
+		q.state = Q_QUEUED;
+		q.exit_code = -1;
+		q.since_ms = nl.v[i].since_ms;
+		cb(nl.v[i].id, &q, arg);
+	}
+	/* The same id under two workers' cur/ (a claim and a peer's
+	 * recovery of it) is reported once, for the first found. */
+	struct qlist seen = {0};
+	for (size_t i = 0; i < cl.n; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < seen.n && !dup; j++)
+			dup = strcmp(seen.v[j].id, cl.v[i].id) == 0;
+		if (dup || qlist_has(&dl, cl.v[i].id))
+			continue;
+		qlist_add(&seen, cl.v[i].id, NULL, 0); /* few: the running tasks */
+		memset(&q, 0, sizeof q);
+		q.state = Q_RUNNING;
+		q.exit_code = -1;
+		q.since_ms = cl.v[i].since_ms;
+		snprintf(q.worker, sizeof q.worker, "%s", cl.v[i].worker);
+		cb(cl.v[i].id, &q, arg);
+	}
+	qlist_free(&seen);
+	qlist_free(&cs);
+	for (size_t i = 0; i < dl.n; i++) {
+		memset(&q, 0, sizeof q);
+		if (query_done(sp, dl.v[i].id, &q) == 0)
+			cb(dl.v[i].id, &q, arg);
+	}
+out:
+	qlist_free(&nl);
+	qlist_free(&cl);
+	qlist_free(&dl);
+	return r;
 }

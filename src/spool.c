@@ -188,19 +188,27 @@ void spool_id_from_bytes(const char *name, char *out, size_t outlen)
 	out[o] = '\0';
 }
 
-bool spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino)
+int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino)
 {
 	DIR *dir = opendir_at(sp->tmp, ".");
 	struct dirent *de;
-	bool found = false;
+	int found = 0;
 	if (!dir)
-		return false;
-	/* fstatat, not d_ino: overlayfs may report other numbers there. */
+		return -errno;
+	/* fstatat, not d_ino: overlayfs may report other numbers there. A
+	 * name that goes between readdir and fstatat (ENOENT) was not it
+	 * for long: the caller's second fstat sees the link count drop. */
+	errno = 0;
 	while (!found && (de = readdir(dir))) {
 		struct stat st;
-		found = de->d_name[0] != '.' && fstatat(sp->tmp, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		found = fstatat(sp->tmp, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 			st.st_dev == dev && st.st_ino == ino;
+		errno = 0;
 	}
+	if (!found && errno)
+		found = -errno;
 	closedir(dir);
 	return found;
 }

@@ -36,8 +36,11 @@ int spool_init(const char *path, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
 
-/* Does tmp/ hold a name of this inode (a link() publish not yet done)? */
-bool spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
+/* Does tmp/ hold a name of this inode (a link() publish not yet done)?
+ * 1 yes, 0 no, -errno when tmp/ could not be read (the caller cannot
+ * tell, so must not treat it as "no"). Dot names count: a client may use
+ * any name in tmp/ (spool-layout §2). */
+int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
 /* The first free id of base, base.2, base.3, ... into out. */

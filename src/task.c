@@ -58,39 +58,52 @@ int task_name_check(const char *name, const char **why)
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
+/* Said by every "unknown directive" error: keep in step with kart-task(5). */
+#define KNOWN_DIRECTIVES                                                                   \
+	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
+	"name=)"
+
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
 {
 	const char *eq = strchr(item, '=');
 	char key[32];
-	const char *val = eq ? eq + 1 : NULL;
+	const char *raw = eq ? eq + 1 : NULL;
+	/* Every value is decoded (%XX is the byte 0xXX) before it is read,
+	 * so that one rule serves all; errors quote it as written. */
+	char val[4096];
 	size_t klen = eq ? (size_t)(eq - item) : strlen(item);
 	if (klen == 0 || klen >= sizeof key)
 		return ERR("line %d: unknown directive item '%s'", lineno, item);
 	memcpy(key, item, klen);
 	key[klen] = '\0';
 
-	if (!val) {
+	if (!raw) {
 		if (strcmp(key, "net") == 0) {
 			spec->net = true;
 			spec->line_net = lineno;
 			return 0;
 		}
-		return ERR("line %d: unknown directive item '%s' (known: timeout= memory= pids= "
-			   "cpu= lane= net priority= retries= output= kind=)", lineno, item);
+		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
-	if (*val == '\0')
+	if (*raw == '\0')
 		return ERR("line %d: %s= needs a value", lineno, key);
+	ssize_t vlen = pct_decode(raw, val, sizeof val);
+	if (vlen < 0)
+		return ERR("line %d: %s=%s: a '%%' must be followed by two hex digits, not %%00",
+			   lineno, key, raw);
+	if ((size_t)vlen != strlen(val))
+		return ERR("line %d: %s=%s holds a NUL byte", lineno, key, raw);
 
 	int r;
 	if (strcmp(key, "timeout") == 0) {
 		int64_t s;
 		r = parse_duration_s(val, &s);
 		if (r == -ERANGE || (r == 0 && s == 0))
-			return ERR("line %d: timeout=%s is out of range (1s to 10 years)", lineno, val);
+			return ERR("line %d: timeout=%s is out of range (1s to 10 years)", lineno, raw);
 		if (r < 0)
 			return ERR("line %d: timeout=%s is not a duration (use 90, 90s, 5m or 2h)",
-				   lineno, val);
+				   lineno, raw);
 		spec->timeout_s = s;
 		spec->line_timeout = lineno;
 	} else if (strcmp(key, "memory") == 0 || strcmp(key, "output") == 0) {
@@ -99,9 +112,9 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		r = parse_size(val, &v);
 		if (r == -EINVAL)
 			return ERR("line %d: %s=%s is not a size (use 512K, 256M, 2G or bytes)",
-				   lineno, key, val);
+				   lineno, key, raw);
 		if (r < 0 || (mem && v < 1 << 20))
-			return ERR("line %d: %s=%s is out of range%s", lineno, key, val,
+			return ERR("line %d: %s=%s is out of range%s", lineno, key, raw,
 				   mem ? " (at least 1M)" : "");
 		if (mem) {
 			spec->memory = v;
@@ -114,7 +127,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		long long v;
 		r = parse_int(val, 1, 4194304, &v);
 		if (r < 0)
-			return ERR("line %d: pids=%s is not a number from 1 to 4194304", lineno, val);
+			return ERR("line %d: pids=%s is not a number from 1 to 4194304", lineno, raw);
 		spec->pids = v;
 		spec->line_pids = lineno;
 	} else if (strcmp(key, "cpu") == 0) {
@@ -122,7 +135,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		r = parse_cpu_milli(val, &m);
 		if (r < 0)
 			return ERR("line %d: cpu=%s is not a core count (decimal, e.g. 0.5 or 2, "
-				   "at most 3 decimals, above 0)", lineno, val);
+				   "at most 3 decimals, above 0)", lineno, raw);
 		spec->cpu_milli = m;
 		spec->line_cpu = lineno;
 	} else if (strcmp(key, "lane") == 0) {
@@ -131,33 +144,34 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		else if (strcmp(val, "batch") == 0)
 			spec->lane = LANE_BATCH;
 		else
-			return ERR("line %d: lane=%s is not a lane (fast or batch)", lineno, val);
+			return ERR("line %d: lane=%s is not a lane (fast or batch)", lineno, raw);
 	} else if (strcmp(key, "priority") == 0) {
 		long long v;
 		if (parse_int(val, -1000000, 1000000, &v) < 0)
 			return ERR("line %d: priority=%s is not a number from -1000000 to 1000000",
-				   lineno, val);
+				   lineno, raw);
 		spec->priority = (int)v;
 	} else if (strcmp(key, "retries") == 0) {
 		long long v;
 		if (parse_int(val, 0, 100, &v) < 0)
-			return ERR("line %d: retries=%s is not a number from 0 to 100", lineno, val);
+			return ERR("line %d: retries=%s is not a number from 0 to 100", lineno, raw);
 		spec->retries = (int)v;
 		spec->line_retries = lineno;
 	} else if (strcmp(key, "kind") == 0) {
 		if (!kind_name_ok(val))
 			return ERR("line %d: kind=%s is not a kind name (1 to 31 of a-z 0-9 _ -)",
-				   lineno, val);
+				   lineno, raw);
 		snprintf(spec->kind, sizeof spec->kind, "%s", val);
 		spec->line_kind = lineno;
 	} else if (strcmp(key, "name") == 0) {
 		const char *why;
-		if (task_name_check(val, &why) != 0)
-			return ERR("line %d: name=%s is not a task name", lineno, val);
+		int nc = task_name_check(val, &why);
+		if (nc != 0)
+			return ERR("line %d: name=%s is not a task name (%s)", lineno, raw,
+				   nc > 0 ? "starts with '.'" : why);
 		snprintf(spec->name, sizeof spec->name, "%s", val);
 	} else {
-		return ERR("line %d: unknown directive item '%s' (known: timeout= memory= pids= "
-			   "cpu= lane= net priority= retries= output= kind=)", lineno, item);
+		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
 	return 0;
 }

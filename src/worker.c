@@ -786,6 +786,47 @@ static void reject_from_new(struct worker *w, const char *name, const char *why)
 	finish_rejected(w, name, why);
 }
 
+/* new/NAME has two links. A link() publish has two until its writer
+ * unlinks the tmp/ name: busy until then (IN_DELETE in tmp/ rings).
+ * Scanning tmp/ takes time, and the writer may unlink at any moment of
+ * it, so "not found" alone proves nothing: the inode is held by an
+ * O_PATH descriptor and its link count read again after the scan. Still
+ * two links then, the second one stayed in place through the whole scan
+ * and was not in tmp/: a hard link from elsewhere, rejected. Down to one,
+ * the writer unlinked while we looked: inspect the entry afresh. A tmp/
+ * that cannot be read leaves the entry busy, never rejected. */
+static void link_publish_look(struct worker *w, const char *name, struct inspect *ins)
+{
+	for (int round = 0; round < 3 && ins->kind == INSPECT_REJECT && ins->nlink == 2; round++) {
+		_cleanup_close_ int fd = openat(w->sp->new, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			if (errno == ENOENT)
+				ins->kind = INSPECT_GONE;
+			else
+				ins->kind = INSPECT_BUSY;
+			return;
+		}
+		if (st.st_dev == ins->dev && st.st_ino == ins->ino && st.st_nlink == 2) {
+			int r = spool_tmp_holds(w->sp, st.st_dev, st.st_ino);
+			if (r != 0) {
+				if (r < 0)
+					logmsg("%s: cannot read tmp/ (%s): held as busy", name,
+					       strerror(-r));
+				ins->kind = INSPECT_BUSY;
+				return;
+			}
+			if (fstat(fd, &st) < 0) {
+				ins->kind = INSPECT_BUSY;
+				return;
+			}
+			if (st.st_nlink == 2)
+				return; /* rejected: the other link is not a publish */
+		}
+		task_inspect(w->sp->new, name, w->pol, ins);
+	}
+}
+
 /* Look at one entry of new/ and file it. */
 static void consider(struct worker *w, const char *name)
 {
@@ -794,15 +835,8 @@ static void consider(struct worker *w, const char *name)
 		return;
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
-	/* A link() publish has two links until its writer unlinks the tmp/
-	 * name: busy until then (IN_DELETE in tmp/ rings). If the tmp/ name
-	 * is not found it may have just gone: look once more. */
-	if (ins.kind == INSPECT_REJECT && ins.nlink == 2) {
-		if (spool_tmp_holds(w->sp, ins.dev, ins.ino))
-			ins.kind = INSPECT_BUSY;
-		else
-			task_inspect(w->sp->new, name, w->pol, &ins);
-	}
+	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)
+		link_publish_look(w, name, &ins);
 	switch (ins.kind) {
 	case INSPECT_IGNORE:
 		return;

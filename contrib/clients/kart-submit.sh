@@ -7,9 +7,13 @@
 #
 #   kart-submit.sh SPOOL [NAME] < task        prints the id
 #
-# 1. write the task into SPOOL/tmp/ under a fresh name, fsync it;
-# 2. mv -n it into SPOOL/new/NAME (NAME.2, NAME.3... if taken);
-# 3. fsync SPOOL/new/.
+# 1. pick the id as kart submit does: the first of NAME, NAME.2, ...
+#    absent from new/, every cur/*/ and done/; if it is not NAME, the task
+#    gets `#kart: name=NAME` after its #! line (the value %XX-escaped,
+#    spool-layout/README.md section 3.1), so its result keeps NAME;
+# 2. write the task into SPOOL/tmp/ under a fresh name, fsync it;
+# 3. mv -n it into SPOOL/new/ID (the next id if one is taken meanwhile);
+# 4. fsync SPOOL/new/.
 # Without NAME a unique one is made: seconds.pid.random.host.
 set -eu
 
@@ -26,24 +30,57 @@ fi
 case $name in
 .* | */* | '') echo "kart-submit.sh: not a task name: $name" >&2; exit 2 ;;
 esac
+# Control bytes are no part of a name (spool-layout section 2).
+if [ -n "$(printf '%s' "$name" | tr -d '\040-\176\200-\377')" ]; then
+	echo "kart-submit.sh: not a task name: a control character" >&2
+	exit 2
+fi
+
+# taken ID: new/, a worker's cur/, or done/ has it (kart submit's check,
+# in the order tasks move).
+taken() {
+	[ -e "$spool/new/$1" ] || [ -L "$spool/new/$1" ] && return 0
+	for w in "$spool"/cur/*/; do
+		if [ -e "$w$1" ] || [ -L "$w$1" ]; then return 0; fi
+	done
+	[ -e "$spool/done/$1.json" ] || [ -e "$spool/done/$1.task" ]
+}
+id=$name
+n=1
+while taken "$id"; do
+	n=$((n + 1))
+	[ $n -lt 1000 ] || { echo "kart-submit.sh: no free name for $name" >&2; exit 1; }
+	id=$name.$n
+done
 
 tmp=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
-trap 'rm -f "$tmp"' EXIT
+body=
+trap 'rm -f "$tmp" ${body:+"$body"}' EXIT
 trap 'exit 1' INT TERM HUP
 chmod 0640 "$tmp"
 cat >"$tmp"
+if [ "$id" != "$name" ]; then
+	# %XX for '%', space, '#' (a name holds no other byte to escape).
+	enc=$(printf '%s' "$name" | sed 's/%/%25/g; s/ /%20/g; s/#/%23/g')
+	body=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
+	if [ "$(head -c 2 "$tmp")" = '#!' ]; then
+		first=$(head -n 1 "$tmp"; echo x)
+		first=${first%x}
+		case $first in *'
+') printf '%s' "$first" ;; *) printf '%s\n' "$first" ;; esac >"$body"
+		printf '#kart: name=%s\n' "$enc" >>"$body"
+		tail -n +2 "$tmp" >>"$body"
+	else
+		printf '#kart: name=%s\n' "$enc" >"$body"
+		cat "$tmp" >>"$body"
+	fi
+	chmod 0640 "$body"
+	mv -f "$body" "$tmp"
+fi
 sync "$tmp" # fsync: the task is on disk before it can be seen in new/
 
-id=$name
-n=1
 while :; do
-	# A worker runs this name, or done/ has it: its result would get
-	# another id (kart submit skips these names too).
-	running=
-	for w in "$spool"/cur/*/; do
-		if [ -e "$w$id" ]; then running=y; fi
-	done
-	if [ -z "$running" ] && [ ! -e "$spool/done/$id.json" ] && [ ! -e "$spool/done/$id.task" ]; then
+	if ! taken "$id"; then
 		mv -n "$tmp" "$spool/new/$id" 2>/dev/null || true
 		[ -e "$tmp" ] || break # moved: queued
 	fi

@@ -1,32 +1,51 @@
 #!/usr/bin/env python3
-"""Submit a task to a Kartikeya spool, the maildir way, with the standard
-library only. What `kart submit` does (see spool-layout/README.md, §3):
+"""A Kartikeya client with the standard library only: submit a task, read
+its state, wait for its result. It follows spool-layout/README.md:
 
-  1. create a file in SPOOL/tmp/ with O_EXCL, under a name no one else
-     can pick (time, pid, random);
-  2. write the task, fsync it, close it;
-  3. rename it into SPOOL/new/ with renameat2(RENAME_NOREPLACE): an
-     existing queued task of that name is never replaced; on EEXIST try
-     NAME.2, NAME.3, ...;
-  4. fsync SPOOL/new/, so the rename survives a power failure.
+submit (section 3, what `kart submit` does):
+  1. pick the id: the first of NAME, NAME.2, NAME.3, ... absent from new/,
+     from every cur/*/ and from done/ (as .task or .json), looked at in
+     that order; if it is not NAME, add `#kart: name=NAME` (the value
+     %XX-escaped, section 3.1) after the #! line, so that the result's
+     name is NAME;
+  2. create a file in SPOOL/tmp/ with O_EXCL, write the task, fsync it,
+     close it;
+  3. rename it into SPOOL/new/ID with renameat2(RENAME_NOREPLACE): a queued
+     task of that name is never replaced; on EEXIST (or an id now taken)
+     try the next id;
+  4. fsync SPOOL/new/.
 
-A task is queued the moment step 3 succeeds; a worker never sees a
-half-written file, because nothing is ever written in new/.
+wait (section 8): an inotify watch on done/ (IN_MOVED_TO, IN_CREATE), then
+look for done/ID.json, and again after every event; polling where inotify
+cannot be had.
 
-    kart_submit.py SPOOL FILE|- [NAME]      prints the id
+    kart_submit.py SPOOL FILE|- [NAME]      submit; prints the id
+    kart_submit.py wait SPOOL ID [SECONDS]  prints the result (JSON); exit 1
+                                            on a timeout
+    kart_submit.py status SPOOL ID          prints queued, running, the
+                                            result's status, or unknown
+    kart_submit.py result SPOOL ID          prints the result, or exits 1
 
-As a module: submit(spool, data, name=None) -> id.
+As a module:
+    s = Spool(path)
+    id = s.submit(data, name=None)   # data: str (UTF-8) or bytes
+    s.status(id); s.result(id)       # result: a dict, or None if unfinished
+    s.wait(id, timeout=None)         # the result; TimeoutError
+and submit(spool, data, name=None) -> id, as before.
 """
 import ctypes
 import errno
+import json
 import os
 import secrets
-import socket
+import select
 import sys
 import time
 
 RENAME_NOREPLACE = 1  # linux/fs.h
-NAME_MAX = 190        # task names are at most 200 bytes; leave room for .N
+NAME_MAX = 200        # bytes; keep names to 190 so that NAME.N fits
+IN_CREATE, IN_MOVED_TO, IN_Q_OVERFLOW = 0x100, 0x80, 0x4000
+IN_CLOEXEC = 0o2000000
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -42,93 +61,252 @@ def _renameat2(olddirfd, old, newdirfd, new):
         raise OSError(e, os.strerror(e), new)
 
 
-def unique_name():
-    """A maildir-style name: seconds, microseconds and pid, random, host."""
-    now = time.time_ns()
-    host = socket.gethostname().replace("/", "_").replace(":", "_") or "host"
-    return "%d.M%dP%d_%s.%s" % (now // 10**9, now // 1000 % 10**6, os.getpid(),
-                                secrets.token_hex(4), host)[:NAME_MAX]
+def pct_encode(value):
+    """A directive value, escaped (spool-layout section 3.1): %XX for '%',
+    space, tab, '#', bytes below 0x20 and 0x7f; every other byte as is."""
+    raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    out = bytearray()
+    for b in raw:
+        if b in (0x25, 0x20, 0x09, 0x23) or b < 0x20 or b == 0x7f:
+            out += b"%%%02X" % b
+        else:
+            out.append(b)
+    return bytes(out)
 
 
-def _taken(spool, name):
-    """The id of a finished task is its name unless done/ has it: skip a
-    name that a worker runs (cur/*/NAME) or has finished (done/), as kart
-    submit does, so that the id printed is the id of the result."""
-    done = os.path.join(spool, "done")
-    if any(os.path.lexists(os.path.join(done, name + s)) for s in (".json", ".task")):
-        return True
-    cur = os.path.join(spool, "cur")
-    return any(not w.startswith(".") and os.path.lexists(os.path.join(cur, w, name))
-               for w in os.listdir(cur))
+def name_check(name):
+    """The task name rules (spool-layout section 2): None if fine, else why."""
+    raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
+    if not raw:
+        return "empty name"
+    if raw[:1] == b".":
+        return "starts with '.'"
+    if len(raw) > NAME_MAX:
+        return "name longer than 200 bytes"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "name is not valid UTF-8"
+    if any(b < 0x20 or b == 0x7f for b in raw):
+        return "name contains a control character"
+    if b"/" in raw:
+        return "name contains '/'"
+    return None
+
+
+def _with_name(data, name):
+    """data with `#kart: name=NAME` after its #! line (or first)."""
+    line = b"#kart: name=" + pct_encode(name) + b"\n"
+    if data.startswith(b"#!"):
+        nl = data.find(b"\n")
+        if nl < 0:
+            return data + b"\n" + line
+        return data[:nl + 1] + line + data[nl + 1:]
+    return line + data
+
+
+class Spool:
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def _p(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def _running_on(self, id):
+        """The worker whose cur/ holds id, or None."""
+        try:
+            workers = os.listdir(self._p("cur"))
+        except FileNotFoundError:
+            return None
+        for w in workers:
+            if not w.startswith(".") and os.path.lexists(self._p("cur", w, id)):
+                return w
+        return None
+
+    def id_taken(self, id):
+        """As kart submit checks: new/, then every cur/*/, then done/."""
+        if os.path.lexists(self._p("new", id)):
+            return True
+        if self._running_on(id):
+            return True
+        return any(os.path.lexists(self._p("done", id + s)) for s in (".task", ".json"))
+
+    def _ids(self, name):
+        yield name
+        for n in range(2, 1000000):
+            yield "%s.%d" % (name, n)
+
+    def submit(self, data, name=None):
+        """Queue data (str or bytes) as a task; return its id."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        elif not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError("data must be str or bytes, not %s" % type(data).__name__)
+        data = bytes(data)
+        name = "task" if name is None else name
+        if isinstance(name, bytes):
+            name = name.decode("utf-8")
+        why = name_check(name)
+        if why:
+            raise ValueError("not a task name: %r (%s)" % (name, why))
+        ids = self._ids(name)
+        id = next(i for i in ids if not self.id_taken(i))
+        if len(id.encode()) > NAME_MAX:
+            raise ValueError("no id for %r fits in 200 bytes" % name)
+        if id != name:
+            data = _with_name(data, name)
+        tmpdir = os.open(self._p("tmp"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        newdir = os.open(self._p("new"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            while True:
+                tmpname = "%d.%d.%s" % (time.time_ns() // 10**6, os.getpid(), secrets.token_hex(8))
+                try:
+                    fd = os.open(tmpname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC |
+                                 os.O_NOFOLLOW, 0o640, dir_fd=tmpdir)
+                    break
+                except FileExistsError:
+                    continue
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)  # a failed fsync is a failed submit: never retried
+                finally:
+                    os.close(fd)
+                ids = self._ids(name)
+                for cand in ids:
+                    if cand != id and self.id_taken(cand):
+                        continue
+                    if len(cand.encode()) > NAME_MAX:
+                        raise FileExistsError(errno.EEXIST, "no free id", name)
+                    try:
+                        _renameat2(tmpdir, tmpname, newdir, cand)
+                    except FileExistsError:
+                        continue
+                    except OSError as e:
+                        if e.errno not in (errno.EINVAL, errno.ENOSYS):
+                            raise
+                        # No RENAME_NOREPLACE here: look, then rename,
+                        # as kart submit does.
+                        if os.path.lexists(self._p("new", cand)):
+                            continue
+                        os.rename(tmpname, cand, src_dir_fd=tmpdir, dst_dir_fd=newdir)
+                    os.fsync(newdir)
+                    return cand
+                raise FileExistsError(errno.EEXIST, "no free id", name)
+            except BaseException:
+                try:
+                    os.unlink(tmpname, dir_fd=tmpdir)
+                except FileNotFoundError:
+                    pass
+                raise
+        finally:
+            os.close(tmpdir)
+            os.close(newdir)
+
+    def result(self, id):
+        """done/ID.json as a dict, or None while the task is not finished."""
+        try:
+            with open(self._p("done", id + ".json"), "rb") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def status(self, id):
+        """queued, running, the result's status, or unknown: the furthest
+        place found, looking in the order tasks move (section 8)."""
+        queued = os.path.lexists(self._p("new", id))
+        running = self._running_on(id)
+        r = self.result(id)
+        if r is not None:
+            return r.get("status", "?")
+        if running:
+            return "running"
+        return "queued" if queued else "unknown"
+
+    def wait(self, id, timeout=None):
+        """The result of id once it exists; TimeoutError after timeout
+        seconds (None: no limit)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        fd = _inotify_done(self._p("done"))
+        try:
+            while True:
+                r = self.result(id)
+                if r is not None:
+                    return r
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError("no result for %s within %ss" % (id, timeout))
+                step = 0.2 if fd < 0 else (left if left is not None else None)
+                if fd < 0:
+                    time.sleep(min(step, left) if left is not None else step)
+                    continue
+                ready, _, _ = select.select([fd], [], [], step)
+                if ready:
+                    os.read(fd, 65536)  # any event: look again
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _inotify_done(path):
+    """An inotify descriptor watching path for results, or -1."""
+    try:
+        fd = _libc.inotify_init1(IN_CLOEXEC)
+        if fd < 0:
+            return -1
+        if _libc.inotify_add_watch(fd, os.fsencode(path), IN_MOVED_TO | IN_CREATE) < 0:
+            os.close(fd)
+            return -1
+        return fd
+    except AttributeError:
+        return -1
 
 
 def submit(spool, data, name=None):
-    name = name or unique_name()
-    if name.startswith(".") or "/" in name or any(ord(c) < 0x20 or ord(c) == 0x7f for c in name) \
-            or not 0 < len(name.encode()) <= NAME_MAX:
-        raise ValueError("not a task name: %r" % name)
-    tmpdir = os.open(os.path.join(spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    newdir = os.open(os.path.join(spool, "new"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        while True:
-            tmpname = "%d.%d.%s" % (time.time_ns() // 10**6, os.getpid(), secrets.token_hex(8))
-            try:
-                fd = os.open(tmpname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC |
-                             os.O_NOFOLLOW, 0o640, dir_fd=tmpdir)
-                break
-            except FileExistsError:
-                continue
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)  # a failed fsync is a failed submit: never retried
-            finally:
-                os.close(fd)
-            for n in range(1, 1000):
-                cand = name if n == 1 else "%s.%d" % (name, n)
-                if _taken(spool, cand):
-                    continue
-                try:
-                    _renameat2(tmpdir, tmpname, newdir, cand)
-                except FileExistsError:
-                    continue
-                except OSError as e:
-                    if e.errno not in (errno.EINVAL, errno.ENOSYS):
-                        raise
-                    # No RENAME_NOREPLACE here: look, then rename, as
-                    # kart submit does (a link+unlink that died between
-                    # the two would leave a task workers wait on for ever).
-                    if os.path.lexists(os.path.join(spool, "new", cand)):
-                        continue
-                    os.rename(tmpname, cand, src_dir_fd=tmpdir, dst_dir_fd=newdir)
-                os.fsync(newdir)
-                return cand
-            raise FileExistsError(errno.EEXIST, "no free name", name)
-        except BaseException:
-            try:
-                os.unlink(tmpname, dir_fd=tmpdir)
-            except FileNotFoundError:
-                pass
-            raise
-    finally:
-        os.close(tmpdir)
-        os.close(newdir)
+    return Spool(spool).submit(data, name)
 
 
 def main(argv):
-    if len(argv) not in (3, 4):
-        print("usage: kart_submit.py SPOOL FILE|- [NAME]", file=sys.stderr)
-        return 2
-    spool, path = argv[1], argv[2]
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as f:
-            data = f.read()
+    usage = ("usage: kart_submit.py SPOOL FILE|- [NAME]\n"
+             "       kart_submit.py wait SPOOL ID [SECONDS]\n"
+             "       kart_submit.py status SPOOL ID\n"
+             "       kart_submit.py result SPOOL ID")
     try:
-        print(submit(spool, data, argv[3] if len(argv) == 4 else None))
+        if len(argv) >= 2 and argv[1] in ("wait", "status", "result"):
+            if len(argv) not in (4, 5) or (argv[1] != "wait" and len(argv) != 4):
+                print(usage, file=sys.stderr)
+                return 2
+            s = Spool(argv[2])
+            if argv[1] == "status":
+                print(s.status(argv[3]))
+                return 0
+            if argv[1] == "result":
+                r = s.result(argv[3])
+                if r is None:
+                    print("kart_submit.py: %s: no result" % argv[3], file=sys.stderr)
+                    return 1
+            else:
+                r = s.wait(argv[3], float(argv[4]) if len(argv) == 5 else None)
+            print(json.dumps(r, ensure_ascii=False))
+            return 0
+        if len(argv) not in (3, 4):
+            print(usage, file=sys.stderr)
+            return 2
+        spool, path = argv[1], argv[2]
+        if path == "-":
+            data, base = sys.stdin.buffer.read(), "stdin"
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+            base = os.path.basename(path)
+            if name_check(base):
+                base = "task"  # as kart submit: a path that is no task name
+        print(Spool(spool).submit(data, argv[3] if len(argv) == 4 else base))
+    except TimeoutError as e:
+        print("kart_submit.py: %s" % e, file=sys.stderr)
+        return 1
     except (OSError, ValueError) as e:
         print("kart_submit.py: %s" % e, file=sys.stderr)
         return 1

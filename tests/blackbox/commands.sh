@@ -487,4 +487,49 @@ test_lanes() {
 	stop_worker "$w"
 }
 
+# Each id once, in the furthest state it is found in (spool-layout §8):
+# done/ID.json over cur/W/ID over new/ID. The mid-finish state (claim still
+# in cur/, JSON already in done/) reads as the result's status.
+test_status_each_id_once() {
+	local s; s=$(mkspool)
+	printf 'true\n' >"$T_ROOT/t.sh"
+	"$KART" -s "$s" submit --name X "$T_ROOT/t.sh" >/dev/null
+	KART_BACKEND=none drain "$s"
+	mkdir "$s/cur/wz" "$s/cur/wy"
+	cp "$T_ROOT/t.sh" "$s/cur/wz/X"   # mid-finish
+	cp "$T_ROOT/t.sh" "$s/new/X"      # a new entry of a finished id
+	cp "$T_ROOT/t.sh" "$s/cur/wy/R"; cp "$T_ROOT/t.sh" "$s/new/R"
+	cp "$T_ROOT/t.sh" "$s/new/Q"
+	assert_eq "Q queued
+R running
+X ok" "$("$KART" -s "$s" status --json | jq -r '.[] | "\(.id) \(.state)"' | sort)" "status --json"
+	assert_eq "Q queued
+R running
+X ok" "$("$KART" -s "$s" status | cut -f1,2 | tr '\t' ' ' | sort)" "status"
+	assert_eq "X	ok	0" "$("$KART" -s "$s" status X)" "status X in the mid-finish state"
+	assert_eq "R	running	wy" "$("$KART" -s "$s" status R)" "status R, in cur/ and new/"
+	assert_eq 3 "$("$KART" -s "$s" status --summary --json | jq .total)" "summary total"
+}
+
+# A name with a space (and '%', '#'): name= is %XX-escaped, so the
+# second submit is 'NAME.2' with the name kept, and a retry too.
+test_spaced_name_submit_and_retry() {
+	local s id1 id2 id3 n='a b#50%'
+	s=$(mkspool)
+	printf 'echo hi\n' >"$T_ROOT/t.sh"
+	id1=$("$KART" -s "$s" submit --name "$n" "$T_ROOT/t.sh") || fail "first submit"
+	id2=$("$KART" -s "$s" submit --name "$n" "$T_ROOT/t.sh") || fail "second submit"
+	assert_eq "$n|$n.2" "$id1|$id2" "ids"
+	assert_match "^#kart: name=a%20b%2350%25$" "$(head -1 "$s/new/$id2")" "the name= line"
+	KART_BACKEND=none drain "$s"
+	assert_eq "ok $n" "$(field "$s" "$id2" '"\(.status) \(.name)"')" "second result"
+	id3=$("$KART" -s "$s" retry "$id1") || fail "retry"
+	assert_eq "$n.3" "$id3" "retry's id"
+	KART_BACKEND=none drain "$s"
+	assert_eq "ok $n" "$(field "$s" "$id3" '"\(.status) \(.name)"')" "retry's result"
+	run_cmd -s "$s" submit --name .x "$T_ROOT/t.sh"
+	assert_eq 2 "$RC" "--name .x: a usage error"
+	assert_match "starts with '.'" "$ERR" "--name .x: why"
+}
+
 run_tests

@@ -547,6 +547,64 @@ test_startup_race() {
 	nothing_left "$s"
 }
 
+# link()+unlink() publishes (spool-layout §3) from several processes in a
+# tight loop against two workers: none may be taken for a hard link, even
+# when the writer unlinks its tmp/ name while a worker scans tmp/, and
+# whatever name (a dot name too) it uses there. A real hard link to a file
+# outside the spool, made in the same run, is still rejected, and the file
+# it points to is left as it was. Prints "link race: N published, N
+# results, R rejected, hostile: STATUS" for the report.
+test_link_publish_race() {
+	local s n=2000 procs=8 i; s=$(mkspool)
+	[ "$LONG" = 1 ] && n=10000
+	local per=$((n / procs)); n=$((per * procs))
+	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s" --id w0 --slots 4
+	local w0=$WPID
+	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s" --id w1 --slots 4
+	local w1=$WPID
+	local victim=$T_ROOT/victim.sh
+	printf '#!/bin/sh\necho hostile ran\n' >"$victim"
+	local before; before=$(stat -c '%s %Y %a' "$victim")
+	local pids=() p
+	for ((p = 0; p < procs; p++)); do
+		python3 - "$s" "p$p" "$per" <<'EOF2' &
+import os, sys
+spool, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tmp, new = os.path.join(spool, "tmp"), os.path.join(spool, "new")
+body = b"#!/bin/sh\ntrue\n"
+for i in range(n):
+    # Half the tmp/ names are dot names: the document allows any name.
+    t = os.path.join(tmp, "%s%s.%d.%d" % ("." if i % 2 else "", tag, os.getpid(), i))
+    fd = os.open(t, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
+    os.write(fd, body)
+    os.close(fd)
+    os.link(t, os.path.join(new, "%s-%d" % (tag, i)))
+    os.unlink(t)
+EOF2
+		pids+=($!)
+	done
+	sleep 0.2
+	ln "$victim" "$s/new/hostile"
+	for p in "${pids[@]}"; do wait "$p" || fail "a publisher exited $?"; done
+	# Two workers with the none backend finish some 50 to 100 a second on
+	# a loaded 2-core machine: allow 20 a second.
+	wait_until $((30 + n / 20)) enough_results "$s" $((n + 1)) ||
+		fail "only $(count_results "$s") of $((n + 1)) results ($(ls "$s/new" | wc -l) left in new/)"
+	stop_worker "$w0"
+	stop_worker "$w1"
+	local rejected hostile
+	rejected=$(cat "$s"/done/p*.json | jq -r 'select(.status != "ok") | .name' | wc -l)
+	hostile=$(field "$s" hostile .status 2>/dev/null)
+	echo "    link race: $n published, $(find "$s/done" -name 'p*.json' | wc -l) results, $rejected rejected, hostile: $hostile" >&2
+	assert_eq "$n" "$(find "$s/done" -name 'p*.json' | wc -l)" "results of the link() publishes"
+	assert_eq 0 "$rejected" "link() publishes not ok"
+	assert_eq rejected "$hostile" "the hard link to a file outside the spool"
+	assert_match "hard link" "$(field "$s" hostile .error 2>/dev/null)" "its error"
+	assert_eq "$before" "$(stat -c '%s %Y %a' "$victim")" "the hard link's target, untouched"
+	assert_eq "" "$(ls -A "$s/tmp")" "tmp/ after the publishers"
+	[ "$(count_results "$s")" -gt "$n" ] && nothing_left "$s"
+}
+
 # Slow writers: a cp slowed down at every write, and a writer paused
 # mid-file, never run half-written.
 test_slow_cp() {

@@ -49,7 +49,7 @@ test_install_everything_and_uninstall() {
 		lib/tmpfiles.d/kart.conf lib/sysusers.d/kart.conf \
 		share/bash-completion/completions/kart share/zsh/site-functions/_kart \
 		share/doc/kart/kart.conf.example share/doc/kart/kart-consume \
-		share/doc/kart/kart_submit.py share/doc/kart/kart-submit.sh; do
+		share/doc/kart/kart_submit.py share/doc/kart/kart-submit.sh share/doc/kart/kart_submit.mjs; do
 		assert_file "$p/$f"
 	done
 	grep -q '^ExecStart=/opt/kart/bin/kart -s %f worker$' "$p/lib/systemd/system/kart-worker@.service" ||

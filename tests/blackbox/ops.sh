@@ -589,7 +589,9 @@ test_clients_against_a_worker() {
 	assert_eq pyname.2 "$id" "python client: a reused name"
 	id=$(echo true | "$sh" "$s" shname)
 	assert_eq shname.2 "$id" "sh client: a reused name"
-	# Unique names without one; many at once, none lost or replaced.
+	# Without a name: the python client names a task after its file, as
+	# kart submit does; the sh client (stdin) makes a unique name. Many at
+	# once, none lost or replaced.
 	local subs=()
 	# (each its own output file: concurrent appends to one may interleave)
 	mkdir -p "$T_ROOT/idout"
@@ -604,10 +606,11 @@ test_clients_against_a_worker() {
 	for i in "${subs[@]}"; do wait_gone 30 "$i" || fail "a submit hangs"; done
 	cat "$T_ROOT"/idout/* >>"$T_ROOT/ids"
 	assert_eq 30 "$(lines "$T_ROOT/ids")" "ids printed by 30 concurrent submits"
-	# Unnamed submits get unique names; ten racing for one name may be
+	# Unnamed sh submits get unique names; ten racing for one name may be
 	# told the same id when the worker claims the first in between (the
 	# documented window; the worker then suffixes at finish).
-	assert_eq 20 "$(grep -v '^same' "$T_ROOT/ids" | sort -u | wc -l)" "distinct ids of 20 concurrent unnamed submits"
+	assert_eq 10 "$(grep -v '^same\|^t\.sh' "$T_ROOT/ids" | sort -u | wc -l)" "distinct ids of 10 concurrent unnamed sh submits"
+	assert_eq 10 "$(grep -c '^t\.sh' "$T_ROOT/ids")" "python submits named after their file"
 	for id in $(cat "$T_ROOT/ids"); do
 		wait_until 30 has_result "$s" "$id" || fail "$id: no result"
 	done

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The fault cases of tests/blackbox/faults.sh at long sizes: every fsync of
 # a worker's task made to fail with EIO in turn (up to 40), 2000 tasks
-# through an inotify overflow, 1500 through the start-up race.
+# through an inotify overflow, 1500 through the start-up race, 10,000
+# link()+unlink() publishes against two workers.
 here=$(cd "$(dirname "$0")" && pwd)
 export KART_TEST_RESULTS
 KART_TEST_RESULTS=$(mktemp "${TMPDIR:-/tmp}/kart-results.XXXXXX")

@@ -206,6 +206,17 @@ static void test_lane_net_priority_retries_name(void **state)
 	assert_string_equal(s.name, "nightly-backup");
 	assert_parses("#kart: name=caf\xC3\xA9.sh\n", &s);
 	assert_string_equal(s.name, "caf\xC3\xA9.sh");
+
+	/* Values are %XX-decoded: a name with spaces, '%' and '#'. */
+	assert_parses("#kart: name=a%20b\n", &s);
+	assert_string_equal(s.name, "a b");
+	assert_parses("#kart: name=x%25y%23z%20 lane=batch\n", &s);
+	assert_string_equal(s.name, "x%y#z ");
+	assert_int_equal(s.lane, LANE_BATCH);
+	/* Every value, not only name=. */
+	assert_parses("#kart: lane=b%61tch timeout=%390\n", &s);
+	assert_int_equal(s.lane, LANE_BATCH);
+	assert_int_equal(s.timeout_s, 90);
 }
 
 static void test_all_items_together(void **state)
@@ -388,6 +399,14 @@ static void test_bad_values(void **state)
 	assert_rejected("#kart: name=.hidden\n", "line 1:", "name=.hidden");
 	assert_rejected("#kart: name=a/b\n", "line 1:", "name=a/b");
 	assert_rejected("#kart: name=\xFF\n", "line 1:", "not a task name");
+	assert_rejected("#kart: name=%2Ehidden\n", "line 1:", "starts with '.'");
+	assert_rejected("#kart: name=a%2Fb\n", "line 1:", "name=a%2Fb", "'/'");
+	assert_rejected("#kart: name=a%0Ab\n", "line 1:", "control character");
+	/* bad escapes */
+	assert_rejected("#kart: name=a%2\n", "line 1:", "two hex digits");
+	assert_rejected("#kart: name=a%zzb\n", "line 1:", "two hex digits");
+	assert_rejected("#kart: name=a%00b\n", "line 1:", "%00");
+	assert_rejected("#kart: bogus=1\n", "line 1:", "name=)");
 }
 
 static void test_error_names_line(void **state)
