@@ -88,7 +88,9 @@ static void opener(const struct task_spec *spec, const struct run_cred *cred, in
 		memset(cbuf, 0, sizeof cbuf);
 		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
 		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		bool ok = fd >= 0 && !m.err && !m.missing;
+		/* The descriptor goes back even when an access is missing: the
+		 * parent says first whether the path may be bound at all. */
+		bool ok = fd >= 0 && !m.err;
 		if (ok) {
 			mh.msg_control = cbuf;
 			mh.msg_controllen = sizeof cbuf;
@@ -100,7 +102,7 @@ static void opener(const struct task_spec *spec, const struct run_cred *cred, in
 		}
 		if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
 			_exit(4);
-		if (!ok)
+		if (!ok || m.missing)
 			_exit(0); /* the first failure rejects the task */
 		close(fd);
 	}
@@ -111,11 +113,16 @@ static const char *const bkey[] = {"cwd", "bind", "ro"};
 
 static void missing_words(int missing, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s%s%s%s%s", missing & ACC_READ ? "read" : "",
-		 (missing & ACC_READ) && (missing & ~ACC_READ) ? " and " : "",
-		 missing & ACC_WRITE ? "write" : "",
-		 (missing & ACC_WRITE) && (missing & ACC_SEARCH) ? " and " : "",
-		 missing & ACC_SEARCH ? "search" : "");
+	const char *w[3];
+	int n = 0;
+	if (missing & ACC_READ)
+		w[n++] = "read";
+	if (missing & ACC_WRITE)
+		w[n++] = "write";
+	if (missing & ACC_SEARCH)
+		w[n++] = "search";
+	snprintf(buf, len, "%s%s%s%s%s", n > 0 ? w[0] : "", n == 3 ? ", " : n == 2 ? " and " : "",
+		 n > 1 ? w[1] : "", n == 3 ? " and " : "", n == 3 ? w[2] : "");
 }
 
 /* The spool's directory and each one above it, as (dev, ino): a bind is
@@ -245,12 +252,9 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		} else if (m.err) {
 			rc = ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
 				 bkey[b->mode], b->path, who, strerror(m.err));
-		} else if (m.missing) {
-			char words[64];
-			missing_words(m.missing, words, sizeof words);
-			rc = ERR(-EACCES, "line %d: %s=%.300s: %s has no %s access to it", b->line,
-				 bkey[b->mode], b->path, who, words);
 		}
+		if (!rc && fd < 0)
+			rc = ERR(-EIO, "cannot open the task's paths: the opener sent no descriptor");
 		if (rc) {
 			if (fd >= 0)
 				close(fd);
@@ -278,6 +282,14 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 			else if (is_spool_or_above(&sid, &st) ||
 				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)))
 				why = "it is the spool, in it or above it";
+		}
+		if (!why && m.missing) {
+			char words[64];
+			close(fd);
+			missing_words(m.missing, words, sizeof words);
+			rc = ERR(-EACCES, "line %d: %s=%.300s: %s has no %s access to it", b->line,
+				 bkey[b->mode], b->path, who, words);
+			break;
 		}
 		if (why) {
 			close(fd);
