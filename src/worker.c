@@ -2272,6 +2272,12 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	w->tasks = t;
 	if (ins.fd >= 0) /* the task file, opened by task_inspect */
 		(void)claim_meta_get(ins.fd, &t->meta);
+	/* Its env= values are the submitter's: the file (done/ID.task after
+	 * the run) becomes theirs alone to read, as kart submit makes it. */
+	struct stat tst;
+	if (ins.fd >= 0 && t->spec.n_env && fstat(ins.fd, &tst) == 0 && (tst.st_mode & 077) &&
+	    fchmod(ins.fd, tst.st_mode & 0700) < 0)
+		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
 

@@ -245,7 +245,10 @@ test_env_secret() {
 	runuser -u "$U" -- env -i MYVAR="$v-passed" PATH="$KART_BUILD:/usr/bin:/bin" \
 		kart -s "$s" submit --no-cwd --name passed -e MYVAR -- sh -c 'echo "$MYVAR"' >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true >/dev/null
-	wait_until 30 test -e "$s/done/env.json" -a -e "$s/done/passed.json" -a -e "$s/done/pre.json" ||
+	# Copied in, readable by all: the worker makes it its owner's alone.
+	as_user sh -c "umask 022; printf '#kart: env=X=$v\\necho copied\\n' > $s/tmp/copied && mv $s/tmp/copied $s/new/copied"
+	wait_until 30 test -e "$s/done/env.json" -a -e "$s/done/passed.json" -a -e "$s/done/pre.json" \
+		-a -e "$s/done/copied.json" ||
 		fail "no results"
 	stop_worker "$WPID"
 	assert_eq "[$v two]" "$(cat "$s/done/env.stdout")" "the task saw FOO"
@@ -253,6 +256,8 @@ test_env_secret() {
 	assert_eq '["FOO"]' "$(field "$s" env '.env | tojson')" "the result names FOO"
 	grep -rlF -- "$v" "$s"/done/*.json "$s.worker.log" && fail "the value is in a result or the log"
 	assert_eq "600 $U" "$(stat -c '%a %U' "$s/done/env.task")" "the task file: its submitter's alone"
+	assert_eq "ok 600" "$(field "$s" copied .status) $(stat -c %a "$s/done/copied.task")" \
+		"a task file copied in with env=: its submitter's alone after the run"
 	assert_eq rejected "$(field "$s" pre .status)" "LD_PRELOAD: status"
 	assert_match "env=LD_PRELOAD is refused.*env_deny" "$(field "$s" pre .error)" "LD_PRELOAD: error"
 }
@@ -293,21 +298,22 @@ test_policy_keys() {
 	assert_match "task_bind_roots" "$(field "$s" outside .error)" "the error names the key"
 }
 
-# The README's batch example: one task per input file, each in the
-# directory of the files, writing its output beside them.
+# The README's batch example, as written there: one task per input
+# file, each writing its output beside its input.
 test_readme_batch() {
 	can_run || return
-	local s d=/home/$U/batch ids
+	local s d=/home/$U/logs
 	s=$(bspool)
-	as_user sh -c "mkdir -p $d/in && for i in 1 2 3; do echo file\$i > $d/in/\$i.txt; done"
+	as_user sh -c "mkdir -p $d && for i in 1 2 3; do seq \$i 500 > $d/\$i.log; done"
 	start_worker "$s"
-	ids=$(as_user_in "$d" sh -c 'for f in in/*.txt; do
-		kart -s "$0" submit --name "up-$(basename "$f" .txt)" -- sh -c "tr a-z A-Z < $f > $f.out"
-	done' "$s")
-	as_user_in "$d" timeout 60 kart -s "$s" wait $ids || fail "kart wait: $ids"
+	as_user_in "$d" env KART_SPOOL="$s" sh -c 'ids=$(for f in *.log; do kart submit -- gzip -k9 "$f"; done)
+		timeout 60 kart wait $ids' || fail "the README's batch: kart wait"
 	stop_worker "$WPID"
-	assert_eq "FILE1 FILE2 FILE3" "$(cat $d/in/1.txt.out $d/in/2.txt.out $d/in/3.txt.out 2>/dev/null | tr '\n' ' ' | sed 's/ $//')" \
-		"each output beside its input"
+	local i
+	for i in 1 2 3; do
+		assert_eq "$(seq $i 500 | md5sum)" "$(zcat $d/$i.log.gz 2>/dev/null | md5sum)" "$i.log.gz"
+		assert_eq "$U" "$(stat -c %U $d/$i.log.gz 2>/dev/null)" "$i.log.gz is the submitter's"
+	done
 }
 
 run_tests
