@@ -509,10 +509,20 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 	/* The task's own, by the descriptors opened as its submitter
 	 * (binds_open): bwrap mounts the very file that was checked, never
 	 * the path again, and checks that what it mounted is that file. */
-	for (int i = 0; i < req->spec->n_binds; i++) {
-		const struct task_bind *b = &req->spec->binds[i];
+	/* Shorter paths first: a bind below another goes on top of it,
+	 * never under it (ro=/home/ann then cwd=/home/ann/proj, in either
+	 * order, leaves the project writable). */
+	bool done[TASK_BINDS_MAX] = {false};
+	for (int n = 0; n < req->spec->n_binds; n++) {
+		int k = -1;
+		for (int i = 0; i < req->spec->n_binds; i++)
+			if (!done[i] && (k < 0 || strlen(req->spec->binds[i].path) <
+						      strlen(req->spec->binds[k].path)))
+				k = i;
+		done[k] = true;
+		const struct task_bind *b = &req->spec->binds[k];
 		strv_add(argv, b->mode == BIND_RO ? "--ro-bind-fd" : "--bind-fd");
-		strv_addf(argv, "%d", SANDBOX_BIND_FD + i);
+		strv_addf(argv, "%d", SANDBOX_BIND_FD + k);
 		strv_add(argv, b->path);
 	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.

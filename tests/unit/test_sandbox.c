@@ -734,6 +734,12 @@ static void test_task_binds_bwrap(void **state)
 	/* No home of the submitter's bound: HOME is the private /work. */
 	assert_string_equal(env_get(&b, "HOME"), SANDBOX_WORK);
 	built_free(&b);
+	/* A bind below another is mounted after it, on top, whatever the
+	 * order asked; each keeps its own descriptor. */
+	build_home(&b, BACKEND_BWRAP, "#kart: cwd=/home/ann/proj ro=/home/ann\n", NULL, NULL);
+	assert_true(OPT(&b, "--ro-bind-fd", "7", "/home/ann") >= 0);
+	assert_true(OPT(&b, "--ro-bind-fd", "7", "/home/ann") < OPT(&b, "--bind-fd", "6", "/home/ann/proj"));
+	built_free(&b);
 }
 
 /* HOME is the submitter's own where a bind holds it, else /work. */
