@@ -28,11 +28,16 @@ can_run() {
 	command -v useradd >/dev/null || { skip "useradd is missing"; return 1; }
 	command -v make >/dev/null || { skip "make is missing"; return 1; }
 	local u
+	# Made afresh once per run (one left over by a killed run goes,
+	# home and all), removed at the end.
 	for u in "$U" "$O"; do
-		if ! id "$u" >/dev/null 2>&1; then
-			useradd -m -s /bin/sh "$u" || { fail "useradd $u"; return 1; }
-			B_USERS+=("$u")
+		case " ${B_USERS[*]} " in *" $u "*) continue ;; esac
+		if id "$u" >/dev/null 2>&1; then
+			pkill -9 -u "$u" 2>/dev/null
+			userdel -r "$u" 2>/dev/null
 		fi
+		useradd -m -s /bin/sh "$u" || { fail "useradd $u"; return 1; }
+		B_USERS+=("$u")
 		chmod 0700 "/home/$u"
 	done
 }
@@ -161,25 +166,28 @@ test_symlink_to_shadow() {
 	grep -q secret-kt19 "$s"/done/* 2>/dev/null && fail "a file under /root was read"
 }
 
-# The path swapped between a directory of the user's and a symlink to
-# one they cannot reach, in a loop beside the worker: each task reads
-# the user's file or is rejected, never the other.
+# The path swapped between the user's directory and one they cannot
+# reach, in a loop beside the worker: each task reads the user's file or
+# is rejected, never the other.
 test_swap_race() {
 	can_run || return
-	local s n=40 i
+	local s n=24 i
 	s=$(bspool)
 	mkdir -p /root/kt19secret/pub && echo "secret-kt19" >/root/kt19secret/pub/f
 	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
-	as_user sh -c 'mkdir -p ~/mine && echo public > ~/mine/f && ln -sfn /root/kt19secret/pub ~/link'
+	as_user sh -c 'mkdir -p ~/mine && echo public > ~/mine/f && ln -sfn mine ~/race'
 	for i in $(seq 1 $n); do
 		submit_file "$s" "r$i" $'#kart: ro=/home/kt19user/race\ncat /home/kt19user/race/f\n'
 	done
-	# rename(2) both ways: the name is always there, a directory or a link.
-	as_user sh -c 'cd ~ && end=$(($(date +%s) + 8)); while [ $(date +%s) -lt $end ]; do
-		mv -T mine race; mv -T race mine; mv -T link race; mv -T race link; done' &
+	# The symlink race flips between the user's directory and one under
+	# /root, each flip one rename(2): the name is always there. Until the
+	# worker is done (a stop file), or 60 s at most.
+	as_user sh -c 'cd ~ && end=$(($(date +%s) + 60)); while [ ! -e stop ] && [ $(date +%s) -lt $end ]; do
+		ln -sfn mine .t && mv -T .t race; ln -sfn /root/kt19secret/pub .t && mv -T .t race; done' &
 	local loop=$!
 	T_PIDS+=("$loop")
 	drain "$s" --slots 4
+	as_user touch stop
 	wait "$loop"
 	local ok=0 rej=0
 	for i in $(seq 1 $n); do
@@ -191,6 +199,7 @@ test_swap_race() {
 	done
 	grep -l secret-kt19 "$s"/done/* 2>/dev/null && fail "a task read the file under /root"
 	echo "    swap race: $n tasks, $ok read the user's file, $rej rejected or failed"
+	for i in $(seq 1 $n); do field "$s" "r$i" '.error // .status'; done | sort | uniq -c | sed 's/^/      /'
 	[ $((ok + rej)) = "$n" ] || fail "not every task accounted for"
 }
 
@@ -306,8 +315,10 @@ test_readme_batch() {
 	s=$(bspool)
 	as_user sh -c "mkdir -p $d && for i in 1 2 3; do seq \$i 500 > $d/\$i.log; done"
 	start_worker "$s"
-	as_user_in "$d" env KART_SPOOL="$s" sh -c 'ids=$(for f in *.log; do kart submit -- gzip -k9 "$f"; done)
-		timeout 60 kart wait $ids' || fail "the README's batch: kart wait"
+	local out
+	out=$(as_user_in "$d" env KART_SPOOL="$s" sh -c 'ids=$(for f in *.log; do kart submit -- gzip -k9 "$f"; done)
+		timeout 120 kart wait $ids 2>&1; echo "rc=$? ids=" $ids')
+	assert_match "rc=0 ids= gzip gzip.2 gzip.3" "$out" "the README's batch: kart wait ($(cat "$s"/done/gzip*.json | jq -c '[.id, .status, .error, .exit_code]' | tr '\n' ' ') $(cat "$s"/done/gzip*.stderr))"
 	stop_worker "$WPID"
 	local i
 	for i in 1 2 3; do
