@@ -208,10 +208,10 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return ERR(-errno, "cannot open the task's paths: socketpair: %s", strerror(errno));
-	/* vfork: the worker's page tables are not copied (a fork of it
-	 * cost the task about 30 ms here, under load), and the child only
-	 * makes system calls and exits; the socketpair holds all it sends,
-	 * so it never waits on us, suspended until it is gone. */
+	/* vfork: the worker's page tables are not copied (docs/
+	 * PERFORMANCE.md), and the child only makes system calls and exits;
+	 * the socketpair holds all it sends, so it never waits on us,
+	 * suspended until it is gone. */
 	pid_t pid = vfork();
 	if (pid < 0) {
 		int e = errno;
