@@ -50,7 +50,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 	     -I$(B) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
 
 B = build
-LIB_SRC = src/util.c src/task.c src/policy.c src/result.c src/spool.c src/sandbox.c \
+LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.c src/sandbox.c \
 	  src/run.c src/worker.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
 	  src/seccomp.c src/caps.c src/container.c src/confine.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \

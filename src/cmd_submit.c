@@ -1,5 +1,6 @@
 /* kart submit */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -33,6 +34,18 @@ static const char help[] =
 	"  --priority N     lower runs first (default 0)\n"
 	"  --kind NAME      run it with the policy's runner for kind NAME\n"
 	"                   (wins over the #! line; see kart.conf(5) [kind.NAME])\n"
+	"\n"
+	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
+	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
+	"                   read-write at the same path: its output files are yours\n"
+	"  -C, --cwd DIR    run in DIR instead\n"
+	"  --no-cwd         run in a private, empty /work, discarded at the end\n"
+	"                   (keep files in $KART_OUTDIR, or print them)\n"
+	"  --bind PATH      bind PATH read-write too (bind=)\n"
+	"  --ro PATH        bind PATH read-only (ro=)\n"
+	"  -e NAME=VALUE    set a variable in the task's environment (env=); the\n"
+	"  -e NAME          value from yours. Values are kept in the task file\n"
+	"                   alone (mode 0600), never in its result or logs\n"
 	"\n"
 	"exit status: 0 queued; 1 could not queue; 2 usage error\n";
 
@@ -88,6 +101,80 @@ static int read_all_fd(int fd, char **out, size_t *outlen, size_t max)
 	return 0;
 }
 
+/* "#kart: KEY=PATH" for an existing path, made absolute and resolved
+ * here (as the worker will resolve it as you), and encoded. */
+static int bind_line(const char *key, const char *path, char *line, size_t len)
+{
+	_cleanup_free_ char *real = realpath(path, NULL);
+	char enc[TASK_BIND_PATH_MAX * 3];
+	if (!real) {
+		fprintf(stderr, "kart submit: --%s %s: %s\n", key, path, strerror(errno));
+		return -1;
+	}
+	if (pct_encode(real, enc, sizeof enc) < 0 || strlen(real) >= TASK_BIND_PATH_MAX) {
+		fprintf(stderr, "kart submit: --%s %s: the path is too long\n", key, path);
+		return -1;
+	}
+	snprintf(line, len, "#kart: %s=%s\n", key, enc);
+	return 0;
+}
+
+/* -e NAME=VALUE, or -e NAME for the value we have. */
+static int env_line(const char *arg, struct strv *lines)
+{
+	const char *eq = strchr(arg, '=');
+	size_t nl = eq ? (size_t)(eq - arg) : strlen(arg);
+	char name[256];
+	if (nl == 0 || nl >= sizeof name)
+		return -1;
+	memcpy(name, arg, nl);
+	name[nl] = '\0';
+	for (size_t i = 0; i < nl; i++)
+		if (!(isalnum((unsigned char)name[i]) || name[i] == '_') || isdigit((unsigned char)name[0]))
+			return -1;
+	const char *val = eq ? eq + 1 : getenv(name);
+	if (!val)
+		return -1;
+	size_t cap = strlen(val) * 3 + 1;
+	_cleanup_free_ char *enc = xmalloc(cap);
+	if (pct_encode(val, enc, cap) < 0)
+		return -1;
+	strv_addf(lines, "#kart: env=%s=%s\n", name, enc);
+	return 0;
+}
+
+/* The directory we run in, as the task's cwd=, unless the spool or the
+ * policy would refuse it: then the private /work, and a note. */
+static void default_cwd(const struct spool *sp, struct strv *lines)
+{
+	_cleanup_free_ char *here = getcwd(NULL, 0);
+	char line[TASK_BIND_PATH_MAX * 3 + 32];
+	const char *why = NULL;
+	struct policy pol;
+	char perr[512];
+	_cleanup_free_ char *spool_real = realpath(sp->path, NULL);
+	if (!here)
+		return;
+	size_t sl = spool_real ? strlen(spool_real) : 0, hl = strlen(here);
+	if (policy_load(&pol, sp->path, perr, sizeof perr) == 0 && !pol.task_binds)
+		return; /* the policy binds nothing: the private /work, as asked */
+	if (strcmp(here, "/") == 0)
+		why = "it is the root directory";
+	else if ((why = bind_path_refused(here)))
+		;
+	else if (spool_real && ((hl <= sl && strncmp(here, spool_real, hl) == 0 &&
+				 (spool_real[hl] == '/' || spool_real[hl] == '\0')) ||
+				(sl < hl && strncmp(here, spool_real, sl) == 0 && here[sl] == '/')))
+		why = "it is the spool, in it or above it";
+	if (why) {
+		fprintf(stderr, "kart submit: note: the task runs in a private /work, not in %s (%s); "
+			"-C DIR names another, --no-cwd silences this\n", here, why);
+		return;
+	}
+	if (bind_line("cwd", here, line, sizeof line) == 0)
+		strv_add(lines, line);
+}
+
 int cmd_submit(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -101,6 +188,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"priority", required_argument, NULL, 'P'},
 		{"kind", required_argument, NULL, 'k'},
 		{"to", required_argument, NULL, 'T'},
+		{"cwd", required_argument, NULL, 'C'},
+		{"no-cwd", no_argument, NULL, 'W'},
+		{"bind", required_argument, NULL, 'B'},
+		{"ro", required_argument, NULL, 'R'},
+		{"env", required_argument, NULL, 'e'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -108,6 +200,10 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	char directives[1024 + 3 * TASK_NAME_MAX] = "";
 	size_t dl = 0;
 	int ch;
+	/* cwd=, bind=, ro=, env=: one line each, their values encoded. */
+	struct strv lines = {0};
+	const char *cwd_opt = NULL;
+	bool no_cwd = false, has_env = false;
 #define ADD(...) \
 	do { \
 		int _n = snprintf(directives + dl, sizeof directives - dl, __VA_ARGS__); \
@@ -115,7 +211,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			return usage_error("submit", "options too long"); \
 		dl += (size_t)_n; \
 	} while (0)
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:hC:e:", opts, NULL)) != -1) {
 		int64_t d;
 		uint64_t sz;
 		uint32_t cpu;
@@ -172,6 +268,27 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			else
 				url = argv[optind++];
 			break;
+		case 'C': cwd_opt = optarg; break;
+		case 'W': no_cwd = true; break;
+		case 'B':
+		case 'R': {
+			char line[TASK_BIND_PATH_MAX * 3 + 32];
+			if (bind_line(ch == 'B' ? "bind" : "ro", optarg, line, sizeof line) < 0) {
+				strv_free(&lines);
+				return 1;
+			}
+			strv_add(&lines, line);
+			break;
+		}
+		case 'e': {
+			if (env_line(optarg, &lines) < 0) {
+				strv_free(&lines);
+				return usage_error("submit", "-e %s: give NAME=VALUE, or NAME of a variable "
+					   "that is set", optarg);
+			}
+			has_env = true;
+			break;
+		}
 		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
@@ -273,6 +390,16 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			ADD(" name=%s", enc);
 		}
 	}
+	if (cwd_opt) {
+		char line[TASK_BIND_PATH_MAX * 3 + 32];
+		if (no_cwd)
+			return usage_error("submit", "-C and --no-cwd together");
+		if (bind_line("cwd", cwd_opt, line, sizeof line) < 0)
+			return 1;
+		strv_add(&lines, line);
+	} else if (!no_cwd && !url) {
+		default_cwd(&sp, &lines);
+	}
 
 	/* Directives go right after the #! line, or first. */
 	size_t split = 0;
@@ -282,16 +409,23 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	}
 	_cleanup_free_ char *task = NULL;
 	size_t tlen = blen;
-	if (dl) {
-		char line[sizeof directives + 8];
-		int ll = snprintf(line, sizeof line, "#kart:%s\n", directives);
-		task = xmalloc(blen + (size_t)ll + 2);
+	if (dl || lines.n) {
+		char line[sizeof directives + 8] = "";
+		int ll = dl ? snprintf(line, sizeof line, "#kart:%s\n", directives) : 0;
+		size_t more = 0;
+		for (size_t i = 0; i < lines.n; i++)
+			more += strlen(lines.v[i]);
+		task = xmalloc(blen + (size_t)ll + more + 2);
 		memcpy(task, body, split);
 		size_t o = split;
 		if (split && body[split - 1] != '\n')
 			task[o++] = '\n';
 		memcpy(task + o, line, (size_t)ll);
 		o += (size_t)ll;
+		for (size_t i = 0; i < lines.n; i++) {
+			memcpy(task + o, lines.v[i], strlen(lines.v[i]));
+			o += strlen(lines.v[i]);
+		}
 		memcpy(task + o, body + split, blen - split);
 		tlen = o + blen - split;
 	} else {
@@ -304,9 +438,15 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		fprintf(stderr, "kart submit: %s: %s\n", is_cmd ? "the command" : argv[optind], err);
 		return 1;
 	}
+	strv_free(&lines);
 	if (url)
 		return submit_to_queue(url, base, lane, task, tlen);
+	/* The values of env= are yours alone to read: the task file is made
+	 * 0600 (the worker reads it as root, or as you). */
+	mode_t um = has_env ? umask(077) : 0;
 	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
+	if (has_env)
+		(void)umask(um);
 	if (r < 0) {
 		fprintf(stderr, "kart submit: cannot queue into %s/new: %s\n", sp.path, strerror(-r));
 		spool_close(&sp);

@@ -126,7 +126,7 @@ static bool bind_path_ok(const char *s)
 	return true;
 }
 
-enum plist_kind { PL_PATHS, PL_ENV, PL_ARGS };
+enum plist_kind { PL_PATHS, PL_ENV, PL_ENV_PAT, PL_ARGS };
 
 static int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
 		     const char *where, const char *key)
@@ -141,6 +141,14 @@ static int set_plist(struct plist *l, const char *v, enum plist_kind kind, char 
 				   key, t);
 		if (kind == PL_ENV && !env_name_ok(t))
 			return ERR("%s: %s: '%s' is not a variable name", where, key, t);
+		if (kind == PL_ENV_PAT) {
+			/* A name, or a prefix and '*'. */
+			size_t tl = strlen(t);
+			char nm[256];
+			snprintf(nm, sizeof nm, "%.*s", (int)(tl && t[tl - 1] == '*' ? tl - 1 : tl), t);
+			if (tl >= sizeof nm || (nm[0] && !env_name_ok(nm)) || (!nm[0] && tl != 1))
+				return ERR("%s: %s: '%s' is not a variable name (or PREFIX*)", where, key, t);
+		}
 		if (kind == PL_ENV && env_name_reserved(t))
 			return ERR("%s: %s: '%s' is set by the sandbox itself", where, key, t);
 		const char *why = kind == PL_ARGS ? container_arg_denied(t) : NULL;
@@ -607,6 +615,13 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		return set_plist(&pol->ro_binds, val, PL_PATHS, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.rw_binds") == 0) {
 		return set_plist(&pol->rw_binds, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.task_binds") == 0) {
+		if (parse_bool(val, &pol->task_binds) < 0)
+			return ERR("%s: task_binds = %s: not yes or no", where, val);
+	} else if (strcmp(k, "sandbox.task_bind_roots") == 0) {
+		return set_plist(&pol->task_bind_roots, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.env_deny") == 0) {
+		return set_plist(&pol->env_deny, val, PL_ENV_PAT, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.env_pass") == 0) {
 		return set_plist(&pol->env_pass, val, PL_ENV, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.allow_unsandboxed") == 0) {
@@ -722,6 +737,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
+	pol->task_binds = true;
+	/* What would run code of the task's choosing in every program it
+	 * starts, and the names the sandbox sets. */
+	(void)set_plist(&pol->env_deny, "LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT KART_*", PL_ENV_PAT,
+			err, errlen, "defaults", "env_deny");
 	find_libexec("kart-launch", pol->launcher, sizeof pol->launcher);
 
 	if (spool_dir) {
@@ -903,7 +923,7 @@ char *policy_describe(const struct policy *pol)
 		json_array_append_new(gids, json_integer(pol->net_gids[i]));
 	json_t *o = json_pack(
 		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I, s:I}, "
-		"s:{s:s, s:b, s:o, s:o, s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
+		"s:{s:s, s:b, s:o, s:o, s:o, s:o, s:b, s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
 		"backend", backend_name(pol->backend),
 		"worker", "slots", pol->slots[0], "batch_slots", pol->slots[1], "retries",
 		pol->retries_default, "term_grace_s", pol->term_grace_s,
@@ -916,7 +936,8 @@ char *policy_describe(const struct policy *pol)
 		"sandbox", "landlock", ll_mode_name(pol->landlock), "allow_root", pol->allow_root,
 		"tmpfs_size", pol->tmpfs_size ? json_integer((json_int_t)pol->tmpfs_size) : json_null(),
 		"ro_binds", plist_json(&pol->ro_binds), "rw_binds", plist_json(&pol->rw_binds),
-		"env_pass", plist_json(&pol->env_pass),
+		"env_pass", plist_json(&pol->env_pass), "task_binds", pol->task_binds,
+		"task_bind_roots", plist_json(&pol->task_bind_roots), "env_deny", plist_json(&pol->env_deny),
 		"network", "allow_uids", uids, "allow_groups", gids, "cred_env", plist_json(&pol->cred_env), "cred_files",
 		plist_json(&pol->cred_files),
 		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());

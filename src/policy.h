@@ -95,6 +95,11 @@ struct policy {
 	uint64_t tmpfs_size;     /* /tmp and /work (bwrap --size); 0: bwrap's default */
 	struct plist ro_binds, rw_binds; /* host paths, bound at the same path */
 	struct plist env_pass;   /* worker variables passed into every task */
+	/* A task's own cwd=, bind= and ro= (task_binds), only in these trees
+	 * (task_bind_roots; none: wherever its submitter can reach), and
+	 * the names its env= may not set (env_deny; "NAME" or "PREFIX*"). */
+	bool task_binds;
+	struct plist task_bind_roots, env_deny;
 	/* [network]: only for tasks with network; never in argv, results, logs */
 	struct plist cred_env, cred_files;
 	/* [hooks] */

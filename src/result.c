@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 
+#include "task.h"
 #include "util.h"
 
 void result_init(struct result *r)
@@ -56,6 +57,12 @@ static json_t *jstr(const char *s)
 	if (!s)
 		return json_null();
 	_cleanup_free_ char *clean = utf8_sanitize(s, strlen(s));
+	return json_string(clean);
+}
+
+static json_t *utf8_json(const char *s, size_t len)
+{
+	_cleanup_free_ char *clean = utf8_sanitize(s, len);
 	return json_string(clean);
 }
 
@@ -151,6 +158,22 @@ char *result_dumps(const struct result *r)
 			    json_pack("{s:o, s:o}", "uid",
 				      jint_or_null((int64_t)r->uid, r->uid == (uid_t)-1), "user",
 				      jstr(r->user)));
+	if (r->task) {
+		const struct task_spec *t = r->task;
+		json_t *binds = json_array(), *env = json_array();
+		for (int i = 0; i < t->n_binds; i++)
+			json_array_append_new(binds, json_pack("{s:o, s:s}", "path",
+							      jstr(t->binds[i].path), "mode",
+							      t->binds[i].mode == BIND_RO ? "ro" : "rw"));
+		/* Names only: a value may be a secret of the submitter's. */
+		for (const char *e = NULL; (e = task_env_next(t, e));)
+			json_array_append_new(env, utf8_json(e, (size_t)(strchr(e, '=') - e)));
+		json_object_set_new(o, "cwd", t->cwd >= 0 ? jstr(t->binds[t->cwd].path) : json_null());
+		json_object_set_new(o, "binds", binds);
+		json_object_set_new(o, "env", env);
+		json_object_set_new(o, "home", jstr(r->home));
+		json_object_set_new(o, "work_discarded", json_boolean(r->work_discarded));
+	}
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	if (!s)

@@ -52,6 +52,12 @@ struct result {
 	const char *cgroup;   /* "v2", "v1", "none" */
 	uid_t uid;
 	const char *user; /* NULL: null */
+	/* What the task worked on (task.h; NULL: no such fields): "cwd",
+	 * "binds", the names of its env= (never their values), "home", and
+	 * "work_discarded" when its private work directory went with it. */
+	const struct task_spec *task;
+	const char *home;
+	bool work_discarded;
 };
 
 void result_init(struct result *r);

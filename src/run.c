@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -50,7 +51,7 @@ int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, c
 	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
 {
 	return run_spawn_join(r, argv, envp, wdir, name, out_file, err_file, cap, cwd, own_pgroup,
-			      NULL, NULL, -1, -1, NULL);
+			      NULL, NULL, -1, -1, NULL, NULL);
 }
 
 /* In the child: become the task's user, or say why not and exit 125.
@@ -113,6 +114,7 @@ struct child_args {
 	pid_t parent;
 	const struct run_direct *direct;
 	struct confine_mem *stmem; /* direct, in our memory: status lines here (stw -1) */
+	const struct run_extra *extra;
 };
 
 /* Backend none, after the descriptors, the lock and the switch to the
@@ -193,6 +195,22 @@ static int child_main(struct child_args *a)
 	 * or for kart-launch with backend none. */
 	if (seccomp_fd >= 0 && move_fd(seccomp_fd, SANDBOX_SECCOMP_FD) < 0)
 		child_fail(-1, "seccomp fd");
+	const struct run_extra *x = a->extra;
+	if (x && x->nfds > 0) {
+		/* Above the fixed numbers first, then into place: one of
+		 * them may sit where another goes. Only the fixed ones lose
+		 * close-on-exec. */
+		int hi[64];
+		int top = x->fd_base + x->nfds;
+		for (int i = 0; i < x->nfds && i < 64; i++)
+			if ((hi[i] = fcntl(x->fds[i], F_DUPFD_CLOEXEC, top)) < 0)
+				child_fail(-1, "bind fd");
+		for (int i = 0; i < x->nfds && i < 64; i++)
+			if (move_fd(hi[i], x->fd_base + i) < 0)
+				child_fail(-1, "bind fd");
+	}
+	if (x && x->umask >= 0)
+		umask((mode_t)x->umask);
 	if (a->cwd && chdir(a->cwd) < 0)
 		child_fail(-1, "chdir");
 	if (a->cred)
@@ -307,7 +325,8 @@ static void ctty_probe(void)
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd, int stdin_fd, const struct run_direct *direct)
+		   int seccomp_fd, int stdin_fd, const struct run_direct *direct,
+		   const struct run_extra *extra)
 {
 	int outp[2], errp[2], stp[2] = {-1, -1}, gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
@@ -342,7 +361,7 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 				.cwd = cwd, .own_pgroup = own_pgroup, .own_session = own_pgroup && ctty, .cred = cred,
 				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
 				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent,
-				.direct = direct, .stmem = memst ? &r->stmem : NULL};
+				.direct = direct, .stmem = memst ? &r->stmem : NULL, .extra = extra};
 	pid_t pid = -1;
 	int pidfd = -1;
 	bool waits = join != NULL; /* the child waits on gop for the join */

@@ -88,10 +88,18 @@ struct run_direct {
  * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD;
  * stdin_fd (-1: /dev/null) is its standard input.
  * direct (NULL: exec argv) confines the child and execs the task. */
+/* What else the child takes: descriptors at fixed numbers from
+ * fd_base on (the task's binds, SANDBOX_BIND_FD), and its umask. */
+struct run_extra {
+	const int *fds;
+	int nfds, fd_base;
+	int umask; /* -1: keep ours */
+};
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
 		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd, int stdin_fd, const struct run_direct *direct);
+		   int seccomp_fd, int stdin_fd, const struct run_direct *direct,
+		   const struct run_extra *extra);
 
 /* Move what is readable from a capture pipe into its file, up to the
  * cap; beyond it, read and discard. Returns 0, or 1 at EOF (or an

@@ -83,17 +83,66 @@ static void env_policy(const struct sandbox_req *req, struct strv *envp)
 	env_kind(req, envp);
 }
 
+/* The task's env= sets NAME (PATH, HOME, TMPDIR and LANG it may). */
+static bool task_sets(const struct task_spec *spec, const char *name)
+{
+	size_t l = strlen(name);
+	for (const char *e = NULL; (e = task_env_next(spec, e));)
+		if (strncmp(e, name, l) == 0 && e[l] == '=')
+			return true;
+	return false;
+}
+
+const char *sandbox_home(const struct sandbox_req *req)
+{
+	const char *h = req->home;
+	if (!h || h[0] != '/')
+		return NULL;
+	size_t hl = strlen(h);
+	while (hl > 1 && h[hl - 1] == '/')
+		hl--;
+	for (int i = 0; i < req->spec->n_binds; i++) {
+		const char *p = req->spec->binds[i].path;
+		size_t pl = strlen(p);
+		if (pl <= hl && strncmp(p, h, pl) == 0 && (h[pl] == '/' || pl == hl))
+			return h;
+	}
+	return NULL;
+}
+
+static void env_fixed(const struct sandbox_req *req, struct strv *envp, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	char name[16];
+	snprintf(name, sizeof name, "%.*s", (int)(eq - kv), kv);
+	if (!task_sets(req->spec, name))
+		strv_add(envp, kv);
+}
+
+/* Through envp only, as the policy's: a value of env= is the
+ * submitter's, maybe a secret, and argv is for everyone to see. */
+static void env_task(const struct sandbox_req *req, struct strv *envp)
+{
+	for (const char *e = NULL; (e = task_env_next(req->spec, e));)
+		strv_add(envp, e);
+}
+
 static void env_common(const struct sandbox_req *req, struct strv *envp, const char *home,
 		       const char *tmp, const char *out)
 {
-	strv_add(envp, "PATH=/usr/local/bin:/usr/bin:/bin");
-	strv_addf(envp, "HOME=%s", home);
-	strv_addf(envp, "TMPDIR=%s", tmp);
-	strv_add(envp, "LANG=C.UTF-8");
+	char buf[PATH_MAX + 16];
+	const char *own = sandbox_home(req);
+	env_fixed(req, envp, "PATH=/usr/local/bin:/usr/bin:/bin");
+	snprintf(buf, sizeof buf, "HOME=%s", own ? own : home);
+	env_fixed(req, envp, buf);
+	snprintf(buf, sizeof buf, "TMPDIR=%s", tmp);
+	env_fixed(req, envp, buf);
+	env_fixed(req, envp, "LANG=C.UTF-8");
 	strv_addf(envp, "KART_TASK_ID=%s", req->task_id);
 	strv_addf(envp, "KART_ATTEMPT=%d", req->attempt);
 	strv_addf(envp, "KART_OUTDIR=%s", out);
 	env_policy(req, envp);
+	env_task(req, envp);
 }
 
 static void ll_rule(struct strv *argv, bool rw, const char *path)
@@ -143,6 +192,9 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	if (req->spec->net)
 		ll_rules_plist(argv, false, &pol->cred_files);
 	ll_rules_plist(argv, true, &pol->rw_binds);
+	/* The task's own binds, with the access they were bound with. */
+	for (int i = 0; i < req->spec->n_binds; i++)
+		ll_rule(argv, req->spec->binds[i].mode != BIND_RO, req->spec->binds[i].path);
 	if (none) {
 		/* The host's /dev and /tmp are shared: only the harmless
 		 * devices, and a private TMPDIR. */
@@ -294,8 +346,21 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		strv_add(argv, "--mount");
 		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", runner, runner);
 	}
+	/* The task's own binds: the engine mounts them by path (it takes no
+	 * descriptor), after they were checked as the submitter; the task
+	 * runs as the submitter (--user), whose permissions apply inside. */
+	for (int i = 0; i < spec->n_binds; i++) {
+		const struct task_bind *b = &spec->binds[i];
+		if (strchr(b->path, ':') || strchr(b->path, ',')) {
+			snprintf(err, errlen, "the path %.200s cannot be given to the container CLI's -v",
+				 b->path);
+			return -1;
+		}
+		strv_add(argv, "-v");
+		strv_addf(argv, "%s:%s%s", b->path, b->path, b->mode == BIND_RO ? ":ro" : "");
+	}
 	strv_add(argv, "--workdir");
-	strv_add(argv, SANDBOX_WORK);
+	strv_add(argv, spec->cwd >= 0 ? spec->binds[spec->cwd].path : SANDBOX_WORK);
 	if (spec->memory) {
 		/* No swap beyond the limit: memory-swap equal to memory. */
 		strv_add(argv, "--memory");
@@ -313,9 +378,16 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	}
 	/* The task's environment: the fixed part by value, the policy's
 	 * by name. */
-	static const char *const fixed[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" SANDBOX_WORK,
-					     "TMPDIR=/tmp", "LANG=C.UTF-8"};
+	const char *own = sandbox_home(req);
+	char homekv[PATH_MAX + 8];
+	snprintf(homekv, sizeof homekv, "HOME=%s", own ? own : SANDBOX_WORK);
+	const char *const fixed[] = {"PATH=/usr/local/bin:/usr/bin:/bin", homekv, "TMPDIR=/tmp",
+				     "LANG=C.UTF-8"};
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+		char name[16];
+		snprintf(name, sizeof name, "%.*s", (int)(strchr(fixed[i], '=') - fixed[i]), fixed[i]);
+		if (task_sets(spec, name))
+			continue;
 		strv_add(argv, "--env");
 		strv_add(argv, fixed[i]);
 	}
@@ -351,6 +423,12 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		*req->input = container_env_input(&named);
 	}
 	strv_free(&named);
+	/* The task's env= by name too: its values go in the CLI's own
+	 * environment, below. */
+	for (const char *e = NULL; (e = task_env_next(spec, e));) {
+		strv_add(argv, "--env");
+		strv_addf(argv, "%.*s", (int)(strchr(e, '=') - e), e);
+	}
 	strv_add(argv, pol->container_image);
 	const char *targv[4];
 	task_argv(spec, SANDBOX_TASK, targv);
@@ -367,8 +445,17 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	/* The CLI runs on the host with the worker's environment (it needs
 	 * DOCKER_HOST, XDG_RUNTIME_DIR and the like); it forwards only
 	 * what --env names. */
-	for (char *const *e = req->host_env; e && *e; e++)
+	for (char *const *e = req->host_env; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		char name[256];
+		if (eq && (size_t)(eq - *e) < sizeof name) {
+			snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+			if (task_sets(spec, name))
+				continue; /* the task's value wins */
+		}
 		strv_add(envp, *e);
+	}
+	env_task(req, envp);
 	return 0;
 }
 
@@ -481,12 +568,31 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, runner);
 		strv_add(argv, runner);
 	}
+	/* The task's own, by the descriptors opened as its submitter
+	 * (binds_open): bwrap mounts the very file that was checked, never
+	 * the path again, and checks that what it mounted is that file. */
+	/* Shorter paths first: a bind below another goes on top of it,
+	 * never under it (ro=/home/ann then cwd=/home/ann/proj, in either
+	 * order, leaves the project writable). */
+	bool done[TASK_BINDS_MAX] = {false};
+	for (int n = 0; n < req->spec->n_binds; n++) {
+		int k = -1;
+		for (int i = 0; i < req->spec->n_binds; i++)
+			if (!done[i] && (k < 0 || strlen(req->spec->binds[i].path) <
+						      strlen(req->spec->binds[k].path)))
+				k = i;
+		done[k] = true;
+		const struct task_bind *b = &req->spec->binds[k];
+		strv_add(argv, b->mode == BIND_RO ? "--ro-bind-fd" : "--bind-fd");
+		strv_addf(argv, "%d", SANDBOX_BIND_FD + k);
+		strv_add(argv, b->path);
+	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */
 	strv_add(argv, "--remount-ro");
 	strv_add(argv, "/");
 	strv_add(argv, "--chdir");
-	strv_add(argv, SANDBOX_WORK);
+	strv_add(argv, req->spec->cwd >= 0 ? req->spec->binds[req->spec->cwd].path : SANDBOX_WORK);
 	launcher_tail(req, argv, SANDBOX_LAUNCH, SANDBOX_TASK);
 	env_common(req, envp, SANDBOX_WORK, "/tmp", SANDBOX_OUT);
 	(void)err;

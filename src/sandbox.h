@@ -13,6 +13,9 @@
 #define SANDBOX_STATUS_FD 3
 #define SANDBOX_LOCK_FD 4
 #define SANDBOX_SECCOMP_FD 5 /* the compiled filter, when sandbox_req.seccomp */
+/* The task's own binds (cwd=, bind=, ro=), opened as its submitter
+ * (binds.h): bind i at SANDBOX_BIND_FD + i, for bwrap --bind-fd. */
+#define SANDBOX_BIND_FD 6
 
 /* Paths inside the sandbox. */
 #define SANDBOX_TASK "/run/kart/task"
@@ -46,11 +49,18 @@ struct sandbox_req {
 	 * policy's variables as NAME='value' lines), or left NULL when
 	 * there are none. NULL here: a policy with such variables fails. */
 	char **input;
+	/* The submitter's home directory ("" or NULL: unknown): HOME where
+	 * one of the task's binds holds it, else the private work dir. */
+	const char *home;
 };
 
 /* The policy's variables (NAME=value, a kind's endpoint and model left
  * out) as lines a POSIX shell reads with `.`: NAME='value'. */
 char *container_env_input(const struct strv *named);
+
+/* The task's HOME: the submitter's own where a bind of the task holds
+ * it, else NULL (the private work directory, discarded at the end). */
+const char *sandbox_home(const struct sandbox_req *req);
 
 /* The /tmp of a container when the policy sets no tmpfs_size. */
 #define SANDBOX_CONTAINER_TMP (256ull << 20)

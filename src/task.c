@@ -23,6 +23,106 @@ void task_spec_init(struct task_spec *spec)
 	spec->timeout_s = -1;
 	spec->lane = LANE_FAST;
 	spec->retries = -1;
+	spec->cwd = -1;
+	spec->umask = -1;
+}
+
+const char *task_env_next(const struct task_spec *spec, const char *prev)
+{
+	const char *p = prev ? prev + strlen(prev) + 1 : spec->env;
+	return p < spec->env + spec->env_len ? p : NULL;
+}
+
+static bool env_name_valid(const char *s, size_t n)
+{
+	if (n == 0 || (*s >= '0' && *s <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* NAME against an env_deny entry: a name, or a prefix ending in '*'. */
+static bool env_pat_match(const char *pat, const char *name)
+{
+	size_t l = strlen(pat);
+	if (l && pat[l - 1] == '*')
+		return strncmp(pat, name, l - 1) == 0;
+	return strcmp(pat, name) == 0;
+}
+
+const char *task_env_denied(const char *name, const struct policy *pol)
+{
+	/* What the sandbox sets for its own workings and the kinds' names:
+	 * whatever the policy says. */
+	if (strncmp(name, "KART_", 5) == 0)
+		return "it is set by the sandbox itself";
+	for (const char *e = NULL; (e = plist_next(&pol->env_deny, e));)
+		if (env_pat_match(e, name))
+			return "the policy's [sandbox] env_deny names it";
+	return NULL;
+}
+
+/* A bind's path, decoded: absolute, with no "." or ".." component, not
+ * "/"; repeated and trailing slashes dropped, so that the checks below
+ * compare one spelling. */
+static int bind_path_clean(const char *enc, char *out, size_t outlen, const char **why)
+{
+	char dec[TASK_BIND_PATH_MAX];
+	ssize_t n = pct_decode(enc, dec, sizeof dec);
+	if (n == -ENAMETOOLONG)
+		return *why = "longer than 1023 bytes", -1;
+	if (n < 0)
+		return *why = "a '%' not followed by two hex digits (or a %00)", -1;
+	if (dec[0] != '/')
+		return *why = "not an absolute path", -1;
+	size_t o = 0;
+	for (const char *p = dec; *p;) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		const char *e = strchrnul(p, '/');
+		size_t l = (size_t)(e - p);
+		if ((l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.'))
+			return *why = "a path with a . or .. component", -1;
+		if (o + 1 + l >= outlen)
+			return *why = "longer than 1023 bytes", -1;
+		out[o++] = '/';
+		memcpy(out + o, p, l);
+		o += l;
+		p = e;
+	}
+	if (o == 0)
+		return *why = "the root directory", -1;
+	out[o] = '\0';
+	return 0;
+}
+
+/* Parent-or-self: a is path, or a directory above it. */
+static bool path_covers(const char *a, const char *path)
+{
+	size_t l = strlen(a);
+	return strncmp(a, path, l) == 0 && (path[l] == '\0' || path[l] == '/' || l == 1);
+}
+
+const char *bind_path_refused(const char *path)
+{
+	/* Never the host's kernel interfaces and devices, nor below them. */
+	static const char *const never[] = {"/proc", "/sys", "/dev", "/run/kart"};
+	for (size_t i = 0; i < ARRAY_SIZE(never); i++)
+		if (path_covers(never[i], path) || path_covers(path, never[i]))
+			return "the host's /proc, /sys and /dev are never bound";
+	/* The sandbox's own mounts: a bind at one of them, or above one,
+	 * would cover it (a bind below one is on top of it, and fine). */
+	static const char *const own[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+					  "/libx32", "/etc", "/tmp", "/work", "/run"};
+	for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+		if (path_covers(path, own[i]))
+			return "it would cover the sandbox's own mounts";
+	return NULL;
 }
 
 int task_name_check(const char *name, const char **why)
@@ -61,7 +161,7 @@ int task_name_check(const char *name, const char **why)
 /* Said by every "unknown directive" error: keep in step with kart-task(5). */
 #define KNOWN_DIRECTIVES                                                                   \
 	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
-	"name=)"
+	"name= cwd= bind= ro= env= umask=)"
 
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
@@ -71,7 +171,8 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 	const char *raw = eq ? eq + 1 : NULL;
 	/* Every value is decoded (%XX is the byte 0xXX) before it is read,
 	 * so that one rule serves all; errors quote it as written. */
-	char val[4096];
+	char vbuf[4096];
+	const char *val = vbuf;
 	size_t klen = eq ? (size_t)(eq - item) : strlen(item);
 	if (klen == 0 || klen >= sizeof key)
 		return ERR("line %d: unknown directive item '%s'", lineno, item);
@@ -88,12 +189,19 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 	}
 	if (*raw == '\0')
 		return ERR("line %d: %s= needs a value", lineno, key);
-	ssize_t vlen = pct_decode(raw, val, sizeof val);
-	if (vlen < 0)
-		return ERR("line %d: %s=%s: a '%%' must be followed by two hex digits, not %%00",
-			   lineno, key, raw);
-	if ((size_t)vlen != strlen(val))
-		return ERR("line %d: %s=%s holds a NUL byte", lineno, key, raw);
+	/* cwd=, bind=, ro= and env= decode their own: a path has its own
+	 * limit, and an error must never quote an env= value (a secret). */
+	if (strcmp(key, "env") == 0 || strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 ||
+	    strcmp(key, "ro") == 0) {
+		val = raw;
+	} else {
+		ssize_t vlen = pct_decode(raw, vbuf, sizeof vbuf);
+		if (vlen < 0)
+			return ERR("line %d: %s=%s: a '%%' must be followed by two hex digits, not %%00",
+				   lineno, key, raw);
+		if ((size_t)vlen != strlen(vbuf))
+			return ERR("line %d: %s=%s holds a NUL byte", lineno, key, raw);
+	}
 
 	int r;
 	if (strcmp(key, "timeout") == 0) {
@@ -170,6 +278,60 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			return ERR("line %d: name=%s is not a task name (%s)", lineno, raw,
 				   nc > 0 ? "starts with '.'" : why);
 		snprintf(spec->name, sizeof spec->name, "%s", val);
+	} else if (strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 || strcmp(key, "ro") == 0) {
+		/* Decoded here, in the directive's own handler: the item loop
+		 * hands every value over as it was written. */
+		const char *why, *refused;
+		if (spec->n_binds >= TASK_BINDS_MAX)
+			return ERR("line %d: more than %d of cwd=, bind= and ro=", lineno,
+				   TASK_BINDS_MAX);
+		struct task_bind *b = &spec->binds[spec->n_binds];
+		if (bind_path_clean(val, b->path, sizeof b->path, &why) < 0)
+			return ERR("line %d: %s=%.300s is %s", lineno, key, val, why);
+		if ((refused = bind_path_refused(b->path)))
+			return ERR("line %d: %s=%.300s is refused: %s", lineno, key, b->path, refused);
+		b->mode = key[0] == 'c' ? BIND_CWD : key[0] == 'b' ? BIND_RW : BIND_RO;
+		b->line = lineno;
+		if (b->mode == BIND_CWD) {
+			if (spec->cwd >= 0)
+				return ERR("line %d: a second cwd= (the first is on line %d)", lineno,
+					   spec->binds[spec->cwd].line);
+			spec->cwd = spec->n_binds;
+		}
+		for (int i = 0; i < spec->n_binds; i++)
+			if (strcmp(spec->binds[i].path, b->path) == 0)
+				return ERR("line %d: %s is asked for twice (also on line %d)", lineno,
+					   b->path, spec->binds[i].line);
+		spec->n_binds++;
+	} else if (strcmp(key, "env") == 0) {
+		char *dst = spec->env + spec->env_len;
+		size_t room = sizeof spec->env - spec->env_len;
+		ssize_t n = pct_decode(val, dst, room);
+		/* The value is never echoed: it may be a secret. */
+		const char *eqv = n >= 0 ? strchr(dst, '=') : NULL;
+		if (n == -ENAMETOOLONG)
+			return ERR("line %d: the env= items are longer than %zu bytes in all", lineno,
+				   sizeof spec->env - 1);
+		if (n < 0)
+			return ERR("line %d: env= has a '%%' not followed by two hex digits (or a %%00)",
+				   lineno);
+		if (!eqv || !env_name_valid(dst, (size_t)(eqv - dst)))
+			return ERR("line %d: env= needs NAME=VALUE, NAME of A-Z a-z 0-9 _", lineno);
+		size_t nl = (size_t)(eqv - dst);
+		for (const char *e = NULL; (e = task_env_next(spec, e));)
+			if (strncmp(e, dst, nl + 1) == 0)
+				return ERR("line %d: env=%.*s is set twice", lineno, (int)nl, dst);
+		if (!spec->n_env)
+			spec->line_env_first = lineno;
+		spec->env_len += (size_t)n + 1;
+		spec->n_env++;
+	} else if (strcmp(key, "umask") == 0) {
+		char *end;
+		errno = 0;
+		long m = strtol(val, &end, 8);
+		if (errno || *end || m < 0 || m > 0777 || !isdigit((unsigned char)*val))
+			return ERR("line %d: umask=%s is not an octal mask from 0 to 777", lineno, val);
+		spec->umask = (int)m;
 	} else {
 		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
@@ -317,7 +479,34 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 	if (spec->net && !policy_net_allowed(pol, uid))
 		return ERR("line %d: net requested, but the policy grants no network to uid %u",
 			   spec->line_net, (unsigned)uid);
+	static const char *const bkey[] = {"cwd", "bind", "ro"};
+	for (int i = 0; i < spec->n_binds; i++) {
+		const struct task_bind *tb = &spec->binds[i];
+		if (!pol->task_binds)
+			return ERR("line %d: %s=%.300s asked for, but the policy binds no path of a "
+				   "task's ([sandbox] task_binds = no)", tb->line, bkey[tb->mode], tb->path);
+		if (!task_bind_root_ok(pol, tb->path))
+			return ERR("line %d: %s=%.300s is outside the trees the policy allows binds "
+				   "in ([sandbox] task_bind_roots)", tb->line, bkey[tb->mode], tb->path);
+	}
+	for (const char *e = NULL; (e = task_env_next(spec, e));) {
+		char name[256];
+		snprintf(name, sizeof name, "%.*s", (int)(strchr(e, '=') - e), e);
+		const char *why = task_env_denied(name, pol);
+		if (why)
+			return ERR("env=%s is refused: %s", name, why);
+	}
 	return 0;
+}
+
+bool task_bind_root_ok(const struct policy *pol, const char *path)
+{
+	if (!pol->task_bind_roots.n)
+		return true;
+	for (const char *r = NULL; (r = plist_next(&pol->task_bind_roots, r));)
+		if (path_covers(r, path))
+			return true;
+	return false;
 }
 
 int task_resolve_kind(struct task_spec *spec, const struct policy *pol, const char *fname,

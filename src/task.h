@@ -15,6 +15,18 @@ const char *lane_name(enum lane l);
 #define TASK_NAME_MAX 200     /* leaves room for ".stdout", suffixes */
 #define TASK_HEADER_MAX 65536 /* directives are read from this much */
 #define TASK_INTERP_MAX 256   /* as the kernel's BINPRM_BUF_SIZE */
+#define TASK_BINDS_MAX 16     /* cwd=, bind= and ro= together */
+#define TASK_BIND_PATH_MAX 1024
+#define TASK_ENV_BYTES 8192   /* env= items, decoded, NUL after each */
+
+/* A host path the task asked for (cwd=, bind=, ro=), bound at the same
+ * path. Opened as the submitter when the task starts (binds.h). */
+enum bind_mode { BIND_CWD, BIND_RW, BIND_RO };
+struct task_bind {
+	enum bind_mode mode;
+	int line;
+	char path[TASK_BIND_PATH_MAX]; /* decoded, absolute, no . or .. */
+};
 
 struct task_spec {
 	int64_t timeout_s; /* -1: none */
@@ -38,7 +50,31 @@ struct task_spec {
 	char kind[32];
 	int line_kind;
 	bool kind_net; /* the kind needs network (net is set too) */
+	/* cwd= (at most one, binds[cwd]), bind=, ro=: in their order. */
+	struct task_bind binds[TASK_BINDS_MAX];
+	int n_binds;
+	int cwd; /* index in binds of the cwd=, -1: none (the private /work) */
+	/* env=NAME=VALUE, decoded: "NAME=VALUE\0" back to back. The values
+	 * are the submitter's: never in a result, a log line or argv. */
+	char env[TASK_ENV_BYTES];
+	size_t env_len;
+	int n_env, line_env_first;
+	int umask; /* umask=, octal; -1: 022 */
 };
+
+/* Why a bind at path (clean, absolute) is refused whoever asks: the
+ * host's /proc, /sys, /dev, or a path at or above the sandbox's own
+ * mounts. NULL when it is not. The spool is checked where its path is
+ * known (binds_open). */
+const char *bind_path_refused(const char *path);
+/* Inside one of the policy's task_bind_roots (any path where none). */
+bool task_bind_root_ok(const struct policy *pol, const char *path);
+
+/* Iterate over env: for (const char *e = NULL; (e = task_env_next(s, e));) */
+const char *task_env_next(const struct task_spec *spec, const char *prev);
+/* Whether env= may set NAME, given the policy's env_deny: names set by
+ * the sandbox itself (KART_*) never. Returns NULL, or why not. */
+const char *task_env_denied(const char *name, const struct policy *pol);
 
 void task_spec_init(struct task_spec *spec);
 

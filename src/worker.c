@@ -40,6 +40,7 @@
 #include "rlimits.h"
 #include "log.h"
 #include "result.h"
+#include "binds.h"
 #include "run.h"
 #include "sandbox.h"
 #include "seccomp.h"
@@ -116,7 +117,8 @@ struct task {
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
-	char user[256], errbuf[256]; /* storage for res.user, res.error */
+	char user[256], errbuf[768]; /* storage for res.user, res.error */
+	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
 	/* With the commit thread (from publish() until it hands the task
 	 * back, the loop does not touch it): */
 	struct task *cnext;
@@ -297,6 +299,14 @@ struct spawn_job {
 	struct confine conf;
 	bool inherit;		 /* for a thread that holds the outer half */
 	struct run_direct direct;
+	/* The task's binds, opened in the spawn thread as the submitter
+	 * (bcred; use_bcred false: as the worker, who is the submitter). */
+	bool use_bcred;
+	struct run_cred bcred;
+	const char *spool;
+	int bind_rc; /* binds_open's: -EACCES rejects the task */
+	char bind_err[640];
+	int umask;
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
@@ -349,10 +359,27 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		struct task *t = j->t;
 		if (holds_outer && j->inherit)
 			j->direct.filter = sp->inner;
-		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
-				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
-				       j->use_cred ? &j->cred : NULL, j->sfd, j->ifd,
-				       j->is_direct ? &j->direct : NULL);
+		/* Opened here, off the loop: a path on a slow disk stalls
+		 * this thread alone. */
+		struct binds_opened bo = {.n = 0};
+		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool, &bo,
+					j->bind_err, sizeof j->bind_err);
+		struct run_extra x = {.fds = bo.fd, .nfds = j->is_direct ? 0 : bo.n,
+				      .fd_base = SANDBOX_BIND_FD, .umask = j->umask};
+		/* Backend none binds nothing: its cwd= is entered by the
+		 * descriptor that was checked, not by the path. */
+		char fdcwd[64];
+		const char *cwd = j->cwd;
+		if (j->is_direct && t->spec.cwd >= 0 && bo.n > t->spec.cwd) {
+			snprintf(fdcwd, sizeof fdcwd, "/proc/self/fd/%d", bo.fd[t->spec.cwd]);
+			cwd = fdcwd;
+		}
+		j->rc = j->bind_rc < 0 ? j->bind_rc
+			: run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
+					 cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
+					 j->use_cred ? &j->cred : NULL, j->sfd, j->ifd,
+					 j->is_direct ? &j->direct : NULL, &x);
+		binds_close(&bo);
 		pthread_mutex_lock(&sp->h.mu);
 		j->next = sp->done;
 		sp->done = j;
@@ -1048,6 +1075,7 @@ struct acct {
 	gid_t gid;
 	int ngroups;
 	gid_t groups[RUN_CRED_GROUPS_MAX];
+	char home[TASK_BIND_PATH_MAX];
 };
 
 static struct acct accts[ACCT_SLOTS];
@@ -1101,6 +1129,7 @@ static const struct acct *acct_get(uid_t uid)
 		return a;
 	a->found = true;
 	snprintf(a->name, sizeof a->name, "%s", pp->pw_name);
+	snprintf(a->home, sizeof a->home, "%s", pp->pw_dir ? pp->pw_dir : "");
 	a->gid = pp->pw_gid;
 	a->ngroups = RUN_CRED_GROUPS_MAX;
 	if (getgrouplist(pp->pw_name, pp->pw_gid, a->groups, &a->ngroups) < 0)
@@ -1149,6 +1178,10 @@ static void fill_result(struct worker *w, struct task *t)
 	}
 	if (t->user[0])
 		r->user = t->user;
+	r->task = &t->spec;
+	r->home = t->home[0] ? t->home : (w->pol->backend == BACKEND_NONE ? NULL : SANDBOX_WORK);
+	/* Its /work (backend none: its spare), and HOME where that was it. */
+	r->work_discarded = t->spec.cwd < 0 || !t->home[0];
 }
 
 static void arm_timer(struct worker *w);
@@ -1775,20 +1808,26 @@ static void task_cgroup_end(struct task *t)
 }
 
 /* A claimed task that will not run but has a full record (refused). */
-static void finish_refused(struct worker *w, struct task *t, const char *refusal,
-			   const char *error)
+static void finish_unstarted(struct worker *w, struct task *t, const char *status,
+			     const char *refusal, const char *error)
 {
 	/* Its leaf, if one was made, goes with it; it applied nothing. */
 	task_cgroup_end(t);
 	t->cg.mode = CG_MODE_NONE;
 	memset(&t->rl, 0, sizeof t->rl);
 	fill_result(w, t);
-	t->res.status = "refused";
+	t->res.status = status;
 	t->res.refusal = refusal;
 	t->res.error = error;
 	t->res.started_ms = 0;
 	t->res.finished_ms = now_realtime_ms();
 	publish(w, t);
+}
+
+static void finish_refused(struct worker *w, struct task *t, const char *refusal,
+			   const char *error)
+{
+	finish_unstarted(w, t, "refused", refusal, error);
 }
 
 /* The task's leaf, or else the rlimit fallback, as [limits] cgroup says.
@@ -2272,6 +2311,12 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	w->tasks = t;
 	if (ins.fd >= 0) /* the task file, opened by task_inspect */
 		(void)claim_meta_get(ins.fd, &t->meta);
+	/* Its env= values are the submitter's: the file (done/ID.task after
+	 * the run) becomes theirs alone to read, as kart submit makes it. */
+	struct stat tst;
+	if (ins.fd >= 0 && t->spec.n_env && fstat(ins.fd, &tst) == 0 && (tst.st_mode & 077) &&
+	    fchmod(ins.fd, tst.st_mode & 0700) < 0)
+		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
 
@@ -2378,7 +2423,9 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	limits_launch_opts(&t->rl, &lopts);
 	if (container)
 		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
+	const struct acct *ha = acct_get(t->run_uid);
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
+				  .home = ha->found ? ha->home : NULL,
 				  .seccomp = want_scmp,
 				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
 				  .tmp_dir = w->pol->backend == BACKEND_NONE ? tmpdir : NULL,
@@ -2402,6 +2449,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		}
 	}
 	free(input);
+	const char *home = sandbox_home(&req);
+	snprintf(t->home, sizeof t->home, "%s", home ? home : "");
 	if (built < 0) {
 		strv_free(&argv);
 		strv_free(&envp);
@@ -2431,6 +2480,11 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		j->cred = cred;
 	j->sfd = sfd;
 	sfd = -1;
+	j->use_bcred = as_user > 0;
+	if (j->use_bcred)
+		j->bcred = cred;
+	j->spool = w->sp->path;
+	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
 	/* Backend none: kart-launch's command line, run by the spawned
 	 * child itself, which then execs the task (confine.h). */
 	if (none) {
@@ -2456,7 +2510,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 			/* Born under the outer half: only where nothing is left
 			 * to do between the clone and the child's own steps (no
 			 * v1 join, which needs a fork of its own). */
-			j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough);
+			/* (Not a task with binds: their opener forks, which that
+			 * filter is not made for.) */
+			j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
+				     !t->spec.n_binds;
 		}
 	}
 	t->seccomp = want_scmp;
@@ -2481,12 +2538,21 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	struct task *t = j->t;
 	int r = j->rc;
 	int join_err = j->lj.rj.err;
+	int bind_rc = j->bind_rc;
+	if (bind_rc < 0)
+		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
 	spawn_job_free(j);
 	if (r < 0) {
 		w->used[t->spec.lane]--;
 		w->nrunning--;
 		t->run.out.file = t->run.err.file = -1;
-		if (r == -ECANCELED) {
+		if (bind_rc == -EACCES) {
+			/* A path its submitter may not have: the task file asked
+			 * for what it cannot get, as with a ceiling. */
+			finish_unstarted(w, t, "rejected", NULL, t->errbuf);
+		} else if (bind_rc < 0) {
+			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+		} else if (r == -ECANCELED) {
 			snprintf(t->errbuf, sizeof t->errbuf,
 				 "the task's process could not be put in its cgroup: %s",
 				 strerror(-join_err));

@@ -45,8 +45,12 @@ _kart()
 		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost' -- "$cur"))
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
-	--priority | --name | --id | --slots | --batch-slots | --kind)
+	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env)
 		return ;;
+	-C | --cwd)
+		COMPREPLY=($(compgen -d -- "$cur")); return ;;
+	--bind | --ro)
+		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	esac
 
 	if [ -z "$verb" ]; then
@@ -61,7 +65,7 @@ _kart()
 	local opts=""
 	case $verb in
 	init) opts="--help" ;;
-	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --to --help" ;;
+	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --to --cwd --no-cwd --bind --ro --env --help" ;;
 	worker) opts="--id --slots --batch-slots --drain --log-format --help" ;;
 	status) opts="--json --ndjson --summary --state --older-than --newer-than --help" ;;
 	wait) opts="--timeout --help" ;;

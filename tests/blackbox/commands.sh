@@ -404,7 +404,7 @@ test_submit_stdin() {
 	local s body
 	s=$(mkspool)
 	body=$'#!/bin/sh\necho from-stdin'
-	OUT=$(printf '%s\n' "$body" | timeout 20 "$KART" -s "$s" submit -); RC=$?
+	OUT=$(printf '%s\n' "$body" | timeout 20 "$KART" -s "$s" submit --no-cwd -); RC=$?
 	assert_eq 0 "$RC" "submit -: exit status"
 	assert_ne "" "$OUT" "submit - prints an id"
 	[ -n "$OUT" ] && [ -f "$s/new/$OUT" ] || { fail "no task file for '$OUT'"; return; }

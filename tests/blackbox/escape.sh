@@ -11,8 +11,9 @@
 # or "PROBE name ESCAPED (...)"; any ESCAPED, any probe missing from the
 # output, and any trace on the host side (listener log, files) fails.
 #
-# Run three ways: a root worker running a root task (allow_root), a root
-# worker running a task as its submitter (nobody), and an unprivileged
+# Run four ways: a root worker running a root task (allow_root), a root
+# worker running a task as its submitter (nobody), the same with the task
+# in a host directory of its own (cwd=, bound), and an unprivileged
 # worker (nobody). Each prints "escape battery [...]: N probes tried, E
 # escapes".
 . "$(dirname "$0")/../lib.sh"
@@ -190,8 +191,15 @@ run_battery() {
 		  worker_pid:$wpid, tcp_port:$tcp, udp_port:$udp, abstract:$abs, host_ip:$hip,
 		  canary_name:$cn, canary_value:$cv, nonce:$nonce,
 		  neighbour_pid:$npid, neighbour_out:$nout, neighbour_tag:$ntag}')
+	# Mode bound: the task of nobody works in a directory of its own on
+	# the host (cwd=), bound read-write: nothing more may be reached.
+	local cwdline=""
+	if [ "$mode" = bound ]; then
+		mkdir -p "$base/work" && chown nobody:nogroup "$base/work"
+		cwdline="#kart: cwd=$base/work"
+	fi
 	{
-		printf '#!/usr/bin/python3\n#kart: timeout=90s\nimport json\n'
+		printf '#!/usr/bin/python3\n#kart: timeout=90s\n%s\nimport json\n' "$cwdline"
 		printf 'P = json.loads(%s)\n' "$(jq -Rn --arg p "$params" '$p')"
 		cat "$PROBE_PY"
 	} >"$s/tmp/escape"
@@ -219,6 +227,9 @@ run_battery() {
 	[ "$mode" = root ] || want_uid=$(id -u nobody)
 	assert_eq "$want_uid" "$(jq -r .submitter.uid "$j")" "submitter.uid"
 	grep -q '^PROBES DONE$' "$out" || fail "probe.py did not run to its end"
+	if [ "$mode" = bound ]; then
+		assert_eq "$base/work" "$(jq -r .cwd "$j")" "the result's cwd"
+	fi
 
 	local p line tried=0 escapes=0
 	for p in "${PROBES[@]}"; do
@@ -344,6 +355,7 @@ test_none_filter_battery() {
 
 test_escape_root_worker_root_task() { run_battery "root worker, root task" root; }
 test_escape_root_worker_as_submitter() { run_battery "root worker, task of nobody" submitter; }
+test_escape_root_worker_bound_cwd() { run_battery "root worker, task of nobody in a bound cwd" bound; }
 test_escape_unprivileged_worker() { run_battery "unprivileged worker (nobody)" nobody; }
 
 run_tests

@@ -715,7 +715,7 @@ static void spawn_touch(struct joinrec *j, int expect)
 	struct run r;
 	struct run_join join = {.fn = join_probe, .arg = j};
 	int rc = run_spawn_join(&r, argv, envp, wdir, name, out, out, 0, NULL, false, &join, NULL,
-				-1, -1, NULL);
+				-1, -1, NULL, NULL);
 	assert_int_equal(rc, expect);
 	assert_true(j->pid > 0);
 	assert_false(j->marker_seen); /* held until the join step was done */

@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include "result.h"
+#include "task.h"
 #include "util.h"
 
 /* Dump r, check the text is one valid JSON object ending in a newline,
@@ -541,10 +542,51 @@ static void test_other_strings_sanitized(void **state)
 	json_decref(o);
 }
 
+/* The task's own paths and variables: cwd, binds with their modes, the
+ * names of its env= and never a value; none of these fields without a
+ * task spec (a rejected entry). */
+static void test_task_binds_and_env(void **state)
+{
+	(void)state;
+	struct task_spec spec;
+	char err[256];
+	const char *text = "#kart: cwd=/home/ann/p ro=/srv/in env=TOKEN=hunter2-value env=B=x\n";
+	assert_int_equal(task_parse(text, strlen(text), &spec, err, sizeof err), 0);
+	struct result r;
+	result_init(&r);
+	r.id = r.name = "t";
+	r.status = "ok";
+	r.task = &spec;
+	r.home = "/work";
+	r.work_discarded = true;
+	char *doc;
+	json_t *o = dump_parse(&r, &doc);
+	assert_string_equal(json_string_value(get(o, "cwd")), "/home/ann/p");
+	json_t *b = get(o, "binds");
+	assert_int_equal(json_array_size(b), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(b, 1), "path")), "/srv/in");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(b, 1), "mode")), "ro");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(b, 0), "mode")), "rw");
+	json_t *e = get(o, "env");
+	assert_int_equal(json_array_size(e), 2);
+	assert_string_equal(json_string_value(json_array_get(e, 0)), "TOKEN");
+	assert_null(strstr(doc, "hunter2"));
+	assert_true(json_is_true(get(o, "work_discarded")));
+	assert_string_equal(json_string_value(get(o, "home")), "/work");
+	free(doc);
+	json_decref(o);
+	r.task = NULL;
+	o = dump_parse(&r, NULL);
+	assert_null(json_object_get(o, "binds"));
+	assert_null(json_object_get(o, "env"));
+	json_decref(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_field),
+		cmocka_unit_test(test_task_binds_and_env),
 		cmocka_unit_test(test_signal_and_error),
 		cmocka_unit_test(test_nulls),
 		cmocka_unit_test(test_nulls_one_by_one),

@@ -855,10 +855,144 @@ static void test_seccomp_fd(void **state)
 		}
 }
 
+/* ---- the task's own binds and env= ---------------------------------------- */
+
+static void build_home(struct built *b, enum backend backend, const char *text, const char *home,
+		       char *const *env)
+{
+	char err[256] = "";
+	memset(b, 0, sizeof *b);
+	b->pol.backend = backend;
+	snprintf(b->pol.bwrap, sizeof b->pol.bwrap, "/usr/bin/bwrap");
+	snprintf(b->pol.launcher, sizeof b->pol.launcher, "/opt/kart/libexec/kart-launch");
+	snprintf(b->pol.container_cmd, sizeof b->pol.container_cmd, "/usr/bin/docker");
+	snprintf(b->pol.container_image, sizeof b->pol.container_image, "img:1");
+	b->pol.memory_max = 1ull << 30;
+	b->pol.cpu_max_milli = 1000;
+	if (task_parse(text, strlen(text), &b->spec, err, sizeof err) != 0)
+		fail_msg("task text rejected: %s", err);
+	struct sandbox_req req = {.pol = &b->pol, .spec = &b->spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
+				  .attempt = 1, .host_env = env, .home = home,
+				  .container_name = "kart-x-1"};
+	assert_int_equal(sandbox_build(&req, &b->argv, &b->envp, err, sizeof err), 0);
+}
+
+/* bwrap binds the descriptors opened as the submitter, at the paths
+ * asked for, after the system's mounts and before the root turns
+ * read-only; the task starts in its cwd=; Landlock has a rule for each
+ * with the same access. */
+static void test_task_binds_bwrap(void **state)
+{
+	(void)state;
+	struct built b;
+	build_home(&b, BACKEND_BWRAP,
+		   "#kart: ro=/srv/in cwd=/home/ann/proj bind=/home/ann/out\necho\n", NULL, NULL);
+	assert_opt(&b, "--ro-bind-fd", "6", "/srv/in");
+	assert_opt(&b, "--bind-fd", "7", "/home/ann/proj");
+	assert_opt(&b, "--bind-fd", "8", "/home/ann/out");
+	assert_opt(&b, "--chdir", "/home/ann/proj");
+	assert_true(OPT(&b, "--chdir", SANDBOX_WORK) < 0);
+	assert_true(OPT(&b, "--tmpfs", "/tmp") < OPT(&b, "--ro-bind-fd", "6", "/srv/in"));
+	assert_true(OPT(&b, "--bind-fd", "8", "/home/ann/out") < OPT(&b, "--remount-ro", "/"));
+	/* Never by path. */
+	assert_true(OPT(&b, "--bind", "/home/ann/proj", "/home/ann/proj") < 0);
+	assert_true(has_rule(&b, false, "/srv/in"));
+	assert_false(has_rule(&b, true, "/srv/in"));
+	assert_true(has_rule(&b, true, "/home/ann/proj"));
+	assert_true(has_rule(&b, true, "/home/ann/out"));
+	/* No home of the submitter's bound: HOME is the private /work. */
+	assert_string_equal(env_get(&b, "HOME"), SANDBOX_WORK);
+	built_free(&b);
+	/* A bind below another is mounted after it, on top, whatever the
+	 * order asked; each keeps its own descriptor. */
+	build_home(&b, BACKEND_BWRAP, "#kart: cwd=/home/ann/proj ro=/home/ann\n", NULL, NULL);
+	assert_true(OPT(&b, "--ro-bind-fd", "7", "/home/ann") >= 0);
+	assert_true(OPT(&b, "--ro-bind-fd", "7", "/home/ann") < OPT(&b, "--bind-fd", "6", "/home/ann/proj"));
+	built_free(&b);
+}
+
+/* HOME is the submitter's own where a bind holds it, else /work. */
+static void test_task_home(void **state)
+{
+	(void)state;
+	struct built b;
+	build_home(&b, BACKEND_BWRAP, "#kart: cwd=/home/ann\n", "/home/ann", NULL);
+	assert_string_equal(env_get(&b, "HOME"), "/home/ann");
+	built_free(&b);
+	build_home(&b, BACKEND_BWRAP, "#kart: ro=/home\n", "/home/ann/", NULL);
+	assert_string_equal(env_get(&b, "HOME"), "/home/ann/");
+	built_free(&b);
+	build_home(&b, BACKEND_BWRAP, "#kart: cwd=/home/ann/proj\n", "/home/ann", NULL);
+	assert_string_equal(env_get(&b, "HOME"), SANDBOX_WORK);
+	built_free(&b);
+	/* /home/an is not above /home/ann. */
+	build_home(&b, BACKEND_BWRAP, "#kart: cwd=/home/an\n", "/home/ann", NULL);
+	assert_string_equal(env_get(&b, "HOME"), SANDBOX_WORK);
+	built_free(&b);
+}
+
+/* env= values are in envp only: never in argv, where ps shows them. The
+ * task may set PATH; it wins over the sandbox's. */
+static void test_task_env(void **state)
+{
+	(void)state;
+	struct built b;
+	for (int be = 0; be < 2; be++) {
+		build_home(&b, be ? BACKEND_NONE : BACKEND_BWRAP,
+			   "#kart: env=FOO=" CANARY "%20x env=PATH=/opt/bin:/usr/bin\n", NULL, NULL);
+		assert_string_equal(env_get(&b, "FOO"), CANARY " x");
+		assert_string_equal(env_get(&b, "PATH"), "/opt/bin:/usr/bin");
+		assert_string_equal(env_get(&b, "KART_TASK_ID"), "job-7");
+		for (size_t i = 0; i < b.argv.n; i++)
+			assert_null(strstr(b.argv.v[i], CANARY));
+		built_free(&b);
+	}
+}
+
+/* Backend container: -v PATH:PATH[:ro], --workdir the cwd=, and env= by
+ * name only (its value in the CLI's environment, over the worker's). */
+static void test_task_binds_container(void **state)
+{
+	(void)state;
+	char *const env[] = {"FOO=worker-value", "DOCKER_HOST=unix:///x", NULL};
+	struct built b;
+	build_home(&b, BACKEND_CONTAINER,
+		   "#kart: cwd=/home/ann/proj ro=/srv/in env=FOO=" CANARY "\n", "/home/ann", env);
+	const char *const v1[] = {"-v", "/home/ann/proj:/home/ann/proj"};
+	const char *const v2[] = {"-v", "/srv/in:/srv/in:ro"};
+	const char *const wd[] = {"--workdir", "/home/ann/proj"};
+	const char *const fe[] = {"--env", "FOO"};
+	assert_true(find_seq(&b.argv, b.argv.n, v1, 2) >= 0);
+	assert_true(find_seq(&b.argv, b.argv.n, v2, 2) >= 0);
+	assert_true(find_seq(&b.argv, b.argv.n, wd, 2) >= 0);
+	assert_true(find_seq(&b.argv, b.argv.n, fe, 2) >= 0);
+	for (size_t i = 0; i < b.argv.n; i++)
+		assert_null(strstr(b.argv.v[i], CANARY));
+	assert_string_equal(env_get(&b, "FOO"), CANARY);
+	assert_string_equal(env_get(&b, "DOCKER_HOST"), "unix:///x");
+	built_free(&b);
+	/* A path the CLI's -v would split is refused, not bound elsewhere. */
+	char err[256];
+	memset(&b, 0, sizeof b);
+	b.pol.backend = BACKEND_CONTAINER;
+	snprintf(b.pol.container_cmd, sizeof b.pol.container_cmd, "/usr/bin/docker");
+	assert_int_equal(task_parse("#kart: ro=/srv/a:b\n", 19, &b.spec, err, sizeof err), 0);
+	struct sandbox_req req = {.pol = &b.pol, .spec = &b.spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .task_id = "job-7", .container_name = "k"};
+	assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), -1);
+	assert_non_null(strstr(err, "/srv/a:b"));
+	built_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bwrap_isolation),
+		cmocka_unit_test(test_task_binds_bwrap),
+		cmocka_unit_test(test_task_home),
+		cmocka_unit_test(test_task_env),
+		cmocka_unit_test(test_task_binds_container),
 		cmocka_unit_test(test_bwrap_no_net),
 		cmocka_unit_test(test_bwrap_net),
 		cmocka_unit_test(test_bwrap_nothing_writable_but_out),

@@ -406,7 +406,7 @@ static void test_bad_values(void **state)
 	assert_rejected("#kart: name=a%2\n", "line 1:", "two hex digits");
 	assert_rejected("#kart: name=a%zzb\n", "line 1:", "two hex digits");
 	assert_rejected("#kart: name=a%00b\n", "line 1:", "%00");
-	assert_rejected("#kart: bogus=1\n", "line 1:", "name=)");
+	assert_rejected("#kart: bogus=1\n", "line 1:", "name=");
 }
 
 static void test_error_names_line(void **state)
@@ -988,10 +988,162 @@ static void test_kind_needs_net(void **state)
 	assert_int_equal(task_check_policy(&s, &p, 1001, err, sizeof err), 0);
 }
 
+/* ---- cwd=, bind=, ro=, env=, umask= --------------------------------------- */
+
+static void test_binds_parse(void **state)
+{
+	(void)state;
+	struct task_spec s;
+	assert_parses("#kart: cwd=/home/ann/proj ro=/srv/data//in/ bind=/home/ann/out\n", &s);
+	assert_int_equal(s.n_binds, 3);
+	assert_int_equal(s.cwd, 0);
+	assert_int_equal(s.binds[0].mode, BIND_CWD);
+	assert_string_equal(s.binds[0].path, "/home/ann/proj");
+	assert_int_equal(s.binds[1].mode, BIND_RO);
+	assert_string_equal(s.binds[1].path, "/srv/data/in"); /* one spelling */
+	assert_int_equal(s.binds[2].mode, BIND_RW);
+	assert_int_equal(s.binds[2].line, 1);
+	/* Without any: the private /work. */
+	assert_parses("#kart: timeout=5\n", &s);
+	assert_int_equal(s.n_binds, 0);
+	assert_int_equal(s.cwd, -1);
+	assert_int_equal(s.umask, -1);
+}
+
+/* A path with a space, a '%' and a '#' is written encoded, and the
+ * parser gives it back as it was; kart submit writes it with pct_encode. */
+static void test_binds_encoded(void **state)
+{
+	(void)state;
+	const char *path = "/home/ann/my dir/100%#1\tx";
+	char enc[256], text[400];
+	struct task_spec s;
+	assert_true(pct_encode(path, enc, sizeof enc) > 0);
+	assert_null(strchr(enc, ' '));
+	snprintf(text, sizeof text, "#kart: ro=%s cwd=/tmp/a%%20b\n", enc);
+	assert_parses(text, &s);
+	assert_string_equal(s.binds[0].path, path);
+	assert_string_equal(s.binds[1].path, "/tmp/a b");
+	assert_rejected("#kart: ro=/tmp/a%2\n", "line 1", "two hex digits");
+	assert_rejected("#kart: ro=/tmp/a%00b\n", "line 1", "%00");
+}
+
+static void test_binds_bad(void **state)
+{
+	(void)state;
+	assert_rejected("#kart: cwd=proj\n", "line 1", "cwd=proj", "not an absolute path");
+	assert_rejected("#kart: bind=/home/ann/../bob\n", "line 1", "..");
+	assert_rejected("#kart: ro=/home/./ann\n", "line 1", ". or ..");
+	assert_rejected("#kart: cwd=/\n", "root directory");
+	assert_rejected("#kart: cwd=//\n", "root directory");
+	assert_rejected("#!/bin/sh\n#kart: cwd=/a\n#kart: cwd=/b\n", "line 3", "second cwd=",
+			"line 2");
+	assert_rejected("#kart: ro=/a bind=/a/\n", "/a is asked for twice");
+	/* Refused whoever asks: the host's kernel interfaces, and what would
+	 * cover the sandbox's own mounts. */
+	static const char *const refused[] = {"/proc", "/proc/1/root", "/sys/kernel", "/dev",
+					      "/dev/sda", "/usr", "/etc", "/lib", "/tmp", "/run",
+					      "/run/kart", "/run/kart/task", "/work", "/bin"};
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		char text[128];
+		snprintf(text, sizeof text, "#kart: ro=%s\n", refused[i]);
+		assert_rejected(text, "refused", refused[i]);
+	}
+	/* Below one of the sandbox's mounts is on top of it: fine. */
+	struct task_spec s;
+	assert_parses("#kart: bind=/tmp/x ro=/usr/share/dict ro=/run/user/1000/x\n", &s);
+	char many[2048] = "#kart:";
+	for (int i = 0; i <= TASK_BINDS_MAX; i++)
+		snprintf(many + strlen(many), sizeof many - strlen(many), " ro=/d%d", i);
+	strcat(many, "\n");
+	assert_rejected(many, "more than 16");
+}
+
+static void test_env_parse(void **state)
+{
+	(void)state;
+	struct task_spec s;
+	assert_parses("#kart: env=FOO=bar env=MSG=hello%20world%25 env=EMPTY=\n#kart: env=EQ=a=b\n", &s);
+	assert_int_equal(s.n_env, 4);
+	const char *want[] = {"FOO=bar", "MSG=hello world%", "EMPTY=", "EQ=a=b"};
+	int i = 0;
+	for (const char *e = NULL; (e = task_env_next(&s, e)); i++)
+		assert_string_equal(e, want[i]);
+	assert_int_equal(i, 4);
+	/* A newline in a value: encoded, and back. */
+	char enc[64], text[128];
+	assert_true(pct_encode("two\nlines", enc, sizeof enc) > 0);
+	snprintf(text, sizeof text, "#kart: env=X=%s\n", enc);
+	assert_parses(text, &s);
+	assert_string_equal(task_env_next(&s, NULL), "X=two\nlines");
+	assert_rejected("#kart: env=FOO\n", "NAME=VALUE");
+	assert_rejected("#kart: env==x\n", "NAME=VALUE");
+	assert_rejected("#kart: env=1A=x\n", "NAME=VALUE");
+	assert_rejected("#kart: env=A-B=x\n", "NAME=VALUE");
+	assert_rejected("#kart: env=A=1 env=A=2\n", "env=A is set twice");
+	/* A value is never echoed in an error. */
+	assert_rejected("#kart: env=A=s3cr3t%zz\n", "two hex digits");
+	assert_null(strstr(err, "s3cr3t"));
+}
+
+static void test_umask_parse(void **state)
+{
+	(void)state;
+	struct task_spec s;
+	assert_parses("#kart: umask=077\n", &s);
+	assert_int_equal(s.umask, 077);
+	assert_parses("#kart: umask=0\n", &s);
+	assert_int_equal(s.umask, 0);
+	assert_rejected("#kart: umask=0800\n", "octal");
+	assert_rejected("#kart: umask=-1\n", "octal");
+	assert_rejected("#kart: umask=1000\n", "octal");
+}
+
+/* [sandbox] task_binds, task_bind_roots, env_deny and their defaults. */
+static void test_binds_policy(void **state)
+{
+	(void)state;
+	struct policy p;
+	char perr[256];
+	assert_int_equal(policy_load(&p, NULL, perr, sizeof perr), 0);
+	assert_true(p.task_binds);
+	p.net_all = false;
+	assert_int_equal(check("#kart: cwd=/home/ann/p ro=/srv/x\n", &p, 1000), 0);
+	assert_refused("#kart: env=LD_PRELOAD=/tmp/evil.so\n", &p, 1000, "LD_PRELOAD", "env_deny");
+	assert_null(strstr(err, "evil"));
+	assert_refused("#kart: env=LD_LIBRARY_PATH=/x\n", &p, 1000, "LD_LIBRARY_PATH");
+	assert_refused("#kart: env=KART_OUTDIR=/x\n", &p, 1000, "KART_OUTDIR", "sandbox");
+	assert_int_equal(check("#kart: env=FOO=1 env=PATH=/opt/bin:/usr/bin\n", &p, 1000), 0);
+	assert_int_equal(policy_parse_conf(&p, "[sandbox]\ntask_binds = no\n", "kart.conf", perr,
+					   sizeof perr), 0);
+	assert_refused("#kart: timeout=5\n#kart: ro=/srv/x\n", &p, 1000, "line 2", "ro=/srv/x",
+		       "task_binds = no");
+	assert_int_equal(policy_parse_conf(&p, "[sandbox]\ntask_binds = yes\n"
+					       "task_bind_roots = /home, /srv/data\n"
+					       "env_deny = SECRET_*, PYTHONPATH\n", "kart.conf", perr,
+					   sizeof perr), 0);
+	assert_int_equal(check("#kart: cwd=/home/ann ro=/srv/data/in\n", &p, 1000), 0);
+	assert_refused("#kart: ro=/srv/database\n", &p, 1000, "task_bind_roots");
+	assert_refused("#kart: cwd=/opt/x\n", &p, 1000, "cwd=/opt/x", "task_bind_roots");
+	assert_refused("#kart: env=SECRET_KEY=1\n", &p, 1000, "SECRET_KEY");
+	assert_refused("#kart: env=PYTHONPATH=1\n", &p, 1000, "PYTHONPATH");
+	/* The policy's list replaces the default; KART_* stays refused. */
+	assert_int_equal(check("#kart: env=LD_PRELOAD=x\n", &p, 1000), 0);
+	assert_refused("#kart: env=KART_TASK_ID=x\n", &p, 1000, "KART_TASK_ID");
+	assert_int_equal(policy_parse_conf(&p, "[sandbox]\nenv_deny = 1BAD\n", "kart.conf", perr,
+					   sizeof perr), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_binds_parse),
+		cmocka_unit_test(test_binds_encoded),
+		cmocka_unit_test(test_binds_bad),
+		cmocka_unit_test(test_env_parse),
+		cmocka_unit_test(test_umask_parse),
+		cmocka_unit_test(test_binds_policy),
 		cmocka_unit_test(test_timeout_units),
 		cmocka_unit_test(test_memory_units),
 		cmocka_unit_test(test_output_units),

@@ -1,0 +1,317 @@
+/* binds.c - a task's cwd=, bind= and ro=, opened as its submitter.
+ *
+ * Why a child process and not setfsuid in a thread of ours: the worker
+ * is one process of many threads (the loop, the commit thread, the
+ * spawn threads), and a credential is easy to leave half-changed in a
+ * thread: setgroups has no "fs" form, libc's set*id change every thread
+ * at once, and a thread that failed to change back would go on opening
+ * the next task's files as the wrong user. A child that drops uid, gid
+ * and groups for good, opens, checks and exits, cannot leak its
+ * credentials into anything; the cost is one vfork per task that asks
+ * for a bind (none for the others). Its descriptors come back over a
+ * socketpair (SCM_RIGHTS). */
+#define _GNU_SOURCE
+#include "binds.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "util.h"
+
+#ifndef AT_EMPTY_PATH
+#define AT_EMPTY_PATH 0x1000
+#endif
+
+enum { ACC_READ = 1, ACC_WRITE = 2, ACC_SEARCH = 4 };
+
+/* One per bind, child to parent; the descriptor rides along when ok. */
+struct bind_msg {
+	int idx;
+	int err;     /* errno of the open, 0 */
+	int missing; /* ACC_* the submitter lacks */
+	int notdir;  /* cwd= of something that is not a directory */
+};
+
+static int may(int fd, int mode)
+{
+	/* faccessat2 looks at the descriptor itself; the /proc path is for
+	 * kernels before 5.8 (the magic link is the same file). */
+	if (syscall(SYS_faccessat2, fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) == 0)
+		return 0;
+	if (errno != ENOSYS && errno != EINVAL)
+		return -1;
+	char p[64];
+	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+	return access(p, mode);
+}
+
+/* In the child: async-signal-safe calls only (the worker has threads). */
+static void opener(const struct task_spec *spec, const struct run_cred *cred, int sock)
+{
+	if (cred) {
+		/* Raw calls: libc's would try to reach the parent's threads
+		 * (see run.c, child_become). Groups, gid, uid, in that order. */
+		if (syscall(SYS_setgroups, (size_t)cred->ngroups, cred->groups) < 0 ||
+		    syscall(SYS_setresgid, cred->gid, cred->gid, cred->gid) < 0 ||
+		    syscall(SYS_setresuid, cred->uid, cred->uid, cred->uid) < 0 ||
+		    (cred->uid != 0 && syscall(SYS_setuid, 0) == 0))
+			_exit(3);
+	}
+	for (int i = 0; i < spec->n_binds; i++) {
+		const struct task_bind *b = &spec->binds[i];
+		struct bind_msg m = {.idx = i};
+		int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
+		int fd = open(b->path, flags);
+		struct stat st;
+		if (fd < 0) {
+			m.err = errno;
+			if (m.err == ENOTDIR && b->mode == BIND_CWD)
+				m.notdir = 1, m.err = 0;
+		} else if (fstat(fd, &st) < 0) {
+			m.err = errno;
+		} else {
+			bool dir = S_ISDIR(st.st_mode);
+			/* What the bind lets the task do, the submitter must be
+			 * able to do: read (and search a directory) for ro=, write
+			 * too for bind= and cwd=. */
+			if (may(fd, R_OK) < 0)
+				m.missing |= ACC_READ;
+			if (dir && may(fd, X_OK) < 0)
+				m.missing |= ACC_SEARCH;
+			if (b->mode != BIND_RO && may(fd, W_OK) < 0)
+				m.missing |= ACC_WRITE;
+		}
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		memset(cbuf, 0, sizeof cbuf);
+		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		/* The descriptor goes back even when an access is missing: the
+		 * parent says first whether the path may be bound at all. */
+		bool ok = fd >= 0 && !m.err;
+		if (ok) {
+			mh.msg_control = cbuf;
+			mh.msg_controllen = sizeof cbuf;
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof fd);
+		}
+		if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+			_exit(4);
+		if (!ok || m.missing)
+			_exit(0); /* the first failure rejects the task */
+		close(fd);
+	}
+	_exit(0);
+}
+
+static const char *const bkey[] = {"cwd", "bind", "ro"};
+
+static void missing_words(int missing, char *buf, size_t len)
+{
+	const char *w[3];
+	int n = 0;
+	if (missing & ACC_READ)
+		w[n++] = "read";
+	if (missing & ACC_WRITE)
+		w[n++] = "write";
+	if (missing & ACC_SEARCH)
+		w[n++] = "search";
+	snprintf(buf, len, "%s%s%s%s%s", n > 0 ? w[0] : "", n == 3 ? ", " : n == 2 ? " and " : "",
+		 n > 1 ? w[1] : "", n == 3 ? " and " : "", n == 3 ? w[2] : "");
+}
+
+/* The spool's directory and each one above it, as (dev, ino): a bind is
+ * refused if it is one of them or if one of them is above it, whatever
+ * path (another mount, a symlink) led to it. */
+struct spool_ids {
+	dev_t dev[64];
+	ino_t ino[64];
+	int n;
+};
+
+static void spool_ids_get(const char *spool, struct spool_ids *s)
+{
+	s->n = 0;
+	int fd = open(spool, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	while (fd >= 0 && s->n < 64) {
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			break;
+		s->dev[s->n] = st.st_dev;
+		s->ino[s->n] = st.st_ino;
+		s->n++;
+		int up = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct stat ust;
+		close(fd);
+		fd = up;
+		if (fd >= 0 && fstat(fd, &ust) == 0 && ust.st_dev == st.st_dev && ust.st_ino == st.st_ino)
+			break; /* the root */
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static bool is_spool_or_above(const struct spool_ids *s, const struct stat *st)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->dev[i] == st->st_dev && s->ino[i] == st->st_ino)
+			return true;
+	return false;
+}
+
+/* A directory inside the spool: the spool is met walking up from it. */
+static bool is_in_spool(const struct spool_ids *s, int fd)
+{
+	if (!s->n)
+		return false;
+	int cur = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	for (int depth = 0; cur >= 0 && depth < 4096; depth++) {
+		struct stat st, ust;
+		if (fstat(cur, &st) < 0)
+			break;
+		if (st.st_dev == s->dev[0] && st.st_ino == s->ino[0]) {
+			close(cur);
+			return true;
+		}
+		int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = up;
+		if (cur >= 0 && fstat(cur, &ust) == 0 && ust.st_dev == st.st_dev && ust.st_ino == st.st_ino)
+			break;
+	}
+	if (cur >= 0)
+		close(cur);
+	return false;
+}
+
+void binds_close(struct binds_opened *b)
+{
+	for (int i = 0; i < b->n; i++)
+		if (b->fd[i] >= 0)
+			close(b->fd[i]);
+	b->n = 0;
+}
+
+#define ERR(e, ...) (snprintf(err, errlen, __VA_ARGS__), (e))
+
+int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
+	       struct binds_opened *out, char *err, size_t errlen)
+{
+	out->n = 0;
+	if (!spec->n_binds)
+		return 0;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return ERR(-errno, "cannot open the task's paths: socketpair: %s", strerror(errno));
+	/* vfork: the worker's page tables are not copied (docs/
+	 * PERFORMANCE.md), and the child only makes system calls and exits;
+	 * the socketpair holds all it sends, so it never waits on us,
+	 * suspended until it is gone. */
+	pid_t pid = vfork();
+	if (pid < 0) {
+		int e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return ERR(-e, "cannot open the task's paths: fork: %s", strerror(e));
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		opener(spec, cred, sv[1]);
+	}
+	close(sv[1]);
+	struct spool_ids sid;
+	spool_ids_get(spool, &sid);
+	int rc = 0;
+	for (int i = 0; i < spec->n_binds && rc == 0; i++) {
+		const struct task_bind *b = &spec->binds[i];
+		struct bind_msg m;
+		char cbuf[CMSG_SPACE(sizeof(int))];
+		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				    .msg_controllen = sizeof cbuf};
+		ssize_t n;
+		while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+			;
+		int fd = -1;
+		for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+			    c->cmsg_len == CMSG_LEN(sizeof(int)))
+				memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		if (n != (ssize_t)sizeof m || m.idx != i) {
+			if (fd >= 0)
+				close(fd);
+			rc = ERR(-EIO, "cannot open the task's paths: the opener (as uid %u) failed",
+				 cred ? (unsigned)cred->uid : (unsigned)getuid());
+			break;
+		}
+		char who[64];
+		snprintf(who, sizeof who, "uid %u", cred ? (unsigned)cred->uid : (unsigned)getuid());
+		if (m.notdir) {
+			rc = ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
+		} else if (m.err) {
+			rc = ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
+				 bkey[b->mode], b->path, who, strerror(m.err));
+		}
+		if (!rc && fd < 0)
+			rc = ERR(-EIO, "cannot open the task's paths: the opener sent no descriptor");
+		if (rc) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		/* Where it really is, as the submitter resolved it: the same
+		 * refusals as for the path asked for, and the spool. */
+		char proc[64], real[TASK_BIND_PATH_MAX + 32];
+		struct stat st;
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		ssize_t rl = readlink(proc, real, sizeof real - 1);
+		if (rl >= (ssize_t)sizeof real - 1)
+			rl = -1;
+		const char *why = NULL;
+		if (rl <= 0 || fstat(fd, &st) < 0)
+			why = "where it leads cannot be told";
+		else {
+			real[rl] = '\0';
+			if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+				why = "only a directory or a regular file can be bound";
+			else if (real[0] != '/' || strcmp(real, "/") == 0)
+				why = "it leads to the root directory, or outside of it";
+			else if ((why = bind_path_refused(real)))
+				;
+			else if (is_spool_or_above(&sid, &st) ||
+				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)))
+				why = "it is the spool, in it or above it";
+		}
+		if (!why && m.missing) {
+			char words[64];
+			close(fd);
+			missing_words(m.missing, words, sizeof words);
+			rc = ERR(-EACCES, "line %d: %s=%.300s: %s has no %s access to it", b->line,
+				 bkey[b->mode], b->path, who, words);
+			break;
+		}
+		if (why) {
+			close(fd);
+			rc = ERR(-EACCES, "line %d: %s=%.300s is refused: %s%s%.300s%s", b->line,
+				 bkey[b->mode], b->path, why, rl > 0 && strcmp(real, b->path) ? " (it leads to " : "",
+				 rl > 0 && strcmp(real, b->path) ? real : "", rl > 0 && strcmp(real, b->path) ? ")" : "");
+			break;
+		}
+		out->fd[out->n++] = fd;
+	}
+	close(sv[0]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		rc = ERR(-EIO, "cannot open the task's paths: the opener could not become uid %u",
+			 cred ? (unsigned)cred->uid : (unsigned)getuid());
+	if (rc)
+		binds_close(out);
+	return rc;
+}

@@ -1,0 +1,31 @@
+/* binds.h - a task's cwd=, bind= and ro=, opened as its submitter.
+ *
+ * Each path is opened (O_PATH) by a child that has become the submitter
+ * (uid, gid, supplementary groups), so that symlinks are resolved and
+ * permissions checked as that user would see them; the descriptors come
+ * back over a socketpair, and the sandbox binds those descriptors (bwrap
+ * --bind-fd), never the path again: a path swapped after the check
+ * cannot be followed to something else. */
+#ifndef KART_BINDS_H
+#define KART_BINDS_H
+
+#include "run.h"
+#include "task.h"
+
+/* In the spawned child, bind i of the spec waits at SANDBOX_BIND_FD + i
+ * (sandbox.h); binds_open fills fds[i]. */
+struct binds_opened {
+	int fd[TASK_BINDS_MAX];
+	int n;
+};
+
+/* Open spec's binds as cred's user (NULL: as we are). spool is the
+ * spool's path: it, anything in it and any directory above it are
+ * refused. Returns 0 with out filled; -EACCES with err naming the path
+ * and what is missing (the task is to be rejected); another -errno with
+ * err when the opening itself could not be done (refused). */
+int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
+	       struct binds_opened *out, char *err, size_t errlen);
+void binds_close(struct binds_opened *b);
+
+#endif

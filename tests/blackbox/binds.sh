@@ -1,0 +1,330 @@
+#!/bin/bash
+# Black-box: tasks that work on their submitter's files (cwd=, bind=, ro=,
+# env=), on a real spool with a root worker, submitted by real users (made
+# here, tagged kt19, removed at the end). Every path is opened as the
+# submitter: what they could not open themselves is rejected, naming the
+# path and the access missing, and no race of a symlink swapped under the
+# worker reaches anything else.
+. "$(dirname "$0")/../lib.sh"
+
+U=kt19user O=kt19other
+B_USERS=()
+
+b_cleanup() {
+	local u
+	for u in "${B_USERS[@]}"; do
+		pkill -9 -u "$u" 2>/dev/null
+		userdel -r "$u" 2>/dev/null
+	done
+	rm -rf /root/kt19secret
+	_cleanup
+}
+trap b_cleanup EXIT
+
+can_run() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (a root worker, users to submit)"; return 1; }
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return 1; }
+	command -v runuser >/dev/null || { skip "runuser (util-linux) is missing"; return 1; }
+	command -v useradd >/dev/null || { skip "useradd is missing"; return 1; }
+	command -v make >/dev/null || { skip "make is missing"; return 1; }
+	local u
+	# Made afresh once per run (one left over by a killed run goes,
+	# home and all), removed at the end.
+	for u in "$U" "$O"; do
+		case " ${B_USERS[*]} " in *" $u "*) continue ;; esac
+		if id "$u" >/dev/null 2>&1; then
+			pkill -9 -u "$u" 2>/dev/null
+			userdel -r "$u" 2>/dev/null
+		fi
+		useradd -m -s /bin/sh "$u" || { fail "useradd $u"; return 1; }
+		B_USERS+=("$u")
+		chmod 0700 "/home/$u"
+	done
+}
+
+# A spool that the users may submit to, and a root worker on it.
+bspool() {
+	local s
+	s=$(mkspool)
+	chmod 755 "$T_ROOT" "$s"
+	chmod 1777 "$s/new" "$s/tmp"
+	echo "$s"
+}
+
+# as_user CMD...: run as kt19user, in its home, with kart in PATH.
+as_user() {
+	runuser -u "$U" -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="/home/$U" \
+		sh -c 'cd "$HOME/${BDIR:-}" && "$@"' _ "$@"
+}
+as_user_in() { # DIR CMD...
+	local d=$1; shift
+	runuser -u "$U" -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="/home/$U" \
+		sh -c 'cd "$1" && shift && "$@"' _ "$d" "$@"
+}
+
+# The README's example, as a user would type it: kart submit in a
+# project directory builds there, as that user, and the file stays.
+test_make_in_cwd() {
+	can_run || return
+	local s p=/home/$U/proj
+	s=$(bspool)
+	as_user mkdir -p "$p"
+	printf 'out.txt: in.txt\n\ttr a-z A-Z < in.txt > out.txt\n' | as_user sh -c "cat > $p/Makefile"
+	as_user sh -c "echo hello > $p/in.txt"
+	start_worker "$s"
+	local id
+	id=$(as_user_in "$p" kart -s "$s" submit --timeout 5m -- make -j2) || { fail "kart submit"; return; }
+	as_user_in "$p" timeout 60 kart -s "$s" wait "$id" || fail "kart wait $id: $(field "$s" "$id" .error)"
+	stop_worker "$WPID"
+	assert_eq ok "$(field "$s" "$id" .status)" "status ($(field "$s" "$id" .error))"
+	assert_eq HELLO "$(cat "$p/out.txt" 2>/dev/null)" "the output file in the project directory"
+	assert_eq "$U $U 644" "$(stat -c '%U %G %a' "$p/out.txt" 2>/dev/null)" \
+		"the output file is the submitter's, with umask 022"
+	assert_eq "$p" "$(field "$s" "$id" .cwd)" "result: cwd"
+	assert_eq "$p rw" "$(field "$s" "$id" '.binds[0] | .path + " " + .mode')" "result: binds"
+	assert_eq "$U" "$(field "$s" "$id" .submitter.user)" "result: submitter"
+	assert_eq true "$(field "$s" "$id" .work_discarded)" "HOME (the private /work) was discarded"
+}
+
+# umask= sets the mode of what the task makes; --no-cwd gives /work.
+test_umask_and_no_cwd() {
+	can_run || return
+	local s p=/home/$U/um
+	s=$(bspool)
+	as_user mkdir -p "$p"
+	as_user_in "$p" kart -s "$s" submit --name um -- sh -c 'umask; touch made' >/dev/null
+	printf '#!/bin/sh\n#kart: umask=077\ntouch made77\n' >"$T_ROOT/u77"
+	chmod 644 "$T_ROOT/u77"
+	as_user_in "$p" kart -s "$s" submit --name u77 "$T_ROOT/u77" >/dev/null
+	as_user_in "$p" kart -s "$s" submit --no-cwd --name nocwd -- pwd >/dev/null
+	drain "$s"
+	assert_eq 0022 "$(cat "$s/done/um.stdout")" "the task's umask"
+	assert_eq 644 "$(stat -c %a "$p/made" 2>/dev/null)" "mode with the default umask"
+	assert_eq 600 "$(stat -c %a "$p/made77" 2>/dev/null)" "mode with umask=077"
+	assert_eq /work "$(cat "$s/done/nocwd.stdout")" "--no-cwd: the private /work"
+	assert_eq null "$(field "$s" nocwd .cwd)" "--no-cwd: no cwd in the result"
+}
+
+# submit_file NAME TEXT: a task file of kt19user's, queued as is (--no-cwd).
+submit_file() {
+	local s=$1 name=$2 text=$3 f=/home/$U/$2.task
+	printf '%s' "$text" | as_user sh -c "cat > '$f'"
+	as_user kart -s "$s" submit --no-cwd --name "$name" "$f" >/dev/null ||
+		fail "submit $name"
+}
+
+# What the submitter may not write, or not reach, is rejected, and the
+# error names the path and the access missing.
+test_rejected_paths() {
+	can_run || return
+	local s
+	s=$(bspool)
+	mkdir -p /home/$O/private/sub
+	chown -R "$O" /home/$O/private
+	chmod 0700 /home/$O/private
+	mkdir -p "$T_ROOT/theirs" && chown "$O" "$T_ROOT/theirs" && chmod 0755 "$T_ROOT/theirs"
+	submit_file "$s" root $'#kart: cwd=/root\npwd\n'
+	submit_file "$s" other $'#kart: cwd=/home/kt19other\npwd\n'
+	submit_file "$s" deep $'#kart: ro=/home/kt19other/private/sub\npwd\n'
+	submit_file "$s" theirs "#kart: bind=$T_ROOT/theirs"$'\npwd\n'
+	submit_file "$s" missing $'#kart: cwd=/home/kt19user/nowhere\npwd\n'
+	# (kart submit refuses this one itself: straight into new/.)
+	printf '#kart: ro=/proc/1\npwd\n' >"$s/new/proc" && chown "$U" "$s/new/proc"
+	drain "$s"
+	local id
+	for id in root other deep theirs missing proc; do
+		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
+		assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "$id: never ran"
+	done
+	assert_match "cwd=/root: uid [0-9]+ has no read, write and search access" "$(field "$s" root .error)" "root"
+	assert_match "cwd=/home/kt19other: uid [0-9]+ has no .*write" "$(field "$s" other .error)" "other's home"
+	assert_match "ro=/home/kt19other/private/sub cannot be opened as uid [0-9]+: Permission denied" \
+		"$(field "$s" deep .error)" "inside another's 0700 directory"
+	assert_match "bind=$T_ROOT/theirs: uid [0-9]+ has no write access" "$(field "$s" theirs .error)" "theirs"
+	assert_match "No such file" "$(field "$s" missing .error)" "missing"
+	assert_match "ro=/proc/1 is refused" "$(field "$s" proc .error)" "/proc"
+}
+
+# A symlink of the user's to /etc/shadow (or to a directory they cannot
+# search) is followed as the user: no read.
+test_symlink_to_shadow() {
+	can_run || return
+	local s
+	s=$(bspool)
+	as_user ln -sfn /etc/shadow /home/$U/shadow
+	mkdir -p /root/kt19secret/pub && echo "secret-kt19" >/root/kt19secret/pub/f
+	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
+	as_user ln -sfn /root/kt19secret/pub /home/$U/pub
+	submit_file "$s" shadow $'#kart: ro=/home/kt19user/shadow\ncat /home/kt19user/shadow\n'
+	submit_file "$s" pub $'#kart: ro=/home/kt19user/pub\ncat /home/kt19user/pub/f\n'
+	drain "$s"
+	assert_eq rejected "$(field "$s" shadow .status)" "shadow: status"
+	assert_match "ro=/home/kt19user/shadow: uid [0-9]+ has no read access" "$(field "$s" shadow .error)" "shadow: error"
+	assert_eq rejected "$(field "$s" pub .status)" "pub: status"
+	assert_match "Permission denied" "$(field "$s" pub .error)" "pub: error"
+	grep -q "root:" "$s/done/shadow.stdout" 2>/dev/null && fail "the shadow file was read"
+	grep -q secret-kt19 "$s"/done/* 2>/dev/null && fail "a file under /root was read"
+}
+
+# The path swapped between the user's directory and one they cannot
+# reach, in a loop beside the worker: each task reads the user's file or
+# is rejected, never the other.
+test_swap_race() {
+	can_run || return
+	local s n=24 i
+	s=$(bspool)
+	mkdir -p /root/kt19secret/pub && echo "secret-kt19" >/root/kt19secret/pub/f
+	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
+	as_user sh -c 'mkdir -p ~/mine && echo public > ~/mine/f && ln -sfn mine ~/race'
+	for i in $(seq 1 $n); do
+		submit_file "$s" "r$i" $'#kart: ro=/home/kt19user/race\ncat /home/kt19user/race/f\n'
+	done
+	# The symlink race flips between the user's directory and one under
+	# /root, each flip one rename(2): the name is always there. Until the
+	# worker is done (a stop file), or 60 s at most.
+	as_user sh -c 'cd ~ && end=$(($(date +%s) + 60)); while [ ! -e stop ] && [ $(date +%s) -lt $end ]; do
+		ln -sfn mine .t && mv -T .t race; ln -sfn /root/kt19secret/pub .t && mv -T .t race; done' &
+	local loop=$!
+	T_PIDS+=("$loop")
+	drain "$s" --slots 4
+	as_user touch stop
+	wait "$loop"
+	local ok=0 rej=0
+	for i in $(seq 1 $n); do
+		case $(field "$s" "r$i" .status) in
+		ok) ok=$((ok + 1)); assert_eq public "$(cat "$s/done/r$i.stdout")" "r$i read" ;;
+		rejected | failed) rej=$((rej + 1)) ;;
+		*) fail "r$i: $(field "$s" "r$i" '[.status, .error]')" ;;
+		esac
+	done
+	grep -l secret-kt19 "$s"/done/* 2>/dev/null && fail "a task read the file under /root"
+	echo "    swap race: $n tasks, $ok read the user's file, $rej rejected or failed"
+	for i in $(seq 1 $n); do field "$s" "r$i" '.error // .status'; done | sort | uniq -c | sed 's/^/      /'
+	[ $((ok + rej)) = "$n" ] || fail "not every task accounted for"
+}
+
+# ro= is read-only inside, even for a directory its submitter owns.
+test_ro_is_read_only() {
+	can_run || return
+	local s d=/home/$U/data
+	s=$(bspool)
+	as_user sh -c "mkdir -p $d && echo in > $d/in"
+	as_user_in /home/$U kart -s "$s" submit --no-cwd --ro "$d" --name ro -- \
+		sh -c "cat $d/in; echo x > $d/new && echo wrote || echo refused" >/dev/null
+	drain "$s"
+	assert_eq ok "$(field "$s" ro .status)" "status ($(field "$s" ro .error))"
+	assert_eq "in
+refused" "$(cat "$s/done/ro.stdout")" "read, but no write"
+	assert_no_file "$d/new"
+	assert_eq "$d ro" "$(field "$s" ro '.binds[0] | .path + " " + .mode')" "result: binds"
+}
+
+# The spool, what is in it and what is above it: never bound. kart submit
+# run inside the spool falls back to /work, saying so.
+test_spool_refused() {
+	can_run || return
+	local s
+	s=$(bspool)
+	as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls >/dev/null
+	as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls >/dev/null
+	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- ls >/dev/null
+	local err
+	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
+	assert_match "private /work, not in $s" "$err" "kart submit in the spool: its note"
+	drain "$s"
+	local id
+	for id in sp spdone above; do
+		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
+		assert_match "the spool, in it or above it" "$(field "$s" "$id" .error)" "$id: error"
+	done
+	assert_eq /work "$(cat "$s/done/inside.stdout")" "submitted from the spool: /work"
+}
+
+# -e FOO=value: the task sees it; the value is in no result, log or ps
+# line, and the task file is its submitter's alone. LD_PRELOAD is refused.
+test_env_secret() {
+	can_run || return
+	local s v=kt19-sekrit-$RANDOM$RANDOM
+	s=$(bspool)
+	start_worker "$s"
+	as_user_in /home/$U kart -s "$s" submit --no-cwd --name env -e FOO="$v two" -- \
+		sh -c 'echo "[$FOO]"; sleep 2' >/dev/null
+	wait_until 20 is_running "$s" env || fail "the env task did not start"
+	ps -eo args | grep -F -- "$v" | grep -v grep && fail "the value is in ps output"
+	runuser -u "$U" -- env -i MYVAR="$v-passed" PATH="$KART_BUILD:/usr/bin:/bin" \
+		kart -s "$s" submit --no-cwd --name passed -e MYVAR -- sh -c 'echo "$MYVAR"' >/dev/null
+	as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true >/dev/null
+	# Copied in, readable by all: the worker makes it its owner's alone.
+	as_user sh -c "umask 022; printf '#kart: env=X=$v\\necho copied\\n' > $s/tmp/copied && mv $s/tmp/copied $s/new/copied"
+	wait_until 30 test -e "$s/done/env.json" -a -e "$s/done/passed.json" -a -e "$s/done/pre.json" \
+		-a -e "$s/done/copied.json" ||
+		fail "no results"
+	stop_worker "$WPID"
+	assert_eq "[$v two]" "$(cat "$s/done/env.stdout")" "the task saw FOO"
+	assert_eq "$v-passed" "$(cat "$s/done/passed.stdout")" "-e NAME takes the submitter's value"
+	assert_eq '["FOO"]' "$(field "$s" env '.env | tojson')" "the result names FOO"
+	grep -rlF -- "$v" "$s"/done/*.json "$s.worker.log" && fail "the value is in a result or the log"
+	assert_eq "600 $U" "$(stat -c '%a %U' "$s/done/env.task")" "the task file: its submitter's alone"
+	assert_eq "ok 600" "$(field "$s" copied .status) $(stat -c %a "$s/done/copied.task")" \
+		"a task file copied in with env=: its submitter's alone after the run"
+	assert_eq rejected "$(field "$s" pre .status)" "LD_PRELOAD: status"
+	assert_match "env=LD_PRELOAD is refused.*env_deny" "$(field "$s" pre .error)" "LD_PRELOAD: error"
+}
+
+# HOME is the submitter's real home where it is bound (as the cwd here):
+# what the task writes there stays.
+test_home_bound() {
+	can_run || return
+	local s
+	s=$(bspool)
+	as_user_in /home/$U kart -s "$s" submit --name h -- sh -c 'echo "$HOME"; echo x > ~/result.txt' >/dev/null
+	drain "$s"
+	assert_eq ok "$(field "$s" h .status)" "status ($(field "$s" h .error))"
+	assert_eq "/home/$U" "$(cat "$s/done/h.stdout")" "HOME"
+	assert_eq "/home/$U" "$(field "$s" h .home)" "result: home"
+	assert_eq false "$(field "$s" h .work_discarded)" "nothing discarded"
+	assert_eq "x $U" "$(cat /home/$U/result.txt 2>/dev/null) $(stat -c %U /home/$U/result.txt 2>/dev/null)" \
+		"~/result.txt kept, the submitter's"
+}
+
+# The policy: task_binds = no rejects a cwd= and kart submit does not add
+# one by itself; task_bind_roots limits where.
+test_policy_keys() {
+	can_run || return
+	local s
+	s=$(bspool)
+	printf '[sandbox]\ntask_binds = no\n' >"$s/kart.conf"
+	as_user_in /home/$U kart -s "$s" submit --name plain -- pwd >/dev/null
+	as_user_in /home/$U kart -s "$s" submit --name asked -C /home/$U -- pwd >/dev/null
+	drain "$s"
+	assert_eq "ok /work" "$(field "$s" plain .status) $(cat "$s/done/plain.stdout")" "no cwd= by default"
+	assert_eq rejected "$(field "$s" asked .status)" "cwd= asked for"
+	assert_match "task_binds = no" "$(field "$s" asked .error)" "the error names the key"
+	printf '[sandbox]\ntask_bind_roots = /srv\n' >"$s/kart.conf"
+	as_user_in /home/$U kart -s "$s" submit --name outside -- pwd >/dev/null
+	drain "$s"
+	assert_eq rejected "$(field "$s" outside .status)" "outside the roots"
+	assert_match "task_bind_roots" "$(field "$s" outside .error)" "the error names the key"
+}
+
+# The README's batch example, as written there: one task per input
+# file, each writing its output beside its input.
+test_readme_batch() {
+	can_run || return
+	local s d=/home/$U/logs
+	s=$(bspool)
+	as_user sh -c "mkdir -p $d && for i in 1 2 3; do seq \$i 500 > $d/\$i.log; done"
+	start_worker "$s"
+	local out
+	out=$(as_user_in "$d" env KART_SPOOL="$s" sh -c 'ids=$(for f in *.log; do kart submit -- gzip -k9 "$f"; done)
+		timeout 120 kart wait $ids 2>&1; echo "rc=$? ids=" $ids')
+	assert_match "rc=0 ids= gzip gzip.2 gzip.3" "$out" "the README's batch: kart wait ($(cat "$s"/done/gzip*.json | jq -c '[.id, .status, .error, .exit_code]' | tr '\n' ' ') $(cat "$s"/done/gzip*.stderr))"
+	stop_worker "$WPID"
+	local i
+	for i in 1 2 3; do
+		assert_eq "$(seq $i 500 | md5sum)" "$(zcat $d/$i.log.gz 2>/dev/null | md5sum)" "$i.log.gz"
+		assert_eq "$U" "$(stat -c %U $d/$i.log.gz 2>/dev/null)" "$i.log.gz is the submitter's"
+	done
+}
+
+run_tests
