@@ -474,6 +474,13 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (parse_int(val, 0, 100, &n) < 0)
 			return ERR("%s: retries = %s: not a number from 0 to 100", where, val);
 		pol->retries_default = (int)n;
+	} else if (strcmp(k, "limits.kill_grace") == 0 || strcmp(k, "limits.kill_grace_max") == 0) {
+		if (parse_duration_s(val, &d) < 0 || d > 3600)
+			return ERR("%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, key, val);
+		if (key[10] == '\0')
+			pol->kill_grace_s = d;
+		else
+			pol->kill_grace_max_s = d;
 	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d == 0)
 			return ERR("%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
@@ -627,6 +634,9 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
+	/* As systemd's TimeoutStopSec and `timeout -k`: time to clean up. */
+	pol->kill_grace_s = 5;
+	pol->kill_grace_max_s = 300;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
@@ -671,6 +681,10 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		if (parse_duration_s(v, &s) < 0 || s > 3600)
 			return ERR("KART_TERM_GRACE=%s: not a duration up to 1h", v);
 		pol->term_grace_s = (int)s;
+	}
+	if ((v = getenv("KART_KILL_GRACE")) && *v) {
+		if (parse_duration_s(v, &pol->kill_grace_s) < 0 || pol->kill_grace_s > 3600)
+			return ERR("KART_KILL_GRACE=%s: not a duration up to 1h", v);
 	}
 	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
 		if (parse_duration_s(v, &pol->timeout_max_s) < 0)

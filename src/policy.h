@@ -82,6 +82,8 @@ struct policy {
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
 	int term_grace_s;          /* SIGTERM: running tasks get this long */
+	int64_t kill_grace_s;      /* [limits] kill_grace: a timeout or cancel's SIGTERM, then SIGKILL */
+	int64_t kill_grace_max_s;  /* [limits] kill_grace_max: the directive's ceiling */
 	bool net_all;              /* network for every submitter */
 	uid_t net_uids[64];
 	int n_net_uids;

@@ -81,6 +81,9 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	memset(sp, 0, sizeof *sp);
 	sp->root = sp->tmp = sp->new = sp->cur = sp->done = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sp->root < 0 && errno == ENOENT)
+		return ERR("%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
+			   strerror(errno), path);
 	if (sp->root < 0)
 		return ERR("%s: %s", path, strerror(errno));
 	int *fds[] = {&sp->tmp, &sp->new, &sp->cur, &sp->done};

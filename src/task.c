@@ -21,6 +21,7 @@ void task_spec_init(struct task_spec *spec)
 {
 	memset(spec, 0, sizeof *spec);
 	spec->timeout_s = -1;
+	spec->kill_grace_s = -1;
 	spec->lane = LANE_FAST;
 	spec->retries = -1;
 }
@@ -77,7 +78,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			return 0;
 		}
 		return ERR("line %d: unknown directive item '%s' (known: timeout= memory= pids= "
-			   "cpu= lane= net priority= retries= output= kind=)", lineno, item);
+			   "cpu= lane= net priority= retries= output= kind= kill_grace= label=)", lineno, item);
 	}
 	if (*val == '\0')
 		return ERR("line %d: %s= needs a value", lineno, key);
@@ -93,6 +94,19 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 				   lineno, val);
 		spec->timeout_s = s;
 		spec->line_timeout = lineno;
+	} else if (strcmp(key, "kill_grace") == 0) {
+		int64_t s;
+		if (parse_duration_s(val, &s) < 0)
+			return ERR("line %d: kill_grace=%s is not a duration (use 0, 10s or 1m)",
+				   lineno, val);
+		spec->kill_grace_s = s;
+		spec->line_kill_grace = lineno;
+	} else if (strcmp(key, "label") == 0) {
+		/* Kept as written: `kart status --label` compares it so. */
+		if (strlen(val) >= sizeof spec->label)
+			return ERR("line %d: label= is longer than %zu bytes", lineno,
+				   sizeof spec->label - 1);
+		snprintf(spec->label, sizeof spec->label, "%s", val);
 	} else if (strcmp(key, "memory") == 0 || strcmp(key, "output") == 0) {
 		uint64_t v;
 		bool mem = key[0] == 'm';
@@ -157,7 +171,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		snprintf(spec->name, sizeof spec->name, "%s", val);
 	} else {
 		return ERR("line %d: unknown directive item '%s' (known: timeout= memory= pids= "
-			   "cpu= lane= net priority= retries= output= kind=)", lineno, item);
+			   "cpu= lane= net priority= retries= output= kind= kill_grace= label=)", lineno, item);
 	}
 	return 0;
 }
@@ -273,6 +287,10 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		return ERR("line %d: timeout=%llds is above the policy's ceiling of %llds",
 			   spec->line_timeout, (long long)spec->timeout_s,
 			   (long long)pol->timeout_max_s);
+	if (spec->kill_grace_s > pol->kill_grace_max_s)
+		return ERR("line %d: kill_grace=%llds is above the policy's ceiling of %llds",
+			   spec->line_kill_grace, (long long)spec->kill_grace_s,
+			   (long long)pol->kill_grace_max_s);
 	if (spec->memory > ll.memory_max) {
 		fmt_size(spec->memory, a, sizeof a);
 		fmt_size(ll.memory_max, b, sizeof b);

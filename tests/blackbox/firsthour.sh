@@ -1,0 +1,179 @@
+#!/bin/bash
+# Black-box: what a new user meets in the first hour (issue 23), tried as
+# a normal account on a spool of its own where it matters: a timeout's
+# SIGTERM and kill grace, the exit codes of kart wait, no worker running,
+# a missing `--`, a network request refused at once, many results, the
+# worker's environment, the cron recipe, make demo, and the small hints.
+. "$(dirname "$0")/../lib.sh"
+
+U=kt23user
+UHOME=/home/$U
+
+# The test's user, made here and removed at the end (it is ours alone:
+# the tag kt23 keeps parallel runs of other suites apart).
+user_setup() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (to make the user $U)"; return 1; }
+	command -v setpriv >/dev/null || { skip "setpriv (util-linux) is missing"; return 1; }
+	if ! id "$U" >/dev/null 2>&1; then
+		useradd -m -d "$UHOME" -s /bin/sh "$U" || { fail "useradd $U"; return 1; }
+		_T_MADE_USER=1
+	fi
+	chmod 0711 "$T_ROOT"
+	return 0
+}
+user_cleanup() {
+	[ "${_T_MADE_USER:-0}" = 1 ] || return 0
+	pkill -KILL -u "$U" 2>/dev/null
+	sleep 0.2
+	userdel -r "$U" 2>/dev/null
+}
+trap 'user_cleanup; _cleanup' EXIT
+
+# as_user CMD...: CMD as the user, with a login's plain environment
+# (setpriv execs: its pid is the command's, for stop_worker).
+as_user() {
+	setpriv --reuid="$U" --regid="$U" --init-groups -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="$UHOME" LANG=C.UTF-8 "$@"
+}
+# A spool of the user's own, made by the user (kart init --personal).
+user_spool() {
+	local d
+	d=$(mktemp -d "$T_ROOT/u.XXXXXX") && chown "$U:" "$d" && chmod 0755 "$d" &&
+		as_user kart -s "$d/spool" init --personal >/dev/null || fail "kart init --personal as $U"
+	echo "$d/spool"
+}
+user_drain() {
+	local s=$1; shift
+	as_user timeout "$(slow 60)" kart -s "$s" worker --drain "$@" >>"$s.worker.log" 2>&1 ||
+		fail "worker --drain as $U exited $? (log: $(tail -3 "$s.worker.log"))"
+}
+# user_task SPOOL NAME BODY: written by the user, submitted by the user.
+user_submit() {
+	local s=$1 n=$2
+	printf '%s\n' "$3" >"$T_ROOT/$n.task" && chmod 0644 "$T_ROOT/$n.task"
+	as_user kart -s "$s" submit --name "$n" "$T_ROOT/$n.task" >/dev/null || fail "submit $n as $U"
+}
+
+# ---- 4. a timeout gives a chance to clean up ---------------------------------
+
+# The body of a task that cleans up on SIGTERM; $1: what else it does.
+trap_body() {
+	printf '%s\n' "#!/bin/sh" "$1" \
+		"trap 'echo cleaning; sleep 0.3; echo cleaned; exit 3' TERM" \
+		"echo started" "sleep 30 & wait"
+}
+
+test_timeout_sigterm_first() {
+	user_setup || return
+	local s; s=$(user_spool)
+	user_submit "$s" clean "$(trap_body '#kart: timeout=1s kill_grace=5s')"
+	local t0=$SECONDS
+	user_drain "$s"
+	assert_eq timeout "$(field "$s" clean .status)" status
+	assert_eq 3 "$(field "$s" clean .exit_code)" "exit code chosen within the grace"
+	assert_eq null "$(field "$s" clean .signal)" "no signal ended it"
+	assert_eq 5 "$(field "$s" clean .limits.kill_grace_s)" "limits.kill_grace_s"
+	assert_match "after SIGTERM it exited with status 3" "$(field "$s" clean .error)" error
+	assert_eq "started cleaning cleaned" "$(tr '\n' ' ' <"$s/done/clean.stdout" | sed 's/ $//')" stdout
+	[ $((SECONDS - t0)) -lt 5 ] || fail "the clean-up took the whole grace: $((SECONDS - t0))s"
+	as_user kart -s "$s" wait clean 2>/dev/null
+	assert_eq 124 "$?" "kart wait on a timeout"
+}
+
+test_timeout_sigkill_after_grace() {
+	user_setup || return
+	local s; s=$(user_spool)
+	# It ignores SIGTERM: SIGKILL comes after the grace, not before.
+	user_submit "$s" stubborn "$(printf '%s\n' '#!/bin/sh' '#kart: timeout=1s kill_grace=2s' \
+		"trap '' TERM" 'while :; do sleep 0.1; done')"
+	user_drain "$s"
+	assert_eq timeout "$(field "$s" stubborn .status)" status
+	assert_eq SIGKILL "$(field "$s" stubborn .signal)" signal
+	assert_match "SIGTERM, then SIGKILL after the kill grace of 2s" "$(field "$s" stubborn .error)" error
+	local d; d=$(field "$s" stubborn .duration_ms)
+	[ "$d" -ge 2900 ] || fail "killed after ${d}ms: before timeout + grace (3s)"
+}
+
+test_timeout_term_reaches_the_tree() {
+	user_setup || return
+	local s; s=$(user_spool) d="31.$$$RANDOM"
+	# A daemon in a session of its own hears the SIGTERM too.
+	user_submit "$s" tree "$(printf '%s\n' '#!/bin/sh' '#kart: timeout=1s kill_grace=3s' \
+		"setsid sh -c 'trap \"echo daemon-term >&2; exit 0\" TERM; sleep $d & wait' &" \
+		"sleep $d & wait")"
+	user_drain "$s"
+	assert_eq timeout "$(field "$s" tree .status)" status
+	assert_eq SIGTERM "$(field "$s" tree .signal)" "the main process ended by SIGTERM"
+	assert_match daemon-term "$(cat "$s/done/tree.stderr")" "the daemon's trap ran"
+	pgrep -f "sleep $d" >/dev/null && fail "a process of the task survived"
+	true
+}
+
+test_timeout_policy_default_and_ceiling() {
+	user_setup || return
+	local s; s=$(user_spool)
+	user_submit "$s" dflt "$(printf '%s\n' '#!/bin/sh' '#kart: timeout=1s' "trap '' TERM" 'sleep 30')"
+	user_submit "$s" over "$(printf '%s\n' '#!/bin/sh' '#kart: kill_grace=2h' 'true')"
+	user_submit "$s" zero "$(printf '%s\n' '#!/bin/sh' '#kart: timeout=1s kill_grace=0' "trap 'exit 0' TERM" 'sleep 30 & wait')"
+	user_drain "$s"
+	assert_eq 5 "$(field "$s" dflt .limits.kill_grace_s)" "the policy's default grace"
+	local d; d=$(field "$s" dflt .duration_ms)
+	[ "$d" -ge 5900 ] || fail "default grace: killed after ${d}ms, before 1s + 5s"
+	assert_eq rejected "$(field "$s" over .status)" "kill_grace above the ceiling"
+	assert_match "kill_grace=7200s is above the policy's ceiling of 300s" "$(field "$s" over .error)" error
+	assert_eq SIGKILL "$(field "$s" zero .signal)" "kill_grace=0: SIGKILL at once"
+	as_user kart -s "$s" wait over 2>/dev/null
+	assert_eq 65 "$?" "kart wait on a rejected task"
+}
+
+test_cancel_sigterm_first() {
+	user_setup || return
+	local s; s=$(user_spool)
+	user_submit "$s" job "$(trap_body '#kart: kill_grace=5s')"
+	as_user kart -s "$s" worker >>"$s.worker.log" 2>&1 &
+	local wpid=$!
+	T_PIDS+=("$wpid")
+	wait_until 20 grep -q started "$s/cur/"*/.job.stdout 2>/dev/null ||
+		wait_until 20 is_running "$s" job || fail "job never ran"
+	sleep 0.3
+	run_cmd -s "$s" cancel job
+	wait_until 20 test -e "$s/done/job.json" || fail "no result after cancel"
+	assert_eq cancelled "$(field "$s" job .status)" status
+	assert_eq 3 "$(field "$s" job .exit_code)" "its own exit within the grace"
+	assert_match cleaned "$(cat "$s/done/job.stdout")" "its trap ran"
+	run_cmd -s "$s" wait job
+	assert_eq 130 "$RC" "kart wait on a cancelled task"
+	stop_worker "$wpid"
+}
+
+test_timeout_backend_none() {
+	local s; s=$(mkspool)
+	printf '%s\n' "$(trap_body '#kart: timeout=1s kill_grace=5s')" >"$s/new/clean"
+	KART_BACKEND=none drain "$s"
+	assert_eq timeout "$(field "$s" clean .status)" status
+	assert_eq 3 "$(field "$s" clean .exit_code)" "exit code within the grace (backend none)"
+	assert_match cleaned "$(cat "$s/done/clean.stdout")" "its trap ran (backend none)"
+}
+
+test_wait_codes_and_names() {
+	local s; s=$(mkspool)
+	printf '#!/bin/sh\nexit 3\n' >"$s/new/three"
+	printf '#!/bin/sh\nexit 0\n' >"$s/new/fine"
+	printf '#!/bin/sh\nkill -USR1 $$\n' >"$s/new/sig"
+	printf '#!/bin/sh\n#kart: bogus\n' >"$s/new/bad"
+	drain "$s"
+	run_cmd -s "$s" wait three
+	assert_eq 3 "$RC" "failed: its own code"
+	assert_match "three: failed \(exit 3\)" "$ERR" "stderr names it"
+	run_cmd -s "$s" wait sig
+	assert_eq $((128 + 10)) "$RC" "killed: 128+N"
+	run_cmd -s "$s" wait fine three bad sig
+	assert_eq 1 "$RC" "several, some not ok"
+	assert_match "three: failed" "$ERR" "names three"
+	assert_match "bad: rejected" "$ERR" "names bad"
+	assert_match "sig: killed \(SIGUSR1\)" "$ERR" "names sig"
+	[[ $ERR == *fine* ]] && fail "an ok task was named: $ERR"
+	run_cmd -s "$s" wait fine
+	assert_eq "0:" "$RC:$ERR" "ok: 0, nothing said"
+}
+
+run_tests
