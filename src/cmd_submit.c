@@ -33,6 +33,9 @@ static const char help[] =
 	"  --priority N     lower runs first (default 0)\n"
 	"  --kind NAME      run it with the policy's runner for kind NAME\n"
 	"                   (wins over the #! line; see kart.conf(5) [kind.NAME])\n"
+	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
+	"                   DUR (default: the policy's, 5s)\n"
+	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
 	"\n"
 	"exit status: 0 queued; 1 could not queue; 2 usage error\n";
 
@@ -88,6 +91,43 @@ static int read_all_fd(int fd, char **out, size_t *outlen, size_t max)
 	return 0;
 }
 
+/* `kart submit make`: FILE is missing but names a command in PATH. Says
+ * how to run it; true if it did. */
+static bool hint_command(int n, char **args)
+{
+	if (strchr(args[0], '/') || access(args[0], F_OK) == 0)
+		return false;
+	const char *path = getenv("PATH");
+	bool found = false;
+	_cleanup_free_ char *dirs = xstrdup(path && *path ? path : "/usr/bin:/bin");
+	char *save = NULL, p[4096];
+	for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save))
+		found = pathfmt(p, sizeof p, "%s/%s", *d ? d : ".", args[0]) == 0 && access(p, X_OK) == 0;
+	if (!found)
+		return false;
+	fprintf(stderr, "kart submit: %s is not a file but a command; did you mean: kart submit --", args[0]);
+	for (int i = 0; i < n; i++)
+		fprintf(stderr, " %s", args[i]);
+	fputc('\n', stderr);
+	return true;
+}
+
+/* A task that asks for network the policy would refuse: say so now, with
+ * where the grant goes, rather than as a `rejected` result later. The
+ * policy is read as the worker reads it; one that cannot be read here
+ * leaves the decision to the worker. */
+static bool net_refused(struct spool *sp, const struct task_spec *spec, const char *what)
+{
+	struct policy pol;
+	char err[1024];
+	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
+		return false;
+	if (task_check_policy(spec, &pol, getuid(), err, sizeof err) == 0 || policy_net_allowed(&pol, getuid()))
+		return false;
+	fprintf(stderr, "kart submit: %s: %s\n", what, err);
+	return true;
+}
+
 int cmd_submit(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -100,6 +140,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"net", no_argument, NULL, 'N'},
 		{"priority", required_argument, NULL, 'P'},
 		{"kind", required_argument, NULL, 'k'},
+		{"kill-grace", required_argument, NULL, 'G'},
+		{"label", required_argument, NULL, 'L'},
 		{"to", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
@@ -160,6 +202,19 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 				return usage_error("submit", "--kind %s: not a kind name (a-z 0-9 _ -)", optarg);
 			ADD(" kind=%s", optarg);
 			break;
+		case 'G':
+			if (parse_duration_s(optarg, &d) < 0)
+				return usage_error("submit", "--kill-grace %s: not a duration (0, 10s, 1m)", optarg);
+			ADD(" kill_grace=%s", optarg);
+			break;
+		case 'L': {
+			char enc[3 * TASK_NAME_MAX + 1];
+			if (!*optarg || pct_encode(optarg, enc, sizeof enc) < 0 ||
+			    strlen(enc) > TASK_NAME_MAX)
+				return usage_error("submit", "--label: 1 to %d bytes, once encoded", TASK_NAME_MAX);
+			ADD(" label=%s", enc);
+			break;
+		}
 		case 'T':
 			/* --to postgres URL, or the URL alone. */
 			if (strncmp(optarg, "postgres://", 11) == 0 ||
@@ -193,8 +248,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	bool is_cmd = optind > 0 && strcmp(argv[optind - 1], "--") == 0;
 	if (optind >= argc)
 		return usage_error("submit", "no task given (FILE, - or -- CMD)");
-	if (!is_cmd && argc - optind > 1)
+	if (!is_cmd && argc - optind > 1) {
+		if (hint_command(argc - optind, argv + optind))
+			return EXIT_USAGE;
 		return usage_error("submit", "one task file at a time (or -- CMD ARGS)");
+	}
 
 	_cleanup_free_ char *body = NULL;
 	size_t blen = 0;
@@ -228,6 +286,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			fprintf(stderr, "kart submit: %s: %s\n", argv[optind], strerror(errno));
+			(void)hint_command(argc - optind, argv + optind);
 			return 1;
 		}
 		if (!S_ISREG(st.st_mode)) {
@@ -299,6 +358,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	}
 	if (url)
 		return submit_to_queue(url, base, lane, task, tlen);
+	if ((spec.net || spec.kind_net) && net_refused(&sp, &spec, is_cmd ? "the command" : argv[optind]))
+		return 1;
 	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
 	if (r < 0) {
 		fprintf(stderr, "kart submit: cannot queue into %s/new: %s\n", sp.path, strerror(-r));
@@ -306,6 +367,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		return 1;
 	}
 	printf("%s\n", id);
+	(void)fflush(stdout);
+	warn_no_worker(&sp, "submit");
 	spool_close(&sp);
 	return 0;
 }

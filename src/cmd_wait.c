@@ -103,7 +103,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	int64_t deadline = timeout_s >= 0 ? now_mono_ms() + timeout_s * 1000 : 0;
 	bool tty = isatty(STDERR_FILENO);
 	int shown = -1;
-	bool full = true;
+	bool full = true, warned = false;
 	for (;;) {
 		/* The watch exists: now look at every task; after that, only at
 		 * those whose result an event names (or all, on an overflow). */
@@ -123,6 +123,10 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 				fin[i] = true;
 				left--;
 			}
+		}
+		if (full && left && !warned) {
+			warn_no_worker(&sp, "wait");
+			warned = true;
 		}
 		full = false;
 		if (tty && n > 1 && shown != n - left) {

@@ -647,6 +647,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		_cleanup_free_ char *text = NULL;
 		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
 			return ERR("%s/kart.conf: path too long", spool_dir);
+		snprintf(pol->conf_path, sizeof pol->conf_path, "%s", path);
 		/* One byte more than allowed: a longer file is an error, not
 		 * a policy cut short (mid-line, a grant could change). */
 		size_t len = 0;

@@ -61,6 +61,7 @@ bool kind_name_ok(const char *s);
 
 struct policy {
 	enum backend backend;
+	char conf_path[4096];    /* SPOOL/kart.conf, read or not; "" without a spool */
 	int slots[2];            /* per lane: fast, batch */
 	uint64_t output_default; /* per stream */
 	uint64_t output_max;

@@ -311,16 +311,20 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		return ERR("line %d: output=%s is above the policy's ceiling of %s",
 			   spec->line_output, a, b);
 	}
+	/* Where the grant would go: the user's next step. */
+	const char *conf = pol->conf_path[0] ? pol->conf_path : "the spool's kart.conf";
 	if (spec->kind_net && !policy_net_allowed(pol, uid)) {
 		if (spec->line_kind)
 			return ERR("line %d: kind=%s needs network, but the policy grants no network "
-				   "to uid %u", spec->line_kind, spec->kind, (unsigned)uid);
+				   "to uid %u (" NET_GRANT_HINT ")", spec->line_kind, spec->kind,
+				   (unsigned)uid, conf);
 		return ERR("the file's extension makes it kind %s, which needs network, but the "
-			   "policy grants no network to uid %u", spec->kind, (unsigned)uid);
+			   "policy grants no network to uid %u (" NET_GRANT_HINT ")", spec->kind,
+			   (unsigned)uid, conf);
 	}
 	if (spec->net && !policy_net_allowed(pol, uid))
-		return ERR("line %d: net requested, but the policy grants no network to uid %u",
-			   spec->line_net, (unsigned)uid);
+		return ERR("line %d: net requested, but the policy grants no network to uid %u "
+			   "(" NET_GRANT_HINT ")", spec->line_net, (unsigned)uid, conf);
 	return 0;
 }
 

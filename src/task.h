@@ -52,6 +52,10 @@ int task_name_check(const char *name, const char **why);
  * On error returns -1 with a message naming the line in err. */
 int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, size_t errlen);
 
+/* How a refused network request says where the grant goes (%s: the
+ * policy file). */
+#define NET_GRANT_HINT "grant it with [network] allow_uids or allow_groups in %s"
+
 /* Check a parsed spec against the policy's ceilings and grants for the
  * submitter uid. Returns -1 with a message naming the line on refusal. */
 int task_check_policy(const struct task_spec *spec, const struct policy *pol, uid_t uid,

@@ -176,4 +176,86 @@ test_wait_codes_and_names() {
 	assert_eq "0:" "$RC:$ERR" "ok: 0, nothing said"
 }
 
+# ---- 1. no worker running ----------------------------------------------------
+
+test_no_worker_said() {
+	user_setup || return
+	local s; s=$(user_spool)
+	local out err
+	err=$(as_user kart -s "$s" submit --name lonely -- true 2>&1 >/dev/null)
+	assert_match "no worker is running on $s" "$err" "submit says so"
+	assert_match "kart -s $s worker --daemon" "$err" "submit gives the command"
+	err=$(as_user kart -s "$s" wait --timeout 1 lonely 2>&1 >/dev/null)
+	assert_match "no worker is running" "$err" "wait says so"
+	# --daemon: detached, logging to SPOOL/worker.log; then nothing is said.
+	out=$(as_user kart -s "$s" worker --daemon 2>&1)
+	assert_match "running in the background as pid [0-9]+; log: $s/worker.log" "$out" "--daemon says where"
+	local dpid; dpid=$(sed -n 's/.*as pid \([0-9]*\);.*/\1/p' <<<"$out")
+	[ -n "$dpid" ] && T_PIDS+=("$dpid")
+	as_user kart -s "$s" wait --timeout 20 lonely 2>/dev/null || fail "the daemon did not run the task"
+	err=$(as_user kart -s "$s" submit --name second -- true 2>&1 >/dev/null)
+	assert_eq "" "$err" "submit with a worker running says nothing"
+	assert_match "event=finished.*id=lonely" "$(cat "$s/worker.log")" "the daemon's log"
+	[ "$(ps -o sid= -p "$dpid" | tr -d ' ')" != "$(ps -o sid= -p $$ | tr -d ' ')" ] ||
+		fail "the daemon is still in our session"
+	[ -n "$dpid" ] && stop_worker "$dpid"
+}
+
+# ---- 2. leaving out -- ----------------------------------------------------------
+
+test_submit_hints_double_dash() {
+	user_setup || return
+	local s err; s=$(user_spool)
+	err=$(cd "$UHOME" && as_user kart -s "$s" submit make 2>&1)
+	assert_eq 1 "$?" "exit status"
+	assert_match "did you mean: kart submit -- make" "$err" "the hint"
+	err=$(cd "$UHOME" && as_user kart -s "$s" submit make -j2 2>&1)
+	assert_match "did you mean: kart submit -- make -j2" "$err" "the hint, with arguments"
+	err=$(as_user kart -s "$s" submit no-such-command-kt23 2>&1)
+	[[ $err == *"did you mean"* ]] && fail "a hint for what is no command: $err"
+	true
+}
+
+# ---- 3. network refused at once --------------------------------------------------
+
+test_net_refused_at_submit() {
+	user_setup || return
+	local s err; s=$(mkspool)
+	chmod 0755 "$s" && chmod 1777 "$s/new" "$s/tmp"
+	err=$(as_user kart -s "$s" submit --net -- true 2>&1)
+	assert_eq 1 "$?" "submit --net without a grant"
+	assert_match "allow_uids or allow_groups in $s/kart.conf" "$err" "names the key and the file"
+	assert_eq "" "$(ls "$s/new")" "nothing queued"
+	# The worker's error names them too (the file came another way).
+	printf '#!/bin/sh\n#kart: net\ntrue\n' >"$s/new/direct"
+	drain "$s"
+	assert_match "allow_uids or allow_groups in .*kart.conf" "$(field "$s" direct .error)" "worker's error"
+}
+
+test_personal_spool_grants_net() {
+	user_setup || return
+	local s; s=$(user_spool)
+	assert_match "allow_uids = $(id -u "$U")" "$(cat "$s/kart.conf")" "kart init --personal's grant"
+	as_user kart -s "$s" submit --name withnet --net -- sh -c 'cat /sys/class/net/*/operstate 2>/dev/null | sort -u; ls /sys/class/net' >/dev/null ||
+		fail "submit --net on a personal spool"
+	as_user kart -s "$s" submit --name nonet -- ls /sys/class/net >/dev/null
+	user_drain "$s"
+	assert_eq true "$(field "$s" withnet .sandbox.network)" "net granted on request"
+	assert_eq false "$(field "$s" nonet .sandbox.network)" "still opt-in per task"
+	# Again: the user's own kart.conf stays.
+	echo "# mine" >>"$s/kart.conf"
+	as_user kart -s "$s" init --personal 2>/dev/null
+	assert_match "# mine" "$(cat "$s/kart.conf")" "an existing kart.conf kept"
+}
+
+# ---- 11. small things -----------------------------------------------------------
+
+test_missing_spool_hints_init() {
+	run_cmd -s "$T_ROOT/nope" status
+	assert_eq 1 "$RC" "exit status"
+	assert_match "kart -s $T_ROOT/nope init" "$ERR" "hint"
+	run_cmd worker --help
+	assert_match "usage: .*--log-format" "$(head -2 <<<"$OUT")" "worker usage line"
+}
+
 run_tests
