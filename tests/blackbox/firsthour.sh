@@ -258,4 +258,33 @@ test_missing_spool_hints_init() {
 	assert_match "usage: .*--log-format" "$(head -2 <<<"$OUT")" "worker usage line"
 }
 
+# ---- 8. many results ----------------------------------------------------------------
+
+test_status_sort_glob_last_label() {
+	local s i; s=$(mkspool)
+	# Submitted in an order their ids do not sort in.
+	for i in up-f03 up-f01 other up-f02; do
+		run_cmd -s "$s" submit --name "$i" --label "night batch" -- true
+		sleep 0.02
+	done
+	run_cmd -s "$s" submit --name loner -- true
+	run_cmd -s "$s" status --label "night batch"
+	assert_eq "up-f03 up-f01 other up-f02" "$(cut -f1 <<<"$OUT" | tr '\n' ' ' | sed 's/ $//')" "queued, by label, by time"
+	KART_BACKEND=none drain "$s"
+	assert_eq "night batch" "$(field "$s" up-f01 .label | sed 's/%20/ /')" "label in the result"
+	run_cmd -s "$s" status 'up-f0*'
+	assert_eq 0 "$RC" "a glob: exit status ($ERR)"
+	assert_eq 3 "$(wc -l <<<"$OUT")" "a glob matches three"
+	run_cmd -s "$s" status --sort id 'up-f0*'
+	assert_eq "up-f01 up-f02 up-f03" "$(cut -f1 <<<"$OUT" | tr '\n' ' ' | sed 's/ $//')" "--sort id"
+	run_cmd -s "$s" status --last 2
+	assert_eq 2 "$(wc -l <<<"$OUT")" "--last 2"
+	run_cmd -s "$s" status --label "night batch" --json
+	assert_eq 4 "$(jq length <<<"$OUT")" "--label: the batch, done"
+	[[ $OUT == *loner* ]] && fail "--label showed an unlabelled task"
+	run_cmd -s "$s" status 'zz*'
+	assert_eq 1 "$RC" "a glob that matches nothing"
+	assert_match "no task matches" "$ERR" "said"
+}
+
 run_tests
