@@ -736,6 +736,18 @@ void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *
 	out->cpu_max_milli = l->cpu_max_milli ? l->cpu_max_milli : pol->cpu_max_milli;
 }
 
+void policy_env_names(const struct policy *pol,
+		      void (*fn)(const char *name, const char *where, void *arg), void *arg)
+{
+	for (const char *e = NULL; (e = plist_next(&pol->env_pass, e));)
+		fn(e, "[sandbox] env_pass", arg);
+	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));)
+		fn(e, "[network] cred_env", arg);
+	for (int i = 0; i < pol->n_kinds; i++)
+		for (int j = 0; j < pol->kinds[i].n_cred; j++)
+			fn(pol->kinds[i].cred[j], "[kind] cred", arg);
+}
+
 bool policy_net_allowed(const struct policy *pol, uid_t uid)
 {
 	if (pol->net_all)

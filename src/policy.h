@@ -122,6 +122,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
 		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
+/* Each variable the policy passes from the worker's environment into
+ * tasks ([sandbox] env_pass, [network] cred_env, [kind.NAME] cred), once,
+ * with where it is named: fn(name, where, arg). */
+void policy_env_names(const struct policy *pol,
+		      void (*fn)(const char *name, const char *where, void *arg), void *arg);
 /* Ready to run tasks: the backend's program (bwrap given by name, the
  * container CLI) resolved from PATH, then policy_backend_check. A bwrap
  * given as a path is taken as given: if it cannot run, each task is

@@ -3174,6 +3174,35 @@ static void begin_stop(struct worker *w, const char *why)
 
 static void build_seccomp(struct worker *w);
 
+struct env_gap {
+	char names[512];
+	size_t len;
+};
+
+static void env_gap_add(const char *name, const char *where, void *arg)
+{
+	struct env_gap *g = arg;
+	(void)where;
+	if (getenv(name) || strstr(g->names, name))
+		return;
+	int n = snprintf(g->names + g->len, sizeof g->names - g->len, "%s%s", g->len ? " " : "", name);
+	if (n > 0 && (size_t)n < sizeof g->names - g->len)
+		g->len += (size_t)n;
+}
+
+/* The policy passes these from our environment, which is the one we
+ * started with: a reload cannot give us a variable, so say which lack. */
+static void log_env_missing(const struct policy *pol, const char *when)
+{
+	struct env_gap g = {.len = 0};
+	g.names[0] = '\0';
+	policy_env_names(pol, env_gap_add, &g);
+	if (g.len)
+		logmsg("%s: the policy passes variables this worker's environment lacks: %s (they "
+		       "come from the worker's environment at its start: set them there and "
+		       "restart it; kart doctor lists them)", when, g.names);
+}
+
 static void on_signal(struct worker *w)
 {
 	struct signalfd_siginfo si;
@@ -3209,6 +3238,7 @@ static void on_signal(struct worker *w)
 					w->slots[l] = np.slots[l];
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			log_env_missing(w->pol, "SIGHUP");
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
@@ -3418,6 +3448,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
+	log_env_missing(pol, "start");
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	struct src s_wdog = {SRC_WATCHDOG, NULL};
 	_cleanup_close_ int wdog = notify_watchdog_fd();

@@ -287,4 +287,27 @@ test_status_sort_glob_last_label() {
 	assert_match "no task matches" "$ERR" "said"
 }
 
+# ---- 5. the worker's environment ---------------------------------------------------
+
+test_env_named_by_policy() {
+	local s; s=$(mkspool)
+	printf '[sandbox]\nenv_pass = KT23_SET KT23_UNSET\n[network]\ncred_env = KT23_TOKEN\n' >"$s/kart.conf"
+	env -u KT23_UNSET -u KT23_TOKEN KT23_SET=1 KART_BACKEND=none "$KART" -s "$s" worker >>"$s.worker.log" 2>&1 &
+	local wpid=$!
+	T_PIDS+=("$wpid")
+	wait_until 20 grep -q "lacks: KT23_UNSET KT23_TOKEN" "$s.worker.log" ||
+		fail "start: no line naming what lacks ($(tail -2 "$s.worker.log"))"
+	kill -HUP "$wpid"
+	wait_until 20 grep -q "SIGHUP: the policy passes variables .*lacks: KT23_UNSET KT23_TOKEN" "$s.worker.log" ||
+		fail "SIGHUP: no line naming what lacks"
+	grep -q "lacks:.*KT23_SET" "$s.worker.log" && fail "a variable that is set was named"
+	stop_worker "$wpid"
+	local out err
+	out=$(env -u KT23_UNSET -u KT23_TOKEN KT23_SET=1 "$KART" -s "$s" doctor --json 2>"$T_ROOT/doc.err")
+	assert_eq true "$(jq .environment.KT23_SET.set <<<"$out")" "doctor: KT23_SET set"
+	assert_eq false "$(jq .environment.KT23_UNSET.set <<<"$out")" "doctor: KT23_UNSET not set"
+	assert_eq '"[network] cred_env"' "$(jq .environment.KT23_TOKEN.in <<<"$out")" "doctor: where it is named"
+	assert_match "KT23_TOKEN .*is not set" "$(cat "$T_ROOT/doc.err")" "doctor warns"
+}
+
 run_tests
