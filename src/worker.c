@@ -2784,8 +2784,10 @@ static void stop_result(struct worker *w, struct task *t, struct result *r)
 		else if (r->signal == SIGKILL)
 			snprintf(how, sizeof how, "SIGTERM, then SIGKILL after the kill grace of %llds",
 				 (long long)g);
+		else if (r->signal == SIGTERM)
+			snprintf(how, sizeof how, "SIGTERM ended it");
 		else
-			snprintf(how, sizeof how, "SIGTERM; ended by %s", signal_name(r->signal));
+			snprintf(how, sizeof how, "after SIGTERM, %s ended it", signal_name(r->signal));
 	}
 	snprintf(t->errbuf, sizeof t->errbuf, "%s: %s", why, how);
 	r->error = t->errbuf;

@@ -310,4 +310,48 @@ test_env_named_by_policy() {
 	assert_match "KT23_TOKEN .*is not set" "$(cat "$T_ROOT/doc.err")" "doctor warns"
 }
 
+# ---- 7. the cron recipe under cron's environment --------------------------------------
+
+test_cron_consume_with_crons_path() {
+	local s p; s=$(mkspool) p=$T_ROOT/prefix
+	printf '#!/bin/sh\necho hi\n' >"$s/new/one"
+	KART_BACKEND=none drain "$s"
+	# As make install lays it out: PREFIX/bin/kart, PREFIX/share/doc/kart/.
+	mkdir -p "$p/bin" "$p/share/doc/kart"
+	ln -s "$KART" "$p/bin/kart"
+	cp "$ROOT/contrib/cron/kart-consume" "$p/share/doc/kart/"
+	printf '#!/bin/sh\necho "$KART_ID $KART_STATUS" >>%s\n' "$T_ROOT/handled" >"$T_ROOT/on-result"
+	chmod +x "$T_ROOT/on-result"
+	[ -e /usr/bin/kart ] || [ -e /bin/kart ] && { skip "a kart in /usr/bin would hide the search"; return; }
+	env -i PATH=/usr/bin:/bin HOME="$T_ROOT" "$p/share/doc/kart/kart-consume" "$s" "$T_ROOT/state" "$T_ROOT/on-result" \
+		>"$T_ROOT/cron.out" 2>&1
+	assert_eq 0 "$?" "kart-consume under cron's PATH ($(cat "$T_ROOT/cron.out"))"
+	assert_eq "one ok" "$(cat "$T_ROOT/handled" 2>/dev/null)" "the handler ran"
+	# Nowhere to find it: it says so, naming what to set.
+	cp "$ROOT/contrib/cron/kart-consume" "$T_ROOT/lone-consume"
+	env -i PATH=/usr/bin:/bin "$T_ROOT/lone-consume" "$s" "$T_ROOT/state2" "$T_ROOT/on-result" >"$T_ROOT/cron.out" 2>&1
+	assert_eq 1 "$?" "without kart anywhere"
+	assert_match "set KART or PATH" "$(cat "$T_ROOT/cron.out")" "says what to set"
+	# The README's crontab line sets PATH itself.
+	assert_match "^PATH=.*/usr/local/bin" "$(grep -A4 'crontab -e' "$ROOT/README.md" | grep '^PATH=')" "README's crontab sets PATH"
+}
+
+# ---- 9. make demo shows what it runs ----------------------------------------------------
+
+test_demo_shows_what_runs() {
+	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
+	local out
+	out=$(cd "$T_ROOT" && KART_B=$KART_BUILD DEMO_LOG="$T_ROOT/demo.log" timeout "$(slow 120)" bash "$ROOT/tests/demo" 2>&1)
+	assert_eq 0 "$?" "the demo ran"
+	# Every line shown after "$ " is a text that was run, and the other way round.
+	sed -n 's/^.*\$ \(.*\)\x1b\[0m$/\1/p' <<<"$out" >"$T_ROOT/shown"
+	[ -s "$T_ROOT/shown" ] || fail "no command shown"
+	assert_eq "$(cat "$T_ROOT/demo.log")" "$(cat "$T_ROOT/shown")" "shown = run"
+	assert_match "import socket" "$(grep nonet "$T_ROOT/shown")" "the network probe imports socket"
+	# Nothing is shown but through run: no say of a text run some other way.
+	assert_eq "" "$(grep -nE '(^|[;&|] *)say ' "$ROOT/tests/demo" | grep -v 'say "\$1"')" "say outside run"
+	[[ $out == *NameError* ]] && fail "the probe failed on its own code: $out"
+	assert_match "nonet	failed" "$out" "the probe failed for want of network"
+}
+
 run_tests
