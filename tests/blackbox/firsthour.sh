@@ -349,9 +349,51 @@ test_demo_shows_what_runs() {
 	assert_eq "$(cat "$T_ROOT/demo.log")" "$(cat "$T_ROOT/shown")" "shown = run"
 	assert_match "import socket" "$(grep nonet "$T_ROOT/shown")" "the network probe imports socket"
 	# Nothing is shown but through run: no say of a text run some other way.
-	assert_eq "" "$(grep -nE '(^|[;&|] *)say ' "$ROOT/tests/demo" | grep -v 'say "\$1"')" "say outside run"
+	assert_eq "" "$(grep -nE '(^|[;&|[:space:]])say '  "$ROOT/tests/demo" | grep -v 'say "\$1"')" "say outside run"
 	[[ $out == *NameError* ]] && fail "the probe failed on its own code: $out"
 	assert_match "nonet	failed" "$out" "the probe failed for want of network"
+}
+
+# ---- the README's personal walkthrough, as a normal user -------------------------------
+
+readme_block() {
+	awk -v m="<!-- ops: $1 -->" '
+		$0 == m { found = 1; next }
+		found && /^```sh$/ { inblock = 1; next }
+		inblock && /^```$/ { exit }
+		inblock { print }' "$ROOT/README.md"
+}
+
+test_readme_personal_as_a_user() {
+	user_setup || return
+	local out rc dpid b
+	for b in personal personal-jobs personal-secret; do
+		[ -n "$(readme_block $b)" ] || fail "README has no ops: $b block"
+	done
+	rm -rf "$UHOME/spool"
+	# Top to bottom, as typed; no kart.conf edit but the one line shown.
+	out=$(cd "$UHOME" && as_user timeout "$(slow 120)" bash -c "
+		set -u
+		$(readme_block personal)
+		$(readme_block personal-jobs)
+		$(readme_block personal-secret)" 2>"$T_ROOT/walk.err")
+	rc=$?
+	dpid=$(sed -n 's/.*in the background as pid \([0-9]*\);.*/\1/p' <<<"$out")
+	[ -n "$dpid" ] && T_PIDS+=("$dpid")
+	assert_eq 0 "$rc" "the walkthrough as $U (stderr: $(tail -5 "$T_ROOT/walk.err"))"
+	assert_match "hello from a sandbox" "$out" "hello"
+	assert_match "exit 3" "$out" "a failing task's own code"
+	assert_match "exit 130" "$out" "cancelled"
+	assert_match "exit 124" "$out" "timed out"
+	assert_match "token received" "$out" "the secret, from the worker's environment"
+	assert_eq cancelled "$(jq -r .status "$UHOME/spool/done/long.json")" "long: cancelled"
+	assert_match "cleaned up" "$(cat "$UHOME/spool/done/long.stdout")" "long: its trap ran"
+	assert_eq true "$(jq -r .sandbox.network "$UHOME/spool/done/web.json")" "web: network"
+	assert_eq "$(id -u "$U")" "$(stat -c %u "$UHOME/spool/kart.conf")" "kart.conf is the user's"
+	[ "$(grep -vc '^#\|^$' "$UHOME/spool/kart.conf")" = 3 ] ||
+		fail "kart.conf has more than [network], allow_uids and the one line: $(cat "$UHOME/spool/kart.conf")"
+	[ -n "$dpid" ] && stop_worker "$dpid"
+	true
 }
 
 run_tests
