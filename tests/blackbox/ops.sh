@@ -824,7 +824,7 @@ test_task_man_names_every_directive() {
 	s=$(mkspool)
 	{
 		printf '#!/bin/sh\n#kart: timeout=30s memory=256M pids=64 cpu=0.5 lane=batch\n'
-		printf '#kart: priority=1 retries=1 output=1M name=dirs\n'
+		printf '#kart: priority=1 retries=1 output=1M name=dirs kill_grace=2s label=all\n'
 		printf 'env | cut -d= -f1 | grep -vx PWD | sort | paste -sd" "\n'
 		printf 'echo "$KART_TASK_ID $KART_ATTEMPT $(pwd) $(ls -A | wc -l)"\n'
 		printf 'echo kept >"$KART_OUTDIR/f"\n'
