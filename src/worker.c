@@ -720,9 +720,6 @@ static void run_hook(struct worker *w, const char *id)
 	spawn_host(w, argv, NULL, what);
 }
 
-/* Backend container: the container goes by its name, whatever became of
- * the CLI that started it (killed on a timeout, or failed): kill, then
- * remove (one that never got to run is only removed). */
 /* The polite half: the runtime passes SIGTERM to the container's init. */
 static bool container_term(struct worker *w, struct task *t)
 {
@@ -735,6 +732,9 @@ static bool container_term(struct worker *w, struct task *t)
 	return true;
 }
 
+/* Backend container: the container goes by its name, whatever became of
+ * the CLI that started it (killed on a timeout, or failed): kill, then
+ * remove (one that never got to run is only removed). */
 static void container_kill(struct worker *w, struct task *t)
 {
 	char what[256];
@@ -3185,11 +3185,16 @@ static void env_gap_add(const char *name, const char *where, void *arg)
 {
 	struct env_gap *g = arg;
 	(void)where;
-	if (getenv(name) || strstr(g->names, name))
+	if (getenv(name))
 		return;
-	int n = snprintf(g->names + g->len, sizeof g->names - g->len, "%s%s", g->len ? " " : "", name);
-	if (n > 0 && (size_t)n < sizeof g->names - g->len)
-		g->len += (size_t)n;
+	/* Two kinds may name one variable: say it once. */
+	size_t n = strlen(name);
+	for (const char *p = g->names; (p = strstr(p, name)); p += n)
+		if ((p == g->names || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return;
+	int k = snprintf(g->names + g->len, sizeof g->names - g->len, "%s%s", g->len ? " " : "", name);
+	if (k > 0 && (size_t)k < sizeof g->names - g->len)
+		g->len += (size_t)k;
 }
 
 /* The policy passes these from our environment, which is the one we
