@@ -531,6 +531,18 @@ static bool comm_is(pid_t pid, const char *comm)
 	return strcmp(text, comm) == 0;
 }
 
+/* SIGTERM to pid through a pidfd, its name checked again once pinned: a
+ * pid that was recycled after the look gets nothing. */
+static int term_pinned(pid_t pid, const char *comm)
+{
+	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -errno;
+	if (!comm_is(pid, comm))
+		return -ESRCH;
+	return syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) < 0 ? -errno : 0;
+}
+
 int run_term_launcher(struct run *r, const char *comm)
 {
 	/* bwrap, its init inside the pid namespace, then the launcher:
@@ -544,7 +556,7 @@ int run_term_launcher(struct run *r, const char *comm)
 		int m = 0;
 		for (int i = 0; i < n; i++) {
 			if (depth && comm_is(level[i], comm))
-				return kill(level[i], SIGTERM) < 0 ? -errno : 0;
+				return term_pinned(level[i], comm);
 			m += children_of(level[i], next + m, (int)ARRAY_SIZE(next) - m);
 		}
 		memcpy(level, next, (size_t)m * sizeof *next);
