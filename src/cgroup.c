@@ -243,9 +243,9 @@ static void sleep_ms(int ms)
 		;
 }
 
-/* SIGKILL every pid listed in dir/cgroup.procs; returns how many were
- * listed. The fake tree names no real process: nothing is signalled. */
-static int kill_listed(const char *dir, bool fake)
+/* Send sig to every pid listed in dir/cgroup.procs; returns how many
+ * were listed. The fake tree names no real process: nothing is signalled. */
+static int signal_listed(const char *dir, bool fake, int sig)
 {
 	_cleanup_free_ char *t = NULL;
 	if (read_text(dir, "cgroup.procs", &t) < 0)
@@ -258,10 +258,12 @@ static int kill_listed(const char *dir, bool fake)
 			continue;
 		n++;
 		if (!fake)
-			(void)kill((pid_t)pid, SIGKILL);
+			(void)kill((pid_t)pid, sig);
 	}
 	return n;
 }
+
+static int kill_listed(const char *dir, bool fake) { return signal_listed(dir, fake, SIGKILL); }
 
 /* ---- the host ------------------------------------------------------------------ */
 
@@ -713,6 +715,15 @@ static void freeze_kill(const struct cg_leaf *l)
 		(void)write_file(f, "freezer.state", "THAWED\n", l->fake);
 	if (u)
 		(void)write_file(u, "cgroup.freeze", "0\n", l->fake);
+}
+
+int cg_leaf_signal(const struct cg_leaf *l, int sig)
+{
+	/* One hierarchy lists them all: the unified one where there is one. */
+	for (int s = 0; s < CG__SLOTS; s++)
+		if (l->used & (1u << s))
+			return signal_listed(l->path[s], l->fake, sig);
+	return 0;
 }
 
 int cg_leaf_kill_start(struct cg_leaf *l)

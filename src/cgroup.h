@@ -107,6 +107,11 @@ int cg_leaf_unified_fd(const struct cg_leaf *l);
  * is empty. Returns -ETIMEDOUT if something is still in it. */
 int cg_leaf_kill(struct cg_leaf *l, int timeout_ms);
 
+/* Send sig (SIGTERM: the polite half of a kill) to each process the
+ * leaf lists, a daemon that left its process group included; returns
+ * how many. Not a kill: nothing is marked, the leaf stays reusable. */
+int cg_leaf_signal(const struct cg_leaf *l, int sig);
+
 /* The same in steps, for an event loop that must not wait: send the
  * kill (cgroup.kill where there is one: returns 1; else freeze and kill
  * what is listed: returns 0, and it is to be sent again at each retry),

@@ -20,6 +20,9 @@ void ctx_open_spool(struct ctx *c, struct spool *sp);
  * (spool_close is idempotent): declare it just before ctx_open_spool. */
 #define _cleanup_spool_ __attribute__((cleanup(spool_close)))
 bool wants_help(int argc, char **argv, const char *help);
+/* Say on stderr when no live worker holds the spool (its tasks wait for
+ * one), with the command that starts one. Quiet where it cannot tell. */
+void warn_no_worker(struct spool *sp, const char *verb);
 
 /* kart submit --to postgres URL: insert the task (directives in its
  * header) into the queue of kart feed and print the row's id. It links

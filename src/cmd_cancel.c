@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "policy.h"
 #include "query.h"
 #include "task.h"
 #include "util.h"
@@ -21,6 +22,17 @@ static const char help[] =
 	"\n"
 	"exit status: 0 if every task was cancelled; 1 if one had already\n"
 	"finished or could not be found; 2 usage error\n";
+
+/* A running task gets SIGTERM and up to its kill grace before SIGKILL:
+ * wait that long more (the policy's ceiling, which bounds a task's own). */
+static int64_t grace_ms(struct spool *sp)
+{
+	struct policy pol;
+	char err[512];
+	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
+		return 300000;
+	return (pol.kill_grace_max_s > pol.kill_grace_s ? pol.kill_grace_max_s : pol.kill_grace_s) * 1000;
+}
 
 /* Ask the worker running `id` to kill it, and wait until it is out of
  * the claim directory. */
@@ -38,7 +50,7 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 	if (fd < 0)
 		return -errno;
 	close(fd);
-	int64_t deadline = now_mono_ms() + 30000;
+	int64_t deadline = now_mono_ms() + 30000 + grace_ms(sp);
 	char claim[512];
 	if (pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
 		return -ENAMETOOLONG;

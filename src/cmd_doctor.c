@@ -200,6 +200,30 @@ static json_t *cgroup_facts(const struct policy *pol, bool *ok)
 	return o;
 }
 
+static void env_fact(const char *name, const char *where, void *arg)
+{
+	json_t *o = arg;
+	if (!json_object_get(o, name))
+		json_object_set_new(o, name, json_pack("{s:b, s:s}", "set", getenv(name) != NULL, "in", where));
+}
+
+/* Each variable the policy passes into tasks, and whether it is set here.
+ * The worker takes them from its own environment at its start (a SIGHUP
+ * does not change it): run doctor in that environment to check it. */
+static json_t *env_facts(const struct policy *pol)
+{
+	json_t *o = json_object();
+	policy_env_names(pol, env_fact, o);
+	const char *k;
+	json_t *v;
+	json_object_foreach(o, k, v)
+		if (!json_is_true(json_object_get(v, "set")))
+			fprintf(stderr, "kart doctor: warning: %s (%s) is not set in this environment; "
+				"a worker started from it passes it empty\n", k,
+				json_string_value(json_object_get(v, "in")));
+	return o;
+}
+
 int cmd_doctor(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -354,6 +378,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			ok = false;
 	}
 	json_object_set_new(o, "policy", pj ? pj : json_null());
+	json_object_set_new(o, "environment", env_facts(&pol));
 	json_object_set_new(o, "ok", json_boolean(ok));
 	if (json) {
 		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

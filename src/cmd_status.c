@@ -1,21 +1,27 @@
 /* kart status */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <fnmatch.h>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <jansson.h>
 
 #include "cmd.h"
 #include "query.h"
 #include "result.h"
+#include "task.h"
 #include "util.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] status [--json | --ndjson] [--summary] [--state STATE]\n"
-	"                               [--older-than DUR] [--newer-than DUR] [ID...]\n"
+	"                               [--older-than DUR] [--newer-than DUR]\n"
+	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
 	"Each task's state: queued, running (and its worker), or its final status\n"
 	"(ok, failed, timeout, oom, killed, rejected, refused, cancelled, lost).\n"
-	"Without IDs, every task in the spool. Lines are ID, state, and the worker\n"
-	"(running) or the exit code (finished), separated by tabs.\n"
+	"Without IDs, every task in the spool; an ID may be a glob pattern ('up-f0*').\n"
+	"Lines are ID, state, and the worker (running) or the exit code (finished),\n"
+	"separated by tabs, oldest first.\n"
 	"\n"
 	"  --json              one JSON array of {\"id\", \"state\", \"worker\",\n"
 	"                      \"exit_code\", \"since\"} objects\n"
@@ -27,6 +33,9 @@ static const char help[] =
 	"  --older-than DUR    only tasks that entered their state at least DUR ago\n"
 	"  --newer-than DUR    only tasks that entered their state less than DUR ago\n"
 	"                      (DUR: 90, 90s, 5m, 2h, 7d)\n"
+	"  --sort time|id      by the time each entered its state (default), or by id\n"
+	"  --last N            only the last N of that order\n"
+	"  --label L           only tasks submitted with --label L (#kart: label=L)\n"
 	"\n"
 	"exit status: 0; 1 if an ID is unknown; 2 usage error\n";
 
@@ -53,7 +62,85 @@ struct out {
 	int64_t older_ms, newer_ms; /* -1: no filter */
 	int64_t now_ms;
 	json_t *counts;           /* --summary: state -> count, in order */
+	const char *label;        /* --label; NULL: any */
+	struct spool *sp;
 };
+
+/* The tasks found, kept to be sorted and cut before they are printed. */
+struct entry {
+	char *id;
+	struct qinfo q;
+};
+struct entries {
+	struct entry *v;
+	size_t n, cap;
+};
+
+static void collect(const char *id, const struct qinfo *q, void *arg)
+{
+	struct entries *e = arg;
+	if (e->n == e->cap) {
+		e->cap = e->cap ? 2 * e->cap : 256;
+		e->v = xrealloc(e->v, e->cap * sizeof *e->v);
+	}
+	e->v[e->n].id = xstrdup(id);
+	e->v[e->n++].q = *q;
+}
+
+static int by_id(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->id, ((const struct entry *)b)->id);
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	if (x->q.since_ms != y->q.since_ms)
+		return x->q.since_ms < y->q.since_ms ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+static bool is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+/* The task's label=, from its result or else its file ("": none). */
+static void task_label(struct spool *sp, const char *id, const struct qinfo *q, char *out, size_t len)
+{
+	out[0] = '\0';
+	if (q->state == Q_DONE) {
+		json_t *j = NULL;
+		if (query_load(sp, id, &j) == 0) {
+			const char *l = json_string_value(json_object_get(j, "label"));
+			snprintf(out, len, "%s", l ? l : "");
+		}
+		json_decref(j);
+		return;
+	}
+	char p[600];
+	int dir = q->state == Q_QUEUED ? sp->new : sp->cur;
+	if (q->state == Q_QUEUED ? pathfmt(p, sizeof p, "%s", id) < 0
+				 : pathfmt(p, sizeof p, "%s/%s", q->worker, id) < 0)
+		return;
+	struct task_spec spec;
+	struct stat st;
+	char err[256];
+	/* Never blocks: a FIFO or a device is no task of anyone's. */
+	_cleanup_close_ int fd = openat(dir, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	_cleanup_free_ char *text = xmalloc(TASK_HEADER_MAX);
+	ssize_t n = read_upto(fd, text, TASK_HEADER_MAX);
+	if (n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0)
+		snprintf(out, len, "%s", spec.label);
+}
+
+/* Whether a task's label is L: as the user typed it, or as kart submit
+ * wrote it (percent-encoded) where a reader has not decoded it. */
+static bool label_is(const char *have, const char *want)
+{
+	char enc[3 * TASK_NAME_MAX + 1];
+	return strcmp(have, want) == 0 ||
+	       (pct_encode(want, enc, sizeof enc) >= 0 && strcmp(have, enc) == 0);
+}
 
 static bool wanted(const struct out *o, const struct qinfo *q)
 {
@@ -68,6 +155,15 @@ static bool wanted(const struct out *o, const struct qinfo *q)
 	if (o->newer_ms >= 0 && (!q->since_ms || o->now_ms - q->since_ms >= o->newer_ms))
 		return false;
 	return true;
+}
+
+static bool label_wanted(const struct out *o, const char *id, const struct qinfo *q)
+{
+	if (!o->label)
+		return true;
+	char have[TASK_NAME_MAX * 3 + 1];
+	task_label(o->sp, id, q, have, sizeof have);
+	return label_is(have, o->label);
 }
 
 static void emit(const char *id, const struct qinfo *q, void *arg)
@@ -121,12 +217,17 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		{"state", required_argument, NULL, 's'},
 		{"older-than", required_argument, NULL, 'o'},
 		{"newer-than", required_argument, NULL, 'n'},
+		{"sort", required_argument, NULL, 'O'},
+		{"last", required_argument, NULL, 'l'},
+		{"label", required_argument, NULL, 'L'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	struct out o = {.older_ms = -1, .newer_ms = -1};
 	int ch, rc = 0;
 	int64_t d;
+	bool sort_id = false;
+	long long last = -1;
 	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'h': fputs(help, stdout); return 0;
@@ -157,6 +258,16 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 						   ch == 'o' ? "--older-than" : "--newer-than", optarg);
 			*(ch == 'o' ? &o.older_ms : &o.newer_ms) = d * 1000;
 			break;
+		case 'O':
+			if (strcmp(optarg, "id") != 0 && strcmp(optarg, "time") != 0)
+				return usage_error("status", "--sort %s: not time or id", optarg);
+			sort_id = optarg[0] == 'i';
+			break;
+		case 'l':
+			if (parse_int(optarg, 0, INT32_MAX, &last) < 0)
+				return usage_error("status", "--last %s: not a number", optarg);
+			break;
+		case 'L': o.label = optarg; break;
 		case ':': return usage_error("status", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("status", "unknown option '%s'", argv[optind - 1]);
 		}
@@ -173,14 +284,32 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		for (size_t i = 0; i < ARRAY_SIZE(summary_states); i++)
 			json_object_set_new(o.counts, summary_states[i], json_integer(0));
 	}
-	if (optind == argc) {
-		int r = query_all(&sp, emit, &o);
+	o.sp = &sp;
+	struct entries all = {0}, sel = {0};
+	bool globs = optind == argc;
+	for (int i = optind; i < argc; i++)
+		globs = globs || is_glob(argv[i]);
+	if (globs) {
+		int r = query_all(&sp, collect, &all);
 		if (r < 0) {
 			fprintf(stderr, "kart status: %s\n", strerror(-r));
 			rc = 1;
 		}
 	}
+	if (optind == argc)
+		sel = all, all = (struct entries){0};
 	for (int i = optind; i < argc; i++) {
+		if (is_glob(argv[i])) {
+			size_t before = sel.n;
+			for (size_t k = 0; k < all.n; k++)
+				if (fnmatch(argv[i], all.v[k].id, FNM_PERIOD) == 0)
+					collect(all.v[k].id, &all.v[k].q, &sel);
+			if (sel.n == before) {
+				fprintf(stderr, "kart status: %s: no task matches\n", argv[i]);
+				rc = 1;
+			}
+			continue;
+		}
 		struct qinfo q;
 		int r = query_id(&sp, argv[i], &q);
 		if (r < 0 || q.state == Q_UNKNOWN) {
@@ -189,8 +318,26 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 			rc = 1;
 			continue;
 		}
-		emit(argv[i], &q, &o);
+		collect(argv[i], &q, &sel);
 	}
+	/* Named one by one, they come in the order named. */
+	if (globs)
+		qsort(sel.v, sel.n, sizeof *sel.v, sort_id ? by_id : by_time);
+	size_t kept = 0;
+	for (size_t k = 0; k < sel.n; k++) {
+		if (wanted(&o, &sel.v[k].q) && label_wanted(&o, sel.v[k].id, &sel.v[k].q))
+			sel.v[kept++] = sel.v[k];
+		else
+			free(sel.v[k].id);
+	}
+	for (size_t k = last >= 0 && (size_t)last < kept ? kept - (size_t)last : 0; k < kept; k++)
+		emit(sel.v[k].id, &sel.v[k].q, &o);
+	for (size_t k = 0; k < all.n; k++)
+		free(all.v[k].id);
+	free(all.v);
+	for (size_t k = 0; k < kept; k++)
+		free(sel.v[k].id);
+	free(sel.v);
 	if (o.summary) {
 		const char *k;
 		json_t *v;

@@ -34,6 +34,9 @@ static const char help[] =
 	"  --priority N     lower runs first (default 0)\n"
 	"  --kind NAME      run it with the policy's runner for kind NAME\n"
 	"                   (wins over the #! line; see kart.conf(5) [kind.NAME])\n"
+	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
+	"                   DUR (default: the policy's, 5s)\n"
+	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
 	"\n"
 	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
 	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
@@ -175,6 +178,43 @@ static void default_cwd(const struct spool *sp, struct strv *lines)
 		strv_add(lines, line);
 }
 
+/* `kart submit make`: FILE is missing but names a command in PATH. Says
+ * how to run it; true if it did. */
+static bool hint_command(int n, char **args)
+{
+	if (strchr(args[0], '/') || access(args[0], F_OK) == 0)
+		return false;
+	const char *path = getenv("PATH");
+	bool found = false;
+	_cleanup_free_ char *dirs = xstrdup(path && *path ? path : "/usr/bin:/bin");
+	char *save = NULL, p[4096];
+	for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save))
+		found = pathfmt(p, sizeof p, "%s/%s", *d ? d : ".", args[0]) == 0 && access(p, X_OK) == 0;
+	if (!found)
+		return false;
+	fprintf(stderr, "kart submit: %s is not a file but a command; did you mean: kart submit --", args[0]);
+	for (int i = 0; i < n; i++)
+		fprintf(stderr, " %s", args[i]);
+	fputc('\n', stderr);
+	return true;
+}
+
+/* A task that asks for network the policy would refuse: say so now, with
+ * where the grant goes, rather than as a `rejected` result later. The
+ * policy is read as the worker reads it; one that cannot be read here
+ * leaves the decision to the worker. */
+static bool net_refused(struct spool *sp, const struct task_spec *spec, const char *what)
+{
+	struct policy pol;
+	char err[1024];
+	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
+		return false;
+	if (task_check_policy(spec, &pol, getuid(), err, sizeof err) == 0 || policy_net_allowed(&pol, getuid()))
+		return false;
+	fprintf(stderr, "kart submit: %s: %s\n", what, err);
+	return true;
+}
+
 int cmd_submit(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -187,6 +227,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"net", no_argument, NULL, 'N'},
 		{"priority", required_argument, NULL, 'P'},
 		{"kind", required_argument, NULL, 'k'},
+		{"kill-grace", required_argument, NULL, 'G'},
+		{"label", required_argument, NULL, 'L'},
 		{"to", required_argument, NULL, 'T'},
 		{"cwd", required_argument, NULL, 'C'},
 		{"no-cwd", no_argument, NULL, 'W'},
@@ -256,6 +298,19 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 				return usage_error("submit", "--kind %s: not a kind name (a-z 0-9 _ -)", optarg);
 			ADD(" kind=%s", optarg);
 			break;
+		case 'G':
+			if (parse_duration_s(optarg, &d) < 0)
+				return usage_error("submit", "--kill-grace %s: not a duration (0, 10s, 1m)", optarg);
+			ADD(" kill_grace=%s", optarg);
+			break;
+		case 'L': {
+			char enc[3 * TASK_NAME_MAX + 1];
+			if (!*optarg || pct_encode(optarg, enc, sizeof enc) < 0 ||
+			    strlen(enc) > TASK_NAME_MAX)
+				return usage_error("submit", "--label: 1 to %d bytes, once encoded", TASK_NAME_MAX);
+			ADD(" label=%s", enc);
+			break;
+		}
 		case 'T':
 			/* --to postgres URL, or the URL alone. */
 			if (strncmp(optarg, "postgres://", 11) == 0 ||
@@ -310,8 +365,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	bool is_cmd = optind > 0 && strcmp(argv[optind - 1], "--") == 0;
 	if (optind >= argc)
 		return usage_error("submit", "no task given (FILE, - or -- CMD)");
-	if (!is_cmd && argc - optind > 1)
+	if (!is_cmd && argc - optind > 1) {
+		if (hint_command(argc - optind, argv + optind))
+			return EXIT_USAGE;
 		return usage_error("submit", "one task file at a time (or -- CMD ARGS)");
+	}
 
 	_cleanup_free_ char *body = NULL;
 	size_t blen = 0;
@@ -345,6 +403,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			fprintf(stderr, "kart submit: %s: %s\n", argv[optind], strerror(errno));
+			(void)hint_command(argc - optind, argv + optind);
 			return 1;
 		}
 		if (!S_ISREG(st.st_mode)) {
@@ -441,6 +500,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	strv_free(&lines);
 	if (url)
 		return submit_to_queue(url, base, lane, task, tlen);
+	if ((spec.net || spec.kind_net) && net_refused(&sp, &spec, is_cmd ? "the command" : argv[optind]))
+		return 1;
 	/* The values of env= are yours alone to read: the task file is made
 	 * 0600 (the worker reads it as root, or as you). */
 	mode_t um = has_env ? umask(077) : 0;
@@ -453,6 +514,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		return 1;
 	}
 	printf("%s\n", id);
+	(void)fflush(stdout);
+	warn_no_worker(&sp, "submit");
 	spool_close(&sp);
 	return 0;
 }

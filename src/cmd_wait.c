@@ -14,10 +14,54 @@ static const char help[] =
 	"\n"
 	"Block until each task has a result (watching done/ with inotify).\n"
 	"\n"
-	"exit status: 0 if every task is ok; for a single task that failed, its\n"
-	"own exit code, or 128+N if signal N ended it; 1 otherwise; 124 if the\n"
-	"--timeout passed first; 125 if an ID is unknown or a result unreadable;\n"
-	"2 usage error\n";
+	"Each task that did not end ok is named on stderr with its status.\n"
+	"\n"
+	"exit status: 0 if every task is ok; for a single task, by its status:\n"
+	"  failed     its own exit code      timeout    124 (as timeout(1))\n"
+	"  killed     128+N (signal N)       oom        137\n"
+	"  cancelled  130                    rejected   65\n"
+	"  refused    69                     lost       75\n"
+	"  skipped    76\n"
+	"for several tasks, 1 if any was not ok; 124 also if the --timeout\n"
+	"passed first (stderr says which); 125 if an ID is unknown or a result\n"
+	"unreadable; 2 usage error\n";
+
+/* One task's status as an exit status (kart(1), "kart wait"): a shell's
+ * habits where a run ended (timeout(1)'s 124, 128+N), sysexits(3) for
+ * the rest. */
+static int status_exit(const struct qinfo *q)
+{
+	static const struct {
+		const char *status;
+		int code;
+	} codes[] = {{"timeout", 124}, {"oom", 137}, {"cancelled", 130}, {"rejected", 65},
+		     {"refused", 69}, {"lost", 75}, {"skipped", 76}};
+	if (strcmp(q->status, "ok") == 0)
+		return 0;
+	if (strcmp(q->status, "failed") == 0)
+		return q->exit_code > 0 ? q->exit_code : 1;
+	for (size_t i = 0; i < ARRAY_SIZE(codes); i++)
+		if (strcmp(q->status, codes[i].status) == 0)
+			return codes[i].code;
+	if (q->signal > 0)
+		return 128 + q->signal;
+	return 1;
+}
+
+/* Name each task that did not end ok: with 200 ids, which ones. */
+static void report_not_ok(char **ids, const struct qinfo *q, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (strcmp(q[i].status, "ok") == 0)
+			continue;
+		if (q[i].exit_code >= 0)
+			fprintf(stderr, "kart wait: %s: %s (exit %d)\n", ids[i], q[i].status, q[i].exit_code);
+		else if (q[i].signal > 0)
+			fprintf(stderr, "kart wait: %s: %s (%s)\n", ids[i], q[i].status, signal_name(q[i].signal));
+		else
+			fprintf(stderr, "kart wait: %s: %s\n", ids[i], q[i].status);
+	}
+}
 
 int cmd_wait(struct ctx *c, int argc, char **argv)
 {
@@ -59,7 +103,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	int64_t deadline = timeout_s >= 0 ? now_mono_ms() + timeout_s * 1000 : 0;
 	bool tty = isatty(STDERR_FILENO);
 	int shown = -1;
-	bool full = true;
+	bool full = true, warned = false;
 	for (;;) {
 		/* The watch exists: now look at every task; after that, only at
 		 * those whose result an event names (or all, on an overflow). */
@@ -79,6 +123,10 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 				fin[i] = true;
 				left--;
 			}
+		}
+		if (full && left && !warned) {
+			warn_no_worker(&sp, "wait");
+			warned = true;
 		}
 		full = false;
 		if (tty && n > 1 && shown != n - left) {
@@ -127,15 +175,9 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 		}
 	}
 	spool_close(&sp);
-	if (n == 1) {
-		if (strcmp(q[0].status, "ok") == 0)
-			return 0;
-		if (strcmp(q[0].status, "failed") == 0 && q[0].exit_code > 0)
-			return q[0].exit_code;
-		if (q[0].signal > 0)
-			return 128 + q[0].signal;
-		return 1;
-	}
+	report_not_ok(ids, q, n);
+	if (n == 1)
+		return status_exit(&q[0]);
 	for (int i = 0; i < n; i++)
 		if (strcmp(q[i].status, "ok") != 0)
 			return 1;

@@ -1,6 +1,9 @@
 /* kart worker */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -13,6 +16,7 @@
 
 static const char help[] =
 	"usage: kart [-s SPOOL] worker [--id ID] [--slots N] [--batch-slots N] [--drain]\n"
+	"                             [--log-format FMT] [--daemon [--log FILE]]\n"
 	"\n"
 	"Run tasks from the spool: watch new/, claim each task into cur/ID/ when\n"
 	"a slot of its lane is free, run it in the sandbox, write done/<id>.json.\n"
@@ -24,6 +28,9 @@ static const char help[] =
 	"  --drain            exit 0 once new/ is empty and nothing runs\n"
 	"  --log-format FMT   logfmt (default), json, or text: one line per task\n"
 	"                     event (claimed, started, finished) on stderr\n"
+	"  --daemon           detach (once the policy is read) and log to FILE,\n"
+	"                     by default SPOOL/worker.log\n"
+	"  --log FILE         with --daemon: where the log goes (appended)\n"
 	"\n"
 	"signals: SIGTERM or SIGINT stop claiming and let running tasks finish\n"
 	"within the grace period (KART_TERM_GRACE, default 10s), then kill and\n"
@@ -33,6 +40,75 @@ static const char help[] =
 	"environment: KART_BACKEND (bwrap|none), KART_BWRAP, KART_TERM_GRACE,\n"
 	"KART_TIMEOUT_MAX, KART_NET_UIDS (uids allowed network, or '*')\n";
 
+/* Wait (a few seconds at most) until the daemon holds the spool, or is
+ * gone; the exit status of the one who asked. */
+static int daemon_started(struct spool *sp, pid_t pid, int before, const char *log)
+{
+	for (int i = 0; i < 100; i++) {
+		int n = spool_live_workers(sp);
+		if (n > before || (n < 0 && i > 10)) {
+			printf("kart worker: running in the background as pid %d; log: %s\n", (int)pid, log);
+			return 0;
+		}
+		if (kill(pid, 0) < 0 && errno == ESRCH) {
+			fprintf(stderr, "kart worker: the daemon exited at its start: see %s\n", log);
+			return 1;
+		}
+		(void)usleep(50000);
+	}
+	printf("kart worker: started as pid %d, not ready yet; log: %s\n", (int)pid, log);
+	return 0;
+}
+
+/* --daemon: detach from the terminal and the session, the log appended to
+ * a file. Returns the parent's exit status (>= 0) in the parent, -1 in
+ * the daemon; dies if it cannot. */
+static int daemonize(struct spool *sp, const char *log)
+{
+	_cleanup_close_ int lfd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+	if (lfd < 0)
+		die("--daemon: %s: %s", log, strerror(errno));
+	int before = spool_live_workers(sp);
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die("pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0) {
+		/* The daemon's pid comes from the middle child, which exits. */
+		close(p[1]);
+		pid_t dpid = 0;
+		ssize_t got = read(p[0], &dpid, sizeof dpid);
+		close(p[0]);
+		(void)waitpid(pid, NULL, 0);
+		if (got != (ssize_t)sizeof dpid) {
+			fprintf(stderr, "kart worker: the daemon could not start\n");
+			return 1;
+		}
+		return daemon_started(sp, dpid, before < 0 ? 0 : before, log);
+	}
+	close(p[0]);
+	if (setsid() < 0)
+		die("setsid: %s", strerror(errno));
+	pid = fork(); /* no longer a session leader: no terminal can come back */
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0)
+		_exit(0);
+	pid_t me = getpid();
+	if (write(p[1], &me, sizeof me) != (ssize_t)sizeof me)
+		_exit(1);
+	close(p[1]);
+	int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 || dup2(lfd, STDOUT_FILENO) < 0 ||
+	    dup2(lfd, STDERR_FILENO) < 0)
+		_exit(1);
+	if (nul > STDERR_FILENO)
+		close(nul);
+	return -1;
+}
+
 int cmd_worker(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -41,10 +117,14 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 		{"batch-slots", required_argument, NULL, 'b'},
 		{"drain", no_argument, NULL, 'd'},
 		{"log-format", required_argument, NULL, 'L'},
+		{"daemon", no_argument, NULL, 'D'},
+		{"log", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	struct worker_opts wo = {0};
+	bool daemon = false;
+	const char *logfile = NULL;
 	enum log_format logf = LOG_LOGFMT;
 	char defid[HOST_NAME_MAX + 32];
 	int ch;
@@ -64,6 +144,8 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 			wo.slots[LANE_BATCH] = v ? (int)v : -1;
 			break;
 		case 'd': wo.drain = true; break;
+		case 'D': daemon = true; break;
+		case 'o': logfile = optarg; break;
 		case 'L':
 			if (log_format_parse(optarg, &logf) < 0)
 				return usage_error("worker", "--log-format %s: not logfmt, json or text", optarg);
@@ -74,6 +156,8 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("worker", "unexpected argument '%s'", argv[optind]);
+	if (logfile && !daemon)
+		return usage_error("worker", "--log goes with --daemon (else the log is on stderr)");
 	if (!wo.id) {
 		char host[HOST_NAME_MAX + 1] = "host";
 		(void)gethostname(host, sizeof host);
@@ -114,6 +198,20 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	}
 	if (wo.slots[LANE_BATCH] < 0)
 		pol.slots[LANE_BATCH] = 0, wo.slots[LANE_BATCH] = 0;
+	if (daemon) {
+		char lp[4096];
+		if (!logfile && pathfmt(lp, sizeof lp, "%s/worker.log", sp.path) < 0)
+			die("%s/worker.log: path too long", sp.path);
+		int d = daemonize(&sp, logfile ? logfile : lp);
+		if (d >= 0)
+			return d; /* the parent */
+		if (wo.id == defid) {
+			/* The daemon's own pid, as a worker started by hand has. */
+			snprintf(defid + strcspn(defid, "."), sizeof defid - strcspn(defid, "."), ".%d",
+				 getpid());
+			log_setup(logf, wo.id);
+		}
+	}
 	int r = worker_main(&sp, &pol, &wo);
 	spool_close(&sp);
 	return r;

@@ -66,6 +66,17 @@ static int read_filter(int fd, struct sock_fprog *fp)
 	return 0;
 }
 
+/* The worker's SIGTERM (a timeout, a cancel) is for the task, and all of
+ * it: everything else in the sandbox's pid namespace (kill(-1) spares the
+ * namespace's init and us), daemons that left the task's session
+ * included. We stay, to report how the task ended. */
+static void pass_term(int sig)
+{
+	int e = errno;
+	(void)kill(-1, sig);
+	errno = e;
+}
+
 int main(int argc, char **argv)
 {
 	struct confine c;
@@ -98,6 +109,12 @@ int main(int argc, char **argv)
 		return 127;
 	}
 
+	struct sigaction sa = {.sa_handler = pass_term, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTERM, &sa, NULL) < 0) {
+		fprintf(stderr, "kart-launch: sigaction: %s\n", strerror(errno));
+		return 127;
+	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -107,6 +124,8 @@ int main(int argc, char **argv)
 	if (pid == 0) {
 		/* Die with the launcher: it is what ties the task to its run. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* Not pass_term: a SIGTERM before the exec ends the task. */
+		signal(SIGTERM, SIG_DFL);
 		if (getppid() != parent)
 			_exit(127);
 		close_from(3);

@@ -117,6 +117,16 @@ void ctx_open_spool(struct ctx *c, struct spool *sp)
 	}
 }
 
+void warn_no_worker(struct spool *sp, const char *verb)
+{
+	if (spool_live_workers(sp) != 0)
+		return;
+	fprintf(stderr,
+		"kart %s: no worker is running on %s: tasks wait in new/ until one starts:\n"
+		"  kart -s %s worker --daemon    (or: systemctl --user start kart-worker)\n",
+		verb, sp->path, sp->path);
+}
+
 int main(int argc, char **argv)
 {
 	struct ctx c = {.spool_path = getenv("KART_SPOOL"), .prog = "kart"};

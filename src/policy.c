@@ -572,6 +572,13 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (parse_int(val, 0, 100, &n) < 0)
 			return ERR("%s: retries = %s: not a number from 0 to 100", where, val);
 		pol->retries_default = (int)n;
+	} else if (strcmp(k, "limits.kill_grace") == 0 || strcmp(k, "limits.kill_grace_max") == 0) {
+		if (parse_duration_s(val, &d) < 0 || d > 3600)
+			return ERR("%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, key, val);
+		if (key[10] == '\0')
+			pol->kill_grace_s = d;
+		else
+			pol->kill_grace_max_s = d;
 	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d == 0)
 			return ERR("%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
@@ -734,6 +741,9 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
+	/* As systemd's TimeoutStopSec and `timeout -k`: time to clean up. */
+	pol->kill_grace_s = 5;
+	pol->kill_grace_max_s = 300;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
@@ -749,6 +759,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		_cleanup_free_ char *text = NULL;
 		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
 			return ERR("%s/kart.conf: path too long", spool_dir);
+		snprintf(pol->conf_path, sizeof pol->conf_path, "%s", path);
 		/* One byte more than allowed: a longer file is an error, not
 		 * a policy cut short (mid-line, a grant could change). */
 		size_t len = 0;
@@ -783,6 +794,10 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		if (parse_duration_s(v, &s) < 0 || s > 3600)
 			return ERR("KART_TERM_GRACE=%s: not a duration up to 1h", v);
 		pol->term_grace_s = (int)s;
+	}
+	if ((v = getenv("KART_KILL_GRACE")) && *v) {
+		if (parse_duration_s(v, &pol->kill_grace_s) < 0 || pol->kill_grace_s > 3600)
+			return ERR("KART_KILL_GRACE=%s: not a duration up to 1h", v);
 	}
 	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
 		if (parse_duration_s(v, &pol->timeout_max_s) < 0)
@@ -831,6 +846,18 @@ void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *
 	out->pids_max = l->pids_max ? l->pids_max : pol->pids_max;
 	out->cpu_default_milli = l->cpu_default_milli ? l->cpu_default_milli : pol->cpu_default_milli;
 	out->cpu_max_milli = l->cpu_max_milli ? l->cpu_max_milli : pol->cpu_max_milli;
+}
+
+void policy_env_names(const struct policy *pol,
+		      void (*fn)(const char *name, const char *where, void *arg), void *arg)
+{
+	for (const char *e = NULL; (e = plist_next(&pol->env_pass, e));)
+		fn(e, "[sandbox] env_pass", arg);
+	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));)
+		fn(e, "[network] cred_env", arg);
+	for (int i = 0; i < pol->n_kinds; i++)
+		for (int j = 0; j < pol->kinds[i].n_cred; j++)
+			fn(pol->kinds[i].cred[j], "[kind] cred", arg);
 }
 
 bool policy_net_allowed(const struct policy *pol, uid_t uid)

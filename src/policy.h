@@ -61,6 +61,7 @@ bool kind_name_ok(const char *s);
 
 struct policy {
 	enum backend backend;
+	char conf_path[4096];    /* SPOOL/kart.conf, read or not; "" without a spool */
 	int slots[2];            /* per lane: fast, batch */
 	uint64_t output_default; /* per stream */
 	uint64_t output_max;
@@ -82,6 +83,8 @@ struct policy {
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
 	int term_grace_s;          /* SIGTERM: running tasks get this long */
+	int64_t kill_grace_s;      /* [limits] kill_grace: a timeout or cancel's SIGTERM, then SIGKILL */
+	int64_t kill_grace_max_s;  /* [limits] kill_grace_max: the directive's ceiling */
 	bool net_all;              /* network for every submitter */
 	uid_t net_uids[64];
 	int n_net_uids;
@@ -133,6 +136,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
 		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
+/* Each variable the policy passes from the worker's environment into
+ * tasks ([sandbox] env_pass, [network] cred_env, [kind.NAME] cred), once,
+ * with where it is named: fn(name, where, arg). */
+void policy_env_names(const struct policy *pol,
+		      void (*fn)(const char *name, const char *where, void *arg), void *arg);
 /* Ready to run tasks: the backend's program (bwrap given by name, the
  * container CLI) resolved from PATH, then policy_backend_check. A bwrap
  * given as a path is taken as given: if it cannot run, each task is

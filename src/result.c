@@ -12,6 +12,7 @@ void result_init(struct result *r)
 	memset(r, 0, sizeof *r);
 	r->exit_code = -1;
 	r->timeout_s = -1;
+	r->kill_grace_s = -1;
 	r->cpu_user_ms = r->cpu_system_ms = r->memory_peak = -1;
 	r->attempt = 1;
 	r->backend = "none";
@@ -106,6 +107,7 @@ char *result_dumps(const struct result *r)
 	json_object_set_new(o, "exit_code", jint_or_null(r->exit_code, r->exit_code < 0));
 	json_object_set_new(o, "signal", r->signal ? json_string(signal_name(r->signal)) : json_null());
 	json_object_set_new(o, "error", jstr(r->error));
+	json_object_set_new(o, "label", jstr(r->label));
 	json_object_set_new(o, "refusal", jstr(r->refusal));
 	json_object_set_new(o, "worker", jstr(r->worker));
 	json_object_set_new(o, "lane", jstr(r->lane));
@@ -133,8 +135,9 @@ char *result_dumps(const struct result *r)
 						 : json_null());
 	json_t *cpu = r->cpu_milli ? json_real(r->cpu_milli / 1000.0) : json_null();
 	json_object_set_new(o, "limits",
-			    json_pack("{s:o, s:o, s:o, s:o}", "timeout_s",
-				      jint_or_null(r->timeout_s, r->timeout_s < 0), "memory_bytes",
+			    json_pack("{s:o, s:o, s:o, s:o, s:o}", "timeout_s",
+				      jint_or_null(r->timeout_s, r->timeout_s < 0), "kill_grace_s",
+				      jint_or_null(r->kill_grace_s, r->kill_grace_s < 0), "memory_bytes",
 				      jint_or_null((int64_t)r->memory, r->memory == 0), "pids",
 				      jint_or_null(r->pids, r->pids == 0), "cpu", cpu));
 	json_object_set_new(o, "usage",

@@ -20,6 +20,7 @@ struct result {
 	const char *id;
 	const char *name; /* bytes, whatever they are */
 	const char *kind; /* the task kind that ran it; NULL: none (no field) */
+	const char *label; /* label=, as written; NULL: null */
 	const char *status;
 	int exit_code;      /* -1: null */
 	int signal;         /* 0: null */
@@ -39,6 +40,7 @@ struct result {
 	const char *outdir_scratch; /* in: its name in the claim directory, if not .NAME.out */
 	/* limits as applied */
 	int64_t timeout_s;  /* -1: null */
+	int64_t kill_grace_s; /* -1: null */
 	uint64_t memory;    /* 0: null */
 	int64_t pids;       /* 0: null */
 	uint32_t cpu_milli; /* 0: null */

@@ -27,8 +27,11 @@ void limits_always(const struct task_spec *spec, const struct rl_host *host, str
 {
 	memset(out, 0, sizeof *out);
 	out->core0 = true;
+	/* The kill grace runs on past the timeout: a backstop that fired
+	 * in it would take the clean-up's time away. */
+	int64_t wall = spec->timeout_s + (spec->kill_grace_s > 0 ? spec->kill_grace_s : 0);
 	if (spec->timeout_s > 0)
-		out->cpu_s = spec->timeout_s * (host->ncpu > 0 ? host->ncpu : 1) + 1;
+		out->cpu_s = wall * (host->ncpu > 0 ? host->ncpu : 1) + 1;
 }
 
 int limits_fallback(const struct task_spec *spec, const struct rl_host *host, struct rl_plan *out,

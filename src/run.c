@@ -5,6 +5,7 @@
 #include "run.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <grp.h>
 #include <pthread.h>
@@ -510,6 +511,80 @@ void capture_close(struct capture *c)
 	if (c->pipe >= 0)
 		close(c->pipe);
 	c->pipe = -1;
+}
+
+void run_term(struct run *r)
+{
+	if (r->pgroup && r->pid > 0)
+		(void)kill(-r->pid, SIGTERM);
+	else if (r->pidfd >= 0)
+		(void)syscall(SYS_pidfd_send_signal, r->pidfd, SIGTERM, NULL, 0);
+}
+
+/* The children of pid, from /proc (CONFIG_PROC_CHILDREN): up to max. */
+static int children_of(pid_t pid, pid_t *out, int max)
+{
+	char p[64];
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	if (read_file_at(AT_FDCWD, p, 4096, &text, &len) < 0)
+		return 0;
+	int n = 0;
+	char *save = NULL;
+	for (char *w = strtok_r(text, " \n", &save); w && n < max; w = strtok_r(NULL, " \n", &save)) {
+		long long v;
+		if (parse_int(w, 1, INT_MAX, &v) == 0)
+			out[n++] = (pid_t)v;
+	}
+	return n;
+}
+
+static bool comm_is(pid_t pid, const char *comm)
+{
+	char p[64];
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	snprintf(p, sizeof p, "/proc/%d/comm", (int)pid);
+	if (read_file_at(AT_FDCWD, p, 64, &text, &len) < 0)
+		return false;
+	if (len && text[len - 1] == '\n')
+		text[--len] = '\0';
+	return strcmp(text, comm) == 0;
+}
+
+/* SIGTERM to pid through a pidfd, its name checked again once pinned: a
+ * pid that was recycled after the look gets nothing. */
+static int term_pinned(pid_t pid, const char *comm)
+{
+	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -errno;
+	if (!comm_is(pid, comm))
+		return -ESRCH;
+	return syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) < 0 ? -errno : 0;
+}
+
+int run_term_launcher(struct run *r, const char *comm)
+{
+	/* bwrap, its init inside the pid namespace, then the launcher:
+	 * breadth first, so the launcher is met before anything the task
+	 * may have named like it. bwrap itself must not get the SIGTERM:
+	 * it would die, and the whole namespace with it, at once. */
+	pid_t level[16], next[16];
+	int n = r->pid > 0 ? 1 : 0;
+	level[0] = r->pid;
+	for (int depth = 0; depth < 3 && n; depth++) {
+		int m = 0;
+		for (int i = 0; i < n; i++) {
+			if (depth && comm_is(level[i], comm))
+				return term_pinned(level[i], comm);
+			m += children_of(level[i], next + m, (int)ARRAY_SIZE(next) - m);
+		}
+		memcpy(level, next, (size_t)m * sizeof *next);
+		n = m;
+	}
+	return -ESRCH;
 }
 
 void run_kill(struct run *r)

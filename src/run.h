@@ -111,6 +111,13 @@ int capture_pump(struct capture *c);
 void capture_close(struct capture *c);
 
 void run_kill(struct run *r);
+/* The polite half of a kill: SIGTERM to a direct child's process group
+ * (or to it alone). */
+void run_term(struct run *r);
+/* Under bwrap: SIGTERM to the launcher (the process named comm below
+ * bwrap), which passes it to everything in the sandbox's pid namespace.
+ * -ESRCH where it cannot be found (then only a kill is left). */
+int run_term_launcher(struct run *r, const char *comm);
 
 struct run_end {
 	bool started;      /* the launcher ran: the sandbox was built */

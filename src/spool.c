@@ -81,6 +81,9 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	memset(sp, 0, sizeof *sp);
 	sp->root = sp->tmp = sp->new = sp->cur = sp->done = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sp->root < 0 && errno == ENOENT)
+		return ERR("%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
+			   strerror(errno), path);
 	if (sp->root < 0)
 		return ERR("%s: %s", path, strerror(errno));
 	int *fds[] = {&sp->tmp, &sp->new, &sp->cur, &sp->done};
@@ -1224,4 +1227,53 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 		(void)unlinkat(sp->cur, peer, AT_REMOVEDIR);
 	}
 	return 1;
+}
+
+/* ---- is anyone serving the spool? ------------------------------------------ */
+
+/* Whether the flock list (/proc/locks) has a lock on inode ino. Read,
+ * not probed with a flock of our own: a recovering worker that met our
+ * probe's lock would take its dead peer for alive. By the inode alone:
+ * on overlayfs the list names the upper layer's device, not the one
+ * stat gives (another file of that number elsewhere only hides a hint). */
+static bool flocked(const char *locks, ino_t ino)
+{
+	char want[32];
+	snprintf(want, sizeof want, ":%llu ", (unsigned long long)ino);
+	for (const char *l = locks; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		const char *hit = strstr(l, want);
+		const char *kind = strstr(l, " FLOCK ");
+		const char *waiter = strstr(l, "->"); /* blocked, not holding */
+		if (hit && (!nl || hit < nl) && kind && kind < hit && !(waiter && waiter < kind))
+			return true;
+		l = nl ? nl + 1 : NULL;
+	}
+	return false;
+}
+
+int spool_live_workers(struct spool *sp)
+{
+	_cleanup_free_ char *locks = NULL;
+	size_t len = 0;
+	int r = read_file_at(AT_FDCWD, "/proc/locks", 4 << 20, &locks, &len);
+	if (r < 0)
+		return r;
+	DIR *d = opendir_at(sp->cur, ".");
+	if (!d)
+		return -errno;
+	int n = 0;
+	struct dirent *de;
+	char p[512];
+	while ((de = readdir(d))) {
+		struct stat st;
+		/* A worker is born under a dot name, locked, then renamed. */
+		if (de->d_name[0] == '.' || pathfmt(p, sizeof p, "%s/.lock", de->d_name) < 0 ||
+		    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (flocked(locks, st.st_ino))
+			n++;
+	}
+	closedir(d);
+	return n;
 }

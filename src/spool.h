@@ -140,4 +140,8 @@ int rm_rf_at(int dirfd, const char *name);
  * lost): a result with the given status and error. */
 int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
 		       const char *error, const char *worker, char *idbuf, size_t idlen);
+/* How many workers hold the spool (their flocks on cur/<id>/.lock, as
+ * /proc/locks lists them), or -errno where that cannot be told. */
+int spool_live_workers(struct spool *sp);
+
 #endif

@@ -21,6 +21,7 @@ void task_spec_init(struct task_spec *spec)
 {
 	memset(spec, 0, sizeof *spec);
 	spec->timeout_s = -1;
+	spec->kill_grace_s = -1;
 	spec->lane = LANE_FAST;
 	spec->retries = -1;
 	spec->cwd = -1;
@@ -161,7 +162,7 @@ int task_name_check(const char *name, const char **why)
 /* Said by every "unknown directive" error: keep in step with kart-task(5). */
 #define KNOWN_DIRECTIVES                                                                   \
 	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
-	"name= cwd= bind= ro= env= umask=)"
+	"name= kill_grace= label= cwd= bind= ro= env= umask=)"
 
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
@@ -214,6 +215,19 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 				   lineno, raw);
 		spec->timeout_s = s;
 		spec->line_timeout = lineno;
+	} else if (strcmp(key, "kill_grace") == 0) {
+		int64_t s;
+		if (parse_duration_s(val, &s) < 0)
+			return ERR("line %d: kill_grace=%s is not a duration (use 0, 10s or 1m)",
+				   lineno, val);
+		spec->kill_grace_s = s;
+		spec->line_kill_grace = lineno;
+	} else if (strcmp(key, "label") == 0) {
+		/* Kept as written: `kart status --label` compares it so. */
+		if (strlen(val) >= sizeof spec->label)
+			return ERR("line %d: label= is longer than %zu bytes", lineno,
+				   sizeof spec->label - 1);
+		snprintf(spec->label, sizeof spec->label, "%s", val);
 	} else if (strcmp(key, "memory") == 0 || strcmp(key, "output") == 0) {
 		uint64_t v;
 		bool mem = key[0] == 'm';
@@ -449,6 +463,10 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		return ERR("line %d: timeout=%llds is above the policy's ceiling of %llds",
 			   spec->line_timeout, (long long)spec->timeout_s,
 			   (long long)pol->timeout_max_s);
+	if (spec->kill_grace_s > pol->kill_grace_max_s)
+		return ERR("line %d: kill_grace=%llds is above the policy's ceiling of %llds",
+			   spec->line_kill_grace, (long long)spec->kill_grace_s,
+			   (long long)pol->kill_grace_max_s);
 	if (spec->memory > ll.memory_max) {
 		fmt_size(spec->memory, a, sizeof a);
 		fmt_size(ll.memory_max, b, sizeof b);
@@ -469,16 +487,20 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		return ERR("line %d: output=%s is above the policy's ceiling of %s",
 			   spec->line_output, a, b);
 	}
+	/* Where the grant would go: the user's next step. */
+	const char *conf = pol->conf_path[0] ? pol->conf_path : "the spool's kart.conf";
 	if (spec->kind_net && !policy_net_allowed(pol, uid)) {
 		if (spec->line_kind)
 			return ERR("line %d: kind=%s needs network, but the policy grants no network "
-				   "to uid %u", spec->line_kind, spec->kind, (unsigned)uid);
+				   "to uid %u (" NET_GRANT_HINT ")", spec->line_kind, spec->kind,
+				   (unsigned)uid, conf);
 		return ERR("the file's extension makes it kind %s, which needs network, but the "
-			   "policy grants no network to uid %u", spec->kind, (unsigned)uid);
+			   "policy grants no network to uid %u (" NET_GRANT_HINT ")", spec->kind,
+			   (unsigned)uid, conf);
 	}
 	if (spec->net && !policy_net_allowed(pol, uid))
-		return ERR("line %d: net requested, but the policy grants no network to uid %u",
-			   spec->line_net, (unsigned)uid);
+		return ERR("line %d: net requested, but the policy grants no network to uid %u "
+			   "(" NET_GRANT_HINT ")", spec->line_net, (unsigned)uid, conf);
 	static const char *const bkey[] = {"cwd", "bind", "ro"};
 	for (int i = 0; i < spec->n_binds; i++) {
 		const struct task_bind *tb = &spec->binds[i];

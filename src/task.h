@@ -30,6 +30,7 @@ struct task_bind {
 
 struct task_spec {
 	int64_t timeout_s; /* -1: none */
+	int64_t kill_grace_s; /* SIGTERM, then SIGKILL this long after; -1: policy default */
 	uint64_t memory;   /* 0: none */
 	int64_t pids;      /* 0: none */
 	uint32_t cpu_milli; /* 0: none */
@@ -39,12 +40,13 @@ struct task_spec {
 	int retries;     /* -1: policy default */
 	uint64_t output; /* 0: policy default */
 	char name[TASK_NAME_MAX + 1]; /* from name=, set by kart submit; "" if absent */
+	char label[TASK_NAME_MAX + 1]; /* label=, as written (percent-encoded); "" if absent */
 	/* The #! line: interp[0] == 0 means "run under /bin/sh". */
 	char interp[TASK_INTERP_MAX];
 	char interp_arg[TASK_INTERP_MAX];
 	bool has_interp_arg;
 	/* Line each limit came from (0: default), for errors naming it. */
-	int line_timeout, line_memory, line_pids, line_cpu, line_net, line_output, line_retries;
+	int line_timeout, line_kill_grace, line_memory, line_pids, line_cpu, line_net, line_output, line_retries;
 	/* kind=NAME, or after task_resolve_kind the kind that runs the task
 	 * ("": none); line_kind 0 when the extension chose it. */
 	char kind[32];
@@ -85,6 +87,10 @@ int task_name_check(const char *name, const char **why);
 /* Parse the leading comment block of a task. Pure: no policy, no I/O.
  * On error returns -1 with a message naming the line in err. */
 int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, size_t errlen);
+
+/* How a refused network request says where the grant goes (%s: the
+ * policy file). */
+#define NET_GRANT_HINT "grant it with [network] allow_uids or allow_groups in %s"
 
 /* Check a parsed spec against the policy's ceilings and grants for the
  * submitter uid. Returns -1 with a message naming the line on refusal. */

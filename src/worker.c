@@ -49,15 +49,20 @@
 
 /* ---- the task lifecycle ------------------------------------------------ */
 
-enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS_SPAWNING, TS__N };
+/* TS_STOPPING: sent SIGTERM (a timeout, a cancel), its kill grace running. */
+enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS_SPAWNING, TS_STOPPING, TS__N };
 enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
 /* What each event does in each state (s6-supervise's actions table). */
-enum taction { TA_NONE, TA_FINISH, TA_KILL_TIMEOUT, TA_KILL_CANCEL, TA_KILL_REQUEUE, TA_ABANDON };
+enum taction { TA_NONE, TA_FINISH, TA_STOP_TIMEOUT, TA_STOP_CANCEL, TA_KILL_REQUEUE, TA_KILL,
+	       TA_ABANDON };
 static const enum taction transitions[TS__N][TE__N] = {
-	[TS_RUNNING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_KILL_TIMEOUT,
-			[TE_CANCEL] = TA_KILL_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
+	[TS_RUNNING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_STOP_TIMEOUT,
+			[TE_CANCEL] = TA_STOP_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
+	/* TE_TIMEOUT here is the end of its kill grace; a shutdown's grace
+	 * ending kills it too, keeping its end (it is not re-queued). */
+	[TS_STOPPING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_KILL, [TE_GRACE_OVER] = TA_KILL},
 	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
 	[TS_PUBLISHING] = {[TE_GRACE_OVER] = TA_ABANDON},
 	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
@@ -86,6 +91,7 @@ struct task {
 	enum tend end;
 	uid_t uid;
 	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
+	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
 	int64_t retry_mono; /* publishing failed: try again then */
 	struct run run;
 	struct run_end rend;
@@ -743,6 +749,18 @@ static void run_hook(struct worker *w, const char *id)
 	spawn_host(w, argv, NULL, what);
 }
 
+/* The polite half: the runtime passes SIGTERM to the container's init. */
+static bool container_term(struct worker *w, struct task *t)
+{
+	char what[256];
+	if (!t->cname[0])
+		return false;
+	char *const k[] = {w->pol->container_cmd, "kill", "--signal", "TERM", t->cname, NULL};
+	snprintf(what, sizeof what, "container kill --signal TERM %.160s", t->cname);
+	spawn_host(w, k, NULL, what);
+	return true;
+}
+
 /* Backend container: the container goes by its name, whatever became of
  * the CLI that started it (killed on a timeout, or failed): kill, then
  * remove (one that never got to run is only removed). One that ended by
@@ -1150,6 +1168,8 @@ static void fill_result(struct worker *w, struct task *t)
 	r->submitted_ms = t->submitted_ms;
 	r->started_ms = t->started_ms;
 	r->timeout_s = t->spec.timeout_s;
+	r->kill_grace_s = t->spec.kill_grace_s;
+	r->label = t->spec.label[0] ? t->spec.label : NULL;
 	r->backend = backend_name(w->pol->backend);
 	r->network = t->spec.net;
 	if (t->cg.mode != CG_MODE_NONE) {
@@ -2300,6 +2320,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		t->spec.timeout_s = w->pol->timeout_default_s;
 	if (t->spec.timeout_s < 0 || (w->pol->timeout_max_s >= 0 && t->spec.timeout_s > w->pol->timeout_max_s))
 		t->spec.timeout_s = w->pol->timeout_max_s;
+	if (t->spec.kill_grace_s < 0)
+		t->spec.kill_grace_s = w->pol->kill_grace_s;
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
@@ -2865,6 +2887,37 @@ static void task_ended(struct worker *w, struct task *t)
 	task_complete(w, t);
 }
 
+/* A timeout's or a cancel's result: which signal ended it, or the exit
+ * status it chose within its kill grace. */
+static void stop_result(struct worker *w, struct task *t, struct result *r)
+{
+	const struct run_end *e = &t->rend;
+	char why[80], how[120];
+	if (t->end == END_TIMEOUT)
+		snprintf(why, sizeof why, "the wall-clock timeout of %llds passed",
+			 (long long)t->spec.timeout_s);
+	else
+		snprintf(why, sizeof why, "cancelled by kart cancel while running");
+	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
+	if (e->exited) {
+		r->exit_code = e->exit_code;
+		snprintf(how, sizeof how, "after SIGTERM it exited with status %d", e->exit_code);
+	} else {
+		r->signal = e->signal ? e->signal : SIGKILL;
+		if (!t->term_sent)
+			snprintf(how, sizeof how, "ended by %s", signal_name(r->signal));
+		else if (r->signal == SIGKILL)
+			snprintf(how, sizeof how, "SIGTERM, then SIGKILL after the kill grace of %llds",
+				 (long long)g);
+		else if (r->signal == SIGTERM)
+			snprintf(how, sizeof how, "SIGTERM ended it");
+		else
+			snprintf(how, sizeof how, "after SIGTERM, %s ended it", signal_name(r->signal));
+	}
+	snprintf(t->errbuf, sizeof t->errbuf, "%s: %s", why, how);
+	r->error = t->errbuf;
+}
+
 /* The run is reaped and its leaf gone: the result (or the re-queue). */
 static void task_complete(struct worker *w, struct task *t)
 {
@@ -2910,16 +2963,9 @@ static void task_complete(struct worker *w, struct task *t)
 		if (t->cgu.memory_peak >= 0)
 			r->memory_peak = t->cgu.memory_peak;
 	}
-	if (t->end == END_TIMEOUT) {
-		r->status = "timeout";
-		r->signal = SIGKILL;
-		snprintf(errbuf, errlen, "the wall-clock timeout of %llds passed",
-			 (long long)t->spec.timeout_s);
-		r->error = errbuf;
-	} else if (t->end == END_CANCEL) {
-		r->status = "cancelled";
-		r->signal = SIGKILL;
-		r->error = "cancelled by kart cancel while running";
+	if (t->end == END_TIMEOUT || t->end == END_CANCEL) {
+		r->status = t->end == END_TIMEOUT ? "timeout" : "cancelled";
+		stop_result(w, t, r);
 	} else if (!e->started && e->refusal) {
 		/* A confinement step the policy requires failed (Landlock,
 		 * the switch to the submitter): the task never ran. */
@@ -3017,6 +3063,53 @@ static void task_complete(struct worker *w, struct task *t)
 	publish(w, t);
 }
 
+static void kill_now(struct worker *w, struct task *t)
+{
+	t->state = TS_KILLING;
+	run_kill(&t->run);
+	/* The CLI is not the container: that goes by name (its --rm then
+	 * removes it). */
+	container_kill(w, t, false);
+}
+
+/* SIGTERM to the whole of the task, not to what holds it together (bwrap,
+ * the container CLI): false where that cannot be done. */
+static bool term_tree(struct worker *w, struct task *t)
+{
+	switch (w->pol->backend) {
+	case BACKEND_CONTAINER:
+		return container_term(w, t);
+	case BACKEND_BWRAP:
+		/* Its comm is the name of the path bwrap execs it by. */
+		return run_term_launcher(&t->run, strrchr(SANDBOX_LAUNCH, '/') + 1) == 0;
+	case BACKEND_NONE:
+		break;
+	}
+	/* The leaf lists what left the process group too; once is enough
+	 * (a shell's trap would run twice). */
+	if (t->cg.mode == CG_MODE_NONE || cg_leaf_signal(&t->cg, SIGTERM) <= 0)
+		run_term(&t->run);
+	return true;
+}
+
+/* A timeout or a cancel: SIGTERM, and SIGKILL once the kill grace has
+ * passed (TE_TIMEOUT in TS_STOPPING), as `timeout -k` and systemd do.
+ * Its end comes when the task's main process ends; what it leaves
+ * behind is killed then. */
+static void stop_begin(struct worker *w, struct task *t)
+{
+	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
+	if (g <= 0 || !term_tree(w, t)) {
+		if (g > 0)
+			logmsg("%s: cannot find the task to send SIGTERM: killed at once", t->name);
+		kill_now(w, t);
+		return;
+	}
+	t->term_sent = true;
+	t->state = TS_STOPPING;
+	t->deadline_mono = now_mono_ms() + g * 1000;
+}
+
 static void task_event(struct worker *w, struct task *t, enum tevent ev)
 {
 	if (t->state == TS_SPAWNING) {
@@ -3036,20 +3129,21 @@ static void task_event(struct worker *w, struct task *t, enum tevent ev)
 	case TA_ABANDON:
 		abandon(w, t);
 		return;
-	case TA_KILL_TIMEOUT:
+	case TA_STOP_TIMEOUT:
 		t->end = END_TIMEOUT;
-		break;
-	case TA_KILL_CANCEL:
+		stop_begin(w, t);
+		return;
+	case TA_STOP_CANCEL:
 		t->end = END_CANCEL;
-		break;
+		stop_begin(w, t);
+		return;
 	case TA_KILL_REQUEUE:
 		t->end = END_REQUEUE;
 		break;
+	case TA_KILL:
+		break;
 	}
-	t->state = TS_KILLING;
-	run_kill(&t->run);
-	/* The CLI is not the container: that goes by name. */
-	container_kill(w, t, false);
+	kill_now(w, t);
 }
 
 /* ---- time ------------------------------------------------------------------- */
@@ -3063,7 +3157,7 @@ static void arm_timer(struct worker *w)
 			next = (x); \
 	} while (0)
 	for (struct task *t = w->tasks; t; t = t->next) {
-		if (t->state == TS_RUNNING)
+		if (t->state == TS_RUNNING || t->state == TS_STOPPING)
 			EARLIER(t->deadline_mono);
 		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING)
 			EARLIER(t->retry_mono);
@@ -3095,7 +3189,8 @@ static void on_timer(struct worker *w)
 	int64_t now = now_mono_ms();
 	for (struct task *t = w->tasks, *nx; t; t = nx) {
 		nx = t->next;
-		if (t->state == TS_RUNNING && t->deadline_mono && t->deadline_mono <= now)
+		if ((t->state == TS_RUNNING || t->state == TS_STOPPING) && t->deadline_mono &&
+		    t->deadline_mono <= now)
 			task_event(w, t, TE_TIMEOUT);
 		else if (t->state == TS_PUBLISHING && t->retry_mono <= now)
 			publish(w, t);
@@ -3206,6 +3301,40 @@ static void begin_stop(struct worker *w, const char *why)
 
 static void build_seccomp(struct worker *w);
 
+struct env_gap {
+	char names[512];
+	size_t len;
+};
+
+static void env_gap_add(const char *name, const char *where, void *arg)
+{
+	struct env_gap *g = arg;
+	(void)where;
+	if (getenv(name))
+		return;
+	/* Two kinds may name one variable: say it once. */
+	size_t n = strlen(name);
+	for (const char *p = g->names; (p = strstr(p, name)); p += n)
+		if ((p == g->names || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return;
+	int k = snprintf(g->names + g->len, sizeof g->names - g->len, "%s%s", g->len ? " " : "", name);
+	if (k > 0 && (size_t)k < sizeof g->names - g->len)
+		g->len += (size_t)k;
+}
+
+/* The policy passes these from our environment, which is the one we
+ * started with: a reload cannot give us a variable, so say which lack. */
+static void log_env_missing(const struct policy *pol, const char *when)
+{
+	struct env_gap g = {.len = 0};
+	g.names[0] = '\0';
+	policy_env_names(pol, env_gap_add, &g);
+	if (g.len)
+		logmsg("%s: the policy passes variables this worker's environment lacks: %s (they "
+		       "come from the worker's environment at its start: set them there and "
+		       "restart it; kart doctor lists them)", when, g.names);
+}
+
 static void on_signal(struct worker *w)
 {
 	struct signalfd_siginfo si;
@@ -3241,6 +3370,7 @@ static void on_signal(struct worker *w)
 					w->slots[l] = np.slots[l];
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			log_env_missing(w->pol, "SIGHUP");
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
@@ -3450,6 +3580,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
+	log_env_missing(pol, "start");
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	struct src s_wdog = {SRC_WATCHDOG, NULL};
 	_cleanup_close_ int wdog = notify_watchdog_fd();

@@ -41,11 +41,15 @@ _kart()
 		COMPREPLY=($(compgen -W $'fast\nbatch' -- "$cur")); return ;;
 	--log-format)
 		COMPREPLY=($(compgen -W $'logfmt\njson\ntext' -- "$cur")); return ;;
+	--sort)
+		COMPREPLY=($(compgen -W $'time\nid' -- "$cur")); return ;;
+	--log)
+		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--state)
 		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost' -- "$cur"))
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
-	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env)
+	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last)
 		return ;;
 	-C | --cwd)
 		COMPREPLY=($(compgen -d -- "$cur")); return ;;
@@ -64,10 +68,10 @@ _kart()
 
 	local opts=""
 	case $verb in
-	init) opts="--help" ;;
-	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --to --cwd --no-cwd --bind --ro --env --help" ;;
-	worker) opts="--id --slots --batch-slots --drain --log-format --help" ;;
-	status) opts="--json --ndjson --summary --state --older-than --newer-than --help" ;;
+	init) opts="--personal --help" ;;
+	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --kill-grace --label --to --cwd --no-cwd --bind --ro --env --help" ;;
+	worker) opts="--id --slots --batch-slots --drain --log-format --daemon --log --help" ;;
+	status) opts="--json --ndjson --summary --state --older-than --newer-than --sort --last --label --help" ;;
 	wait) opts="--timeout --help" ;;
 	cat) opts="--stderr --help" ;;
 	cancel | retry) opts="--help" ;;

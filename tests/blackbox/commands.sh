@@ -371,6 +371,8 @@ test_submit_options() {
 test_submit_limit_options() {
 	local s line2
 	s=$(mkspool)
+	# kart submit reads the policy: --net needs the grant first.
+	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
 	run_cmd -s "$s" submit --name lim --memory 64M --pids 20 --cpu 0.5 --net -- echo limited
 	assert_eq 0 "$RC" "submit with limit options: exit status ($ERR)"
 	assert_eq lim "$OUT" "submit prints the id"
@@ -382,7 +384,6 @@ test_submit_limit_options() {
 	assert_match '(^|[ :])net( |$)' "$line2" "net directive"
 	[ "$(id -u)" = 0 ] || { skip "limits need root or a delegated cgroup"; return; }
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
-	printf '[network]\nallow_uids = %s\n' "$(id -u)" >"$s/kart.conf"
 	drain "$s"
 	has_result "$s" lim || { fail "no result for lim"; return; }
 	assert_eq ok "$(field "$s" lim .status)" "status of lim ($(field "$s" lim .error))"
@@ -392,8 +393,11 @@ test_submit_limit_options() {
 	assert_eq 0.5 "$(field "$s" lim .limits.cpu)" "limits.cpu from --cpu"
 	assert_eq true "$(field "$s" lim .sandbox.network)" "sandbox.network from --net"
 	# Without a grant, --net is rejected, never run without the network.
+	# kart submit refuses it at once; a file dropped in new/ is rejected.
 	rm -f "$s/kart.conf"
 	run_cmd -s "$s" submit --name nonet --net -- echo should-not-run
+	assert_eq 1 "$RC" "submit --net without a grant"
+	printf '#!/bin/sh\n#kart: net\necho should-not-run\n' >"$s/new/nonet"
 	drain "$s"
 	has_result "$s" nonet || { fail "no result for nonet"; return; }
 	assert_eq rejected "$(field "$s" nonet .status)" "--net without a grant"

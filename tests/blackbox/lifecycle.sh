@@ -51,7 +51,7 @@ test_cancel_queued() {
 	assert_eq "" "$(claimed_files "$s")" "claims left in cur/ after cancel"
 	assert_eq "" "$(ls -A "$s/cur")" "cur/ after cancel (its own claim directory is removed)"
 	timeout 20 "$KART" -s "$s" wait --timeout 5 never >/dev/null 2>&1; rc=$?
-	assert_eq 1 "$rc" "kart wait on a cancelled task"
+	assert_eq 130 "$rc" "kart wait on a cancelled task"
 	# A worker started afterwards must not run it or record it again.
 	drain "$s" --id after
 	assert_eq 1 "$(n_results "$s")" "results after a drain following the cancel"

@@ -602,7 +602,8 @@ test_rlimits_inside_the_sandbox() {
 	assert_eq "$(host_mode)" "$(field "$s" leaf .sandbox.cgroup)" "leaf: sandbox.cgroup"
 	local L=$s/done/leaf.stdout
 	assert_eq 0 "$(limit_of "$L" "Max core file size")" "leaf: RLIMIT_CORE"
-	assert_eq $((30 * n + 1)) "$(limit_of "$L" "Max cpu time")" "leaf: RLIMIT_CPU backstop (30 s x $n cores + 1)"
+	# The default kill grace (5s) runs on past the timeout.
+	assert_eq $((35 * n + 1)) "$(limit_of "$L" "Max cpu time")" "leaf: RLIMIT_CPU backstop ((30 s + 5 s grace) x $n cores + 1)"
 	assert_eq unlimited "$(limit_of "$L" "Max address space")" "leaf: no RLIMIT_AS under a cgroup"
 	assert_eq 0 "$(limit_of "$s/done/untimed.stdout" "Max core file size")" "untimed: RLIMIT_CORE"
 	assert_eq unlimited "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: no CPU backstop without a timeout"
@@ -615,7 +616,7 @@ test_rlimits_inside_the_sandbox() {
 	local O=$s/done/off.stdout
 	assert_eq 40 "$(limit_of "$O" "Max processes")" "off: pids=40 is RLIMIT_NPROC"
 	assert_eq 0 "$(limit_of "$O" "Max core file size")" "off: RLIMIT_CORE"
-	assert_eq $((30 * n + 1)) "$(limit_of "$O" "Max cpu time")" "off: RLIMIT_CPU backstop"
+	assert_eq $((35 * n + 1)) "$(limit_of "$O" "Max cpu time")" "off: RLIMIT_CPU backstop"
 	assert_eq unlimited "$(limit_of "$O" "Max address space")" "off: no RLIMIT_AS without KART_RLIMIT_USE_AS"
 }
 

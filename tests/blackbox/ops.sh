@@ -56,14 +56,15 @@ test_readme_walkthroughs_run() {
 		[ -n "$(readme_block $b)" ] || fail "README has no ops: $b block"
 	done
 	# The three blocks one after the other, as a newcomer would type
-	# them; then the worker the first one started is stopped.
+	# them; then the worker the first one started (--daemon) is stopped.
 	out=$(cd "$ROOT" && HOME=$h PATH=$KART_BUILD:$PATH timeout 120 bash -c "
 		set -u
 		$(readme_block personal)
 		$(readme_block cron)
-		$(readme_block client)
-		kill -TERM %1; wait" 2>"$T_ROOT/walk.err")
-	local rc=$?
+		$(readme_block client)" 2>"$T_ROOT/walk.err")
+	local rc=$? dpid
+	dpid=$(sed -n 's/.*in the background as pid \([0-9]*\);.*/\1/p' <<<"$out")
+	[ -n "$dpid" ] && stop_worker "$dpid" || fail "no daemon pid in: $out"
 	assert_eq 0 "$rc" "the README walkthroughs (stderr: $(tail -5 "$T_ROOT/walk.err"))"
 	assert_match "hello from a sandbox" "$out" "personal: kart cat hello"
 	assert_match "exit 3" "$out" "personal: kart wait on a failing task"
@@ -79,7 +80,7 @@ test_readme_walkthroughs_run() {
 	assert_match "hello from sh" "$out" "client: the sh client"
 	assert_no_file "$ROOT/job.py"
 	assert_eq "" "$(ls -A "$h/spool/tmp")" "tmp/ after the clients"
-	assert_match "event=finished" "$(cat "$h/spool.log")" "the worker's log"
+	assert_match "event=finished" "$(cat "$h/spool/worker.log")" "the worker's log"
 }
 
 # The system walkthrough, on a root directory instead of /: the same
@@ -826,7 +827,7 @@ test_task_man_names_every_directive() {
 	s=$(mkspool)
 	{
 		printf '#!/bin/sh\n#kart: timeout=30s memory=256M pids=64 cpu=0.5 lane=batch\n'
-		printf '#kart: priority=1 retries=1 output=1M name=dirs\n'
+		printf '#kart: priority=1 retries=1 output=1M name=dirs kill_grace=2s label=all\n'
 		printf 'env | cut -d= -f1 | grep -vx PWD | sort | paste -sd" "\n'
 		printf 'echo "$KART_TASK_ID $KART_ATTEMPT $(pwd) $(ls -A | wc -l)"\n'
 		printf 'echo kept >"$KART_OUTDIR/f"\n'

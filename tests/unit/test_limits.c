@@ -210,6 +210,9 @@ static void test_fallback_nothing_asked(void **state)
 	spec.timeout_s = 30;
 	assert_int_equal(limits_fallback(&spec, &user_host, &p, err, sizeof err), 0);
 	assert_int_equal(p.cpu_s, 61); /* timeout x cores, + 1 */
+	spec.kill_grace_s = 5;
+	assert_int_equal(limits_fallback(&spec, &user_host, &p, err, sizeof err), 0);
+	assert_int_equal(p.cpu_s, 71); /* (timeout + kill grace) x cores, + 1 */
 }
 
 static void test_fallback_pids(void **state)

@@ -98,6 +98,21 @@ static void test_timeout_units(void **state)
 	}
 }
 
+static void test_kill_grace_and_label(void **state)
+{
+	(void)state;
+	struct task_spec s;
+	assert_parses("#kart: timeout=2s kill_grace=10s label=night%20batch\n", &s);
+	assert_true(s.kill_grace_s == 10);
+	assert_int_equal(s.line_kill_grace, 1);
+	assert_string_equal(s.label, "night batch");
+	assert_parses("#kart: kill_grace=0\n", &s);
+	assert_true(s.kill_grace_s == 0);
+	assert_parses("#!/bin/sh\n", &s);
+	assert_true(s.kill_grace_s == -1); /* the policy's */
+	assert_rejected("#kart: kill_grace=soon\n", "line 1", "kill_grace=soon", "not a duration");
+}
+
 static void test_memory_units(void **state)
 {
 	(void)state;
@@ -1145,6 +1160,7 @@ int main(void)
 		cmocka_unit_test(test_umask_parse),
 		cmocka_unit_test(test_binds_policy),
 		cmocka_unit_test(test_timeout_units),
+		cmocka_unit_test(test_kill_grace_and_label),
 		cmocka_unit_test(test_memory_units),
 		cmocka_unit_test(test_output_units),
 		cmocka_unit_test(test_pids),
