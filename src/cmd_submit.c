@@ -7,6 +7,7 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "space.h"
 #include "task.h"
 #include "util.h"
 
@@ -86,6 +87,17 @@ static int read_all_fd(int fd, char **out, size_t *outlen, size_t max)
 	*out = buf;
 	*outlen = len;
 	return 0;
+}
+
+/* Queued all the same: the task waits until space returns. */
+static void warn_low_space(const struct spool *sp)
+{
+	struct policy pol;
+	char err[512], why[700];
+	if (policy_load(&pol, sp->path, err, sizeof err) == 0 &&
+	    space_low(sp->root, &pol, sp->path, why, sizeof why))
+		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new until space returns\n",
+			why);
 }
 
 int cmd_submit(struct ctx *c, int argc, char **argv)
@@ -299,6 +311,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	}
 	if (url)
 		return submit_to_queue(url, base, lane, task, tlen);
+	warn_low_space(&sp);
 	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
 	if (r < 0) {
 		fprintf(stderr, "kart submit: cannot queue into %s/new: %s\n", sp.path, strerror(-r));

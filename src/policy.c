@@ -14,6 +14,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "space.h"
 #include "util.h"
 
 #include "config.h" /* LIBEXECDIR, written by the Makefile */
@@ -470,6 +471,10 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (parse_duration_s(val, &d) < 0 || d > 3600)
 			return ERR("%s: term_grace = %s: not a duration up to 1h", where, val);
 		pol->term_grace_s = (int)d;
+	} else if (strcmp(k, "worker.min_free") == 0) {
+		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
+			return ERR("%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
+				   where, val);
 	} else if (strcmp(k, "worker.retries") == 0) {
 		if (parse_int(val, 0, 100, &n) < 0)
 			return ERR("%s: retries = %s: not a number from 0 to 100", where, val);
@@ -627,6 +632,8 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
+	pol->min_free_bytes = 64ull << 20;
+	pol->min_free_pct = 1;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
@@ -845,6 +852,9 @@ char *policy_describe(const struct policy *pol)
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(json_object_get(o, "worker"), "min_free",
+			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
+				      "percent", (int)pol->min_free_pct));
 	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
 			    json_boolean(pol->allow_unsandboxed));
 	json_object_set_new(o, "container",

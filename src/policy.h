@@ -82,6 +82,10 @@ struct policy {
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
 	int term_grace_s;          /* SIGTERM: running tasks get this long */
+	/* [worker] min_free: below the lesser of these (0: not set), a
+	 * worker claims nothing new (space.h). */
+	uint64_t min_free_bytes;
+	unsigned min_free_pct;
 	bool net_all;              /* network for every submitter */
 	uid_t net_uids[64];
 	int n_net_uids;

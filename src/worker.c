@@ -43,6 +43,7 @@
 #include "run.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "space.h"
 #include "task.h"
 #include "util.h"
 
@@ -115,7 +116,7 @@ struct task {
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
-	char user[256], errbuf[256]; /* storage for res.user, res.error */
+	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	/* With the commit thread (from publish() until it hands the task
 	 * back, the loop does not touch it): */
 	struct task *cnext;
@@ -584,6 +585,8 @@ struct worker {
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
+	bool space_low;     /* below [worker] min_free: nothing new is claimed */
+	int64_t space_mono; /* while so, with tasks waiting: look again then */
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -1813,6 +1816,7 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 		       strerror(-fd));
 		c->cap = c->bytes;
 		c->truncated = true;
+		c->werr = -fd;
 		return;
 	}
 	c->file = fd;
@@ -2535,10 +2539,46 @@ static void spawner_stop(struct worker *w)
 }
 
 /* Fill free slots from the candidates, best first. */
+/* Below [worker] min_free nothing new is claimed: a task started now
+ * could store neither its output nor its result. Looked at only when
+ * there is a task to claim, and again on the timer only while stopped
+ * with tasks waiting, so an idle worker still costs nothing. Said once
+ * each way. */
+#define SPACE_RECHECK_MS 1000
+static bool space_ok(struct worker *w)
+{
+	struct space sp;
+	if (!w->pol->min_free_bytes && !w->pol->min_free_pct)
+		return true;
+	if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
+		return true; /* not known: as before there was a check */
+	if (sp.low != w->space_low) {
+		char why[700];
+		space_describe(&sp, w->sp->path, why, sizeof why);
+		logmsg(sp.low ? "claiming nothing new: %s" : "claiming again: %s", why);
+	}
+	w->space_low = sp.low;
+	w->space_mono = sp.low ? now_mono_ms() + SPACE_RECHECK_MS : 0;
+	return !sp.low;
+}
+
+static bool any_claimable(const struct worker *w)
+{
+	for (int l = 0; l < LANE__N; l++)
+		if (w->used[l] < w->slots[l] && w->heap[l].n)
+			return true;
+	return false;
+}
+
 static void dispatch(struct worker *w)
 {
 	if (w->stopping)
 		return;
+	w->space_mono = 0;
+	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {
+		arm_timer(w);
+		return;
+	}
 	for (int l = 0; l < LANE__N; l++) {
 		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max) {
 			struct cand c = heap_pop(&w->heap[l]);
@@ -2741,6 +2781,54 @@ static void task_ended(struct worker *w, struct task *t)
 }
 
 /* The run is reaped and its leaf gone: the result (or the re-queue). */
+static const char *errno_name(int e)
+{
+	switch (e) {
+	case ENOSPC: return "ENOSPC";
+	case EDQUOT: return "EDQUOT";
+	case EIO: return "EIO";
+	case EFBIG: return "EFBIG";
+	case EROFS: return "EROFS";
+	default: return "errno";
+	}
+}
+
+/* Output the spool could not store is said in the result, never passed
+ * off as complete: the task's status stays its own, and the error says
+ * what was lost and why, naming the filesystem, so the host is blamed
+ * and not the task. */
+static void capture_loss(struct worker *w, struct task *t)
+{
+	const struct capture *caps[] = {&t->run.out, &t->run.err};
+	static const char *const names[] = {"stdout", "stderr"};
+	struct result *r = &t->res;
+	char *buf = t->errbuf;
+	const size_t len = sizeof t->errbuf;
+	for (int i = 0; i < 2; i++) {
+		const struct capture *c = caps[i];
+		if (!c->werr)
+			continue;
+		struct statfs sf;
+		char fs[32] = "unknown";
+		if (fstatfs(w->sp->root, &sf) == 0)
+			space_fs_name((unsigned long)sf.f_type, fs, sizeof fs);
+		char why[600];
+		snprintf(why, sizeof why,
+			 "%s: %llu bytes of output were lost: the spool's filesystem (%s, holding %s) "
+			 "refused the write: %s (%s)",
+			 names[i], (unsigned long long)c->lost, fs, w->sp->path, strerror(c->werr),
+			 errno_name(c->werr));
+		/* After the error the outcome gave, if any, not instead of it. */
+		if (!r->error)
+			buf[0] = '\0';
+		else if (r->error != buf)
+			snprintf(buf, len, "%s", r->error);
+		size_t used = strlen(buf);
+		snprintf(buf + used, len - used, "%s%s", used ? "; " : "", why);
+		r->error = buf;
+	}
+}
+
 static void task_complete(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
@@ -2852,11 +2940,13 @@ static void task_complete(struct worker *w, struct task *t)
 			r->error = errbuf;
 		}
 	}
+	capture_loss(w, t);
 	struct capture *caps[] = {&t->run.out, &t->run.err};
 	struct result_stream *rs[] = {&r->out, &r->err};
 	for (int i = 0; i < 2; i++) {
 		rs[i]->bytes = caps[i]->bytes;
 		rs[i]->truncated = caps[i]->truncated;
+		rs[i]->lost_bytes = caps[i]->lost;
 		/* A run's result always has both files, empty or not. */
 		rs[i]->captured = true;
 		rs[i]->unmade = caps[i]->file < 0 && !caps[i]->truncated;
@@ -2948,6 +3038,7 @@ static void arm_timer(struct worker *w)
 		EARLIER(w->grace_mono);
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
+	EARLIER(w->space_mono);
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -2994,6 +3085,8 @@ static void on_timer(struct worker *w)
 		busy_recheck(w);
 		dispatch(w);
 	}
+	if (w->space_mono && w->space_mono <= now)
+		dispatch(w);
 	arm_timer(w);
 }
 
