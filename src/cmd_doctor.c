@@ -165,8 +165,9 @@ static json_t *cgroup_facts(const struct policy *pol, bool *ok)
 	for (int l = 0; l < 2; l++) {
 		struct lane_limits ll;
 		policy_lane_limits(pol, l, &ll);
-		need_mem |= ll.memory_default != 0;
-		need_pids |= ll.pids_default != 0;
+		/* The built-in defaults yield where nothing holds them. */
+		need_mem |= ll.memory_default != 0 && !(pol->builtin_memory && !pol->lane[l].memory_default);
+		need_pids |= ll.pids_default != 0 && !(pol->builtin_pids && !pol->lane[l].pids_default);
 		need_cpu |= ll.cpu_default_milli != 0;
 	}
 	/* Without a leaf, rlimits: RLIMIT_NPROC does not bind root. */

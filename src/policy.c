@@ -380,6 +380,17 @@ static int conf_limit(struct policy *pol, const char *sec, const char *key, cons
 
 /* Groups by name or number; a name that does not resolve is an error,
  * not a grant silently dropped. */
+/* [limits] defaults = none: a personal spool, where no default limit
+ * guards other users. What kart.conf sets after the line still holds. */
+static void defaults_none(struct policy *pol)
+{
+	pol->timeout_default_s = -1;
+	pol->memory_default = 0;
+	pol->pids_default = 0;
+	pol->tmpfs_size = 0;
+	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = false;
+}
+
 static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
 			const char *where)
 {
@@ -445,9 +456,21 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	if (strncmp(sec, "kind.", 5) == 0)
 		return conf_kind(pol, sec + 5, key, val, err, errlen, where);
 	int lim = conf_limit(pol, sec, key, val, err, errlen, where);
-	if (lim != 0)
+	if (lim != 0) {
+		/* A lane's own default overrides a built-in one there only. */
+		if (strcmp(sec, "limits") == 0 && strcmp(key, "memory_default") == 0)
+			pol->builtin_memory = false;
+		else if (strcmp(sec, "limits") == 0 && strcmp(key, "pids_default") == 0)
+			pol->builtin_pids = false;
 		return lim < 0 ? -1 : 0;
-	if (strcmp(k, "limits.cgroup") == 0) {
+	}
+	if (strcmp(k, "limits.defaults") == 0) {
+		if (strcmp(val, "none") == 0) {
+			defaults_none(pol);
+		} else if (strcmp(val, "shared") != 0) {
+			return ERR("%s: defaults = %s: not shared or none", where, val);
+		}
+	} else if (strcmp(k, "limits.cgroup") == 0) {
 		if (cgroup_use_parse(val, &pol->cgroup) < 0)
 			return ERR("%s: cgroup = %s: not require, auto or off", where, val);
 	} else if (strcmp(k, "limits.cgroup_parent") == 0) {
@@ -482,9 +505,10 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d == 0)
 			return ERR("%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
-		if (key[8] == 'd')
+		if (key[8] == 'd') {
 			pol->timeout_default_s = d;
-		else
+			pol->builtin_timeout = false;
+		} else
 			pol->timeout_max_s = d;
 	} else if (strcmp(k, "limits.output_default") == 0 || strcmp(k, "limits.output_max") == 0 ||
 		   strcmp(k, "limits.task_max") == 0 || strcmp(k, "limits.artifacts_max") == 0) {
@@ -612,6 +636,28 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 	return kinds_check(pol, fname, err, errlen);
 }
 
+/* The built-in defaults, once kart.conf and the environment are read:
+ * memory is an equal share of the host's per slot, so that every slot
+ * full at once still fits; each yields to a lower ceiling (a built-in
+ * value is never the reason a task is rejected). */
+static void builtin_defaults_fit(struct policy *pol)
+{
+	if (pol->builtin_memory) {
+		int slots = pol->slots[0] + pol->slots[1];
+		pol->memory_default = pol->memory_max / (uint64_t)(slots > 0 ? slots : 1);
+	}
+	if (pol->builtin_timeout && pol->timeout_max_s > 0 && pol->timeout_default_s > pol->timeout_max_s)
+		pol->timeout_default_s = pol->timeout_max_s;
+	for (int l = 0; l < 2; l++) {
+		struct lane_limits ll;
+		policy_lane_limits(pol, l, &ll);
+		if (pol->builtin_memory && !pol->lane[l].memory_default && ll.memory_default > ll.memory_max)
+			pol->lane[l].memory_default = ll.memory_max;
+		if (pol->builtin_pids && !pol->lane[l].pids_default && ll.pids_default > ll.pids_max)
+			pol->lane[l].pids_default = ll.pids_max;
+	}
+}
+
 int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
 {
 	struct sysinfo si;
@@ -625,10 +671,18 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->artifacts_max = 1ull << 30;
 	pol->task_max_bytes = 16ull << 20;
 	pol->retries_default = 2;
-	pol->timeout_default_s = -1;
 	pol->timeout_max_s = -1;
 	pol->memory_max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_MAX;
 	pol->pids_max = 4194304;
+	/* Safe on a shared machine (Slurm's MaxTime and DefMemPerCPU,
+	 * systemd's DefaultTasksMax): one task cannot hold a slot for ever,
+	 * nor take the memory, the pids or the RAM-backed /tmp of the others.
+	 * The memory share is set below, once the slots are known. */
+	pol->timeout_default_s = 3600;
+	pol->pids_default = 512;
+	pol->tmpfs_size = 256ull << 20;
+	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = true;
+	pol->memory_default = 0; /* builtin_defaults_fit sets it */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
@@ -702,6 +756,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
 		pol->rlimit_as = strcmp(v, "1") == 0;
+	builtin_defaults_fit(pol);
 	/* A default above its ceiling would reject every task that takes it. */
 	for (int l = 0; l < 2; l++) {
 		struct lane_limits ll;

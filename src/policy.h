@@ -78,6 +78,12 @@ struct policy {
 	int64_t pids_default;
 	uint32_t cpu_default_milli;
 	struct lane_limits lane[2];
+	/* The built-in defaults for a shared machine (timeout 1h, memory a
+	 * share of the host, 512 pids, 256M tmpfs) still hold, none set in
+	 * kart.conf: they yield to a lower ceiling, and memory and pids are
+	 * dropped, not refused, where no cgroup or rlimit can hold them.
+	 * [limits] defaults = none turns them all off. */
+	bool builtin_timeout, builtin_memory, builtin_pids;
 	enum cgroup_use cgroup;    /* [limits] cgroup, KART_CGROUP */
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */

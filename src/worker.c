@@ -1757,6 +1757,16 @@ static void finish_refused(struct worker *w, struct task *t, const char *refusal
 	publish(w, t);
 }
 
+/* Is the task's memory or pids the built-in default of the policy (and
+ * not its lane's own, nor the task's line)? Then it yields where nothing
+ * can hold it. */
+static void builtin_soft(const struct policy *pol, const struct task_spec *spec, struct rl_host *rh)
+{
+	int l = spec->lane ? 1 : 0;
+	rh->soft_memory = pol->builtin_memory && !pol->lane[l].memory_default && spec->line_memory <= 0;
+	rh->soft_pids = pol->builtin_pids && !pol->lane[l].pids_default && spec->line_pids <= 0;
+}
+
 /* The task's leaf, or else the rlimit fallback, as [limits] cgroup says.
  * A limit is never dropped: where neither can hold it, the task is
  * refused. Returns 0 to go on, -1 when the task was finished refused. */
@@ -1770,6 +1780,7 @@ static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
 	/* Uid 0 of the host is exempt from RLIMIT_NPROC. */
 	struct rl_host rh = {.use_as = w->pol->rlimit_as, .nproc_binds = run_uid != 0,
 			     .ncpu = ncpu > 0 ? (int)ncpu : 1};
+	builtin_soft(w->pol, &t->spec, &rh);
 	if (w->pol->cgroup == CGROUP_OFF) {
 		snprintf(cgerr, sizeof cgerr, "cgroups are off in the policy");
 	} else if (task_cgroup(w, t, cgerr, sizeof cgerr) == 0) {

@@ -279,6 +279,8 @@ test_leaves_removed() {
 test_leaf_kept_for_the_next_task() {
 	have_cgroups || return
 	local s; s=$(mkspool)
+	# Leaves are kept for tasks without limits: none by default.
+	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
 	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
 	printf '#!/bin/sh\n#kart: priority=1\n%s\n' "$show" >"$s/new/a"
 	# About half a second of CPU, in the shell itself.
@@ -314,6 +316,8 @@ test_leaf_kept_for_the_next_task() {
 test_killed_leaf_not_kept() {
 	have_cgroups || return
 	local s; s=$(mkspool)
+	# Leaves are kept for tasks without limits: none by default.
+	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
 	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
 	printf '#!/bin/sh\n#kart: priority=1\n%s\nsleep 300 &\n' "$show" >"$s/new/daemon"
 	printf '#!/bin/sh\n#kart: priority=2 pids=50\n%s\nsleep 1\n' "$show" >"$s/new/limited"
@@ -487,7 +491,7 @@ test_rlimits_inside_the_sandbox() {
 	assert_eq $((30 * n + 1)) "$(limit_of "$L" "Max cpu time")" "leaf: RLIMIT_CPU backstop (30 s x $n cores + 1)"
 	assert_eq unlimited "$(limit_of "$L" "Max address space")" "leaf: no RLIMIT_AS under a cgroup"
 	assert_eq 0 "$(limit_of "$s/done/untimed.stdout" "Max core file size")" "untimed: RLIMIT_CORE"
-	assert_eq unlimited "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: no CPU backstop without a timeout"
+	assert_eq $((3600 * n + 1)) "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: the backstop of the default timeout (1h)"
 	# Without a cgroup (run as nobody, whom RLIMIT_NPROC binds).
 	printf '#!/bin/sh\n#kart: timeout=30s pids=40\ncat /proc/self/limits\n' >"$s/tmp/off"
 	chown nobody "$s/tmp/off"; mv "$s/tmp/off" "$s/new/off"
@@ -622,6 +626,52 @@ test_memory_default_applied() {
 	assert_eq 50331648 "$(field "$s" batch .limits.memory_bytes)" "lane batch: its own default"
 	assert_eq 50331648 "$(cat "$s/done/batch.stdout")" "lane batch: in its leaf"
 	assert_eq 209715200 "$(field "$s" own .limits.memory_bytes)" "the task's own memory= wins"
+}
+
+# The built-in defaults on a shared machine, with no kart.conf limits:
+# a timeout of 1h (here met through a lower ceiling, to which the
+# built-in default yields: `sleep infinity` ends as timeout), memory an
+# equal share of the host per slot, 512 pids, a 256M /tmp and /work; each
+# written for real, each shown in the result's limits; and one line,
+# [limits] defaults = none, turns them off for a personal spool.
+test_safe_defaults() {
+	have_sandbox || return
+	local s; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n[limits]\ntimeout_max = 3s\n' >"$s/kart.conf"
+	printf '#!/bin/sh\nsleep infinity\n' >"$s/new/forever"
+	local rd='if [ -e /sys/fs/cgroup/cgroup.controllers ]; then d=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); cat $d/memory.max $d/pids.max; else cat /sys/fs/cgroup/memory$(sed -n "s/^[0-9]*:memory://p" /proc/self/cgroup)/memory.limit_in_bytes /sys/fs/cgroup/pids$(sed -n "s/^[0-9]*:pids://p" /proc/self/cgroup)/pids.max; fi'
+	printf '#!/bin/sh\n%s\n' "$rd" >"$s/new/leaf"
+	local t0=$SECONDS
+	drain_pid "$s" KART_LANDLOCK=off KART_BACKEND=none
+	assert_eq timeout "$(field "$s" forever .status)" "sleep infinity under the default timeout"
+	assert_eq 3 "$(field "$s" forever .limits.timeout_s)" "the default yields to timeout_max"
+	[ $((SECONDS - t0)) -lt 30 ] || fail "the drain took $((SECONDS - t0))s"
+	local mem share; mem=$(( $(awk '/^MemTotal/ {print $2}' /proc/meminfo) * 1024 ))
+	share=$(field "$s" leaf .limits.memory_bytes)
+	# The host's memory as sysinfo counts it, per slot (3 + 1): within 1 %.
+	[ "$share" -gt $((mem / 4 * 99 / 100)) ] && [ "$share" -le $((mem / 4 * 101 / 100)) ] ||
+		fail "memory_default $share is not a quarter of the host's $mem"
+	assert_eq 512 "$(field "$s" leaf .limits.pids)" "limits.pids"
+	assert_eq 3 "$(field "$s" leaf .limits.timeout_s)" "limits.timeout_s"
+	local got; got=$(tr '\n' ' ' <"$s/done/leaf.stdout")
+	case "$got" in
+	"$share 512 "|"$((share / 4096 * 4096)) 512 ") ;;
+	*) fail "the leaf holds '$got', expected '$share 512'" ;;
+	esac
+	# /tmp and /work are bwrap's tmpfs, of 256M each: 300M does not
+	# fit, 200M does.
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	printf '#!/bin/sh\nhead -c 200M /dev/zero >/tmp/a && echo fits; head -c 300M /dev/zero >/work/b 2>/dev/null || echo full\n' >"$s/new/tmp"
+	drain_pid "$s"
+	assert_eq ok "$(field "$s" tmp .status)" "tmp: status ($(field "$s" tmp .error))"
+	assert_eq "fits full" "$(tr '\n' ' ' <"$s/done/tmp.stdout" | sed 's/ $//')" "/tmp and /work of 256M"
+	# One line relaxes them all.
+	local p; p=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n[limits]\ndefaults = none\n' >"$p/kart.conf"
+	printf '#!/bin/sh\necho ran\n' >"$p/new/free"
+	drain_pid "$p" KART_BACKEND=none
+	assert_eq "null null null" "$(field "$p" free '"\(.limits.timeout_s) \(.limits.memory_bytes) \(.limits.pids)"')" \
+		"defaults = none: no limit applied"
 }
 
 # Ceilings from kart.conf reject, per lane, naming the line and the ceiling.
