@@ -416,6 +416,46 @@ static int set_net_gids(struct policy *pol, const char *v, char *err, size_t err
 	return 0;
 }
 
+/* [limits] priority_allow: users (by name or uid) and @groups. A name
+ * that does not resolve is an error, not a grant silently dropped. */
+static int set_prio_allow(struct policy *pol, const char *v, char *err, size_t errlen,
+			  const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->n_prio_uids = pol->n_prio_gids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long n;
+		char buf[4096];
+		if (t[0] == '@') {
+			struct group gr, *gp = NULL;
+			gid_t gid;
+			if (parse_int(t + 1, 0, UINT32_MAX - 1, &n) == 0)
+				gid = (gid_t)n;
+			else if (getgrnam_r(t + 1, &gr, buf, sizeof buf, &gp) == 0 && gp)
+				gid = gp->gr_gid;
+			else
+				return ERR("%s: '%s' is not a group", where, t + 1);
+			if (pol->n_prio_gids >= (int)ARRAY_SIZE(pol->prio_gids))
+				return ERR("%s: more than %zu groups", where, ARRAY_SIZE(pol->prio_gids));
+			pol->prio_gids[pol->n_prio_gids++] = gid;
+			continue;
+		}
+		struct passwd pw, *pp = NULL;
+		uid_t uid;
+		if (parse_int(t, 0, UINT32_MAX - 1, &n) == 0)
+			uid = (uid_t)n;
+		else if (getpwnam_r(t, &pw, buf, sizeof buf, &pp) == 0 && pp)
+			uid = pp->pw_uid;
+		else
+			return ERR("%s: '%s' is not a user", where, t);
+		if (pol->n_prio_uids >= (int)ARRAY_SIZE(pol->prio_uids))
+			return ERR("%s: more than %zu users", where, ARRAY_SIZE(pol->prio_uids));
+		pol->prio_uids[pol->n_prio_uids++] = uid;
+	}
+	return 0;
+}
+
 /* A word of kart.conf copied into dst: letters, digits and the
  * characters in extra only, not empty, not an option, within len. */
 static int word_set(char *dst, size_t len, const char *v, const char *extra)
@@ -470,6 +510,12 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		} else if (strcmp(val, "shared") != 0) {
 			return ERR("%s: defaults = %s: not shared or none", where, val);
 		}
+	} else if (strcmp(k, "limits.priority_allow") == 0) {
+		return set_prio_allow(pol, val, err, errlen, where);
+	} else if (strcmp(k, "limits.slots_per_user") == 0) {
+		if (parse_int(val, 0, 4096, &n) < 0)
+			return ERR("%s: slots_per_user = %s: not a number from 0 to 4096", where, val);
+		pol->slots_per_user = (int)n;
 	} else if (strcmp(k, "limits.cgroup") == 0) {
 		if (cgroup_use_parse(val, &pol->cgroup) < 0)
 			return ERR("%s: cgroup = %s: not require, auto or off", where, val);
@@ -783,6 +829,8 @@ void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *
 	out->cpu_max_milli = l->cpu_max_milli ? l->cpu_max_milli : pol->cpu_max_milli;
 }
 
+static bool uid_in_groups(uid_t uid, const gid_t *gids, int ngids);
+
 bool policy_net_allowed(const struct policy *pol, uid_t uid)
 {
 	if (pol->net_all)
@@ -790,7 +838,22 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 	for (int i = 0; i < pol->n_net_uids; i++)
 		if (pol->net_uids[i] == uid)
 			return true;
-	if (pol->n_net_gids == 0)
+	return uid_in_groups(uid, pol->net_gids, pol->n_net_gids);
+}
+
+bool policy_priority_allowed(const struct policy *pol, uid_t uid)
+{
+	if (uid == 0)
+		return true;
+	for (int i = 0; i < pol->n_prio_uids; i++)
+		if (pol->prio_uids[i] == uid)
+			return true;
+	return uid_in_groups(uid, pol->prio_gids, pol->n_prio_gids);
+}
+
+static bool uid_in_groups(uid_t uid, const gid_t *gids, int ngids)
+{
+	if (ngids == 0)
 		return false;
 	/* The submitter's groups, as the system database has them now. */
 	struct passwd pw, *pp = NULL;
@@ -802,8 +865,8 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 	if (getgrouplist(pp->pw_name, pp->pw_gid, groups, &n) < 0)
 		n = ARRAY_SIZE(groups); /* more than that: check the first ones */
 	for (int i = 0; i < n; i++)
-		for (int j = 0; j < pol->n_net_gids; j++)
-			if (groups[i] == pol->net_gids[j])
+		for (int j = 0; j < ngids; j++)
+			if (groups[i] == gids[j])
 				return true;
 	return false;
 }

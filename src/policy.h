@@ -84,6 +84,15 @@ struct policy {
 	 * dropped, not refused, where no cgroup or rlimit can hold them.
 	 * [limits] defaults = none turns them all off. */
 	bool builtin_timeout, builtin_memory, builtin_pids;
+	/* [limits] priority_allow: who may ask for a priority below 0
+	 * (root always); others are clamped to 0. */
+	uid_t prio_uids[64];
+	int n_prio_uids;
+	gid_t prio_gids[64];
+	int n_prio_gids;
+	/* [limits] slots_per_user: running tasks of one submitter, at most,
+	 * per worker (0: no cap) */
+	int slots_per_user;
 	enum cgroup_use cgroup;    /* [limits] cgroup, KART_CGROUP */
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
@@ -129,6 +138,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
 		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
+bool policy_priority_allowed(const struct policy *pol, uid_t uid);
 /* Ready to run tasks: the backend's program (bwrap given by name, the
  * container CLI) resolved from PATH, then policy_backend_check. A bwrap
  * given as a path is taken as given: if it cannot run, each task is

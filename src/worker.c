@@ -385,8 +385,10 @@ static void *spawn_main_filtered(void *arg)
 struct cand {
 	char *name;
 	int prio;
+	uint64_t turn; /* its submitter's turn (fair_turn): round-robin within a priority */
 	int64_t arrived_ms;
 	uint64_t seq;
+	uid_t uid;
 };
 
 struct heap {
@@ -398,6 +400,8 @@ static bool cand_less(const struct cand *a, const struct cand *b)
 {
 	if (a->prio != b->prio)
 		return a->prio < b->prio;
+	if (a->turn != b->turn)
+		return a->turn < b->turn;
 	if (a->arrived_ms != b->arrived_ms)
 		return a->arrived_ms < b->arrived_ms;
 	return a->seq < b->seq;
@@ -439,6 +443,45 @@ static struct cand heap_pop(struct heap *h)
 	if (h->n)
 		h->v[i] = last;
 	return top;
+}
+
+/* ---- fairness between submitters ---------------------------------------
+ *
+ * Round-robin across submitters within a lane and a priority (start-time
+ * fair queueing): each task queued gets its submitter's next turn, never
+ * earlier than the turn now being served. One user's 3,000 queued tasks
+ * hold turns 1..3000; another's task, queued while turn 5 is served,
+ * gets turn 5 and runs next, not after the 3,000. */
+struct fair_user {
+	uid_t uid;
+	uint64_t last_turn; /* the last turn given to its tasks */
+	int running;        /* its tasks running now, for [limits] slots_per_user */
+};
+
+struct fair {
+	struct fair_user *v;
+	size_t n, cap;
+	uint64_t now; /* the turn of the task last claimed */
+};
+
+static struct fair_user *fair_get(struct fair *f, uid_t uid)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].uid == uid)
+			return &f->v[i];
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 16;
+		f->v = xrealloc(f->v, f->cap * sizeof *f->v);
+	}
+	f->v[f->n] = (struct fair_user){.uid = uid};
+	return &f->v[f->n++];
+}
+
+static uint64_t fair_turn(struct fair *f, uid_t uid)
+{
+	struct fair_user *u = fair_get(f, uid);
+	u->last_turn = u->last_turn + 1 > f->now ? u->last_turn + 1 : f->now;
+	return u->last_turn;
 }
 
 /* ---- a set of names (what new/ entries we already know about) --------- */
@@ -554,6 +597,7 @@ struct worker {
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
 	struct heap heap[LANE__N];
+	struct fair fair;
 	struct kset known;
 	size_t nbusy, ndeferred;
 	/* A close is reported before the writer's write access is dropped
@@ -787,6 +831,19 @@ static void reject_from_new(struct worker *w, const char *name, const char *why)
 }
 
 /* Look at one entry of new/ and file it. */
+/* A priority below 0 goes ahead of everyone's work: only for the users
+ * and groups [limits] priority_allow names. Others are clamped to 0 (the
+ * task runs, in its turn), and the log says so once per task seen. */
+static int cand_priority(struct worker *w, const char *name, const struct inspect *ins)
+{
+	int p = ins->spec.priority;
+	if (p >= 0 || policy_priority_allowed(w->pol, ins->uid))
+		return p;
+	logmsg("%s: priority=%d clamped to 0: uid %u is not in [limits] priority_allow", name, p,
+	       (unsigned)ins->uid);
+	return 0;
+}
+
 static void consider(struct worker *w, const char *name)
 {
 	enum kstate ks = kset_get(&w->known, name);
@@ -833,9 +890,26 @@ static void consider(struct worker *w, const char *name)
 		w->nbusy--;
 	kset_put(&w->known, name, K_QUEUED);
 	heap_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
-							 .prio = ins.spec.priority,
+							 .prio = cand_priority(w, name, &ins),
+							 .turn = fair_turn(&w->fair, ins.uid),
 							 .arrived_ms = ins.arrived_ms,
-							 .seq = w->seq++});
+							 .seq = w->seq++,
+							 .uid = ins.uid});
+}
+
+struct seen {
+	char *name;
+	struct timespec ct;
+};
+
+static int seen_cmp(const void *a, const void *b)
+{
+	const struct seen *x = a, *y = b;
+	if (x->ct.tv_sec != y->ct.tv_sec)
+		return x->ct.tv_sec < y->ct.tv_sec ? -1 : 1;
+	if (x->ct.tv_nsec != y->ct.tv_nsec)
+		return x->ct.tv_nsec < y->ct.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
 }
 
 static void scan_new(struct worker *w)
@@ -847,11 +921,30 @@ static void scan_new(struct worker *w)
 		return;
 	}
 	d = -1;
+	/* In order of arrival: each is given its submitter's next turn
+	 * (fair_turn), so one user's tasks keep their order among themselves. */
+	struct seen *v = NULL;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
-	while ((de = readdir(dir)))
-		if (de->d_name[0] != '.')
-			consider(w, de->d_name);
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			st.st_ctim = (struct timespec){0, 0}; /* gone, or not ours to know: consider says */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			v = xrealloc(v, cap * sizeof *v);
+		}
+		v[n++] = (struct seen){xstrdup(de->d_name), st.st_ctim};
+	}
 	closedir(dir);
+	qsort(v, n, sizeof *v, seen_cmp);
+	for (size_t i = 0; i < n; i++) {
+		consider(w, v[i].name);
+		free(v[i].name);
+	}
+	free(v);
 }
 
 #define BUSY_RECHECK_FIRST_MS 2
@@ -2550,6 +2643,34 @@ static void spawner_stop(struct worker *w)
 }
 
 /* Fill free slots from the candidates, best first. */
+/* Tasks of uid holding a slot (spawning, running, or draining with its
+ * slot not yet given back). */
+static int user_running(const struct worker *w, uid_t uid)
+{
+	int n = 0;
+	for (const struct task *t = w->tasks; t; t = t->next)
+		if (t->uid == uid && t->state != TS_PUBLISHING && !t->slot_freed)
+			n++;
+	return n;
+}
+
+/* [limits] slots_per_user: a candidate whose submitter has that many
+ * running waits in capped (dispatch puts it back), and the next one is
+ * looked at. Past CAPPED_MAX set aside, the lane waits for this round: a
+ * queue of one user's thousands is not sorted again on every dispatch. */
+#define CAPPED_MAX 256
+static bool user_at_cap(struct worker *w, struct cand *c, struct heap *capped)
+{
+	if (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user)
+		return false;
+	if (capped->n == capped->cap) {
+		capped->cap = capped->cap ? capped->cap * 2 : 16;
+		capped->v = xrealloc(capped->v, capped->cap * sizeof *capped->v);
+	}
+	capped->v[capped->n++] = *c;
+	return true;
+}
+
 /* Below [worker] min_free nothing new is claimed: a task started now
  * could store neither its output nor its result. Looked at only when
  * there is a task to claim, and again on the timer only while stopped
@@ -2591,8 +2712,14 @@ static void dispatch(struct worker *w)
 		return;
 	}
 	for (int l = 0; l < LANE__N; l++) {
-		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max) {
+		struct heap capped = {0};
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max &&
+		       capped.n < CAPPED_MAX) {
 			struct cand c = heap_pop(&w->heap[l]);
+			if (user_at_cap(w, &c, &capped))
+				continue;
+			if (c.turn > w->fair.now)
+				w->fair.now = c.turn;
 			int r = spool_claim(w->sp, w->wdir, c.name);
 			if (r == -EEXIST) {
 				/* We are running a task of the same name: it waits
@@ -2611,6 +2738,10 @@ static void dispatch(struct worker *w)
 				logmsg("%s: claim failed: %s", c.name, strerror(-r));
 			free(c.name);
 		}
+		/* Back in their places, for when their submitter's tasks end. */
+		for (size_t i = 0; i < capped.n; i++)
+			heap_push(&w->heap[l], capped.v[i]);
+		free(capped.v);
 	}
 	arm_timer(w);
 }
