@@ -389,6 +389,7 @@ static void defaults_none(struct policy *pol)
 	pol->pids_default = 0;
 	pol->tmpfs_size = 0;
 	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = false;
+	pol->leaf_memory = false;
 }
 
 static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
@@ -510,6 +511,9 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		} else if (strcmp(val, "shared") != 0) {
 			return ERR("%s: defaults = %s: not shared or none", where, val);
 		}
+	} else if (strcmp(k, "limits.leaf_memory") == 0) {
+		if (parse_bool(val, &pol->leaf_memory) < 0)
+			return ERR("%s: leaf_memory = %s: not yes or no", where, val);
 	} else if (strcmp(k, "limits.priority_allow") == 0) {
 		return set_prio_allow(pol, val, err, errlen, where);
 	} else if (strcmp(k, "limits.slots_per_user") == 0) {
@@ -728,6 +732,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->pids_default = 512;
 	pol->tmpfs_size = 256ull << 20;
 	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = true;
+	pol->leaf_memory = true;
 	pol->memory_default = 0; /* builtin_defaults_fit sets it */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;

@@ -84,6 +84,10 @@ struct policy {
 	 * dropped, not refused, where no cgroup or rlimit can hold them.
 	 * [limits] defaults = none turns them all off. */
 	bool builtin_timeout, builtin_memory, builtin_pids;
+	/* Each task's memory counted in its own leaf, limit or not (on v1 a
+	 * memory leaf per task, which is then never kept for the next run);
+	 * defaults = none leaves it to the limits, for speed. */
+	bool leaf_memory;
 	/* [limits] priority_allow: who may ask for a priority below 0
 	 * (root always); others are clamped to 0. */
 	uid_t prio_uids[64];

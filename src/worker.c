@@ -1809,7 +1809,7 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 	char leaf[64];
 	snprintf(leaf, sizeof leaf, "kart.%d.%u", (int)getpid(), ++seq);
 	struct cg_limits lim = {.memory = t->spec.memory, .pids = t->spec.pids,
-				.cpu_milli = t->spec.cpu_milli};
+				.cpu_milli = t->spec.cpu_milli, .memory_peak = w->pol->leaf_memory};
 	return cg_leaf_create(&cg_host, &t->cg, leaf, &lim, err, errlen);
 }
 

@@ -674,6 +674,36 @@ test_safe_defaults() {
 		"defaults = none: no limit applied"
 }
 
+# usage.memory_peak_bytes is the task's own leaf's count, with or without
+# a memory limit: four processes each holding 64 MiB at once peak near
+# 256 MiB (the largest process's RSS, what rusage gives, is a quarter of
+# it). Within 10 %, with no memory= in the task: under the default policy
+# (its memory default), and on a spool with no defaults, where the leaf
+# counts without any limit (leaf_memory = yes; on cgroup v1 a memory leaf
+# of its own).
+test_memory_peak_without_memory_directive() {
+	have_sandbox || return
+	local s p; s=$(mkspool); p=$(mkspool)
+	printf '[limits]\ndefaults = none\nleaf_memory = yes\n' >"$p/kart.conf"
+	local body='#!/bin/sh
+for i in 1 2 3 4; do (head -c 64M /dev/zero; sleep 2) | tail -c 70M >/dev/null & done
+wait'
+	printf '%s\n' "$body" >"$s/new/four"
+	printf '%s\n' "$body" >"$p/new/four"
+	drain_pid "$s" KART_BACKEND=none
+	drain_pid "$p" KART_BACKEND=none
+	local sp want=$((256 * 1048576)) peak lim
+	for sp in "$s" "$p"; do
+		assert_eq ok "$(field "$sp" four .status)" "four: status ($(field "$sp" four .error))"
+		peak=$(field "$sp" four .usage.memory_peak_bytes)
+		lim=$(field "$sp" four .limits.memory_bytes)
+		echo "    memory_peak_bytes $peak for 4 x 64 MiB held at once (limits.memory_bytes $lim)"
+		[ "$peak" -ge $((want * 90 / 100)) ] && [ "$peak" -le $((want * 110 / 100)) ] ||
+			fail "memory_peak_bytes $peak is not within 10 % of $want (limit $lim)"
+	done
+	assert_eq null "$(field "$p" four .limits.memory_bytes)" "no memory limit on the spool without defaults"
+}
+
 # Ceilings from kart.conf reject, per lane, naming the line and the ceiling.
 test_ceiling_from_conf() {
 	local s; s=$(mkspool)
