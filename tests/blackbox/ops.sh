@@ -264,6 +264,28 @@ test_gc_tmp_and_stale() {
 	assert_eq 2 "$RC" "gc with an argument"
 }
 
+# Dot files in new/ are never tasks: stale ones (a writer's staging file
+# never renamed) go by the age rule of tmp/; a fresh one, a task, and a
+# dot directory stay. 20,000 of them once stayed for good.
+test_gc_new_dot_files() {
+	local s i
+	s=$(mkspool)
+	for i in $(seq 1 200); do : >"$s/new/.stale.$i"; done
+	touch -d '37 hours ago' "$s"/new/.stale.*
+	: >"$s/new/.fresh" && touch -d '35 hours ago' "$s/new/.fresh"
+	mkdir "$s/new/.dir" && touch -d '3 days ago' "$s/new/.dir"
+	printf '#!/bin/sh\ntrue\n' >"$s/new/task" && touch -d '3 days ago' "$s/new/task"
+	run_cmd -s "$s" gc
+	assert_eq 0 "$RC" "gc ($ERR)"
+	assert_eq 0 "$(find "$s/new" -name '.stale.*' | wc -l)" "stale dot files left in new/"
+	assert_file "$s/new/.fresh"
+	assert_file "$s/new/.dir"
+	assert_file "$s/new/task"
+	run_cmd -s "$s" gc --tmp-age 1h
+	assert_no_file "$s/new/.fresh"
+	assert_file "$s/new/task"
+}
+
 test_gc_worker_dirs() {
 	local s lp
 	s=$(mkspool)
