@@ -690,11 +690,11 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
  * memory is an equal share of the host's per slot, so that every slot
  * full at once still fits; each yields to a lower ceiling (a built-in
  * value is never the reason a task is rejected). */
-static void builtin_defaults_fit(struct policy *pol)
+static void builtin_defaults_fit(struct policy *pol, uint64_t host_memory)
 {
 	if (pol->builtin_memory) {
 		int slots = pol->slots[0] + pol->slots[1];
-		pol->memory_default = pol->memory_max / (uint64_t)(slots > 0 ? slots : 1);
+		pol->memory_default = host_memory / (uint64_t)(slots > 0 ? slots : 1);
 	}
 	if (pol->builtin_timeout && pol->timeout_max_s > 0 && pol->timeout_default_s > pol->timeout_max_s)
 		pol->timeout_default_s = pol->timeout_max_s;
@@ -723,6 +723,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->retries_default = 2;
 	pol->timeout_max_s = -1;
 	pol->memory_max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_MAX;
+	const uint64_t host_memory = pol->memory_max;
 	pol->pids_max = 4194304;
 	/* Safe on a shared machine (Slurm's MaxTime and DefMemPerCPU,
 	 * systemd's DefaultTasksMax): one task cannot hold a slot for ever,
@@ -807,7 +808,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
 		pol->rlimit_as = strcmp(v, "1") == 0;
-	builtin_defaults_fit(pol);
+	builtin_defaults_fit(pol, host_memory);
 	/* A default above its ceiling would reject every task that takes it. */
 	for (int l = 0; l < 2; l++) {
 		struct lane_limits ll;
