@@ -286,6 +286,38 @@ test_gc_new_dot_files() {
 	assert_file "$s/new/task"
 }
 
+# Trees are removed iteratively, with a bounded number of descriptors:
+# a directory 5,000 levels deep in tmp/ goes with `ulimit -n 64` (one
+# descriptor per level, as before, could not), and so does a wide one.
+test_gc_deep_tree() {
+	command -v python3 >/dev/null || { skip "python3 is not installed"; return; }
+	local s; s=$(mkspool)
+	python3 - "$s/tmp" <<'PY' || { fail "cannot build the trees"; return; }
+import os, sys
+top = os.open(sys.argv[1], os.O_RDONLY)
+for name, depth in (("deep", 5000), ("wide", 1)):
+    os.mkdir(name, dir_fd=top)
+    fd = os.open(name, os.O_RDONLY, dir_fd=top)
+    for i in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        n = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = n
+    for i in range(3000 if name == "wide" else 3):
+        os.close(os.open("f%d" % i, os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    if name == "deep":
+        os.symlink("/etc", "link", dir_fd=fd)
+    os.close(fd)
+PY
+	touch -d '3 days ago' "$s/tmp/deep" "$s/tmp/wide"
+	local rc=0
+	(ulimit -n 64 && exec "$KART" -s "$s" gc) >"$T_ROOT/gc.out" 2>&1 || rc=$?
+	assert_eq 0 "$rc" "gc of a 5,000-deep tree with 64 descriptors ($(head -c 300 "$T_ROOT/gc.out"))"
+	assert_no_file "$s/tmp/deep"
+	assert_no_file "$s/tmp/wide"
+	assert_file /etc/passwd
+}
+
 test_gc_worker_dirs() {
 	local s lp
 	s=$(mkspool)
