@@ -537,7 +537,8 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 		}
 		/* With a unified leaf (cgroup.kill, cpu.stat) a v1 leaf is only
 		 * worth its mkdir, writes and rmdir when it holds a limit. */
-		if (s != CG_UNIFIED && !(need & (1u << s)) && h->parent[CG_UNIFIED][0])
+		if (s != CG_UNIFIED && !(need & (1u << s)) && h->parent[CG_UNIFIED][0] &&
+		    !(s == CG_MEMORY && lim->memory_peak))
 			continue;
 		if (h->alias[s] >= 0) {
 			if (l->path[h->alias[s]][0])

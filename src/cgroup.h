@@ -57,6 +57,10 @@ struct cg_limits {
 	uint64_t memory;    /* bytes; 0: none */
 	int64_t pids;       /* 0: none */
 	uint32_t cpu_milli; /* thousandths of a core; 0: none */
+	/* Count the task's memory even with no limit: on v1, a memory leaf
+	 * of its own (a new one counts from 0), where the hierarchy is
+	 * there; its absence is no error. v2 counts in the unified leaf. */
+	bool memory_peak;
 };
 
 struct cg_leaf {

@@ -17,6 +17,7 @@
 #include "cmd.h"
 #include "container.h"
 #include "policy.h"
+#include "space.h"
 #include "util.h"
 
 static const char help[] =
@@ -166,8 +167,9 @@ static json_t *cgroup_facts(const struct policy *pol, bool *ok)
 	for (int l = 0; l < 2; l++) {
 		struct lane_limits ll;
 		policy_lane_limits(pol, l, &ll);
-		need_mem |= ll.memory_default != 0;
-		need_pids |= ll.pids_default != 0;
+		/* The built-in defaults yield where nothing holds them. */
+		need_mem |= ll.memory_default != 0 && !(pol->builtin_memory && !pol->lane[l].memory_default);
+		need_pids |= ll.pids_default != 0 && !(pol->builtin_pids && !pol->lane[l].pids_default);
 		need_cpu |= ll.cpu_default_milli != 0;
 	}
 	/* Without a leaf, rlimits: RLIMIT_NPROC does not bind root. */
@@ -222,6 +224,24 @@ static json_t *env_facts(const struct policy *pol)
 				"a worker started from it passes it empty\n", k,
 				json_string_value(json_object_get(v, "in")));
 	return o;
+}
+
+/* The spool's free space against [worker] min_free: below it, workers
+ * claim nothing new, so nothing queued runs until space returns. */
+static void doctor_space(const struct spool *sp, const struct policy *pol, json_t *s, bool *ok)
+{
+	struct space sc;
+	if (space_check(sp->root, pol->min_free_bytes, pol->min_free_pct, &sc) < 0)
+		return;
+	json_object_set_new(s, "free_bytes", json_integer((json_int_t)sc.free_bytes));
+	json_object_set_new(s, "min_free_bytes", json_integer((json_int_t)sc.min_bytes));
+	if (!sc.low)
+		return;
+	char why[700];
+	space_describe(&sc, sp->path, why, sizeof why);
+	json_object_set_new(s, "space", json_sprintf("%s: workers claim nothing new", why));
+	fprintf(stderr, "kart doctor: %s: workers claim nothing new until space returns\n", why);
+	*ok = false;
 }
 
 int cmd_doctor(struct ctx *c, int argc, char **argv)
@@ -332,6 +352,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 					"a spool needs; use a local filesystem)", net));
 				ok = false;
 			}
+			doctor_space(&sp, &pol, s, &ok);
 			char tn[64], tn2[64];
 			snprintf(tn, sizeof tn, ".doctor.%d", getpid());
 			snprintf(tn2, sizeof tn2, ".doctor.%d.2", getpid());

@@ -2,7 +2,7 @@
  * workers. What it removes, and why each removal cannot race a worker:
  *
  *  - tmp/ entries not modified for 36 hours: the maildir rule; no writer
- *    stages a file for that long.
+ *    stages a file for that long. Dot files in new/ (never tasks) too.
  *  - cur/.new.* (a claim directory being born) and done/.ID.json.PID.tmp
  *    (a result being written) older than that: left by a crash.
  *  - cur/<worker>/ with no claim in it, once we hold its .lock
@@ -34,15 +34,16 @@ static const char help[] =
 	"usage: kart [-s SPOOL] gc [--older-than DUR] [--tmp-age DUR] [--dry-run] [--verbose]\n"
 	"\n"
 	"Keep a spool clean; safe to run from cron while workers run. Removes:\n"
-	"tmp/ entries not modified for 36 hours (the maildir rule); stale\n"
-	"cur/.new.* directories and done/.*.json.*.tmp files as old; the empty\n"
+	"tmp/ entries, and dot files in new/, not modified for 36 hours (the\n"
+	"maildir rule); stale cur/.new.* directories and done/.*.json.*.tmp\n"
+	"files as old; the empty\n"
 	"cur/<worker>/ directories of workers that are gone (their .lock is\n"
 	"not held); and leftovers of half-removed results.\n"
 	"\n"
 	"  --older-than DUR  also remove results written at least DUR ago (90s,\n"
 	"                    5m, 2h, 30d), with every file they name: the JSON\n"
 	"                    first, then stdout, stderr, artifacts, the task\n"
-	"  --tmp-age DUR     the age for tmp/ entries (default 36h)\n"
+	"  --tmp-age DUR     the age for tmp/ entries and new/ dot files (default 36h)\n"
 	"  -n, --dry-run     print what would be removed, remove nothing\n"
 	"  -v, --verbose     print each path removed (relative to the spool)\n"
 	"\n"
@@ -103,6 +104,30 @@ static void gc_tmp(struct gc *g)
 		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
 		    old(g, g->sp->tmp, de->d_name, g->tmp_age_ms))
 			gc_remove(g, g->sp->tmp, "tmp", de->d_name);
+	closedir(dir);
+}
+
+/* Dot files in new/ are never tasks (a worker skips them): what a writer
+ * staged there (rsync's .NAME.XXXXXX) and never renamed. By the rule and
+ * age of tmp/. Directories are left: new/ may hold some of the spool's
+ * own, and a task is never one. */
+static void gc_new_dots(struct gc *g)
+{
+	DIR *dir = opendir_at(g->sp->new, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: new/: %s\n", strerror(errno));
+		g->errors++;
+		return;
+	}
+	while ((de = readdir(dir))) {
+		struct stat st;
+		if (de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(g->sp->new, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+		    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)
+			continue;
+		gc_remove(g, g->sp->new, "new", de->d_name);
+	}
 	closedir(dir);
 }
 
@@ -387,6 +412,7 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	g.sp = &sp;
 	g.now_ms = now_realtime_ms();
 	gc_tmp(&g);
+	gc_new_dots(&g);
 	gc_cur(&g);
 	gc_done(&g);
 	fflush(stdout);

@@ -7,9 +7,11 @@
 #include <jansson.h>
 
 #include "cmd.h"
+#include "policy.h"
 #include "query.h"
 #include "result.h"
 #include "task.h"
+#include "space.h"
 #include "util.h"
 
 static const char help[] =
@@ -208,6 +210,16 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		printf("%s\t%s\n", clean, state_word(q));
 }
 
+/* Below [worker] min_free, workers claim nothing: what is queued waits
+ * for space, not for a worker (only said then, so the usual lines stay). */
+static bool claiming_stopped(const struct spool *sp, char *why, size_t len)
+{
+	struct policy pol;
+	char err[512];
+	return policy_load(&pol, sp->path, err, sizeof err) == 0 &&
+	       space_low(sp->root, &pol, sp->path, why, len);
+}
+
 int cmd_status(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -344,14 +356,21 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		json_int_t total = 0;
 		json_object_foreach(o.counts, k, v) total += json_integer_value(v);
 		json_object_set_new(o.counts, "total", json_integer(total));
+		char why[700];
+		if (claiming_stopped(&sp, why, sizeof why))
+			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
 		if (o.json || o.ndjson) {
 			char *s = json_dumps(o.counts, JSON_PRESERVE_ORDER |
 							       (o.json ? JSON_INDENT(2) : JSON_COMPACT));
 			printf("%s\n", s ? s : "{}");
 			free(s);
 		} else {
-			json_object_foreach(o.counts, k, v)
-				printf("%s\t%lld\n", k, (long long)json_integer_value(v));
+			json_object_foreach(o.counts, k, v) {
+				if (json_is_string(v))
+					printf("%s\t%s\n", k, json_string_value(v));
+				else
+					printf("%s\t%lld\n", k, (long long)json_integer_value(v));
+			}
 		}
 		json_decref(o.counts);
 		json_decref(o.arr);

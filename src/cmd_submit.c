@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "space.h"
 #include "task.h"
 #include "util.h"
 
@@ -213,6 +214,17 @@ static bool net_refused(struct spool *sp, const struct task_spec *spec, const ch
 		return false;
 	fprintf(stderr, "kart submit: %s: %s\n", what, err);
 	return true;
+}
+
+/* Queued all the same: the task waits until space returns. */
+static void warn_low_space(const struct spool *sp)
+{
+	struct policy pol;
+	char err[512], why[700];
+	if (policy_load(&pol, sp->path, err, sizeof err) == 0 &&
+	    space_low(sp->root, &pol, sp->path, why, sizeof why))
+		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new until space returns\n",
+			why);
 }
 
 int cmd_submit(struct ctx *c, int argc, char **argv)
@@ -505,6 +517,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	/* The values of env= are yours alone to read: the task file is made
 	 * 0600 (the worker reads it as root, or as you). */
 	mode_t um = has_env ? umask(077) : 0;
+	warn_low_space(&sp);
 	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
 	if (has_env)
 		(void)umask(um);

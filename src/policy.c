@@ -14,6 +14,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "space.h"
 #include "util.h"
 
 #include "config.h" /* LIBEXECDIR, written by the Makefile */
@@ -390,6 +391,18 @@ static int conf_limit(struct policy *pol, const char *sec, const char *key, cons
 
 /* Groups by name or number; a name that does not resolve is an error,
  * not a grant silently dropped. */
+/* [limits] defaults = none: a personal spool, where no default limit
+ * guards other users. What kart.conf sets after the line still holds. */
+static void defaults_none(struct policy *pol)
+{
+	pol->timeout_default_s = -1;
+	pol->memory_default = 0;
+	pol->pids_default = 0;
+	pol->tmpfs_size = 0;
+	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = false;
+	pol->leaf_memory = false;
+}
+
 static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
 			const char *where)
 {
@@ -411,6 +424,46 @@ static int set_net_gids(struct policy *pol, const char *v, char *err, size_t err
 		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
 			return ERR("%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
 		pol->net_gids[pol->n_net_gids++] = gid;
+	}
+	return 0;
+}
+
+/* [limits] priority_allow: users (by name or uid) and @groups. A name
+ * that does not resolve is an error, not a grant silently dropped. */
+static int set_prio_allow(struct policy *pol, const char *v, char *err, size_t errlen,
+			  const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->n_prio_uids = pol->n_prio_gids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long n;
+		char buf[4096];
+		if (t[0] == '@') {
+			struct group gr, *gp = NULL;
+			gid_t gid;
+			if (parse_int(t + 1, 0, UINT32_MAX - 1, &n) == 0)
+				gid = (gid_t)n;
+			else if (getgrnam_r(t + 1, &gr, buf, sizeof buf, &gp) == 0 && gp)
+				gid = gp->gr_gid;
+			else
+				return ERR("%s: '%s' is not a group", where, t + 1);
+			if (pol->n_prio_gids >= (int)ARRAY_SIZE(pol->prio_gids))
+				return ERR("%s: more than %zu groups", where, ARRAY_SIZE(pol->prio_gids));
+			pol->prio_gids[pol->n_prio_gids++] = gid;
+			continue;
+		}
+		struct passwd pw, *pp = NULL;
+		uid_t uid;
+		if (parse_int(t, 0, UINT32_MAX - 1, &n) == 0)
+			uid = (uid_t)n;
+		else if (getpwnam_r(t, &pw, buf, sizeof buf, &pp) == 0 && pp)
+			uid = pp->pw_uid;
+		else
+			return ERR("%s: '%s' is not a user", where, t);
+		if (pol->n_prio_uids >= (int)ARRAY_SIZE(pol->prio_uids))
+			return ERR("%s: more than %zu users", where, ARRAY_SIZE(pol->prio_uids));
+		pol->prio_uids[pol->n_prio_uids++] = uid;
 	}
 	return 0;
 }
@@ -542,9 +595,30 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	if (strncmp(sec, "kind.", 5) == 0)
 		return conf_kind(pol, sec + 5, key, val, err, errlen, where);
 	int lim = conf_limit(pol, sec, key, val, err, errlen, where);
-	if (lim != 0)
+	if (lim != 0) {
+		/* A lane's own default overrides a built-in one there only. */
+		if (strcmp(sec, "limits") == 0 && strcmp(key, "memory_default") == 0)
+			pol->builtin_memory = false;
+		else if (strcmp(sec, "limits") == 0 && strcmp(key, "pids_default") == 0)
+			pol->builtin_pids = false;
 		return lim < 0 ? -1 : 0;
-	if (strcmp(k, "limits.cgroup") == 0) {
+	}
+	if (strcmp(k, "limits.defaults") == 0) {
+		if (strcmp(val, "none") == 0) {
+			defaults_none(pol);
+		} else if (strcmp(val, "shared") != 0) {
+			return ERR("%s: defaults = %s: not shared or none", where, val);
+		}
+	} else if (strcmp(k, "limits.leaf_memory") == 0) {
+		if (parse_bool(val, &pol->leaf_memory) < 0)
+			return ERR("%s: leaf_memory = %s: not yes or no", where, val);
+	} else if (strcmp(k, "limits.priority_allow") == 0) {
+		return set_prio_allow(pol, val, err, errlen, where);
+	} else if (strcmp(k, "limits.slots_per_user") == 0) {
+		if (parse_int(val, 0, 4096, &n) < 0)
+			return ERR("%s: slots_per_user = %s: not a number from 0 to 4096", where, val);
+		pol->slots_per_user = (int)n;
+	} else if (strcmp(k, "limits.cgroup") == 0) {
 		if (cgroup_use_parse(val, &pol->cgroup) < 0)
 			return ERR("%s: cgroup = %s: not require, auto or off", where, val);
 	} else if (strcmp(k, "limits.cgroup_parent") == 0) {
@@ -568,6 +642,10 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (parse_duration_s(val, &d) < 0 || d > 3600)
 			return ERR("%s: term_grace = %s: not a duration up to 1h", where, val);
 		pol->term_grace_s = (int)d;
+	} else if (strcmp(k, "worker.min_free") == 0) {
+		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
+			return ERR("%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
+				   where, val);
 	} else if (strcmp(k, "worker.retries") == 0) {
 		if (parse_int(val, 0, 100, &n) < 0)
 			return ERR("%s: retries = %s: not a number from 0 to 100", where, val);
@@ -582,9 +660,10 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d == 0)
 			return ERR("%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
-		if (key[8] == 'd')
+		if (key[8] == 'd') {
 			pol->timeout_default_s = d;
-		else
+			pol->builtin_timeout = false;
+		} else
 			pol->timeout_max_s = d;
 	} else if (strcmp(k, "limits.output_default") == 0 || strcmp(k, "limits.output_max") == 0 ||
 		   strcmp(k, "limits.task_max") == 0 || strcmp(k, "limits.artifacts_max") == 0) {
@@ -721,6 +800,28 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 	return kinds_check(pol, fname, err, errlen);
 }
 
+/* The built-in defaults, once kart.conf and the environment are read:
+ * memory is an equal share of the host's per slot, so that every slot
+ * full at once still fits; each yields to a lower ceiling (a built-in
+ * value is never the reason a task is rejected). */
+static void builtin_defaults_fit(struct policy *pol, uint64_t host_memory)
+{
+	if (pol->builtin_memory) {
+		int slots = pol->slots[0] + pol->slots[1];
+		pol->memory_default = host_memory / (uint64_t)(slots > 0 ? slots : 1);
+	}
+	if (pol->builtin_timeout && pol->timeout_max_s > 0 && pol->timeout_default_s > pol->timeout_max_s)
+		pol->timeout_default_s = pol->timeout_max_s;
+	for (int l = 0; l < 2; l++) {
+		struct lane_limits ll;
+		policy_lane_limits(pol, l, &ll);
+		if (pol->builtin_memory && !pol->lane[l].memory_default && ll.memory_default > ll.memory_max)
+			pol->lane[l].memory_default = ll.memory_max;
+		if (pol->builtin_pids && !pol->lane[l].pids_default && ll.pids_default > ll.pids_max)
+			pol->lane[l].pids_default = ll.pids_max;
+	}
+}
+
 int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
 {
 	struct sysinfo si;
@@ -734,16 +835,28 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->artifacts_max = 1ull << 30;
 	pol->task_max_bytes = 16ull << 20;
 	pol->retries_default = 2;
-	pol->timeout_default_s = -1;
 	pol->timeout_max_s = -1;
 	pol->memory_max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_MAX;
+	const uint64_t host_memory = pol->memory_max;
 	pol->pids_max = 4194304;
+	/* Safe on a shared machine (Slurm's MaxTime and DefMemPerCPU,
+	 * systemd's DefaultTasksMax): one task cannot hold a slot for ever,
+	 * nor take the memory, the pids or the RAM-backed /tmp of the others.
+	 * The memory share is set below, once the slots are known. */
+	pol->timeout_default_s = 3600;
+	pol->pids_default = 512;
+	pol->tmpfs_size = 256ull << 20;
+	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = true;
+	pol->leaf_memory = true;
+	pol->memory_default = 0; /* builtin_defaults_fit sets it */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
 	pol->term_grace_s = 10;
 	/* As systemd's TimeoutStopSec and `timeout -k`: time to clean up. */
 	pol->kill_grace_s = 5;
 	pol->kill_grace_max_s = 300;
+	pol->min_free_bytes = 64ull << 20;
+	pol->min_free_pct = 1;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
@@ -822,6 +935,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
 		pol->rlimit_as = strcmp(v, "1") == 0;
+	builtin_defaults_fit(pol, host_memory);
 	/* A default above its ceiling would reject every task that takes it. */
 	for (int l = 0; l < 2; l++) {
 		struct lane_limits ll;
@@ -860,6 +974,8 @@ void policy_env_names(const struct policy *pol,
 			fn(pol->kinds[i].cred[j], "[kind] cred", arg);
 }
 
+static bool uid_in_groups(uid_t uid, const gid_t *gids, int ngids);
+
 bool policy_net_allowed(const struct policy *pol, uid_t uid)
 {
 	if (pol->net_all)
@@ -867,7 +983,22 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 	for (int i = 0; i < pol->n_net_uids; i++)
 		if (pol->net_uids[i] == uid)
 			return true;
-	if (pol->n_net_gids == 0)
+	return uid_in_groups(uid, pol->net_gids, pol->n_net_gids);
+}
+
+bool policy_priority_allowed(const struct policy *pol, uid_t uid)
+{
+	if (uid == 0)
+		return true;
+	for (int i = 0; i < pol->n_prio_uids; i++)
+		if (pol->prio_uids[i] == uid)
+			return true;
+	return uid_in_groups(uid, pol->prio_gids, pol->n_prio_gids);
+}
+
+static bool uid_in_groups(uid_t uid, const gid_t *gids, int ngids)
+{
+	if (ngids == 0)
 		return false;
 	/* The submitter's groups, as the system database has them now. */
 	struct passwd pw, *pp = NULL;
@@ -879,8 +1010,8 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid)
 	if (getgrouplist(pp->pw_name, pp->pw_gid, groups, &n) < 0)
 		n = ARRAY_SIZE(groups); /* more than that: check the first ones */
 	for (int i = 0; i < n; i++)
-		for (int j = 0; j < pol->n_net_gids; j++)
-			if (groups[i] == pol->net_gids[j])
+		for (int j = 0; j < ngids; j++)
+			if (groups[i] == gids[j])
 				return true;
 	return false;
 }
@@ -985,6 +1116,9 @@ char *policy_describe(const struct policy *pol)
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(json_object_get(o, "worker"), "min_free",
+			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
+				      "percent", (int)pol->min_free_pct));
 	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
 			    json_boolean(pol->allow_unsandboxed));
 	json_object_set_new(o, "container",

@@ -79,12 +79,35 @@ struct policy {
 	int64_t pids_default;
 	uint32_t cpu_default_milli;
 	struct lane_limits lane[2];
+	/* The built-in defaults for a shared machine (timeout 1h, memory a
+	 * share of the host, 512 pids, 256M tmpfs) still hold, none set in
+	 * kart.conf: they yield to a lower ceiling, and memory and pids are
+	 * dropped, not refused, where no cgroup or rlimit can hold them.
+	 * [limits] defaults = none turns them all off. */
+	bool builtin_timeout, builtin_memory, builtin_pids;
+	/* Each task's memory counted in its own leaf, limit or not (on v1 a
+	 * memory leaf per task, which is then never kept for the next run);
+	 * defaults = none leaves it to the limits, for speed. */
+	bool leaf_memory;
+	/* [limits] priority_allow: who may ask for a priority below 0
+	 * (root always); others are clamped to 0. */
+	uid_t prio_uids[64];
+	int n_prio_uids;
+	gid_t prio_gids[64];
+	int n_prio_gids;
+	/* [limits] slots_per_user: running tasks of one submitter, at most,
+	 * per worker (0: no cap) */
+	int slots_per_user;
 	enum cgroup_use cgroup;    /* [limits] cgroup, KART_CGROUP */
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
 	int term_grace_s;          /* SIGTERM: running tasks get this long */
 	int64_t kill_grace_s;      /* [limits] kill_grace: a timeout or cancel's SIGTERM, then SIGKILL */
 	int64_t kill_grace_max_s;  /* [limits] kill_grace_max: the directive's ceiling */
+	/* [worker] min_free: below the lesser of these (0: not set), a
+	 * worker claims nothing new (space.h). */
+	uint64_t min_free_bytes;
+	unsigned min_free_pct;
 	bool net_all;              /* network for every submitter */
 	uid_t net_uids[64];
 	int n_net_uids;
@@ -141,6 +164,8 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid);
  * with where it is named: fn(name, where, arg). */
 void policy_env_names(const struct policy *pol,
 		      void (*fn)(const char *name, const char *where, void *arg), void *arg);
+
+bool policy_priority_allowed(const struct policy *pol, uid_t uid);
 /* Ready to run tasks: the backend's program (bwrap given by name, the
  * container CLI) resolved from PATH, then policy_backend_check. A bwrap
  * given as a path is taken as given: if it cannot run, each task is

@@ -84,8 +84,13 @@ static json_t *jstream(const struct result_stream *s)
 	 * a task that never ran has no file: path null, 0 bytes. */
 	if (!s->present)
 		return json_pack("{s:n, s:i, s:b}", "path", "bytes", 0, "truncated", 0);
-	return json_pack("{s:o, s:I, s:b}", "path", jstr(s->path), "bytes", (json_int_t)s->bytes,
-			 "truncated", s->truncated);
+	json_t *o = json_pack("{s:o, s:I, s:b}", "path", jstr(s->path), "bytes",
+			      (json_int_t)s->bytes, "truncated", s->truncated);
+	/* Only where the disk lost some: a reader may tell a cut by
+	 * output= from a loss, and every other result keeps its shape. */
+	if (o && s->lost_bytes)
+		json_object_set_new(o, "lost_bytes", json_integer((json_int_t)s->lost_bytes));
+	return o;
 }
 
 char *result_dumps(const struct result *r)

@@ -14,6 +14,7 @@ struct result_stream {
 	char path[600]; /* relative to the spool */
 	uint64_t bytes;
 	bool truncated;
+	uint64_t lost_bytes; /* read and dropped because the file refused a write */
 };
 
 struct result {

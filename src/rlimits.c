@@ -44,7 +44,9 @@ int limits_fallback(const struct task_spec *spec, const struct rl_host *host, st
 		snprintf(err, errlen, "%s needs a cgroup: no rlimit can limit a rate", o);
 		return -1;
 	}
-	if (spec->memory) {
+	if (spec->memory && !host->use_as && host->soft_memory && spec->line_memory <= 0) {
+		/* a built-in default: applied only where something holds it */
+	} else if (spec->memory) {
 		if (!host->use_as) {
 			origin(o, sizeof o, "memory=", spec->line_memory);
 			snprintf(err, errlen,
@@ -54,7 +56,9 @@ int limits_fallback(const struct task_spec *spec, const struct rl_host *host, st
 		}
 		out->as = spec->memory;
 	}
-	if (spec->pids) {
+	if (spec->pids && !host->nproc_binds && host->soft_pids && spec->line_pids <= 0) {
+		/* as above */
+	} else if (spec->pids) {
 		if (!host->nproc_binds) {
 			origin(o, sizeof o, "pids=", spec->line_pids);
 			snprintf(err, errlen,

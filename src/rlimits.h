@@ -50,6 +50,10 @@ struct rl_host {
 	bool use_as;      /* RLIMIT_AS allowed for memory= */
 	bool nproc_binds; /* RLIMIT_NPROC binds the uid the task runs as */
 	int ncpu;
+	/* The task's memory or pids is the policy's built-in default (not
+	 * its own line, not kart.conf's): where nothing can hold it, it is
+	 * dropped (the result's limits say null), not a reason to refuse. */
+	bool soft_memory, soft_pids;
 };
 
 /* The rlimits for a task with no cgroup leaf. Returns 0, or -1 with err

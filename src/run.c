@@ -474,8 +474,8 @@ int capture_pump(struct capture *c)
 	char sink[65536];
 	while (c->pipe >= 0) {
 		ssize_t n;
-		/* No file (it could not be made): read and drop. */
-		if (c->bytes < c->cap && c->file >= 0) {
+		/* No file (it could not be made, or refuses writes): read and drop. */
+		if (c->bytes < c->cap && c->file >= 0 && !c->werr) {
 			n = splice(c->pipe, NULL, c->file, NULL, (size_t)(c->cap - c->bytes),
 				   SPLICE_F_NONBLOCK);
 			if (n < 0 && errno == EINVAL) {
@@ -483,15 +483,29 @@ int capture_pump(struct capture *c)
 				size_t want = c->cap - c->bytes < sizeof sink ? (size_t)(c->cap - c->bytes)
 									      : sizeof sink;
 				n = read(c->pipe, sink, want);
-				if (n > 0 && write_all(c->file, sink, (size_t)n) < 0)
+				int r = n > 0 ? write_all(c->file, sink, (size_t)n) : 0;
+				if (r < 0) {
+					c->werr = -r;
 					c->truncated = true;
+					c->lost += (uint64_t)n;
+					continue;
+				}
+			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				/* The file's side failed: what is left in the pipe,
+				 * and all that follows, is read and dropped below. */
+				c->werr = errno;
+				c->truncated = true;
+				continue;
 			}
 			if (n > 0)
 				c->bytes += (uint64_t)n;
 		} else {
 			n = read(c->pipe, sink, sizeof sink);
-			if (n > 0)
+			if (n > 0) {
 				c->truncated = true;
+				if (c->werr)
+					c->lost += (uint64_t)n;
+			}
 		}
 		if (n == 0)
 			return 1;

@@ -15,6 +15,11 @@ struct capture {
 	int file;  /* destination in the claim directory */
 	uint64_t bytes, cap;
 	bool truncated;
+	/* The file refused a write (ENOSPC, EDQUOT, EIO): the errno, and
+	 * what was read and dropped since. The pipe is drained all the same,
+	 * so a full disk never stops or kills the task. */
+	int werr;
+	uint64_t lost;
 };
 
 struct run {

@@ -421,11 +421,60 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 			(void)rm_rf_at(wdir, p);
 }
 
+/* Move every entry of the non-empty directory name (in root) up into
+ * root under a fresh name, so that it is removed there: 1 if something
+ * moved, 0 if nothing, or -errno. Two descriptors whatever the depth. */
+static int hoist(int root, const char *name, unsigned long *seq)
+{
+	_cleanup_close_ int c = openat(root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c < 0)
+		return errno == ENOENT ? 0 : -errno;
+	DIR *dir = fdopendir(c);
+	if (!dir)
+		return -errno;
+	c = -1;
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(dir))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		for (;;) {
+			char to[32];
+			snprintf(to, sizeof to, ".rm.%lu", (*seq)++);
+			if (renameat2(dirfd(dir), de->d_name, root, to, RENAME_NOREPLACE) == 0) {
+				r = r < 0 ? r : 1;
+				break;
+			}
+			if (errno == EEXIST)
+				continue;
+			if (errno == EINVAL && faccessat(root, to, F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+			    renameat(dirfd(dir), de->d_name, root, to) == 0) {
+				r = r < 0 ? r : 1; /* no RENAME_NOREPLACE here */
+				break;
+			}
+			if (errno != ENOENT)
+				r = -errno;
+			break;
+		}
+	}
+	closedir(dir);
+	return r;
+}
+
+/* Iterative, with two descriptors at most: a deep tree (25,000 levels
+ * once took a descriptor and a stack frame each, and could not be
+ * removed) is flattened by moving each non-empty directory's entries up
+ * into the top one, where they are removed in a later pass. Links are
+ * never followed: a symlink is removed as a file. */
 int rm_rf_at(int at, const char *name)
 {
 	if (unlinkat(at, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	if (unlinkat(at, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != ENOTEMPTY && errno != EEXIST)
 		return -errno;
 	_cleanup_close_ int d = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (d < 0)
@@ -434,19 +483,41 @@ int rm_rf_at(int at, const char *name)
 	if (!dir)
 		return -errno;
 	d = -1;
-	struct dirent *de;
+	const int root = dirfd(dir);
+	unsigned long seq = 0;
 	int r = 0;
-	while ((de = readdir(dir))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		int rr = rm_rf_at(dirfd(dir), de->d_name);
-		if (rr < 0)
-			r = rr;
+	bool progress = true;
+	/* Until a pass finds the directory empty, or changes nothing. */
+	while (progress) {
+		progress = false;
+		r = 0;
+		rewinddir(dir);
+		struct dirent *de;
+		while ((de = readdir(dir))) {
+			const char *e = de->d_name;
+			if (strcmp(e, ".") == 0 || strcmp(e, "..") == 0)
+				continue;
+			if (unlinkat(root, e, 0) == 0 || errno == ENOENT ||
+			    ((errno == EISDIR || errno == EPERM) &&
+			     (unlinkat(root, e, AT_REMOVEDIR) == 0 || errno == ENOENT))) {
+				progress = true;
+				continue;
+			}
+			if (errno != ENOTEMPTY && errno != EEXIST) {
+				r = -errno;
+				continue;
+			}
+			int h = hoist(root, e, &seq);
+			if (h > 0)
+				progress = true;
+			else if (h < 0)
+				r = h;
+		}
 	}
 	closedir(dir);
 	if (unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return -errno;
-	return r;
+		return r < 0 ? r : -errno;
+	return 0;
 }
 
 /* The disk space under dir (allocated blocks, not following links),

@@ -44,6 +44,7 @@
 #include "run.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "space.h"
 #include "task.h"
 #include "util.h"
 
@@ -123,7 +124,7 @@ struct task {
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
-	char user[256], errbuf[768]; /* storage for res.user, res.error */
+	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
 	/* With the commit thread (from publish() until it hands the task
 	 * back, the loop does not touch it): */
@@ -419,8 +420,10 @@ static void *spawn_main_filtered(void *arg)
 struct cand {
 	char *name;
 	int prio;
+	uint64_t turn; /* its submitter's turn (fair_turn): round-robin within a priority */
 	int64_t arrived_ms;
 	uint64_t seq;
+	uid_t uid;
 };
 
 struct heap {
@@ -432,6 +435,8 @@ static bool cand_less(const struct cand *a, const struct cand *b)
 {
 	if (a->prio != b->prio)
 		return a->prio < b->prio;
+	if (a->turn != b->turn)
+		return a->turn < b->turn;
 	if (a->arrived_ms != b->arrived_ms)
 		return a->arrived_ms < b->arrived_ms;
 	return a->seq < b->seq;
@@ -473,6 +478,45 @@ static struct cand heap_pop(struct heap *h)
 	if (h->n)
 		h->v[i] = last;
 	return top;
+}
+
+/* ---- fairness between submitters ---------------------------------------
+ *
+ * Round-robin across submitters within a lane and a priority (start-time
+ * fair queueing): each task queued gets its submitter's next turn, never
+ * earlier than the turn now being served. One user's 3,000 queued tasks
+ * hold turns 1..3000; another's task, queued while turn 5 is served,
+ * gets turn 5 and runs next, not after the 3,000. */
+struct fair_user {
+	uid_t uid;
+	uint64_t last_turn; /* the last turn given to its tasks */
+	int running;        /* its tasks running now, for [limits] slots_per_user */
+};
+
+struct fair {
+	struct fair_user *v;
+	size_t n, cap;
+	uint64_t now; /* the turn of the task last claimed */
+};
+
+static struct fair_user *fair_get(struct fair *f, uid_t uid)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].uid == uid)
+			return &f->v[i];
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 16;
+		f->v = xrealloc(f->v, f->cap * sizeof *f->v);
+	}
+	f->v[f->n] = (struct fair_user){.uid = uid};
+	return &f->v[f->n++];
+}
+
+static uint64_t fair_turn(struct fair *f, uid_t uid)
+{
+	struct fair_user *u = fair_get(f, uid);
+	u->last_turn = u->last_turn + 1 > f->now ? u->last_turn + 1 : f->now;
+	return u->last_turn;
 }
 
 /* ---- a set of names (what new/ entries we already know about) --------- */
@@ -588,6 +632,7 @@ struct worker {
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
 	struct heap heap[LANE__N];
+	struct fair fair;
 	struct kset known;
 	size_t nbusy, ndeferred;
 	/* A close is reported before the writer's write access is dropped
@@ -619,6 +664,8 @@ struct worker {
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
+	bool space_low;     /* below [worker] min_free: nothing new is claimed */
+	int64_t space_mono; /* while so, with tasks waiting: look again then */
 };
 
 static void ep_add(struct worker *w, int fd, struct src *s)
@@ -873,6 +920,19 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 }
 
 /* Look at one entry of new/ and file it. */
+/* A priority below 0 goes ahead of everyone's work: only for the users
+ * and groups [limits] priority_allow names. Others are clamped to 0 (the
+ * task runs, in its turn), and the log says so once per task seen. */
+static int cand_priority(struct worker *w, const char *name, const struct inspect *ins)
+{
+	int p = ins->spec.priority;
+	if (p >= 0 || policy_priority_allowed(w->pol, ins->uid))
+		return p;
+	logmsg("%s: priority=%d clamped to 0: uid %u is not in [limits] priority_allow", name, p,
+	       (unsigned)ins->uid);
+	return 0;
+}
+
 static void consider(struct worker *w, const char *name)
 {
 	enum kstate ks = kset_get(&w->known, name);
@@ -912,9 +972,26 @@ static void consider(struct worker *w, const char *name)
 		w->nbusy--;
 	kset_put(&w->known, name, K_QUEUED);
 	heap_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
-							 .prio = ins.spec.priority,
+							 .prio = cand_priority(w, name, &ins),
+							 .turn = fair_turn(&w->fair, ins.uid),
 							 .arrived_ms = ins.arrived_ms,
-							 .seq = w->seq++});
+							 .seq = w->seq++,
+							 .uid = ins.uid});
+}
+
+struct seen {
+	char *name;
+	struct timespec ct;
+};
+
+static int seen_cmp(const void *a, const void *b)
+{
+	const struct seen *x = a, *y = b;
+	if (x->ct.tv_sec != y->ct.tv_sec)
+		return x->ct.tv_sec < y->ct.tv_sec ? -1 : 1;
+	if (x->ct.tv_nsec != y->ct.tv_nsec)
+		return x->ct.tv_nsec < y->ct.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
 }
 
 static void scan_new(struct worker *w)
@@ -926,11 +1003,30 @@ static void scan_new(struct worker *w)
 		return;
 	}
 	d = -1;
+	/* In order of arrival: each is given its submitter's next turn
+	 * (fair_turn), so one user's tasks keep their order among themselves. */
+	struct seen *v = NULL;
+	size_t n = 0, cap = 0;
 	struct dirent *de;
-	while ((de = readdir(dir)))
-		if (de->d_name[0] != '.')
-			consider(w, de->d_name);
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			st.st_ctim = (struct timespec){0, 0}; /* gone, or not ours to know: consider says */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			v = xrealloc(v, cap * sizeof *v);
+		}
+		v[n++] = (struct seen){xstrdup(de->d_name), st.st_ctim};
+	}
 	closedir(dir);
+	qsort(v, n, sizeof *v, seen_cmp);
+	for (size_t i = 0; i < n; i++) {
+		consider(w, v[i].name);
+		free(v[i].name);
+	}
+	free(v);
 }
 
 #define BUSY_RECHECK_FIRST_MS 2
@@ -1803,7 +1899,7 @@ static int task_cgroup(struct worker *w, struct task *t, char *err, size_t errle
 	char leaf[64];
 	snprintf(leaf, sizeof leaf, "kart.%d.%u", (int)getpid(), ++seq);
 	struct cg_limits lim = {.memory = t->spec.memory, .pids = t->spec.pids,
-				.cpu_milli = t->spec.cpu_milli};
+				.cpu_milli = t->spec.cpu_milli, .memory_peak = w->pol->leaf_memory};
 	return cg_leaf_create(&cg_host, &t->cg, leaf, &lim, err, errlen);
 }
 
@@ -1850,6 +1946,16 @@ static void finish_refused(struct worker *w, struct task *t, const char *refusal
 	finish_unstarted(w, t, "refused", refusal, error);
 }
 
+/* Is the task's memory or pids the built-in default of the policy (and
+ * not its lane's own, nor the task's line)? Then it yields where nothing
+ * can hold it. */
+static void builtin_soft(const struct policy *pol, const struct task_spec *spec, struct rl_host *rh)
+{
+	int l = spec->lane ? 1 : 0;
+	rh->soft_memory = pol->builtin_memory && !pol->lane[l].memory_default && spec->line_memory <= 0;
+	rh->soft_pids = pol->builtin_pids && !pol->lane[l].pids_default && spec->line_pids <= 0;
+}
+
 /* The task's leaf, or else the rlimit fallback, as [limits] cgroup says.
  * A limit is never dropped: where neither can hold it, the task is
  * refused. Returns 0 to go on, -1 when the task was finished refused. */
@@ -1863,6 +1969,7 @@ static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
 	/* Uid 0 of the host is exempt from RLIMIT_NPROC. */
 	struct rl_host rh = {.use_as = w->pol->rlimit_as, .nproc_binds = run_uid != 0,
 			     .ncpu = ncpu > 0 ? (int)ncpu : 1};
+	builtin_soft(w->pol, &t->spec, &rh);
 	if (w->pol->cgroup == CGROUP_OFF) {
 		snprintf(cgerr, sizeof cgerr, "cgroups are off in the policy");
 	} else if (task_cgroup(w, t, cgerr, sizeof cgerr) == 0) {
@@ -1909,6 +2016,7 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 		       strerror(-fd));
 		c->cap = c->bytes;
 		c->truncated = true;
+		c->werr = -fd;
 		return;
 	}
 	c->file = fd;
@@ -2677,13 +2785,83 @@ static void spawner_stop(struct worker *w)
 }
 
 /* Fill free slots from the candidates, best first. */
+/* Tasks of uid holding a slot (spawning, running, or draining with its
+ * slot not yet given back). */
+static int user_running(const struct worker *w, uid_t uid)
+{
+	int n = 0;
+	for (const struct task *t = w->tasks; t; t = t->next)
+		if (t->uid == uid && t->state != TS_PUBLISHING && !t->slot_freed)
+			n++;
+	return n;
+}
+
+/* [limits] slots_per_user: a candidate whose submitter has that many
+ * running waits in capped (dispatch puts it back), and the next one is
+ * looked at. Past CAPPED_MAX set aside, the lane waits for this round: a
+ * queue of one user's thousands is not sorted again on every dispatch. */
+#define CAPPED_MAX 256
+static bool user_at_cap(struct worker *w, struct cand *c, struct heap *capped)
+{
+	if (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user)
+		return false;
+	if (capped->n == capped->cap) {
+		capped->cap = capped->cap ? capped->cap * 2 : 16;
+		capped->v = xrealloc(capped->v, capped->cap * sizeof *capped->v);
+	}
+	capped->v[capped->n++] = *c;
+	return true;
+}
+
+/* Below [worker] min_free nothing new is claimed: a task started now
+ * could store neither its output nor its result. Looked at only when
+ * there is a task to claim, and again on the timer only while stopped
+ * with tasks waiting, so an idle worker still costs nothing. Said once
+ * each way. */
+#define SPACE_RECHECK_MS 1000
+static bool space_ok(struct worker *w)
+{
+	struct space sp;
+	if (!w->pol->min_free_bytes && !w->pol->min_free_pct)
+		return true;
+	if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
+		return true; /* not known: as before there was a check */
+	if (sp.low != w->space_low) {
+		char why[700];
+		space_describe(&sp, w->sp->path, why, sizeof why);
+		logmsg(sp.low ? "claiming nothing new: %s" : "claiming again: %s", why);
+	}
+	w->space_low = sp.low;
+	w->space_mono = sp.low ? now_mono_ms() + SPACE_RECHECK_MS : 0;
+	return !sp.low;
+}
+
+static bool any_claimable(const struct worker *w)
+{
+	for (int l = 0; l < LANE__N; l++)
+		if (w->used[l] < w->slots[l] && w->heap[l].n)
+			return true;
+	return false;
+}
+
 static void dispatch(struct worker *w)
 {
 	if (w->stopping)
 		return;
+	w->space_mono = 0;
+	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {
+		arm_timer(w);
+		return;
+	}
 	for (int l = 0; l < LANE__N; l++) {
-		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max) {
+		struct heap capped = {0};
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max &&
+		       capped.n < CAPPED_MAX) {
 			struct cand c = heap_pop(&w->heap[l]);
+			if (user_at_cap(w, &c, &capped))
+				continue;
+			if (c.turn > w->fair.now)
+				w->fair.now = c.turn;
 			int r = spool_claim(w->sp, w->wdir, c.name);
 			if (r == -EEXIST) {
 				/* We are running a task of the same name: it waits
@@ -2702,6 +2880,10 @@ static void dispatch(struct worker *w)
 				logmsg("%s: claim failed: %s", c.name, strerror(-r));
 			free(c.name);
 		}
+		/* Back in their places, for when their submitter's tasks end. */
+		for (size_t i = 0; i < capped.n; i++)
+			heap_push(&w->heap[l], capped.v[i]);
+		free(capped.v);
 	}
 	arm_timer(w);
 }
@@ -2919,6 +3101,54 @@ static void stop_result(struct worker *w, struct task *t, struct result *r)
 }
 
 /* The run is reaped and its leaf gone: the result (or the re-queue). */
+static const char *errno_name(int e)
+{
+	switch (e) {
+	case ENOSPC: return "ENOSPC";
+	case EDQUOT: return "EDQUOT";
+	case EIO: return "EIO";
+	case EFBIG: return "EFBIG";
+	case EROFS: return "EROFS";
+	default: return "errno";
+	}
+}
+
+/* Output the spool could not store is said in the result, never passed
+ * off as complete: the task's status stays its own, and the error says
+ * what was lost and why, naming the filesystem, so the host is blamed
+ * and not the task. */
+static void capture_loss(struct worker *w, struct task *t)
+{
+	const struct capture *caps[] = {&t->run.out, &t->run.err};
+	static const char *const names[] = {"stdout", "stderr"};
+	struct result *r = &t->res;
+	char *buf = t->errbuf;
+	const size_t len = sizeof t->errbuf;
+	for (int i = 0; i < 2; i++) {
+		const struct capture *c = caps[i];
+		if (!c->werr)
+			continue;
+		struct statfs sf;
+		char fs[32] = "unknown";
+		if (fstatfs(w->sp->root, &sf) == 0)
+			space_fs_name((unsigned long)sf.f_type, fs, sizeof fs);
+		char why[600];
+		snprintf(why, sizeof why,
+			 "%s: %llu bytes of output were lost: the spool's filesystem (%s, holding %s) "
+			 "refused the write: %s (%s)",
+			 names[i], (unsigned long long)c->lost, fs, w->sp->path, strerror(c->werr),
+			 errno_name(c->werr));
+		/* After the error the outcome gave, if any, not instead of it. */
+		if (!r->error)
+			buf[0] = '\0';
+		else if (r->error != buf)
+			snprintf(buf, len, "%s", r->error);
+		size_t used = strlen(buf);
+		snprintf(buf + used, len - used, "%s%s", used ? "; " : "", why);
+		r->error = buf;
+	}
+}
+
 static void task_complete(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
@@ -3023,11 +3253,13 @@ static void task_complete(struct worker *w, struct task *t)
 			r->error = errbuf;
 		}
 	}
+	capture_loss(w, t);
 	struct capture *caps[] = {&t->run.out, &t->run.err};
 	struct result_stream *rs[] = {&r->out, &r->err};
 	for (int i = 0; i < 2; i++) {
 		rs[i]->bytes = caps[i]->bytes;
 		rs[i]->truncated = caps[i]->truncated;
+		rs[i]->lost_bytes = caps[i]->lost;
 		/* A run's result always has both files, empty or not. */
 		rs[i]->captured = true;
 		rs[i]->unmade = caps[i]->file < 0 && !caps[i]->truncated;
@@ -3166,6 +3398,7 @@ static void arm_timer(struct worker *w)
 		EARLIER(w->grace_mono);
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
+	EARLIER(w->space_mono);
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -3213,6 +3446,8 @@ static void on_timer(struct worker *w)
 		busy_recheck(w);
 		dispatch(w);
 	}
+	if (w->space_mono && w->space_mono <= now)
+		dispatch(w);
 	arm_timer(w);
 }
 

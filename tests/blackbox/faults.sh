@@ -67,8 +67,8 @@ submit_on_full() { # fill-function
 test_enospc_submit_bytes() { submit_on_full fill_bytes; }
 test_enospc_submit_inodes() { submit_on_full fill_inodes; }
 
-# The worker cannot write the result: it survives, keeps the task, and
-# publishes it once space returns.
+# The worker cannot write the result, or claims nothing below min_free:
+# it survives, keeps the task, and publishes it once space returns.
 worker_on_full() { # fill-function
 	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
 	local opts=size=2m
@@ -87,7 +87,8 @@ worker_on_full() { # fill-function
 	kill -CONT "$WPID"
 	sleep 2.5
 	kill -0 "$WPID" 2>/dev/null || fail "the worker died on a full disk: $(tail -n 3 "$s.worker.log")"
-	grep -q 'No space left on device' "$s.worker.log" || fail "the worker never met the full disk"
+	# It meets the full disk, or (bytes below min_free) claims nothing.
+	grep -Eq 'No space left on device|claiming nothing new' "$s.worker.log" || fail "the worker never met the full disk"
 	assert_no_file "$s/done/full.json"
 	local claimed; claimed=$(find "$s/new" "$s/cur" -name full | wc -l)
 	assert_eq 1 "$claimed" "the task is still held (new/ or cur/)"
@@ -100,6 +101,81 @@ worker_on_full() { # fill-function
 }
 test_enospc_worker_bytes() { worker_on_full fill_bytes; }
 test_enospc_worker_inodes() { worker_on_full fill_inodes; }
+
+# The full-disk run of issue 27: an 8 MiB tmpfs spool, 30 tasks each
+# printing 1 MB then ending with status 0 (half by `exit 0`, half with
+# the printing command as their last, which a closed pipe would kill),
+# one worker. Every task's status is its own (ok): none killed, none
+# starved; output the spool could not take is said lost (truncated,
+# lost_bytes, an error naming the filesystem and ENOSPC), never passed
+# off as complete; claiming stops below min_free, is said once, and
+# resumes by itself as results are collected and removed (kart gc).
+test_full_spool_blames_no_task() {
+	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
+	local s; s=$(tiny_spool size=8m)
+	[ -n "$s" ] || { skip "cannot mount a tmpfs"; return; }
+	local keep=$T_ROOT/full.results i f
+	mkdir -p "$keep"
+	for i in $(seq 1 30); do
+		if [ $((i % 2)) = 0 ]; then
+			printf '#!/bin/sh\nhead -c 1000000 /dev/zero\nexit 0\n' >"$s/tmp/t"
+		else
+			printf '#!/bin/sh\nexec head -c 1000000 /dev/zero\n' >"$s/tmp/t"
+		fi
+		mv "$s/tmp/t" "$s/new/full$i"
+	done
+	KART_BACKEND=none start_worker "$s" --id w1
+	local end=$((SECONDS + $(slow 120)))
+	local stops resumes id
+	while [ "$(ls "$keep" | grep -c '^full')" -lt 30 ] && [ $SECONDS -lt $end ]; do
+		sleep 0.5
+		# Stopped now (only removing results below gives space back):
+		# what the commands say about it, once.
+		stops=$(grep -c 'claiming nothing new' "$s.worker.log")
+		resumes=$(grep -c 'claiming again' "$s.worker.log")
+		if [ "$stops" -gt "$resumes" ] && ! grep -q min_free "$T_ROOT/full.submit" 2>/dev/null; then
+			"$KART" -s "$s" status --summary >"$T_ROOT/full.summary" 2>&1
+			"$KART" -s "$s" doctor >"$T_ROOT/full.doctor" 2>&1
+			"$KART" -s "$s" submit --name probe -- true >/dev/null 2>"$T_ROOT/full.submit"
+		fi
+		# Collect what is published, then free its space as an operator
+		# would (kart gc --older-than): each result goes with its files.
+		for f in "$s"/done/*.json; do
+			[ -e "$f" ] || continue
+			cp "$f" "$keep/" 2>/dev/null || continue
+			id=$(basename "$f" .json)
+			rm -rf "$f" "$s/done/$id.stdout" "$s/done/$id.stderr" "$s/done/$id.task" "$s/done/$id.out"
+		done
+	done
+	stop_worker "$WPID"
+	assert_eq 30 "$(ls "$keep" | grep -c '^full')" "results kept"
+	local statuses; statuses=$(jq -r .status "$keep"/full*.json | sort | uniq -c | tr -s ' ')
+	echo "    statuses: $statuses"
+	assert_eq " 30 ok" "$statuses" "every task's status is its own"
+	# No loss passed off as complete: a stream short of 1 MB is truncated
+	# with its loss counted, and the error says why.
+	local liars; liars=$(jq -r 'select(.stdout.bytes < 1000000 and (.stdout.truncated == false or (.stdout.lost_bytes // 0) == 0)) | .id' "$keep"/full*.json)
+	assert_eq "" "$liars" "results with lost output not saying so"
+	local lost; lost=$(jq -r 'select(.stdout.lost_bytes > 0) | .id' "$keep"/full*.json | wc -l)
+	echo "    $lost of 30 lost output to the full disk, e.g.:"
+	jq -c 'select(.stdout.lost_bytes > 0) | {status, stdout, error}' "$keep"/full*.json | head -1 | sed 's/^/      /'
+	sed 's/^/      /' "$T_ROOT/full.submit"
+	[ "$lost" -gt 0 ] || fail "no task met the full disk (test premise)"
+	local bad; bad=$(jq -r 'select(.stdout.lost_bytes > 0) | select((.error // "") | test("tmpfs.*No space left on device \\(ENOSPC\\)") | not) | .id' "$keep"/full*.json)
+	assert_eq "" "$bad" "errors naming the filesystem and the errno"
+	local sum; sum=$(jq -r 'select(.stdout.lost_bytes > 0) | .stdout.bytes + .stdout.lost_bytes' "$keep"/full*.json | sort -u)
+	[ -z "$sum" ] || assert_eq 1000000 "$sum" "stored plus lost is what was printed"
+	# Said once each way: as many resumptions as stops (or one fewer).
+	stops=$(grep -c 'claiming nothing new' "$s.worker.log")
+	resumes=$(grep -c 'claiming again' "$s.worker.log")
+	echo "    claiming stopped $stops time(s), resumed $resumes time(s)"
+	[ "$stops" -ge 1 ] || fail "claiming never stopped below min_free"
+	[ "$resumes" -ge 1 ] || fail "claiming never resumed: $(tail -n 3 "$s.worker.log")"
+	[ "$resumes" = "$stops" ] || [ "$resumes" = $((stops - 1)) ] || fail "said more than once each way"
+	assert_match "min_free" "$(cat "$T_ROOT/full.summary")" "kart status --summary says why nothing is claimed"
+	assert_match "min_free" "$(cat "$T_ROOT/full.doctor")" "kart doctor says so"
+	assert_match "min_free" "$(cat "$T_ROOT/full.submit")" "kart submit warns"
+}
 
 # EIO from the Nth fsync of the worker, for N in turn: a result whose file
 # failed to fsync is never published from that write; after a failed fsync
@@ -388,6 +464,9 @@ test_slow_fsync_backlog_bounded() {
 	command -v strace >/dev/null || { skip "strace is not installed"; return; }
 	local s i n=900
 	s=$(mkspool)
+	# Tasks must start faster than slowed commits end: no per-task limits
+	# (a leaf with limits costs each start a few mkdirs on cgroup v1).
+	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
 	for ((i = 0; i < n; i++)); do printf '#!/bin/sh\ntrue\n' >"$s/tmp/t$i"; done
 	KART_BACKEND=none KART_ALLOW_ROOT=yes start_worker "$s"
 	wait_until 10 grep -q ' on ' "$s.worker.log" || { fail "the worker did not start"; return; }

@@ -397,6 +397,8 @@ test_leaves_removed() {
 test_leaf_kept_for_the_next_task() {
 	have_cgroups || return
 	local s; s=$(mkspool)
+	# Leaves are kept for tasks without limits: none by default.
+	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
 	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
 	printf '#!/bin/sh\n#kart: priority=1\n%s\n' "$show" >"$s/new/a"
 	# About half a second of CPU, in the shell itself.
@@ -432,6 +434,8 @@ test_leaf_kept_for_the_next_task() {
 test_killed_leaf_not_kept() {
 	have_cgroups || return
 	local s; s=$(mkspool)
+	# Leaves are kept for tasks without limits: none by default.
+	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
 	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
 	printf '#!/bin/sh\n#kart: priority=1\n%s\nsleep 300 &\n' "$show" >"$s/new/daemon"
 	printf '#!/bin/sh\n#kart: priority=2 pids=50\n%s\nsleep 1\n' "$show" >"$s/new/limited"
@@ -606,7 +610,7 @@ test_rlimits_inside_the_sandbox() {
 	assert_eq $((35 * n + 1)) "$(limit_of "$L" "Max cpu time")" "leaf: RLIMIT_CPU backstop ((30 s + 5 s grace) x $n cores + 1)"
 	assert_eq unlimited "$(limit_of "$L" "Max address space")" "leaf: no RLIMIT_AS under a cgroup"
 	assert_eq 0 "$(limit_of "$s/done/untimed.stdout" "Max core file size")" "untimed: RLIMIT_CORE"
-	assert_eq unlimited "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: no CPU backstop without a timeout"
+	assert_eq $((3600 * n + 1)) "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: the backstop of the default timeout (1h)"
 	# Without a cgroup (run as nobody, whom RLIMIT_NPROC binds).
 	printf '#!/bin/sh\n#kart: timeout=30s pids=40\ncat /proc/self/limits\n' >"$s/tmp/off"
 	chown nobody "$s/tmp/off"; mv "$s/tmp/off" "$s/new/off"
@@ -741,6 +745,82 @@ test_memory_default_applied() {
 	assert_eq 50331648 "$(field "$s" batch .limits.memory_bytes)" "lane batch: its own default"
 	assert_eq 50331648 "$(cat "$s/done/batch.stdout")" "lane batch: in its leaf"
 	assert_eq 209715200 "$(field "$s" own .limits.memory_bytes)" "the task's own memory= wins"
+}
+
+# The built-in defaults on a shared machine, with no kart.conf limits:
+# a timeout of 1h (here met through a lower ceiling, to which the
+# built-in default yields: `sleep infinity` ends as timeout), memory an
+# equal share of the host per slot, 512 pids, a 256M /tmp and /work; each
+# written for real, each shown in the result's limits; and one line,
+# [limits] defaults = none, turns them off for a personal spool.
+test_safe_defaults() {
+	have_sandbox || return
+	local s; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n[limits]\ntimeout_max = 3s\n' >"$s/kart.conf"
+	printf '#!/bin/sh\nsleep infinity\n' >"$s/new/forever"
+	local rd='if [ -e /sys/fs/cgroup/cgroup.controllers ]; then d=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); cat $d/memory.max $d/pids.max; else cat /sys/fs/cgroup/memory$(sed -n "s/^[0-9]*:memory://p" /proc/self/cgroup)/memory.limit_in_bytes /sys/fs/cgroup/pids$(sed -n "s/^[0-9]*:pids://p" /proc/self/cgroup)/pids.max; fi'
+	printf '#!/bin/sh\n%s\n' "$rd" >"$s/new/leaf"
+	local t0=$SECONDS
+	drain_pid "$s" KART_LANDLOCK=off KART_BACKEND=none
+	assert_eq timeout "$(field "$s" forever .status)" "sleep infinity under the default timeout"
+	assert_eq 3 "$(field "$s" forever .limits.timeout_s)" "the default yields to timeout_max"
+	[ $((SECONDS - t0)) -lt 30 ] || fail "the drain took $((SECONDS - t0))s"
+	local mem share; mem=$(( $(awk '/^MemTotal/ {print $2}' /proc/meminfo) * 1024 ))
+	share=$(field "$s" leaf .limits.memory_bytes)
+	# The host's memory as sysinfo counts it, per slot (3 + 1): within 1 %.
+	[ "$share" -gt $((mem / 4 * 99 / 100)) ] && [ "$share" -le $((mem / 4 * 101 / 100)) ] ||
+		fail "memory_default $share is not a quarter of the host's $mem"
+	assert_eq 512 "$(field "$s" leaf .limits.pids)" "limits.pids"
+	assert_eq 3 "$(field "$s" leaf .limits.timeout_s)" "limits.timeout_s"
+	local got; got=$(tr '\n' ' ' <"$s/done/leaf.stdout")
+	case "$got" in
+	"$share 512 "|"$((share / 4096 * 4096)) 512 ") ;;
+	*) fail "the leaf holds '$got', expected '$share 512'" ;;
+	esac
+	# /tmp and /work are bwrap's tmpfs, of 256M each: 300M does not
+	# fit, 200M does.
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	printf '#!/bin/sh\nhead -c 200M /dev/zero >/tmp/a && echo fits; head -c 300M /dev/zero >/work/b 2>/dev/null || echo full\n' >"$s/new/tmp"
+	drain_pid "$s"
+	assert_eq ok "$(field "$s" tmp .status)" "tmp: status ($(field "$s" tmp .error))"
+	assert_eq "fits full" "$(tr '\n' ' ' <"$s/done/tmp.stdout" | sed 's/ $//')" "/tmp and /work of 256M"
+	# One line relaxes them all.
+	local p; p=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n[limits]\ndefaults = none\n' >"$p/kart.conf"
+	printf '#!/bin/sh\necho ran\n' >"$p/new/free"
+	drain_pid "$p" KART_BACKEND=none
+	assert_eq "null null null" "$(field "$p" free '"\(.limits.timeout_s) \(.limits.memory_bytes) \(.limits.pids)"')" \
+		"defaults = none: no limit applied"
+}
+
+# usage.memory_peak_bytes is the task's own leaf's count, with or without
+# a memory limit: four processes each holding 64 MiB at once peak near
+# 256 MiB (the largest process's RSS, what rusage gives, is a quarter of
+# it). Within 10 %, with no memory= in the task: under the default policy
+# (its memory default), and on a spool with no defaults, where the leaf
+# counts without any limit (leaf_memory = yes; on cgroup v1 a memory leaf
+# of its own).
+test_memory_peak_without_memory_directive() {
+	have_sandbox || return
+	local s p; s=$(mkspool); p=$(mkspool)
+	printf '[limits]\ndefaults = none\nleaf_memory = yes\n' >"$p/kart.conf"
+	local body='#!/bin/sh
+for i in 1 2 3 4; do (head -c 64M /dev/zero; sleep 2) | tail -c 70M >/dev/null & done
+wait'
+	printf '%s\n' "$body" >"$s/new/four"
+	printf '%s\n' "$body" >"$p/new/four"
+	drain_pid "$s" KART_BACKEND=none
+	drain_pid "$p" KART_BACKEND=none
+	local sp want=$((256 * 1048576)) peak lim
+	for sp in "$s" "$p"; do
+		assert_eq ok "$(field "$sp" four .status)" "four: status ($(field "$sp" four .error))"
+		peak=$(field "$sp" four .usage.memory_peak_bytes)
+		lim=$(field "$sp" four .limits.memory_bytes)
+		echo "    memory_peak_bytes $peak for 4 x 64 MiB held at once (limits.memory_bytes $lim)"
+		[ "$peak" -ge $((want * 90 / 100)) ] && [ "$peak" -le $((want * 110 / 100)) ] ||
+			fail "memory_peak_bytes $peak is not within 10 % of $want (limit $lim)"
+	done
+	assert_eq null "$(field "$p" four .limits.memory_bytes)" "no memory limit on the spool without defaults"
 }
 
 # Ceilings from kart.conf reject, per lane, naming the line and the ceiling.

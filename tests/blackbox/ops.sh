@@ -265,6 +265,60 @@ test_gc_tmp_and_stale() {
 	assert_eq 2 "$RC" "gc with an argument"
 }
 
+# Dot files in new/ are never tasks: stale ones (a writer's staging file
+# never renamed) go by the age rule of tmp/; a fresh one, a task, and a
+# dot directory stay. 20,000 of them once stayed for good.
+test_gc_new_dot_files() {
+	local s i
+	s=$(mkspool)
+	for i in $(seq 1 200); do : >"$s/new/.stale.$i"; done
+	touch -d '37 hours ago' "$s"/new/.stale.*
+	: >"$s/new/.fresh" && touch -d '35 hours ago' "$s/new/.fresh"
+	mkdir "$s/new/.dir" && touch -d '3 days ago' "$s/new/.dir"
+	printf '#!/bin/sh\ntrue\n' >"$s/new/task" && touch -d '3 days ago' "$s/new/task"
+	run_cmd -s "$s" gc
+	assert_eq 0 "$RC" "gc ($ERR)"
+	assert_eq 0 "$(find "$s/new" -name '.stale.*' | wc -l)" "stale dot files left in new/"
+	assert_file "$s/new/.fresh"
+	assert_file "$s/new/.dir"
+	assert_file "$s/new/task"
+	run_cmd -s "$s" gc --tmp-age 1h
+	assert_no_file "$s/new/.fresh"
+	assert_file "$s/new/task"
+}
+
+# Trees are removed iteratively, with a bounded number of descriptors:
+# a directory 5,000 levels deep in tmp/ goes with `ulimit -n 64` (one
+# descriptor per level, as before, could not), and so does a wide one.
+test_gc_deep_tree() {
+	command -v python3 >/dev/null || { skip "python3 is not installed"; return; }
+	local s; s=$(mkspool)
+	python3 - "$s/tmp" <<'PY' || { fail "cannot build the trees"; return; }
+import os, sys
+top = os.open(sys.argv[1], os.O_RDONLY)
+for name, depth in (("deep", 5000), ("wide", 1)):
+    os.mkdir(name, dir_fd=top)
+    fd = os.open(name, os.O_RDONLY, dir_fd=top)
+    for i in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        n = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = n
+    for i in range(3000 if name == "wide" else 3):
+        os.close(os.open("f%d" % i, os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    if name == "deep":
+        os.symlink("/etc", "link", dir_fd=fd)
+    os.close(fd)
+PY
+	touch -d '3 days ago' "$s/tmp/deep" "$s/tmp/wide"
+	local rc=0
+	(ulimit -n 64 && exec "$KART" -s "$s" gc) >"$T_ROOT/gc.out" 2>&1 || rc=$?
+	assert_eq 0 "$rc" "gc of a 5,000-deep tree with 64 descriptors ($(head -c 300 "$T_ROOT/gc.out"))"
+	assert_no_file "$s/tmp/deep"
+	assert_no_file "$s/tmp/wide"
+	assert_file /etc/passwd
+}
+
 test_gc_worker_dirs() {
 	local s lp
 	s=$(mkspool)
