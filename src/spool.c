@@ -79,7 +79,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 {
 	memset(sp, 0, sizeof *sp);
-	sp->root = sp->tmp = sp->new = sp->cur = sp->done = -1;
+	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sp->root < 0)
 		return ERR("%s: %s", path, strerror(errno));
@@ -93,13 +93,15 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 				   subdirs[i], strerror(e));
 		}
 	}
+	/* drop/ is optional: only a shared spool has it (kart.tmpfiles). */
+	sp->drop = openat(sp->root, "drop", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	sp->path = xstrdup(path);
 	return 0;
 }
 
 void spool_close(struct spool *sp)
 {
-	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done};
+	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done, &sp->drop, &sp->dropd};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (*fds[i] >= 0) {
 			(void)close(*fds[i]);
@@ -159,18 +161,118 @@ static int next_id(const char *base, int n, char *out, size_t outlen)
 	return pathfmt(out, outlen, "%s.%d", base, n);
 }
 
+/* With a drop directory, the name there is base.N and the id is the
+ * prefix and that name: both must be free. */
+static bool drop_taken(struct spool *sp, const char *name)
+{
+	char id[TASK_NAME_MAX + 80];
+	if (pathfmt(id, sizeof id, "%s%s", sp->idprefix, name) < 0)
+		return true;
+	return exists_at(sp->dropd, name) || spool_id_taken(sp, id);
+}
+
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)
 {
+	size_t pl = sp->dropd >= 0 ? strlen(sp->idprefix) : 0;
+	char name[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000000; n++) {
-		int r = next_id(base, n, out, outlen);
+		int r = next_id(base, n, name, sizeof name);
 		if (r < 0)
 			return r;
-		if (strlen(out) > TASK_NAME_MAX)
+		if (strlen(name) + pl > TASK_NAME_MAX)
 			return -ENAMETOOLONG; /* a worker would reject it */
-		if (!spool_id_taken(sp, out))
-			return 0;
+		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, name))
+			continue;
+		return pathfmt(out, outlen, "%s%s", pl ? sp->idprefix : "", name);
 	}
 	return -EEXIST;
+}
+
+bool spool_new_shared(const struct spool *sp)
+{
+	struct stat st;
+	return fstat(sp->new, &st) < 0 || (st.st_mode & 022) != 0;
+}
+
+bool spool_drop_name_ok(const char *name, uid_t uid)
+{
+	char num[24];
+	snprintf(num, sizeof num, "%u", (unsigned)uid);
+	if (strcmp(name, num) == 0)
+		return true;
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	return getpwuid_r(uid, &p, buf, sizeof buf, &pp) == 0 && pp && strcmp(pp->pw_name, name) == 0;
+}
+
+bool spool_prefix_owner_ok(const char *name, uid_t owner)
+{
+	const char *colon = strchr(name, ':');
+	char user[256];
+	if (!colon || colon == name || (size_t)(colon - name) >= sizeof user)
+		return true;
+	memcpy(user, name, (size_t)(colon - name));
+	user[colon - name] = '\0';
+	if (spool_drop_name_ok(user, owner))
+		return true;
+	/* Not the owner's: wrong only if the prefix names someone. */
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) == 0 && pp)
+		return false;
+	return user[strspn(user, "0123456789")] != '\0';
+}
+
+int spool_use_drop(struct spool *sp, char *err, size_t errlen)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (fstat(sp->new, &st) < 0)
+		return ERR("%s/new: %s", sp->path, strerror(errno));
+	if (st.st_uid == me && !(st.st_mode & 022))
+		return 0; /* our own single-writer new/: the file's owner is who put it there */
+	if (sp->drop < 0) {
+		if (st.st_mode & 022)
+			return ERR("%s/new is writable by others than its owner and the spool has no "
+				   "drop/: a worker rejects what is put there; ask the administrator to "
+				   "apply kart.tmpfiles (drop/ 1770, new/ 0755)", sp->path);
+		return 0; /* another's single-user spool: new/ decides (EACCES) */
+	}
+	char user[64];
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwuid_r(me, &p, buf, sizeof buf, &pp) == 0 && pp && strlen(pp->pw_name) < sizeof user &&
+	    !strchr(pp->pw_name, '/') && pp->pw_name[0] != '.')
+		snprintf(user, sizeof user, "%s", pp->pw_name);
+	else
+		snprintf(user, sizeof user, "%u", (unsigned)me);
+	/* A squatter's directory under our name is moved away by a worker
+	 * as soon as it sees it: wait a little for that. */
+	for (int tries = 0;; tries++) {
+		if (mkdirat(sp->drop, user, 0700) < 0 && errno != EEXIST)
+			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+		int d = openat(sp->drop, user, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+		if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == me) {
+			/* Writable by us alone, or a worker trusts nothing in it. */
+			if ((st.st_mode & 07777) != 0700 && fchmod(d, 0700) < 0) {
+				int e = errno;
+				close(d);
+				return ERR("%s/drop/%s: chmod 0700: %s", sp->path, user, strerror(e));
+			}
+			sp->dropd = d;
+			snprintf(sp->idprefix, sizeof sp->idprefix, "%s:", user);
+			return 0;
+		}
+		if (d >= 0)
+			close(d);
+		if (tries >= 50)
+			return ERR("%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
+				   "directory away when it sees it; is a worker running?",
+				   sp->path, user, d >= 0 ? (unsigned)st.st_uid : 0u);
+		usleep(100000);
+	}
 }
 
 void spool_id_from_bytes(const char *name, char *out, size_t outlen)
@@ -214,8 +316,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		rnd = (uint64_t)now_mono_ms();
 	snprintf(tname, sizeof tname, "%lld.%d.%016llx", (long long)now_realtime_ms(), getpid(),
 		 (unsigned long long)rnd);
+	/* Readable by its owner alone (and the root worker). */
 	_cleanup_close_ int fd =
-		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	int r = write_all(fd, data, len);
@@ -225,15 +328,20 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		(void)unlinkat(sp->tmp, tname, 0);
 		return r;
 	}
+	int into = sp->dropd >= 0 ? sp->dropd : sp->new;
+	size_t pl = sp->dropd >= 0 ? strlen(sp->idprefix) : 0;
+	char name[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000000; n++) {
-		r = next_id(base, n, id, idlen);
-		if (r == 0 && strlen(id) > TASK_NAME_MAX)
+		r = next_id(base, n, name, sizeof name);
+		if (r == 0 && strlen(name) + pl > TASK_NAME_MAX)
 			r = -ENAMETOOLONG;
+		if (r == 0)
+			r = pathfmt(id, idlen, "%s%s", pl ? sp->idprefix : "", name);
 		if (r < 0)
 			break;
-		if (spool_id_taken(sp, id))
+		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
 			continue;
-		if (renameat2(sp->tmp, tname, sp->new, id, RENAME_NOREPLACE) == 0) {
+		if (renameat2(sp->tmp, tname, into, name, RENAME_NOREPLACE) == 0) {
 			r = 0;
 			break;
 		}
@@ -246,9 +354,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		/* No RENAME_NOREPLACE on this filesystem. link() would leave
 		 * the task with two links for a moment, which a worker rightly
 		 * rejects; check, then rename (the id was just seen free). */
-		if (exists_at(sp->new, id))
+		if (exists_at(into, name))
 			continue;
-		if (renameat(sp->tmp, tname, sp->new, id) == 0) {
+		if (renameat(sp->tmp, tname, into, name) == 0) {
 			r = 0;
 			break;
 		}
@@ -259,7 +367,7 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		(void)unlinkat(sp->tmp, tname, 0);
 		return r;
 	}
-	if (fsync(sp->new) < 0)
+	if (fsync(into) < 0)
 		return -errno; /* published, but not known durable: say so */
 	return 0;
 }

@@ -10,6 +10,10 @@ library only. What `kart submit` does (see spool-layout/README.md, §3):
      NAME.2, NAME.3, ...;
   4. fsync SPOOL/new/, so the rename survives a power failure.
 
+On a shared spool (new/ is not ours alone) steps 3 and 4 use our own
+drop directory SPOOL/drop/USER/ instead of new/, and the id is USER:NAME
+(spool-layout/README.md, "Shared spools"): see drop_target().
+
 A task is queued the moment step 3 succeeds; a worker never sees a
 half-written file, because nothing is ever written in new/.
 
@@ -20,6 +24,7 @@ As a module: submit(spool, data, name=None) -> id.
 import ctypes
 import errno
 import os
+import pwd
 import secrets
 import socket
 import sys
@@ -62,19 +67,50 @@ def _taken(spool, name):
                for w in os.listdir(cur))
 
 
+def drop_target(spool):
+    """Where to publish: (directory, id prefix). new/ when it is ours and
+    only its owner writes it (a single-user spool, or root); else our own
+    drop/USER/, made 0700 if missing, where a worker takes a file we own
+    as ours and queues it as USER:NAME."""
+    new = os.path.join(spool, "new")
+    st = os.stat(new)
+    me = os.geteuid()
+    drop = os.path.join(spool, "drop")
+    if (st.st_uid == me and not st.st_mode & 0o022) or not os.path.isdir(drop):
+        return new, ""
+    try:
+        user = pwd.getpwuid(me).pw_name
+    except KeyError:
+        user = str(me)
+    d = os.path.join(drop, user)
+    for _ in range(50):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(d)
+        if os.path.stat.S_ISDIR(st.st_mode) and st.st_uid == me:
+            if st.st_mode & 0o7777 != 0o700:
+                os.chmod(d, 0o700)  # writable by us alone, or nothing in it runs
+            return d, user + ":"
+        time.sleep(0.1)  # a squat under our name: a worker moves it away
+    raise PermissionError(errno.EPERM, "not ours (is a worker running?)", d)
+
+
 def submit(spool, data, name=None):
     name = name or unique_name()
     if name.startswith(".") or "/" in name or any(ord(c) < 0x20 or ord(c) == 0x7f for c in name) \
             or not 0 < len(name.encode()) <= NAME_MAX:
         raise ValueError("not a task name: %r" % name)
+    target, prefix = drop_target(spool)
     tmpdir = os.open(os.path.join(spool, "tmp"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    newdir = os.open(os.path.join(spool, "new"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    newdir = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         while True:
             tmpname = "%d.%d.%s" % (time.time_ns() // 10**6, os.getpid(), secrets.token_hex(8))
             try:
                 fd = os.open(tmpname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC |
-                             os.O_NOFOLLOW, 0o640, dir_fd=tmpdir)
+                             os.O_NOFOLLOW, 0o600, dir_fd=tmpdir)
                 break
             except FileExistsError:
                 continue
@@ -88,7 +124,9 @@ def submit(spool, data, name=None):
                 os.close(fd)
             for n in range(1, 1000):
                 cand = name if n == 1 else "%s.%d" % (name, n)
-                if _taken(spool, cand):
+                if _taken(spool, prefix + cand) or (prefix and (
+                        os.path.lexists(os.path.join(target, cand)) or
+                        os.path.lexists(os.path.join(spool, "new", prefix + cand)))):
                     continue
                 try:
                     _renameat2(tmpdir, tmpname, newdir, cand)
@@ -100,11 +138,11 @@ def submit(spool, data, name=None):
                     # No RENAME_NOREPLACE here: look, then rename, as
                     # kart submit does (a link+unlink that died between
                     # the two would leave a task workers wait on for ever).
-                    if os.path.lexists(os.path.join(spool, "new", cand)):
+                    if os.path.lexists(os.path.join(target, cand)):
                         continue
                     os.rename(tmpname, cand, src_dir_fd=tmpdir, dst_dir_fd=newdir)
                 os.fsync(newdir)
-                return cand
+                return prefix + cand
             raise FileExistsError(errno.EEXIST, "no free name", name)
         except BaseException:
             try:

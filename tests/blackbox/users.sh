@@ -1,0 +1,216 @@
+# Between users: a shared spool laid out by contrib/systemd/kart.tmpfiles,
+# real accounts (alice and mallory in the spool's group, bob outside it),
+# two root workers, and the attacks of issue 26 tried as written. See
+# docs/RELIABILITY.md, "Between users".
+. "$(dirname "$0")/../lib.sh"
+
+U_ALICE=kt26alice U_MALLORY=kt26mallory U_BOB=kt26bob G_KART=kt26kart
+U_MADE=0
+
+users_cleanup() {
+	[ "$U_MADE" = 1 ] || return 0
+	local u
+	for u in "$U_ALICE" "$U_MALLORY" "$U_BOB"; do
+		pkill -9 -u "$u" 2>/dev/null
+		userdel "$u" 2>/dev/null
+	done
+	groupdel "$G_KART" 2>/dev/null
+	return 0
+}
+trap '_cleanup; users_cleanup' EXIT
+
+# Make the accounts once per run (removed at exit).
+users_make() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (real users, a root worker)"; return 1; }
+	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
+		{ skip "setpriv or useradd is missing"; return 1; }
+	have_bwrap || { skip "bwrap cannot run here"; return 1; }
+	[ "$U_MADE" = 1 ] && return 0
+	users_cleanup
+	U_MADE=1
+	groupadd "$G_KART" || { fail "groupadd $G_KART"; return 1; }
+	useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_ALICE" &&
+		useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_MALLORY" &&
+		useradd -M -d / -s /bin/sh -U "$U_BOB" || { fail "useradd"; return 1; }
+	chmod 0755 "$T_ROOT"
+}
+
+# as USER CMD...: run CMD as USER with their groups, in /, on the spool $S.
+as() {
+	local u=$1; shift
+	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
+		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
+}
+
+# The spool as contrib/systemd/kart.tmpfiles lays it out: its `d` lines,
+# read by a small parser, with /var/spool/kart moved under $T_ROOT and
+# the group kart renamed to this run's group. Sets S.
+tmpfiles_spool() {
+	S=$T_ROOT/var/spool/kart
+	rm -rf "$T_ROOT/var"
+	local type path mode user group rest n=0
+	while read -r type path mode user group rest; do
+		case $type in d) ;; *) continue ;; esac
+		path=$T_ROOT${path}
+		[ "$group" = kart ] && group=$G_KART
+		mkdir -p "$path" && chown "$user:$group" "$path" && chmod "$mode" "$path" ||
+			{ fail "tmpfiles: $path"; return 1; }
+		n=$((n + 1))
+	done < <(grep -v '^#' "$ROOT/contrib/systemd/kart.tmpfiles")
+	[ "$n" -ge 5 ] || { fail "kart.tmpfiles: only $n directories"; return 1; }
+	chmod 0755 "$T_ROOT/var" "$T_ROOT/var/spool"
+}
+
+# Two root workers on $S.
+two_workers() {
+	start_worker "$S" --id w1
+	W1=$WPID
+	start_worker "$S" --id w2
+	W2=$WPID
+	wait_until 20 grep -q 'worker w2 on' "$S.worker.log" &&
+		wait_until 20 grep -q 'worker w1 on' "$S.worker.log" ||
+		{ fail "workers did not start: $(tail -3 "$S.worker.log")"; return 1; }
+}
+
+stop_workers() { stop_worker "$W1"; stop_worker "$W2"; }
+
+setup() { users_make && tmpfiles_spool && two_workers; }
+
+# result ID JQ: a field of done/ID.json, once it is there.
+result() {
+	wait_until 30 test -e "$S/done/$1.json" || { echo "(no result for $1)"; return; }
+	jq -r "$2" "$S/done/$1.json"
+}
+
+# Nothing in done/ ran as uid $1 with output containing $2.
+never_ran_as() {
+	local uid=$1 mark=$2 f
+	for f in "$S"/done/*.json; do
+		[ -e "$f" ] || continue
+		if [ "$(jq -r .submitter.uid "$f")" = "$uid" ] && [ "$(jq -r .status "$f")" != rejected ] &&
+			grep -qs "$mark" "${f%.json}.stdout"; then
+			fail "ran as uid $uid: $f: $(head -c 200 "${f%.json}.stdout")"
+		fi
+	done
+}
+
+# ---- 1. a drop proves who dropped it ----------------------------------------------------
+
+# kart submit and a plain cp into one's own drop directory both run as
+# their submitter, under USER:NAME; the layout is what tmpfiles made.
+test_drop_runs_as_dropper() {
+	setup || return
+	local out auid id
+	auid=$(id -u "$U_ALICE")
+	out=$(as "$U_ALICE" kart submit --name hello -- id -un) || fail "alice cannot submit: $out"
+	assert_eq "$U_ALICE:hello" "$out" "kart submit's id"
+	assert_eq "ok $auid" "$(result "$U_ALICE:hello" '"\(.status) \(.submitter.uid)"')" "result"
+	assert_eq "$U_ALICE" "$(cat "$S/done/$U_ALICE:hello.stdout" 2>/dev/null)" "ran as alice"
+	assert_eq hello "$(jq -r .name "$S/done/$U_ALICE:hello.json")" "the result's name"
+	assert_eq "drwx------ $U_ALICE" "$(stat -c '%A %U' "$S/drop/$U_ALICE")" "alice's drop directory"
+	# One plain file operation from any language: write, then rename in.
+	as "$U_ALICE" sh -c "umask 077; printf '#!/bin/sh\necho plain \$(id -un)\n' >$S/drop/$U_ALICE/.p &&
+		mv $S/drop/$U_ALICE/.p $S/drop/$U_ALICE/plain" || fail "alice's plain drop"
+	assert_eq "ok plain $U_ALICE" \
+		"$(result "$U_ALICE:plain" .status) $(cat "$S/done/$U_ALICE:plain.stdout" 2>/dev/null)" "plain drop"
+	# The shipped clients follow the same rule.
+	out=$(printf '#!/bin/sh\nid -un\n' | as "$U_ALICE" python3 "$ROOT/contrib/clients/kart_submit.py" "$S" - py) ||
+		fail "kart_submit.py: $out"
+	assert_eq "$U_ALICE:py" "$out" "kart_submit.py's id"
+	out=$(printf '#!/bin/sh\nid -un\n' | as "$U_ALICE" sh "$ROOT/contrib/clients/kart-submit.sh" "$S" sh) ||
+		fail "kart-submit.sh: $out"
+	assert_eq "$U_ALICE:sh" "$out" "kart-submit.sh's id"
+	for id in py sh; do
+		assert_eq "ok $U_ALICE" "$(result "$U_ALICE:$id" .status) $(cat "$S/done/$U_ALICE:$id.stdout" 2>/dev/null)" \
+			"client $id"
+	done
+	# new/ is the workers' alone now.
+	as "$U_MALLORY" sh -c "echo id >$S/new/x" 2>/dev/null && fail "mallory wrote into new/"
+	stop_workers
+}
+
+# Break 3 as written: alice's build.sh in a shared project directory
+# mallory can write (setgid 2775); mallory moves it (0644), and writes
+# her code into it first (0664), into wherever she can: it never runs as
+# alice. The same through a hard link staged in tmp/.
+test_mv_of_anothers_file_never_runs_as_them() {
+	setup || return
+	local auid proj=$T_ROOT/proj
+	auid=$(id -u "$U_ALICE")
+	mkdir -p "$proj" && chgrp "$G_KART" "$proj" && chmod 2775 "$proj"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/build.sh; chmod 0644 $proj/build.sh"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho alice-own\n' >$proj/b664.sh; chmod 0664 $proj/b664.sh"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho alice-own\n' >$proj/hl.sh; chmod 0664 $proj/hl.sh"
+	# mallory's drop directory, made as kart submit makes it.
+	as "$U_MALLORY" kart submit --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	local md=$S/drop/$U_MALLORY
+	# a. mv of the 0644 file: into new/ (refused by the kernel), into her drop.
+	as "$U_MALLORY" mv "$proj/build.sh" "$S/new/build.sh" 2>/dev/null && fail "mallory moved into new/"
+	as "$U_MALLORY" mv "$proj/build.sh" "$md/build.sh" || fail "mallory's mv into her drop"
+	# b. the 0664 file, with her code written in first.
+	as "$U_MALLORY" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/b664.sh && mv $proj/b664.sh $md/b664.sh" ||
+		fail "mallory's write-and-mv"
+	# c. the tmp/ hard link: staged in tmp/, linked into her drop, her code
+	# written in; then alice's and the tmp/ names go.
+	as "$U_MALLORY" sh -c "ln $proj/hl.sh $S/tmp/hl && ln $S/tmp/hl $md/hl && printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$S/tmp/hl" ||
+		fail "mallory's hard links"
+	as "$U_ALICE" rm -f "$proj/hl.sh"
+	as "$U_MALLORY" rm -f "$S/tmp/hl" 2>/dev/null # sticky tmp/: it is alice's file
+	# (rejected at once if a worker saw 3 links; else held busy while
+	# tmp/ has a link, until kart gc removes it after 36 h:)
+	rm -f "$S/tmp/hl"
+	local id
+	for id in build.sh b664.sh hl; do
+		assert_eq rejected "$(result "$U_MALLORY:$id" .status)" "$id: status"
+	done
+	assert_match "owned by uid $auid, but it is in drop/$U_MALLORY" \
+		"$(jq -r .error "$S/done/$U_MALLORY:build.sh.json")" "build.sh: the reason"
+	assert_match "writable by others than its owner" \
+		"$(jq -r .error "$S/done/$U_MALLORY:b664.sh.json")" "b664.sh: the reason"
+	# A rejection cut short by a crash is re-queued into new/ as
+	# mallory:NAME, still alice's file: rejected there too.
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/rq.sh; chmod 0644 $proj/rq.sh"
+	mv "$proj/rq.sh" "$S/new/$U_MALLORY:rq"
+	assert_eq rejected "$(result "$U_MALLORY:rq" .status)" "re-queued rejection: status"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && for id in build.sh b664.sh hl; do
+		echo "    $U_MALLORY:$id: $(jq -c '[.status, .submitter.uid, .error]' "$S/done/$U_MALLORY:$id.json")"
+	done
+	never_ran_as "$auid" PWNED
+	stop_workers
+}
+
+# A drop directory squatted under alice's name is never trusted for her
+# and does not block her: the worker moves it away, and kart submit goes
+# on. mallory's file in it never runs, as anyone.
+test_squatted_drop_directory() {
+	users_make && tmpfiles_spool || return
+	local auid
+	auid=$(id -u "$U_ALICE")
+	as "$U_MALLORY" sh -c "mkdir -m 0777 $S/drop/$U_ALICE && printf '#!/bin/sh\necho PWNED\n' >$S/drop/$U_ALICE/sq && chmod 0644 $S/drop/$U_ALICE/sq" ||
+		fail "mallory's squat"
+	two_workers || return
+	wait_until 10 test ! -e "$S/drop/$U_ALICE" || fail "the squat is still in drop/"
+	assert_match "drop/$U_ALICE: owned by uid $(id -u "$U_MALLORY"), not by the user of that name" \
+		"$(cat "$S.worker.log")" "the worker's log"
+	local out
+	out=$(as "$U_ALICE" kart submit --name after -- id -un) || fail "alice blocked: $out"
+	assert_eq "ok $U_ALICE" "$(result "$U_ALICE:after" .status) $(cat "$S/done/$U_ALICE:after.stdout" 2>/dev/null)" \
+		"alice's task after the squat"
+	ls "$S/done" | grep -q sq && fail "mallory's file in the squat was taken as a task"
+	never_ran_as "$auid" PWNED
+	stop_workers
+}
+
+# A new/ that others may write (a layout made by hand, or the old one):
+# a member's file put straight there is rejected, with where to drop it.
+test_shared_new_rejects_members_files() {
+	users_make && tmpfiles_spool || return
+	chmod 3770 "$S/new"
+	as "$U_MALLORY" sh -c "printf '#!/bin/sh\necho hi\n' >$S/new/direct; chmod 0644 $S/new/direct"
+	two_workers || return
+	assert_eq rejected "$(result direct .status)" "status"
+	assert_match "drop it into drop/USER/ \(or use kart submit\)" "$(jq -r .error "$S/done/direct.json")" "reason"
+	stop_workers
+}
+
+run_tests
