@@ -205,6 +205,23 @@ bool spool_drop_name_ok(const char *name, uid_t uid)
 	return getpwuid_r(uid, &p, buf, sizeof buf, &pp) == 0 && pp && strcmp(pp->pw_name, name) == 0;
 }
 
+uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner)
+{
+	const char *colon = strchr(id, ':');
+	char user[256];
+	if (sp->drop < 0 || !colon || colon == id || (size_t)(colon - id) >= sizeof user)
+		return owner;
+	memcpy(user, id, (size_t)(colon - id));
+	user[colon - id] = '\0';
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) == 0 && pp)
+		return pp->pw_uid;
+	char *end;
+	unsigned long v = strtoul(user, &end, 10);
+	return *end == '\0' && end != user ? (uid_t)v : owner;
+}
+
 bool spool_prefix_owner_ok(const char *name, uid_t owner)
 {
 	const char *colon = strchr(name, ':');
@@ -671,7 +688,7 @@ static void json_pending_free(struct json_pending *jp)
  * O_TMPFILE, else under a temporary name. Nothing is left in jp on an
  * error. */
 static int json_write(struct spool *sp, const char *id, const char *json, bool redo,
-		      struct json_pending *jp)
+		      uid_t reader, struct json_pending *jp)
 {
 	char tmpn[512];
 	*jp = JSON_PENDING_NONE;
@@ -679,15 +696,17 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && !sp->unnamed)
 		sp->unnamed = unnamed_durable(sp->done) ? 1 : -1;
 	if (!redo && sp->unnamed > 0) {
-		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
+		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = write_all(fd, json, strlen(json));
+			int r = grant_read(fd, reader, false);
+			if (r == 0)
+				r = write_all(fd, json, strlen(json));
 			if (r < 0) {
 				close(fd);
 				return r;
 			}
 			*jp = (struct json_pending){.fd = fd, .unnamed = true, .id = xstrdup(id),
-						    .json = xstrdup(json)};
+						    .json = xstrdup(json), .reader = reader};
 			return 0;
 		}
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
@@ -696,21 +715,24 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0)
 		return -ENAMETOOLONG;
-	int fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		/* Our own leftover from a crash (the name has our pid). */
 		(void)unlinkat(sp->done, tmpn, 0);
-		fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	}
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, json, strlen(json));
+	int r = grant_read(fd, reader, false);
+	if (r == 0)
+		r = write_all(fd, json, strlen(json));
 	if (r < 0) {
 		close(fd);
 		(void)unlinkat(sp->done, tmpn, 0);
 		return r;
 	}
-	*jp = (struct json_pending){.fd = fd, .redo = redo, .id = xstrdup(id), .tmp = xstrdup(tmpn)};
+	*jp = (struct json_pending){.fd = fd, .redo = redo, .id = xstrdup(id), .tmp = xstrdup(tmpn),
+				    .reader = reader};
 	return 0;
 }
 
@@ -731,7 +753,7 @@ int spool_json_commit(struct spool *sp, struct json_pending *jp)
 			/* No way to link it here: a named one, as elsewhere. */
 			sp->unnamed = -1;
 			struct json_pending named;
-			if ((r = json_write(sp, jp->id, jp->json, false, &named)) == 0)
+			if ((r = json_write(sp, jp->id, jp->json, false, jp->reader, &named)) == 0)
 				r = spool_json_commit(sp, &named);
 		}
 		json_pending_free(jp);
@@ -762,10 +784,10 @@ int spool_json_commit(struct spool *sp, struct json_pending *jp)
  * result: at once, or with pend left pending there, its data on its way
  * to the disk, for the caller to commit. */
 static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo,
-			     struct json_pending *pend)
+			     uid_t reader, struct json_pending *pend)
 {
 	struct json_pending now;
-	int r = json_write(sp, id, json, redo, pend ? pend : &now);
+	int r = json_write(sp, id, json, redo, reader, pend ? pend : &now);
 	if (r < 0)
 		return r;
 	if (!pend)
@@ -1009,12 +1031,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		}
 		res->id = idbuf;
 		_cleanup_free_ char *json = result_dumps(res);
-		if ((r = write_result_json(sp, idbuf, json, false, NULL)) == -EEXIST) {
+		if ((r = write_result_json(sp, idbuf, json, false, spool_reader(sp, idbuf, res->uid), NULL)) == -EEXIST) {
 			/* The id is ours: the JSON there is our own, from an
 			 * attempt whose later step failed. Written anew. */
 			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0 || (r = redirty(sp, p)) < 0)
 				return r < 0 ? r : -ENAMETOOLONG;
-			r = write_result_json(sp, idbuf, json, true, NULL);
+			r = write_result_json(sp, idbuf, json, true, spool_reader(sp, idbuf, res->uid), NULL);
 		}
 		if (r < 0)
 			return r;
@@ -1024,7 +1046,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		free((char *)res->task_path);
 		free((char *)res->artifacts_path);
 		res->task_path = res->artifacts_path = NULL;
-		if ((r = write_result_json(sp, idbuf, json, redo, pend)) < 0)
+		if ((r = write_result_json(sp, idbuf, json, redo, spool_reader(sp, idbuf, res->uid), pend)) < 0)
 			return r;
 	}
 	return 0;
@@ -1162,7 +1184,12 @@ static int republish(struct spool *sp, const char *id)
 	int r = read_file_at(sp->done, p, 1u << 20, &json, &len);
 	if (r < 0)
 		return r;
-	if ((r = write_result_json(sp, id, json, true, NULL)) < 0)
+	/* Its reader: as when it was first written (the task's owner). */
+	struct stat tst;
+	uid_t owner = 0;
+	if (pathfmt(p, sizeof p, "%s.task", id) == 0 && fstatat(sp->done, p, &tst, AT_SYMLINK_NOFOLLOW) == 0)
+		owner = tst.st_uid;
+	if ((r = write_result_json(sp, id, json, true, spool_reader(sp, id, owner), NULL)) < 0)
 		return r;
 	return fsync(sp->done) < 0 ? -errno : 0;
 }

@@ -47,6 +47,10 @@ void spool_close(struct spool *sp);
  * the drop layout, or one set up by hand)? Then no one can tell who put
  * a file there, and a worker runs none that it did not move there itself. */
 bool spool_new_shared(const struct spool *sp);
+/* Who may read a result besides root: the account of the id's USER:
+ * prefix where it names one (on a shared spool, who dropped the task,
+ * even when it was rejected for not being theirs), else owner. */
+uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner);
 /* Is `name` under drop/ the drop directory of uid (its account's name,
  * or the uid in decimal)? */
 bool spool_drop_name_ok(const char *name, uid_t uid);
@@ -103,6 +107,7 @@ struct json_pending {
 	bool redo;     /* may replace our own earlier copy (rename(2)) */
 	char *id, *tmp; /* tmp: the temporary name of a named one */
 	char *json;    /* the text, for the named fallback of an unnamed one */
+	uid_t reader;  /* who may read it besides root (grant_read) */
 };
 #define JSON_PENDING_NONE ((struct json_pending){.fd = -1})
 int spool_json_commit(struct spool *sp, struct json_pending *jp);

@@ -2114,13 +2114,22 @@ static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
 	return 0;
 }
 
-static int open_capture(struct worker *w, const char *name, const char *sfx)
+/* Readable by the submitter and root alone, while it runs and after
+ * (renamed into done/ as it is). */
+static int open_capture(struct worker *w, const char *name, const char *sfx, uid_t reader)
 {
 	char p[512];
 	if (pathfmt(p, sizeof p, ".%s.%s", name, sfx) < 0)
 		return -ENAMETOOLONG;
-	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	return fd < 0 ? -errno : fd;
+	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = grant_read(fd, reader, false);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
 }
 
 /* Make the capture file once there is something to put in it. If it
@@ -2130,7 +2139,7 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 	int n = 0;
 	if (c->file >= 0 || c->pipe < 0 || ioctl(c->pipe, FIONREAD, &n) < 0 || n <= 0)
 		return;
-	int fd = open_capture(w, t->name, sfx);
+	int fd = open_capture(w, t->name, sfx, spool_reader(w->sp, t->name, t->uid));
 	if (fd < 0) {
 		logmsg("%s: cannot create its %s file: %s; output dropped", t->name, sfx,
 		       strerror(-fd));
@@ -2556,6 +2565,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	w->tasks = t;
 	if (ins.fd >= 0) /* the task file, opened by task_inspect */
 		(void)claim_meta_get(ins.fd, &t->meta);
+	/* From here on it is the spool's record of the task: readable by its
+	 * owner (and root) alone, like its output. */
+	if (ins.fd >= 0 && (ins.mode & 077))
+		(void)fchmod(ins.fd, ins.mode & 07700);
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
 
@@ -2591,7 +2604,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	bool inplace = w->pol->backend == BACKEND_NONE;
 	char *outdir = inplace ? t->scr[2] : outname;
 	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o, &t->scr_ct[2],
+	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[2],
 			&t->scr_fd[2]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||

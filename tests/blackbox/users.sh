@@ -213,4 +213,71 @@ test_shared_new_rejects_members_files() {
 	stop_workers
 }
 
+# ---- 2. owner-only output -----------------------------------------------------------------
+
+# every_read USER: everything of alice's task $1 that USER can read, as text.
+every_read() {
+	local u=$1 id=$2
+	as "$u" sh -c "cat $S/cur/*/'$id' $S/cur/*/.'$id'.stdout $S/cur/*/.'$id'.stderr $S/cur/*/.'$id'.out/* \
+		$S/done/'$id'.json $S/done/'$id'.stdout $S/done/'$id'.stderr $S/done/'$id'.task $S/done/'$id'.out/* \
+		$S/drop/$U_ALICE/* $S/new/'$id'; kart cat '$id'; kart status --json '$id'" 2>/dev/null
+}
+
+# Break 5 as written: bob (not in the group) and mallory (in it) read
+# nothing of alice's while her task runs, and after; alice reads it all.
+test_output_readable_by_its_submitter_alone() {
+	setup || return
+	local id=$U_ALICE:sec u got
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho SECRET-out\necho SECRET-err >&2\necho SECRET-art >\"\$KART_OUTDIR/a\"\nsleep 3\n# SECRET-task\n' |
+		kart submit --name sec -" >/dev/null || fail "alice cannot submit"
+	wait_until 20 sh -c "cat $S/cur/*/.'$id'.stdout 2>/dev/null | grep -q SECRET" || fail "not running"
+	for u in "$U_MALLORY" "$U_BOB"; do
+		got=$(every_read "$u" "$id")
+		assert_eq "" "$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" "$u while it runs"
+	done
+	assert_eq "ok" "$(result "$id" .status)" "status"
+	for u in "$U_MALLORY" "$U_BOB"; do
+		got=$(every_read "$u" "$id")
+		assert_eq "" "$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" "$u after"
+	done
+	[ -n "${KART_TEST_VERBOSE:-}" ] && ls -la "$S/done" "$S/done/$id.out" | sed 's/^/    /'
+	got=$(every_read "$U_ALICE" "$id")
+	assert_eq "SECRET-art SECRET-err SECRET-out SECRET-task " \
+		"$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" "alice reads her own"
+	stop_workers
+}
+
+# kart status across users shows each their own; root sees all. The cron
+# walkthrough (contrib/cron/kart-consume) works for each user over their
+# own results, and for root over all.
+test_status_and_consume_per_user() {
+	setup || return
+	as "$U_ALICE" kart submit --name st -- echo alice-out >/dev/null || fail "alice cannot submit"
+	as "$U_MALLORY" kart submit --name st -- echo mallory-out >/dev/null || fail "mallory cannot submit"
+	result "$U_ALICE:st" .status >/dev/null
+	result "$U_MALLORY:st" .status >/dev/null
+	local out
+	out=$(as "$U_MALLORY" kart status 2>&1)
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory's status: $out"
+	assert_match "$U_MALLORY:st" "$out" "mallory's status lists her task"
+	[[ $out == *"$U_ALICE:st"* ]] && fail "mallory's status lists alice's task: $out"
+	out=$("$KART" -s "$S" status 2>&1)
+	assert_match "$U_ALICE:st" "$out" "root's status lists alice's"
+	assert_match "$U_MALLORY:st" "$out" "root's status lists mallory's"
+	# The cron walkthrough, for alice over hers (a backslash in an id
+	# included), and for root over all.
+	as "$U_ALICE" kart submit --name 'back\slash' -- echo bs >/dev/null || fail "alice's back\\slash"
+	result "$U_ALICE:back\slash" .status >/dev/null
+	local h=$T_ROOT/consume-handler c=$ROOT/contrib/cron/kart-consume
+	mkdir -p "$T_ROOT/ac" && chown "$U_ALICE" "$T_ROOT/ac"
+	printf '#!/bin/sh\nhead -c 0 "$1" && echo "$KART_ID $KART_STATUS" >>"$(dirname "$STATE")/handled"\n' >"$h"
+	chmod 755 "$h"
+	as "$U_ALICE" env STATE="$T_ROOT/ac/state" "$c" "$S" "$T_ROOT/ac/state" "$h" || fail "alice's kart-consume"
+	assert_eq "$U_ALICE:back\slash ok|$U_ALICE:st ok" "$(sort "$T_ROOT/ac/handled" | paste -sd'|')" "alice's kart-consume"
+	mkdir -p "$T_ROOT/rc"
+	STATE=$T_ROOT/rc/state PATH=$KART_BUILD:$PATH "$c" "$S" "$T_ROOT/rc/state" "$h" || fail "root's kart-consume"
+	assert_eq 3 "$(grep -c ' ok$' "$T_ROOT/rc/handled")" "root's kart-consume handles all"
+	stop_workers
+}
+
 run_tests
