@@ -528,7 +528,8 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 		const char *sfx;
 		unsigned gone;
 	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
-		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0}};
+		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0},
+		 {"lock", 0}};
 	char p[512];
 	for (size_t i = 0; i < ARRAY_SIZE(e); i++)
 		if (!(gone & e[i].gone) && pathfmt(p, sizeof p, ".%s.%s", name, e[i].sfx) == 0)
@@ -1219,9 +1220,17 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		if (fd < 0)
 			return RECOVER_ERROR;
-		/* The run's own processes hold a lock on the claim while any
-		 * of them lives: never start it again before they are gone. */
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		/* The run's own processes hold the claim's lock file while
+		 * any of them lives: never start it again before they are
+		 * gone. Only the worker can open it (the task file, which
+		 * others may hold open and flock, is not looked at). */
+		char lk[512];
+		if (pathfmt(lk, sizeof lk, ".%s.lock", name) < 0)
+			return RECOVER_ERROR;
+		_cleanup_close_ int lfd = openat(wdir, lk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (lfd < 0 && errno != ENOENT)
+			return RECOVER_ERROR;
+		if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0)
 			return errno == EWOULDBLOCK ? RECOVER_BUSY : RECOVER_ERROR;
 		(void)claim_meta_get(fd, &m);
 		if (st.st_nlink == 2 && m.id[0]) {

@@ -347,7 +347,10 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		struct task *t = j->t;
 		if (holds_outer && j->inherit)
 			j->direct.filter = sp->inner;
-		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
+		char lockname[NAME_MAX + 8];
+		if (pathfmt(lockname, sizeof lockname, ".%s.lock", t->name) < 0)
+			lockname[0] = '\0'; /* the child fails "run lock" */
+		j->rc = run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, lockname, -1, -1, j->cap,
 				       j->cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
 				       j->use_cred ? &j->cred : NULL, j->sfd,
 				       j->is_direct ? &j->direct : NULL);
@@ -1925,20 +1928,17 @@ use:;
 }
 
 /* The rules for a task's own paths from descriptors the child has: its
- * task file is the run lock (SANDBOX_LOCK_FD by then), its directories
- * the spares' (scratch_dir). No open, stat and close of each by path. */
+ * directories, the spares' (scratch_dir). No open, stat and close of
+ * each by path. (The task file is opened by path: the run lock is a
+ * file of its own now, .NAME.lock.) */
 static void task_paths_held(const struct task *t, struct confine *c, const char *task,
 			    const char *const dirs[3])
 {
+	(void)task;
 	for (size_t i = 0; i < c->npaths; i++) {
 		struct ll_path *p = &c->paths[i];
 		if (p->held)
 			continue;
-		if (strcmp(p->path, task) == 0) {
-			*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
-					      .dir = false, .fd = SANDBOX_LOCK_FD};
-			continue;
-		}
 		for (int k = 0; k < 3; k++)
 			if (t->scr_fd[k] >= 0 && strcmp(p->path, dirs[k]) == 0) {
 				*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,

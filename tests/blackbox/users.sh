@@ -280,4 +280,76 @@ test_status_and_consume_per_user() {
 	stop_workers
 }
 
+# ---- 3. no lock or open by others stops a task ------------------------------------------
+
+# flock_loop USER FILE...: as USER, open and flock (shared) each FILE
+# given, then every task file and capture it can in new/ and cur/*/, and
+# hold them all; sets FLP. It has FILEs held once "ready" is logged.
+flock_loop() {
+	local u=$1; shift
+	as "$u" python3 -c '
+import fcntl, glob, os, sys, time
+held = {}
+def grab(p):
+    if p in held:
+        return
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        held[p] = fd
+        print("held", p, flush=True)
+    except OSError:
+        pass
+for p in sys.argv[2:]:
+    grab(p)
+print("ready", flush=True)
+end = time.time() + 120
+while time.time() < end:
+    for p in glob.glob(sys.argv[1] + "/new/*") + glob.glob(sys.argv[1] + "/cur/*/*") + \
+            glob.glob(sys.argv[1] + "/cur/*/.*"):
+        grab(p)
+    time.sleep(0.002)
+' "$S" "$@" >"$T_ROOT/flock.$u.log" 2>&1 &
+	FLP=$!
+	T_PIDS+=("$FLP")
+	wait_until 10 grep -q ready "$T_ROOT/flock.$u.log" || fail "the flock loop did not start: $(cat "$T_ROOT/flock.$u.log")"
+}
+
+# Break 1 as written: alice keeps her task files 0644 in a project
+# directory; mallory opens and flocks each of them, and runs a flock loop
+# over every file she can open in new/ and cur/. None of alice's tasks is
+# blocked (0 of 6). A worker killed with -9 while mallory holds alice's
+# running task file locked still has its claim re-queued, and run by the
+# other worker.
+test_flock_loop_blocks_nothing() {
+	setup || return
+	local i n=0 proj=$T_ROOT/proj files=()
+	mkdir -p "$proj" && chgrp "$G_KART" "$proj" && chmod 2775 "$proj"
+	as "$U_ALICE" kart submit --name f0 -- true >/dev/null || fail "alice cannot submit"
+	for i in 1 2 3 4 5 6 k; do
+		as "$U_ALICE" sh -c "umask 022; printf '#!/bin/sh\n[ \"\$KART_ATTEMPT\" = 1 ] && [ $i = k ] && sleep 60\necho ran $i \$KART_ATTEMPT\n' >$proj/f$i"
+		files+=("$proj/f$i")
+	done
+	flock_loop "$U_MALLORY" "${files[@]}"
+	assert_eq 7 "$(grep -c "^held $proj/" "$T_ROOT/flock.$U_MALLORY.log")" "alice's files mallory holds locked"
+	for i in 1 2 3 4 5 6; do
+		as "$U_ALICE" mv "$proj/f$i" "$S/drop/$U_ALICE/f$i"
+	done
+	for i in 1 2 3 4 5 6; do
+		[ "$(result "$U_ALICE:f$i" .status)" = ok ] && n=$((n + 1))
+	done
+	assert_eq 6 "$n" "alice's tasks that ran, of 6, under mallory's locks"
+	# The worker killed under her lock: re-queued, run by the other.
+	as "$U_ALICE" mv "$proj/fk" "$S/drop/$U_ALICE/k"
+	local w
+	wait_until 20 sh -c "ls $S/cur/*/.'$U_ALICE:k'.lock >/dev/null 2>&1" || fail "k never ran"
+	w=$(basename "$(dirname "$(ls "$S"/cur/*/".$U_ALICE:k.lock" | head -1)")")
+	if [ "$w" = w1 ]; then kill -9 "$W1"; else kill -9 "$W2"; fi
+	assert_eq "ok ran k 2" "$(result "$U_ALICE:k" .status) $(cat "$S/done/$U_ALICE:k.stdout" 2>/dev/null)" \
+		"k after its worker's kill -9, under mallory's lock"
+	kill "$FLP" 2>/dev/null
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory held $(grep -c held "$T_ROOT/flock.$U_MALLORY.log") files open and locked"
+	stop_workers 2>/dev/null
+}
+
 run_tests
