@@ -182,14 +182,15 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	}
 	for (int i = optind; i < argc; i++) {
 		struct qinfo q;
-		int r = query_id(&sp, argv[i], &q);
+		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
+		int r = query_id(&sp, id, &q);
 		if (r < 0 || q.state == Q_UNKNOWN) {
-			fprintf(stderr, "kart status: %s: %s\n", argv[i],
+			fprintf(stderr, "kart status: %s: %s\n", id,
 				r < 0 ? strerror(-r) : "no such task");
 			rc = 1;
 			continue;
 		}
-		emit(argv[i], &q, &o);
+		emit(id, &q, &o);
 	}
 	if (o.summary) {
 		const char *k;

@@ -240,6 +240,20 @@ bool spool_prefix_owner_ok(const char *name, uid_t owner)
 	return user[strspn(user, "0123456789")] != '\0';
 }
 
+char *spool_own_id(const struct spool *sp, const char *id)
+{
+	uid_t me = geteuid();
+	if (sp->drop < 0 || me == 0 || strchr(id, ':'))
+		return xstrdup(id);
+	struct passwd p, *pp = NULL;
+	char buf[4096], out[TASK_NAME_MAX + 80];
+	if (getpwuid_r(me, &p, buf, sizeof buf, &pp) == 0 && pp)
+		snprintf(out, sizeof out, "%s:%s", pp->pw_name, id);
+	else
+		snprintf(out, sizeof out, "%u:%s", (unsigned)me, id);
+	return xstrdup(out);
+}
+
 int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 {
 	struct stat st;

@@ -57,6 +57,10 @@ bool spool_drop_name_ok(const char *name, uid_t uid);
 /* A task USER:NAME in new/ of a spool with drop/ came from drop/USER/:
  * false when USER names an account (or a uid) other than owner. */
 bool spool_prefix_owner_ok(const char *name, uid_t owner);
+/* The id a user means: on a spool with drop/, a plain NAME given by a
+ * user other than root is their own USER:NAME (only root makes ids
+ * without a prefix there); else id as it is. Returns a new string. */
+char *spool_own_id(const struct spool *sp, const char *id);
 /* Choose where this process publishes: new/ when it is the owner of a
  * new/ that only its owner writes (a single-user spool, or root on a
  * shared one), else its own drop/<user>/ (made 0700 if missing). 0 with

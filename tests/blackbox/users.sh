@@ -352,4 +352,33 @@ test_flock_loop_blocks_nothing() {
 	stop_workers 2>/dev/null
 }
 
+# ---- 4. ids that stay with their submitter -----------------------------------------------
+
+# Break 4 as written, five rounds, two workers: the moment alice's
+# `report` is claimed, mallory drops her own `report`, and one named
+# after alice's id; alice's `kart wait report && kart cat report` (and
+# with the full id) always prints her own output.
+test_id_squat_two_workers() {
+	setup || return
+	as "$U_MALLORY" kart submit --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	local r out id
+	for r in 1 2 3 4 5; do
+		id=$(as "$U_ALICE" kart submit --name "report$r" -- sh -c "sleep 0.5; echo alice-$r") ||
+			fail "alice cannot submit"
+		assert_eq "$U_ALICE:report$r" "$id" "round $r: the id kart submit printed"
+		wait_until 20 sh -c "ls $S/cur/*/'$id' >/dev/null 2>&1 || test -e '$S/done/$id.json'"
+		as "$U_MALLORY" sh -c "cd $S/drop/$U_MALLORY && printf '#!/bin/sh\necho forged\n' >.a && mv .a report$r &&
+			printf '#!/bin/sh\necho forged\n' >.b && mv .b '$id'"
+		out=$(as "$U_ALICE" sh -c "kart wait report$r >/dev/null && kart cat report$r" 2>&1)
+		assert_eq "alice-$r" "$out" "round $r: alice's wait && cat report$r"
+		out=$(as "$U_ALICE" sh -c "kart wait '$id' >/dev/null && kart cat '$id'" 2>&1)
+		assert_eq "alice-$r" "$out" "round $r: alice's wait && cat $id"
+	done
+	result "$U_MALLORY:report5" .status >/dev/null
+	result "$U_MALLORY:$U_ALICE:report5" .status >/dev/null
+	assert_eq "forged" "$(as "$U_MALLORY" kart cat "report5")" "mallory's own report5"
+	as "$U_MALLORY" kart cat "$U_ALICE:report5" >/dev/null 2>&1 && fail "mallory read alice's report5"
+	stop_workers
+}
+
 run_tests
