@@ -982,6 +982,17 @@ static void hoist_finish(struct worker *w, const char *dot)
 		drop_reject(w, w->sp->new, dot, final, why);
 		return;
 	}
+	/* The spool's record (attempt, submitted) starts here: whatever
+	 * user.kart the submitter set on their file before dropping it is
+	 * not ours, and goes (issue 26: a forged attempt and submitted_at). */
+	int fd = openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0) {
+		struct stat fst;
+		if (fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev &&
+		    fremovexattr(fd, KART_XATTR) < 0 && errno != ENODATA && errno != ENOTSUP)
+			logmsg("%s: cannot remove the submitter's %s: %s", final, KART_XATTR, strerror(errno));
+		close(fd);
+	}
 	char dst[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000; n++) {
 		if ((n == 1 ? pathfmt(dst, sizeof dst, "%s", final)

@@ -381,4 +381,21 @@ test_id_squat_two_workers() {
 	stop_workers
 }
 
+# ---- 6. smaller holes ------------------------------------------------------------------------
+
+# A user.kart set by the submitter (attempt 999999, submitted in 1970)
+# does not reach the result: the spool's record starts at the drop.
+test_forged_record_ignored() {
+	setup || return
+	command -v setfattr >/dev/null || { skip "setfattr (attr) is missing"; return; }
+	as "$U_ALICE" kart submit --name x0 -- true >/dev/null || fail "alice cannot submit"
+	as "$U_ALICE" sh -c "cd $S/drop/$U_ALICE && printf '#!/bin/sh\necho hi\n' >.x &&
+		setfattr -n user.kart -v \"\$(printf 'attempt=999999\nsubmitted=1000\nid=')\" .x && mv .x forged" ||
+		fail "alice's forged attribute"
+	assert_eq ok "$(result "$U_ALICE:forged" .status)" "status"
+	assert_eq 1 "$(jq -r .attempt "$S/done/$U_ALICE:forged.json")" "attempt"
+	assert_ne 1970 "$(jq -r .submitted_at "$S/done/$U_ALICE:forged.json" | cut -c1-4)" "submitted_at"
+	stop_workers
+}
+
 run_tests
