@@ -735,11 +735,12 @@ test_none_task_exec_directly() {
 	assert_eq "" "$(pgrep -x kart-launch -P "$WPID")" "no kart-launch between the worker and the task"
 	wait_until 10 grep -qx sleep "/proc/$pid/comm" || { fail "the task did not exec sleep"; return; }
 	local claim fds fd
-	claim=$(ls -d "$s"/cur/*/t)
+	claim=$(ls -d "$s"/cur/*/.t.lock)
 	fds=$(ls /proc/"$pid"/fd | sort -n | tr '\n' ' ')
 	assert_eq "0 1 2 4 " "$fds" "the task's descriptors"
-	assert_eq "$claim" "$(readlink "/proc/$pid/fd/4")" "fd 4 is the claim"
+	assert_eq "$claim" "$(readlink "/proc/$pid/fd/4")" "fd 4 is the claim's run lock"
 	flock -n "$claim" true && fail "the claim is not locked while the task runs"
+	flock -n "$(dirname "$claim")/t" true || fail "the task file itself is locked (others could block it)"
 	kill -9 "$WPID"
 	wait_gone 10 "$WPID"
 	wait_until 10 sh -c "! kill -0 $pid 2>/dev/null" || fail "the task outlived its worker"
