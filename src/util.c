@@ -548,8 +548,9 @@ int find_in_path(const char *name, char *out, size_t len)
 
 int grant_read(int fd, uid_t uid, bool group)
 {
+	/* (Made 0600: nothing to change for its owner alone.) */
 	if (uid == 0 || uid == geteuid())
-		return fchmod(fd, group ? 0640 : 0600) < 0 ? -errno : 0;
+		return group && fchmod(fd, 0640) < 0 ? -errno : 0;
 	/* linux/posix_acl_xattr.h: a version, then entries sorted by tag:
 	 * user::rw- user:UID:r-- group::r--|--- mask::r-- other::---. */
 	struct {
