@@ -344,7 +344,10 @@ test_flock_loop_blocks_nothing() {
 	local w
 	wait_until 20 sh -c "ls $S/cur/*/.'$U_ALICE:k'.lock >/dev/null 2>&1" || fail "k never ran"
 	w=$(basename "$(dirname "$(ls "$S"/cur/*/".$U_ALICE:k.lock" | head -1)")")
-	if [ "$w" = w1 ]; then kill -9 "$W1"; else kill -9 "$W2"; fi
+	local wp=$W2
+	[ "$w" = w1 ] && wp=$W1
+	kill -9 "$wp"
+	wait_gone 10 "$wp" # (reaped here, quietly)
 	assert_eq "ok ran k 2" "$(result "$U_ALICE:k" .status) $(cat "$S/done/$U_ALICE:k.stdout" 2>/dev/null)" \
 		"k after its worker's kill -9, under mallory's lock"
 	kill "$FLP" 2>/dev/null
