@@ -34,9 +34,10 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage_error("cat", "give exactly one task ID");
-	const char *id = argv[optind];
 	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
+	_cleanup_free_ char *own = spool_own_id(&sp, argv[optind]);
+	const char *id = own;
 	struct qinfo q;
 	int r = query_id(&sp, id, &q);
 	char p[4096];

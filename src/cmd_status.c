@@ -323,14 +323,15 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 			continue;
 		}
 		struct qinfo q;
-		int r = query_id(&sp, argv[i], &q);
+		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
+		int r = query_id(&sp, id, &q);
 		if (r < 0 || q.state == Q_UNKNOWN) {
-			fprintf(stderr, "kart status: %s: %s\n", argv[i],
+			fprintf(stderr, "kart status: %s: %s\n", id,
 				r < 0 ? strerror(-r) : "no such task");
 			rc = 1;
 			continue;
 		}
-		collect(argv[i], &q, &sel);
+		collect(id, &q, &sel);
 	}
 	/* Named one by one, they come in the order named. */
 	if (globs)

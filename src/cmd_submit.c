@@ -443,14 +443,21 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	}
 
 	/* The queue's row keeps the name; the host's id is q<row>.<attempt>. */
-	_cleanup_spool_ struct spool sp = {.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1};
+	_cleanup_spool_ struct spool sp = {.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1,
+						   .drop = -1, .dropd = -1};
 	char id[TASK_NAME_MAX + 16];
 	if (!url) {
 		ctx_open_spool(c, &sp);
+		char derr[512];
+		if (spool_use_drop(&sp, derr, sizeof derr) < 0) {
+			fprintf(stderr, "kart submit: %s\n", derr);
+			return 1;
+		}
 		if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
 			fprintf(stderr, "kart submit: no free id for %s\n", base);
 			return 1;
 		}
+		/* On a shared spool the id is USER:NAME: the name travels. */
 		if (strcmp(id, base) != 0) {
 			/* Escaped: a value ends at a space (kart-task(5), "Values"). */
 			char enc[3 * TASK_NAME_MAX + 1];
@@ -522,7 +529,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	if (has_env)
 		(void)umask(um);
 	if (r < 0) {
-		fprintf(stderr, "kart submit: cannot queue into %s/new: %s\n", sp.path, strerror(-r));
+		fprintf(stderr, "kart submit: cannot queue into %s/%s: %s\n", sp.path,
+			sp.dropd >= 0 ? "drop" : "new", strerror(-r));
 		spool_close(&sp);
 		return 1;
 	}

@@ -86,10 +86,12 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	int n = argc - optind;
 	if (n <= 0)
 		return usage_error("wait", "no task ID given");
-	char **ids = argv + optind;
-
 	_cleanup_spool_ struct spool sp;
 	ctx_open_spool(c, &sp);
+	/* A plain NAME on a shared spool is the caller's own USER:NAME. */
+	char **ids = xcalloc((size_t)n, sizeof *ids);
+	for (int i = 0; i < n; i++)
+		ids[i] = spool_own_id(&sp, argv[optind + i]);
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];
 	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||

@@ -34,8 +34,29 @@ struct kv {
 	bool number;    /* JSON: v is a number */
 };
 
+/* Bytes at p that start a code point a terminal acts on although it is
+ * no ASCII control: C1 controls (NEL U+0085 among them), the bidi
+ * overrides and isolates (U+202A-202E, U+2066-2069, U+200E/F) and the
+ * line and paragraph separators (U+2028/2029). Its length, or 0. */
+static size_t unsafe_cp(const unsigned char *p, unsigned *cp)
+{
+	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+		*cp = p[1];
+		return 2;
+	}
+	if (p[0] == 0xe2 && (p[1] == 0x80 || p[1] == 0x81) && p[2] >= 0x80 && p[2] <= 0xbf) {
+		unsigned c = 0x2000 | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3f);
+		if (c == 0x200e || c == 0x200f || (c >= 0x2028 && c <= 0x202e) ||
+		    (c >= 0x2066 && c <= 0x2069)) {
+			*cp = c;
+			return 3;
+		}
+	}
+	return 0;
+}
+
 /* A logfmt line into b: values bare when safe, else quoted with \" \\
- * \n and \xHH escapes. Returns the length, or 0 when it does not fit in
+ * \n, \xHH and (for unsafe_cp's code points) \uHHHH escapes. Returns the length, or 0 when it does not fit in
  * cap (logfmt_bound always does). */
 static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 {
@@ -56,9 +77,12 @@ static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 		o += kl;
 		b[o++] = '=';
 		bool bare = *v != '\0';
-		for (const char *p = v; *p && bare; p++)
-			if ((unsigned char)*p <= ' ' || *p == '=' || *p == '"' || *p == '\\' || *p == 0x7f)
+		for (const char *p = v; *p && bare; p++) {
+			unsigned cp;
+			if ((unsigned char)*p <= ' ' || *p == '=' || *p == '"' || *p == '\\' || *p == 0x7f ||
+			    unsafe_cp((const unsigned char *)p, &cp))
 				bare = false;
+		}
 		if (bare) {
 			size_t vl = strlen(v);
 			if (o + vl >= cap)
@@ -71,9 +95,17 @@ static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 			return 0;
 		b[o++] = '"';
 		for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-			if (o + 5 >= cap)
+			unsigned cp;
+			size_t ul;
+			if (o + 7 >= cap)
 				return 0;
-			if (*p == '"' || *p == '\\') {
+			if ((ul = unsafe_cp(p, &cp))) {
+				b[o++] = '\\';
+				b[o++] = 'u';
+				for (int sh = 12; sh >= 0; sh -= 4)
+					b[o++] = hex[(cp >> sh) & 15];
+				p += ul - 1;
+			} else if (*p == '"' || *p == '\\') {
 				b[o++] = '\\';
 				b[o++] = (char)*p;
 			} else if (*p == '\n') {

@@ -187,7 +187,10 @@ static int child_main(struct child_args *a)
 			child_fail(-1, "status fd");
 	} else if (move_fd(a->stw, SANDBOX_STATUS_FD) < 0)
 		child_fail(-1, "status fd");
-	int lk = openat(a->wdir, a->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* The run lock: the claim's own lock file (a->name is .NAME.lock),
+	 * which only the worker can open (cur/W is its alone), never the
+	 * task file, which others may have open and could flock first. */
+	int lk = openat(a->wdir, a->name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0)
 		child_fail(-1, "run lock");
 	if (move_fd(lk, SANDBOX_LOCK_FD) < 0)

@@ -79,7 +79,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 {
 	memset(sp, 0, sizeof *sp);
-	sp->root = sp->tmp = sp->new = sp->cur = sp->done = -1;
+	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sp->root < 0 && errno == ENOENT)
 		return ERR("%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
@@ -96,13 +96,15 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 				   subdirs[i], strerror(e));
 		}
 	}
+	/* drop/ is optional: only a shared spool has it (kart.tmpfiles). */
+	sp->drop = openat(sp->root, "drop", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	sp->path = xstrdup(path);
 	return 0;
 }
 
 void spool_close(struct spool *sp)
 {
-	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done};
+	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done, &sp->drop, &sp->dropd};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (*fds[i] >= 0) {
 			(void)close(*fds[i]);
@@ -162,18 +164,149 @@ static int next_id(const char *base, int n, char *out, size_t outlen)
 	return pathfmt(out, outlen, "%s.%d", base, n);
 }
 
+/* With a drop directory, the name there is base.N and the id is the
+ * prefix and that name: both must be free. */
+static bool drop_taken(struct spool *sp, const char *name)
+{
+	char id[TASK_NAME_MAX + 80];
+	if (pathfmt(id, sizeof id, "%s%s", sp->idprefix, name) < 0)
+		return true;
+	return exists_at(sp->dropd, name) || spool_id_taken(sp, id);
+}
+
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)
 {
+	size_t pl = sp->dropd >= 0 ? strlen(sp->idprefix) : 0;
+	char name[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000000; n++) {
-		int r = next_id(base, n, out, outlen);
+		int r = next_id(base, n, name, sizeof name);
 		if (r < 0)
 			return r;
-		if (strlen(out) > TASK_NAME_MAX)
+		if (strlen(name) + pl > TASK_NAME_MAX)
 			return -ENAMETOOLONG; /* a worker would reject it */
-		if (!spool_id_taken(sp, out))
-			return 0;
+		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, name))
+			continue;
+		return pathfmt(out, outlen, "%s%s", pl ? sp->idprefix : "", name);
 	}
 	return -EEXIST;
+}
+
+bool spool_new_shared(const struct spool *sp)
+{
+	struct stat st;
+	return fstat(sp->new, &st) < 0 || (st.st_mode & 022) != 0;
+}
+
+bool spool_drop_name_ok(const char *name, uid_t uid)
+{
+	char num[24];
+	snprintf(num, sizeof num, "%u", (unsigned)uid);
+	if (strcmp(name, num) == 0)
+		return true;
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	return getpwuid_r(uid, &p, buf, sizeof buf, &pp) == 0 && pp && strcmp(pp->pw_name, name) == 0;
+}
+
+uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner)
+{
+	const char *colon = strchr(id, ':');
+	char user[256];
+	if (sp->drop < 0 || !colon || colon == id || (size_t)(colon - id) >= sizeof user)
+		return owner;
+	memcpy(user, id, (size_t)(colon - id));
+	user[colon - id] = '\0';
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) == 0 && pp)
+		return pp->pw_uid;
+	char *end;
+	unsigned long v = strtoul(user, &end, 10);
+	return *end == '\0' && end != user ? (uid_t)v : owner;
+}
+
+bool spool_prefix_owner_ok(const char *name, uid_t owner)
+{
+	const char *colon = strchr(name, ':');
+	char user[256];
+	if (!colon || colon == name || (size_t)(colon - name) >= sizeof user)
+		return true;
+	memcpy(user, name, (size_t)(colon - name));
+	user[colon - name] = '\0';
+	if (spool_drop_name_ok(user, owner))
+		return true;
+	/* Not the owner's: wrong only if the prefix names someone. */
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) == 0 && pp)
+		return false;
+	return user[strspn(user, "0123456789")] != '\0';
+}
+
+char *spool_own_id(const struct spool *sp, const char *id)
+{
+	uid_t me = geteuid();
+	if (sp->drop < 0 || me == 0 || strchr(id, ':'))
+		return xstrdup(id);
+	struct passwd p, *pp = NULL;
+	char buf[4096], out[TASK_NAME_MAX + 80];
+	if (getpwuid_r(me, &p, buf, sizeof buf, &pp) == 0 && pp)
+		snprintf(out, sizeof out, "%s:%s", pp->pw_name, id);
+	else
+		snprintf(out, sizeof out, "%u:%s", (unsigned)me, id);
+	return xstrdup(out);
+}
+
+int spool_use_drop(struct spool *sp, char *err, size_t errlen)
+{
+	struct stat st;
+	uid_t me = geteuid();
+	if (fstat(sp->new, &st) < 0)
+		return ERR("%s/new: %s", sp->path, strerror(errno));
+	if (st.st_uid == me && !(st.st_mode & 022))
+		return 0; /* our own single-writer new/: the file's owner is who put it there */
+	if (sp->drop < 0) {
+		if (st.st_mode & 022)
+			return ERR("%s/new is writable by others than its owner and the spool has no "
+				   "drop/: a worker rejects what is put there; ask the administrator to "
+				   "apply kart.tmpfiles (drop/ 1770, new/ 0755)", sp->path);
+		return 0; /* another's single-user spool: new/ decides (EACCES) */
+	}
+	char user[64];
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	if (getpwuid_r(me, &p, buf, sizeof buf, &pp) == 0 && pp && strlen(pp->pw_name) < sizeof user &&
+	    !strchr(pp->pw_name, '/') && pp->pw_name[0] != '.')
+		snprintf(user, sizeof user, "%s", pp->pw_name);
+	else
+		snprintf(user, sizeof user, "%u", (unsigned)me);
+	/* A squatter's directory under our name is moved away by a worker
+	 * as soon as it sees it: wait a little for that. */
+	for (int tries = 0;; tries++) {
+		if (mkdirat(sp->drop, user, 0700) < 0 && errno != EEXIST)
+			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+		int d = openat(sp->drop, user, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+		if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == me) {
+			/* Writable by us alone, or a worker trusts nothing in it. */
+			if ((st.st_mode & 07777) != 0700 && fchmod(d, 0700) < 0) {
+				int e = errno;
+				close(d);
+				return ERR("%s/drop/%s: chmod 0700: %s", sp->path, user, strerror(e));
+			}
+			sp->dropd = d;
+			snprintf(sp->idprefix, sizeof sp->idprefix, "%s:", user);
+			return 0;
+		}
+		if (d >= 0)
+			close(d);
+		if (tries >= 50)
+			return ERR("%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
+				   "directory away when it sees it; is a worker running?",
+				   sp->path, user, d >= 0 ? (unsigned)st.st_uid : 0u);
+		usleep(100000);
+	}
 }
 
 void spool_id_from_bytes(const char *name, char *out, size_t outlen)
@@ -225,8 +358,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		rnd = (uint64_t)now_mono_ms();
 	snprintf(tname, sizeof tname, "%lld.%d.%016llx", (long long)now_realtime_ms(), getpid(),
 		 (unsigned long long)rnd);
+	/* Readable by its owner alone (and the root worker). */
 	_cleanup_close_ int fd =
-		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
+		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	int r = write_all(fd, data, len);
@@ -236,15 +370,20 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		(void)unlinkat(sp->tmp, tname, 0);
 		return r;
 	}
+	int into = sp->dropd >= 0 ? sp->dropd : sp->new;
+	size_t pl = sp->dropd >= 0 ? strlen(sp->idprefix) : 0;
+	char name[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000000; n++) {
-		r = next_id(base, n, id, idlen);
-		if (r == 0 && strlen(id) > TASK_NAME_MAX)
+		r = next_id(base, n, name, sizeof name);
+		if (r == 0 && strlen(name) + pl > TASK_NAME_MAX)
 			r = -ENAMETOOLONG;
+		if (r == 0)
+			r = pathfmt(id, idlen, "%s%s", pl ? sp->idprefix : "", name);
 		if (r < 0)
 			break;
-		if (spool_id_taken(sp, id))
+		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
 			continue;
-		if (renameat2(sp->tmp, tname, sp->new, id, RENAME_NOREPLACE) == 0) {
+		if (renameat2(sp->tmp, tname, into, name, RENAME_NOREPLACE) == 0) {
 			r = 0;
 			break;
 		}
@@ -257,9 +396,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		/* No RENAME_NOREPLACE on this filesystem. link() would leave
 		 * the task with two links for a moment, which a worker rightly
 		 * rejects; check, then rename (the id was just seen free). */
-		if (exists_at(sp->new, id))
+		if (exists_at(into, name))
 			continue;
-		if (renameat(sp->tmp, tname, sp->new, id) == 0) {
+		if (renameat(sp->tmp, tname, into, name) == 0) {
 			r = 0;
 			break;
 		}
@@ -270,7 +409,7 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		(void)unlinkat(sp->tmp, tname, 0);
 		return r;
 	}
-	if (fsync(sp->new) < 0)
+	if (fsync(into) < 0)
 		return -errno; /* published, but not known durable: say so */
 	return 0;
 }
@@ -414,7 +553,8 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 		const char *sfx;
 		unsigned gone;
 	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
-		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0}};
+		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0},
+		 {"lock", 0}};
 	char p[512];
 	for (size_t i = 0; i < ARRAY_SIZE(e); i++)
 		if (!(gone & e[i].gone) && pathfmt(p, sizeof p, ".%s.%s", name, e[i].sfx) == 0)
@@ -645,7 +785,7 @@ static void json_pending_free(struct json_pending *jp)
  * O_TMPFILE, else under a temporary name. Nothing is left in jp on an
  * error. */
 static int json_write(struct spool *sp, const char *id, const char *json, bool redo,
-		      struct json_pending *jp)
+		      uid_t reader, struct json_pending *jp)
 {
 	char tmpn[512];
 	*jp = JSON_PENDING_NONE;
@@ -653,15 +793,17 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && !sp->unnamed)
 		sp->unnamed = unnamed_durable(sp->done) ? 1 : -1;
 	if (!redo && sp->unnamed > 0) {
-		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0644);
+		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = write_all(fd, json, strlen(json));
+			int r = grant_read(fd, reader, false);
+			if (r == 0)
+				r = write_all(fd, json, strlen(json));
 			if (r < 0) {
 				close(fd);
 				return r;
 			}
 			*jp = (struct json_pending){.fd = fd, .unnamed = true, .id = xstrdup(id),
-						    .json = xstrdup(json)};
+						    .json = xstrdup(json), .reader = reader};
 			return 0;
 		}
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
@@ -670,21 +812,24 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0)
 		return -ENAMETOOLONG;
-	int fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		/* Our own leftover from a crash (the name has our pid). */
 		(void)unlinkat(sp->done, tmpn, 0);
-		fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	}
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, json, strlen(json));
+	int r = grant_read(fd, reader, false);
+	if (r == 0)
+		r = write_all(fd, json, strlen(json));
 	if (r < 0) {
 		close(fd);
 		(void)unlinkat(sp->done, tmpn, 0);
 		return r;
 	}
-	*jp = (struct json_pending){.fd = fd, .redo = redo, .id = xstrdup(id), .tmp = xstrdup(tmpn)};
+	*jp = (struct json_pending){.fd = fd, .redo = redo, .id = xstrdup(id), .tmp = xstrdup(tmpn),
+				    .reader = reader};
 	return 0;
 }
 
@@ -705,7 +850,7 @@ int spool_json_commit(struct spool *sp, struct json_pending *jp)
 			/* No way to link it here: a named one, as elsewhere. */
 			sp->unnamed = -1;
 			struct json_pending named;
-			if ((r = json_write(sp, jp->id, jp->json, false, &named)) == 0)
+			if ((r = json_write(sp, jp->id, jp->json, false, jp->reader, &named)) == 0)
 				r = spool_json_commit(sp, &named);
 		}
 		json_pending_free(jp);
@@ -736,10 +881,10 @@ int spool_json_commit(struct spool *sp, struct json_pending *jp)
  * result: at once, or with pend left pending there, its data on its way
  * to the disk, for the caller to commit. */
 static int write_result_json(struct spool *sp, const char *id, const char *json, bool redo,
-			     struct json_pending *pend)
+			     uid_t reader, struct json_pending *pend)
 {
 	struct json_pending now;
-	int r = json_write(sp, id, json, redo, pend ? pend : &now);
+	int r = json_write(sp, id, json, redo, reader, pend ? pend : &now);
 	if (r < 0)
 		return r;
 	if (!pend)
@@ -983,12 +1128,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		}
 		res->id = idbuf;
 		_cleanup_free_ char *json = result_dumps(res);
-		if ((r = write_result_json(sp, idbuf, json, false, NULL)) == -EEXIST) {
+		if ((r = write_result_json(sp, idbuf, json, false, spool_reader(sp, idbuf, res->uid), NULL)) == -EEXIST) {
 			/* The id is ours: the JSON there is our own, from an
 			 * attempt whose later step failed. Written anew. */
 			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0 || (r = redirty(sp, p)) < 0)
 				return r < 0 ? r : -ENAMETOOLONG;
-			r = write_result_json(sp, idbuf, json, true, NULL);
+			r = write_result_json(sp, idbuf, json, true, spool_reader(sp, idbuf, res->uid), NULL);
 		}
 		if (r < 0)
 			return r;
@@ -998,7 +1143,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		free((char *)res->task_path);
 		free((char *)res->artifacts_path);
 		res->task_path = res->artifacts_path = NULL;
-		if ((r = write_result_json(sp, idbuf, json, redo, pend)) < 0)
+		if ((r = write_result_json(sp, idbuf, json, redo, spool_reader(sp, idbuf, res->uid), pend)) < 0)
 			return r;
 	}
 	return 0;
@@ -1136,7 +1281,12 @@ static int republish(struct spool *sp, const char *id)
 	int r = read_file_at(sp->done, p, 1u << 20, &json, &len);
 	if (r < 0)
 		return r;
-	if ((r = write_result_json(sp, id, json, true, NULL)) < 0)
+	/* Its reader: as when it was first written (the task's owner). */
+	struct stat tst;
+	uid_t owner = 0;
+	if (pathfmt(p, sizeof p, "%s.task", id) == 0 && fstatat(sp->done, p, &tst, AT_SYMLINK_NOFOLLOW) == 0)
+		owner = tst.st_uid;
+	if ((r = write_result_json(sp, id, json, true, spool_reader(sp, id, owner), NULL)) < 0)
 		return r;
 	return fsync(sp->done) < 0 ? -errno : 0;
 }
@@ -1166,9 +1316,17 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		if (fd < 0)
 			return RECOVER_ERROR;
-		/* The run's own processes hold a lock on the claim while any
-		 * of them lives: never start it again before they are gone. */
-		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		/* The run's own processes hold the claim's lock file while
+		 * any of them lives: never start it again before they are
+		 * gone. Only the worker can open it (the task file, which
+		 * others may hold open and flock, is not looked at). */
+		char lk[512];
+		if (pathfmt(lk, sizeof lk, ".%s.lock", name) < 0)
+			return RECOVER_ERROR;
+		_cleanup_close_ int lfd = openat(wdir, lk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (lfd < 0 && errno != ENOENT)
+			return RECOVER_ERROR;
+		if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0)
 			return errno == EWOULDBLOCK ? RECOVER_BUSY : RECOVER_ERROR;
 		(void)claim_meta_get(fd, &m);
 		if (st.st_nlink == 2 && m.id[0]) {

@@ -14,6 +14,13 @@ struct policy;
 struct spool {
 	char *path;
 	int root, tmp, new, cur, done;
+	/* drop/ (a shared spool's per-user drop directories), or -1 when the
+	 * spool has none. */
+	int drop;
+	/* Set by spool_use_drop: publish into this drop directory, under an
+	 * id of the form idprefix + name ("alice:"). -1 / "": into new/. */
+	int dropd;
+	char idprefix[72];
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;
@@ -35,6 +42,31 @@ const char *spool_fs_network(unsigned long f_type);
 int spool_init(const char *path, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
+
+/* Is new/ writable by others than its owner (a shared spool without
+ * the drop layout, or one set up by hand)? Then no one can tell who put
+ * a file there, and a worker runs none that it did not move there itself. */
+bool spool_new_shared(const struct spool *sp);
+/* Who may read a result besides root: the account of the id's USER:
+ * prefix where it names one (on a shared spool, who dropped the task,
+ * even when it was rejected for not being theirs), else owner. */
+uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner);
+/* Is `name` under drop/ the drop directory of uid (its account's name,
+ * or the uid in decimal)? */
+bool spool_drop_name_ok(const char *name, uid_t uid);
+/* A task USER:NAME in new/ of a spool with drop/ came from drop/USER/:
+ * false when USER names an account (or a uid) other than owner. */
+bool spool_prefix_owner_ok(const char *name, uid_t owner);
+/* The id a user means: on a spool with drop/, a plain NAME given by a
+ * user other than root is their own USER:NAME (only root makes ids
+ * without a prefix there); else id as it is. Returns a new string. */
+char *spool_own_id(const struct spool *sp, const char *id);
+/* Choose where this process publishes: new/ when it is the owner of a
+ * new/ that only its owner writes (a single-user spool, or root on a
+ * shared one), else its own drop/<user>/ (made 0700 if missing). 0 with
+ * the spool set (dropd, idprefix) for spool_pick_id/spool_submit;
+ * -1 with err set when it cannot publish safely. */
+int spool_use_drop(struct spool *sp, char *err, size_t errlen);
 
 /* Does tmp/ hold a name of this inode (a link() publish not yet done)?
  * 1 yes, 0 no, -errno when tmp/ could not be read (the caller cannot
@@ -82,6 +114,7 @@ struct json_pending {
 	bool redo;     /* may replace our own earlier copy (rename(2)) */
 	char *id, *tmp; /* tmp: the temporary name of a named one */
 	char *json;    /* the text, for the named fallback of an unnamed one */
+	uid_t reader;  /* who may read it besides root (grant_read) */
 };
 #define JSON_PENDING_NONE ((struct json_pending){.fd = -1})
 int spool_json_commit(struct spool *sp, struct json_pending *jp);

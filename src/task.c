@@ -607,6 +607,7 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 	out->dev = st.st_dev;
 	out->ino = st.st_ino;
 	out->uid = st.st_uid;
+	out->mode = st.st_mode;
 	out->size = st.st_size;
 	out->arrived_ms = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
 	out->kind = INSPECT_REJECT;
@@ -634,6 +635,16 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 		snprintf(out->error, sizeof out->error,
 			 "the task file has %lu hard links; a task file must have exactly one",
 			 (unsigned long)st.st_nlink);
+		return;
+	}
+	/* The task runs as its owner: anyone else who can write it could
+	 * make the owner run their code. (With an ACL the group bits are its
+	 * mask, which bounds every named entry: 022 clear means none writes.) */
+	if (st.st_mode & 022) {
+		snprintf(out->error, sizeof out->error,
+			 "the task file is writable by others than its owner (mode %04o); a task runs "
+			 "as its owner, so only its owner may be able to write it (chmod go-w)",
+			 (unsigned)(st.st_mode & 07777));
 		return;
 	}
 	if ((uint64_t)st.st_size > pol->task_max_bytes) {

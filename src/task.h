@@ -120,6 +120,7 @@ struct inspect {
 	dev_t dev;
 	ino_t ino;
 	uid_t uid;
+	mode_t mode;
 	off_t size;
 	int64_t arrived_ms; /* ctime: when it was linked or renamed in */
 	nlink_t nlink;      /* set when rejected for having more than one link */

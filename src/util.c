@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 static const char *log_prog = "kart";
@@ -543,4 +544,35 @@ int find_in_path(const char *name, char *out, size_t len)
 		if (pathfmt(out, len, "%s/%s", d, name) == 0 && access(out, X_OK) == 0)
 			return 0;
 	return -ENOENT;
+}
+
+int grant_read(int fd, uid_t uid, bool group)
+{
+	/* (Made 0600: nothing to change for its owner alone.) */
+	if (uid == 0 || uid == geteuid())
+		return group && fchmod(fd, 0640) < 0 ? -errno : 0;
+	/* linux/posix_acl_xattr.h: a version, then entries sorted by tag:
+	 * user::rw- user:UID:r-- group::r--|--- mask::r-- other::---. */
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} __attribute__((packed)) e[5] = {
+		{0x01, 6, (uint32_t)-1},
+		{0x02, 4, (uint32_t)uid},
+		{0x04, group ? 4 : 0, (uint32_t)-1},
+		{0x10, 4, (uint32_t)-1},
+		{0x20, 0, (uint32_t)-1},
+	};
+	unsigned char buf[4 + sizeof e];
+	uint32_t version = 2;
+	memcpy(buf, &version, 4);
+	memcpy(buf + 4, e, sizeof e);
+	if (fsetxattr(fd, "system.posix_acl_access", buf, sizeof buf, 0) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return -errno;
+	/* No ACLs here: the reader's own, read-only. */
+	if (fchown(fd, uid, (gid_t)-1) < 0 || fchmod(fd, group ? 0440 : 0400) < 0)
+		return -errno;
+	return 0;
 }

@@ -125,6 +125,12 @@ void strv_add(struct strv *s, const char *str);
 void strv_addf(struct strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strv_free(struct strv *s);
 
+/* A file the worker writes for a task (a capture, a result), made
+ * 0600: owned by the worker, readable by uid alone (a POSIX ACL entry),
+ * and by the file's group too with group. uid 0 (or a filesystem without ACLs, where
+ * the file is given to uid, mode 0400): no ACL. */
+int grant_read(int fd, uid_t uid, bool group);
+
 const char *signal_name(int sig);
 int signal_from_name(const char *name);
 

@@ -381,8 +381,11 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 			snprintf(fdcwd, sizeof fdcwd, "/proc/self/fd/%d", bo.fd[t->spec.cwd]);
 			cwd = fdcwd;
 		}
+		char lockname[NAME_MAX + 8];
+		if (pathfmt(lockname, sizeof lockname, ".%s.lock", t->name) < 0)
+			lockname[0] = '\0'; /* the child fails "run lock" */
 		j->rc = j->bind_rc < 0 ? j->bind_rc
-			: run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, t->name, -1, -1, j->cap,
+			: run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, lockname, -1, -1, j->cap,
 					 cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
 					 j->use_cred ? &j->cred : NULL, j->sfd, j->ifd,
 					 j->is_direct ? &j->direct : NULL, &x);
@@ -608,6 +611,16 @@ struct peer {
 	char *name;
 };
 
+/* drop/<user>/: a directory only its owner writes, so its owner is who
+ * dropped each file in it. fd pins the directory that was checked. */
+struct drop {
+	int wd, fd;
+	uid_t uid;
+	dev_t dev;
+	ino_t ino;
+	char *name;
+};
+
 struct worker {
 	struct spool *sp;
 	struct policy *pol;
@@ -628,6 +641,13 @@ struct worker {
 	size_t nown_busy;
 	int wdir, lockfd, ep, ino, sig, tfd;
 	int wd_new, wd_wdir, wd_cur, wd_tmp;
+	/* A shared spool's drop/ and the drop directories in it (drop_seen);
+	 * new/'s owner and whether others may write it (consider). */
+	int wd_drop;
+	struct drop *drops;
+	size_t ndrops;
+	bool new_shared;
+	uid_t new_uid;
 	struct peer *peers;
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
@@ -919,6 +939,8 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 	}
 }
 
+static void drop_key(struct worker *w, const char *key);
+
 /* Look at one entry of new/ and file it. */
 /* A priority below 0 goes ahead of everyone's work: only for the users
  * and groups [limits] priority_allow names. Others are clamped to 0 (the
@@ -935,6 +957,10 @@ static int cand_priority(struct worker *w, const char *name, const struct inspec
 
 static void consider(struct worker *w, const char *name)
 {
+	if (name[0] == '/') { /* "/DROP/NAME": an entry of a drop directory */
+		drop_key(w, name);
+		return;
+	}
 	enum kstate ks = kset_get(&w->known, name);
 	if (ks == K_QUEUED || ks == K_DEFERRED)
 		return;
@@ -968,6 +994,33 @@ static void consider(struct worker *w, const char *name)
 	case INSPECT_OK:
 		break;
 	}
+	/* Where others may write new/, anyone could have moved in a file
+	 * of anyone's: only root's and new/'s owner's are taken (a member
+	 * drops into drop/USER/, from where the worker moves it here). */
+	if (w->new_shared && ins.uid != 0 && ins.uid != w->new_uid) {
+		if (ks == K_BUSY) {
+			kset_del(&w->known, name);
+			w->nbusy--;
+		}
+		reject_from_new(w, name,
+				"new/ is writable by others than its owner, so who put this file there "
+				"cannot be known, and it would run as its owner: drop it into "
+				"drop/USER/ (or use kart submit)");
+		return;
+	}
+	/* USER:NAME came from drop/USER/ and is USER's, or was claimed from
+	 * there for rejection and re-queued by a recovery: never run as
+	 * someone else. */
+	if (w->sp->drop >= 0 && strchr(name, ':') && !spool_prefix_owner_ok(name, ins.uid)) {
+		if (ks == K_BUSY) {
+			kset_del(&w->known, name);
+			w->nbusy--;
+		}
+		reject_from_new(w, name,
+				"the task came from the drop directory of another user than its "
+				"file's owner: a task runs only as the user who dropped it");
+		return;
+	}
 	if (ks == K_BUSY)
 		w->nbusy--;
 	kset_put(&w->known, name, K_QUEUED);
@@ -994,8 +1047,20 @@ static int seen_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+static void hoist_finish(struct worker *w, const char *dot);
+
+static void new_mode(struct worker *w)
+{
+	struct stat st;
+	if (fstat(w->sp->new, &st) == 0) {
+		w->new_shared = (st.st_mode & 022) != 0;
+		w->new_uid = st.st_uid;
+	}
+}
+
 static void scan_new(struct worker *w)
 {
+	new_mode(w);
 	_cleanup_close_ int d = openat(w->sp->new, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
 	if (!dir) {
@@ -1009,8 +1074,11 @@ static void scan_new(struct worker *w)
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.') {
+			if (strncmp(de->d_name, ".hoist.", 7) == 0)
+				hoist_finish(w, de->d_name); /* a move from drop/ cut short */
 			continue;
+		}
 		struct stat st;
 		if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			st.st_ctim = (struct timespec){0, 0}; /* gone, or not ours to know: consider says */
@@ -1027,6 +1095,276 @@ static void scan_new(struct worker *w)
 		free(v[i].name);
 	}
 	free(v);
+}
+
+/* ---- drop/: the file's owner is who dropped it -----------------------------
+ *
+ * On a shared spool new/ is written by the workers alone, and each member
+ * drops into drop/USER/, a directory that only USER can write (0700,
+ * owned by USER). A file in it was put there by USER (or root), so it may
+ * run as USER, if USER owns it and nobody else can write it. The worker
+ * moves such a file into new/ as USER:NAME, in two renames: first to
+ * new/.hoist.UID.USER:NAME, where nobody but the workers can touch it and
+ * it is looked at again (the same checks, on what arrived), then to its
+ * name. A crash between them leaves the dot name, which the next scan of
+ * new/ by any worker finishes (the uid it must have is in the name). A
+ * drop/ entry whose owner is not the user of its name is a squat: it is
+ * moved into tmp/ (which kart gc empties), so it never blocks that user.
+ * See spool-layout/README.md, "Shared spools". */
+
+static struct drop *drop_find(struct worker *w, const char *name, int wd)
+{
+	for (size_t i = 0; i < w->ndrops; i++)
+		if (name ? strcmp(w->drops[i].name, name) == 0 : w->drops[i].wd == wd)
+			return &w->drops[i];
+	return NULL;
+}
+
+static void drop_forget(struct worker *w, struct drop *d)
+{
+	(void)inotify_rm_watch(w->ino, d->wd);
+	(void)close(d->fd);
+	free(d->name);
+	*d = w->drops[--w->ndrops];
+}
+
+/* Reject a drop entry: claimed straight from the drop directory into our
+ * claim directory (it never passes through new/), then given its result. */
+static void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim,
+			const char *why)
+{
+	if (renameat2(dirfd, name, w->wdir, claim, RENAME_NOREPLACE) < 0) {
+		if (errno != ENOENT)
+			logmsg("%s: cannot claim for rejection: %s", claim, strerror(errno));
+		return;
+	}
+	finish_rejected(w, claim, why);
+}
+
+/* new/.hoist.UID.USER:NAME: check what arrived, then give it its name. */
+static void hoist_finish(struct worker *w, const char *dot)
+{
+	char *end;
+	errno = 0;
+	unsigned long uid = strtoul(dot + 7, &end, 10);
+	if (errno || end == dot + 7 || *end != '.' || !end[1])
+		return;
+	const char *final = end + 1;
+	struct stat st;
+	if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return; /* another worker finished it */
+	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
+		char why[256];
+		snprintf(why, sizeof why,
+			 "the file that arrived from the drop directory of uid %lu is not a regular file "
+			 "of that uid with one link, writable by its owner alone", uid);
+		drop_reject(w, w->sp->new, dot, final, why);
+		return;
+	}
+	/* The spool's record (attempt, submitted) starts here: whatever
+	 * user.kart the submitter set on their file before dropping it is
+	 * not ours, and goes (issue 26: a forged attempt and submitted_at). */
+	int fd = openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0) {
+		struct stat fst;
+		if (fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev &&
+		    fremovexattr(fd, KART_XATTR) < 0 && errno != ENODATA && errno != ENOTSUP)
+			logmsg("%s: cannot remove the submitter's %s: %s", final, KART_XATTR, strerror(errno));
+		close(fd);
+	}
+	char dst[TASK_NAME_MAX + 16];
+	for (int n = 1; n < 1000; n++) {
+		if ((n == 1 ? pathfmt(dst, sizeof dst, "%s", final)
+			    : pathfmt(dst, sizeof dst, "%s.%d", final, n)) < 0)
+			break;
+		if (renameat2(w->sp->new, dot, w->sp->new, dst, RENAME_NOREPLACE) == 0)
+			return; /* its IN_MOVED_TO brings it to consider() */
+		if (errno != EEXIST)
+			break;
+	}
+	if (errno != ENOENT)
+		drop_reject(w, w->sp->new, dot, final, "no free name in new/ for it");
+}
+
+/* One entry of a drop directory: wait for its writer, reject it, or move
+ * it into new/. */
+static void drop_consider(struct worker *w, struct drop *d, const char *name, const char *key)
+{
+	enum kstate ks = kset_get(&w->known, key);
+	struct inspect ins;
+	task_inspect(d->fd, name, w->pol, &ins);
+	if (ins.kind == INSPECT_REJECT && ins.nlink == 2 && spool_tmp_holds(w->sp, ins.dev, ins.ino))
+		ins.kind = INSPECT_BUSY;
+	if (ins.kind == INSPECT_IGNORE)
+		return;
+	if (ins.kind == INSPECT_BUSY) {
+		if (ks != K_BUSY) {
+			kset_put(&w->known, key, K_BUSY);
+			w->nbusy++;
+		}
+		w->busy_seen = true;
+		return;
+	}
+	if (ks == K_BUSY) {
+		kset_del(&w->known, key);
+		w->nbusy--;
+	}
+	if (ins.kind == INSPECT_GONE)
+		return;
+	char final[TASK_NAME_MAX * 2], dot[NAME_MAX + 1], why[700] = "";
+	struct stat dst;
+	if (pathfmt(final, sizeof final, "%s:%s", d->name, name) < 0)
+		snprintf(final, sizeof final, "%s:_", d->name);
+	if (fstat(d->fd, &dst) < 0 || (dst.st_mode & 022))
+		snprintf(why, sizeof why,
+			 "drop/%s is writable by others than its owner, so who put this file there "
+			 "cannot be known (chmod 700 drop/%s)", d->name, d->name);
+	else if (ins.kind == INSPECT_REJECT)
+		snprintf(why, sizeof why, "%s", ins.error);
+	else if (ins.uid != d->uid)
+		snprintf(why, sizeof why,
+			 "the file is owned by uid %u, but it is in drop/%s, the drop directory of uid "
+			 "%u: a task runs only as the user who dropped it into their own drop directory",
+			 (unsigned)ins.uid, d->name, (unsigned)d->uid);
+	else if (strlen(final) > TASK_NAME_MAX ||
+		 pathfmt(dot, sizeof dot, ".hoist.%u.%s", (unsigned)d->uid, final) < 0)
+		snprintf(why, sizeof why, "the name %s is longer than %d bytes", final, TASK_NAME_MAX);
+	if (why[0]) {
+		drop_reject(w, d->fd, name, final, why);
+		return;
+	}
+	if (renameat2(d->fd, name, w->sp->new, dot, RENAME_NOREPLACE) < 0) {
+		if (errno != ENOENT)
+			logmsg("drop/%s/%s: cannot move it into new/: %s", d->name, name, strerror(errno));
+		return;
+	}
+	hoist_finish(w, dot);
+}
+
+static void drop_key(struct worker *w, const char *key)
+{
+	const char *sl = strchr(key + 1, '/');
+	char dname[NAME_MAX + 1];
+	struct drop *d = NULL;
+	if (sl && (size_t)(sl - key - 1) < sizeof dname) {
+		memcpy(dname, key + 1, (size_t)(sl - key - 1));
+		dname[sl - key - 1] = '\0';
+		d = drop_find(w, dname, -1);
+	}
+	if (d) {
+		drop_consider(w, d, sl + 1, key);
+	} else if (kset_get(&w->known, key) == K_BUSY) {
+		kset_del(&w->known, key);
+		w->nbusy--;
+	}
+}
+
+static void drop_entry(struct worker *w, struct drop *d, const char *name)
+{
+	char key[NAME_MAX * 2 + 3];
+	if (name[0] == '.' || pathfmt(key, sizeof key, "/%s/%s", d->name, name) < 0)
+		return;
+	drop_consider(w, d, name, key);
+}
+
+static void drop_scan(struct worker *w, struct drop *d)
+{
+	DIR *dir = opendir_at(d->fd, ".");
+	if (!dir)
+		return;
+	char **names = NULL;
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		names = xrealloc(names, (n + 1) * sizeof *names);
+		names[n++] = xstrdup(de->d_name);
+	}
+	closedir(dir);
+	for (size_t i = 0; i < n; i++) {
+		drop_entry(w, d, names[i]);
+		free(names[i]);
+	}
+	free(names);
+}
+
+/* An entry of drop/ itself: a drop directory to watch, or a squat. */
+static void drop_seen(struct worker *w, const char *name)
+{
+	struct stat st;
+	if (name[0] == '.')
+		return;
+	struct drop *d = drop_find(w, name, -1);
+	if (fstatat(w->sp->drop, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (d)
+			drop_forget(w, d);
+		return;
+	}
+	if (d && d->dev == st.st_dev && d->ino == st.st_ino)
+		return;
+	if (d)
+		drop_forget(w, d);
+	if (!S_ISDIR(st.st_mode) || !spool_drop_name_ok(name, st.st_uid)) {
+		/* Squatted, or not a directory: out of that user's way. */
+		static unsigned seq;
+		char to[64];
+		snprintf(to, sizeof to, ".drop.%lld.%d.%u", (long long)now_realtime_ms(), getpid(), seq++);
+		if (renameat2(w->sp->drop, name, w->sp->tmp, to, RENAME_NOREPLACE) == 0)
+			logmsg("drop/%s: owned by uid %u, not by the user of that name (or not a "
+			       "directory): moved to tmp/%s", name, (unsigned)st.st_uid, to);
+		else if (errno != ENOENT)
+			logmsg("drop/%s: owned by uid %u, not by the user of that name: cannot move it "
+			       "away: %s", name, (unsigned)st.st_uid, strerror(errno));
+		return;
+	}
+	int fd = openat(w->sp->drop, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat fst;
+	if (fd < 0 || fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino) {
+		if (fd >= 0)
+			close(fd); /* it changed: the event of the change brings it back */
+		return;
+	}
+	char p[64];
+	snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+	int wd = inotify_add_watch(w->ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_ONLYDIR |
+					       IN_MOVE_SELF | IN_DELETE_SELF);
+	if (wd < 0) {
+		logmsg("drop/%s: inotify watch: %s", name, strerror(errno));
+		close(fd);
+		return;
+	}
+	w->drops = xrealloc(w->drops, (w->ndrops + 1) * sizeof *w->drops);
+	d = &w->drops[w->ndrops++];
+	*d = (struct drop){.wd = wd, .fd = fd, .uid = fst.st_uid, .dev = fst.st_dev,
+			   .ino = fst.st_ino, .name = xstrdup(name)};
+	drop_scan(w, d);
+}
+
+static void scan_drops(struct worker *w)
+{
+	if (w->wd_drop < 0)
+		return;
+	DIR *dir = opendir_at(w->sp->drop, ".");
+	if (!dir)
+		return;
+	char **names = NULL;
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		names = xrealloc(names, (n + 1) * sizeof *names);
+		names[n++] = xstrdup(de->d_name);
+	}
+	closedir(dir);
+	for (size_t i = 0; i < n; i++) {
+		drop_seen(w, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	for (size_t i = 0; i < w->ndrops; i++)
+		drop_scan(w, &w->drops[i]);
 }
 
 #define BUSY_RECHECK_FIRST_MS 2
@@ -1788,20 +2126,17 @@ use:;
 }
 
 /* The rules for a task's own paths from descriptors the child has: its
- * task file is the run lock (SANDBOX_LOCK_FD by then), its directories
- * the spares' (scratch_dir). No open, stat and close of each by path. */
+ * directories, the spares' (scratch_dir). No open, stat and close of
+ * each by path. (The task file is opened by path: the run lock is a
+ * file of its own now, .NAME.lock.) */
 static void task_paths_held(const struct task *t, struct confine *c, const char *task,
 			    const char *const dirs[3])
 {
+	(void)task;
 	for (size_t i = 0; i < c->npaths; i++) {
 		struct ll_path *p = &c->paths[i];
 		if (p->held)
 			continue;
-		if (strcmp(p->path, task) == 0) {
-			*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
-					      .dir = false, .fd = SANDBOX_LOCK_FD};
-			continue;
-		}
 		for (int k = 0; k < 3; k++)
 			if (t->scr_fd[k] >= 0 && strcmp(p->path, dirs[k]) == 0) {
 				*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
@@ -1994,13 +2329,22 @@ static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
 	return 0;
 }
 
-static int open_capture(struct worker *w, const char *name, const char *sfx)
+/* Readable by the submitter and root alone, while it runs and after
+ * (renamed into done/ as it is). */
+static int open_capture(struct worker *w, const char *name, const char *sfx, uid_t reader)
 {
 	char p[512];
 	if (pathfmt(p, sizeof p, ".%s.%s", name, sfx) < 0)
 		return -ENAMETOOLONG;
-	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	return fd < 0 ? -errno : fd;
+	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = grant_read(fd, reader, false);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
 }
 
 /* Make the capture file once there is something to put in it. If it
@@ -2010,7 +2354,7 @@ static void capture_file(struct worker *w, struct task *t, struct capture *c, co
 	int n = 0;
 	if (c->file >= 0 || c->pipe < 0 || ioctl(c->pipe, FIONREAD, &n) < 0 || n <= 0)
 		return;
-	int fd = open_capture(w, t->name, sfx);
+	int fd = open_capture(w, t->name, sfx, spool_reader(w->sp, t->name, t->uid));
 	if (fd < 0) {
 		logmsg("%s: cannot create its %s file: %s; output dropped", t->name, sfx,
 		       strerror(-fd));
@@ -2441,11 +2785,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	w->tasks = t;
 	if (ins.fd >= 0) /* the task file, opened by task_inspect */
 		(void)claim_meta_get(ins.fd, &t->meta);
-	/* Its env= values are the submitter's: the file (done/ID.task after
-	 * the run) becomes theirs alone to read, as kart submit makes it. */
-	struct stat tst;
-	if (ins.fd >= 0 && t->spec.n_env && fstat(ins.fd, &tst) == 0 && (tst.st_mode & 077) &&
-	    fchmod(ins.fd, tst.st_mode & 0700) < 0)
+	/* From here on it is the spool's record of the task: readable by its
+	 * owner (and root) alone, like its output (and its env= values are
+	 * the submitter's). */
+	if (ins.fd >= 0 && (ins.mode & 077) && fchmod(ins.fd, ins.mode & 07700) < 0)
 		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
@@ -2482,7 +2825,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	bool inplace = w->pol->backend == BACKEND_NONE;
 	char *outdir = inplace ? t->scr[2] : outname;
 	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0755, t->run_uid, gid, &own_o, &t->scr_ct[2],
+	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[2],
 			&t->scr_fd[2]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
@@ -3479,6 +3822,23 @@ static void on_inotify(struct worker *w)
 				rescan = peers = true;
 				continue;
 			}
+			struct drop *dd = w->ndrops ? drop_find(w, NULL, ev->wd) : NULL;
+			if (dd) {
+				if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED))
+					drop_forget(w, dd);
+				else if (ev->len && !rescan) {
+					w->busy_seen = false;
+					drop_entry(w, dd, ev->name);
+					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+						busy_arm(w);
+				}
+				continue;
+			}
+			if (ev->len && ev->wd == w->wd_drop) {
+				if (!rescan)
+					drop_seen(w, ev->name);
+				continue;
+			}
 			if (!ev->len && drain_event(w, ev->wd))
 				continue;
 			if (!ev->len)
@@ -3512,6 +3872,7 @@ static void on_inotify(struct worker *w)
 	}
 	if (rescan) {
 		scan_new(w);
+		scan_drops(w);
 		scan_cancels(w);
 	}
 	if (peers)
@@ -3737,6 +4098,17 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
 							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
+	new_mode(&w);
+	w.wd_drop = -1;
+	if (sp->drop >= 0 && w.new_shared)
+		logmsg("new/ is writable by others than its owner: files there not owned by root or "
+		       "new/'s owner are rejected, and drop/ is not looked at; make new/ 0755 "
+		       "(see kart.tmpfiles)");
+	else if (sp->drop >= 0 &&
+		 (pathfmt(p, sizeof p, "%s/drop", sp->path) < 0 ||
+		  (w.wd_drop = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR |
+								   IN_DONT_FOLLOW)) < 0))
+		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/tmp", sp->path) < 0 ||
 	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
@@ -3812,6 +4184,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	(void)rq;
 	(void)lost;
 	scan_peers(&w);
+	scan_drops(&w);
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
@@ -3832,6 +4205,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			break;
 		if (w.drain && idle_and_empty(&w)) {
 			/* Events may still be in flight: look once more. */
+			scan_drops(&w);
 			scan_new(&w);
 			dispatch(&w);
 			if (idle_and_empty(&w))

@@ -14,6 +14,9 @@
 # 2. write the task into SPOOL/tmp/ under a fresh name, fsync it;
 # 3. mv -n it into SPOOL/new/ID (the next id if one is taken meanwhile);
 # 4. fsync SPOOL/new/.
+# On a shared spool (new/ not ours alone, drop/ present) steps 3 and 4 use
+# our own drop directory SPOOL/drop/USER/ (0700), and the id is USER:NAME
+# (spool-layout/README.md, "Shared spools").
 # Without NAME a unique one is made: seconds.pid.random.host.
 set -eu
 
@@ -36,14 +39,35 @@ if [ -n "$(printf '%s' "$name" | tr -d '\040-\176\200-\377')" ]; then
 	exit 2
 fi
 
-# taken ID: new/, a worker's cur/, or done/ has it (kart submit's check,
-# in the order tasks move).
-taken() {
-	[ -e "$spool/new/$1" ] || [ -L "$spool/new/$1" ] && return 0
-	for w in "$spool"/cur/*/; do
-		if [ -e "$w$1" ] || [ -L "$w$1" ]; then return 0; fi
+# Where to publish: new/, or our own drop directory.
+into=$spool/new prefix=
+me=$(id -u)
+if [ -d "$spool/drop" ] && ! { [ "$(stat -c %u "$spool/new")" = "$me" ] &&
+	[ "$(stat -c %A "$spool/new" | cut -c6,9)" = -- ]; }; then
+	user=$(id -un 2>/dev/null) || user=$me
+	into=$spool/drop/$user prefix=$user:
+	tries=0
+	while :; do
+		mkdir -m 0700 "$into" 2>/dev/null || true
+		if [ -d "$into" ] && [ ! -L "$into" ] && [ "$(stat -c %u "$into")" = "$me" ]; then
+			chmod 0700 "$into" # writable by us alone, or nothing in it runs
+			break
+		fi
+		tries=$((tries + 1)) # a squat under our name: a worker moves it away
+		[ $tries -lt 50 ] || { echo "kart-submit.sh: $into is not ours (is a worker running?)" >&2; exit 1; }
+		sleep 0.1
 	done
-	[ -e "$spool/done/$1.json" ] || [ -e "$spool/done/$1.task" ]
+fi
+
+# taken ID: our drop directory, new/, a worker's cur/, or done/ has it
+# (kart submit's check, in the order tasks move), under our prefix.
+taken() {
+	[ -n "$prefix" ] && { [ -e "$into/$1" ] || [ -L "$into/$1" ]; } && return 0
+	[ -e "$spool/new/$prefix$1" ] || [ -L "$spool/new/$prefix$1" ] && return 0
+	for w in "$spool"/cur/*/; do
+		if [ -e "$w$prefix$1" ] || [ -L "$w$prefix$1" ]; then return 0; fi
+	done
+	[ -e "$spool/done/$prefix$1.json" ] || [ -e "$spool/done/$prefix$1.task" ]
 }
 id=$name
 n=1
@@ -57,9 +81,9 @@ tmp=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
 body=
 trap 'rm -f "$tmp" ${body:+"$body"}' EXIT
 trap 'exit 1' INT TERM HUP
-chmod 0640 "$tmp"
+chmod 0600 "$tmp"
 cat >"$tmp"
-if [ "$id" != "$name" ]; then
+if [ "$prefix$id" != "$name" ]; then
 	# %XX for '%', space, '#' (a name holds no other byte to escape).
 	enc=$(printf '%s' "$name" | sed 's/%/%25/g; s/ /%20/g; s/#/%23/g')
 	body=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
@@ -74,14 +98,14 @@ if [ "$id" != "$name" ]; then
 		printf '#kart: name=%s\n' "$enc" >"$body"
 		cat "$tmp" >>"$body"
 	fi
-	chmod 0640 "$body"
+	chmod 0600 "$body"
 	mv -f "$body" "$tmp"
 fi
 sync "$tmp" # fsync: the task is on disk before it can be seen in new/
 
 while :; do
 	if ! taken "$id"; then
-		mv -n "$tmp" "$spool/new/$id" 2>/dev/null || true
+		mv -n "$tmp" "$into/$id" 2>/dev/null || true
 		[ -e "$tmp" ] || break # moved: queued
 	fi
 	n=$((n + 1))
@@ -89,5 +113,5 @@ while :; do
 	id=$name.$n
 done
 trap - EXIT
-sync "$spool/new"
-printf '%s\n' "$id"
+sync "$into"
+printf '%s%s\n' "$prefix" "$id"

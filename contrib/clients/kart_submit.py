@@ -19,6 +19,13 @@ wait (section 8): an inotify watch on done/ (IN_MOVED_TO, IN_CREATE), then
 look for done/ID.json, and again after every event; polling where inotify
 cannot be had.
 
+On a shared spool (new/ is not ours alone) steps 3 and 4 use our own
+drop directory SPOOL/drop/USER/ instead of new/, and the id is USER:NAME
+(spool-layout/README.md, "Shared spools"): see drop_target().
+
+A task is queued the moment step 3 succeeds; a worker never sees a
+half-written file, because nothing is ever written in new/.
+
     kart_submit.py SPOOL FILE|- [NAME]      submit; prints the id
     kart_submit.py wait SPOOL ID [SECONDS]  prints the result (JSON); exit 1
                                             on a timeout
@@ -37,6 +44,7 @@ import ctypes
 import errno
 import json
 import os
+import pwd
 import secrets
 import select
 import sys
@@ -149,20 +157,27 @@ class Spool:
         why = name_check(name)
         if why:
             raise ValueError("not a task name: %r (%s)" % (name, why))
+        # On a shared spool: our own drop/USER/, and ids USER:NAME.
+        target, prefix = drop_target(self.path)
+
+        def taken(cand):
+            return self.id_taken(prefix + cand) or (prefix != "" and (
+                os.path.lexists(os.path.join(target, cand)) or
+                os.path.lexists(self._p("new", prefix + cand))))
         ids = self._ids(name)
-        id = next(i for i in ids if not self.id_taken(i))
+        id = next(i for i in ids if not taken(i))
         if len(id.encode()) > NAME_MAX:
             raise ValueError("no id for %r fits in 200 bytes" % name)
-        if id != name:
+        if prefix + id != name:
             data = _with_name(data, name)
         tmpdir = os.open(self._p("tmp"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        newdir = os.open(self._p("new"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        newdir = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             while True:
                 tmpname = "%d.%d.%s" % (time.time_ns() // 10**6, os.getpid(), secrets.token_hex(8))
                 try:
                     fd = os.open(tmpname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC |
-                                 os.O_NOFOLLOW, 0o640, dir_fd=tmpdir)
+                                 os.O_NOFOLLOW, 0o600, dir_fd=tmpdir)
                     break
                 except FileExistsError:
                     continue
@@ -176,7 +191,7 @@ class Spool:
                     os.close(fd)
                 ids = self._ids(name)
                 for cand in ids:
-                    if cand != id and self.id_taken(cand):
+                    if cand != id and taken(cand):
                         continue
                     if len(cand.encode()) > NAME_MAX:
                         raise FileExistsError(errno.EEXIST, "no free id", name)
@@ -189,11 +204,11 @@ class Spool:
                             raise
                         # No RENAME_NOREPLACE here: look, then rename,
                         # as kart submit does.
-                        if os.path.lexists(self._p("new", cand)):
+                        if os.path.lexists(os.path.join(target, cand)):
                             continue
                         os.rename(tmpname, cand, src_dir_fd=tmpdir, dst_dir_fd=newdir)
                     os.fsync(newdir)
-                    return cand
+                    return prefix + cand
                 raise FileExistsError(errno.EEXIST, "no free id", name)
             except BaseException:
                 try:
@@ -262,6 +277,36 @@ def _inotify_done(path):
         return fd
     except AttributeError:
         return -1
+
+
+def drop_target(spool):
+    """Where to publish: (directory, id prefix). new/ when it is ours and
+    only its owner writes it (a single-user spool, or root); else our own
+    drop/USER/, made 0700 if missing, where a worker takes a file we own
+    as ours and queues it as USER:NAME."""
+    new = os.path.join(spool, "new")
+    st = os.stat(new)
+    me = os.geteuid()
+    drop = os.path.join(spool, "drop")
+    if (st.st_uid == me and not st.st_mode & 0o022) or not os.path.isdir(drop):
+        return new, ""
+    try:
+        user = pwd.getpwuid(me).pw_name
+    except KeyError:
+        user = str(me)
+    d = os.path.join(drop, user)
+    for _ in range(50):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(d)
+        if os.path.stat.S_ISDIR(st.st_mode) and st.st_uid == me:
+            if st.st_mode & 0o7777 != 0o700:
+                os.chmod(d, 0o700)  # writable by us alone, or nothing in it runs
+            return d, user + ":"
+        time.sleep(0.1)  # a squat under our name: a worker moves it away
+    raise PermissionError(errno.EPERM, "not ours (is a worker running?)", d)
 
 
 def submit(spool, data, name=None):

@@ -413,7 +413,8 @@ top secret" "$(cat "$s/done/by-root.stdout")" "a root task (allowed) runs as roo
 # A task's work, tmp and $KART_OUTDIR directories are reused for the next
 # task of the same submitter (kept as spares, not made anew), and what
 # the first did to their mode is undone: the next one gets 0700, 0700 and
-# 0755, owned by its submitter; another submitter never gets them.
+# 0700 (its output is its submitter's alone), owned by its submitter;
+# another submitter never gets them.
 test_scratch_reused_and_reset() {
 	need_root || return
 	local s; s=$(mkspool)
@@ -436,12 +437,12 @@ test_scratch_reused_and_reset() {
 	assert_eq "$ia" "$ib" "b ran in a's three directories (kept as spares)"
 	assert_eq "700 65534
 700 65534
-755 65534" "$(tail -3 "$s/done/b.stdout")" "b's directories: modes reset after a's chmod 777, nobody's"
+700 65534" "$(tail -3 "$s/done/b.stdout")" "b's directories: modes reset after a's chmod 777, nobody's"
 	[ "$(comm -12 <(echo "$ia") <(echo "$ic"))" = "" ] ||
 		fail "root's task c got a directory of nobody's task: $ia / $ic"
 	assert_eq "700 0
 700 0
-755 0" "$(tail -3 "$s/done/c.stdout")" "c's directories: root's own"
+700 0" "$(tail -3 "$s/done/c.stdout")" "c's directories: root's own"
 }
 
 # Backend none, a spare kept and used again: the worker knows the run
@@ -487,7 +488,7 @@ test_spare_changes_seen() {
 --------------e-------
 700
 --------------e-------
-755" "$out" "p2: its directories' attributes, flags, modes and entries"
+700" "$out" "p2: its directories' attributes, flags, modes and entries"
 }
 
 # Backend none: the system's directories and devices in each task's
@@ -734,11 +735,12 @@ test_none_task_exec_directly() {
 	assert_eq "" "$(pgrep -x kart-launch -P "$WPID")" "no kart-launch between the worker and the task"
 	wait_until 10 grep -qx sleep "/proc/$pid/comm" || { fail "the task did not exec sleep"; return; }
 	local claim fds fd
-	claim=$(ls -d "$s"/cur/*/t)
+	claim=$(ls -d "$s"/cur/*/.t.lock)
 	fds=$(ls /proc/"$pid"/fd | sort -n | tr '\n' ' ')
 	assert_eq "0 1 2 4 " "$fds" "the task's descriptors"
-	assert_eq "$claim" "$(readlink "/proc/$pid/fd/4")" "fd 4 is the claim"
+	assert_eq "$claim" "$(readlink "/proc/$pid/fd/4")" "fd 4 is the claim's run lock"
 	flock -n "$claim" true && fail "the claim is not locked while the task runs"
+	flock -n "$(dirname "$claim")/t" true || fail "the task file itself is locked (others could block it)"
 	kill -9 "$WPID"
 	wait_gone 10 "$WPID"
 	wait_until 10 sh -c "! kill -0 $pid 2>/dev/null" || fail "the task outlived its worker"

@@ -125,7 +125,8 @@ test_readme_system_spool() {
 	gid=$(awk -F: '$1 == "kart" { print $3 }' "$r/etc/group")
 	[ -n "$gid" ] || { fail "no group kart in $r/etc/group"; return; }
 	s=$r/var/spool/kart
-	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/new")" "new/"
+	assert_eq "drwxr-xr-x $gid" "$(stat -c '%A %g' "$s/new")" "new/ (the workers' alone)"
+	assert_eq "drwxrwx--T $gid" "$(stat -c '%A %g' "$s/drop")" "drop/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/tmp")" "tmp/"
 	# The unit's ExecStartPre and ExecStart, %f being the spool.
 	unit=$ROOT/contrib/systemd/kart-worker@.service
@@ -142,12 +143,14 @@ test_readme_system_spool() {
 	local id1 id2
 	id1=$(cd / && KART_SPOOL=$s $alice "$KART" submit --name a1 -- uname -a) || fail "alice cannot submit"
 	id2=$(cd / && KART_SPOOL=$s $bob "$KART" submit --name b1 -- echo bob) || fail "bob cannot submit"
-	assert_eq "a1 b1" "$id1 $id2" "ids"
-	assert_eq "$gid" "$(stat -c %g "$s/new/a1" 2>/dev/null)" "a queued task's group (setgid new/)"
-	$bob rm -f "$s/new/a1" 2>/dev/null
-	assert_file "$s/new/a1"
-	$bob mv "$s/new/a1" "$s/new/stolen" 2>/dev/null
-	assert_file "$s/new/a1"
+	# Each drops into their own drop/USER/; the id is USER:NAME.
+	assert_eq "daemon:a1 bin:b1" "$id1 $id2" "ids"
+	assert_eq "daemon 700" "$(stat -c '%U %a' "$s/drop/daemon" 2>/dev/null)" "alice's drop directory"
+	assert_file "$s/drop/daemon/a1"
+	$bob rm -f "$s/drop/daemon/a1" 2>/dev/null
+	assert_file "$s/drop/daemon/a1"
+	$bob mv "$s/drop/daemon" "$s/drop/stolen" 2>/dev/null
+	assert_file "$s/drop/daemon/a1"
 	(cd / && KART_SPOOL=$s $eve "$KART" submit -- true >/dev/null 2>&1) && fail "a non-member could submit"
 	# The worker as the unit starts it, with its notify socket.
 	notify_listen "$T_ROOT/notify.sock" "$T_ROOT/notify.log"
@@ -158,8 +161,9 @@ test_readme_system_spool() {
 	local out
 	out=$(cd / && KART_SPOOL=$s timeout 60 $alice sh -c "kart wait $id1 && kart cat $id1" 2>&1)
 	assert_match "^Linux " "$out" "alice's kart wait && kart cat"
+	# bob's result is bob's alone (users.sh has the rest).
 	out=$(cd / && KART_SPOOL=$s timeout 60 $alice "$KART" wait "$id2" 2>&1; echo "rc=$?")
-	assert_match "rc=0" "$out" "alice waits on bob's task (done/ is the group's)"
+	assert_match "Permission denied.*rc=125" "$(tr '\n' ' ' <<<"$out")" "alice waits on bob's task"
 	assert_eq "drwxr-s--- $gid" "$(stat -c '%A %g' "$s/done")" "done/"
 	(cd / && KART_SPOOL=$s timeout 10 $eve "$KART" status >/dev/null 2>&1) && fail "a non-member read the results"
 	# The timer's service, as the unit runs it (its KART_GC_ARGS), with

@@ -33,10 +33,12 @@ bad=0
 no() { echo "FAIL: $*" >&2; bad=$((bad + 1)); }
 [ "$(id -u)" = 0 ] || { echo "hostile.sh: needs root (other users' files, device nodes)" >&2; exit 77; }
 "$kart" -s "$s" init || exit 1
-# Other users put entries in new/ (mode 1777), and the worker runs with
-# backend none for speed: that needs the policy's deliberate allowance.
+# Root puts every entry in new/, other users' files included (a new/
+# that others may write takes only root's and its owner's files: that is
+# tests/blackbox/users.sh), and the worker runs with backend none for
+# speed: that needs the policy's deliberate allowance.
 printf '[sandbox]\nallow_root = yes\nallow_unsandboxed = yes\n' >"$s/kart.conf"
-chmod 1777 "$s/tmp" "$s/new"
+chmod 1777 "$s/tmp"
 
 # The canary: were it ever run, it would leave $work/PWNED.
 canary=$work/canary

@@ -68,6 +68,25 @@ static void test_logfmt_quoting(void **state)
 	free(l);
 }
 
+/* A right-to-left override, an isolate, NEL (a C1 control) and the line
+ * separator are escaped as the ASCII controls are; other Unicode (é, a
+ * U+2010 hyphen) is kept, and a name with none of them stays bare. */
+static void test_logfmt_unicode_controls(void **state)
+{
+	(void)state;
+	log_setup(LOG_LOGFMT, "w1");
+	char *l = logged("started", "a\xe2\x80\xaegpj.exe", NULL, -1, NULL);
+	assert_string_equal(l, "level=info event=started worker=w1 id=\"a\\u202egpj.exe\"\n");
+	free(l);
+	l = logged("started", "x\xc2\x85y\xe2\x81\xa6z\xe2\x80\xa8\xc3\xa9\xe2\x80\x90", NULL, -1, NULL);
+	assert_string_equal(l, "level=info event=started worker=w1 "
+			       "id=\"x\\u0085y\\u2066z\\u2028\xc3\xa9\xe2\x80\x90\"\n");
+	free(l);
+	l = logged("started", "caf\xc3\xa9", NULL, -1, NULL);
+	assert_string_equal(l, "level=info event=started worker=w1 id=caf\xc3\xa9\n");
+	free(l);
+}
+
 /* Past the stack's line: the heap buffer holds the same encoding. */
 static void test_logfmt_long_line(void **state)
 {
@@ -96,6 +115,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_logfmt_plain),
 		cmocka_unit_test(test_logfmt_quoting),
+		cmocka_unit_test(test_logfmt_unicode_controls),
 		cmocka_unit_test(test_logfmt_long_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

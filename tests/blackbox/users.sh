@@ -1,0 +1,404 @@
+# Between users: a shared spool laid out by contrib/systemd/kart.tmpfiles,
+# real accounts (alice and mallory in the spool's group, bob outside it),
+# two root workers, and the attacks of issue 26 tried as written. See
+# docs/RELIABILITY.md, "Between users".
+. "$(dirname "$0")/../lib.sh"
+
+U_ALICE=kt26alice U_MALLORY=kt26mallory U_BOB=kt26bob G_KART=kt26kart
+U_MADE=0
+
+users_cleanup() {
+	[ "$U_MADE" = 1 ] || return 0
+	local u
+	for u in "$U_ALICE" "$U_MALLORY" "$U_BOB"; do
+		pkill -9 -u "$u" 2>/dev/null
+		userdel "$u" 2>/dev/null
+	done
+	groupdel "$G_KART" 2>/dev/null
+	return 0
+}
+trap '_cleanup; users_cleanup' EXIT
+
+# Make the accounts once per run (removed at exit).
+users_make() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (real users, a root worker)"; return 1; }
+	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
+		{ skip "setpriv or useradd is missing"; return 1; }
+	have_bwrap || { skip "bwrap cannot run here"; return 1; }
+	[ "$U_MADE" = 1 ] && return 0
+	users_cleanup
+	U_MADE=1
+	groupadd "$G_KART" || { fail "groupadd $G_KART"; return 1; }
+	useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_ALICE" &&
+		useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_MALLORY" &&
+		useradd -M -d / -s /bin/sh -U "$U_BOB" || { fail "useradd"; return 1; }
+	chmod 0755 "$T_ROOT"
+}
+
+# as USER CMD...: run CMD as USER with their groups, in /, on the spool $S.
+as() {
+	local u=$1; shift
+	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
+		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
+}
+
+# The spool as contrib/systemd/kart.tmpfiles lays it out: its `d` lines,
+# read by a small parser, with /var/spool/kart moved under $T_ROOT and
+# the group kart renamed to this run's group. Sets S.
+tmpfiles_spool() {
+	S=$T_ROOT/var/spool/kart
+	rm -rf "$T_ROOT/var"
+	local type path mode user group rest n=0
+	while read -r type path mode user group rest; do
+		case $type in d) ;; *) continue ;; esac
+		path=$T_ROOT${path}
+		[ "$group" = kart ] && group=$G_KART
+		mkdir -p "$path" && chown "$user:$group" "$path" && chmod "$mode" "$path" ||
+			{ fail "tmpfiles: $path"; return 1; }
+		n=$((n + 1))
+	done < <(grep -v '^#' "$ROOT/contrib/systemd/kart.tmpfiles")
+	[ "$n" -ge 5 ] || { fail "kart.tmpfiles: only $n directories"; return 1; }
+	chmod 0755 "$T_ROOT/var" "$T_ROOT/var/spool"
+}
+
+# Two root workers on $S.
+two_workers() {
+	start_worker "$S" --id w1
+	W1=$WPID
+	start_worker "$S" --id w2
+	W2=$WPID
+	wait_until 20 grep -q 'worker w2 on' "$S.worker.log" &&
+		wait_until 20 grep -q 'worker w1 on' "$S.worker.log" ||
+		{ fail "workers did not start: $(tail -3 "$S.worker.log")"; return 1; }
+}
+
+stop_workers() { stop_worker "$W1"; stop_worker "$W2"; }
+
+setup() { users_make && tmpfiles_spool && two_workers; }
+
+# result ID JQ: a field of done/ID.json, once it is there.
+result() {
+	wait_until 30 test -e "$S/done/$1.json" || { echo "(no result for $1)"; return; }
+	jq -r "$2" "$S/done/$1.json"
+}
+
+# Nothing in done/ ran as uid $1 with output containing $2.
+never_ran_as() {
+	local uid=$1 mark=$2 f
+	for f in "$S"/done/*.json; do
+		[ -e "$f" ] || continue
+		if [ "$(jq -r .submitter.uid "$f")" = "$uid" ] && [ "$(jq -r .status "$f")" != rejected ] &&
+			grep -qs "$mark" "${f%.json}.stdout"; then
+			fail "ran as uid $uid: $f: $(head -c 200 "${f%.json}.stdout")"
+		fi
+	done
+}
+
+# ---- 1. a drop proves who dropped it ----------------------------------------------------
+
+# kart submit and a plain cp into one's own drop directory both run as
+# their submitter, under USER:NAME; the layout is what tmpfiles made.
+test_drop_runs_as_dropper() {
+	setup || return
+	local out auid id
+	auid=$(id -u "$U_ALICE")
+	out=$(as "$U_ALICE" kart submit --name hello -- id -un) || fail "alice cannot submit: $out"
+	assert_eq "$U_ALICE:hello" "$out" "kart submit's id"
+	assert_eq "ok $auid" "$(result "$U_ALICE:hello" '"\(.status) \(.submitter.uid)"')" "result"
+	assert_eq "$U_ALICE" "$(cat "$S/done/$U_ALICE:hello.stdout" 2>/dev/null)" "ran as alice"
+	assert_eq hello "$(jq -r .name "$S/done/$U_ALICE:hello.json")" "the result's name"
+	assert_eq "drwx------ $U_ALICE" "$(stat -c '%A %U' "$S/drop/$U_ALICE")" "alice's drop directory"
+	# One plain file operation from any language: write, then rename in.
+	as "$U_ALICE" sh -c "umask 077; printf '#!/bin/sh\necho plain \$(id -un)\n' >$S/drop/$U_ALICE/.p &&
+		mv $S/drop/$U_ALICE/.p $S/drop/$U_ALICE/plain" || fail "alice's plain drop"
+	assert_eq "ok plain $U_ALICE" \
+		"$(result "$U_ALICE:plain" .status) $(cat "$S/done/$U_ALICE:plain.stdout" 2>/dev/null)" "plain drop"
+	# The shipped clients follow the same rule.
+	out=$(printf '#!/bin/sh\nid -un\n' | as "$U_ALICE" python3 "$ROOT/contrib/clients/kart_submit.py" "$S" - py) ||
+		fail "kart_submit.py: $out"
+	assert_eq "$U_ALICE:py" "$out" "kart_submit.py's id"
+	out=$(printf '#!/bin/sh\nid -un\n' | as "$U_ALICE" sh "$ROOT/contrib/clients/kart-submit.sh" "$S" sh) ||
+		fail "kart-submit.sh: $out"
+	assert_eq "$U_ALICE:sh" "$out" "kart-submit.sh's id"
+	for id in py sh; do
+		assert_eq "ok $U_ALICE" "$(result "$U_ALICE:$id" .status) $(cat "$S/done/$U_ALICE:$id.stdout" 2>/dev/null)" \
+			"client $id"
+	done
+	# new/ is the workers' alone now.
+	as "$U_MALLORY" sh -c "echo id >$S/new/x" 2>/dev/null && fail "mallory wrote into new/"
+	stop_workers
+}
+
+# Break 3 as written: alice's build.sh in a shared project directory
+# mallory can write (setgid 2775); mallory moves it (0644), and writes
+# her code into it first (0664), into wherever she can: it never runs as
+# alice. The same through a hard link staged in tmp/.
+test_mv_of_anothers_file_never_runs_as_them() {
+	setup || return
+	local auid proj=$T_ROOT/proj
+	auid=$(id -u "$U_ALICE")
+	mkdir -p "$proj" && chgrp "$G_KART" "$proj" && chmod 2775 "$proj"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/build.sh; chmod 0644 $proj/build.sh"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho alice-own\n' >$proj/b664.sh; chmod 0664 $proj/b664.sh"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho alice-own\n' >$proj/hl.sh; chmod 0664 $proj/hl.sh"
+	# mallory's drop directory, made as kart submit makes it.
+	as "$U_MALLORY" kart submit --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	local md=$S/drop/$U_MALLORY
+	# a. mv of the 0644 file: into new/ (refused by the kernel), into her drop.
+	as "$U_MALLORY" mv "$proj/build.sh" "$S/new/build.sh" 2>/dev/null && fail "mallory moved into new/"
+	as "$U_MALLORY" mv "$proj/build.sh" "$md/build.sh" || fail "mallory's mv into her drop"
+	# b. the 0664 file, with her code written in first.
+	as "$U_MALLORY" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/b664.sh && mv $proj/b664.sh $md/b664.sh" ||
+		fail "mallory's write-and-mv"
+	# c. the tmp/ hard link: staged in tmp/, linked into her drop, her code
+	# written in; then alice's and the tmp/ names go.
+	as "$U_MALLORY" sh -c "ln $proj/hl.sh $S/tmp/hl && ln $S/tmp/hl $md/hl && printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$S/tmp/hl" ||
+		fail "mallory's hard links"
+	as "$U_ALICE" rm -f "$proj/hl.sh"
+	as "$U_MALLORY" rm -f "$S/tmp/hl" 2>/dev/null # sticky tmp/: it is alice's file
+	# (rejected at once if a worker saw 3 links; else held busy while
+	# tmp/ has a link, until kart gc removes it after 36 h:)
+	rm -f "$S/tmp/hl"
+	local id
+	for id in build.sh b664.sh hl; do
+		assert_eq rejected "$(result "$U_MALLORY:$id" .status)" "$id: status"
+	done
+	assert_match "owned by uid $auid, but it is in drop/$U_MALLORY" \
+		"$(jq -r .error "$S/done/$U_MALLORY:build.sh.json")" "build.sh: the reason"
+	assert_match "writable by others than its owner" \
+		"$(jq -r .error "$S/done/$U_MALLORY:b664.sh.json")" "b664.sh: the reason"
+	# A rejection cut short by a crash is re-queued into new/ as
+	# mallory:NAME, still alice's file: rejected there too.
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/rq.sh; chmod 0644 $proj/rq.sh"
+	mv "$proj/rq.sh" "$S/new/$U_MALLORY:rq"
+	assert_eq rejected "$(result "$U_MALLORY:rq" .status)" "re-queued rejection: status"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && for id in build.sh b664.sh hl; do
+		echo "    $U_MALLORY:$id: $(jq -c '[.status, .submitter.uid, .error]' "$S/done/$U_MALLORY:$id.json")"
+	done
+	never_ran_as "$auid" PWNED
+	stop_workers
+}
+
+# A drop directory squatted under alice's name is never trusted for her
+# and does not block her: the worker moves it away, and kart submit goes
+# on. mallory's file in it never runs, as anyone.
+test_squatted_drop_directory() {
+	users_make && tmpfiles_spool || return
+	local auid
+	auid=$(id -u "$U_ALICE")
+	as "$U_MALLORY" sh -c "mkdir -m 0777 $S/drop/$U_ALICE && printf '#!/bin/sh\necho PWNED\n' >$S/drop/$U_ALICE/sq && chmod 0644 $S/drop/$U_ALICE/sq" ||
+		fail "mallory's squat"
+	two_workers || return
+	wait_until 10 test ! -e "$S/drop/$U_ALICE" || fail "the squat is still in drop/"
+	assert_match "drop/$U_ALICE: owned by uid $(id -u "$U_MALLORY"), not by the user of that name" \
+		"$(cat "$S.worker.log")" "the worker's log"
+	local out
+	out=$(as "$U_ALICE" kart submit --name after -- id -un) || fail "alice blocked: $out"
+	assert_eq "ok $U_ALICE" "$(result "$U_ALICE:after" .status) $(cat "$S/done/$U_ALICE:after.stdout" 2>/dev/null)" \
+		"alice's task after the squat"
+	ls "$S/done" | grep -q sq && fail "mallory's file in the squat was taken as a task"
+	never_ran_as "$auid" PWNED
+	stop_workers
+}
+
+# A new/ that others may write (a layout made by hand, or the old one):
+# a member's file put straight there is rejected, with where to drop it.
+test_shared_new_rejects_members_files() {
+	users_make && tmpfiles_spool || return
+	chmod 3770 "$S/new"
+	as "$U_MALLORY" sh -c "printf '#!/bin/sh\necho hi\n' >$S/new/direct; chmod 0644 $S/new/direct"
+	two_workers || return
+	assert_eq rejected "$(result direct .status)" "status"
+	assert_match "drop it into drop/USER/ \(or use kart submit\)" "$(jq -r .error "$S/done/direct.json")" "reason"
+	stop_workers
+}
+
+# ---- 2. owner-only output -----------------------------------------------------------------
+
+# every_read USER: everything of alice's task $1 that USER can read, as text.
+every_read() {
+	local u=$1 id=$2
+	as "$u" sh -c "cat $S/cur/*/'$id' $S/cur/*/.'$id'.stdout $S/cur/*/.'$id'.stderr $S/cur/*/.'$id'.out/* \
+		$S/done/'$id'.json $S/done/'$id'.stdout $S/done/'$id'.stderr $S/done/'$id'.task $S/done/'$id'.out/* \
+		$S/drop/$U_ALICE/* $S/new/'$id'; kart cat '$id'; kart status --json '$id'" 2>/dev/null
+}
+
+# Break 5 as written: bob (not in the group) and mallory (in it) read
+# nothing of alice's while her task runs, and after; alice reads it all.
+test_output_readable_by_its_submitter_alone() {
+	setup || return
+	local id=$U_ALICE:sec u got
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho SECRET-out\necho SECRET-err >&2\necho SECRET-art >\"\$KART_OUTDIR/a\"\nsleep 3\n# SECRET-task\n' |
+		kart submit --name sec -" >/dev/null || fail "alice cannot submit"
+	wait_until 20 sh -c "cat $S/cur/*/.'$id'.stdout 2>/dev/null | grep -q SECRET" || fail "not running"
+	for u in "$U_MALLORY" "$U_BOB"; do
+		got=$(every_read "$u" "$id")
+		assert_eq "" "$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" "$u while it runs"
+	done
+	assert_eq "ok" "$(result "$id" .status)" "status"
+	for u in "$U_MALLORY" "$U_BOB"; do
+		got=$(every_read "$u" "$id")
+		assert_eq "" "$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" "$u after"
+	done
+	[ -n "${KART_TEST_VERBOSE:-}" ] && ls -la "$S/done" "$S/done/$id.out" | sed 's/^/    /'
+	got=$(every_read "$U_ALICE" "$id")
+	assert_eq "SECRET-art SECRET-err SECRET-out SECRET-task " \
+		"$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" "alice reads her own"
+	stop_workers
+}
+
+# kart status across users shows each their own; root sees all. The cron
+# walkthrough (contrib/cron/kart-consume) works for each user over their
+# own results, and for root over all.
+test_status_and_consume_per_user() {
+	setup || return
+	as "$U_ALICE" kart submit --name st -- echo alice-out >/dev/null || fail "alice cannot submit"
+	as "$U_MALLORY" kart submit --name st -- echo mallory-out >/dev/null || fail "mallory cannot submit"
+	result "$U_ALICE:st" .status >/dev/null
+	result "$U_MALLORY:st" .status >/dev/null
+	local out
+	out=$(as "$U_MALLORY" kart status 2>&1)
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory's status: $out"
+	assert_match "$U_MALLORY:st" "$out" "mallory's status lists her task"
+	[[ $out == *"$U_ALICE:st"* ]] && fail "mallory's status lists alice's task: $out"
+	out=$("$KART" -s "$S" status 2>&1)
+	assert_match "$U_ALICE:st" "$out" "root's status lists alice's"
+	assert_match "$U_MALLORY:st" "$out" "root's status lists mallory's"
+	# The cron walkthrough, for alice over hers (a backslash in an id
+	# included), and for root over all.
+	as "$U_ALICE" kart submit --name 'back\slash' -- echo bs >/dev/null || fail "alice's back\\slash"
+	result "$U_ALICE:back\slash" .status >/dev/null
+	local h=$T_ROOT/consume-handler c=$ROOT/contrib/cron/kart-consume
+	mkdir -p "$T_ROOT/ac" && chown "$U_ALICE" "$T_ROOT/ac"
+	printf '#!/bin/sh\nhead -c 0 "$1" && echo "$KART_ID $KART_STATUS" >>"$(dirname "$STATE")/handled"\n' >"$h"
+	chmod 755 "$h"
+	as "$U_ALICE" env STATE="$T_ROOT/ac/state" "$c" "$S" "$T_ROOT/ac/state" "$h" || fail "alice's kart-consume"
+	assert_eq "$U_ALICE:back\slash ok|$U_ALICE:st ok" "$(sort "$T_ROOT/ac/handled" | paste -sd'|')" "alice's kart-consume"
+	mkdir -p "$T_ROOT/rc"
+	STATE=$T_ROOT/rc/state PATH=$KART_BUILD:$PATH "$c" "$S" "$T_ROOT/rc/state" "$h" || fail "root's kart-consume"
+	assert_eq 3 "$(grep -c ' ok$' "$T_ROOT/rc/handled")" "root's kart-consume handles all"
+	stop_workers
+}
+
+# ---- 3. no lock or open by others stops a task ------------------------------------------
+
+# flock_loop USER FILE...: as USER, open and flock (shared) each FILE
+# given, then every task file and capture it can in new/ and cur/*/, and
+# hold them all; sets FLP. It has FILEs held once "ready" is logged.
+flock_loop() {
+	local u=$1; shift
+	as "$u" python3 -c '
+import fcntl, glob, os, sys, time
+held = {}
+def grab(p):
+    if p in held:
+        return
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        held[p] = fd
+        print("held", p, flush=True)
+    except OSError:
+        pass
+for p in sys.argv[2:]:
+    grab(p)
+print("ready", flush=True)
+end = time.time() + 120
+while time.time() < end:
+    for p in glob.glob(sys.argv[1] + "/new/*") + glob.glob(sys.argv[1] + "/cur/*/*") + \
+            glob.glob(sys.argv[1] + "/cur/*/.*"):
+        grab(p)
+    time.sleep(0.002)
+' "$S" "$@" >"$T_ROOT/flock.$u.log" 2>&1 &
+	FLP=$!
+	T_PIDS+=("$FLP")
+	wait_until 10 grep -q ready "$T_ROOT/flock.$u.log" || fail "the flock loop did not start: $(cat "$T_ROOT/flock.$u.log")"
+}
+
+# Break 1 as written: alice keeps her task files 0644 in a project
+# directory; mallory opens and flocks each of them, and runs a flock loop
+# over every file she can open in new/ and cur/. None of alice's tasks is
+# blocked (0 of 6). A worker killed with -9 while mallory holds alice's
+# running task file locked still has its claim re-queued, and run by the
+# other worker.
+test_flock_loop_blocks_nothing() {
+	setup || return
+	local i n=0 proj=$T_ROOT/proj files=()
+	mkdir -p "$proj" && chgrp "$G_KART" "$proj" && chmod 2775 "$proj"
+	as "$U_ALICE" kart submit --name f0 -- true >/dev/null || fail "alice cannot submit"
+	for i in 1 2 3 4 5 6 k; do
+		as "$U_ALICE" sh -c "umask 022; printf '#!/bin/sh\n[ \"\$KART_ATTEMPT\" = 1 ] && [ $i = k ] && sleep 60\necho ran $i \$KART_ATTEMPT\n' >$proj/f$i"
+		files+=("$proj/f$i")
+	done
+	flock_loop "$U_MALLORY" "${files[@]}"
+	assert_eq 7 "$(grep -c "^held $proj/" "$T_ROOT/flock.$U_MALLORY.log")" "alice's files mallory holds locked"
+	for i in 1 2 3 4 5 6; do
+		as "$U_ALICE" mv "$proj/f$i" "$S/drop/$U_ALICE/f$i"
+	done
+	for i in 1 2 3 4 5 6; do
+		[ "$(result "$U_ALICE:f$i" .status)" = ok ] && n=$((n + 1))
+	done
+	assert_eq 6 "$n" "alice's tasks that ran, of 6, under mallory's locks"
+	# The worker killed under her lock: re-queued, run by the other.
+	as "$U_ALICE" mv "$proj/fk" "$S/drop/$U_ALICE/k"
+	local w
+	wait_until 20 sh -c "ls $S/cur/*/.'$U_ALICE:k'.lock >/dev/null 2>&1" || fail "k never ran"
+	w=$(basename "$(dirname "$(ls "$S"/cur/*/".$U_ALICE:k.lock" | head -1)")")
+	local wp=$W2
+	[ "$w" = w1 ] && wp=$W1
+	kill -9 "$wp"
+	wait_gone 10 "$wp" # (reaped here, quietly)
+	assert_eq "ok ran k 2" "$(result "$U_ALICE:k" .status) $(cat "$S/done/$U_ALICE:k.stdout" 2>/dev/null)" \
+		"k after its worker's kill -9, under mallory's lock"
+	kill "$FLP" 2>/dev/null
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory held $(grep -c held "$T_ROOT/flock.$U_MALLORY.log") files open and locked"
+	stop_workers 2>/dev/null
+}
+
+# ---- 4. ids that stay with their submitter -----------------------------------------------
+
+# Break 4 as written, five rounds, two workers: the moment alice's
+# `report` is claimed, mallory drops her own `report`, and one named
+# after alice's id; alice's `kart wait report && kart cat report` (and
+# with the full id) always prints her own output.
+test_id_squat_two_workers() {
+	setup || return
+	as "$U_MALLORY" kart submit --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	local r out id
+	for r in 1 2 3 4 5; do
+		id=$(as "$U_ALICE" kart submit --name "report$r" -- sh -c "sleep 0.5; echo alice-$r") ||
+			fail "alice cannot submit"
+		assert_eq "$U_ALICE:report$r" "$id" "round $r: the id kart submit printed"
+		wait_until 20 sh -c "ls $S/cur/*/'$id' >/dev/null 2>&1 || test -e '$S/done/$id.json'"
+		as "$U_MALLORY" sh -c "cd $S/drop/$U_MALLORY && printf '#!/bin/sh\necho forged\n' >.a && mv .a report$r &&
+			printf '#!/bin/sh\necho forged\n' >.b && mv .b '$id'"
+		out=$(as "$U_ALICE" sh -c "kart wait report$r >/dev/null && kart cat report$r" 2>&1)
+		assert_eq "alice-$r" "$out" "round $r: alice's wait && cat report$r"
+		out=$(as "$U_ALICE" sh -c "kart wait '$id' >/dev/null && kart cat '$id'" 2>&1)
+		assert_eq "alice-$r" "$out" "round $r: alice's wait && cat $id"
+	done
+	result "$U_MALLORY:report5" .status >/dev/null
+	result "$U_MALLORY:$U_ALICE:report5" .status >/dev/null
+	assert_eq "forged" "$(as "$U_MALLORY" kart cat "report5")" "mallory's own report5"
+	as "$U_MALLORY" kart cat "$U_ALICE:report5" >/dev/null 2>&1 && fail "mallory read alice's report5"
+	stop_workers
+}
+
+# ---- 6. smaller holes ------------------------------------------------------------------------
+
+# A user.kart set by the submitter (attempt 999999, submitted in 1970)
+# does not reach the result: the spool's record starts at the drop.
+test_forged_record_ignored() {
+	setup || return
+	command -v setfattr >/dev/null || { skip "setfattr (attr) is missing"; return; }
+	as "$U_ALICE" kart submit --name x0 -- true >/dev/null || fail "alice cannot submit"
+	as "$U_ALICE" sh -c "cd $S/drop/$U_ALICE && printf '#!/bin/sh\necho hi\n' >.x &&
+		setfattr -n user.kart -v \"\$(printf 'attempt=999999\nsubmitted=1000\nid=')\" .x && mv .x forged" ||
+		fail "alice's forged attribute"
+	assert_eq ok "$(result "$U_ALICE:forged" .status)" "status"
+	assert_eq 1 "$(jq -r .attempt "$S/done/$U_ALICE:forged.json")" "attempt"
+	assert_ne 1970 "$(jq -r .submitted_at "$S/done/$U_ALICE:forged.json" | cut -c1-4)" "submitted_at"
+	stop_workers
+}
+
+run_tests
