@@ -41,6 +41,10 @@ no_container_left() {
 		fail "containers left${1:+ ($1)}: $(docker ps --all --format '{{.Names}} {{.Status}}')"
 	echo "    nothing left in docker ps -a${1:+ $1} ($((SECONDS - E_T0))s)"
 }
+# A task's wait for the test: until the test puts "go" in its
+# $KART_OUTDIR (a host directory), at most 30 s. go SPOOL ID says go.
+WAIT_GO='i=0; until [ -e "$KART_OUTDIR/go" ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"'
+go() { local d; for d in "$1"/cur/*/."$2".out; do touch "$d/go"; done; }
 # wait_container: the name of kart's one running container, once it runs.
 wait_container() {
 	CNAME=
@@ -63,9 +67,8 @@ test_engine_profile() {
 	touch /bin/kart-x 2>/dev/null && echo wrote-bin
 	ls /sys/class/net
 	echo kept >"$KART_OUTDIR/a.txt"; echo "$PWD $HOME $KART_TASK_ID $KART_ATTEMPT" >"$KART_OUTDIR/env"
-	sleep 4
-	exit 3
 	EOF
+	printf '%s\nexit 3\n' "$WAIT_GO" >>"$s/tmp/prof"
 	as_nobody "$s" prof
 	start_worker "$s"
 	wait_container || { fail "no container ran: $(tail -3 "$s.worker.log")"; stop_worker "$WPID"; return; }
@@ -97,6 +100,7 @@ test_engine_profile() {
 	assert_eq 3 "$(q '.Mounts | length')" "three mounts"
 	assert_eq '[["/run/kart/out",true],["/run/kart/task",false],["/work",true]]' \
 		"$(q '[.Mounts[] | [.Destination, .RW]] | sort_by(.[0])')" "mounts: the task read-only"
+	go "$s" prof
 	wait_until 30 test -e "$s/done/prof.json" || fail "no result"
 	stop_worker "$WPID"
 	assert_eq failed "$(field "$s" prof .status)" "status"
@@ -117,15 +121,29 @@ lo" "$(cat "$s/done/prof.stdout")" "stdout: ids, no privileges, read-only root, 
 	no_container_left
 }
 
-# Wall clock and cancel: the CLI is killed, then the container by name;
-# nothing is left in docker ps -a.
-test_engine_timeout_and_cancel() {
-	need_engine || return
-	local s; s=$(espool)
+# The tasks that need no worker of their own run in one drain, three at
+# a time (batch_run, once, by whichever of these cases comes first): the
+# engine's round trips overlap on a loaded machine.
+B_SPOOL=
+batch_run() {
+	[ -n "$B_SPOOL" ] && return
+	B_SPOOL=$(espool)
+	local s=$B_SPOOL
 	# The wall clock counts the container's creation: enough for a
 	# loaded machine to get it started.
-	printf '#!/bin/sh\n#kart: timeout=6s\necho started; sleep 60\n' >"$s/new/slow"
-	drain "$s"
+	printf '#!/bin/sh\n#kart: timeout=10s\necho started; sleep 60\n' >"$s/new/slow"
+	# A string that doubles until the limit stops it.
+	printf '#!/bin/sh\n#kart: memory=32M\na=x; while :; do a="$a$a"; done\necho survived\n' >"$s/new/hog"
+	printf '#!/bin/sh\n#kart: memory=1M\necho never\n' >"$s/new/tiny"
+	drain "$s" --slots 3
+}
+
+# Wall clock: the CLI is killed, then the container by name; nothing is
+# left in docker ps -a. Cancel, the same, in a running worker.
+test_engine_timeout_and_cancel() {
+	need_engine || return
+	batch_run
+	local s=$B_SPOOL
 	assert_eq timeout "$(field "$s" slow .status)" "timeout: status"
 	assert_eq started "$(cat "$s/done/slow.stdout")" "timeout: it ran"
 	no_container_left "after the timeout"
@@ -145,10 +163,8 @@ test_engine_timeout_and_cancel() {
 # OOMKilled makes it certain.
 test_engine_oom() {
 	need_engine || return
-	local s; s=$(espool)
-	# A string that doubles until the limit stops it.
-	printf '#!/bin/sh\n#kart: memory=32M\na=x; while :; do a="$a$a"; done\necho survived\n' >"$s/new/hog"
-	drain "$s"
+	batch_run
+	local s=$B_SPOOL
 	assert_eq oom "$(field "$s" hog .status)" "status"
 	assert_match 'runtime reports it OOM-killed' "$(field "$s" hog .error)" "error (certain, not probable)"
 	assert_eq "" "$(cat "$s/done/hog.stdout" 2>/dev/null)" "nothing after the kill"
@@ -159,9 +175,8 @@ test_engine_oom() {
 # own message kept, nothing left.
 test_engine_exit_125_refused() {
 	need_engine || return
-	local s; s=$(espool)
-	printf '#!/bin/sh\n#kart: memory=1M\necho never\n' >"$s/new/tiny"
-	drain "$s"
+	batch_run
+	local s=$B_SPOOL
 	assert_eq refused "$(field "$s" tiny .status)" "status"
 	assert_eq sandbox_setup_failed "$(field "$s" tiny .refusal)" "refusal"
 	assert_match 'status 125' "$(field "$s" tiny .error)" "error"
@@ -208,21 +223,21 @@ test_engine_secret_not_recorded() {
 	need_engine || return
 	local s; s=$(espool)
 	printf '[sandbox]\nenv_pass = DEPLOY_TOKEN\n[network]\nallow_uids = 0\ncred_env = NET_TOKEN\n' >>"$s/kart.conf"
-	printf '#!/bin/sh\n#kart: net\necho "dep=$DEPLOY_TOKEN net=$NET_TOKEN"\nsleep 3\n' >"$s/new/withnet"
-	printf '#!/bin/sh\necho "dep=$DEPLOY_TOKEN net=$NET_TOKEN"\nsleep 3\n' >"$s/new/nonet"
+	printf '#!/bin/sh\n#kart: net\necho "dep=$DEPLOY_TOKEN net=$NET_TOKEN"\n%s\n' "$WAIT_GO" >"$s/new/withnet"
+	printf '#!/bin/sh\necho "dep=$DEPLOY_TOKEN net=$NET_TOKEN"\n%s\n' "$WAIT_GO" >"$s/new/nonet"
 	DEPLOY_TOKEN="dep'\"s3cr3t 4711" NET_TOKEN=net-s3cr3t-0815 start_worker "$s" --slots 2
-	local n seen=0 rec
-	for n in 1 2 3; do
-		wait_until 20 eval '[ "$(docker ps --filter label=kart.worker --quiet | wc -l)" -ge 1 ]' || break
-		for CNAME in $(docker ps --filter label=kart.worker --format '{{.Names}}'); do
-			rec=$(docker inspect --format '{{json .Args}} {{json .Config.Cmd}} {{json .Config.Env}} {{json .Config.Entrypoint}}' "$CNAME" 2>/dev/null) || continue
-			seen=$((seen + 1))
-			case $rec in *s3cr3t*) fail "a secret's value in docker inspect of $CNAME: $rec" ;; esac
-		done
-		[ "$seen" -ge 2 ] && break
-		sleep 0.3
+	local seen=0 rec
+	# Both wait for go: both are inspected while they run.
+	wait_until 40 eval '[ "$(docker ps --filter label=kart.worker --quiet | wc -l)" -ge 2 ]' ||
+		fail "two containers did not start: $(tail -3 "$s.worker.log")"
+	for CNAME in $(docker ps --filter label=kart.worker --format '{{.Names}}'); do
+		rec=$(docker inspect --format '{{json .Args}} {{json .Config.Cmd}} {{json .Config.Env}} {{json .Config.Entrypoint}}' "$CNAME") || continue
+		seen=$((seen + 1))
+		case $rec in *s3cr3t*) fail "a secret's value in docker inspect of $CNAME: $rec" ;; esac
 	done
-	[ "$seen" -ge 1 ] || fail "no container inspected"
+	assert_eq 2 "$seen" "containers inspected"
+	go "$s" withnet
+	go "$s" nonet
 	wait_until 30 test -e "$s/done/withnet.json" -a -e "$s/done/nonet.json" || fail "no results"
 	stop_worker "$WPID"
 	assert_eq "dep=dep'\"s3cr3t 4711 net=net-s3cr3t-0815" "$(cat "$s/done/withnet.stdout")" "the net task has both"
