@@ -394,8 +394,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			break;
 		}
 		/* No RENAME_NOREPLACE on this filesystem. link() would leave
-		 * the task with two links for a moment, which a worker rightly
-		 * rejects; check, then rename (the id was just seen free). */
+		 * the task with two links until the unlink, busy to a worker,
+		 * and for ever after a crash in between; check, then rename
+		 * (the id was just seen free). */
 		if (exists_at(into, name))
 			continue;
 		if (renameat(sp->tmp, tname, into, name) == 0) {

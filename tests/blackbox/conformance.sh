@@ -131,7 +131,7 @@ test_wait_and_status_each_state() {
 # workers: every submission gets exactly one result, and a wait by a
 # printed id returns a result of that id.
 test_same_name_race() {
-	local c s procs=2 per=6 p i tok pred res got pids=()
+	local c s procs=2 per=4 p i tok pred res got pids=()
 	[ "${KART_CONFORMANCE_LONG:-0}" = 1 ] && procs=8 per=25
 	s=$(mkspool)
 	start_worker "$s" --id w0
