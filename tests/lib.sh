@@ -7,7 +7,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KART_BUILD=$(cd "$ROOT" && cd "${KART_B:-build}" && pwd)
 KART=$KART_BUILD/kart
 export PATH=$KART_BUILD:$PATH
-unset KART_SPOOL KART_BACKEND KART_NET_UIDS KART_TERM_GRACE KART_TIMEOUT_MAX
+unset KART_SPOOL KART_BACKEND KART_NET_UIDS KART_TERM_GRACE KART_KILL_GRACE KART_TIMEOUT_MAX
 unset KART_LANDLOCK
 unset KART_CGROUP KART_CGROUP_PARENT KART_RLIMIT_USE_AS
 # The tests run as root and submit root-owned task files; a root worker

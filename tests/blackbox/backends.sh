@@ -117,8 +117,20 @@ test_container_timeout_kills_by_name() {
 	local name; name=$(arg_after "$(run_argv)" --name)
 	wait_until 10 bash -c "grep -qx 'rm --force $name' '$FD/calls.log'" ||
 		fail "no rm --force by name: $(cat "$FD/calls.log")"
+	assert_eq 1 "$(dcall "kill --signal TERM $name")" "SIGTERM by name first (the kill grace), once"
 	assert_eq 1 "$(dcall "kill $name")" "kill by name, once"
 	wait_until 10 bash -c "! pgrep -f '^$mark' >/dev/null" || fail "the container's process survived"
+}
+
+# A timeout's SIGTERM reaches the container through the runtime: its
+# trap runs, and the status it chose is kept.
+test_container_timeout_sigterm_first() {
+	local s; s=$(cspool); FD=$s.docker
+	printf '#!/bin/bash\n#kart: timeout=1s kill_grace=10s\ntrap "echo cleaned; exit 3" TERM\nsleep 60 & wait\n' >"$s/new/trap"
+	FAKE_DOCKER_DIR=$FD drain "$s"
+	assert_eq timeout "$(field "$s" trap .status)" "status"
+	assert_eq 3 "$(field "$s" trap .exit_code)" "the exit status it chose within the grace"
+	assert_match cleaned "$(cat "$s/done/trap.stdout")" "its trap ran"
 }
 
 # The engine cannot make the container (exit 125): refused, and what it
