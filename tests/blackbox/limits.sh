@@ -226,7 +226,8 @@ EOT
 		[ "$cur" -le 32 ] || fail "pids.current $cur above 32"
 		[ "${events:-0}" -gt 0 ] || fail "pids.events max=${events:-?}: the bomb never hit the limit"
 	fi
-	"$KART" -s "$s" cancel bomb >/dev/null || fail "kart cancel of the bomb"
+	# (On a starved guest its timeout may have come first.)
+	"$KART" -s "$s" cancel bomb >/dev/null 2>&1 || has_result "$s" bomb || fail "kart cancel of the bomb"
 	wait_until 20 has_result "$s" bomb || { fail "no result for the bomb"; return; }
 	assert_ne ok "$(field "$s" bomb .status)" "status of the fork bomb"
 	assert_eq 32 "$(field "$s" bomb .limits.pids)" limits.pids
