@@ -2284,10 +2284,16 @@ static void finish_refused(struct worker *w, struct task *t, const char *refusal
 /* Is the task's memory or pids the built-in default of the policy (and
  * not its lane's own, nor the task's line)? Then it yields where nothing
  * can hold it. */
+static bool memory_builtin(const struct policy *pol, const struct task_spec *spec)
+{
+	return pol->builtin_memory && !pol->lane[spec->lane ? 1 : 0].memory_default &&
+	       spec->line_memory <= 0;
+}
+
 static void builtin_soft(const struct policy *pol, const struct task_spec *spec, struct rl_host *rh)
 {
 	int l = spec->lane ? 1 : 0;
-	rh->soft_memory = pol->builtin_memory && !pol->lane[l].memory_default && spec->line_memory <= 0;
+	rh->soft_memory = memory_builtin(pol, spec);
 	rh->soft_pids = pol->builtin_pids && !pol->lane[l].pids_default && spec->line_pids <= 0;
 }
 
@@ -3578,8 +3584,11 @@ static void task_complete(struct worker *w, struct task *t)
 				 (long long)t->cgu.oom_kills);
 		r->error = errbuf;
 	}
+	/* Not under the built-in share of the host's memory: too large a
+	 * limit to make a SIGKILL a probable OOM. */
 	if (t->end == END_NATURAL && e->exited && e->exit_code == 137 &&
-	    w->pol->backend == BACKEND_CONTAINER && t->spec.memory) {
+	    w->pol->backend == BACKEND_CONTAINER && t->spec.memory &&
+	    !memory_builtin(w->pol, &t->spec)) {
 		/* Backend container: the runtime's OOMKilled (container_end);
 		 * where it could not be read, SIGKILL under a memory limit is
 		 * called a probable OOM. */

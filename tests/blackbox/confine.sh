@@ -672,8 +672,9 @@ cpu_max = 0.5
 EOF
 	local out
 	out=$(CONFINE_TOKEN=doctor-secret-$$ KART_ALLOW_ROOT=no "$KART" -s "$s" doctor --json)
-	# The limits per lane as they apply: [lane.batch] over [limits].
-	assert_eq "67108864 2147483648 null" \
+	# The limits per lane as they apply: [lane.batch] over [limits] (and
+	# over the built-in pids default, 512).
+	assert_eq "67108864 2147483648 512" \
 		"$(jq -r '.policy.limits.lanes.fast | "\(.memory_default) \(.memory_max) \(.pids_default)"' <<<"$out")" \
 		"lane fast: memory_default memory_max pids_default"
 	assert_eq "67108864 1073741824 50 0.5" \
