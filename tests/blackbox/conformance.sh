@@ -74,7 +74,7 @@ test_bad_directives() {
 		[ -e "$s/done/$id.stdout" ] && fail "$c: '$body' ran"
 	done
 	[ ${#ids[@]} -ge 3 ] || fail "only ${#ids[@]} bad tasks queued by the clients"
-	assert_match "name=\)" "$(jq -r .error "$s/done/bad-python-0.json" 2>/dev/null)" "the known directives, name= among them"
+	assert_match "name= " "$(jq -r .error "$s/done/bad-python-0.json" 2>/dev/null)" "the known directives, name= among them"
 }
 
 # A writer that takes its time: the client publishes only what is whole.
