@@ -186,7 +186,9 @@ s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(('127.0.0.1', $port)); s.listen(8); time.sleep(60)" &
 	local lp=$!
 	T_PIDS+=("$lp")
-	sleep 0.3
+	# Listening before the tasks run (a loaded host starts Python slowly).
+	wait_until 30 grep -qi "^ *[0-9]*: 0100007F:$(printf %04X "$port") 00000000:0000 0A" /proc/net/tcp ||
+		{ fail "the listener on 127.0.0.1:$port did not start"; return; }
 	local probe="import socket
 try:
     socket.create_connection(('127.0.0.1', $port), 2); print('connected')
