@@ -47,7 +47,10 @@ bspool() {
 	local s
 	s=$(mkspool)
 	chmod 755 "$T_ROOT" "$s"
-	chmod 1777 "$s/new" "$s/tmp"
+	# The user's own spool, served by a root worker that runs each task
+	# as its submitter (a shared spool's drop/ is users.sh's): new/ is
+	# written by its owner alone, so a file there is the owner's own.
+	chown -R "$U" "$s"
 	echo "$s"
 }
 
