@@ -472,7 +472,7 @@ test_slow_fsync_backlog_bounded() {
 	wait_until 10 grep -q ' on ' "$s.worker.log" || { fail "the worker did not start"; return; }
 	local ctid; ctid=$(commit_tid "$WPID")
 	[ -n "$ctid" ] || { fail "no thread named kart-commit: $(cat /proc/"$WPID"/task/*/comm | tr '\n' ' ')"; return; }
-	strace -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_exit=5000 -p "$ctid" &
+	strace -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_exit=20000 -p "$ctid" &
 	local sp=$!
 	T_PIDS+=("$sp")
 	wait_until 10 traced_by "$ctid" || { fail "strace never attached"; return; }

@@ -29,10 +29,12 @@ user_cleanup() {
 }
 trap 'user_cleanup; _cleanup' EXIT
 
-# as_user CMD...: CMD as the user, with a login's plain environment
-# (setpriv execs: its pid is the command's, for stop_worker).
+# as_user CMD...: CMD as the user, in their home, with a login's plain
+# environment (setpriv, env and sh exec: its pid is the command's, for
+# stop_worker). In their home: kart submit binds the directory it runs in.
 as_user() {
-	setpriv --reuid="$U" --regid="$U" --init-groups -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="$UHOME" LANG=C.UTF-8 "$@"
+	setpriv --reuid="$U" --regid="$U" --init-groups -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="$UHOME" LANG=C.UTF-8 \
+		sh -c 'cd "$HOME" && exec "$@"' sh "$@"
 }
 # A spool of the user's own, made by the user (kart init --personal).
 user_spool() {
@@ -221,11 +223,12 @@ test_submit_hints_double_dash() {
 test_net_refused_at_submit() {
 	user_setup || return
 	local s err; s=$(mkspool)
-	chmod 0755 "$s" && chmod 1777 "$s/new" "$s/tmp"
+	# Shared, as kart.tmpfiles lays it out: users drop into drop/USER/.
+	chmod 0755 "$s" && chmod 1777 "$s/tmp" && mkdir -m 1777 "$s/drop"
 	err=$(as_user kart -s "$s" submit --net -- true 2>&1)
 	assert_eq 1 "$?" "submit --net without a grant"
 	assert_match "allow_uids or allow_groups in $s/kart.conf" "$err" "names the key and the file"
-	assert_eq "" "$(ls "$s/new")" "nothing queued"
+	assert_eq "" "$(ls "$s/new"; ls -A "$s/drop/$U" 2>/dev/null)" "nothing queued"
 	# The worker's error names them too (the file came another way).
 	printf '#!/bin/sh\n#kart: net\ntrue\n' >"$s/new/direct"
 	drain "$s"
