@@ -139,8 +139,10 @@ batch_run() {
 	B_SPOOL=$(espool)
 	local s=$B_SPOOL
 	# The wall clock counts the container's creation: enough for a
-	# loaded machine to get it started.
-	printf '#!/bin/sh\n#kart: timeout=10s\necho started; sleep 60\n' >"$s/new/slow"
+	# loaded machine to get it started. A shell as the container's
+	# PID 1 ignores SIGTERM: kill_grace=1s, not the default 5 s of
+	# waiting for nothing, before the SIGKILL (here and below).
+	printf '#!/bin/sh\n#kart: timeout=10s kill_grace=1s\necho started; sleep 60\n' >"$s/new/slow"
 	# A string that doubles until the limit stops it.
 	printf '#!/bin/sh\n#kart: memory=32M\na=x; while :; do a="$a$a"; done\necho survived\n' >"$s/new/hog"
 	printf '#!/bin/sh\n#kart: memory=1M\necho never\n' >"$s/new/tiny"
@@ -156,7 +158,7 @@ test_engine_timeout_and_cancel() {
 	assert_eq timeout "$(field "$s" slow .status)" "timeout: status"
 	assert_eq started "$(cat "$s/done/slow.stdout")" "timeout: it ran"
 	no_container_left "after the timeout"
-	printf '#!/bin/sh\necho started; sleep 60\n' >"$s/new/long"
+	printf '#!/bin/sh\n#kart: kill_grace=1s\necho started; sleep 60\n' >"$s/new/long"
 	start_worker "$s"
 	wait_container || { fail "cancel: no container ran"; stop_worker "$WPID"; return; }
 	run_cmd -s "$s" cancel long
@@ -274,7 +276,7 @@ test_engine_escape_battery() {
 	# A neighbour: another task of nobody in the same worker, in its own
 	# container, with a file in its work directory and its $KART_OUTDIR.
 	local ntag=neighbour-$nonce
-	printf '#!/bin/sh\n#kart: timeout=110s\necho %s >./mark\necho %s >"$KART_OUTDIR/mark"\nexec /usr/bin/python3 -c "import time; time.sleep(100)" %s\n' \
+	printf '#!/bin/sh\n#kart: timeout=110s kill_grace=1s\necho %s >./mark\necho %s >"$KART_OUTDIR/mark"\nexec /usr/bin/python3 -c "import time; time.sleep(100)" %s\n' \
 		"$ntag" "$ntag" "$ntag" >"$s/tmp/neighbour"
 	as_nobody "$s" neighbour
 	wait_container || { fail "the neighbour did not start: $(tail -3 "$s.worker.log")"; rm -f "$marker"; return; }
