@@ -6,7 +6,8 @@
 # failure too. Needs the packages docker.io and
 # busybox-static (contrib/install-deps); without them, or where the
 # engine cannot start, every case skips with the reason (a failure under
-# KART_MUST_WORK=1).
+# KART_MUST_WORK=1). test_engine_task_binds makes a user of its own,
+# kt25buser, and removes it.
 . "$(dirname "$0")/../lib.sh"
 
 E_DIR=$T_ROOT/engine
