@@ -348,7 +348,13 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	}
 	/* The task's own binds: the engine mounts them by path (it takes no
 	 * descriptor), after they were checked as the submitter; the task
-	 * runs as the submitter (--user), whose permissions apply inside. */
+	 * runs as the submitter (--user), whose permissions apply inside.
+	 * Not closed: the daemon resolves the path again, as root, and
+	 * follows a symlink at it (tried on dockerd 20.10), so a submitter
+	 * who swaps a directory of theirs for a symlink between the check
+	 * and the mount gets the target mounted, e.g. a 0644 file under a
+	 * 0700 directory they cannot search. Permissions on the file itself
+	 * still hold inside; bwrap's --bind-fd has no such window. */
 	for (int i = 0; i < spec->n_binds; i++) {
 		const struct task_bind *b = &spec->binds[i];
 		if (strchr(b->path, ':') || strchr(b->path, ',')) {

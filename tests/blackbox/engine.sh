@@ -6,7 +6,8 @@
 # failure too. Needs the packages docker.io and
 # busybox-static (contrib/install-deps); without them, or where the
 # engine cannot start, every case skips with the reason (a failure under
-# KART_MUST_WORK=1).
+# KART_MUST_WORK=1). test_engine_task_binds makes a user of its own,
+# kt25buser, and removes it.
 . "$(dirname "$0")/../lib.sh"
 
 E_DIR=$T_ROOT/engine
@@ -15,7 +16,16 @@ E_WHY=
 E_PID=
 
 . "$ROOT/tests/engine-lib.sh"
-trap 'engine_stop; _cleanup' EXIT
+E_USER=kt25buser
+E_MADE_USER=
+# The submitter made by test_engine_task_binds, home and all.
+user_cleanup() {
+	[ -n "$E_MADE_USER" ] || return 0
+	pkill -9 -u "$E_USER" 2>/dev/null
+	userdel -r "$E_USER" 2>/dev/null
+	E_MADE_USER=
+}
+trap 'engine_stop; user_cleanup; _cleanup' EXIT
 trap 'exit 143' TERM INT HUP
 
 need_engine() {
@@ -130,8 +140,10 @@ batch_run() {
 	B_SPOOL=$(espool)
 	local s=$B_SPOOL
 	# The wall clock counts the container's creation: enough for a
-	# loaded machine to get it started.
-	printf '#!/bin/sh\n#kart: timeout=10s\necho started; sleep 60\n' >"$s/new/slow"
+	# loaded machine to get it started. A shell as the container's
+	# PID 1 ignores SIGTERM: kill_grace=1s, not the default 5 s of
+	# waiting for nothing, before the SIGKILL (here and below).
+	printf '#!/bin/sh\n#kart: timeout=10s kill_grace=1s\necho started; sleep 60\n' >"$s/new/slow"
 	# A string that doubles until the limit stops it.
 	printf '#!/bin/sh\n#kart: memory=32M\na=x; while :; do a="$a$a"; done\necho survived\n' >"$s/new/hog"
 	printf '#!/bin/sh\n#kart: memory=1M\necho never\n' >"$s/new/tiny"
@@ -147,7 +159,7 @@ test_engine_timeout_and_cancel() {
 	assert_eq timeout "$(field "$s" slow .status)" "timeout: status"
 	assert_eq started "$(cat "$s/done/slow.stdout")" "timeout: it ran"
 	no_container_left "after the timeout"
-	printf '#!/bin/sh\necho started; sleep 60\n' >"$s/new/long"
+	printf '#!/bin/sh\n#kart: kill_grace=1s\necho started; sleep 60\n' >"$s/new/long"
 	start_worker "$s"
 	wait_container || { fail "cancel: no container ran"; stop_worker "$WPID"; return; }
 	run_cmd -s "$s" cancel long
@@ -265,7 +277,7 @@ test_engine_escape_battery() {
 	# A neighbour: another task of nobody in the same worker, in its own
 	# container, with a file in its work directory and its $KART_OUTDIR.
 	local ntag=neighbour-$nonce
-	printf '#!/bin/sh\n#kart: timeout=110s\necho %s >./mark\necho %s >"$KART_OUTDIR/mark"\nexec /usr/bin/python3 -c "import time; time.sleep(100)" %s\n' \
+	printf '#!/bin/sh\n#kart: timeout=110s kill_grace=1s\necho %s >./mark\necho %s >"$KART_OUTDIR/mark"\nexec /usr/bin/python3 -c "import time; time.sleep(100)" %s\n' \
 		"$ntag" "$ntag" "$ntag" >"$s/tmp/neighbour"
 	as_nobody "$s" neighbour
 	wait_container || { fail "the neighbour did not start: $(tail -3 "$s.worker.log")"; rm -f "$marker"; return; }
@@ -313,6 +325,82 @@ test_engine_escape_battery() {
 	[ "$tried" -ge 50 ] || fail "only $tried probes reported"
 	echo "    escape battery [container, task of nobody]: $tried probes tried, $(printf '%s' "$escaped" | grep -c .) escapes"
 	no_container_left
+}
+
+# A task's cwd= and ro= (issue 10) reach the container as -v mounts at
+# the same path, and nothing else does; what its submitter (a real user,
+# not root) could not open is rejected before any container is made.
+test_engine_task_binds() {
+	need_engine || return
+	command -v useradd >/dev/null && command -v runuser >/dev/null ||
+		{ skip "useradd or runuser is missing"; return; }
+	if id "$E_USER" >/dev/null 2>&1; then # left by a killed run
+		pkill -9 -u "$E_USER" 2>/dev/null
+		userdel -r "$E_USER" 2>/dev/null
+	fi
+	useradd -m -s /bin/sh "$E_USER" || { fail "useradd $E_USER"; return; }
+	E_MADE_USER=1
+	local h=/home/$E_USER uid gid s t0 priv=$T_ROOT/kt25b-private
+	uid=$(id -u "$E_USER"); gid=$(id -g "$E_USER")
+	chmod 0700 "$h"
+	s=$(espool)
+	# A shared spool (kart.tmpfiles): new/ the workers', a drop
+	# directory per user; the task ids are USER:NAME.
+	mkdir -m 1770 "$s/drop" && chgrp "$gid" "$s/drop" "$s/tmp" && chmod 3770 "$s/tmp" ||
+		{ fail "the shared spool"; return; }
+	local bid=$E_USER:binds pid=$E_USER:priv
+	# A root-owned directory the user can neither read nor write.
+	mkdir -p "$priv" && chmod 0700 "$priv" && echo private >"$priv/f"
+	u() { runuser -u "$E_USER" -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="$h" sh -c 'cd "$HOME" && "$@"' _ "$@"; }
+	u mkdir -p proj ref
+	u sh -c 'echo ref-data >ref/in.txt'
+	u sh -c "cat >binds.task" <<-EOF
+	#!/bin/sh
+	id -u; id -g; pwd
+	echo made >made.txt
+	cat $h/ref/in.txt
+	touch $h/ref/new 2>/dev/null && echo wrote-ro || echo ro-refused
+	$WAIT_GO
+	EOF
+	printf '#!/bin/sh\ncat %s/f\n' "$priv" | u sh -c "cat >priv.task"
+	# (Queued before the worker starts: kart submit notes that none runs.)
+	u kart -s "$s" submit --name priv --no-cwd --ro "$priv" priv.task >/dev/null 2>"$T_ROOT/sub.err" ||
+		fail "submit priv: $(cat "$T_ROOT/sub.err")"
+	u kart -s "$s" submit --name binds -C "$h/proj" --ro "$h/ref" binds.task >/dev/null 2>"$T_ROOT/sub.err" ||
+		fail "submit binds: $(cat "$T_ROOT/sub.err")"
+	t0=$(date +%s)
+	start_worker "$s" --slots 2
+	wait_container || { fail "no container ran: $(tail -3 "$s.worker.log")"; stop_worker "$WPID"; return; }
+	# The engine's record, while it runs: the two binds at their own
+	# paths (the ro= one read-only), the three of every task, no more.
+	local j; j=$(docker inspect "$CNAME" | jq '.[0]')
+	q() { echo "$j" | jq -c "$1"; }
+	assert_eq "[\"$h/proj:$h/proj\",\"$h/ref:$h/ref:ro\"]" "$(q '.HostConfig.Binds | sort')" "HostConfig.Binds"
+	assert_eq "[[\"$h/proj\",\"$h/proj\",true],[\"$h/ref\",\"$h/ref\",false],[\"/run/kart/out\",true],[\"/run/kart/task\",false],[\"/work\",true]]" \
+		"$(q "[.Mounts[] | if (.Destination | startswith(\"$h\")) then [.Source, .Destination, .RW] else [.Destination, .RW] end] | sort_by(.[0])")" \
+		"mounts: the task's two and the fixed three"
+	assert_eq "\"$h/proj\"" "$(q .Config.WorkingDir)" "WorkingDir: cwd="
+	assert_eq "\"$uid:$gid\"" "$(q .Config.User)" "User: the submitter"
+	go "$s" "$bid"
+	wait_until 30 test -e "$s/done/$bid.json" -a -e "$s/done/$pid.json" || fail "no results"
+	stop_worker "$WPID"
+	assert_eq ok "$(field "$s" "$bid" .status)" "status ($(field "$s" "$bid" .error))"
+	assert_eq "$uid
+$gid
+$h/proj
+ref-data
+ro-refused" "$(cat "$s/done/$bid.stdout")" "stdout: the submitter's ids, cwd=, ro= read but not written"
+	assert_eq "made $E_USER" "$(cat "$h/proj/made.txt" 2>/dev/null) $(stat -c %U "$h/proj/made.txt" 2>/dev/null)" \
+		"the file written in cwd= is on the host, the submitter's"
+	assert_no_file "$h/ref/new"
+	assert_eq rejected "$(field "$s" "$pid" .status)" "the private directory: status"
+	assert_match "ro=$priv: uid $uid has no read" "$(field "$s" "$pid" .error)" "the private directory: error"
+	assert_eq "" "$(cat "$s/done/$pid.stdout" 2>/dev/null)" "the private directory: never ran"
+	# One container was made in all, the task's with the binds.
+	assert_eq "$CNAME" "$(docker events --since "$t0" --until "$(date +%s)" --filter event=create \
+		--filter label=kart.worker --format '{{.Actor.Attributes.name}}')" "containers created"
+	no_container_left
+	user_cleanup
 }
 
 if engine_start; then echo "    engine: $E_UP"; else E_WHY=${E_WHY:-unknown}; fi
