@@ -629,7 +629,7 @@ test_rlimits_inside_the_sandbox() {
 	assert_eq $((35 * n + 1)) "$(limit_of "$L" "Max cpu time")" "leaf: RLIMIT_CPU backstop ((30 s + 5 s grace) x $n cores + 1)"
 	assert_eq unlimited "$(limit_of "$L" "Max address space")" "leaf: no RLIMIT_AS under a cgroup"
 	assert_eq 0 "$(limit_of "$s/done/untimed.stdout" "Max core file size")" "untimed: RLIMIT_CORE"
-	assert_eq $((3600 * n + 1)) "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: the backstop of the default timeout (1h)"
+	assert_eq $((3605 * n + 1)) "$(limit_of "$s/done/untimed.stdout" "Max cpu time")" "untimed: the backstop of the default timeout ((1h + 5 s grace) x $n cores + 1)"
 	# Without a cgroup (run as nobody, whom RLIMIT_NPROC binds).
 	printf '#!/bin/sh\n#kart: timeout=30s pids=40\ncat /proc/self/limits\n' >"$s/tmp/off"
 	chown nobody "$s/tmp/off"; mv "$s/tmp/off" "$s/new/off"
