@@ -138,7 +138,7 @@ static void gc_worker_dir(struct gc *g, const char *wid, bool born)
 		return;
 	/* A directory without .lock is garbage of a recovery that could not
 	 * rmdir it: take a lock there too, exactly as a worker would. */
-	_cleanup_close_ int l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (born ? 0 : O_CREAT), 0644);
+	_cleanup_close_ int l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (born ? 0 : O_CREAT), 0600);
 	if (l < 0 || flock(l, LOCK_EX | LOCK_NB) < 0)
 		return; /* alive (or being born): not ours */
 	DIR *dir = opendir_at(d, ".");

@@ -429,7 +429,10 @@ static int worker_dir_create(struct spool *sp, const char *wid, int *dout, int *
 	if (mkdirat(sp->cur, tmp, 0755) < 0)
 		return -errno;
 	_cleanup_close_ int d = openat(sp->cur, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	_cleanup_close_ int l = d < 0 ? -1 : openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* 0600: a lock that others could open, they could also hold
+	 * (flock LOCK_SH) past the worker's death, and so pin its claims as
+	 * a live worker's. */
+	_cleanup_close_ int l = d < 0 ? -1 : openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	int r = 0;
 	if (l < 0)
 		r = -errno;
@@ -471,7 +474,7 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 		} else
 			/* O_RDWR: its close at death raises IN_CLOSE_WRITE for
 			 * peers that watch it; their read-only probes do not. */
-			l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+			l = openat(d, ".lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (l < 0) {
 			if (errno == ENOENT)
 				continue; /* the directory was just removed */
@@ -488,6 +491,7 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 		    a.st_ino != b.st_ino || fstat(d, &c) < 0 ||
 		    fstatat(sp->cur, wid, &e, AT_SYMLINK_NOFOLLOW) < 0 || c.st_ino != e.st_ino)
 			continue;
+		(void)fchmod(l, 0600); /* one made 0644 by an older kart */
 		*wdir = steal_fd(&d);
 		*lockfd = steal_fd(&l);
 		return 0;
