@@ -218,10 +218,12 @@ test_engine_recovery_removes_orphan() {
 		fail "no sweep logged: $(tail -5 "$s.worker.log")"
 	# The sweep came before the re-run: the orphan was gone when the
 	# second container was created.
-	local gone made
-	gone=$(docker events --since 0 --until "$(date +%s)" --filter "container=$orphan" \
+	# --until is in whole seconds: one more, or what happened within
+	# this second is not listed yet.
+	local gone made until=$(($(date +%s) + 1))
+	gone=$(docker events --since 0 --until "$until" --filter "container=$orphan" \
 		--filter event=destroy --format '{{.TimeNano}}' | head -1)
-	made=$(docker events --since 0 --until "$(date +%s)" --filter "label=kart.worker=$lbl" \
+	made=$(docker events --since 0 --until "$until" --filter "label=kart.worker=$lbl" \
 		--filter event=create --format '{{.TimeNano}} {{.Actor.Attributes.name}}' |
 		awk -v o="$orphan" '$2 != o {print $1; exit}')
 	[ -n "$lbl" ] && [ -n "$gone" ] && [ -n "$made" ] && [ "$gone" -lt "$made" ] ||
