@@ -576,3 +576,16 @@ int grant_read(int fd, uid_t uid, bool group)
 		return -errno;
 	return 0;
 }
+
+int dir_names(int dirfd, const char *name, struct strv *out)
+{
+	DIR *dir = opendir_at(dirfd, name);
+	if (!dir)
+		return -errno;
+	struct dirent *de;
+	while ((de = readdir(dir)))
+		if (de->d_name[0] != '.')
+			strv_add(out, de->d_name);
+	closedir(dir);
+	return 0;
+}

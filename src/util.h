@@ -87,6 +87,7 @@ int fsync_dirat(int dirfd, const char *path);
 /* A DIR stream for dirfd/name (never following a final symlink), or NULL. */
 DIR *opendir_at(int dirfd, const char *name);
 
+
 /* SIGINT and SIGTERM blocked and delivered through a signalfd
  * (nonblocking, close-on-exec), for a loop that ends cleanly on them;
  * -1 on failure. */
@@ -124,6 +125,11 @@ struct strv {
 void strv_add(struct strv *s, const char *str);
 void strv_addf(struct strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strv_free(struct strv *s);
+
+/* The names in dirfd/name that do not start with '.', read whole before
+ * the caller acts on any (acting may rename entries under a readdir).
+ * 0, or -errno when it cannot be opened. */
+int dir_names(int dirfd, const char *name, struct strv *out);
 
 /* A file the worker writes for a task (a capture, a result), made
  * 0600: owned by the worker, readable by uid alone (a POSIX ACL entry),

@@ -1269,24 +1269,12 @@ static void drop_entry(struct worker *w, struct drop *d, const char *name)
 
 static void drop_scan(struct worker *w, struct drop *d)
 {
-	DIR *dir = opendir_at(d->fd, ".");
-	if (!dir)
+	struct strv names = {0};
+	if (dir_names(d->fd, ".", &names) < 0)
 		return;
-	char **names = NULL;
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		names = xrealloc(names, (n + 1) * sizeof *names);
-		names[n++] = xstrdup(de->d_name);
-	}
-	closedir(dir);
-	for (size_t i = 0; i < n; i++) {
-		drop_entry(w, d, names[i]);
-		free(names[i]);
-	}
-	free(names);
+	for (size_t i = 0; i < names.n; i++)
+		drop_entry(w, d, names.v[i]);
+	strv_free(&names);
 }
 
 /* An entry of drop/ itself: a drop directory to watch, or a squat. */
@@ -1345,24 +1333,12 @@ static void scan_drops(struct worker *w)
 {
 	if (w->wd_drop < 0)
 		return;
-	DIR *dir = opendir_at(w->sp->drop, ".");
-	if (!dir)
+	struct strv names = {0};
+	if (dir_names(w->sp->drop, ".", &names) < 0)
 		return;
-	char **names = NULL;
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		names = xrealloc(names, (n + 1) * sizeof *names);
-		names[n++] = xstrdup(de->d_name);
-	}
-	closedir(dir);
-	for (size_t i = 0; i < n; i++) {
-		drop_seen(w, names[i]);
-		free(names[i]);
-	}
-	free(names);
+	for (size_t i = 0; i < names.n; i++)
+		drop_seen(w, names.v[i]);
+	strv_free(&names);
 	for (size_t i = 0; i < w->ndrops; i++)
 		drop_scan(w, &w->drops[i]);
 }
@@ -1485,27 +1461,16 @@ static void watch_peer(struct worker *w, const char *peer)
 
 static void scan_peers(struct worker *w)
 {
-	_cleanup_close_ int d = openat(w->sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir)
+	struct strv names = {0};
+	if (dir_names(w->sp->cur, ".", &names) < 0)
 		return;
-	d = -1;
-	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0;
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.' || strcmp(de->d_name, w->id) == 0)
+	for (size_t i = 0; i < names.n; i++) {
+		if (strcmp(names.v[i], w->id) == 0)
 			continue;
-		names = xrealloc(names, (n + 1) * sizeof *names);
-		names[n++] = xstrdup(de->d_name);
+		watch_peer(w, names.v[i]);
+		recover_peer(w, names.v[i]);
 	}
-	closedir(dir);
-	for (size_t i = 0; i < n; i++) {
-		watch_peer(w, names[i]);
-		recover_peer(w, names[i]);
-		free(names[i]);
-	}
-	free(names);
+	strv_free(&names);
 }
 
 /* ---- starting a task ------------------------------------------------------ */
