@@ -125,23 +125,6 @@ static const char *cgroup_mode(void)
 }
 
 /* The name of a filesystem, by its statfs magic: the common ones. */
-static const char *fs_name(unsigned long magic)
-{
-	static const struct {
-		unsigned long magic;
-		const char *name;
-	} fs[] = {
-		{0xEF53, "ext2/3/4"}, {0x58465342, "xfs"},   {0x9123683E, "btrfs"},
-		{0x01021994, "tmpfs"}, {0x794C7630, "overlay"}, {0x2FC12FC1, "zfs"},
-		{0xF2F52010, "f2fs"},  {0x65735546, "fuse"},  {0x01021997, "9p"},
-		{0x6969, "nfs"},       {0xFE534D42, "smb2"},  {0xFF534D42, "cifs"},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(fs); i++)
-		if (fs[i].magic == (magic & 0xffffffffUL))
-			return fs[i].name;
-	return NULL;
-}
-
 static json_t *ctl_array(unsigned m)
 {
 	json_t *a = json_array();
@@ -339,7 +322,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			const char *net = NULL;
 			if (fstatfs(sp.root, &sf) == 0) {
 				unsigned long m = (unsigned long)sf.f_type & 0xffffffffUL;
-				const char *n = fs_name(m);
+				const char *n = space_fs_known(m);
 				json_object_set_new(s, "fs", n ? json_string(n) : json_null());
 				json_object_set_new(s, "fs_magic", json_sprintf("0x%lx", m));
 				net = spool_fs_network(m);

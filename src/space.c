@@ -42,23 +42,31 @@ int min_free_parse(const char *s, uint64_t *bytes, unsigned *pct)
 	return 0;
 }
 
-void space_fs_name(unsigned long f_type, char *buf, size_t len)
+const char *space_fs_known(unsigned long f_type)
 {
 	static const struct {
 		unsigned long magic;
 		const char *name;
-	} known[] = {
-		{0x01021994, "tmpfs"}, {0xEF53, "ext4"},	   {0x58465342, "xfs"},
-		{0x9123683E, "btrfs"}, {0x794c7630, "overlayfs"}, {0x2fc12fc1, "zfs"},
-		{0x65735546, "fuse"},  {0xF2F52010, "f2fs"},	   {0x6969, "nfs"},
+	} fs[] = {
+		{0xEF53, "ext2/3/4"}, {0x58465342, "xfs"},   {0x9123683E, "btrfs"},
+		{0x01021994, "tmpfs"}, {0x794C7630, "overlay"}, {0x2FC12FC1, "zfs"},
+		{0xF2F52010, "f2fs"},  {0x65735546, "fuse"},  {0x01021997, "9p"},
+		{0x6969, "nfs"},       {0xFE534D42, "smb2"},  {0xFF534D42, "cifs"},
 	};
 	f_type &= 0xffffffffUL;
-	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-		if (known[i].magic == f_type) {
-			snprintf(buf, len, "%s", known[i].name);
-			return;
-		}
-	snprintf(buf, len, "type 0x%lx", f_type);
+	for (size_t i = 0; i < ARRAY_SIZE(fs); i++)
+		if (fs[i].magic == f_type)
+			return fs[i].name;
+	return NULL;
+}
+
+void space_fs_name(unsigned long f_type, char *buf, size_t len)
+{
+	const char *n = space_fs_known(f_type);
+	if (n)
+		snprintf(buf, len, "%s", n);
+	else
+		snprintf(buf, len, "type 0x%lx", f_type & 0xffffffffUL);
 }
 
 int space_check(int fd, uint64_t min_bytes, unsigned min_pct, struct space *out)

@@ -34,6 +34,8 @@ struct policy;
 bool space_low(int rootfd, const struct policy *pol, const char *spool, char *why, size_t len);
 
 /* The filesystem's name for a statfs f_type, as above. */
+/* A filesystem's name by its statfs magic, or NULL where unknown. */
+const char *space_fs_known(unsigned long f_type);
 void space_fs_name(unsigned long f_type, char *buf, size_t len);
 
 #endif
