@@ -151,7 +151,7 @@ void task_cgroup_end(struct task *t)
 		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
 }
 
-/* ---- ending a task ----------------------------------------------------------- */
+/* ---- the leaf after the run ----------------------------------------------- */
 
 /* The leaf after the run: killed, then watched until it is empty (no
  * waiting in the loop: other tasks are claimed and finished meanwhile).

@@ -519,6 +519,8 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	pthread_cond_signal(f ? &w->spawner.cvf : &w->spawner.h.cv); /* as in publish */
 }
 
+/* ---- ending a task ----------------------------------------------------------- */
+
 /* Backend container: no launcher reports from inside, so the CLI's own
  * status says how it went. docker, podman and nerdctl all exit 125 when
  * the container could not be made or started, and otherwise with the
