@@ -2,6 +2,7 @@
  * claimed task and of finishing it. */
 #define _GNU_SOURCE
 #include "worker_int.h"
+#include "outcome.h"
 
 /* What each event does in each state (s6-supervise's actions table). */
 enum taction { TA_NONE, TA_FINISH, TA_STOP_TIMEOUT, TA_STOP_CANCEL, TA_KILL_REQUEUE, TA_KILL,
@@ -577,37 +578,6 @@ static void task_ended(struct worker *w, struct task *t)
 	task_complete(w, t);
 }
 
-/* A timeout's or a cancel's result: which signal ended it, or the exit
- * status it chose within its kill grace. */
-static void stop_result(struct worker *w, struct task *t, struct result *r)
-{
-	const struct run_end *e = &t->rend;
-	char why[80], how[120];
-	if (t->end == END_TIMEOUT)
-		snprintf(why, sizeof why, "the wall-clock timeout of %llds passed",
-			 (long long)t->spec.timeout_s);
-	else
-		snprintf(why, sizeof why, "cancelled by kart cancel while running");
-	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
-	if (e->exited) {
-		r->exit_code = e->exit_code;
-		snprintf(how, sizeof how, "after SIGTERM it exited with status %d", e->exit_code);
-	} else {
-		r->signal = e->signal ? e->signal : SIGKILL;
-		if (!t->term_sent)
-			snprintf(how, sizeof how, "ended by %s", signal_name(r->signal));
-		else if (r->signal == SIGKILL)
-			snprintf(how, sizeof how, "SIGTERM, then SIGKILL after the kill grace of %llds",
-				 (long long)g);
-		else if (r->signal == SIGTERM)
-			snprintf(how, sizeof how, "SIGTERM ended it");
-		else
-			snprintf(how, sizeof how, "after SIGTERM, %s ended it", signal_name(r->signal));
-	}
-	snprintf(t->errbuf, sizeof t->errbuf, "%s: %s", why, how);
-	r->error = t->errbuf;
-}
-
 /* The run is reaped and its leaf gone: the result (or the re-queue). */
 void task_complete(struct worker *w, struct task *t)
 {
@@ -633,13 +603,6 @@ void task_complete(struct worker *w, struct task *t)
 
 	fill_result(w, t);
 	struct result *r = &t->res;
-	/* bwrap loads it before the launcher runs, and the launcher (backend
-	 * none) before it says "start": a started task ran under it. */
-	r->seccomp = t->seccomp && e->started;
-	if (t->rend.landlock[0])
-		r->landlock = t->rend.landlock; /* what the launcher applied */
-	char *errbuf = t->errbuf;
-	const size_t errlen = sizeof t->errbuf;
 	r->finished_ms = now_realtime_ms();
 	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
 	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
@@ -653,69 +616,22 @@ void task_complete(struct worker *w, struct task *t)
 		if (t->cgu.memory_peak >= 0)
 			r->memory_peak = t->cgu.memory_peak;
 	}
-	if (t->end == END_TIMEOUT || t->end == END_CANCEL) {
-		r->status = t->end == END_TIMEOUT ? "timeout" : "cancelled";
-		stop_result(w, t, r);
-	} else if (!e->started && e->refusal) {
-		/* A confinement step the policy requires failed (Landlock,
-		 * the switch to the submitter): the task never ran. */
-		r->status = "refused";
-		r->refusal = e->refusal;
-		r->error = e->refusal_why;
-		if (strcmp(e->refusal, "landlock_unavailable") == 0)
-			r->landlock = "unsupported";
-	} else if (!e->started) {
-		r->status = "refused";
-		r->refusal = "sandbox_setup_failed";
-		int st = e->wrapper_status;
-		snprintf(errbuf, errlen,
-			 "the sandbox could not be built (%s %s %d); its message is in stderr",
-			 backend_name(w->pol->backend), WIFEXITED(st) ? "exited with status" : "got signal",
-			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-		r->error = errbuf;
-	} else if (e->exited) {
-		r->exit_code = e->exit_code;
-		r->status = e->exit_code == 0 ? "ok" : "failed";
-	} else {
-		r->status = "killed";
-		r->signal = e->signal ? e->signal : SIGKILL;
-		snprintf(errbuf, errlen, "ended by %s", signal_name(r->signal));
-		r->error = errbuf;
-	}
-	if (t->end == END_NATURAL && e->started && t->cg.mode != CG_MODE_NONE &&
-	    t->cgu.oom_kills > 0) {
-		/* The kernel's count, not a guess from SIGKILL or exit 137. */
-		r->status = "oom";
-		if (t->spec.memory)
-			snprintf(errbuf, errlen, "the memory limit of %llu bytes was hit: "
-				 "the kernel killed %lld process(es)",
-				 (unsigned long long)t->spec.memory, (long long)t->cgu.oom_kills);
-		else
-			snprintf(errbuf, errlen, "out of memory: the kernel killed %lld process(es)",
-				 (long long)t->cgu.oom_kills);
-		r->error = errbuf;
-	}
-	/* Not under the built-in share of the host's memory: too large a
-	 * limit to make a SIGKILL a probable OOM. */
-	if (t->end == END_NATURAL && e->exited && e->exit_code == 137 &&
-	    w->pol->backend == BACKEND_CONTAINER && t->spec.memory &&
-	    !memory_builtin(w->pol, &t->spec)) {
-		/* Backend container: the runtime's OOMKilled (container_end);
-		 * where it could not be read, SIGKILL under a memory limit is
-		 * called a probable OOM. */
-		int oom = t->coom;
-		if (oom != 0) {
-			r->status = "oom";
-			snprintf(errbuf, errlen,
-				 oom > 0 ? "the memory limit of %llu bytes was hit: the container "
-					   "runtime reports it OOM-killed"
-					 : "probably out of memory: exit status 137 (SIGKILL) under a "
-					   "memory limit of %llu bytes; the runtime's OOMKilled state "
-					   "could not be read",
-				 (unsigned long long)t->spec.memory);
-			r->error = errbuf;
-		}
-	}
+	struct observed o = {
+		.end = t->end == END_TIMEOUT ? OUTCOME_TIMEOUT
+		       : t->end == END_CANCEL ? OUTCOME_CANCEL : OUTCOME_NATURAL,
+		.run = e,
+		.backend = backend_name(w->pol->backend),
+		.term_sent = t->term_sent,
+		.timeout_s = t->spec.timeout_s,
+		.kill_grace_s = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s,
+		.leaf = t->cg.mode != CG_MODE_NONE,
+		.oom_kills = t->cgu.oom_kills,
+		.container = w->pol->backend == BACKEND_CONTAINER,
+		.memory = t->spec.memory,
+		.memory_builtin = memory_builtin(w->pol, &t->spec),
+		.container_oom = t->coom,
+	};
+	outcome_decide(&o, t->seccomp, r, t->errbuf, sizeof t->errbuf);
 	capture_loss(w, t);
 	struct capture *caps[] = {&t->run.out, &t->run.err};
 	struct result_stream *rs[] = {&r->out, &r->err};
