@@ -184,10 +184,8 @@ static void on_timer(struct worker *w)
 		if ((t->state == TS_RUNNING || t->state == TS_STOPPING) && t->deadline_mono &&
 		    t->deadline_mono <= now)
 			task_event(w, t, TE_TIMEOUT);
-		else if (t->state == TS_PUBLISHING && t->retry_mono <= now)
-			publish(w, t);
-		else if (t->state == TS_DRAINING && t->retry_mono <= now)
-			drain_poll(w, t);
+		else if ((t->state == TS_PUBLISHING || t->state == TS_DRAINING) && t->retry_mono <= now)
+			task_event(w, t, TE_RETRY);
 	}
 	if (w->stopping && w->grace_mono && w->grace_mono <= now) {
 		for (struct task *t = w->tasks, *nx; t; t = nx) {

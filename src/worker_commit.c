@@ -139,31 +139,7 @@ void commit_done(struct worker *w)
 	for (struct task *t = list, *nx; t; t = nx) {
 		nx = t->cnext;
 		w->ncommit--;
-		if (t->commit_output) {
-			logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
-			       strerror(-t->commit_err));
-			t->end = END_REQUEUE;
-			t->meta.attempt++;
-			(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
-			task_free(w, t);
-		} else if (t->commit_err && w->stopping && !w->grace_mono) {
-			logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
-			abandon(w, t);
-		} else if (t->commit_err) {
-			logmsg("%s: cannot publish its result: %s; retrying", t->name,
-			       strerror(-t->commit_err));
-			t->state = TS_PUBLISHING;
-			t->retry_mono = now_mono_ms() + 1000;
-			t->res.id = t->name;
-			t->next = w->tasks;
-			w->tasks = t;
-		} else {
-			log_task("finished", t->idbuf, t->res.status,
-				 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1,
-				 t->res.error);
-			run_hook(w, t->idbuf);
-			task_free(w, t);
-		}
+		task_event(w, t, t->commit_err ? TE_COMMIT_FAILED : TE_COMMITTED);
 	}
 	(void)notify_statusf("%d running", w->nrunning);
 	/* A task of the same name may wait for this one's claim to go. */

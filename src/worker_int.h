@@ -52,9 +52,38 @@ struct hook;
 
 /* ---- the task lifecycle ------------------------------------------------ */
 
-/* TS_STOPPING: sent SIGTERM (a timeout, a cancel), its kill grace running. */
-enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS_SPAWNING, TS_STOPPING, TS__N };
-enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
+/* A task's states and the events that move it, in the order of a life.
+ * What each event does in each state is transitions[][] in
+ * worker_task.c, the one place that says it; docs/DESIGN.md prints it
+ * (test_lifecycle keeps the two equal). A new state is a row there, a
+ * new event a column, and a name in tstate_names or tevent_names. */
+enum tstate {
+	TS_CLAIMED,    /* first (a task is made zeroed): in cur/W/, not running: being
+		       * prepared, or its spawn failed */
+	TS_SPAWNING,   /* with a spawn thread, holding its slot */
+	TS_RUNNING,
+	TS_STOPPING,   /* sent SIGTERM (a timeout, a cancel), its kill grace running */
+	TS_KILLING,    /* sent SIGKILL */
+	TS_DRAINING,   /* reaped; its leaf emptying */
+	TS_COMMITTING, /* with the commit thread (out of w->tasks) */
+	TS_PUBLISHING, /* its result could not be published: retried */
+	TS__N
+};
+enum tevent {
+	TE_SPAWN,         /* prepared: handed to a spawn thread */
+	TE_SPAWNED,       /* back from it, its process running */
+	TE_SPAWN_FAILED,  /* back from it, not started */
+	TE_EXIT,          /* its process ended (pidfd) */
+	TE_TIMEOUT,       /* its deadline passed (the timeout, or the kill grace) */
+	TE_CANCEL,        /* kart cancel asked */
+	TE_GRACE_OVER,    /* the shutdown's grace ran out */
+	TE_LEAF_EMPTY,    /* nothing of the run is left in its leaf (or it had none) */
+	TE_RESULT,        /* its result is made, to be published */
+	TE_COMMITTED,     /* back from the commit thread, published */
+	TE_COMMIT_FAILED, /* back from it, not published */
+	TE_RETRY,         /* its time to look again came, or its leaf changed */
+	TE__N
+};
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
 enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK,
@@ -105,7 +134,8 @@ struct task {
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
-	int pending_ev;      /* spawning: TE_CANCEL or TE_GRACE_OVER + 1, for when it runs */
+	bool pending;        /* spawning: an event came, kept for when it runs: */
+	enum tevent pending_ev;
 	char cname[160];     /* backend container: its container, or "" */
 	int coom;            /* and its OOMKilled, read before its removal: 1, 0, -1 unknown */
 	struct src s_pid, s_out, s_err;
@@ -372,8 +402,8 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
 		    const char *error);
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
-void task_complete(struct worker *w, struct task *t);
 void task_event(struct worker *w, struct task *t, enum tevent ev);
+void task_table_markdown(FILE *f);
 
 /* ---- worker_commit.c: the commit thread: results made durable off the event loop */
 void publish(struct worker *w, struct task *t);
@@ -423,7 +453,7 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
 int join_leaf(pid_t pid, void *arg);
 void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
-void drain_poll(struct worker *w, struct task *t);
+bool drain_poll(struct worker *w, struct task *t);
 bool drain_event(struct worker *w, int wd);
 
 /* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */

@@ -203,7 +203,8 @@ static bool drain_done(struct worker *w, struct task *t, bool empty, bool late)
 	return true;
 }
 
-/* Returns true when the task waits in TS_DRAINING for its leaf. */
+/* Returns true when the task waits in TS_DRAINING for its leaf to
+ * empty. */
 bool drain_begin(struct worker *w, struct task *t)
 {
 	if (!t->cg.used)
@@ -226,21 +227,18 @@ bool drain_begin(struct worker *w, struct task *t)
 	/* It may have emptied before the watch existed. */
 	if (drain_step(w, t))
 		return false;
-	t->state = TS_DRAINING;
 	t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
 	return true;
 }
 
-void drain_poll(struct worker *w, struct task *t)
+/* Another look: true once the leaf is empty (or given up on). */
+bool drain_poll(struct worker *w, struct task *t)
 {
-	if (!drain_step(w, t)) {
-		t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
-		arm_timer(w);
-		return;
-	}
-	task_complete(w, t);
-	undefer(w);
-	dispatch(w);
+	if (drain_step(w, t))
+		return true;
+	t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
+	arm_timer(w);
+	return false;
 }
 
 /* An inotify event on a watch of ours? */
@@ -248,7 +246,7 @@ bool drain_event(struct worker *w, int wd)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
 		if (t->state == TS_DRAINING && t->cg_wd == wd) {
-			drain_poll(w, t);
+			task_event(w, t, TE_RETRY);
 			return true;
 		}
 	return false;

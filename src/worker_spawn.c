@@ -96,9 +96,7 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
 	spawn_job_free(j);
 	if (r < 0) {
-		w->used[t->spec.lane]--;
-		w->nrunning--;
-		t->run.out.file = t->run.err.file = -1;
+		task_event(w, t, TE_SPAWN_FAILED);
 		if (bind_rc == -EACCES) {
 			/* A path its submitter may not have: the task file asked
 			 * for what it cannot get, as with a ceiling. */
@@ -114,20 +112,7 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 			finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
 		return;
 	}
-	t->state = TS_RUNNING;
-	t->s_pid = (struct src){SRC_PIDFD, t};
-	t->s_out = (struct src){SRC_STDOUT, t};
-	t->s_err = (struct src){SRC_STDERR, t};
-	ep_add(w, t->run.pidfd, &t->s_pid);
-	ep_add(w, t->run.out.pipe, &t->s_out);
-	ep_add(w, t->run.err.pipe, &t->s_err);
-	if (t->spec.timeout_s > 0)
-		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
-	log_task("started", t->name, NULL, -1, NULL);
-	(void)notify_statusf("%d running", w->nrunning);
-	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
-	if (t->pending_ev)
-		task_event(w, t, (enum tevent)(t->pending_ev - 1));
+	task_event(w, t, TE_SPAWNED);
 }
 
 void spawn_done(struct worker *w)

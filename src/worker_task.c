@@ -4,20 +4,131 @@
 #include "worker_int.h"
 #include "outcome.h"
 
-/* What each event does in each state (s6-supervise's actions table). */
-enum taction { TA_NONE, TA_FINISH, TA_STOP_TIMEOUT, TA_STOP_CANCEL, TA_KILL_REQUEUE, TA_KILL,
-	       TA_ABANDON };
-static const enum taction transitions[TS__N][TE__N] = {
-	[TS_RUNNING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_STOP_TIMEOUT,
-			[TE_CANCEL] = TA_STOP_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
+/* What each event does in each state, and the state it leads to
+ * (s6-supervise's actions table): every change of a task's state is made
+ * here, in task_event, and nowhere else. An event a state has no entry
+ * for does nothing. The state is entered before the action runs: an
+ * action that ends the task's life frees it, one whose outcome is not
+ * known in advance raises the next event itself (stop_begin: TIMEOUT
+ * when SIGTERM cannot be sent; task_ended: LEAF_EMPTY; task_complete:
+ * RESULT). */
+enum taction {
+	TA_NONE,
+	TA_SPAWN,          /* its slot counted, the job queued for a spawn thread */
+	TA_STARTED,        /* its pidfd and pipes watched; what was kept applied */
+	TA_UNSPAWN,        /* its slot given back; it will be refused (RESULT) */
+	TA_KEEP,           /* kept for when it runs (the first only) */
+	TA_REAP,           /* reaped, its leaf killed; LEAF_EMPTY once that is empty */
+	TA_STOP_TIMEOUT,   /* SIGTERM, end: timeout */
+	TA_STOP_CANCEL,    /* SIGTERM, end: cancelled */
+	TA_KILL,           /* SIGKILL, its end kept */
+	TA_KILL_REQUEUE,   /* SIGKILL, end: re-queue */
+	TA_DRAIN_LOOK,     /* its leaf looked at again */
+	TA_COMPLETE,       /* the result (RESULT), or the re-queue */
+	TA_PUBLISH,        /* handed to the commit thread */
+	TA_DONE,           /* logged, on_done run, freed */
+	TA_COMMIT_FAILED,  /* retried in a second (or re-run, or left for recovery) */
+	TA_ABANDON,        /* left in cur/W/ for recovery, freed */
+	TA__N
+};
+
+struct tstep {
+	enum taction act;
+	enum tstate next;
+};
+
+static const struct tstep transitions[TS__N][TE__N] = {
+	[TS_CLAIMED] = {
+		[TE_SPAWN] = {TA_SPAWN, TS_SPAWNING},
+		[TE_RESULT] = {TA_PUBLISH, TS_COMMITTING},
+	},
+	/* Not ours to kill yet: a cancel or the grace's end waits for it. */
+	[TS_SPAWNING] = {
+		[TE_SPAWNED] = {TA_STARTED, TS_RUNNING},
+		[TE_SPAWN_FAILED] = {TA_UNSPAWN, TS_CLAIMED},
+		[TE_CANCEL] = {TA_KEEP, TS_SPAWNING},
+		[TE_GRACE_OVER] = {TA_KEEP, TS_SPAWNING},
+	},
+	[TS_RUNNING] = {
+		[TE_EXIT] = {TA_REAP, TS_DRAINING},
+		[TE_TIMEOUT] = {TA_STOP_TIMEOUT, TS_STOPPING},
+		[TE_CANCEL] = {TA_STOP_CANCEL, TS_STOPPING},
+		[TE_GRACE_OVER] = {TA_KILL_REQUEUE, TS_KILLING},
+	},
 	/* TE_TIMEOUT here is the end of its kill grace; a shutdown's grace
 	 * ending kills it too, keeping its end (it is not re-queued). */
-	[TS_STOPPING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_KILL, [TE_GRACE_OVER] = TA_KILL},
-	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
-	[TS_PUBLISHING] = {[TE_GRACE_OVER] = TA_ABANDON},
-	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
-	[TS_SPAWNING] = {TA_NONE}, /* with a spawn thread: see task_event */
+	[TS_STOPPING] = {
+		[TE_EXIT] = {TA_REAP, TS_DRAINING},
+		[TE_TIMEOUT] = {TA_KILL, TS_KILLING},
+		[TE_GRACE_OVER] = {TA_KILL, TS_KILLING},
+	},
+	[TS_KILLING] = {
+		[TE_EXIT] = {TA_REAP, TS_DRAINING},
+	},
+	[TS_DRAINING] = {
+		[TE_RETRY] = {TA_DRAIN_LOOK, TS_DRAINING},
+		[TE_LEAF_EMPTY] = {TA_COMPLETE, TS_DRAINING},
+		[TE_RESULT] = {TA_PUBLISH, TS_COMMITTING},
+	},
+	[TS_COMMITTING] = {
+		[TE_COMMITTED] = {TA_DONE, TS_COMMITTING},
+		[TE_COMMIT_FAILED] = {TA_COMMIT_FAILED, TS_PUBLISHING},
+	},
+	[TS_PUBLISHING] = {
+		[TE_RETRY] = {TA_PUBLISH, TS_COMMITTING},
+		[TE_GRACE_OVER] = {TA_ABANDON, TS_PUBLISHING},
+	},
 };
+
+static const char *const tstate_names[TS__N] = {
+	[TS_CLAIMED] = "CLAIMED", [TS_SPAWNING] = "SPAWNING", [TS_RUNNING] = "RUNNING",
+	[TS_STOPPING] = "STOPPING", [TS_KILLING] = "KILLING", [TS_DRAINING] = "DRAINING",
+	[TS_COMMITTING] = "COMMITTING", [TS_PUBLISHING] = "PUBLISHING",
+};
+
+static const char *const tevent_names[TE__N] = {
+	[TE_SPAWN] = "SPAWN", [TE_SPAWNED] = "SPAWNED", [TE_SPAWN_FAILED] = "SPAWN_FAILED",
+	[TE_EXIT] = "EXIT", [TE_TIMEOUT] = "TIMEOUT", [TE_CANCEL] = "CANCEL",
+	[TE_GRACE_OVER] = "GRACE_OVER", [TE_LEAF_EMPTY] = "LEAF_EMPTY", [TE_RESULT] = "RESULT",
+	[TE_COMMITTED] = "COMMITTED", [TE_COMMIT_FAILED] = "COMMIT_FAILED", [TE_RETRY] = "RETRY",
+};
+
+static const char *const taction_names[TA__N] = {
+	[TA_NONE] = "", [TA_SPAWN] = "spawn", [TA_STARTED] = "watch it",
+	[TA_UNSPAWN] = "free its slot", [TA_KEEP] = "keep the event",
+	[TA_REAP] = "reap, kill the leaf", [TA_STOP_TIMEOUT] = "SIGTERM (end: timeout)",
+	[TA_STOP_CANCEL] = "SIGTERM (end: cancelled)", [TA_KILL] = "SIGKILL",
+	[TA_KILL_REQUEUE] = "SIGKILL (end: re-queue)", [TA_DRAIN_LOOK] = "look at the leaf",
+	[TA_COMPLETE] = "make the result, or re-queue", [TA_PUBLISH] = "publish",
+	[TA_DONE] = "log, on_done, free", [TA_COMMIT_FAILED] = "retry in 1s",
+	[TA_ABANDON] = "leave for recovery, free",
+};
+
+/* The table as docs/DESIGN.md prints it: a row per state, a column per
+ * event; "action → STATE" where the state changes. */
+void task_table_markdown(FILE *f)
+{
+	fputs("| state \\ event |", f);
+	for (int e = 0; e < TE__N; e++)
+		fprintf(f, " `%s` |", tevent_names[e]);
+	fputs("\n|---|", f);
+	for (int e = 0; e < TE__N; e++)
+		fputs("---|", f);
+	fputc('\n', f);
+	for (int st = 0; st < TS__N; st++) {
+		fprintf(f, "| `%s` |", tstate_names[st]);
+		for (int e = 0; e < TE__N; e++) {
+			const struct tstep *x = &transitions[st][e];
+			if (x->act == TA_NONE)
+				fputs(" – |", f);
+			else if ((int)x->next == st)
+				fprintf(f, " %s |", taction_names[x->act]);
+			else
+				fprintf(f, " %s → `%s` |", taction_names[x->act], tstate_names[x->next]);
+		}
+		fputc('\n', f);
+	}
+}
 
 /* The polite half: the runtime passes SIGTERM to the container's init. */
 static bool container_term(struct worker *w, struct task *t)
@@ -175,7 +286,7 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 	t->res.error = error;
 	t->res.started_ms = 0;
 	t->res.finished_ms = now_realtime_ms();
-	publish(w, t);
+	task_event(w, t, TE_RESULT);
 }
 
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
@@ -505,9 +616,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		}
 	}
 	t->seccomp = want_scmp;
-	t->state = TS_SPAWNING;
-	w->used[t->spec.lane]++;
-	w->nrunning++;
+	task_event(w, t, TE_SPAWN);
 	if (j->inherit && !w->spawner.nf)
 		spawner_start_filtered(w);
 	bool f = j->inherit && w->spawner.nf;
@@ -549,7 +658,9 @@ static void container_end(struct worker *w, struct task *t)
 	container_kill(w, t, clean && t->end == END_NATURAL);
 }
 
-static void task_ended(struct worker *w, struct task *t)
+/* Reaped, and its leaf killed: true while it waits for the leaf to
+ * empty (TS_DRAINING). */
+static bool task_ended(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
 	ep_del(w, t->run.pidfd);
@@ -573,13 +684,13 @@ static void task_ended(struct worker *w, struct task *t)
 			w->nrunning--;
 			t->slot_freed = true;
 		}
-		return; /* task_complete once its leaf is empty */
+		return true;
 	}
-	task_complete(w, t);
+	return false;
 }
 
 /* The run is reaped and its leaf gone: the result (or the re-queue). */
-void task_complete(struct worker *w, struct task *t)
+static void task_complete(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
 	if (!t->slot_freed) {
@@ -671,12 +782,11 @@ void task_complete(struct worker *w, struct task *t)
 		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
 				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
-	publish(w, t);
+	task_event(w, t, TE_RESULT);
 }
 
 static void kill_now(struct worker *w, struct task *t)
 {
-	t->state = TS_KILLING;
 	run_kill(&t->run);
 	/* The CLI is not the container: that goes by name (its --rm then
 	 * removes it). */
@@ -706,36 +816,124 @@ static bool term_tree(struct worker *w, struct task *t)
 /* A timeout or a cancel: SIGTERM, and SIGKILL once the kill grace has
  * passed (TE_TIMEOUT in TS_STOPPING), as `timeout -k` and systemd do.
  * Its end comes when the task's main process ends; what it leaves
- * behind is killed then. */
+ * behind is killed then. No grace, or no SIGTERM to send: the grace is
+ * over at once. */
 static void stop_begin(struct worker *w, struct task *t)
 {
 	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
 	if (g <= 0 || !term_tree(w, t)) {
 		if (g > 0)
 			logmsg("%s: cannot find the task to send SIGTERM: killed at once", t->name);
-		kill_now(w, t);
+		task_event(w, t, TE_TIMEOUT);
 		return;
 	}
 	t->term_sent = true;
-	t->state = TS_STOPPING;
 	t->deadline_mono = now_mono_ms() + g * 1000;
+}
+
+/* Back from a spawn thread, its process running. */
+static void task_started(struct worker *w, struct task *t)
+{
+	t->s_pid = (struct src){SRC_PIDFD, t};
+	t->s_out = (struct src){SRC_STDOUT, t};
+	t->s_err = (struct src){SRC_STDERR, t};
+	ep_add(w, t->run.pidfd, &t->s_pid);
+	ep_add(w, t->run.out.pipe, &t->s_out);
+	ep_add(w, t->run.err.pipe, &t->s_err);
+	if (t->spec.timeout_s > 0)
+		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
+	log_task("started", t->name, NULL, -1, NULL);
+	(void)notify_statusf("%d running", w->nrunning);
+	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
+	if (t->pending) {
+		t->pending = false;
+		task_event(w, t, t->pending_ev);
+	}
+}
+
+/* Back from the commit thread, not published: retried (a full disk, an
+ * I/O error: a task is never dropped), or, when its output could not be
+ * made durable, run again; left for recovery once the worker stops. */
+static void commit_failed(struct worker *w, struct task *t)
+{
+	if (t->commit_output) {
+		logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
+		       strerror(-t->commit_err));
+		t->end = END_REQUEUE;
+		t->meta.attempt++;
+		(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+		task_free(w, t);
+	} else if (w->stopping && !w->grace_mono) {
+		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
+		abandon(w, t);
+	} else {
+		logmsg("%s: cannot publish its result: %s; retrying", t->name,
+		       strerror(-t->commit_err));
+		t->retry_mono = now_mono_ms() + 1000;
+		t->res.id = t->name;
+		t->next = w->tasks;
+		w->tasks = t;
+	}
 }
 
 void task_event(struct worker *w, struct task *t, enum tevent ev)
 {
-	if (t->state == TS_SPAWNING) {
-		/* Not ours to kill yet: done once it is back (spawn_finish). */
-		if ((ev == TE_CANCEL || ev == TE_GRACE_OVER) && !t->pending_ev)
-			t->pending_ev = (int)ev + 1;
+	const struct tstep *x = &transitions[t->state][ev];
+	if (x->act == TA_NONE)
 		return;
-	}
-	switch (transitions[t->state][ev]) {
+	t->state = x->next;
+	switch (x->act) {
 	case TA_NONE:
+	case TA__N:
 		return;
-	case TA_FINISH:
-		task_ended(w, t);
+	case TA_SPAWN:
+		w->used[t->spec.lane]++;
+		w->nrunning++;
+		return;
+	case TA_STARTED:
+		task_started(w, t);
+		return;
+	case TA_UNSPAWN:
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+		t->run.out.file = t->run.err.file = -1;
+		return;
+	case TA_KEEP:
+		if (!t->pending) {
+			t->pending = true;
+			t->pending_ev = ev;
+		}
+		return;
+	case TA_REAP:
+		if (!task_ended(w, t)) {
+			task_event(w, t, TE_LEAF_EMPTY);
+			return;
+		}
+		/* Draining: its slot may be free already (cgroup.kill). */
 		undefer(w);
 		dispatch(w);
+		return;
+	case TA_DRAIN_LOOK:
+		if (drain_poll(w, t))
+			task_event(w, t, TE_LEAF_EMPTY);
+		return;
+	case TA_COMPLETE:
+		/* Exits last: the task is published or freed. */
+		task_complete(w, t);
+		undefer(w);
+		dispatch(w);
+		return;
+	case TA_PUBLISH:
+		publish(w, t);
+		return;
+	case TA_DONE:
+		log_task("finished", t->idbuf, t->res.status,
+			 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
+		run_hook(w, t->idbuf);
+		task_free(w, t);
+		return;
+	case TA_COMMIT_FAILED:
+		commit_failed(w, t);
 		return;
 	case TA_ABANDON:
 		abandon(w, t);
@@ -750,9 +948,10 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 		return;
 	case TA_KILL_REQUEUE:
 		t->end = END_REQUEUE;
-		break;
+		kill_now(w, t);
+		return;
 	case TA_KILL:
-		break;
+		kill_now(w, t);
+		return;
 	}
-	kill_now(w, t);
 }
