@@ -108,7 +108,7 @@ void thread_name(pthread_t th, const char *what)
 }
 
 void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
-		  enum srckind kind, const char *what)
+		  const char *what)
 {
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_cond_init(&h->cv, NULL);
@@ -119,8 +119,46 @@ void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void 
 		die("cannot start the %s thread: %s", what, strerror(e));
 	thread_name(h->th, what);
 	h->started = true;
-	h->src = (struct src){kind, NULL};
+	h->src = (struct src){SRC_HELPER, NULL};
 	ep_add(w, h->efd, &h->src);
+}
+
+/* In the thread, under h->mu: t is the loop's again, with ev for it. */
+void helper_back(struct helper *h, struct task *t, enum tevent ev)
+{
+	t->back_ev = ev;
+	t->cnext = h->done;
+	h->done = t;
+}
+
+/* The one hand-back from a thread to the loop (its eventfd was
+ * written): each task it has done with gets its event, oldest first,
+ * then what a slot or a claim freed allows is started. */
+void helper_done(struct worker *w, struct helper *h)
+{
+	uint64_t x;
+	(void)!read(h->efd, &x, sizeof x);
+	pthread_mutex_lock(&h->mu);
+	struct task *list = h->done;
+	h->done = NULL;
+	pthread_mutex_unlock(&h->mu);
+	struct task *rev = NULL;
+	for (struct task *t = list, *nx; t; t = nx) {
+		nx = t->cnext;
+		t->cnext = rev;
+		rev = t;
+	}
+	for (struct task *t = rev, *nx; t; t = nx) {
+		nx = t->cnext;
+		task_event(w, t, t->back_ev);
+	}
+	(void)notify_statusf("%d running", w->nrunning);
+	/* A task of the same name may wait for this one's claim to go. */
+	undefer(w);
+	dispatch(w);
+	/* A retry's time (dispatch, which arms it too, does nothing once
+	 * the worker is stopping). */
+	arm_timer(w);
 }
 
 /* Ask it to quit once its queue is empty, and wait for it. */
@@ -638,8 +676,9 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_WATCHDOG: notify_watchdog(wdog); break;
 			case SRC_PIDFD: exited[nexited++] = s->t; break;
 			case SRC_HOOK: on_hook(&w, s); break;
-			case SRC_COMMIT: commit_done(&w); break;
-			case SRC_SPAWN: spawn_done(&w); break;
+			case SRC_HELPER:
+				helper_done(&w, (struct helper *)((char *)s - offsetof(struct helper, src)));
+				break;
 			case SRC_STDOUT:
 				on_capture(&w, s->t, &s->t->run.out, "stdout", evs[i].events);
 				break;

@@ -101,8 +101,10 @@ static void *commit_main(void *arg)
 		pthread_mutex_unlock(&c->h.mu);
 		commit_finish(c, all);
 		pthread_mutex_lock(&c->h.mu);
-		*tail = c->done;
-		c->done = all;
+		for (struct task *t = all, *nx; t; t = nx) {
+			nx = t->cnext;
+			helper_back(&c->h, t, t->commit_err ? TE_COMMIT_FAILED : TE_COMMITTED);
+		}
 		uint64_t one = 1;
 		(void)!write(c->h.efd, &one, sizeof one);
 	}
@@ -111,7 +113,7 @@ static void *commit_main(void *arg)
 }
 
 /* Publish a task's result: handed to the commit thread, and out of the
- * loop's hands (and of w->tasks) until it comes back (commit_done). */
+ * loop's hands (and of w->tasks) until it comes back (helper_done). */
 void publish(struct worker *w, struct task *t)
 {
 	task_unlink(w, t);
@@ -125,31 +127,6 @@ void publish(struct worker *w, struct task *t)
 	pthread_cond_signal(&w->commit.h.cv);
 }
 
-/* Tasks back from the commit thread: published, or to be tried again (a
- * full disk, an I/O error: a task is never dropped), or, when its output
- * could not be made durable, run again. */
-void commit_done(struct worker *w)
-{
-	uint64_t x;
-	(void)!read(w->commit.h.efd, &x, sizeof x);
-	pthread_mutex_lock(&w->commit.h.mu);
-	struct task *list = w->commit.done;
-	w->commit.done = NULL;
-	pthread_mutex_unlock(&w->commit.h.mu);
-	for (struct task *t = list, *nx; t; t = nx) {
-		nx = t->cnext;
-		w->ncommit--;
-		task_event(w, t, t->commit_err ? TE_COMMIT_FAILED : TE_COMMITTED);
-	}
-	(void)notify_statusf("%d running", w->nrunning);
-	/* A task of the same name may wait for this one's claim to go. */
-	undefer(w);
-	dispatch(w);
-	/* A retry's time (dispatch, which arms it too, does nothing once
-	 * the worker is stopping). */
-	arm_timer(w);
-}
-
 void commit_start(struct worker *w)
 {
 	struct commit *c = &w->commit;
@@ -159,7 +136,7 @@ void commit_start(struct worker *w)
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
-	helper_start(w, &c->h, commit_main, c, SRC_COMMIT, "commit");
+	helper_start(w, &c->h, commit_main, c, "commit");
 }
 
 void commit_stop(struct worker *w) { helper_stop(&w->commit.h); }

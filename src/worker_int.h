@@ -87,7 +87,7 @@ enum tevent {
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
 enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK,
-	       SRC_COMMIT, SRC_SPAWN };
+	       SRC_HELPER };
 
 struct task;
 struct src {
@@ -143,9 +143,13 @@ struct task {
 	char idbuf[256];
 	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
-	/* With the commit thread (from publish() until it hands the task
-	 * back, the loop does not touch it): */
+	/* With a helper thread (the commit thread from publish(), a spawn
+	 * thread from TE_SPAWN, until it hands the task back the loop does
+	 * not touch it): its link in the thread's queues, and the event
+	 * the thread has for it when it hands it back (helper_done). */
 	struct task *cnext;
+	enum tevent back_ev;
+	struct spawn_job *job; /* spawning: its job, until it is back */
 	int commit_err;     /* 0: published; else -errno of the failed step */
 	bool commit_output; /* the failure was an fsync of its output */
 	struct json_pending jpend; /* its JSON, staged and not yet committed */
@@ -172,11 +176,12 @@ struct helper {
 	bool quit, started;
 	int efd;
 	struct src src;
+	struct task *done; /* handed back, newest first, linked by cnext (under mu) */
 };
 
 struct commit {
 	struct helper h;
-	struct task *todo, *done; /* linked by cnext */
+	struct task *todo; /* linked by cnext */
 	struct spool *sp;
 	int wdir;
 	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
@@ -251,7 +256,7 @@ struct spawner {
 	struct helper h; /* the first thread; its lock, condition and eventfd serve all */
 	pthread_t more[SPAWN_THREADS - 1];
 	int nmore;
-	struct spawn_job *todo, *done; /* todo in order; done pushed at its head */
+	struct spawn_job *todo; /* in order */
 	int wdir;
 	pthread_cond_t cvf;		/* the filtered threads' */
 	struct spawn_job *todof;	/* their queue, in order */
@@ -386,8 +391,10 @@ void ep_add(struct worker *w, int fd, struct src *s);
 void ep_del(struct worker *w, int fd);
 void thread_name(pthread_t th, const char *what);
 void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
-		  enum srckind kind, const char *what);
+		  const char *what);
 void helper_stop(struct helper *h);
+void helper_back(struct helper *h, struct task *t, enum tevent ev);
+void helper_done(struct worker *w, struct helper *h);
 void arm_timer(struct worker *w);
 
 /* ---- worker_task.c: a task's life: the state machine, the steps of starting a claimed
@@ -407,13 +414,12 @@ void task_table_markdown(FILE *f);
 
 /* ---- worker_commit.c: the commit thread: results made durable off the event loop */
 void publish(struct worker *w, struct task *t);
-void commit_done(struct worker *w);
 void commit_start(struct worker *w);
 void commit_stop(struct worker *w);
 
 /* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
 void spawn_job_free(struct spawn_job *j);
-void spawn_done(struct worker *w);
+void spawn_refuse(struct worker *w, struct task *t);
 void spawner_start_filtered(struct worker *w);
 void spawner_start(struct worker *w);
 void spawner_stop(struct worker *w);

@@ -43,8 +43,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 					 j->is_direct ? &j->direct : NULL, &x);
 		binds_close(&bo);
 		pthread_mutex_lock(&sp->h.mu);
-		j->next = sp->done;
-		sp->done = j;
+		helper_back(&sp->h, t, j->rc < 0 ? TE_SPAWN_FAILED : TE_SPAWNED);
 		uint64_t one = 1;
 		(void)!write(sp->h.efd, &one, sizeof one);
 	}
@@ -85,58 +84,31 @@ void spawn_job_free(struct spawn_job *j)
 	free(j);
 }
 
-/* A spawn came back: the task runs, or it is refused. */
-static void spawn_finish(struct worker *w, struct spawn_job *j)
+/* Back from a spawn thread, not started (TE_SPAWN_FAILED): refused, or
+ * rejected where a bind asked for what its submitter may not have. */
+void spawn_refuse(struct worker *w, struct task *t)
 {
-	struct task *t = j->t;
+	struct spawn_job *j = t->job;
+	t->job = NULL;
 	int r = j->rc;
 	int join_err = j->lj.rj.err;
 	int bind_rc = j->bind_rc;
 	if (bind_rc < 0)
 		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
 	spawn_job_free(j);
-	if (r < 0) {
-		task_event(w, t, TE_SPAWN_FAILED);
-		if (bind_rc == -EACCES) {
-			/* A path its submitter may not have: the task file asked
-			 * for what it cannot get, as with a ceiling. */
-			finish_unstarted(w, t, "rejected", NULL, t->errbuf);
-		} else if (bind_rc < 0) {
-			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
-		} else if (r == -ECANCELED) {
-			snprintf(t->errbuf, sizeof t->errbuf,
-				 "the task's process could not be put in its cgroup: %s",
-				 strerror(-join_err));
-			finish_refused(w, t, "cgroup_join_failed", t->errbuf);
-		} else
-			finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
-		return;
-	}
-	task_event(w, t, TE_SPAWNED);
-}
-
-void spawn_done(struct worker *w)
-{
-	uint64_t x;
-	(void)!read(w->spawner.h.efd, &x, sizeof x);
-	pthread_mutex_lock(&w->spawner.h.mu);
-	struct spawn_job *list = w->spawner.done;
-	w->spawner.done = NULL;
-	pthread_mutex_unlock(&w->spawner.h.mu);
-	/* Oldest first (pushed at the head). */
-	struct spawn_job *rev = NULL;
-	for (struct spawn_job *j = list, *nx; j; j = nx) {
-		nx = j->next;
-		j->next = rev;
-		rev = j;
-	}
-	for (struct spawn_job *j = rev, *nx; j; j = nx) {
-		nx = j->next;
-		spawn_finish(w, j);
-	}
-	undefer(w);
-	dispatch(w);
-	arm_timer(w);
+	if (bind_rc == -EACCES) {
+		/* A path its submitter may not have: the task file asked
+		 * for what it cannot get, as with a ceiling. */
+		finish_unstarted(w, t, "rejected", NULL, t->errbuf);
+	} else if (bind_rc < 0) {
+		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+	} else if (r == -ECANCELED) {
+		snprintf(t->errbuf, sizeof t->errbuf,
+			 "the task's process could not be put in its cgroup: %s",
+			 strerror(-join_err));
+		finish_refused(w, t, "cgroup_join_failed", t->errbuf);
+	} else
+		finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
 }
 
 /* The threads that hold the outer half, at the first task that wants
@@ -162,7 +134,7 @@ void spawner_start(struct worker *w)
 	struct spawner *sp = &w->spawner;
 	sp->wdir = w->wdir;
 	pthread_cond_init(&sp->cvf, NULL);
-	helper_start(w, &sp->h, spawn_main, sp, SRC_SPAWN, "spawn");
+	helper_start(w, &sp->h, spawn_main, sp, "spawn");
 	for (int i = 0; i < SPAWN_THREADS - 1; i++) {
 		int e = pthread_create(&sp->more[i], NULL, spawn_main, sp);
 		if (e)

@@ -16,7 +16,7 @@ enum taction {
 	TA_NONE,
 	TA_SPAWN,          /* its slot counted, the job queued for a spawn thread */
 	TA_STARTED,        /* its pidfd and pipes watched; what was kept applied */
-	TA_UNSPAWN,        /* its slot given back; it will be refused (RESULT) */
+	TA_UNSPAWN,        /* its slot given back; refused (RESULT) */
 	TA_KEEP,           /* kept for when it runs (the first only) */
 	TA_REAP,           /* reaped, its leaf killed; LEAF_EMPTY once that is empty */
 	TA_STOP_TIMEOUT,   /* SIGTERM, end: timeout */
@@ -95,7 +95,7 @@ static const char *const tevent_names[TE__N] = {
 
 static const char *const taction_names[TA__N] = {
 	[TA_NONE] = "", [TA_SPAWN] = "spawn", [TA_STARTED] = "watch it",
-	[TA_UNSPAWN] = "free its slot", [TA_KEEP] = "keep the event",
+	[TA_UNSPAWN] = "free its slot, refuse it", [TA_KEEP] = "keep the event",
 	[TA_REAP] = "reap, kill the leaf", [TA_STOP_TIMEOUT] = "SIGTERM (end: timeout)",
 	[TA_STOP_CANCEL] = "SIGTERM (end: cancelled)", [TA_KILL] = "SIGKILL",
 	[TA_KILL_REQUEUE] = "SIGKILL (end: re-queue)", [TA_DRAIN_LOOK] = "look at the leaf",
@@ -616,6 +616,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		}
 	}
 	t->seccomp = want_scmp;
+	t->job = j;
 	task_event(w, t, TE_SPAWN);
 	if (j->inherit && !w->spawner.nf)
 		spawner_start_filtered(w);
@@ -843,7 +844,6 @@ static void task_started(struct worker *w, struct task *t)
 	if (t->spec.timeout_s > 0)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
 	log_task("started", t->name, NULL, -1, NULL);
-	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
 	if (t->pending) {
 		t->pending = false;
@@ -891,12 +891,15 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 		w->nrunning++;
 		return;
 	case TA_STARTED:
+		spawn_job_free(t->job);
+		t->job = NULL;
 		task_started(w, t);
 		return;
 	case TA_UNSPAWN:
 		w->used[t->spec.lane]--;
 		w->nrunning--;
 		t->run.out.file = t->run.err.file = -1;
+		spawn_refuse(w, t);
 		return;
 	case TA_KEEP:
 		if (!t->pending) {
@@ -927,12 +930,14 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 		publish(w, t);
 		return;
 	case TA_DONE:
+		w->ncommit--;
 		log_task("finished", t->idbuf, t->res.status,
 			 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
 		run_hook(w, t->idbuf);
 		task_free(w, t);
 		return;
 	case TA_COMMIT_FAILED:
+		w->ncommit--;
 		commit_failed(w, t);
 		return;
 	case TA_ABANDON:
