@@ -48,13 +48,6 @@ static int move_fd(int from, int to)
 	return dup2(from, to);
 }
 
-int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, const char *name,
-	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup)
-{
-	return run_spawn_join(r, argv, envp, wdir, name, out_file, err_file, cap, cwd, own_pgroup,
-			      NULL, NULL, -1, -1, NULL, NULL);
-}
-
 /* In the child: become the task's user, or say why not and exit 125.
  * Groups first, then gid, then uid: each needs the privilege the next
  * gives up. */
@@ -326,12 +319,11 @@ static void ctty_probe(void)
 		ctty = tty != 0;
 }
 
-int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
-		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
-		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd, int stdin_fd, const struct run_direct *direct,
-		   const struct run_extra *extra)
+int run_spawn_join(struct run *r, const struct run_req *q)
 {
+	struct run_join *join = q->join;
+	const struct run_direct *direct = q->direct;
+	bool own_pgroup = q->own_pgroup;
 	int outp[2], errp[2], stp[2] = {-1, -1}, gop[2] = {-1, -1};
 	memset(r, 0, sizeof *r);
 	r->pidfd = r->status_pipe = r->out.pipe = r->err.pipe = -1;
@@ -361,11 +353,12 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	(void)pthread_once(&devnull_once, devnull_open);
 	(void)pthread_once(&ctty_once, ctty_probe);
 	pid_t parent = getpid();
-	struct child_args ca = {.devnull = devnull_fd, .stdin_fd = stdin_fd,.argv = argv, .envp = envp, .wdir = wdir, .name = name,
-				.cwd = cwd, .own_pgroup = own_pgroup, .own_session = own_pgroup && ctty, .cred = cred,
-				.seccomp_fd = seccomp_fd, .outw = outp[1], .errw = errp[1],
+	struct child_args ca = {.devnull = devnull_fd, .stdin_fd = q->stdin_fd, .argv = q->argv,
+				.envp = q->envp, .wdir = q->wdir, .name = q->name, .cwd = q->cwd,
+				.own_pgroup = own_pgroup, .own_session = own_pgroup && ctty, .cred = q->cred,
+				.seccomp_fd = q->seccomp_fd, .outw = outp[1], .errw = errp[1],
 				.stw = stp[1], .gor = -1, .gow = -1, .parent = parent,
-				.direct = direct, .stmem = memst ? &r->stmem : NULL, .extra = extra};
+				.direct = direct, .stmem = memst ? &r->stmem : NULL, .extra = q->extra};
 	pid_t pid = -1;
 	int pidfd = -1;
 	bool waits = join != NULL; /* the child waits on gop for the join */
@@ -456,8 +449,8 @@ int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wd
 	r->pidfd = pidfd >= 0 ? pidfd : pidfd_open_(pid); /* fork: no pidfd yet */
 	r->status_pipe = stp[0];
 	r->stmem_used = memst;
-	r->out = (struct capture){.pipe = outp[0], .file = out_file, .cap = cap};
-	r->err = (struct capture){.pipe = errp[0], .file = err_file, .cap = cap};
+	r->out = (struct capture){.pipe = outp[0], .file = q->out_file, .cap = q->cap};
+	r->err = (struct capture){.pipe = errp[0], .file = q->err_file, .cap = q->cap};
 	(void)fcntl(outp[0], F_SETFL, O_NONBLOCK);
 	(void)fcntl(errp[0], F_SETFL, O_NONBLOCK);
 	if (stp[0] >= 0)

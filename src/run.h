@@ -35,12 +35,6 @@ struct run {
 	struct confine_mem stmem;
 };
 
-/* Everything the child needs is prepared by the caller: argv/envp, the
- * claim directory, the task file's name in it (for the run lock), the
- * output files and the working directory (NULL: stay). */
-int run_spawn(struct run *r, char *const argv[], char *const envp[], int wdir, const char *name,
-	      int out_file, int err_file, uint64_t cap, const char *cwd, bool own_pgroup);
-
 /* An optional step between fork and exec: the child waits on a pipe
  * until fn(child's pid) has run in the parent, so that the task runs not
  * one instruction of its own before, e.g., it is in its cgroup. */
@@ -85,14 +79,6 @@ struct run_direct {
 	const struct sock_fprog *filter; /* NULL: none */
 };
 
-/* run_spawn with a join step (join NULL: exactly run_spawn) and a user
- * to become (cred NULL: stay who we are). If the step fails the child is
- * killed and reaped before it execs, and the result is -ECANCELED with
- * join->err set. If the child cannot become cred's user, it reports
- * "setuid-failed WHAT" on the status pipe and exits 125 (run_end says so).
- * seccomp_fd (-1: none) is handed to the child as SANDBOX_SECCOMP_FD;
- * stdin_fd (-1: /dev/null) is its standard input.
- * direct (NULL: exec argv) confines the child and execs the task. */
 /* What else the child takes: descriptors at fixed numbers from
  * fd_base on (the task's binds, SANDBOX_BIND_FD), and its umask. */
 struct run_extra {
@@ -100,11 +86,34 @@ struct run_extra {
 	int nfds, fd_base;
 	int umask; /* -1: keep ours */
 };
-int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
-		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,
-		   bool own_pgroup, struct run_join *join, const struct run_cred *cred,
-		   int seccomp_fd, int stdin_fd, const struct run_direct *direct,
-		   const struct run_extra *extra);
+
+/* A spawn, configured field by field and then run (minijail's way):
+ * everything the child needs is prepared by the caller. Start from
+ * RUN_REQ_INIT, whose descriptors are -1 ("none"); a NULL pointer is
+ * "none" too. */
+struct run_req {
+	char *const *argv, *const *envp;
+	int wdir;                        /* the claim directory */
+	const char *name;                /* the task file's name in it (the run lock) */
+	int out_file, err_file;          /* the capture files, or -1: made at the first byte */
+	uint64_t cap;                    /* bytes kept of each stream (0: no cap) */
+	const char *cwd;                 /* NULL: stay */
+	bool own_pgroup;
+	/* A step between fork and exec: if it fails the child is killed
+	 * and reaped before it execs, and the result is -ECANCELED with
+	 * join->err set. */
+	struct run_join *join;
+	/* A user to become. If the child cannot, it reports "setuid-failed
+	 * WHAT" on the status pipe and exits 125 (run_end says so). */
+	const struct run_cred *cred;
+	int seccomp_fd;                  /* handed to the child as SANDBOX_SECCOMP_FD */
+	int stdin_fd;                    /* -1: /dev/null */
+	const struct run_direct *direct; /* NULL: exec argv; else confine, exec the task */
+	const struct run_extra *extra;
+};
+#define RUN_REQ_INIT {.wdir = -1, .out_file = -1, .err_file = -1, .seccomp_fd = -1, .stdin_fd = -1}
+
+int run_spawn_join(struct run *r, const struct run_req *q);
 
 /* Move what is readable from a capture pipe into its file, up to the
  * cap; beyond it, read and discard. Returns 0, or 1 at EOF (or an

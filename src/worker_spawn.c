@@ -36,11 +36,21 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		char lockname[NAME_MAX + 8];
 		if (pathfmt(lockname, sizeof lockname, ".%s.lock", t->name) < 0)
 			lockname[0] = '\0'; /* the child fails "run lock" */
-		j->rc = j->bind_rc < 0 ? j->bind_rc
-			: run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, lockname, -1, -1, j->cap,
-					 cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
-					 j->use_cred ? &j->cred : NULL, j->sfd, j->ifd,
-					 j->is_direct ? &j->direct : NULL, &x);
+		struct run_req rq = RUN_REQ_INIT;
+		rq.argv = j->argv.v;
+		rq.envp = j->envp.v;
+		rq.wdir = sp->wdir;
+		rq.name = lockname;
+		rq.cap = j->cap;
+		rq.cwd = cwd;
+		rq.own_pgroup = j->pgroup;
+		rq.join = j->use_join ? &j->lj.rj : NULL;
+		rq.cred = j->use_cred ? &j->cred : NULL;
+		rq.seccomp_fd = j->sfd;
+		rq.stdin_fd = j->ifd;
+		rq.direct = j->is_direct ? &j->direct : NULL;
+		rq.extra = &x;
+		j->rc = j->bind_rc < 0 ? j->bind_rc : run_spawn_join(&t->run, &rq);
 		binds_close(&bo);
 		pthread_mutex_lock(&sp->h.mu);
 		helper_back(&sp->h, t, j->rc < 0 ? TE_SPAWN_FAILED : TE_SPAWNED);

@@ -714,8 +714,14 @@ static void spawn_touch(struct joinrec *j, int expect)
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
 	struct run r;
 	struct run_join join = {.fn = join_probe, .arg = j};
-	int rc = run_spawn_join(&r, argv, envp, wdir, name, out, out, 0, NULL, false, &join, NULL,
-				-1, -1, NULL, NULL);
+	struct run_req q = RUN_REQ_INIT;
+	q.argv = argv;
+	q.envp = envp;
+	q.wdir = wdir;
+	q.name = name;
+	q.out_file = q.err_file = out;
+	q.join = &join;
+	int rc = run_spawn_join(&r, &q);
 	assert_int_equal(rc, expect);
 	assert_true(j->pid > 0);
 	assert_false(j->marker_seen); /* held until the join step was done */
