@@ -300,8 +300,10 @@ static int conf_kind(struct policy *pol, const char *name, const char *key, cons
 }
 
 /* After the whole file: every kind has a runner (llm: our kart-llm by
- * default), no extension names two kinds, and a kind's credential is
- * neither passed to every task nor to every network task. */
+ * default), no extension names two kinds, a kind's credential is
+ * neither passed to every task nor to every network task, and it has
+ * an endpoint, to which the worker's forwarder adds it (credfwd.h): no
+ * task is ever handed it. */
 static int kinds_check(struct policy *pol, const char *fname, char *err, size_t errlen)
 {
 	for (int i = 0; i < pol->n_kinds; i++) {
@@ -323,6 +325,10 @@ static int kinds_check(struct policy *pol, const char *fname, char *err, size_t 
 					   k->cred[j], k->name,
 					   plist_has(&pol->env_pass, k->cred[j]) ? "[sandbox] env_pass"
 										 : "[network] cred_env");
+		if (k->n_cred && !k->endpoint[0])
+			return ERR("%s: [kind.%s] has credentials but no endpoint: they are added to the "
+				   "requests the worker forwards there, never handed to a task", fname,
+				   k->name);
 	}
 	return 0;
 }

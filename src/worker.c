@@ -37,6 +37,7 @@
 #include "cgroup.h"
 #include "confine.h"
 #include "container.h"
+#include "credfwd.h"
 #include "rlimits.h"
 #include "log.h"
 #include "result.h"
@@ -126,6 +127,7 @@ struct task {
 	char idbuf[256];
 	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
+	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
 	/* With the commit thread (from publish() until it hands the task
 	 * back, the loop does not touch it): */
 	struct task *cnext;
@@ -1634,6 +1636,7 @@ static void task_free(struct worker *w, struct task *t)
 	if (t->run.err.file >= 0)
 		close(t->run.err.file);
 	cg_files_close(&t->cgf);
+	credfwd_close(&t->fwd);
 	free(t->name);
 	free(t);
 }
@@ -2748,6 +2751,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
+	t->fwd = (struct credfwd)CREDFWD_INIT;
 	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
@@ -2868,7 +2872,13 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	if (container)
 		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
 	const struct acct *ha = acct_get(t->run_uid);
-	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
+	if (credfwd_open(&t->fwd, w->pol, &t->spec, t->run_uid, as_user ? cred.gid : getegid(), err,
+			 sizeof err) < 0) {
+		strv_free(&lopts);
+		finish_refused(w, t, "sandbox_setup_failed", err);
+		return;
+	}
+	struct sandbox_req req = {.cred_socket = t->fwd.path[0] ? t->fwd.path : NULL,.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
 				  .home = ha->found ? ha->home : NULL,
 				  .seccomp = want_scmp,
 				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
@@ -3014,6 +3024,8 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	ep_add(w, t->run.err.pipe, &t->s_err);
 	if (t->spec.timeout_s > 0)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
+	if ((r = credfwd_start(&t->fwd, t->run.pidfd, environ)) < 0)
+		logmsg("%s: cannot start its kind's credential forwarder: %s", t->name, strerror(-r));
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */

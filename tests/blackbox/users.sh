@@ -4,7 +4,9 @@
 # docs/RELIABILITY.md, "Between users".
 . "$(dirname "$0")/../lib.sh"
 
-U_ALICE=kt26alice U_MALLORY=kt26mallory U_BOB=kt26bob G_KART=kt26kart
+# KART_TEST_USER_TAG: the accounts' prefix (kt26), for runs side by side.
+U_TAG=${KART_TEST_USER_TAG:-kt26}
+U_ALICE=${U_TAG}alice U_MALLORY=${U_TAG}mallory U_BOB=${U_TAG}bob G_KART=${U_TAG}kart
 U_MADE=0
 
 users_cleanup() {
@@ -381,6 +383,99 @@ test_id_squat_two_workers() {
 	result "$U_MALLORY:$U_ALICE:report5" .status >/dev/null
 	assert_eq "forged" "$(as "$U_MALLORY" kart cat "report5")" "mallory's own report5"
 	as "$U_MALLORY" kart cat "$U_ALICE:report5" >/dev/null 2>&1 && fail "mallory read alice's report5"
+	stop_workers
+}
+
+# ---- 5. credentials that never touch a submitter's process ---------------------------------
+
+# Break 2 as written: alice runs an llm task (a workflow of 4 steps
+# against the fake endpoint, 0.3 s an answer) while a poller of hers,
+# started before she submits and stopped after the result, reads every
+# /proc/*/environ and /proc/*/cmdline it can, over and over. It never
+# sees the key; it did see the runner's own environment (so it looked
+# where the key used to be). And the task works end to end through the
+# worker's forwarder: the endpoint got the key in Authorization on every
+# request, the runner got each answer.
+test_llm_key_never_reaches_the_submitter() {
+	[ -x /usr/bin/python3 ] || { skip "no /usr/bin/python3 (contrib/install-deps installs it)"; return; }
+	users_make && tmpfiles_spool || return
+	local key=sk-users-$RANDOM$RANDOM-$RANDOM-9f1e log=$T_ROOT/llm.log port
+	FAKE_LLM_KEY=$key /usr/bin/python3 "$ROOT/tests/fake/llm-endpoint.py" - "$T_ROOT/llm.port" "$log" 0.3 \
+		2>>"$T_ROOT/llm.err" &
+	T_PIDS+=("$!")
+	wait_until 10 test -s "$T_ROOT/llm.port" || { fail "the fake endpoint did not start"; return; }
+	port=$(cat "$T_ROOT/llm.port")
+	cat >"$S/kart.conf" <<EOF
+[kind.llm]
+extensions = .prompt
+net = yes
+credentials = KART_LLM_API_KEY
+endpoint = http://127.0.0.1:$port/v1
+model = mock-model
+[network]
+allow_uids = $(id -u "$U_ALICE")
+EOF
+	export KART_LLM_API_KEY=$key
+	two_workers
+	local rc=$?
+	unset KART_LLM_API_KEY
+	[ $rc = 0 ] || return
+	# The poller: each distinct environ and cmdline it reads, once, NUL-
+	# separated in a file of its own; "ready" once it has been round.
+	local dump=$T_ROOT/poll/dump stop=$T_ROOT/poll.stop
+	mkdir -p "$T_ROOT/poll" && chown "$U_ALICE" "$T_ROOT/poll" && chmod 0700 "$T_ROOT/poll"
+	as "$U_ALICE" /usr/bin/python3 -c '
+import hashlib, os, sys
+dump, stop = sys.argv[1:3]
+seen, rounds, reads = set(), 0, 0
+with open(dump + ".data", "wb") as out:
+    while True:
+        last = os.path.exists(stop)
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) == os.getpid():
+                continue
+            for f in ("environ", "cmdline"):
+                try:
+                    with open("/proc/%s/%s" % (p, f), "rb") as fh:
+                        b = fh.read()
+                except OSError:
+                    continue
+                reads += 1
+                h = hashlib.sha1(b).digest()
+                if h not in seen:
+                    seen.add(h)
+                    out.write(("%s %s " % (p, f)).encode() + b + b"\n\0")
+        rounds += 1
+        if rounds == 1:
+            print("ready", flush=True)
+        if last:
+            break
+print("rounds %d reads %d" % (rounds, reads), flush=True)
+' "$dump" "$stop" >"$dump.log" 2>&1 &
+	local pp=$!
+	T_PIDS+=("$pp")
+	wait_until 20 grep -q ready "$dump.log" || { fail "the poller did not start: $(cat "$dump.log")"; return; }
+	local id
+	id=$(printf '#kart: kind=llm timeout=60s\n{"steps": [{"prompt": "one"}, {"prompt": "two {{previous}}"},
+{"prompt": "three {{previous}}"}, {"prompt": "four {{previous}}"}]}\n' |
+		as "$U_ALICE" kart submit --no-cwd --name ask -) || fail "alice cannot submit: $id"
+	assert_eq ok "$(result "$U_ALICE:ask" .status)" \
+		"status ($(jq -r .error "$S/done/$U_ALICE:ask.json" 2>/dev/null); $(as "$U_ALICE" kart cat --stderr "$U_ALICE:ask" 2>&1))"
+	touch "$stop"
+	wait_gone 30 "$pp" || fail "the poller did not stop"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    poller: $(tail -1 "$dump.log"), $(tr -cd '\0' <"$dump.data" | wc -c) distinct reads kept"
+	# It read the runner's own environment, where the key used to be.
+	grep -aq "KART_TASK_ID=$U_ALICE:ask" "$dump.data" ||
+		fail "the poller never read the task's environment: it proves nothing ($(tail -1 "$dump.log"))"
+	if grep -aq -e "$key" "$dump.data"; then
+		fail "the poller read the key: $(tr '\0' '\n' <"$dump.data" | grep -a -e "$key" | sort | uniq -c | cut -c1-120)"
+	fi
+	# End to end through the forwarder.
+	assert_eq "answer to [four answer to [three answer to [two answer to [one]]]]" \
+		"$(as "$U_ALICE" kart cat "$U_ALICE:ask")" "the runner's answer"
+	assert_eq "4 4" "$(jq -rs '"\(length) \([.[] | select(.auth_ok)] | length)"' "$log")" \
+		"requests the endpoint got, and with the key in Authorization"
+	grep -rqs -e "$key" "$S/done" "$S.worker.log" && fail "the key is in a result or the log"
 	stop_workers
 }
 

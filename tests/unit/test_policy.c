@@ -410,6 +410,10 @@ static void test_kind_errors(void **state)
 		{"[network]\ncred_env = KEY\n[kind.llm]\ncredentials = KEY\n",
 		 "KEY is a credential of [kind.llm] and also in [network] cred_env"},
 		{"[kind.runner]\nrunner =\n", "line 2: runner has no value"},
+		/* A credential is added by the worker's forwarder, to requests
+		 * to the endpoint: never handed to a task. */
+		{"[kind.py]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n",
+		 "[kind.py] has credentials but no endpoint"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct policy p;
@@ -435,7 +439,7 @@ static void test_describe_kinds(void **state)
 	(void)state;
 	json_t *o = describe("[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
 			     "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-			     "credentials = LLM_KEY\nmodel = m1\n",
+			     "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n",
 			     "LLM_KEY");
 	json_t *k = json_object_get(o, "kinds");
 	assert_int_equal(json_object_size(k), 2);
