@@ -217,7 +217,7 @@ static bool env_name_kind_reserved(const char *s)
 {
 	static const char *const set[] = {"PATH", "HOME", "TMPDIR", "LANG", "KART_TASK_ID",
 					  "KART_ATTEMPT", "KART_OUTDIR", "KART_LLM_ENDPOINT",
-					  "KART_LLM_MODEL"};
+					  "KART_LLM_MODEL", "KART_LLM_SOCKET"};
 	for (size_t i = 0; i < ARRAY_SIZE(set); i++)
 		if (strcmp(s, set[i]) == 0)
 			return true;

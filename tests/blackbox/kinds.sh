@@ -368,6 +368,7 @@ test_doctor_shows_kinds() {
 	assert_eq mock-model "$(jq -r .policy.kinds.llm.model <<<"$out")" "model"
 	[[ $out == *"$KEY"* ]] && fail "kart doctor shows the key"
 	assert_eq true "$(jq -r .policy.kinds.llm.runner_found <<<"$out")" "the built kart-llm is found"
+	assert_eq true "$(jq -r .policy.kinds.llm.forwarder_found <<<"$out")" "the built kart-credfwd is found"
 	printf '[kind.ghost]\nrunner = %s/no-such-runner\n' "$T_ROOT" >"$s/kart.conf"
 	run_cmd -s "$s" doctor --json
 	assert_eq 1 "$RC" "kart doctor fails with a runner that is not there"

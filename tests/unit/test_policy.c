@@ -398,6 +398,8 @@ static void test_kind_errors(void **state)
 		{"[kind.llm]\ncredentials = KART_LLM_ENDPOINT\n",
 		 "line 2: credentials: 'KART_LLM_ENDPOINT' is set by the sandbox"},
 		{"[kind.llm]\ncredentials = PATH\n", "line 2: credentials: 'PATH' is set by the sandbox"},
+		{"[kind.llm]\ncredentials = KART_LLM_SOCKET\n",
+		 "line 2: credentials: 'KART_LLM_SOCKET' is set by the sandbox"},
 		{"[kind.llm]\nendpoint = 127.0.0.1:8080\n", "line 2: endpoint = 127.0.0.1:8080: not an http"},
 		{"[kind.llm]\nmodel = two words\n", "line 2: model = two words"},
 		{"[kind.llm]\ntemperature = 0\n",
