@@ -35,7 +35,7 @@ import threading
 import urllib.parse
 
 CONN_MAX = 16            # requests served at once; more get 503
-BODY_MAX = 64 << 20      # a request body, at most
+BODY_MAX = 64 << 20      # a request body, at most (streamed, not held)
 READ_TIMEOUT_S = 60      # for the task to send its request
 UPSTREAM_TIMEOUT_S = 600 # per request, as kart-llm's; the task's timeout= still applies
 HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
@@ -112,9 +112,6 @@ def serve(conn, ep, key, slots):
             n = -1
         if n < 0 or n > BODY_MAX:
             return reply(conn, 413, "Payload Too Large", "a body of 0 to %d bytes" % BODY_MAX)
-        body = rf.read(n) if n else None
-        if n and len(body) != n:
-            return reply(conn, 400, "Bad Request", "the body ended early")
         if ep["https"]:
             up = http.client.HTTPSConnection(ep["host"], ep["port"], timeout=UPSTREAM_TIMEOUT_S,
                                              context=ssl.create_default_context())
@@ -127,10 +124,18 @@ def serve(conn, ep, key, slots):
                 up.putheader(k, v)
         if key:
             up.putheader("Authorization", "Bearer " + key)
-        if body is not None:
-            up.putheader("Content-Length", str(len(body)))
+        if n or method in ("POST", "PUT", "PATCH"):
+            up.putheader("Content-Length", str(n))
         try:
-            up.endheaders(body)
+            up.endheaders()
+            # Passed on as it comes: a body costs this process (root's,
+            # outside the task's cgroup) 64 KiB at most, whatever its size.
+            while n > 0:
+                b = rf.read(min(n, 65536))
+                if not b:
+                    return reply(conn, 400, "Bad Request", "the body ended early")
+                up.send(b)
+                n -= len(b)
             r = up.getresponse()
         except (OSError, http.client.HTTPException) as e:
             return reply(conn, 502, "Bad Gateway", "%s: %s" % (ep["url"], type(e).__name__))

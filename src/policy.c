@@ -652,6 +652,10 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
 			return ERR("%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
 				   where, val);
+	} else if (strcmp(k, "worker.results") == 0) {
+		if (strcmp(val, "owner") && strcmp(val, "group"))
+			return ERR("%s: results = %s: not owner or group", where, val);
+		pol->results_group = val[0] == 'g';
 	} else if (strcmp(k, "worker.retries") == 0) {
 		if (parse_int(val, 0, 100, &n) < 0)
 			return ERR("%s: retries = %s: not a number from 0 to 100", where, val);
@@ -1122,6 +1126,8 @@ char *policy_describe(const struct policy *pol)
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(json_object_get(o, "worker"), "results",
+			    json_string(pol->results_group ? "group" : "owner"));
 	json_object_set_new(json_object_get(o, "worker"), "min_free",
 			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
 				      "percent", (int)pol->min_free_pct));

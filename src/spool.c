@@ -800,7 +800,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && sp->unnamed > 0) {
 		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = grant_read(fd, reader, false);
+			int r = grant_read(fd, reader, sp->results_group);
 			if (r == 0)
 				r = write_all(fd, json, strlen(json));
 			if (r < 0) {
@@ -825,7 +825,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (fd < 0)
 		return -errno;
-	int r = grant_read(fd, reader, false);
+	int r = grant_read(fd, reader, sp->results_group);
 	if (r == 0)
 		r = write_all(fd, json, strlen(json));
 	if (r < 0) {

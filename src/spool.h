@@ -24,6 +24,9 @@ struct spool {
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;
+	/* Results readable by done/'s group too ([worker] results = group);
+	 * set by the worker, read by its commit thread. */
+	_Atomic bool results_group;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),

@@ -2313,7 +2313,11 @@ static int open_capture(struct worker *w, const char *name, const char *sfx, uid
 	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = grant_read(fd, reader, false);
+	/* [worker] results = group: done/'s group, which it keeps there. */
+	struct stat dst;
+	int r = w->sp->results_group && (fstat(w->sp->done, &dst) < 0 || fchown(fd, (uid_t)-1, dst.st_gid) < 0)
+			? -errno
+			: grant_read(fd, reader, w->sp->results_group);
 	if (r < 0) {
 		close(fd);
 		return r;
@@ -2878,7 +2882,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		finish_refused(w, t, "sandbox_setup_failed", err);
 		return;
 	}
-	struct sandbox_req req = {.cred_socket = t->fwd.path[0] ? t->fwd.path : NULL,.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
+	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
 				  .home = ha->found ? ha->home : NULL,
 				  .seccomp = want_scmp,
 				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
@@ -2887,7 +2891,8 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
 				  .container_name = t->cname, .container_label = w->clabel,
 				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
-				  .input = &input};
+				  .input = &input,
+				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL};
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	/* The policy's variables, for the container's shell to read: in
@@ -3946,6 +3951,7 @@ static void on_signal(struct worker *w)
 				break;
 			}
 			*w->pol = np;
+			w->sp->results_group = np.results_group;
 			w->held_stale = true;
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
@@ -4049,6 +4055,7 @@ static void worker_release(struct worker *w)
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
 {
 	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
+	sp->results_group = pol->results_group;
 	char p[PATH_MAX];
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];

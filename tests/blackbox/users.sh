@@ -249,6 +249,30 @@ test_output_readable_by_its_submitter_alone() {
 	stop_workers
 }
 
+# [worker] results = group: alice's result and outputs are readable by
+# the spool's group too (mallory), while her task runs and after; still
+# not by bob, outside it; her task file and artifacts stay hers. The
+# default (owner) is the test above.
+test_results_group_readable_by_policy() {
+	users_make && tmpfiles_spool || return
+	printf "[worker]\nresults = group\n" >"$S/kart.conf"
+	two_workers || return
+	local id=$U_ALICE:grp got
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho SECRET-out\necho SECRET-err >&2\necho SECRET-art >\"\$KART_OUTDIR/a\"\nsleep 3\n# SECRET-task\n' |
+		kart submit --no-cwd --name grp -" >/dev/null || fail "alice cannot submit"
+	wait_until 20 sh -c "cat $S/cur/*/.'$id'.stdout 2>/dev/null | grep -q SECRET" || fail "not running"
+	got=$(as "$U_MALLORY" sh -c "cat $S/cur/*/.'$id'.stdout" 2>/dev/null)
+	assert_eq "SECRET-out" "$got" "mallory (the group) reads the running capture"
+	assert_eq "" "$(every_read "$U_BOB" "$id" | grep -o 'SECRET[a-z-]*' | sort -u | tr '\n' ' ')" "bob while it runs"
+	assert_eq "ok" "$(result "$id" .status)" "status"
+	got=$(every_read "$U_MALLORY" "$id")
+	assert_eq "SECRET-err SECRET-out " "$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" \
+		"mallory after: the result and outputs, not the task file or artifacts"
+	assert_eq "ok" "$(as "$U_MALLORY" jq -r .status "$S/done/$id.json" 2>&1)" "mallory reads the JSON"
+	assert_eq "" "$(every_read "$U_BOB" "$id" | grep -o 'SECRET[a-z-]*' | sort -u | tr '\n' ' ')" "bob after"
+	stop_workers
+}
+
 # kart status across users shows each their own; root sees all. The cron
 # walkthrough (contrib/cron/kart-consume) works for each user over their
 # own results, and for root over all.

@@ -54,6 +54,7 @@ static void test_defaults(void **state)
 	load_defaults(&p);
 	assert_int_equal(p.landlock, LL_MODE_AUTO);
 	assert_false(p.allow_root);
+	assert_false(p.results_group); /* results: owner-only by default */
 	assert_int_equal(p.tmpfs_size, 256ull << 20); /* a shared machine's default */
 	assert_int_equal(count(&p.ro_binds), 0);
 	assert_int_equal(count(&p.rw_binds), 0);
@@ -82,10 +83,13 @@ static void test_sandbox_section(void **state)
 		      "cred_env = API_TOKEN, AWS_SECRET_ACCESS_KEY\n"
 		      "cred_files = /etc/kart/netrc\n"
 		      "[hooks]\n"
-		      "on_done = /usr/local/bin/kart-push\n",
+		      "on_done = /usr/local/bin/kart-push\n"
+		      "[worker]\n"
+		      "results = group\n",
 		      err, sizeof err);
 	if (r != 0)
 		fail_msg("%s", err);
+	assert_true(p.results_group);
 	assert_int_equal(p.landlock, LL_MODE_ENFORCE);
 	assert_true(p.allow_root);
 	assert_int_equal(p.tmpfs_size, 256ull << 20);
@@ -139,6 +143,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nbackend = none\n", "line 2: unknown key 'backend' in section [sandbox]"},
 		{"[sandbox]\nlandlock =\n", "line 2: landlock has no value"},
 		{"[jail]\n", "line 1: unknown section [jail]"},
+		{"[worker]\nresults = everyone\n", "line 2: results = everyone: not owner or group"},
 		{"[worker]\nbackend = lxc\n", "line 2: backend = lxc: not a backend (bwrap, container or none)"},
 		{"[container]\ncommand = bin/docker\n", "line 2: command = bin/docker: not a program"},
 		{"[container]\ncommand = docker;id\n", "line 2: command = docker;id: not a program"},
