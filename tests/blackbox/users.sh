@@ -258,7 +258,7 @@ test_results_group_readable_by_policy() {
 	printf "[worker]\nresults = group\n" >"$S/kart.conf"
 	two_workers || return
 	local id=$U_ALICE:grp got
-	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho SECRET-out\necho SECRET-err >&2\necho SECRET-art >\"\$KART_OUTDIR/a\"\nsleep 3\n# SECRET-task\n' |
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho SECRET-out\necho SECRET-err >&2\necho SECRET-art >\"\$KART_OUTDIR/a\"\nsleep 2\n# SECRET-task\n' |
 		kart submit --no-cwd --name grp -" >/dev/null || fail "alice cannot submit"
 	wait_until 20 sh -c "cat $S/cur/*/.'$id'.stdout 2>/dev/null | grep -q SECRET" || fail "not running"
 	got=$(as "$U_MALLORY" sh -c "cat $S/cur/*/.'$id'.stdout" 2>/dev/null)
@@ -412,7 +412,7 @@ test_id_squat_two_workers() {
 
 # ---- 5. credentials that never touch a submitter's process ---------------------------------
 
-# Break 2 as written: alice runs an llm task (a workflow of 4 steps
+# Break 2 as written: alice runs an llm task (a workflow of 3 steps
 # against the fake endpoint, 0.3 s an answer) while a poller of hers,
 # started before she submits and stopped after the result, reads every
 # /proc/*/environ and /proc/*/cmdline it can, over and over. It never
@@ -481,7 +481,7 @@ print("rounds %d reads %d" % (rounds, reads), flush=True)
 	wait_until 20 grep -q ready "$dump.log" || { fail "the poller did not start: $(cat "$dump.log")"; return; }
 	local id
 	id=$(printf '#kart: kind=llm timeout=60s\n{"steps": [{"prompt": "one"}, {"prompt": "two {{previous}}"},
-{"prompt": "three {{previous}}"}, {"prompt": "four {{previous}}"}]}\n' |
+{"prompt": "three {{previous}}"}]}\n' |
 		as "$U_ALICE" kart submit --no-cwd --name ask -) || fail "alice cannot submit: $id"
 	assert_eq ok "$(result "$U_ALICE:ask" .status)" \
 		"status ($(jq -r .error "$S/done/$U_ALICE:ask.json" 2>/dev/null); $(as "$U_ALICE" kart cat --stderr "$U_ALICE:ask" 2>&1))"
@@ -495,9 +495,9 @@ print("rounds %d reads %d" % (rounds, reads), flush=True)
 		fail "the poller read the key: $(tr '\0' '\n' <"$dump.data" | grep -a -e "$key" | sort | uniq -c | cut -c1-120)"
 	fi
 	# End to end through the forwarder.
-	assert_eq "answer to [four answer to [three answer to [two answer to [one]]]]" \
+	assert_eq "answer to [three answer to [two answer to [one]]]" \
 		"$(as "$U_ALICE" kart cat "$U_ALICE:ask")" "the runner's answer"
-	assert_eq "4 4" "$(jq -rs '"\(length) \([.[] | select(.auth_ok)] | length)"' "$log")" \
+	assert_eq "3 3" "$(jq -rs '"\(length) \([.[] | select(.auth_ok)] | length)"' "$log")" \
 		"requests the endpoint got, and with the key in Authorization"
 	grep -rqs -e "$key" "$S/done" "$S.worker.log" && fail "the key is in a result or the log"
 	stop_workers
