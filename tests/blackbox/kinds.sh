@@ -166,7 +166,9 @@ test_llm_errors() {
 # environment, only $KART_LLM_SOCKET; through it, a request under the
 # endpoint's path reaches the endpoint with the key added (the task's
 # own Authorization and Host replaced), and nothing else is forwarded:
-# another path, an absolute URL, "..", "%2e%2e", a chunked body.
+# another path, an absolute URL, "..", "%2e%2e", a chunked body. Each
+# forwarder ends with its task, however it ends (here also a timeout,
+# while the forwarder waits for requests), and takes its socket along.
 test_credentials_only_through_the_forwarder() {
 	llm_spool || return
 	local s=$LLM_SPOOL
@@ -206,8 +208,11 @@ print("encoded", post("/v1/%2e%2e/admin"))
 print("chunked", ask("POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
 '
 EOF
+	printf '#kart: kind=probe timeout=1s kill_grace=0\ntest -S "$KART_LLM_SOCKET" && echo has-socket\nsleep 60\n' \
+		>"$s/new/sleeper"
 	: >"$MOCK_LOG"
 	KART_LLM_API_KEY=$KEY drain "$s"
+	assert_eq "timeout has-socket" "$(field "$s" sleeper .status) $(cat "$s/done/sleeper.stdout")" "sleeper"
 	local out=$s/done/probe.stdout
 	assert_eq ok "$(field "$s" probe .status)" "status ($(cat "$s/done/probe.stderr" 2>/dev/null))"
 	grep -q "$KEY" "$out" && fail "the key is in the runner's environment"
@@ -216,7 +221,10 @@ EOF
 		"$(grep -E '^[a-z-]+ [0-9]+$' "$out" | paste -sd'|')" "what the forwarder answered"
 	assert_eq "/v1/chat/completions true|/v1/chat/completions true" \
 		"$(jq -r '"\(.path) \(.auth_ok)"' "$MOCK_LOG" | paste -sd'|')" "what reached the endpoint"
-	# The forwarder ends with its task, and takes its socket along.
+	# (Functions, not sh -c: a shell's own command line would match.)
+	fwd_pids() { grep -lsa ":$MOCK_PORT/v1" /proc/[0-9]*/cmdline | xargs -r grep -lsa kart-credfwd | cut -d/ -f3; }
+	no_fwd() { [ -z "$(fwd_pids)" ]; }
+	wait_until 10 no_fwd || fail "a forwarder outlived its task: $(fwd_pids)"
 	wait_until 10 sh -c '! ls -d /tmp/kart-credfwd.* >/dev/null 2>&1' ||
 		fail "a forwarder's socket was left behind: $(ls -d /tmp/kart-credfwd.*)"
 }

@@ -417,9 +417,10 @@ test_id_squat_two_workers() {
 # started before she submits and stopped after the result, reads every
 # /proc/*/environ and /proc/*/cmdline it can, over and over. It never
 # sees the key; it did see the runner's own environment (so it looked
-# where the key used to be). And the task works end to end through the
-# worker's forwarder: the endpoint got the key in Authorization on every
-# request, the runner got each answer.
+# where the key used to be). mallory, who can read the forwarder's
+# command line, cannot connect to alice's socket. And the task works end
+# to end through the worker's forwarder: the endpoint got the key in
+# Authorization on every request, the runner got each answer.
 test_llm_key_never_reaches_the_submitter() {
 	[ -x /usr/bin/python3 ] || { skip "no /usr/bin/python3 (contrib/install-deps installs it)"; return; }
 	users_make && tmpfiles_spool || return
@@ -483,6 +484,30 @@ print("rounds %d reads %d" % (rounds, reads), flush=True)
 	id=$(printf '#kart: kind=llm timeout=60s\n{"steps": [{"prompt": "one"}, {"prompt": "two {{previous}}"},
 {"prompt": "three {{previous}}"}]}\n' |
 		as "$U_ALICE" kart submit --no-cwd --name ask -) || fail "alice cannot submit: $id"
+	# mallory finds alice's socket in her forwarder's command line (all
+	# may read it) while the task runs: she cannot connect to it.
+	assert_eq denied "$(as "$U_MALLORY" /usr/bin/python3 -c '
+import glob, socket, sys, time
+end = time.time() + 20
+while time.time() < end:
+    for c in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            a = open(c, "rb").read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        i = [n for n, x in enumerate(a) if x.endswith("/kart-credfwd")]
+        if i and len(a) > i[0] + 2 and sys.argv[1] in a[i[0] + 2]:
+            try:
+                socket.socket(socket.AF_UNIX).connect(a[i[0] + 1])
+                print("connected")
+            except PermissionError:
+                print("denied")
+            except OSError as e:
+                print("error", e)
+            sys.exit()
+    time.sleep(0.01)
+print("no forwarder seen")
+' ":$port/" 2>&1)" "mallory connects to alice's forwarder"
 	assert_eq ok "$(result "$U_ALICE:ask" .status)" \
 		"status ($(jq -r .error "$S/done/$U_ALICE:ask.json" 2>/dev/null); $(as "$U_ALICE" kart cat --stderr "$U_ALICE:ask" 2>&1))"
 	touch "$stop"
