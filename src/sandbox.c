@@ -593,8 +593,8 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, runner);
 		strv_add(argv, runner);
 	}
-	/* A socket is connected to whatever the mount's flags: --bind, for
-	 * a file the submitter owns and no one else can reach. */
+	/* The socket of the kind's credential forwarder: its submitter's
+	 * (0600), in a directory no one else can list (credfwd_open). */
 	if (req->cred_socket) {
 		strv_add(argv, "--bind");
 		strv_add(argv, req->cred_socket);

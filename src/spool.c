@@ -785,14 +785,14 @@ static void json_pending_free(struct json_pending *jp)
 	*jp = JSON_PENDING_NONE;
 }
 
-/* Readable by reader (and root); with [worker] results = group, by
- * done/'s group too, which the file is given. */
-static int result_grant(const struct spool *sp, int fd, uid_t reader)
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader)
 {
-	struct stat st;
-	if (sp->results_group && (fstat(sp->done, &st) < 0 || fchown(fd, (uid_t)-1, st.st_gid) < 0))
-		return -errno;
-	return grant_read(fd, reader, sp->results_group);
+	struct stat d, f;
+	/* Fails closed: a file that cannot be given done/'s group is its
+	 * reader's alone, never its present group's. */
+	bool group = sp->results_group && fstat(sp->done, &d) == 0 && fstat(fd, &f) == 0 &&
+		     (f.st_gid == d.st_gid || fchown(fd, (uid_t)-1, d.st_gid) == 0);
+	return grant_read(fd, reader, group);
 }
 
 /* The first half of writing done/<id>.json: the file made and written,
@@ -810,7 +810,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && sp->unnamed > 0) {
 		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = result_grant(sp, fd, reader);
+			int r = spool_result_grant(sp, fd, reader);
 			if (r == 0)
 				r = write_all(fd, json, strlen(json));
 			if (r < 0) {
@@ -835,7 +835,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (fd < 0)
 		return -errno;
-	int r = result_grant(sp, fd, reader);
+	int r = spool_result_grant(sp, fd, reader);
 	if (r == 0)
 		r = write_all(fd, json, strlen(json));
 	if (r < 0) {

@@ -54,6 +54,10 @@ bool spool_new_shared(const struct spool *sp);
  * prefix where it names one (on a shared spool, who dropped the task,
  * even when it was rejected for not being theirs), else owner. */
 uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner);
+/* A result's file (its JSON, a capture) readable by reader and root;
+ * with [worker] results = group, by done/'s group too, which it is
+ * given. 0 or -errno. */
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader);
 /* Is `name` under drop/ the drop directory of uid (its account's name,
  * or the uid in decimal)? */
 bool spool_drop_name_ok(const char *name, uid_t uid);

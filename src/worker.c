@@ -2313,11 +2313,7 @@ static int open_capture(struct worker *w, const char *name, const char *sfx, uid
 	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	/* [worker] results = group: done/'s group, which it keeps there. */
-	struct stat dst;
-	int r = w->sp->results_group && (fstat(w->sp->done, &dst) < 0 || fchown(fd, (uid_t)-1, dst.st_gid) < 0)
-			? -errno
-			: grant_read(fd, reader, w->sp->results_group);
+	int r = spool_result_grant(w->sp, fd, reader);
 	if (r < 0) {
 		close(fd);
 		return r;
