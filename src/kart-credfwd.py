@@ -28,6 +28,7 @@ without a TLS library in kart itself.
 import http.client
 import os
 import select
+import signal
 import socket
 import ssl
 import sys
@@ -175,6 +176,8 @@ def main():
           "port": u.port or (443 if u.scheme == "https" else 80), "netloc": u.netloc,
           "base": u.path.rstrip("/")}
     key = read_key()
+    # A SIGTERM (a service's stop) still removes the socket, below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     lsock = socket.socket(fileno=3)
     done = select.poll()
     done.register(4, select.POLLIN)
