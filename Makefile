@@ -55,7 +55,7 @@ LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.
 	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
 	  src/worker_capture.c src/hook.c src/acct.c src/held.c src/scratch.c src/prioq.c src/strset.c \
 	  src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c
+	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
 	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
@@ -68,7 +68,7 @@ SYNC_OBJ = $(SYNC_SRC:src/%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm
+all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm $(B)/kart-credfwd
 
 # Installs what is missing, with apt-get: only when asked (make deps), or
 # by the targets below that need it to run at all.
@@ -127,6 +127,10 @@ $(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/la
 # The runner of the llm task kind: Python 3, standard library only (see
 # docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.
 $(B)/kart-llm: src/kart-llm.py | $(B)
+	install -m 0755 $< $@
+
+# The worker's credential forwarder (credfwd.h), beside kart like kart-llm.
+$(B)/kart-credfwd: src/kart-credfwd.py | $(B)
 	install -m 0755 $< $@
 
 $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
@@ -223,6 +227,7 @@ install: all
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
 	install -m 0755 $(B)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-sync
 	install -m 0755 $(B)/kart-llm $(DESTDIR)$(LIBEXECDIR)/kart-llm
+	install -m 0755 $(B)/kart-credfwd $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
@@ -239,7 +244,8 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch \
-	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm
+	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \

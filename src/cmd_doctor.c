@@ -376,8 +376,17 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	/* A kind whose runner is not there: its tasks would all be refused. */
 	for (int i = 0; pj && i < pol.n_kinds; i++) {
 		bool found = access(pol.kinds[i].runner, X_OK) == 0;
-		json_object_set_new(json_object_get(json_object_get(pj, "kinds"), pol.kinds[i].name),
-				    "runner_found", json_boolean(found));
+		json_t *kj = json_object_get(json_object_get(pj, "kinds"), pol.kinds[i].name);
+		json_object_set_new(kj, "runner_found", json_boolean(found));
+		/* Its credentials need the forwarder that adds them
+		 * (credfwd.h): without it, its tasks are refused. */
+		if (pol.kinds[i].n_cred) {
+			char fwd[PATH_MAX];
+			find_libexec("kart-credfwd", fwd, sizeof fwd);
+			bool ffound = fwd[0] && access(fwd, X_OK) == 0;
+			json_object_set_new(kj, "forwarder_found", json_boolean(ffound));
+			found = found && ffound;
+		}
 		if (!found)
 			ok = false;
 	}

@@ -68,6 +68,9 @@ struct policy {
 	uint64_t task_max_bytes; /* larger task files are rejected */
 	uint64_t artifacts_max;  /* $KART_OUTDIR kept only up to this */
 	int retries_default;     /* re-queues after an interrupted run */
+	/* [worker] results = group: results and outputs readable by the
+	 * spool's group too (else by their submitter and root alone). */
+	bool results_group;
 	int64_t timeout_default_s; /* -1: none */
 	int64_t timeout_max_s;     /* -1: none */
 	uint64_t memory_max;       /* ceiling; the host's memory */

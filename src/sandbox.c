@@ -26,6 +26,16 @@ static const char *host_var(char *const *env, const char *name)
 	return NULL;
 }
 
+/* NAME is a credential of some kind: only its forwarder has it. */
+static bool kind_cred(const struct policy *pol, const char *name)
+{
+	for (int i = 0; i < pol->n_kinds; i++)
+		for (int j = 0; j < pol->kinds[i].n_cred; j++)
+			if (strcmp(pol->kinds[i].cred[j], name) == 0)
+				return true;
+	return false;
+}
+
 /* The task's kind (task_resolve_kind), NULL for none. */
 static const struct kind *req_kind(const struct sandbox_req *req)
 {
@@ -51,22 +61,22 @@ static const char *kind_runner_bound(const struct sandbox_req *req)
 	return k->runner;
 }
 
-/* What a kind gives its tasks: where to send requests, and (with network
- * only) the kind's own credentials, which no other task receives. */
+/* What a kind gives its tasks: where to send requests, and the socket of
+ * the forwarder that adds the kind's credentials. Never the credentials:
+ * the runner and the host-side bwrap run as the submitter, who could
+ * read them there (/proc/PID/environ). */
 static void env_kind(const struct sandbox_req *req, struct strv *envp)
 {
 	const struct kind *k = req_kind(req);
-	const char *kv;
 	if (!k)
 		return;
 	if (k->endpoint[0])
 		strv_addf(envp, "KART_LLM_ENDPOINT=%s", k->endpoint);
 	if (k->model[0])
 		strv_addf(envp, "KART_LLM_MODEL=%s", k->model);
-	if (req->spec->net)
-		for (int i = 0; i < k->n_cred; i++)
-			if ((kv = host_var(req->host_env, k->cred[i])))
-				strv_add(envp, kv);
+	if (req->cred_socket)
+		strv_addf(envp, "KART_LLM_SOCKET=%s", req->pol->backend == BACKEND_NONE
+							      ? req->cred_socket : SANDBOX_CRED_SOCKET);
 }
 
 /* Through envp only: never as --setenv, where argv (ps, logs) shows it. */
@@ -258,7 +268,7 @@ char *container_env_input(const struct strv *named)
 	for (size_t i = 0; i < named->n; i++) {
 		const char *kv = named->v[i], *eq = strchr(kv, '=');
 		if (!eq || strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 ||
-		    strncmp(kv, "KART_LLM_MODEL=", 15) == 0)
+		    strncmp(kv, "KART_LLM_MODEL=", 15) == 0 || strncmp(kv, "KART_LLM_SOCKET=", 16) == 0)
 			continue;
 		/* Single quotes hold anything but a single quote: '\'' */
 		size_t qn = 0;
@@ -346,6 +356,12 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		strv_add(argv, "--mount");
 		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", runner, runner);
 	}
+	if (req->cred_socket) {
+		if (mount_path_ok(req->cred_socket, err, errlen) < 0)
+			return -1;
+		strv_add(argv, "--mount");
+		strv_addf(argv, "type=bind,source=%s,target=%s", req->cred_socket, SANDBOX_CRED_SOCKET);
+	}
 	/* The task's own binds: the engine mounts them by path (it takes no
 	 * descriptor), after they were checked as the submitter; the task
 	 * runs as the submitter (--user), whose permissions apply inside.
@@ -410,7 +426,8 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		const char *kv = named.v[i];
 		/* A kind's endpoint and model are the policy's, and no
 		 * secret: by value. */
-		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0) {
+		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0 ||
+		    strncmp(kv, "KART_LLM_SOCKET=", 16) == 0) {
 			strv_add(argv, "--env");
 			strv_add(argv, kv);
 		} else {
@@ -458,6 +475,8 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 			snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
 			if (task_sets(spec, name))
 				continue; /* the task's value wins */
+			if (kind_cred(pol, name))
+				continue; /* the forwarder's alone */
 		}
 		strv_add(envp, *e);
 	}
@@ -573,6 +592,13 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, "--ro-bind");
 		strv_add(argv, runner);
 		strv_add(argv, runner);
+	}
+	/* The socket of the kind's credential forwarder: its submitter's
+	 * (0600), in a directory no one else can list (credfwd_open). */
+	if (req->cred_socket) {
+		strv_add(argv, "--bind");
+		strv_add(argv, req->cred_socket);
+		strv_add(argv, SANDBOX_CRED_SOCKET);
 	}
 	/* The task's own, by the descriptors opened as its submitter
 	 * (binds_open): bwrap mounts the very file that was checked, never

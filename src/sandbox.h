@@ -22,6 +22,8 @@
 #define SANDBOX_LAUNCH "/run/kart/launch"
 #define SANDBOX_WORK "/work"
 #define SANDBOX_OUT "/run/kart/out"
+/* The kind's forwarder, which adds its credentials (credfwd.h). */
+#define SANDBOX_CRED_SOCKET "/run/kart/llm.sock"
 
 struct sandbox_req {
 	const struct policy *pol;
@@ -52,6 +54,11 @@ struct sandbox_req {
 	/* The submitter's home directory ("" or NULL: unknown): HOME where
 	 * one of the task's binds holds it, else the private work dir. */
 	const char *home;
+	/* The host path of the task's socket to its kind's credential
+	 * forwarder (credfwd_open), or NULL: bound at SANDBOX_CRED_SOCKET
+	 * (backend none: this path), named by $KART_LLM_SOCKET. A kind's
+	 * credentials are never in envp. */
+	const char *cred_socket;
 };
 
 /* The policy's variables (NAME=value, a kind's endpoint and model left

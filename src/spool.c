@@ -785,6 +785,16 @@ static void json_pending_free(struct json_pending *jp)
 	*jp = JSON_PENDING_NONE;
 }
 
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader)
+{
+	struct stat d, f;
+	/* Fails closed: a file that cannot be given done/'s group is its
+	 * reader's alone, never its present group's. */
+	bool group = sp->results_group && fstat(sp->done, &d) == 0 && fstat(fd, &f) == 0 &&
+		     (f.st_gid == d.st_gid || fchown(fd, (uid_t)-1, d.st_gid) == 0);
+	return grant_read(fd, reader, group);
+}
+
 /* The first half of writing done/<id>.json: the file made and written,
  * unnamed where that is as durable (unnamed_durable) and there is
  * O_TMPFILE, else under a temporary name. Nothing is left in jp on an
@@ -800,7 +810,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && sp->unnamed > 0) {
 		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = grant_read(fd, reader, false);
+			int r = spool_result_grant(sp, fd, reader);
 			if (r == 0)
 				r = write_all(fd, json, strlen(json));
 			if (r < 0) {
@@ -825,7 +835,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (fd < 0)
 		return -errno;
-	int r = grant_read(fd, reader, false);
+	int r = spool_result_grant(sp, fd, reader);
 	if (r == 0)
 		r = write_all(fd, json, strlen(json));
 	if (r < 0) {

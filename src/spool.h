@@ -24,6 +24,9 @@ struct spool {
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;
+	/* Results readable by done/'s group too ([worker] results = group);
+	 * set by the worker, read by its commit thread. */
+	_Atomic bool results_group;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
@@ -51,6 +54,10 @@ bool spool_new_shared(const struct spool *sp);
  * prefix where it names one (on a shared spool, who dropped the task,
  * even when it was rejected for not being theirs), else owner. */
 uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner);
+/* A result's file (its JSON, a capture) readable by reader and root;
+ * with [worker] results = group, by done/'s group too, which it is
+ * given. 0 or -errno. */
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader);
 /* Is `name` under drop/ the drop directory of uid (its account's name,
  * or the uid in decimal)? */
 bool spool_drop_name_ok(const char *name, uid_t uid);

@@ -374,6 +374,7 @@ static void on_signal(struct worker *w)
 				break;
 			}
 			*w->pol = np;
+			w->sp->results_group = np.results_group;
 			w->held_stale = true;
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
@@ -469,6 +470,7 @@ static void worker_release(struct worker *w)
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
 {
 	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
+	sp->results_group = pol->results_group;
 	char p[PATH_MAX];
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];

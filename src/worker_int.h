@@ -35,6 +35,7 @@
 #include "cgroup.h"
 #include "confine.h"
 #include "container.h"
+#include "credfwd.h"
 #include "rlimits.h"
 #include "log.h"
 #include "result.h"
@@ -113,6 +114,7 @@ struct task {
 	char idbuf[256];
 	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
+	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
 	/* With the commit thread (from publish() until it hands the task
 	 * back, the loop does not touch it): */
 	struct task *cnext;

@@ -123,6 +123,8 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	ep_add(w, t->run.err.pipe, &t->s_err);
 	if (t->spec.timeout_s > 0)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
+	if ((r = credfwd_start(&t->fwd, t->run.pidfd, environ)) < 0)
+		logmsg("%s: cannot start its kind's credential forwarder: %s", t->name, strerror(-r));
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */

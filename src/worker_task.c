@@ -145,6 +145,7 @@ void task_free(struct worker *w, struct task *t)
 	if (t->run.err.file >= 0)
 		close(t->run.err.file);
 	cg_files_close(&t->cgf);
+	credfwd_close(&t->fwd);
 	free(t->name);
 	free(t);
 }
@@ -291,6 +292,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
+	t->fwd = (struct credfwd)CREDFWD_INIT;
 	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
@@ -411,6 +413,12 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	if (container)
 		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
 	const struct acct *ha = acct_get(t->run_uid);
+	if (credfwd_open(&t->fwd, w->pol, &t->spec, t->run_uid, as_user ? cred.gid : getegid(), err,
+			 sizeof err) < 0) {
+		strv_free(&lopts);
+		finish_refused(w, t, "sandbox_setup_failed", err);
+		return;
+	}
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
 				  .home = ha->found ? ha->home : NULL,
 				  .seccomp = want_scmp,
@@ -420,7 +428,8 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
 				  .container_name = t->cname, .container_label = w->clabel,
 				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
-				  .input = &input};
+				  .input = &input,
+				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL};
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	/* The policy's variables, for the container's shell to read: in

@@ -54,6 +54,7 @@ static void test_defaults(void **state)
 	load_defaults(&p);
 	assert_int_equal(p.landlock, LL_MODE_AUTO);
 	assert_false(p.allow_root);
+	assert_false(p.results_group); /* results: owner-only by default */
 	assert_int_equal(p.tmpfs_size, 256ull << 20); /* a shared machine's default */
 	assert_int_equal(count(&p.ro_binds), 0);
 	assert_int_equal(count(&p.rw_binds), 0);
@@ -82,10 +83,13 @@ static void test_sandbox_section(void **state)
 		      "cred_env = API_TOKEN, AWS_SECRET_ACCESS_KEY\n"
 		      "cred_files = /etc/kart/netrc\n"
 		      "[hooks]\n"
-		      "on_done = /usr/local/bin/kart-push\n",
+		      "on_done = /usr/local/bin/kart-push\n"
+		      "[worker]\n"
+		      "results = group\n",
 		      err, sizeof err);
 	if (r != 0)
 		fail_msg("%s", err);
+	assert_true(p.results_group);
 	assert_int_equal(p.landlock, LL_MODE_ENFORCE);
 	assert_true(p.allow_root);
 	assert_int_equal(p.tmpfs_size, 256ull << 20);
@@ -139,6 +143,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nbackend = none\n", "line 2: unknown key 'backend' in section [sandbox]"},
 		{"[sandbox]\nlandlock =\n", "line 2: landlock has no value"},
 		{"[jail]\n", "line 1: unknown section [jail]"},
+		{"[worker]\nresults = everyone\n", "line 2: results = everyone: not owner or group"},
 		{"[worker]\nbackend = lxc\n", "line 2: backend = lxc: not a backend (bwrap, container or none)"},
 		{"[container]\ncommand = bin/docker\n", "line 2: command = bin/docker: not a program"},
 		{"[container]\ncommand = docker;id\n", "line 2: command = docker;id: not a program"},
@@ -398,6 +403,8 @@ static void test_kind_errors(void **state)
 		{"[kind.llm]\ncredentials = KART_LLM_ENDPOINT\n",
 		 "line 2: credentials: 'KART_LLM_ENDPOINT' is set by the sandbox"},
 		{"[kind.llm]\ncredentials = PATH\n", "line 2: credentials: 'PATH' is set by the sandbox"},
+		{"[kind.llm]\ncredentials = KART_LLM_SOCKET\n",
+		 "line 2: credentials: 'KART_LLM_SOCKET' is set by the sandbox"},
 		{"[kind.llm]\nendpoint = 127.0.0.1:8080\n", "line 2: endpoint = 127.0.0.1:8080: not an http"},
 		{"[kind.llm]\nmodel = two words\n", "line 2: model = two words"},
 		{"[kind.llm]\ntemperature = 0\n",
@@ -410,6 +417,10 @@ static void test_kind_errors(void **state)
 		{"[network]\ncred_env = KEY\n[kind.llm]\ncredentials = KEY\n",
 		 "KEY is a credential of [kind.llm] and also in [network] cred_env"},
 		{"[kind.runner]\nrunner =\n", "line 2: runner has no value"},
+		/* A credential is added by the worker's forwarder, to requests
+		 * to the endpoint: never handed to a task. */
+		{"[kind.py]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n",
+		 "[kind.py] has credentials but no endpoint"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct policy p;
@@ -435,7 +446,7 @@ static void test_describe_kinds(void **state)
 	(void)state;
 	json_t *o = describe("[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
 			     "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-			     "credentials = LLM_KEY\nmodel = m1\n",
+			     "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n",
 			     "LLM_KEY");
 	json_t *k = json_object_get(o, "kinds");
 	assert_int_equal(json_object_size(k), 2);
