@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "sched.h"
 #include "space.h"
 #include "task.h"
 #include "util.h"
@@ -38,6 +39,16 @@ static const char help[] =
 	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
 	"                   DUR (default: the policy's, 5s)\n"
 	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
+	"\n"
+	"When it starts, and again (see kart-task(5)):\n"
+	"  --at TIME        not before TIME: RFC 3339 (2026-12-01T02:00:00Z) or\n"
+	"                   HH:MM, the next such local time (not_before=)\n"
+	"  --in DUR         not before DUR from now: 90, 90s, 5m, 2h, 1d\n"
+	"  --retry-on LIST  run it again when it ends so: failed, timeout, oom,\n"
+	"                   exit=N, separated by commas (retry_on=)\n"
+	"  --retries N      at most N more runs, for any reason (retries=)\n"
+	"  --retry-delay DUR  wait DUR before the first retry, doubled for each\n"
+	"                   later one, at most 1h (retry_delay=; default 0)\n"
 	"\n"
 	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
 	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
@@ -247,6 +258,12 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"bind", required_argument, NULL, 'B'},
 		{"ro", required_argument, NULL, 'R'},
 		{"env", required_argument, NULL, 'e'},
+		/* Scheduling (kart-task(5): not_before=, retry_on=, ...). */
+		{"at", required_argument, NULL, 1000},
+		{"in", required_argument, NULL, 1001},
+		{"retry-on", required_argument, NULL, 1002},
+		{"retries", required_argument, NULL, 1003},
+		{"retry-delay", required_argument, NULL, 1004},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -356,6 +373,43 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			has_env = true;
 			break;
 		}
+		/* Scheduling: written as absolute times and plain values. */
+		case 1000:
+		case 1001: {
+			int64_t at;
+			char ts[32];
+			if (ch == 1000 && sched_parse_at(optarg, now_realtime_ms(), &at) < 0)
+				return usage_error("submit", "--at %s: not a time (RFC 3339, "
+						   "2026-12-01T02:00:00Z, or HH:MM)", optarg);
+			if (ch == 1001) {
+				if (parse_duration_s(optarg, &d) < 0)
+					return usage_error("submit", "--in %s: not a duration (90, 90s, 5m, 2h, 1d)",
+							   optarg);
+				at = now_realtime_ms() + d * 1000;
+			}
+			fmt_rfc3339_ms(at, ts);
+			ADD(" not_before=%s", ts);
+			break;
+		}
+		case 1002: {
+			struct retry_on ro;
+			const char *why;
+			if (sched_parse_retry_on(optarg, &ro, &why) < 0)
+				return usage_error("submit", "--retry-on %s: %s (failed, timeout, oom, exit=N)",
+						   optarg, why);
+			ADD(" retry_on=%s", optarg);
+			break;
+		}
+		case 1003:
+			if (parse_int(optarg, 0, 100, &v) < 0)
+				return usage_error("submit", "--retries %s: not a number from 0 to 100", optarg);
+			ADD(" retries=%s", optarg);
+			break;
+		case 1004:
+			if (parse_duration_s(optarg, &d) < 0)
+				return usage_error("submit", "--retry-delay %s: not a duration (0, 10s, 5m)", optarg);
+			ADD(" retry_delay=%s", optarg);
+			break;
 		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}

@@ -7,7 +7,8 @@
 
 #include "spool.h"
 
-enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE };
+enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE,
+	      Q_SCHEDULED /* queued, not before its time: not_before=, a retry's delay */ };
 
 struct qinfo {
 	enum qstate state;
@@ -16,6 +17,7 @@ struct qinfo {
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */
 	char out_path[512], err_path[512]; /* Q_DONE, relative to the spool */
+	int64_t not_before_ms; /* Q_SCHEDULED: until then */
 	int64_t since_ms;  /* entered this state (queued, claimed, result
 			    * written), ms since the epoch; 0: unknown */
 };

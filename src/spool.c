@@ -514,15 +514,12 @@ int spool_claim(struct spool *sp, int wdir, const char *name)
 	return -errno;
 }
 
-int claim_meta_get(int fd, struct claim_meta *m)
+void claim_meta_parse(const char *text, struct claim_meta *m)
 {
 	char buf[512];
 	memset(m, 0, sizeof *m);
 	m->attempt = 1;
-	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
-	if (n < 0)
-		return errno == ENODATA ? 0 : -errno;
-	buf[n] = '\0';
+	snprintf(buf, sizeof buf, "%s", text);
 	char *save = NULL;
 	for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
 		long long v;
@@ -533,7 +530,24 @@ int claim_meta_get(int fd, struct claim_meta *m)
 			m->submitted_ms = v;
 		else if (strncmp(t, "id=", 3) == 0)
 			snprintf(m->id, sizeof m->id, "%s", t + 3);
+		else if (strncmp(t, "not_before=", 11) == 0 &&
+			 parse_int(t + 11, 0, INT64_MAX, &v) == 0)
+			m->not_before_ms = v;
+		else if (strncmp(t, "hold=", 5) == 0)
+			snprintf(m->hold, sizeof m->hold, "%s", t + 5);
 	}
+}
+
+int claim_meta_get(int fd, struct claim_meta *m)
+{
+	char buf[512];
+	memset(m, 0, sizeof *m);
+	m->attempt = 1;
+	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
+	if (n < 0)
+		return errno == ENODATA ? 0 : -errno;
+	buf[n] = '\0';
+	claim_meta_parse(buf, m);
 	return 0;
 }
 
@@ -542,6 +556,14 @@ int claim_meta_set(int fd, const struct claim_meta *m)
 	char buf[512];
 	int n = snprintf(buf, sizeof buf, "attempt=%d\nsubmitted=%lld\nid=%s\n", m->attempt,
 			 (long long)m->submitted_ms, m->id);
+	/* Written only when set: a file never retried keeps the three lines. */
+	if (n < (int)sizeof buf && m->not_before_ms)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "not_before=%lld\n",
+			      (long long)m->not_before_ms);
+	if (n < (int)sizeof buf && m->hold[0])
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "hold=%s\n", m->hold);
+	if (n >= (int)sizeof buf)
+		return -ENAMETOOLONG;
 	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)
 		return -errno;
 	return 0;

@@ -32,7 +32,13 @@ struct claim_meta {
 	int attempt;          /* 1 on the first run */
 	int64_t submitted_ms; /* first arrival; 0 if unknown */
 	char id[256];         /* set while finishing */
+	/* Automatic retry (retry_on=, sched.h): */
+	int64_t not_before_ms; /* the retry waits until then; 0: none */
+	char hold[256];        /* the id whose done/ID.attempts/ keeps the earlier attempts */
 };
+
+/* The text of user.kart into m (defaults for what it lacks). */
+void claim_meta_parse(const char *text, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
 

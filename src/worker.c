@@ -47,6 +47,7 @@
 #include "space.h"
 #include "task.h"
 #include "util.h"
+#include "worker_sched.h"
 
 /* ---- the task lifecycle ------------------------------------------------ */
 
@@ -524,7 +525,7 @@ static uint64_t fair_turn(struct fair *f, uid_t uid)
 
 /* ---- a set of names (what new/ entries we already know about) --------- */
 
-enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED };
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED, K_SCHEDULED /* waits for its time: w->sched */ };
 
 struct kent {
 	struct kent *next;
@@ -652,6 +653,7 @@ struct worker {
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
 	struct heap heap[LANE__N];
+	struct sched_queue sched; /* K_SCHEDULED names, by time (worker_sched.c) */
 	struct fair fair;
 	struct kset known;
 	size_t nbusy, ndeferred;
@@ -962,7 +964,7 @@ static void consider(struct worker *w, const char *name)
 		return;
 	}
 	enum kstate ks = kset_get(&w->known, name);
-	if (ks == K_QUEUED || ks == K_DEFERRED)
+	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_SCHEDULED)
 		return;
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
@@ -1023,6 +1025,13 @@ static void consider(struct worker *w, const char *name)
 	}
 	if (ks == K_BUSY)
 		w->nbusy--;
+	/* Not before its time: the timer rings for it, nothing polls. */
+	int64_t nb = sched_not_before(&ins);
+	if (nb > now_realtime_ms()) {
+		kset_put(&w->known, name, K_SCHEDULED);
+		sched_queue_push(&w->sched, nb, name);
+		return;
+	}
 	kset_put(&w->known, name, K_QUEUED);
 	heap_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
 							 .prio = cand_priority(w, name, &ins),
@@ -2717,6 +2726,15 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 	}
 	if (ins.kind != INSPECT_OK)
 		return;
+	if (sched_not_before(&ins) > now_realtime_ms()) {
+		/* Claimed from an older look: re-queued since to wait (a
+		 * retry's delay). Back into new/, unchanged. */
+		struct claim_meta m;
+		claim_meta_parse(ins.kattr, &m);
+		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
+			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
+		return;
+	}
 	/* `kart cancel` found it here just after our claim: it never runs. */
 	char creq[512];
 	struct stat cst;
@@ -3716,6 +3734,8 @@ static void arm_timer(struct worker *w)
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
+	if (w->sched.n)
+		EARLIER(sched_mono_for(sched_queue_next(&w->sched)));
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -3764,6 +3784,16 @@ static void on_timer(struct worker *w)
 		dispatch(w);
 	}
 	if (w->space_mono && w->space_mono <= now)
+		dispatch(w);
+	bool due = false;
+	for (char *n; (n = sched_queue_pop_due(&w->sched, now_realtime_ms())); free(n)) {
+		if (kset_get(&w->known, n) != K_SCHEDULED)
+			continue; /* an older ring for the same name */
+		kset_del(&w->known, n);
+		consider(w, n);
+		due = true;
+	}
+	if (due)
 		dispatch(w);
 	arm_timer(w);
 }
@@ -3973,6 +4003,7 @@ static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
+	       w->sched.n == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 

@@ -1,0 +1,88 @@
+#!/bin/bash
+# Black-box: tasks that wait for their time (not_before=, kart submit --at
+# and --in), automatic retry (retry_on=, retries=, retry_delay=), and a
+# worker killed with -9 while they wait: nothing is lost, nothing runs early.
+. "$(dirname "$0")/../lib.sh"
+
+ms_of() { date -d "$1" +%s%3N; }
+now_ms() { date +%s%3N; }
+# cpu_ticks PID: user + system time of the process (all its threads), in ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+has_result() { [ -e "$1/done/$2.json" ]; }
+n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
+
+# --in 3s: not started before, started soon after, and the idle worker
+# spends no CPU meanwhile (a timerfd, no polling).
+test_in_waits_idle() {
+	local s t0 nb st t1 t2
+	s=$(mkspool)
+	t0=$(now_ms)
+	"$KART" -s "$s" submit --no-cwd --in 3s --name later -- true >/dev/null 2>&1 || { fail "submit --in"; return; }
+	nb=$(ms_of "$(sed -n 's/^#kart: not_before=\([^ ]*\).*/\1/p' "$s/new/later")")
+	[ $((nb - t0)) -ge 2900 ] && [ $((nb - t0)) -le 4000 ] || fail "not_before is $((nb - t0)) ms after the submit, not ~3000"
+	assert_match "^later	scheduled	20[0-9-]+T" "$("$KART" -s "$s" status later)" "kart status of a waiting task"
+	start_worker "$s" --id idle
+	local w=$WPID
+	sleep 0.5
+	t1=$(cpu_ticks "$w")
+	sleep 1.5
+	t2=$(cpu_ticks "$w")
+	# One tick is 10 ms: a loop that polled would take more in 1.5 s.
+	[ $((t2 - t1)) -le 1 ] || fail "the worker took $((t2 - t1)) ticks of CPU while the task waited"
+	has_result "$s" later && fail "the task finished before its time"
+	wait_until 10 has_result "$s" later || { fail "no result 10 s after its time"; stop_worker "$w"; return; }
+	stop_worker "$w"
+	assert_eq ok "$(field "$s" later .status)" "status"
+	st=$(ms_of "$(field "$s" later .started_at)")
+	[ "$st" -ge "$nb" ] || fail "started $((nb - st)) ms before its not_before"
+	[ $((st - nb)) -le 2000 ] || fail "started $((st - nb)) ms after its not_before"
+}
+
+# --at a time past: at once. --at HH:MM: the next such time, and waits.
+test_at_past_and_hhmm() {
+	local s past out hhmm
+	s=$(mkspool)
+	past=$(date -u -d '-1 hour' +%Y-%m-%dT%H:%M:%SZ)
+	"$KART" -s "$s" submit --no-cwd --at "$past" --name past -- echo ran >/dev/null 2>&1 || { fail "submit --at past"; return; }
+	hhmm=$(date -d '-1 minute' +%H:%M)
+	"$KART" -s "$s" submit --no-cwd --at "$hhmm" --name tomorrow -- echo early >/dev/null 2>&1 || { fail "submit --at HH:MM"; return; }
+	out=$("$KART" -s "$s" status --json tomorrow | jq -r '.[0] | .state + " " + .not_before')
+	local nb; nb=$(ms_of "${out#* }")
+	assert_eq scheduled "${out%% *}" "kart status --json of --at $hhmm"
+	# A minute ago is tomorrow's: about 23h59m ahead (a clock change aside).
+	local ahead=$(( (nb - $(now_ms)) / 60000 ))
+	[ "$ahead" -ge 1370 ] && [ "$ahead" -le 1500 ] || fail "--at $hhmm is $ahead minutes ahead"
+	start_worker "$s" --id at
+	wait_until 10 has_result "$s" past || fail "the past --at did not run at once"
+	stop_worker "$WPID"
+	assert_eq ran "$("$KART" -s "$s" cat past 2>/dev/null)" "output of the past --at"
+	assert_file "$s/new/tomorrow"
+	has_result "$s" tomorrow && fail "the --at $hhmm task ran today"
+	run_cmd -s "$s" submit --no-cwd --at 24:00 -- true
+	assert_eq 2 "$RC" "--at 24:00: exit status ($ERR)"
+	run_cmd -s "$s" submit --no-cwd --in soon -- true
+	assert_eq 2 "$RC" "--in soon: exit status ($ERR)"
+}
+
+# A worker killed with -9 while a task waits: the next worker keeps the
+# time (it is in the task file), runs it once, not before.
+test_kill9_while_waiting() {
+	local s nb st
+	s=$(mkspool)
+	"$KART" -s "$s" submit --no-cwd --in 2s --name w9 -- echo once >/dev/null 2>&1 || { fail "submit"; return; }
+	nb=$(ms_of "$(sed -n 's/^#kart: not_before=\([^ ]*\).*/\1/p' "$s/new/w9")")
+	start_worker "$s" --id first
+	sleep 0.5
+	kill -9 "$WPID"
+	wait_gone 5 "$WPID"
+	assert_file "$s/new/w9"
+	start_worker "$s" --id second
+	wait_until 10 has_result "$s" w9 || { fail "no result after the restart"; stop_worker "$WPID"; return; }
+	stop_worker "$WPID"
+	st=$(ms_of "$(field "$s" w9 .started_at)")
+	[ "$st" -ge "$nb" ] || fail "started $((nb - st)) ms early after a restart"
+	assert_eq 1 "$(n_results "$s")" "results"
+	assert_eq once "$("$KART" -s "$s" cat w9 2>/dev/null)" "its output"
+}
+
+run_tests
