@@ -163,6 +163,12 @@ bool sched_retry_matches(const struct retry_on *r, const char *status, int exit_
 	return false;
 }
 
+bool sched_retry_due(const struct retry_on *r, const char *status, int exit_code, int attempt,
+		     int retries)
+{
+	return sched_retry_set(r) && attempt <= retries && sched_retry_matches(r, status, exit_code);
+}
+
 int64_t sched_retry_delay_ms(int64_t base_ms, int next)
 {
 	if (base_ms <= 0)

@@ -39,6 +39,12 @@ static inline bool sched_retry_set(const struct retry_on *r) { return r->mask ||
  * call for another? */
 bool sched_retry_matches(const struct retry_on *r, const char *status, int exit_code);
 
+/* Whether attempt `attempt`, which ended so, is followed by another:
+ * retry_on= names the outcome, and retries= (the same limit as a dead
+ * worker's re-queues: one counter, `attempt`) allows one more. */
+bool sched_retry_due(const struct retry_on *r, const char *status, int exit_code, int attempt,
+		     int retries);
+
 /* The longest wait between two attempts. */
 #define RETRY_DELAY_CAP_MS (3600 * 1000LL)
 /* The wait before attempt `next` (2, 3, ...) that follows an automatic

@@ -3481,6 +3481,8 @@ static void capture_loss(struct worker *w, struct task *t)
 	}
 }
 
+static bool retry_now(struct worker *w, struct task *t);
+
 static void task_complete(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
@@ -3627,7 +3629,38 @@ static void task_complete(struct worker *w, struct task *t)
 		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
 				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
+	if (retry_now(w, t))
+		return;
 	publish(w, t);
+}
+
+/* retry_on= (sched.h): an attempt that ended so, with retries= left,
+ * is kept (done/HOLD.attempts/) and the task goes back to new/ to wait
+ * for the next one; nothing is published. False: this result is final
+ * (also when keeping it failed: then as if retry_on= had not matched). */
+static bool retry_now(struct worker *w, struct task *t)
+{
+	struct result *r = &t->res;
+	int retries = t->spec.retries >= 0 ? t->spec.retries : w->pol->retries_default;
+	if (t->end == END_CANCEL ||
+	    !sched_retry_due(&t->spec.retry_on, r->status, r->exit_code, t->meta.attempt, retries))
+		return false;
+	if (t->meta.submitted_ms == 0)
+		t->meta.submitted_ms = t->submitted_ms;
+	struct attempt_rec a = {t->meta.attempt, r->status, r->exit_code, r->signal, r->started_ms,
+				r->finished_ms};
+	int64_t delay = sched_retry_delay_ms(t->spec.retry_delay_ms, t->meta.attempt + 1);
+	int e = spool_retry(w->sp, w->wdir, t->name, &t->meta, &a, now_realtime_ms() + delay,
+			    spool_reader(w->sp, t->name, t->uid));
+	if (e < 0) {
+		logmsg("%s: attempt %d ended %s, but cannot be kept for a retry: %s; its result is final",
+		       t->name, a.attempt, a.status, strerror(-e));
+		return false;
+	}
+	logmsg("%s: attempt %d ended %s; retry_on: attempt %d in %lld ms", t->name, a.attempt,
+	       a.status, a.attempt + 1, (long long)delay);
+	task_free(w, t);
+	return true;
 }
 
 static void kill_now(struct worker *w, struct task *t)

@@ -10,6 +10,8 @@ now_ms() { date +%s%3N; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 has_result() { [ -e "$1/done/$2.json" ]; }
 n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
+# retry_pending SPOOL NAME: re-queued to wait for a retry (user.kart).
+retry_pending() { getfattr -n user.kart --only-values "$1/new/$2" 2>/dev/null | grep -q not_before=; }
 
 # --in 3s: not started before, started soon after, and the idle worker
 # spends no CPU meanwhile (a timerfd, no polling).
@@ -83,6 +85,62 @@ test_kill9_while_waiting() {
 	[ "$st" -ge "$nb" ] || fail "started $((nb - st)) ms early after a restart"
 	assert_eq 1 "$(n_results "$s")" "results"
 	assert_eq once "$("$KART" -s "$s" cat w9 2>/dev/null)" "its output"
+}
+
+# retry_on=exit=3 retries=2 retry_delay=1s: three runs, 1 s then 2 s
+# apart, every attempt in the result's `attempts`, the earlier outputs
+# kept; the final result is the third's.
+test_retry_exit3_backoff() {
+	local s f1 s2 f2 s3 i
+	s=$(mkspool)
+	printf '#!/bin/sh\n#kart: retry_on=exit=3 retries=2 retry_delay=1s\necho "run $KART_ATTEMPT"\nexit 3\n' >"$T_ROOT/e3.sh"
+	"$KART" -s "$s" submit --no-cwd --name e3 "$T_ROOT/e3.sh" >/dev/null 2>&1 || { fail "submit"; return; }
+	# Not matched: exit 4 is final at once, and says so in `attempts`.
+	"$KART" -s "$s" submit --no-cwd --retry-on exit=3 --retries 2 --name e4 -- sh -c 'exit 4' >/dev/null 2>&1 || { fail "submit e4"; return; }
+	# Matched, then ok: a retry that helps.
+	"$KART" -s "$s" submit --no-cwd --retry-on failed --name flaky -- sh -c '[ "$KART_ATTEMPT" -ge 2 ]' >/dev/null 2>&1 || { fail "submit flaky"; return; }
+	drain "$s"
+	assert_eq failed "$(field "$s" e3 .status)" "e3 status"
+	assert_eq 3 "$(field "$s" e3 .attempt)" "e3 attempt"
+	assert_eq "1 2 3" "$(field "$s" e3 '[.attempts[].attempt] | join(" ")')" "e3 attempts"
+	assert_eq "3 3 3" "$(field "$s" e3 '[.attempts[].exit_code] | join(" ")')" "e3 exit codes"
+	f1=$(ms_of "$(field "$s" e3 '.attempts[0].finished_at')")
+	s2=$(ms_of "$(field "$s" e3 '.attempts[1].started_at')")
+	f2=$(ms_of "$(field "$s" e3 '.attempts[1].finished_at')")
+	s3=$(ms_of "$(field "$s" e3 '.attempts[2].started_at')")
+	[ $((s2 - f1)) -ge 1000 ] && [ $((s2 - f1)) -lt 1900 ] || fail "first delay $((s2 - f1)) ms, not ~1 s"
+	[ $((s3 - f2)) -ge 2000 ] && [ $((s3 - f2)) -lt 2900 ] || fail "second delay $((s3 - f2)) ms, not ~2 s (doubled)"
+	assert_eq "$(field "$s" e3 .started_at)" "$(field "$s" e3 '.attempts[2].started_at')" "the final result is the last attempt's"
+	for i in 1 2; do
+		assert_eq "run $i" "$(cat "$s/$(field "$s" e3 ".attempts[$((i - 1))].stdout.path")")" "attempt $i's stdout, kept"
+	done
+	assert_eq "run 3" "$("$KART" -s "$s" cat e3)" "the final stdout"
+	assert_eq "failed 1 1" "$(field "$s" e4 '"\(.status) \(.attempt) \(.attempts | length)"')" "exit 4, not in retry_on"
+	assert_eq "ok 2" "$(field "$s" flaky '"\(.status) \(.attempt)"')" "a task that succeeds on its retry"
+	assert_eq 3 "$(n_results "$s")" "results (no result per attempt)"
+}
+
+# A worker killed with -9 during a retry's delay: the schedule is in the
+# spool (the re-queued file's not_before), so the next worker keeps it.
+test_kill9_during_retry_delay() {
+	local s f1 s2
+	s=$(mkspool)
+	"$KART" -s "$s" submit --no-cwd --retry-on failed --retries 1 --retry-delay 3s --name r9 -- sh -c 'echo "try $KART_ATTEMPT"; exit 1' >/dev/null 2>&1 || { fail "submit"; return; }
+	start_worker "$s" --id before
+	wait_until 10 retry_pending "$s" r9 ||
+		{ fail "never re-queued for its retry"; kill -9 "$WPID"; return; }
+	kill -9 "$WPID"
+	wait_gone 5 "$WPID"
+	assert_match "^r9	scheduled	" "$("$KART" -s "$s" status r9)" "kart status during the delay"
+	start_worker "$s" --id after
+	wait_until 15 has_result "$s" r9 || { fail "no result after the restart"; stop_worker "$WPID"; return; }
+	stop_worker "$WPID"
+	assert_eq "1 2" "$(field "$s" r9 '[.attempts[].attempt] | join(" ")')" "attempts"
+	f1=$(ms_of "$(field "$s" r9 '.attempts[0].finished_at')")
+	s2=$(ms_of "$(field "$s" r9 '.attempts[1].started_at')")
+	[ $((s2 - f1)) -ge 3000 ] || fail "the retry ran $((s2 - f1)) ms after the first attempt, before its delay"
+	assert_eq "try 1" "$(cat "$s/$(field "$s" r9 '.attempts[0].stdout.path')")" "attempt 1's output"
+	assert_eq 1 "$(n_results "$s")" "results"
 }
 
 run_tests
