@@ -165,7 +165,7 @@ int task_name_check(const char *name, const char **why)
 #define KNOWN_DIRECTIVES                                                                   \
 	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
 	"name= kill_grace= label= cwd= bind= ro= env= umask= not_before= retry_on= "  \
-	"retry_delay=)"
+	"retry_delay= unique=)"
 
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
@@ -363,6 +363,12 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			return ERR("line %d: retry_on=%s: %s (use failed, timeout, oom, exit=N, "
 				   "separated by commas)", lineno, raw, why);
 		spec->line_retry_on = lineno;
+	} else if (strcmp(key, "unique") == 0) {
+		/* Kept as written, as label= is: tasks compare it so. */
+		if (strlen(raw) >= sizeof spec->unique)
+			return ERR("line %d: unique= is longer than %zu bytes", lineno,
+				   sizeof spec->unique - 1);
+		snprintf(spec->unique, sizeof spec->unique, "%s", raw);
 	} else if (strcmp(key, "retry_delay") == 0) {
 		int64_t s;
 		if (parse_duration_s(val, &s) < 0)

@@ -69,6 +69,9 @@ struct task_spec {
 	struct retry_on retry_on; /* retry_on=; nothing set: never retried for its outcome */
 	int64_t retry_delay_ms;  /* retry_delay=; doubled for each later attempt */
 	int line_retry_on;
+	/* unique=KEY, as written (percent-encoded): at most one task of its
+	 * submitter with this key queued, scheduled or running. "": none. */
+	char unique[TASK_NAME_MAX + 1];
 };
 
 /* Why a bind at path (clean, absolute) is refused whoever asks: the

@@ -89,6 +89,7 @@ struct task {
 	char *name;
 	struct task_spec spec;
 	struct claim_meta meta;
+	int uniq_fd;         /* unique=: its key's lock (worker_sched.h), or -1 */
 	enum tstate state;
 	enum tend end;
 	uid_t uid;
@@ -654,6 +655,7 @@ struct worker {
 	struct src s_ino, s_sig, s_timer;
 	struct heap heap[LANE__N];
 	struct sched_queue sched; /* K_SCHEDULED names, by time (worker_sched.c) */
+	struct uniq_index uniq;   /* queued and scheduled tasks with unique= */
 	struct fair fair;
 	struct kset known;
 	size_t nbusy, ndeferred;
@@ -886,6 +888,62 @@ static void finish_rejected(struct worker *w, const char *name, const char *why)
 		run_hook(w, id);
 }
 
+/* A duplicate of a unique= task: finished `cancelled`, never run. */
+static void finish_cancelled(struct worker *w, const char *name, const char *why)
+{
+	char id[256];
+	int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled", why, w->id, id, sizeof id);
+	if (r < 0)
+		logmsg("%s: cannot write its result: %s (left in cur/%s/ for recovery)", name,
+		       strerror(-r), w->id);
+	else
+		log_task("finished", id, "cancelled", -1, why);
+	if (r == 0)
+		run_hook(w, id);
+}
+
+static void cancel_from_new(struct worker *w, const char *name, const char *why)
+{
+	int r = spool_claim(w->sp, w->wdir, name);
+	if (r == -ENOENT)
+		return; /* another worker has it */
+	if (r < 0) {
+		logmsg("%s: cannot claim to cancel it: %s", name, strerror(-r));
+		return;
+	}
+	finish_cancelled(w, name, why);
+}
+
+/* unique=KEY (worker_sched.h): true when name is a duplicate, now
+ * finished `cancelled`. An earlier-seen one that arrived later is the
+ * duplicate instead, and finished so here. */
+static bool uniq_duplicate(struct worker *w, const char *name, const struct inspect *ins)
+{
+	const char *key = ins->spec.unique;
+	char why[2 * TASK_NAME_MAX + 96];
+	const struct uniq_ent *e;
+	if (uniq_held(w->sp->cur, ins->uid, key)) {
+		snprintf(why, sizeof why, "unique=%s: a task of its submitter with this key is running", key);
+		cancel_from_new(w, name, why);
+		return true;
+	}
+	while ((e = uniq_other(&w->uniq, w->sp->new, ins->uid, key, name))) {
+		if (uniq_first(e->arrived_ms, e->name, ins->arrived_ms, name)) {
+			snprintf(why, sizeof why, "unique=%s: %s, of the same submitter and key, is queued",
+				 key, e->name);
+			cancel_from_new(w, name, why);
+			return true;
+		}
+		_cleanup_free_ char *other = xstrdup(e->name);
+		uniq_forget(&w->uniq, other);
+		snprintf(why, sizeof why, "unique=%s: %s, of the same submitter and key, is queued", key,
+			 name);
+		cancel_from_new(w, other, why);
+	}
+	uniq_add(&w->uniq, ins->uid, key, name, ins->arrived_ms);
+	return false;
+}
+
 /* Take an entry of new/ that is not a runnable task (hostile, invalid)
  * and give it its `rejected` result. Rejection takes no slot. */
 static void reject_from_new(struct worker *w, const char *name, const char *why)
@@ -1025,6 +1083,8 @@ static void consider(struct worker *w, const char *name)
 	}
 	if (ks == K_BUSY)
 		w->nbusy--;
+	if (ins.spec.unique[0] && uniq_duplicate(w, name, &ins))
+		return;
 	/* Not before its time: the timer rings for it, nothing polls. */
 	int64_t nb = sched_not_before(&ins);
 	if (nb > now_realtime_ms()) {
@@ -1638,6 +1698,8 @@ static void task_free(struct worker *w, struct task *t)
 		if (t->scr_fd[i] >= 0)
 			close(t->scr_fd[i]);
 	}
+	if (t->uniq_fd >= 0)
+		close(t->uniq_fd); /* its key is free: the result is written */
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
@@ -2752,6 +2814,22 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		return;
 	}
 
+	/* unique=: the lock of its key, held until its result is written;
+	 * held by another worker's run, this one is the duplicate. */
+	_cleanup_close_ int ufd = -1;
+	if (ins.spec.unique[0]) {
+		ufd = uniq_lock(w->sp->cur, ins.uid, ins.spec.unique);
+		if (ufd == -EWOULDBLOCK) {
+			char why[TASK_NAME_MAX + 96];
+			snprintf(why, sizeof why, "unique=%s: a task of its submitter with this key is running",
+				 ins.spec.unique);
+			finish_cancelled(w, name, why);
+			return;
+		}
+		if (ufd < 0)
+			logmsg("%s: unique=%s: cannot take its key's lock: %s; it runs all the same", name,
+			       ins.spec.unique, strerror(-ufd));
+	}
 	struct task *t = xcalloc(1, sizeof *t);
 	t->name = xstrdup(name);
 	t->spec = ins.spec;
@@ -2765,6 +2843,7 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		t->spec.kill_grace_s = w->pol->kill_grace_s;
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
+	t->uniq_fd = steal_fd(&ufd);
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
 	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
@@ -3204,6 +3283,7 @@ static void dispatch(struct worker *w)
 				continue;
 			}
 			kset_del(&w->known, c.name);
+			uniq_forget(&w->uniq, c.name); /* its key's lock speaks for it now */
 			if (r == 0)
 				log_task("claimed", c.name, NULL, -1, NULL);
 			if (r == 0)

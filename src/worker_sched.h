@@ -5,8 +5,10 @@
 #ifndef KART_WORKER_SCHED_H
 #define KART_WORKER_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct inspect;
 
@@ -37,5 +39,35 @@ int64_t sched_not_before(const struct inspect *ins);
  * takes it; at least now. A wall clock set later shifts it (the queue
  * looks at the wall clock again when it rings). */
 int64_t sched_mono_for(int64_t at_real_ms);
+
+/* unique=KEY: tasks of new/ with a key, as this worker has seen them
+ * (queued or scheduled). Which of two is the one: the earlier arrived
+ * (ctime, then name), the same answer on every worker. */
+struct uniq_ent {
+	uid_t uid;
+	char *key, *name;
+	int64_t arrived_ms;
+};
+struct uniq_index {
+	struct uniq_ent *v;
+	size_t n;
+};
+void uniq_add(struct uniq_index *u, uid_t uid, const char *key, const char *name, int64_t arrived_ms);
+void uniq_forget(struct uniq_index *u, const char *name);
+void uniq_free(struct uniq_index *u);
+/* Another task of (uid, key) still in new/ (newfd), or NULL; entries
+ * whose file has gone are forgotten on the way. */
+const struct uniq_ent *uniq_other(struct uniq_index *u, int newfd, uid_t uid, const char *key,
+				  const char *name);
+/* Does (a_ms, a) come before (b_ms, b)? */
+bool uniq_first(int64_t a_ms, const char *a, int64_t b_ms, const char *b);
+
+/* The running one holds its key's lock: cur/.uniq.UID.HASH, flock'ed by
+ * its worker from claim to result. The kernel drops it when the worker
+ * dies: no stale lock. uniq_lock: the locked fd, -EWOULDBLOCK when some
+ * worker holds it, or another -errno (then nobody can tell). */
+int uniq_lock(int curfd, uid_t uid, const char *key);
+/* Held by some worker (this one included)? */
+bool uniq_held(int curfd, uid_t uid, const char *key);
 
 #endif

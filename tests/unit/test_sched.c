@@ -160,6 +160,10 @@ static void test_directives(void **state)
 	assert_true(s.not_before_ms == 0);
 	assert_false(sched_retry_set(&s.retry_on));
 	assert_true(s.retry_delay_ms == 0);
+	/* unique= is kept as written (encoded): tasks compare it so. */
+	t = "#kart: unique=nightly%20job\n";
+	assert_int_equal(task_parse(t, strlen(t), &s, err, sizeof err), 0);
+	assert_string_equal(s.unique, "nightly%20job");
 	/* Percent-encoded like any value. */
 	t = "#kart: not_before=2026-12-01T01:00:00%2B01:00\n";
 	assert_int_equal(task_parse(t, strlen(t), &s, err, sizeof err), 0);
