@@ -333,6 +333,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	const char *cwd_opt = NULL;
 	bool no_cwd = false, has_env = false;
 	const char *unique = NULL; /* --unique: "" for the name */
+	bool timed = false;        /* --at, --in */
 #define ADD(...) \
 	do { \
 		int _n = snprintf(directives + dl, sizeof directives - dl, __VA_ARGS__); \
@@ -447,6 +448,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			}
 			fmt_rfc3339_ms(at, ts);
 			ADD(" not_before=%s", ts);
+			timed = true;
 			break;
 		}
 		case 1002: {
@@ -477,6 +479,13 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	/* The queue between hosts has no time nor key of its own: a feeder
+	 * would hold a timed row (and its slot) until then, and a key holds
+	 * only within one spool. Said now rather than half honoured. */
+	if (url && (timed || unique))
+		return usage_error("submit", "%s: not with --to postgres (the queue has no %s; "
+				   "see docs/SYNC.md)", timed ? "--at/--in" : "--unique",
+				   timed ? "start time" : "unique keys");
 	if (url && !submit_to_queue) {
 		/* libpq is in kart-sync: the same command line, there (before
 		 * stdin is read). */

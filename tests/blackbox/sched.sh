@@ -13,31 +13,46 @@ n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 # retry_pending SPOOL NAME: re-queued to wait for a retry (user.kart).
 retry_pending() { getfattr -n user.kart --only-values "$1/new/$2" 2>/dev/null | grep -q not_before=; }
 
-# --in 3s: not started before, started soon after, and the idle worker
-# spends no CPU meanwhile (a timerfd, no polling).
-test_in_waits_idle() {
-	local s t0 nb st t1 t2
+# --in 3s: not started before, started soon after, the idle worker
+# spends no CPU meanwhile (a timerfd, no polling), and a worker killed
+# -9 while it waits loses nothing: the time is in the task file, and the
+# next worker keeps it.
+test_in_waits_idle_kill9() {
+	local s t0 nb st t1 t2 t3
 	s=$(mkspool)
 	t0=$(now_ms)
-	"$KART" -s "$s" submit --no-cwd --in 3s --name later -- true >/dev/null 2>&1 || { fail "submit --in"; return; }
+	"$KART" -s "$s" submit --no-cwd --in 3s --name later -- echo once >/dev/null 2>&1 || { fail "submit --in"; return; }
 	nb=$(ms_of "$(sed -n 's/^#kart: not_before=\([^ ]*\).*/\1/p' "$s/new/later")")
 	[ $((nb - t0)) -ge 2900 ] && [ $((nb - t0)) -le 4000 ] || fail "not_before is $((nb - t0)) ms after the submit, not ~3000"
 	assert_match "^later	scheduled	20[0-9-]+T" "$("$KART" -s "$s" status later)" "kart status of a waiting task"
 	start_worker "$s" --id idle
 	local w=$WPID
-	sleep 0.5
+	sleep 0.3
 	t1=$(cpu_ticks "$w")
-	sleep 1.5
+	sleep 1
 	t2=$(cpu_ticks "$w")
-	# One tick is 10 ms: a loop that polled would take more in 1.5 s.
-	[ $((t2 - t1)) -le 1 ] || fail "the worker took $((t2 - t1)) ticks of CPU while the task waited"
-	has_result "$s" later && fail "the task finished before its time"
-	wait_until 10 has_result "$s" later || { fail "no result 10 s after its time"; stop_worker "$w"; return; }
-	stop_worker "$w"
+	t3=$(now_ms)
+	# One tick is 10 ms: a loop that polled would take more in 1 s. (On
+	# a machine so loaded that the time came within the window, the run
+	# counts too: then only the start time below is checked.)
+	if [ "$t3" -lt "$nb" ]; then
+		[ $((t2 - t1)) -le 1 ] || fail "the worker took $((t2 - t1)) ticks of CPU while the task waited"
+	fi
+	kill -9 "$w"
+	wait_gone 5 "$w"
+	if [ "$(now_ms)" -lt "$nb" ]; then
+		has_result "$s" later && fail "the task finished before its time"
+		assert_file "$s/new/later"
+	fi
+	start_worker "$s" --id next
+	wait_until 10 has_result "$s" later || { fail "no result 10 s after its time"; stop_worker "$WPID"; return; }
+	stop_worker "$WPID"
 	assert_eq ok "$(field "$s" later .status)" "status"
 	st=$(ms_of "$(field "$s" later .started_at)")
 	[ "$st" -ge "$nb" ] || fail "started $((nb - st)) ms before its not_before"
 	[ $((st - nb)) -le 2000 ] || fail "started $((st - nb)) ms after its not_before"
+	assert_eq 1 "$(n_results "$s")" "results"
+	assert_eq once "$("$KART" -s "$s" cat later 2>/dev/null)" "its output"
 }
 
 # --at a time past: at once. --at HH:MM: the next such time, and waits.
@@ -66,40 +81,26 @@ test_at_past_and_hhmm() {
 	assert_eq 2 "$RC" "--in soon: exit status ($ERR)"
 }
 
-# A worker killed with -9 while a task waits: the next worker keeps the
-# time (it is in the task file), runs it once, not before.
-test_kill9_while_waiting() {
-	local s nb st
-	s=$(mkspool)
-	"$KART" -s "$s" submit --no-cwd --in 2s --name w9 -- echo once >/dev/null 2>&1 || { fail "submit"; return; }
-	nb=$(ms_of "$(sed -n 's/^#kart: not_before=\([^ ]*\).*/\1/p' "$s/new/w9")")
-	start_worker "$s" --id first
-	sleep 0.5
-	kill -9 "$WPID"
-	wait_gone 5 "$WPID"
-	assert_file "$s/new/w9"
-	start_worker "$s" --id second
-	wait_until 10 has_result "$s" w9 || { fail "no result after the restart"; stop_worker "$WPID"; return; }
-	stop_worker "$WPID"
-	st=$(ms_of "$(field "$s" w9 .started_at)")
-	[ "$st" -ge "$nb" ] || fail "started $((nb - st)) ms early after a restart"
-	assert_eq 1 "$(n_results "$s")" "results"
-	assert_eq once "$("$KART" -s "$s" cat w9 2>/dev/null)" "its output"
-}
-
 # retry_on=exit=3 retries=2 retry_delay=1s: three runs, 1 s then 2 s
 # apart, every attempt in the result's `attempts`, the earlier outputs
-# kept; the final result is the third's.
-test_retry_exit3_backoff() {
+# kept; the final result is the third's. The worker is killed -9 during
+# the first delay: the schedule is in the spool (the re-queued file's
+# not_before), and the next worker keeps it.
+test_retry_exit3_backoff_kill9() {
 	local s f1 s2 f2 s3 i
 	s=$(mkspool)
 	printf '#!/bin/sh\n#kart: retry_on=exit=3 retries=2 retry_delay=1s\necho "run $KART_ATTEMPT"\nexit 3\n' >"$T_ROOT/e3.sh"
 	"$KART" -s "$s" submit --no-cwd --name e3 "$T_ROOT/e3.sh" >/dev/null 2>&1 || { fail "submit"; return; }
+	start_worker "$s" --id before
+	wait_until 10 retry_pending "$s" e3 || { fail "never re-queued for its retry"; kill -9 "$WPID"; return; }
+	kill -9 "$WPID"
+	wait_gone 5 "$WPID"
+	assert_match "^e3	scheduled	" "$("$KART" -s "$s" status e3)" "kart status during the delay"
 	# Not matched: exit 4 is final at once, and says so in `attempts`.
 	"$KART" -s "$s" submit --no-cwd --retry-on exit=3 --retries 2 --name e4 -- sh -c 'exit 4' >/dev/null 2>&1 || { fail "submit e4"; return; }
 	# Matched, then ok: a retry that helps.
 	"$KART" -s "$s" submit --no-cwd --retry-on failed --name flaky -- sh -c '[ "$KART_ATTEMPT" -ge 2 ]' >/dev/null 2>&1 || { fail "submit flaky"; return; }
-	drain "$s"
+	drain "$s" --id after
 	assert_eq failed "$(field "$s" e3 .status)" "e3 status"
 	assert_eq 3 "$(field "$s" e3 .attempt)" "e3 attempt"
 	assert_eq "1 2 3" "$(field "$s" e3 '[.attempts[].attempt] | join(" ")')" "e3 attempts"
@@ -108,7 +109,7 @@ test_retry_exit3_backoff() {
 	s2=$(ms_of "$(field "$s" e3 '.attempts[1].started_at')")
 	f2=$(ms_of "$(field "$s" e3 '.attempts[1].finished_at')")
 	s3=$(ms_of "$(field "$s" e3 '.attempts[2].started_at')")
-	[ $((s2 - f1)) -ge 1000 ] && [ $((s2 - f1)) -lt 1900 ] || fail "first delay $((s2 - f1)) ms, not ~1 s"
+	[ $((s2 - f1)) -ge 1000 ] && [ $((s2 - f1)) -lt 2500 ] || fail "first delay $((s2 - f1)) ms, not ~1 s"
 	[ $((s3 - f2)) -ge 2000 ] && [ $((s3 - f2)) -lt 2900 ] || fail "second delay $((s3 - f2)) ms, not ~2 s (doubled)"
 	assert_eq "$(field "$s" e3 .started_at)" "$(field "$s" e3 '.attempts[2].started_at')" "the final result is the last attempt's"
 	for i in 1 2; do
@@ -118,29 +119,6 @@ test_retry_exit3_backoff() {
 	assert_eq "failed 1 1" "$(field "$s" e4 '"\(.status) \(.attempt) \(.attempts | length)"')" "exit 4, not in retry_on"
 	assert_eq "ok 2" "$(field "$s" flaky '"\(.status) \(.attempt)"')" "a task that succeeds on its retry"
 	assert_eq 3 "$(n_results "$s")" "results (no result per attempt)"
-}
-
-# A worker killed with -9 during a retry's delay: the schedule is in the
-# spool (the re-queued file's not_before), so the next worker keeps it.
-test_kill9_during_retry_delay() {
-	local s f1 s2
-	s=$(mkspool)
-	"$KART" -s "$s" submit --no-cwd --retry-on failed --retries 1 --retry-delay 2s --name r9 -- sh -c 'echo "try $KART_ATTEMPT"; exit 1' >/dev/null 2>&1 || { fail "submit"; return; }
-	start_worker "$s" --id before
-	wait_until 10 retry_pending "$s" r9 ||
-		{ fail "never re-queued for its retry"; kill -9 "$WPID"; return; }
-	kill -9 "$WPID"
-	wait_gone 5 "$WPID"
-	assert_match "^r9	scheduled	" "$("$KART" -s "$s" status r9)" "kart status during the delay"
-	start_worker "$s" --id after
-	wait_until 15 has_result "$s" r9 || { fail "no result after the restart"; stop_worker "$WPID"; return; }
-	stop_worker "$WPID"
-	assert_eq "1 2" "$(field "$s" r9 '[.attempts[].attempt] | join(" ")')" "attempts"
-	f1=$(ms_of "$(field "$s" r9 '.attempts[0].finished_at')")
-	s2=$(ms_of "$(field "$s" r9 '.attempts[1].started_at')")
-	[ $((s2 - f1)) -ge 2000 ] || fail "the retry ran $((s2 - f1)) ms after the first attempt, before its delay"
-	assert_eq "try 1" "$(cat "$s/$(field "$s" r9 '.attempts[0].stdout.path')")" "attempt 1's output"
-	assert_eq 1 "$(n_results "$s")" "results"
 }
 
 # unique=: 50 racing kart submit --unique, then two workers: one task
@@ -179,9 +157,8 @@ test_unique_racing_submits() {
 }
 
 # The worker's check is the one that counts: two copies with one key
-# placed straight into new/ (no kart submit to look first), and a third
-# after the first has run: the first runs, the second is cancelled, the
-# third, with no other of its key left, runs.
+# placed straight into new/ (no kart submit to look first): the first
+# runs, the second is cancelled.
 test_unique_worker_check() {
 	local s
 	s=$(mkspool)
@@ -194,9 +171,6 @@ test_unique_worker_check() {
 	assert_eq ok "$(field "$s" first .status)" "the first"
 	assert_eq cancelled "$(field "$s" second .status)" "the second, a duplicate"
 	assert_match "first" "$(field "$s" second .error)" "the duplicate's error names the first"
-	cp "$T_ROOT/n.sh" "$s/tmp/c" && mv "$s/tmp/c" "$s/new/third"
-	drain "$s"
-	assert_eq ok "$(field "$s" third .status)" "a later one, once none is queued or running"
 }
 
 run_tests
