@@ -12,6 +12,7 @@
 #include "sched.h"
 #include "task.h"
 #include "util.h"
+#include "worker_sched.h"
 
 /* 2026-12-01T00:00:00Z */
 #define DEC1 1796083200000LL
@@ -186,6 +187,40 @@ static void test_directives(void **state)
 	}
 }
 
+/* The worker's queue by time: earliest first, only what is due. */
+static void test_queue(void **state)
+{
+	(void)state;
+	struct sched_queue q = {0};
+	assert_true(sched_queue_next(&q) == 0);
+	assert_null(sched_queue_pop_due(&q, INT64_MAX));
+	const int64_t at[] = {500, 100, 900, 300, 300, 700, 200};
+	char name[16];
+	for (size_t i = 0; i < ARRAY_SIZE(at); i++) {
+		snprintf(name, sizeof name, "t%lld", (long long)at[i]);
+		sched_queue_push(&q, at[i], name);
+	}
+	assert_true(sched_queue_next(&q) == 100);
+	assert_null(sched_queue_pop_due(&q, 99));
+	const char *want[] = {"t100", "t200", "t300", "t300"};
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		char *n = sched_queue_pop_due(&q, 450);
+		assert_non_null(n);
+		assert_string_equal(n, want[i]);
+		free(n);
+	}
+	assert_null(sched_queue_pop_due(&q, 450));
+	assert_true(sched_queue_next(&q) == 500);
+	assert_int_equal(q.n, 3);
+	sched_queue_free(&q);
+	assert_int_equal(q.n, 0);
+	/* Which of two with one key is the one: earlier, then by name. */
+	assert_true(uniq_first(1, "b", 2, "a"));
+	assert_false(uniq_first(2, "a", 1, "b"));
+	assert_true(uniq_first(5, "a", 5, "b"));
+	assert_false(uniq_first(5, "b", 5, "a"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -195,6 +230,7 @@ int main(void)
 		cmocka_unit_test(test_retry_on),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_directives),
+		cmocka_unit_test(test_queue),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
