@@ -93,14 +93,13 @@ static bool find_running(struct spool *sp, const char *id, char *worker, size_t 
 /* A queued task that waits for its time: Q_SCHEDULED, and until when.
  * The later of its not_before= and a retry's (user.kart), as the worker
  * reads them (worker_sched.c). */
-static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qinfo *q)
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
 {
-	q->state = Q_QUEUED;
 	/* Never blocks: a FIFO or a device is no task of anyone's. */
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return;
+		return 0;
 	char kattr[512], err[64];
 	struct claim_meta m;
 	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
@@ -113,10 +112,13 @@ static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qin
 	int64_t nb = m.not_before_ms;
 	if (n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0 && spec.not_before_ms > nb)
 		nb = spec.not_before_ms;
-	if (nb > now_ms) {
-		q->state = Q_SCHEDULED;
-		q->not_before_ms = nb;
-	}
+	return nb > now_ms ? nb : 0;
+}
+
+static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qinfo *q)
+{
+	q->not_before_ms = query_not_before(dirfd, name, now_ms);
+	q->state = q->not_before_ms ? Q_SCHEDULED : Q_QUEUED;
 }
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q)

@@ -23,6 +23,9 @@ struct qinfo {
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
+/* A queued task's time, when it is ahead of now_ms (scheduled: its
+ * not_before=, or a retry's in user.kart); else 0. */
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms);
 /* Read done/<id>.json into q; -ENOENT if absent. */
 int query_done(struct spool *sp, const char *id, struct qinfo *q);
 /* Parse done/<id>.json: 0 with *out (caller json_decref), -ENOENT,
