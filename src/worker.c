@@ -907,6 +907,14 @@ static void cancel_from_new(struct worker *w, const char *name, const char *why)
 	int r = spool_claim(w->sp, w->wdir, name);
 	if (r == -ENOENT)
 		return; /* another worker has it */
+	if (r == -EEXIST) {
+		/* We run a task of that name: looked at again once it ends
+		 * (undefer), as dispatch does. */
+		kset_put(&w->known, name, K_DEFERRED);
+		w->deferred = xrealloc(w->deferred, (w->ndeferred + 1) * sizeof(char *));
+		w->deferred[w->ndeferred++] = xstrdup(name);
+		return;
+	}
 	if (r < 0) {
 		logmsg("%s: cannot claim to cancel it: %s", name, strerror(-r));
 		return;
