@@ -9,6 +9,7 @@
 #include "spool.h"
 #include "task.h"
 #include "util.h"
+#include "worker_int.h"
 
 static bool ent_less(const struct sched_ent *a, const struct sched_ent *b)
 {
@@ -172,4 +173,164 @@ bool uniq_held(int curfd, uid_t uid, const char *key)
 	if (fd >= 0)
 		close(fd); /* free: nobody runs one */
 	return fd == -EWOULDBLOCK;
+}
+
+/* ---- the worker's hooks (worker_int.h) ------------------------------------ */
+
+/* A duplicate of a unique= task: finished `cancelled`, never run. */
+static void finish_cancelled(struct worker *w, const char *name, const char *why)
+{
+	char id[256];
+	int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled", why, w->id, id, sizeof id);
+	if (r < 0)
+		logmsg("%s: cannot write its result: %s (left in cur/%s/ for recovery)", name,
+		       strerror(-r), w->id);
+	else
+		log_task("finished", id, "cancelled", -1, why);
+	if (r == 0)
+		run_hook(w, id);
+}
+
+static void cancel_from_new(struct worker *w, const char *name, const char *why)
+{
+	int r = spool_claim(w->sp, w->wdir, name);
+	if (r == -ENOENT)
+		return; /* another worker has it */
+	if (r == -EEXIST) {
+		/* We run a task of that name: looked at again once it ends
+		 * (undefer), as dispatch does. */
+		strset_put(&w->known, name, K_DEFERRED);
+		w->deferred = xrealloc(w->deferred, (w->ndeferred + 1) * sizeof(char *));
+		w->deferred[w->ndeferred++] = xstrdup(name);
+		return;
+	}
+	if (r < 0) {
+		logmsg("%s: cannot claim to cancel it: %s", name, strerror(-r));
+		return;
+	}
+	finish_cancelled(w, name, why);
+}
+
+/* unique=KEY: true when name is a duplicate, now finished `cancelled`.
+ * An earlier-seen one that arrived later is the duplicate instead, and
+ * finished so here. */
+static bool uniq_duplicate(struct worker *w, const char *name, const struct inspect *ins)
+{
+	const char *key = ins->spec.unique;
+	char why[2 * TASK_NAME_MAX + 96];
+	const struct uniq_ent *e;
+	if (uniq_held(w->sp->cur, ins->uid, key)) {
+		snprintf(why, sizeof why, "unique=%s: a task of its submitter with this key is running", key);
+		cancel_from_new(w, name, why);
+		return true;
+	}
+	while ((e = uniq_other(&w->uniq, w->sp->new, ins->uid, key, name))) {
+		if (uniq_first(e->arrived_ms, e->name, ins->arrived_ms, name)) {
+			snprintf(why, sizeof why, "unique=%s: %s, of the same submitter and key, is queued",
+				 key, e->name);
+			cancel_from_new(w, name, why);
+			return true;
+		}
+		_cleanup_free_ char *other = xstrdup(e->name);
+		uniq_forget(&w->uniq, other);
+		snprintf(why, sizeof why, "unique=%s: %s, of the same submitter and key, is queued", key,
+			 name);
+		cancel_from_new(w, other, why);
+	}
+	uniq_add(&w->uniq, ins->uid, key, name, ins->arrived_ms);
+	return false;
+}
+
+bool sched_consider(struct worker *w, const char *name, const struct inspect *ins)
+{
+	if (ins->spec.unique[0] && uniq_duplicate(w, name, ins))
+		return true;
+	/* Not before its time: the timer rings for it, nothing polls. */
+	int64_t nb = sched_not_before(ins);
+	if (nb <= now_realtime_ms())
+		return false;
+	strset_put(&w->known, name, K_SCHEDULED);
+	sched_queue_push(&w->sched, nb, name);
+	return true;
+}
+
+bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd)
+{
+	*ufd = -1;
+	if (sched_not_before(ins) > now_realtime_ms()) {
+		/* Claimed from an older look: re-queued since to wait (a
+		 * retry's delay). Back into new/, unchanged. */
+		struct claim_meta m;
+		claim_meta_parse(ins->kattr, &m);
+		int r = spool_requeue(w->sp, w->wdir, name, &m);
+		if (r < 0)
+			logmsg("%s: cannot give back to new/: %s", name, strerror(-r));
+		return true;
+	}
+	if (!ins->spec.unique[0])
+		return false;
+	/* unique=: the lock of its key, held until its result is written;
+	 * held by another worker's run, this one is the duplicate. */
+	*ufd = uniq_lock(w->sp->cur, ins->uid, ins->spec.unique);
+	if (*ufd == -EWOULDBLOCK) {
+		char why[TASK_NAME_MAX + 96];
+		snprintf(why, sizeof why, "unique=%s: a task of its submitter with this key is running",
+			 ins->spec.unique);
+		finish_cancelled(w, name, why);
+		return true;
+	}
+	if (*ufd < 0) {
+		logmsg("%s: unique=%s: cannot take its key's lock: %s; it runs all the same", name,
+		       ins->spec.unique, strerror(-*ufd));
+		*ufd = -1;
+	}
+	return false;
+}
+
+void sched_claim_done(struct worker *w, const char *name)
+{
+	uniq_forget(&w->uniq, name); /* its key's lock speaks for it now */
+}
+
+bool sched_retry(struct worker *w, struct task *t)
+{
+	struct result *r = &t->res;
+	int retries = t->spec.retries >= 0 ? t->spec.retries : w->pol->retries_default;
+	if (t->end == END_CANCEL ||
+	    !sched_retry_due(&t->spec.retry_on, r->status, r->exit_code, t->meta.attempt, retries))
+		return false;
+	if (t->meta.submitted_ms == 0)
+		t->meta.submitted_ms = t->submitted_ms;
+	struct attempt_rec a = {t->meta.attempt, r->status, r->exit_code, r->signal, r->started_ms,
+				r->finished_ms};
+	int64_t delay = sched_retry_delay_ms(t->spec.retry_delay_ms, t->meta.attempt + 1);
+	int e = spool_retry(w->sp, w->wdir, t->name, &t->meta, &a, now_realtime_ms() + delay,
+			    spool_reader(w->sp, t->name, t->uid));
+	if (e < 0) {
+		logmsg("%s: attempt %d ended %s, but cannot be kept for a retry: %s; its result is final",
+		       t->name, a.attempt, a.status, strerror(-e));
+		return false;
+	}
+	logmsg("%s: attempt %d ended %s; retry_on: attempt %d in %lld ms", t->name, a.attempt,
+	       a.status, a.attempt + 1, (long long)delay);
+	task_free(w, t);
+	return true;
+}
+
+int64_t sched_next_mono(const struct worker *w)
+{
+	return w->sched.n ? sched_mono_for(sched_queue_next(&w->sched)) : 0;
+}
+
+bool sched_ring(struct worker *w)
+{
+	bool due = false;
+	for (char *n; (n = sched_queue_pop_due(&w->sched, now_realtime_ms())); free(n)) {
+		if (strset_get(&w->known, n) != K_SCHEDULED)
+			continue; /* an older ring for the same name */
+		strset_del(&w->known, n);
+		consider(w, n);
+		due = true;
+	}
+	return due;
 }
