@@ -1,4 +1,8 @@
-/* worker_sched.c - tasks that wait for their time (worker_sched.h). */
+/* worker_sched.c - issue 20's scheduling in the worker: tasks that wait
+ * for their time, unique keys (worker_sched.h), and the hooks the rest
+ * of the worker calls (declared in worker_int.h): sched_consider,
+ * sched_claimed, sched_claim_done, sched_retry, sched_next_mono,
+ * sched_ring. */
 #define _GNU_SOURCE
 #include "worker_sched.h"
 
