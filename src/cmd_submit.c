@@ -8,6 +8,7 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "query.h"
 #include "sched.h"
 #include "space.h"
 #include "task.h"
@@ -247,7 +248,7 @@ static bool has_key(int dirfd, const char *name, const char *key)
 }
 
 /* A task of ours with unique=key in drop/ (ours), new/ or cur/: its id
- * into id, and its state ("queued", "running"); NULL: none. */
+ * into id, and its state ("queued", "scheduled", "running"); NULL: none. */
 static const char *unique_existing(struct spool *sp, const char *key, char *id, size_t idlen)
 {
 	struct strv names = {0};
@@ -259,7 +260,8 @@ static const char *unique_existing(struct spool *sp, const char *key, char *id, 
 		for (size_t i = 0; i < names.n && !found; i++)
 			if (has_key(dirs[d], names.v[i], key)) {
 				snprintf(id, idlen, "%s%s", d == 0 ? sp->idprefix : "", names.v[i]);
-				found = "queued";
+				found = query_not_before(dirs[d], names.v[i], now_realtime_ms()) ? "scheduled"
+												   : "queued";
 			}
 		strv_free(&names);
 		names = (struct strv){0};

@@ -69,6 +69,12 @@ test_at_hhmm() {
 	# About 23h59m ahead (a clock change aside).
 	ahead=$(( (nb - $(now_ms)) / 60000 ))
 	[ "$ahead" -ge 1370 ] && [ "$ahead" -le 1500 ] || fail "--at $hhmm is $ahead minutes ahead"
+	# unique=: while it is scheduled, another of its key is not queued.
+	"$KART" -s "$s" submit --no-cwd --at "$hhmm" --unique=nightly --name n1 -- true >/dev/null 2>&1 || fail "submit n1"
+	run_cmd -s "$s" submit --no-cwd --unique=nightly --name n2 -- true
+	assert_eq "0 n1" "$RC $OUT" "a second --unique=nightly: exit status and the id printed"
+	assert_match "unique=nightly: n1 is already scheduled; not queued again" "$ERR" "its note"
+	assert_no_file "$s/new/n2"
 	run_cmd -s "$s" submit --no-cwd --at 24:00 -- true
 	assert_eq 2 "$RC" "--at 24:00: exit status ($ERR)"
 	run_cmd -s "$s" submit --no-cwd --in soon -- true
