@@ -46,8 +46,9 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 		fprintf(stderr, "kart cat: %s: %s\n", id, r < 0 ? strerror(-r) : "no such task");
 		return 1;
 	}
-	if (q.state == Q_QUEUED) {
-		fprintf(stderr, "kart cat: %s: queued, no output yet\n", id);
+	if (q.state == Q_QUEUED || q.state == Q_SCHEDULED) {
+		fprintf(stderr, "kart cat: %s: %s, no output yet\n", id,
+			q.state == Q_QUEUED ? "queued" : "scheduled");
 		return 1;
 	}
 	if (q.state == Q_RUNNING) {

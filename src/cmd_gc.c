@@ -200,7 +200,8 @@ static void gc_cur(struct gc *g)
 }
 
 /* The id a file of done/ belongs to: the name minus one known suffix. */
-static const char *const suffixes[] = {".json", ".task", ".stdout", ".stderr", ".rejected", ".out"};
+static const char *const suffixes[] = {".json", ".task", ".stdout", ".stderr", ".rejected", ".out",
+				       ".attempts"};
 
 static bool id_of(const char *name, char *id, size_t idlen, const char **suffix)
 {
@@ -239,11 +240,12 @@ static const char *named(json_t *o, const char *field, const char *id)
  * the .task reservation last. */
 static void gc_result(struct gc *g, const char *id)
 {
-	char jn[512], tn[512], rn[512], on[512];
+	char jn[512], tn[512], rn[512], on[512], an[512];
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
 	if (pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
-	    pathfmt(rn, sizeof rn, "%s.rejected", id) < 0 || pathfmt(on, sizeof on, "%s.out", id) < 0)
+	    pathfmt(rn, sizeof rn, "%s.rejected", id) < 0 || pathfmt(on, sizeof on, "%s.out", id) < 0 ||
+	    pathfmt(an, sizeof an, "%s.attempts", id) < 0)
 		return;
 	if (read_file_at(g->sp->done, jn, 1 << 20, &buf, &len) < 0)
 		return;
@@ -259,6 +261,7 @@ static void gc_result(struct gc *g, const char *id)
 	}
 	files[nf++] = rn;
 	files[nf++] = on;
+	files[nf++] = an; /* the earlier attempts of a retry_on= task */
 	if (g->dry) {
 		printf("would remove done/%s\n", jn);
 		for (size_t i = 0; i < nf; i++)
@@ -318,7 +321,10 @@ static bool orphan(const struct gc *g, const char *n)
 	char id[512], jn[600], tn[600];
 	const char *suffix;
 	struct stat st, ts;
+	/* ID.attempts/ without a JSON is a task's that waits for its next
+	 * attempt, however long no worker runs: never an orphan here. */
 	if (!id_of(n, id, sizeof id, &suffix) || strcmp(suffix, ".json") == 0 ||
+	    strcmp(suffix, ".attempts") == 0 ||
 	    pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
 	    exists_at(g->sp->done, jn) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    g->now_ms - mtime_ms(&st) < STALE_MS)

@@ -19,20 +19,22 @@ static const char help[] =
 	"                               [--older-than DUR] [--newer-than DUR]\n"
 	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
-	"Each task's state: queued, running (and its worker), or its final status\n"
+	"Each task's state: queued, scheduled (and until when), running (and its\n"
+	"worker), or its final status\n"
 	"(ok, failed, timeout, oom, killed, rejected, refused, cancelled, lost).\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
-	"('up-f0*'). Lines are ID, state, and the worker (running) or the exit code\n"
-	"(finished), separated by tabs, oldest first.\n"
+	"('up-f0*'). Lines are ID, state, and the time (scheduled), the worker\n"
+	"(running) or the exit code (finished), separated by tabs, oldest first.\n"
 	"\n"
 	"  --json              one JSON array of {\"id\", \"state\", \"worker\",\n"
-	"                      \"exit_code\", \"since\"} objects\n"
+	"                      \"not_before\", \"exit_code\", \"since\"} objects\n"
 	"  --ndjson            one such object per line, printed as found\n"
 	"  --summary           the number of tasks in each state (with --json: an\n"
 	"                      object)\n"
-	"  --state STATE       only tasks in STATE: queued, running, done (any final\n"
-	"                      status) or a final status; repeat or separate by commas\n"
+	"  --state STATE       only tasks in STATE: queued, scheduled, running, done\n"
+	"                      (any final status) or a final status; repeat or\n"
+	"                      separate by commas\n"
 	"  --older-than DUR    only tasks that entered their state at least DUR ago\n"
 	"  --newer-than DUR    only tasks that entered their state less than DUR ago\n"
 	"                      (DUR: 90, 90s, 5m, 2h, 7d)\n"
@@ -46,6 +48,7 @@ static const char *state_word(const struct qinfo *q)
 {
 	switch (q->state) {
 	case Q_QUEUED: return "queued";
+	case Q_SCHEDULED: return "scheduled";
 	case Q_RUNNING: return "running";
 	case Q_DONE: return q->status;
 	default: return "unknown";
@@ -54,7 +57,7 @@ static const char *state_word(const struct qinfo *q)
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
-	"queued", "running", "ok", "failed", "timeout", "oom", "killed",
+	"queued", "scheduled", "running", "ok", "failed", "timeout", "oom", "killed",
 	"rejected", "refused", "cancelled", "lost",
 };
 
@@ -119,8 +122,9 @@ static void task_label(struct spool *sp, const char *id, const struct qinfo *q, 
 		return;
 	}
 	char p[600];
-	int dir = q->state == Q_QUEUED ? sp->new : sp->cur;
-	if (q->state == Q_QUEUED ? pathfmt(p, sizeof p, "%s", id) < 0
+	bool in_new = q->state == Q_QUEUED || q->state == Q_SCHEDULED;
+	int dir = in_new ? sp->new : sp->cur;
+	if (in_new ? pathfmt(p, sizeof p, "%s", id) < 0
 				 : pathfmt(p, sizeof p, "%s/%s", q->worker, id) < 0)
 		return;
 	struct task_spec spec;
@@ -185,6 +189,11 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", state_word(q));
 		if (q->state == Q_RUNNING)
 			json_object_set_new(e, "worker", json_string(q->worker));
+		if (q->state == Q_SCHEDULED) {
+			char nb[32];
+			fmt_rfc3339_ms(q->not_before_ms, nb);
+			json_object_set_new(e, "not_before", json_string(nb));
+		}
 		if (q->state == Q_DONE)
 			json_object_set_new(e, "exit_code",
 					    q->exit_code >= 0 ? json_integer(q->exit_code) : json_null());
@@ -205,6 +214,11 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 	}
 	if (q->state == Q_RUNNING)
 		printf("%s\trunning\t%s\n", clean, q->worker);
+	else if (q->state == Q_SCHEDULED) {
+		char nb[32];
+		fmt_rfc3339_ms(q->not_before_ms, nb);
+		printf("%s\tscheduled\t%s\n", clean, nb);
+	}
 	else if (q->state == Q_DONE && q->exit_code >= 0)
 		printf("%s\t%s\t%d\n", clean, q->status, q->exit_code);
 	else

@@ -8,6 +8,8 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "query.h"
+#include "sched.h"
 #include "space.h"
 #include "task.h"
 #include "util.h"
@@ -38,6 +40,19 @@ static const char help[] =
 	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
 	"                   DUR (default: the policy's, 5s)\n"
 	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
+	"\n"
+	"When it starts, and again (see kart-task(5)):\n"
+	"  --at TIME        not before TIME: RFC 3339 (2026-12-01T02:00:00Z) or\n"
+	"                   HH:MM, the next such local time (not_before=)\n"
+	"  --in DUR         not before DUR from now: 90, 90s, 5m, 2h, 1d\n"
+	"  --retry-on LIST  run it again when it ends so: failed, timeout, oom,\n"
+	"                   exit=N, separated by commas (retry_on=)\n"
+	"  --retries N      at most N more runs, for any reason (retries=)\n"
+	"  --retry-delay DUR  wait DUR before the first retry, doubled for each\n"
+	"                   later one, at most 1h (retry_delay=; default 0)\n"
+	"  --unique[=KEY]   not queued while a task of yours with KEY (default: the\n"
+	"                   name) is queued, scheduled or running: prints that one's\n"
+	"                   id instead, exit 0 (unique=)\n"
 	"\n"
 	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
 	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
@@ -216,6 +231,60 @@ static bool net_refused(struct spool *sp, const struct task_spec *spec, const ch
 	return true;
 }
 
+/* The unique= key of dirfd/name, if it is a task file of ours. */
+static bool has_key(int dirfd, const char *name, const char *key)
+{
+	struct stat st;
+	struct task_spec spec;
+	char err[64];
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+		return false;
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	_cleanup_free_ char *text = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, text, want);
+	return n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0 &&
+	       strcmp(spec.unique, key) == 0;
+}
+
+/* A task of ours with unique=key in drop/ (ours), new/ or cur/: its id
+ * into id, and its state ("queued", "scheduled", "running"); NULL: none. */
+static const char *unique_existing(struct spool *sp, const char *key, char *id, size_t idlen)
+{
+	struct strv names = {0};
+	const char *found = NULL;
+	int dirs[] = {sp->dropd, sp->new};
+	for (size_t d = 0; d < ARRAY_SIZE(dirs) && !found; d++) {
+		if (dirs[d] < 0 || dir_names(dirs[d], ".", &names) < 0)
+			continue;
+		for (size_t i = 0; i < names.n && !found; i++)
+			if (has_key(dirs[d], names.v[i], key)) {
+				snprintf(id, idlen, "%s%s", d == 0 ? sp->idprefix : "", names.v[i]);
+				found = query_not_before(dirs[d], names.v[i], now_realtime_ms()) ? "scheduled"
+												   : "queued";
+			}
+		strv_free(&names);
+		names = (struct strv){0};
+	}
+	struct strv workers = {0};
+	if (!found && dir_names(sp->cur, ".", &workers) == 0) {
+		for (size_t w = 0; w < workers.n && !found; w++) {
+			_cleanup_close_ int wd = openat(sp->cur, workers.v[w], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (wd < 0 || dir_names(wd, ".", &names) < 0)
+				continue;
+			for (size_t i = 0; i < names.n && !found; i++)
+				if (has_key(wd, names.v[i], key)) {
+					snprintf(id, idlen, "%s", names.v[i]);
+					found = "running";
+				}
+			strv_free(&names);
+			names = (struct strv){0};
+		}
+	}
+	strv_free(&workers);
+	return found;
+}
+
 /* Queued all the same: the task waits until space returns. */
 static void warn_low_space(const struct spool *sp)
 {
@@ -247,6 +316,13 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"bind", required_argument, NULL, 'B'},
 		{"ro", required_argument, NULL, 'R'},
 		{"env", required_argument, NULL, 'e'},
+		/* Scheduling (kart-task(5): not_before=, retry_on=, ...). */
+		{"at", required_argument, NULL, 1000},
+		{"in", required_argument, NULL, 1001},
+		{"retry-on", required_argument, NULL, 1002},
+		{"retries", required_argument, NULL, 1003},
+		{"retry-delay", required_argument, NULL, 1004},
+		{"unique", optional_argument, NULL, 1005},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -258,6 +334,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	struct strv lines = {0};
 	const char *cwd_opt = NULL;
 	bool no_cwd = false, has_env = false;
+	const char *unique = NULL; /* --unique: "" for the name */
+	bool timed = false;        /* --at, --in */
 #define ADD(...) \
 	do { \
 		int _n = snprintf(directives + dl, sizeof directives - dl, __VA_ARGS__); \
@@ -356,10 +434,60 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			has_env = true;
 			break;
 		}
+		/* Scheduling: written as absolute times and plain values. */
+		case 1000:
+		case 1001: {
+			int64_t at;
+			char ts[32];
+			if (ch == 1000 && sched_parse_at(optarg, now_realtime_ms(), &at) < 0)
+				return usage_error("submit", "--at %s: not a time (RFC 3339, "
+						   "2026-12-01T02:00:00Z, or HH:MM)", optarg);
+			if (ch == 1001) {
+				if (parse_duration_s(optarg, &d) < 0)
+					return usage_error("submit", "--in %s: not a duration (90, 90s, 5m, 2h, 1d)",
+							   optarg);
+				at = now_realtime_ms() + d * 1000;
+			}
+			fmt_rfc3339_ms(at, ts);
+			ADD(" not_before=%s", ts);
+			timed = true;
+			break;
+		}
+		case 1002: {
+			struct retry_on ro;
+			const char *why;
+			if (sched_parse_retry_on(optarg, &ro, &why) < 0)
+				return usage_error("submit", "--retry-on %s: %s (failed, timeout, oom, exit=N)",
+						   optarg, why);
+			ADD(" retry_on=%s", optarg);
+			break;
+		}
+		case 1003:
+			if (parse_int(optarg, 0, 100, &v) < 0)
+				return usage_error("submit", "--retries %s: not a number from 0 to 100", optarg);
+			ADD(" retries=%s", optarg);
+			break;
+		case 1004:
+			if (parse_duration_s(optarg, &d) < 0)
+				return usage_error("submit", "--retry-delay %s: not a duration (0, 10s, 5m)", optarg);
+			ADD(" retry_delay=%s", optarg);
+			break;
+		case 1005:
+			unique = optarg ? optarg : "";
+			if (optarg && (!*optarg || strlen(optarg) > TASK_NAME_MAX))
+				return usage_error("submit", "--unique=KEY: 1 to %d bytes", TASK_NAME_MAX);
+			break;
 		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	/* The queue between hosts has no time nor key of its own: a feeder
+	 * would hold a timed row (and its slot) until then, and a key holds
+	 * only within one spool. Said now rather than half honoured. */
+	if (url && (timed || unique))
+		return usage_error("submit", "%s: not with --to postgres (the queue has no %s; "
+				   "see docs/SYNC.md)", timed ? "--at/--in" : "--unique",
+				   timed ? "start time" : "unique keys");
 	if (url && !submit_to_queue) {
 		/* libpq is in kart-sync: the same command line, there (before
 		 * stdin is read). */
@@ -442,6 +570,15 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		base = xstrdup("task");
 	}
 
+	/* --unique: the key, as the directive holds it (encoded). */
+	char ukey[3 * TASK_NAME_MAX + 1] = "";
+	if (unique) {
+		if (pct_encode(*unique ? unique : base, ukey, sizeof ukey) < 0 || strlen(ukey) > TASK_NAME_MAX)
+			return usage_error("submit", "--unique: the key is longer than %d bytes, once encoded",
+					   TASK_NAME_MAX);
+		ADD(" unique=%s", ukey);
+	}
+
 	/* The queue's row keeps the name; the host's id is q<row>.<attempt>. */
 	_cleanup_spool_ struct spool sp = {.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1,
 						   .drop = -1, .dropd = -1};
@@ -452,6 +589,18 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		if (spool_use_drop(&sp, derr, sizeof derr) < 0) {
 			fprintf(stderr, "kart submit: %s\n", derr);
 			return 1;
+		}
+		if (unique) {
+			/* A courtesy: the worker's check is the one that counts
+			 * (two racing submits both get here). */
+			char have[TASK_NAME_MAX + 80];
+			const char *state = unique_existing(&sp, ukey, have, sizeof have);
+			if (state) {
+				printf("%s\n", have);
+				fprintf(stderr, "kart submit: unique=%s: %s is already %s; not queued again\n",
+					ukey, have, state);
+				return 0;
+			}
 		}
 		if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
 			fprintf(stderr, "kart submit: no free id for %s\n", base);

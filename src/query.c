@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
+#include "task.h"
 #include "util.h"
 
 /* When an entry got where it is: a rename into new/ or cur/ sets ctime;
@@ -88,6 +90,37 @@ static bool find_running(struct spool *sp, const char *id, char *worker, size_t 
 	return found;
 }
 
+/* A queued task that waits for its time: Q_SCHEDULED, and until when.
+ * The later of its not_before= and a retry's (user.kart), as the worker
+ * reads them (worker_sched.c). */
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
+{
+	/* Never blocks: a FIFO or a device is no task of anyone's. */
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	char kattr[512], err[64];
+	struct claim_meta m;
+	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
+	kattr[kn > 0 ? kn : 0] = '\0';
+	claim_meta_parse(kattr, &m);
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	_cleanup_free_ char *text = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, text, want);
+	struct task_spec spec;
+	int64_t nb = m.not_before_ms;
+	if (n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0 && spec.not_before_ms > nb)
+		nb = spec.not_before_ms;
+	return nb > now_ms ? nb : 0;
+}
+
+static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qinfo *q)
+{
+	q->not_before_ms = query_not_before(dirfd, name, now_ms);
+	q->state = q->not_before_ms ? Q_SCHEDULED : Q_QUEUED;
+}
+
 int query_id(struct spool *sp, const char *id, struct qinfo *q)
 {
 	memset(q, 0, sizeof *q);
@@ -114,7 +147,7 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
 	} else if (queued) {
-		q->state = Q_QUEUED;
+		queued_state(sp->new, id, now_realtime_ms(), q);
 		q->since_ms = qsince;
 	} else {
 		q->state = Q_UNKNOWN;
@@ -223,7 +256,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		if (qlist_has(&cs, nl.v[i].id) || qlist_has(&dl, nl.v[i].id))
 			continue;
 		memset(&q, 0, sizeof q);
-		q.state = Q_QUEUED;
+		queued_state(sp->new, nl.v[i].id, now_realtime_ms(), &q);
 		q.exit_code = -1;
 		q.since_ms = nl.v[i].since_ms;
 		cb(nl.v[i].id, &q, arg);

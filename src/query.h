@@ -7,7 +7,8 @@
 
 #include "spool.h"
 
-enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE };
+enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE,
+	      Q_SCHEDULED /* queued, not before its time: not_before=, a retry's delay */ };
 
 struct qinfo {
 	enum qstate state;
@@ -16,11 +17,15 @@ struct qinfo {
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */
 	char out_path[512], err_path[512]; /* Q_DONE, relative to the spool */
+	int64_t not_before_ms; /* Q_SCHEDULED: until then */
 	int64_t since_ms;  /* entered this state (queued, claimed, result
 			    * written), ms since the epoch; 0: unknown */
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
+/* A queued task's time, when it is ahead of now_ms (scheduled: its
+ * not_before=, or a retry's in user.kart); else 0. */
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms);
 /* Read done/<id>.json into q; -ENOENT if absent. */
 int query_done(struct spool *sp, const char *id, struct qinfo *q);
 /* Parse done/<id>.json: 0 with *out (caller json_decref), -ENOENT,

@@ -182,6 +182,10 @@ char *result_dumps(const struct result *r)
 		json_object_set_new(o, "home", jstr(r->home));
 		json_object_set_new(o, "work_discarded", json_boolean(r->work_discarded));
 	}
+	if (r->attempts_json) {
+		json_t *a = json_loads(r->attempts_json, 0, NULL);
+		json_object_set_new(o, "attempts", a ? a : json_null());
+	}
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	if (!s)

@@ -61,6 +61,9 @@ struct result {
 	const struct task_spec *task;
 	const char *home;
 	bool work_discarded;
+	/* retry_on= (sched.h): every attempt's outcome, as the text of a JSON
+	 * array (spool_finish_stage fills it); NULL: no such field. */
+	char *attempts_json;
 };
 
 void result_init(struct result *r);

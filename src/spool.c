@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/magic.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -120,7 +121,8 @@ static bool exists_at(int dirfd, const char *name)
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
-static bool done_has(struct spool *sp, const char *id)
+/* A result, or the reservation of one (.task), under id. */
+static bool done_has_result(struct spool *sp, const char *id)
 {
 	char p[512];
 	if (pathfmt(p, sizeof p, "%s.task", id) < 0)
@@ -130,6 +132,16 @@ static bool done_has(struct spool *sp, const char *id)
 	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
 		return true;
 	return exists_at(sp->done, p);
+}
+
+/* The same, or the earlier attempts of a task that holds id for its
+ * final result (spool_retry). */
+static bool done_has(struct spool *sp, const char *id)
+{
+	char p[512];
+	if (done_has_result(sp, id))
+		return true;
+	return pathfmt(p, sizeof p, "%s.attempts", id) < 0 || exists_at(sp->done, p);
 }
 
 bool spool_id_taken(struct spool *sp, const char *id)
@@ -514,15 +526,12 @@ int spool_claim(struct spool *sp, int wdir, const char *name)
 	return -errno;
 }
 
-int claim_meta_get(int fd, struct claim_meta *m)
+void claim_meta_parse(const char *text, struct claim_meta *m)
 {
 	char buf[512];
 	memset(m, 0, sizeof *m);
 	m->attempt = 1;
-	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
-	if (n < 0)
-		return errno == ENODATA ? 0 : -errno;
-	buf[n] = '\0';
+	snprintf(buf, sizeof buf, "%s", text);
 	char *save = NULL;
 	for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
 		long long v;
@@ -533,7 +542,24 @@ int claim_meta_get(int fd, struct claim_meta *m)
 			m->submitted_ms = v;
 		else if (strncmp(t, "id=", 3) == 0)
 			snprintf(m->id, sizeof m->id, "%s", t + 3);
+		else if (strncmp(t, "not_before=", 11) == 0 &&
+			 parse_int(t + 11, 0, INT64_MAX, &v) == 0)
+			m->not_before_ms = v;
+		else if (strncmp(t, "hold=", 5) == 0)
+			snprintf(m->hold, sizeof m->hold, "%s", t + 5);
 	}
+}
+
+int claim_meta_get(int fd, struct claim_meta *m)
+{
+	char buf[512];
+	memset(m, 0, sizeof *m);
+	m->attempt = 1;
+	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
+	if (n < 0)
+		return errno == ENODATA ? 0 : -errno;
+	buf[n] = '\0';
+	claim_meta_parse(buf, m);
 	return 0;
 }
 
@@ -542,6 +568,14 @@ int claim_meta_set(int fd, const struct claim_meta *m)
 	char buf[512];
 	int n = snprintf(buf, sizeof buf, "attempt=%d\nsubmitted=%lld\nid=%s\n", m->attempt,
 			 (long long)m->submitted_ms, m->id);
+	/* Written only when set: a file never retried keeps the three lines. */
+	if (n < (int)sizeof buf && m->not_before_ms)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "not_before=%lld\n",
+			      (long long)m->not_before_ms);
+	if (n < (int)sizeof buf && m->hold[0])
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "hold=%s\n", m->hold);
+	if (n >= (int)sizeof buf)
+		return -ENAMETOOLONG;
 	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)
 		return -errno;
 	return 0;
@@ -1003,11 +1037,82 @@ static int link_empty(struct spool *sp, const char *to, bool *checked)
 	return r;
 }
 
+/* One attempt's record, as done/HOLD.attempts/N.json and the entries
+ * of the result's `attempts`. */
+static json_t *attempt_json(const struct attempt_rec *a, const char *out, uint64_t out_bytes,
+			    const char *err, uint64_t err_bytes)
+{
+	char st[32], ft[32];
+	fmt_rfc3339_ms(a->started_ms, st);
+	fmt_rfc3339_ms(a->finished_ms, ft);
+	json_t *o = json_object();
+	json_object_set_new(o, "attempt", json_integer(a->attempt));
+	json_object_set_new(o, "status", json_string(a->status));
+	json_object_set_new(o, "exit_code", a->exit_code >= 0 ? json_integer(a->exit_code) : json_null());
+	json_object_set_new(o, "signal", a->signal ? json_string(signal_name(a->signal)) : json_null());
+	json_object_set_new(o, "started_at", a->started_ms > 0 ? json_string(st) : json_null());
+	json_object_set_new(o, "finished_at", a->finished_ms > 0 ? json_string(ft) : json_null());
+	json_t *po = out ? json_string(out) : NULL, *pe = err ? json_string(err) : NULL;
+	json_object_set_new(o, "stdout", json_pack("{s:o, s:I}", "path", po ? po : json_null(),
+						   "bytes", (json_int_t)out_bytes));
+	json_object_set_new(o, "stderr", json_pack("{s:o, s:I}", "path", pe ? pe : json_null(),
+						   "bytes", (json_int_t)err_bytes));
+	return o;
+}
+
+static int attempt_cmp(const void *x, const void *y)
+{
+	json_int_t a = json_integer_value(json_object_get(*(json_t *const *)x, "attempt"));
+	json_int_t b = json_integer_value(json_object_get(*(json_t *const *)y, "attempt"));
+	return a < b ? -1 : a > b;
+}
+
+/* The result's `attempts`: the records in done/HOLD.attempts/ (none
+ * without a hold), in order, then this last one. An attempt whose
+ * worker died has no record: `attempt` still counts it. */
+static char *attempts_list(struct spool *sp, const char *hold, const struct result *res)
+{
+	json_t *arr = json_array();
+	char p[512];
+	DIR *d = hold[0] && pathfmt(p, sizeof p, "%s.attempts", hold) == 0 ? opendir_at(sp->done, p) : NULL;
+	json_t **v = NULL;
+	size_t n = 0;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		size_t l = strlen(de->d_name);
+		if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".json") != 0)
+			continue;
+		_cleanup_free_ char *buf = NULL;
+		size_t len;
+		json_t *o;
+		if (read_file_at(dirfd(d), de->d_name, 1 << 16, &buf, &len) < 0 ||
+		    !(o = json_loadb(buf, len, 0, NULL)))
+			continue;
+		v = xrealloc(v, (n + 1) * sizeof *v);
+		v[n++] = o;
+	}
+	if (d)
+		closedir(d);
+	if (n)
+		qsort(v, n, sizeof *v, attempt_cmp);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, v[i]);
+	free(v);
+	struct attempt_rec last = {res->attempt, res->status, res->exit_code, res->signal,
+				   res->started_ms, res->finished_ms};
+	json_array_append_new(arr, attempt_json(&last, res->out.present ? res->out.path : NULL,
+						res->out.bytes, res->err.present ? res->err.path : NULL,
+						res->err.bytes));
+	char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(arr);
+	return s;
+}
+
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
 		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend)
 {
 	bool redo = false; /* an earlier attempt of this publish got this far */
 	char p[512], q[512];
+	char hold[256] = ""; /* the id its earlier attempts hold (spool_retry) */
 	const char *base = res->id ? res->id : name;
 	_cleanup_free_ char *base_copy = xstrdup(base);
 	int r;
@@ -1019,6 +1124,11 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		struct claim_meta m;
 		struct stat cst, dst;
 		(void)claim_meta_get(fd, &m);
+		snprintf(hold, sizeof hold, "%s", m.hold);
+		if (hold[0]) {
+			free(base_copy);
+			base_copy = xstrdup(hold);
+		}
 		/* A retry after a failed publish: the id is already ours. */
 		if (m.id[0] && fstat(fd, &cst) == 0 && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
 		    fstatat(sp->done, p, &dst, AT_SYMLINK_NOFOLLOW) == 0 && dst.st_ino == cst.st_ino &&
@@ -1039,7 +1149,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return r;
 			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
 				return -ENAMETOOLONG;
-			if (done_has(sp, idbuf))
+			/* The id its own earlier attempts hold is its own. */
+			if (n == 1 && hold[0] ? done_has_result(sp, idbuf) : done_has(sp, idbuf))
 				continue;
 			snprintf(m.id, sizeof m.id, "%s", idbuf);
 			if ((r = claim_meta_set(fd, &m)) < 0 && r != -ENOTSUP)
@@ -1154,7 +1265,11 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			return r;
 	}
 	if (regular) {
+		if (hold[0] || (res->task && sched_retry_set(&res->task->retry_on)))
+			res->attempts_json = attempts_list(sp, hold, res);
 		_cleanup_free_ char *json = result_dumps(res);
+		free(res->attempts_json);
+		res->attempts_json = NULL;
 		free((char *)res->task_path);
 		free((char *)res->artifacts_path);
 		res->task_path = res->artifacts_path = NULL;
@@ -1274,6 +1389,95 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 			return -errno;
 	}
 	return -EEXIST;
+}
+
+int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta *m,
+		const struct attempt_rec *a, int64_t not_before_ms, uid_t reader)
+{
+	char dir[512], p[512], q[512], id[TASK_NAME_MAX + 16];
+	int r;
+	/* Set up front: the exits below jump past where they are filled. */
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int jfd = -1, dfd = -1;
+	char *path[2] = {NULL, NULL};
+	_cleanup_close_ int fd = open_regular(wdir, name);
+	if (fd < 0)
+		return -errno;
+	if (!m->hold[0]) {
+		/* Reserve the final result's id: done/ID.attempts/ counts as
+		 * taken for every finisher and kart submit (done_has). Made
+		 * first and recorded next: a crash between leaves a directory
+		 * nobody holds (spool-layout §12), never a hold of nothing. */
+		for (int n = 1;; n++) {
+			if (n > 1000000)
+				return -EEXIST;
+			if ((r = next_id(name, n, id, sizeof id)) < 0 ||
+			    (r = pathfmt(dir, sizeof dir, "%s.attempts", id)) < 0)
+				return r;
+			if (done_has(sp, id))
+				continue;
+			if (mkdirat(sp->done, dir, 0755) == 0)
+				break;
+			if (errno != EEXIST)
+				return -errno;
+		}
+		if (fsync(sp->done) < 0)
+			return -errno;
+		snprintf(m->hold, sizeof m->hold, "%s", id);
+		if ((r = claim_meta_set(fd, m)) < 0)
+			return r;
+	}
+	if ((r = pathfmt(dir, sizeof dir, "%s.attempts", m->hold)) < 0)
+		return r;
+	dfd = openat(sp->done, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	/* The outputs, durable before the record that names them. */
+	static const char *const sfx[] = {"stdout", "stderr"};
+	uint64_t bytes[2] = {0, 0};
+	for (int i = 0; i < 2; i++) {
+		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
+		    pathfmt(q, sizeof q, "%d.%s", a->attempt, sfx[i]) < 0)
+			goto toolong;
+		_cleanup_close_ int ofd = openat(wdir, p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (ofd < 0 && errno == ENOENT)
+			continue; /* it wrote nothing there */
+		if (ofd < 0 || fstat(ofd, &st) < 0 || fsync(ofd) < 0 || renameat(wdir, p, dfd, q) < 0) {
+			r = -errno;
+			goto out;
+		}
+		bytes[i] = (uint64_t)st.st_size;
+		path[i] = xasprintf("done/%s/%s", dir, q);
+	}
+	json_t *o = attempt_json(a, path[0], bytes[0], path[1], bytes[1]);
+	text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text || pathfmt(p, sizeof p, ".%d.json.tmp", a->attempt) < 0 ||
+	    pathfmt(q, sizeof q, "%d.json", a->attempt) < 0)
+		goto toolong;
+	(void)unlinkat(dfd, p, 0);
+	jfd = openat(dfd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (jfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((r = grant_read(jfd, reader, false)) < 0 || (r = write_all(jfd, text, strlen(text))) < 0)
+		goto out;
+	if (fsync(jfd) < 0 || renameat(dfd, p, dfd, q) < 0 || fsync(dfd) < 0) {
+		r = -errno;
+		goto out;
+	}
+	m->attempt = a->attempt + 1;
+	m->not_before_ms = not_before_ms;
+	r = spool_requeue(sp, wdir, name, m);
+	goto out;
+toolong:
+	r = -ENAMETOOLONG;
+out:
+	free(path[0]);
+	free(path[1]);
+	return r;
 }
 
 /* A finish that got as far as done/ID.json, by a worker that died: make

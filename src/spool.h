@@ -35,7 +35,13 @@ struct claim_meta {
 	int attempt;          /* 1 on the first run */
 	int64_t submitted_ms; /* first arrival; 0 if unknown */
 	char id[256];         /* set while finishing */
+	/* Automatic retry (retry_on=, sched.h): */
+	int64_t not_before_ms; /* the retry waits until then; 0: none */
+	char hold[256];        /* the id whose done/ID.attempts/ keeps the earlier attempts */
 };
+
+/* The text of user.kart into m (defaults for what it lacks). */
+void claim_meta_parse(const char *text, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
 
@@ -135,6 +141,25 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend);
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
 			  const char *idbuf, unsigned gone);
+
+/* An attempt that retry_on= tries again: what it was, for the record
+ * kept of it (done/HOLD.attempts/N.json) and the final result's
+ * `attempts`. */
+struct attempt_rec {
+	int attempt;
+	const char *status;
+	int exit_code; /* -1: null */
+	int signal;    /* 0: null */
+	int64_t started_ms, finished_ms;
+};
+/* Keep that attempt and queue the next: the first time, reserve the id
+ * the final result will have by making done/HOLD.attempts/ (recorded as
+ * m->hold on the file); move the run's outputs there as N.stdout and
+ * N.stderr (fsynced), write N.json; then re-queue the claim with
+ * attempt N+1 and not_before (spool_requeue). reader may read the record.
+ * See spool-layout §7a for its crash states. */
+int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta *m,
+		const struct attempt_rec *a, int64_t not_before_ms, uid_t reader);
 
 /* Put a claim back into new/ with its attempt counted up. */
 int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);

@@ -11,8 +11,10 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "policy.h"
+#include "spool.h"
 #include "util.h"
 
 const char *lane_name(enum lane l) { return l == LANE_BATCH ? "batch" : "fast"; }
@@ -162,7 +164,8 @@ int task_name_check(const char *name, const char **why)
 /* Said by every "unknown directive" error: keep in step with kart-task(5). */
 #define KNOWN_DIRECTIVES                                                                   \
 	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
-	"name= kill_grace= label= cwd= bind= ro= env= umask=)"
+	"name= kill_grace= label= cwd= bind= ro= env= umask= not_before= retry_on= "  \
+	"retry_delay= unique=)"
 
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
@@ -346,6 +349,32 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		if (errno || *end || m < 0 || m > 0777 || !isdigit((unsigned char)*val))
 			return ERR("line %d: umask=%s is not an octal mask from 0 to 777", lineno, val);
 		spec->umask = (int)m;
+	} else if (strcmp(key, "not_before") == 0) {
+		/* Absolute only: a relative time would move each time the
+		 * file is read (kart submit --at HH:MM and --in write this). */
+		int64_t ms;
+		if (sched_parse_rfc3339(val, &ms) < 0)
+			return ERR("line %d: not_before=%s is not an RFC 3339 time "
+				   "(2026-12-01T02:00:00Z, or with an offset: +01:00)", lineno, raw);
+		spec->not_before_ms = ms;
+	} else if (strcmp(key, "retry_on") == 0) {
+		const char *why;
+		if (sched_parse_retry_on(val, &spec->retry_on, &why) < 0)
+			return ERR("line %d: retry_on=%s: %s (use failed, timeout, oom, exit=N, "
+				   "separated by commas)", lineno, raw, why);
+		spec->line_retry_on = lineno;
+	} else if (strcmp(key, "unique") == 0) {
+		/* Kept as written, as label= is: tasks compare it so. */
+		if (strlen(raw) >= sizeof spec->unique)
+			return ERR("line %d: unique= is longer than %zu bytes", lineno,
+				   sizeof spec->unique - 1);
+		snprintf(spec->unique, sizeof spec->unique, "%s", raw);
+	} else if (strcmp(key, "retry_delay") == 0) {
+		int64_t s;
+		if (parse_duration_s(val, &s) < 0)
+			return ERR("line %d: retry_delay=%s is not a duration (use 0, 10s, 5m or 1h)",
+				   lineno, raw);
+		spec->retry_delay_ms = s * 1000;
 	} else {
 		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
@@ -683,6 +712,8 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *buf = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, buf, want);
+	ssize_t kn = fgetxattr(fd, KART_XATTR, out->kattr, sizeof out->kattr - 1);
+	out->kattr[kn > 0 ? kn : 0] = '\0';
 	if (leased)
 		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
 	if (n < 0) {

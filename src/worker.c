@@ -158,6 +158,7 @@ void arm_timer(struct worker *w)
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
+	EARLIER(sched_next_mono(w));
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -206,6 +207,8 @@ static void on_timer(struct worker *w)
 		dispatch(w);
 	}
 	if (w->space_mono && w->space_mono <= now)
+		dispatch(w);
+	if (sched_ring(w))
 		dispatch(w);
 	arm_timer(w);
 }
@@ -414,6 +417,7 @@ static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
+	       w->sched.n == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 

@@ -47,6 +47,7 @@
 #include "task.h"
 #include "util.h"
 #include "prioq.h"
+#include "worker_sched.h"
 #include "strset.h"
 
 struct hook;
@@ -76,6 +77,7 @@ struct task {
 	char *name;
 	struct task_spec spec;
 	struct claim_meta meta;
+	int uniq_fd;         /* unique=: its key's lock (worker_sched.h), or -1 */
 	enum tstate state;
 	enum tend end;
 	uid_t uid;
@@ -254,7 +256,7 @@ struct fair {
 /* ---- the worker ---------------------------------------------------------- */
 
 /* What the worker knows of a name of new/ (w->known, a strset). */
-enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED };
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED, K_SCHEDULED /* waits for its time: w->sched */ };
 
 struct peer {
 	int wd;
@@ -302,6 +304,8 @@ struct worker {
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
 	struct prioq heap[LANE__N];
+	struct sched_queue sched; /* K_SCHEDULED names, by time (worker_sched.c) */
+	struct uniq_index uniq;   /* queued and scheduled tasks with unique= */
 	struct fair fair;
 	struct strset known;
 	size_t nbusy, ndeferred;
@@ -393,6 +397,24 @@ void spawner_stop(struct worker *w);
 /* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
  * still busy */
 void finish_rejected(struct worker *w, const char *name, const char *why);
+
+/* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
+/* consider: true when name was a duplicate of a unique= key (finished
+ * `cancelled`) or waits for its time (kept in w->sched): not queued. */
+bool sched_consider(struct worker *w, const char *name, const struct inspect *ins);
+/* start_claimed: true when the claim was handled here (given back to
+ * wait for its time, or a duplicate finished); else *ufd is its key's
+ * lock (-1: none), for the task to hold until its result. */
+bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd);
+/* dispatch: name was claimed; forget it among the keys' queued ones. */
+void sched_claim_done(struct worker *w, const char *name);
+/* task_complete: true when the attempt is kept and the task re-queued
+ * for its retry (retry_on=); the task is freed. */
+bool sched_retry(struct worker *w, struct task *t);
+/* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
+ * none), and what to do when it rings (true: dispatch). */
+int64_t sched_next_mono(const struct worker *w);
+bool sched_ring(struct worker *w);
 void consider(struct worker *w, const char *name);
 void new_mode(struct worker *w);
 void scan_new(struct worker *w);

@@ -112,7 +112,7 @@ void consider(struct worker *w, const char *name)
 		return;
 	}
 	enum kstate ks = strset_get(&w->known, name);
-	if (ks == K_QUEUED || ks == K_DEFERRED)
+	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_SCHEDULED)
 		return;
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
@@ -173,6 +173,8 @@ void consider(struct worker *w, const char *name)
 	}
 	if (ks == K_BUSY)
 		w->nbusy--;
+	if (sched_consider(w, name, &ins))
+		return;
 	strset_put(&w->known, name, K_QUEUED);
 	prioq_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
 							 .prio = cand_priority(w, name, &ins),
@@ -362,6 +364,7 @@ void dispatch(struct worker *w)
 				continue;
 			}
 			strset_del(&w->known, c.name);
+			sched_claim_done(w, c.name);
 			if (r == 0)
 				log_task("claimed", c.name, NULL, -1, NULL);
 			if (r == 0)

@@ -140,6 +140,8 @@ void task_free(struct worker *w, struct task *t)
 		if (t->scr_fd[i] >= 0)
 			close(t->scr_fd[i]);
 	}
+	if (t->uniq_fd >= 0)
+		close(t->uniq_fd); /* its key is free: the result is written */
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
@@ -278,6 +280,9 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		return;
 	}
 
+	_cleanup_close_ int ufd = -1;
+	if (sched_claimed(w, name, &ins, &ufd))
+		return;
 	struct task *t = xcalloc(1, sizeof *t);
 	t->name = xstrdup(name);
 	t->spec = ins.spec;
@@ -291,6 +296,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		t->spec.kill_grace_s = w->pol->kill_grace_s;
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
+	t->uniq_fd = steal_fd(&ufd);
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
 	t->fwd = (struct credfwd)CREDFWD_INIT;
 	cg_files_init(&t->cgf);
@@ -764,6 +770,8 @@ void task_complete(struct worker *w, struct task *t)
 		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
 				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
+	if (sched_retry(w, t))
+		return;
 	publish(w, t);
 }
 

@@ -141,9 +141,44 @@ sweep_commit() {
 	done
 }
 
+# retry_on= (spool-layout §7a): the worker's loop keeps a failed run in
+# done/ID.attempts/ and re-queues the task with its delay; killed at each
+# of those calls, every task still ends with one result, whose attempts
+# are in order and never more than retries= allows (1 + 1 + a re-queue
+# per crash, bounded by retries=2). SWEEP_RETRY=0 skips it.
+sweep_retry() {
+	local sc n s=$work/rty
+	for sc in openat fsync renameat renameat2 mkdirat fsetxattr; do
+		for ((n = 1; n <= max; n++)); do
+			mkspool "$s"
+			local i names=()
+			for i in 1 2; do
+				printf '#!/bin/sh\n#kart: retry_on=failed retries=2\necho %s\nexit 1\n' "$i" >"$s/tmp/r$i"
+				mv "$s/tmp/r$i" "$s/new/r$i"
+				names+=("r$i")
+			done
+			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
+			rc=$?
+			[ $rc -eq 0 ] && break
+			points=$((points + 1))
+			check "$s" "${names[@]}"
+			for i in "${names[@]}"; do
+				local f="$s/done/$i.json"
+				[ -e "$f" ] || continue
+				jq -e '(.attempt <= 3) and ([.attempts[].attempt] | . == sort) and
+					(.attempts[-1].attempt == .attempt)' "$f" >/dev/null 2>&1 ||
+					{ echo "  bad attempts in $f"; bad=$((bad + 1)); }
+			done
+		done
+		echo "retry: $sc: $((n - 1)) call(s) killed"
+	done
+}
+
 sweep_submit
 sweep_worker
 sweep_commit 2>/dev/null # (bash reports each killed worker)
+[ "${SWEEP_RETRY:-1}" = 0 ] || sweep_retry
 echo
 echo "$points crash points survived, $lost tasks lost, $twice run twice unflagged, $bad other violations"
 [ $((lost + twice + bad)) -eq 0 ]
