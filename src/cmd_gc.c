@@ -74,6 +74,20 @@ static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name
 		g->removed++;
 		return;
 	}
+	/* A tree is renamed to .rm-NAME first: a removal cut short (kill
+	 * -9, a crash: a big tree takes a while) leaves a name that says
+	 * so, which the next gc finishes whatever its age (gc_done), where
+	 * a half-removed ID.out would wait out the orphan rule. */
+	char trash[NAME_MAX + 8];
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    strncmp(name, ".rm-", 4) != 0 && pathfmt(trash, sizeof trash, ".rm-%s", name) == 0) {
+		int t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
+		if (t < 0 && errno == EEXIST && rm_rf_at(dirfd, trash) == 0)
+			t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
+		if (t == 0)
+			name = trash;
+	}
 	int r = rm_rf_at(dirfd, name);
 	if (r < 0 && r != -ENOENT) {
 		fprintf(stderr, "kart gc: %s/%s: %s\n", dir, name, strerror(-r));
@@ -342,6 +356,11 @@ static void gc_done(struct gc *g)
 		const char *n = de->d_name, *suffix;
 		char id[512];
 		struct stat st;
+		if (strncmp(n, ".rm-", 4) == 0) {
+			/* A removal cut short (gc_remove): finished now. */
+			gc_remove(g, g->sp->done, "done", n);
+			continue;
+		}
 		if (n[0] == '.') {
 			size_t l = strlen(n);
 			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json.") &&

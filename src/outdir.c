@@ -299,6 +299,12 @@ bool outdir_full(int src)
 	return fstatfs(src, &sf) == 0 && (sf.f_bavail == 0 || sf.f_ffree == 0);
 }
 
+bool outdir_empty(int src)
+{
+	struct statfs sf;
+	return fstatfs(src, &sf) == 0 && sf.f_files - sf.f_ffree <= 1;
+}
+
 /* One regular file, up to its size at the look (it cannot grow: the run
  * is over). 0, or the destination's -errno; a source that cannot be read
  * is lost, not an error of the spool's. */
@@ -506,6 +512,9 @@ void outdir_move_run(struct outdir_move *m)
 				 "$KART_OUTDIR reached its bound of %s ([limits] artifacts_max): writes past "
 				 "it failed with ENOSPC, and none of it was kept",
 				 size_text(m->c.bytes_max, a, sizeof a));
+	} else if (fchown(m->dst, geteuid(), getegid()) < 0 || fchmod(m->dst, 0700) < 0) {
+		/* The top is the worker's, 0700, whatever spare it was. */
+		snprintf(m->why, sizeof m->why, "$KART_OUTDIR could not be kept: %s", strerror(errno));
 	} else if (outdir_copy(m->src, m->dst, &m->c) < 0) {
 		snprintf(m->why, sizeof m->why, "$KART_OUTDIR could not be read: %s", strerror(errno));
 	} else if (m->c.dst_err) {

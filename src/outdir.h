@@ -81,8 +81,10 @@ struct outdir_copy {
  * not be read at all. */
 int outdir_copy(int src, int dst, struct outdir_copy *c);
 
-/* Whether a tmpfs (src) has no room left, in bytes or inodes. */
+/* Whether a tmpfs (src) has no room left, in bytes or inodes; whether
+ * it holds nothing but its root. */
 bool outdir_full(int src);
+bool outdir_empty(int src);
 
 #endif
 
@@ -105,6 +107,7 @@ struct outdir_move {
 	uint64_t bytes, files; /* what the tmpfs held */
 	char why[256];         /* "" or a sentence for the result's error */
 	void (*done)(struct outdir_move *m);
+	void *arg; /* done's */
 };
 
 struct outdir_mover {
