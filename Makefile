@@ -151,6 +151,7 @@ run-torture: all
 	@KART=$(abspath $(B))/kart CHAOS_N=$${CHAOS_N:-2000} ./tests/torture/chaos.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/faults.sh
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
 
 # libFuzzer targets (clang) on the checked-in seed corpus, long run.
 run-fuzz:

@@ -4,7 +4,10 @@
 # readable by its submitter alone; a big copy does not hold up another
 # user's result; and a removal killed half-way is finished by kart gc.
 # Real accounts on a shared spool, as users.sh makes them.
+# tests/torture/outdir.sh runs it with OUTDIR_LONG=1: the issue's own
+# sizes, 400,000 files and a 25,000-deep tree, in make torture only.
 . "$(dirname "$0")/../lib.sh"
+LONG=${OUTDIR_LONG:-0}
 
 U_ALICE=o27alice U_BOB=o27bob G_KART=o27kart
 U_MADE=0
@@ -152,5 +155,85 @@ test_gc_finishes_a_removal_cut_short() {
 	"$KART" -s "$s" gc || fail "the next gc failed"
 	assert_eq "" "$(ls -A "$s/done" | grep -v '^\.empty$')" "nothing left in done/"
 }
+
+# The issue's sizes, under the default bounds: 400,000 files and a
+# 25,000-deep tree each stop at artifacts_files (ENOSPC inside), the
+# worker's descriptors stay few, bob's results meanwhile come within
+# seconds, and kart gc leaves nothing.
+long_sizes_bounded() {
+	users_make && shared_spool || return
+	start_worker "$S" --id w1
+	as "$U_ALICE" kart submit --name wide -- sh -c \
+		'cd $KART_OUTDIR && seq 400000 | xargs touch 2>/dev/null; ls | wc -l' >/dev/null || fail "submit wide"
+	as "$U_ALICE" kart submit --name deep -- sh -c \
+		'cd $KART_OUTDIR; i=0; while [ $i -lt 25000 ] && mkdir d 2>/dev/null && cd d; do i=$((i+1)); done; echo $i' \
+		>/dev/null || fail "submit deep"
+	local i t0 t1 worst=0 fds max_fds=0
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		t0=$(date +%s%N)
+		as "$U_BOB" kart submit --name "q$i" -- true >/dev/null || fail "submit q$i"
+		wait_until 30 test -e "$S/done/$U_BOB:q$i.json" || fail "bob's q$i never came"
+		t1=$(( ($(date +%s%N) - t0) / 1000000 ))
+		[ "$t1" -gt "$worst" ] && worst=$t1
+		fds=$(ls /proc/"$WPID"/fd | wc -l)
+		[ "$fds" -gt "$max_fds" ] && max_fds=$fds
+	done
+	assert_eq "ok 10000" "$(result "$U_ALICE:wide" '"\(.status) \(.artifacts.files)"')" "wide: stopped at the bound"
+	assert_eq 10000 "$(cat "$S/done/$U_ALICE:wide.stdout")" "wide: what the task saw"
+	assert_match artifacts_files "$(result "$U_ALICE:deep" .error)" "deep: stopped at the bound"
+	assert_eq 10000 "$(cat "$S/done/$U_ALICE:deep.stdout")" "deep: 10,000 levels, then ENOSPC"
+	echo "    bob's slowest result: ${worst} ms; the worker's descriptors at most $max_fds"
+	[ "$worst" -lt 5000 ] || fail "bob waited ${worst} ms"
+	[ "$max_fds" -lt 200 ] || fail "the worker held $max_fds descriptors"
+	stop_worker "$WPID"
+	"$KART" -s "$S" gc --older-than 0s || fail "gc"
+	assert_eq "" "$(ls -A "$S/done" | grep -v '^\.empty$')" "gc left nothing in done/"
+	assert_eq "" "$(find "$S/cur" -mindepth 2 -name '.*')" "nothing left in cur/"
+}
+
+# With bounds raised to the issue's sizes, the copy is the mover's: a
+# 100,000-file tree is kept whole while bob's results come within
+# seconds; a 25,000-deep one is not kept (artifacts_depth), and neither
+# exhausts the worker's descriptors.
+long_copy_off_the_commit_thread() {
+	users_make && shared_spool || return
+	printf '[limits]\nartifacts_files = 400000\n' >"$S/kart.conf"
+	start_worker "$S" --id w1
+	as "$U_ALICE" kart submit --name wide -- sh -c 'cd $KART_OUTDIR && seq 100000 | xargs touch' \
+		>/dev/null || fail "submit wide"
+	as "$U_ALICE" kart submit --name deep -- sh -c \
+		'cd $KART_OUTDIR; i=0; while [ $i -lt 25000 ] && mkdir d && cd d; do i=$((i+1)); done; echo $i' \
+		>/dev/null || fail "submit deep"
+	wait_until 120 sh -c "ls -A $S/cur/w1/.$U_ALICE:wide.out 2>/dev/null | grep -q ." ||
+		fail "alice's copy never began"
+	local i t0 t1 worst=0 fds max_fds=0
+	for i in 1 2 3 4 5; do
+		t0=$(date +%s%N)
+		as "$U_BOB" kart submit --name "c$i" -- true >/dev/null || fail "submit c$i"
+		wait_until 30 test -e "$S/done/$U_BOB:c$i.json" || fail "bob's c$i never came"
+		t1=$(( ($(date +%s%N) - t0) / 1000000 ))
+		[ "$t1" -gt "$worst" ] && worst=$t1
+		fds=$(ls /proc/"$WPID"/fd | wc -l)
+		[ "$fds" -gt "$max_fds" ] && max_fds=$fds
+	done
+	[ -e "$S/done/$U_ALICE:wide.json" ] && fail "the copy ended before bob's results: no evidence"
+	echo "    bob's slowest result during a 100,000-file copy: ${worst} ms; descriptors at most $max_fds"
+	[ "$worst" -lt 5000 ] || fail "bob waited ${worst} ms"
+	wait_until 600 test -e "$S/done/$U_ALICE:wide.json" || fail "alice's wide never came"
+	assert_eq "ok 100000" "$(result "$U_ALICE:wide" '"\(.status) \(.artifacts.files)"')" "wide: kept whole"
+	assert_eq "ok null true" "$(result "$U_ALICE:deep" '"\(.status) \(.artifacts.path) \(.artifacts.truncated)"')" \
+		"deep: not kept"
+	assert_eq 25000 "$(cat "$S/done/$U_ALICE:deep.stdout")" "deep: 25,000 levels made"
+	assert_match artifacts_depth "$(result "$U_ALICE:deep" .error)" "deep: the error names the bound"
+	stop_worker "$WPID"
+	"$KART" -s "$S" gc --older-than 0s || fail "gc"
+	assert_eq "" "$(ls -A "$S/done" | grep -v '^\.empty$')" "gc left nothing in done/"
+}
+
+# Cases in make torture only, never an empty pass in make check.
+if [ "$LONG" = 1 ]; then
+	test_long_sizes_bounded() { long_sizes_bounded; }
+	test_long_copy_off_the_commit_thread() { long_copy_off_the_commit_thread; }
+fi
 
 run_tests
