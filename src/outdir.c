@@ -498,6 +498,14 @@ void outdir_move_run(struct outdir_move *m)
 		m->files = sf.f_files > sf.f_ffree ? (uint64_t)(sf.f_files - sf.f_ffree - 1) : 0;
 	}
 	char a[32];
+	m->dst = openat(m->dst_at, m->dst_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (m->dst < 0) {
+		snprintf(m->why, sizeof m->why, "$KART_OUTDIR could not be kept: %.120s: %s", m->dst_name,
+			 strerror(errno));
+		close(m->src);
+		m->src = -1;
+		return;
+	}
 	/* Over a bound, none of it: part of a set of files would mislead,
 	 * and the task was told (ENOSPC) when it wrote past it. */
 	if (outdir_full(m->src)) {

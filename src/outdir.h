@@ -99,7 +99,10 @@ bool outdir_empty(int src);
 struct outdir_move {
 	struct outdir_move *next;
 	int src;  /* the tmpfs root; closed by the mover */
-	int dst;  /* the claim's .NAME.out, empty; closed by the mover */
+	int dst_at;         /* the claim directory, and in it */
+	char dst_name[512]; /* .NAME.out, empty: opened by the mover (a waiting
+			     * result holds one descriptor, not two) */
+	int dst;            /* -1; the mover's while it copies */
 	uid_t reader; /* may read the copy (an ACL entry on its top) */
 	struct outdir_copy c;
 	/* out: kept (copied), or not (nothing is left in dst), and why */

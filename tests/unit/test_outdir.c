@@ -92,9 +92,9 @@ static void test_bytes_bound(void **state)
 	/* Detached, and still there through the descriptor. */
 	assert_int_equal(fstatat(fd, "big", &st, 0), 0);
 
-	int dst = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct outdir_move m = {.src = fd, .dst = dst, .reader = getuid(),
+	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
 				.c = {.bytes_max = 1 << 20, .files_max = 100, .depth_max = 8}};
+	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
 	outdir_move_run(&m);
 	assert_false(m.kept);
 	assert_true(m.c.full);
@@ -117,9 +117,9 @@ static void test_files_bound(void **state)
 				  "(: >one_more) 2>/dev/null && exit 3; exit 0"),
 			 0);
 	assert_int_equal(outdir_umount(&ns, p), 0);
-	int dst = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct outdir_move m = {.src = fd, .dst = dst, .reader = getuid(),
+	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
 				.c = {.bytes_max = 1 << 20, .files_max = 20, .depth_max = 8}};
+	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
 	outdir_move_run(&m);
 	assert_false(m.kept);
 	assert_int_equal(m.files, 20);
@@ -140,9 +140,9 @@ static void test_copy_kept_whole(void **state)
 				  "mkfifo a/fifo && printf x >x && chmod 755 x"),
 			 0);
 	assert_int_equal(outdir_umount(&ns, p), 0);
-	int dst = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct outdir_move m = {.src = fd, .dst = dst, .reader = getuid(),
+	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
 				.c = {.bytes_max = 4 << 20, .files_max = 100, .depth_max = 8}};
+	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
 	outdir_move_run(&m);
 	assert_true(m.kept);
 	assert_int_equal(m.c.files, 6); /* a a/b a/b/c a/b/c/f a/l x */
@@ -177,9 +177,9 @@ static void test_copy_too_deep(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(in_ns(p, "mkdir -p 1/2/3/4/5/6 && echo x >1/2/3/4/5/6/f && echo y >top"), 0);
 	assert_int_equal(outdir_umount(&ns, p), 0);
-	int dst = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct outdir_move m = {.src = fd, .dst = dst, .reader = getuid(),
+	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
 				.c = {.bytes_max = 4 << 20, .files_max = 100, .depth_max = 4}};
+	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
 	outdir_move_run(&m);
 	assert_false(m.kept);
 	assert_true(m.c.too_deep);
