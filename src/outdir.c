@@ -56,9 +56,38 @@ static void holder_main(int s)
 		_exit(1);
 	static struct outdir_req q;
 	for (;;) {
-		ssize_t n = recv(s, &q, sizeof q, 0);
+		union {
+			char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec io = {&q, sizeof q};
+		struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.b,
+				   .msg_controllen = sizeof u.b};
+		ssize_t n = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
-			_exit(n < 0 && errno == EINTR ? 1 : 0);
+			_exit(0);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		int got = -1;
+		if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&got, CMSG_DATA(c), sizeof got);
+		if (n == 1 && q.op == 'f' && got >= 0) {
+			/* Detach the mount this descriptor is the root of:
+			 * wherever its directory was renamed since. No reply. */
+			char p[32] = "/proc/self/fd/";
+			int k = 14, v = got, digits = 1;
+			while (v /= 10)
+				digits++;
+			for (int i = digits - 1, x = got; i >= 0; i--, x /= 10)
+				p[k + i] = (char)('0' + x % 10);
+			p[k + digits] = '\0';
+			(void)umount2(p, MNT_DETACH);
+			close(got);
+			continue;
+		}
+		if (got >= 0)
+			close(got);
 		if ((size_t)n != sizeof q) {
 			(void)send_reply(s, EINVAL, -1);
 			continue;
@@ -223,8 +252,6 @@ static int request(struct outdir_ns *o, const struct outdir_req *q, int *fd)
 {
 	if (fd)
 		*fd = -1;
-	if (o->sock < 0)
-		return -ENOTCONN;
 	int err = 0;
 	union {
 		char b[CMSG_SPACE(sizeof(int))];
@@ -234,6 +261,10 @@ static int request(struct outdir_ns *o, const struct outdir_req *q, int *fd)
 	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.b,
 			   .msg_controllen = sizeof u.b};
 	pthread_mutex_lock(&o->mu);
+	if (o->sock < 0) {
+		pthread_mutex_unlock(&o->mu);
+		return -ENOTCONN;
+	}
 	ssize_t n = send(o->sock, q, sizeof *q, MSG_NOSIGNAL);
 	if (n == (ssize_t)sizeof *q)
 		n = recvmsg(o->sock, &m, MSG_CMSG_CLOEXEC);
@@ -284,6 +315,39 @@ int outdir_umount(struct outdir_ns *o, const char *path)
 	if (pathfmt(q.path, sizeof q.path, "%s", path) < 0)
 		return -ENAMETOOLONG;
 	return request(o, &q, NULL);
+}
+
+int outdir_release(struct outdir_ns *o, int fd)
+{
+	char op = 'f';
+	struct iovec io = {&op, 1};
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = u.b,
+			   .msg_controllen = sizeof u.b};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	/* Under the lock: never between a mount request and its reply's
+	 * reader, though a message alone could not be split anyway. */
+	pthread_mutex_lock(&o->mu);
+	ssize_t n = o->sock < 0 ? -1 : sendmsg(o->sock, &m, MSG_NOSIGNAL);
+	int e = n < 0 ? (o->sock < 0 ? ENOTCONN : errno) : 0;
+	pthread_mutex_unlock(&o->mu);
+	return -e;
+}
+
+void outdir_ns_lost(struct outdir_ns *o)
+{
+	pthread_mutex_lock(&o->mu);
+	if (o->sock >= 0)
+		close(o->sock);
+	o->sock = -1;
+	pthread_mutex_unlock(&o->mu);
 }
 
 int outdir_join(int userns, int mntns)

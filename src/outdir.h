@@ -44,7 +44,7 @@ struct outdir_ns {
  * that tasks run as their submitters). */
 int outdir_ns_start(struct outdir_ns *o, char *err, size_t errlen);
 void outdir_ns_stop(struct outdir_ns *o);
-static inline bool outdir_ns_ok(const struct outdir_ns *o) { return o->sock >= 0; }
+static inline bool outdir_ns_ok(const struct outdir_ns *o) { return __atomic_load_n(&o->sock, __ATOMIC_RELAXED) >= 0; }
 
 /* A tmpfs of bytes and files (not counting its root) on path, owned by
  * uid:gid, mode 0700, nosuid, nodev, in the holder's mount namespace.
@@ -54,6 +54,14 @@ int outdir_mount(struct outdir_ns *o, const char *path, uint64_t bytes, uint64_t
 		 gid_t gid);
 /* Detach it there (lazily: a descriptor keeps it). 0 or -errno. */
 int outdir_umount(struct outdir_ns *o, const char *path);
+/* The same without waiting, by its root's descriptor (whatever its
+ * directory was renamed to since): a detach waits for an RCU grace
+ * period, about a millisecond, which the event loop must not. The
+ * caller may close fd at once. 0 or -errno. */
+int outdir_release(struct outdir_ns *o, int fd);
+/* The holder died: no more requests (its namespaces stay open, as a
+ * spawn may still join them). */
+void outdir_ns_lost(struct outdir_ns *o);
 
 /* In the spawned child, before its credentials change: into the
  * holder's namespaces. System calls only. 0 or -errno. */

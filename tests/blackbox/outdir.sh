@@ -135,6 +135,12 @@ test_copy_holds_up_no_other_result() {
 	assert_eq ok "$(result "$U_BOB:quick" .status)" "bob's task"
 	assert_eq "ok 8000" "$(result "$U_ALICE:tree" '"\(.status) \(.artifacts.files)"')" "alice's tree kept whole"
 	assert_eq 8000 "$(find "$S/done/$U_ALICE:tree.out" -type f | wc -l)" "alice's files"
+	# Each tmpfs was detached from the holder's namespace once used.
+	local p n=0
+	for p in $(pgrep -P "$WPID"); do
+		grep -q ' kart-out ' "/proc/$p/mountinfo" 2>/dev/null && n=$((n + 1))
+	done
+	assert_eq 0 "$n" "processes of the worker's that still see a \$KART_OUTDIR tmpfs"
 	stop_worker "$WPID"
 }
 

@@ -88,7 +88,17 @@ static void test_bytes_bound(void **state)
 	assert_int_equal(fstatat(fd, "big", &st, 0), 0);
 	assert_true(st.st_size <= 1 << 20);
 	assert_true(outdir_full(fd));
-	assert_int_equal(outdir_umount(&ns, p), 0);
+	/* Detached without waiting, by its descriptor, even renamed. */
+	char p2[160];
+	snprintf(p2, sizeof p2, "%s.moved", p);
+	assert_int_equal(rename(p, p2), 0);
+	assert_int_equal(outdir_release(&ns, fd), 0);
+	char sh[400];
+	snprintf(sh, sizeof sh,
+		 "i=0; while [ $i -lt 100 ]; do [ \"$(stat -f -c %%T %s)\" = tmpfs ] || exit 0; "
+		 "sleep 0.02; i=$((i+1)); done; exit 1", p2);
+	assert_int_equal(in_ns("/", sh), 0);
+	assert_int_equal(rename(p2, p), 0);
 	/* Detached, and still there through the descriptor. */
 	assert_int_equal(fstatat(fd, "big", &st, 0), 0);
 
