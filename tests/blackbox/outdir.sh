@@ -162,6 +162,20 @@ test_gc_finishes_a_removal_cut_short() {
 	assert_eq "" "$(ls -A "$s/done" | grep -v '^\.empty$')" "nothing left in done/"
 }
 
+# A 25,000-deep chain of directories, one process (a shell loop forks
+# a mkdir per level); prints how deep it got before ENOSPC.
+DEEP='import os
+os.chdir(os.environ["KART_OUTDIR"])
+n = 0
+try:
+    while n < 25000:
+        os.mkdir("d")
+        os.chdir("d")
+        n += 1
+except OSError:
+    pass
+print(n)'
+
 # The issue's sizes, under the default bounds: 400,000 files and a
 # 25,000-deep tree each stop at artifacts_files (ENOSPC inside), the
 # worker's descriptors stay few, bob's results meanwhile come within
@@ -171,9 +185,7 @@ long_sizes_bounded() {
 	start_worker "$S" --id w1
 	as "$U_ALICE" kart submit --name wide -- sh -c \
 		'cd $KART_OUTDIR && seq 400000 | xargs touch 2>/dev/null; ls | wc -l' >/dev/null || fail "submit wide"
-	as "$U_ALICE" kart submit --name deep -- sh -c \
-		'cd $KART_OUTDIR; i=0; while [ $i -lt 25000 ] && mkdir d 2>/dev/null && cd d; do i=$((i+1)); done; echo $i' \
-		>/dev/null || fail "submit deep"
+	as "$U_ALICE" kart submit --name deep -- python3 -c "$DEEP" >/dev/null || fail "submit deep"
 	local i t0 t1 worst=0 fds max_fds=0
 	for i in 1 2 3 4 5 6 7 8 9 10; do
 		t0=$(date +%s%N)
@@ -184,6 +196,8 @@ long_sizes_bounded() {
 		fds=$(ls /proc/"$WPID"/fd | wc -l)
 		[ "$fds" -gt "$max_fds" ] && max_fds=$fds
 	done
+	wait_until 1200 test -e "$S/done/$U_ALICE:wide.json" -a -e "$S/done/$U_ALICE:deep.json" ||
+		fail "alice's results never came"
 	assert_eq "ok 10000" "$(result "$U_ALICE:wide" '"\(.status) \(.artifacts.files)"')" "wide: stopped at the bound"
 	assert_eq 10000 "$(cat "$S/done/$U_ALICE:wide.stdout")" "wide: what the task saw"
 	assert_match artifacts_files "$(result "$U_ALICE:deep" .error)" "deep: stopped at the bound"
@@ -207,9 +221,7 @@ long_copy_off_the_commit_thread() {
 	start_worker "$S" --id w1
 	as "$U_ALICE" kart submit --name wide -- sh -c 'cd $KART_OUTDIR && seq 100000 | xargs touch' \
 		>/dev/null || fail "submit wide"
-	as "$U_ALICE" kart submit --name deep -- sh -c \
-		'cd $KART_OUTDIR; i=0; while [ $i -lt 25000 ] && mkdir d && cd d; do i=$((i+1)); done; echo $i' \
-		>/dev/null || fail "submit deep"
+	as "$U_ALICE" kart submit --name deep -- python3 -c "$DEEP" >/dev/null || fail "submit deep"
 	wait_until 120 sh -c "ls -A $S/cur/w1/.$U_ALICE:wide.out 2>/dev/null | grep -q ." ||
 		fail "alice's copy never began"
 	local i t0 t1 worst=0 fds max_fds=0
@@ -225,7 +237,8 @@ long_copy_off_the_commit_thread() {
 	[ -e "$S/done/$U_ALICE:wide.json" ] && fail "the copy ended before bob's results: no evidence"
 	echo "    bob's slowest result during a 100,000-file copy: ${worst} ms; descriptors at most $max_fds"
 	[ "$worst" -lt 5000 ] || fail "bob waited ${worst} ms"
-	wait_until 600 test -e "$S/done/$U_ALICE:wide.json" || fail "alice's wide never came"
+	wait_until 1200 test -e "$S/done/$U_ALICE:wide.json" -a -e "$S/done/$U_ALICE:deep.json" ||
+		fail "alice's results never came"
 	assert_eq "ok 100000" "$(result "$U_ALICE:wide" '"\(.status) \(.artifacts.files)"')" "wide: kept whole"
 	assert_eq "ok null true" "$(result "$U_ALICE:deep" '"\(.status) \(.artifacts.path) \(.artifacts.truncated)"')" \
 		"deep: not kept"
