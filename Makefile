@@ -56,7 +56,7 @@ LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.
 	  src/worker_capture.c src/hook.c src/acct.c src/held.c src/scratch.c src/prioq.c src/strset.c \
 	  src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
 	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
-	  src/sched.c src/worker_sched.c
+	  src/sched.c src/worker_sched.c src/outdir.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
 	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
@@ -156,6 +156,7 @@ run-torture: all
 	@KART=$(abspath $(B))/kart CHAOS_N=$${CHAOS_N:-2000} ./tests/torture/chaos.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/faults.sh
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
 
 # libFuzzer targets (clang) on the checked-in seed corpus, long run.
 run-fuzz:

@@ -18,6 +18,7 @@
 #include "container.h"
 #include "policy.h"
 #include "space.h"
+#include "outdir.h"
 #include "util.h"
 
 static const char help[] =
@@ -298,6 +299,19 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			ok = false;
 	}
 	json_object_set_new(o, "user_namespaces", userns_facts());
+	{
+		/* $KART_OUTDIR bounded while a task runs (outdir.h): the
+		 * worker's holder, tried as the worker would. */
+		struct outdir_ns ons = OUTDIR_NS_INIT;
+		char oerr[256] = "";
+		bool bounded = pol.backend == BACKEND_BWRAP && outdir_ns_start(&ons, oerr, sizeof oerr) == 0;
+		outdir_ns_stop(&ons);
+		json_object_set_new(o, "outdir",
+				    json_pack("{s:b, s:s}", "bounded_while_running", bounded, "detail",
+					      bounded ? "a tmpfs per task in the worker's own namespace"
+					      : pol.backend != BACKEND_BWRAP ? "not with this backend: measured when the task ends"
+								      : oerr));
+	}
 	json_object_set_new(o, "cgroup", cgroup_facts(&pol, &ok));
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);
 	json_object_set_new(o, "landlock_abi", abi > 0 ? json_integer(abi) : json_string("unsupported"));

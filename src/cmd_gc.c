@@ -57,6 +57,7 @@ struct gc {
 	bool dry, verbose;
 	int64_t now_ms, tmp_age_ms, result_age_ms; /* result_age_ms -1: keep results */
 	int removed, errors;
+	struct strv trash; /* trees renamed .rm-NAME, removed once the id is released */
 };
 
 static int64_t mtime_ms(const struct stat *st)
@@ -65,14 +66,34 @@ static int64_t mtime_ms(const struct stat *st)
 }
 
 
-/* Remove dirfd/name (a tree, never following links); say so. */
-static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name)
+/* Remove dirfd/name (a tree, never following links); say so. With
+ * defer, a tree is only renamed .rm-NAME and left in g->trash. */
+static void gc_remove_(struct gc *g, int dirfd, const char *dir, const char *name, bool defer)
 {
 	if (g->verbose || g->dry)
 		printf("%s%s/%s\n", g->dry ? "would remove " : "", dir, name);
 	if (g->dry) {
 		g->removed++;
 		return;
+	}
+	/* A tree is renamed to .rm-NAME first: a removal cut short (kill
+	 * -9, a crash: a big tree takes a while) leaves a name that says
+	 * so, which the next gc finishes whatever its age (gc_done), where
+	 * a half-removed ID.out would wait out the orphan rule. */
+	char trash[NAME_MAX + 8];
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    strncmp(name, ".rm-", 4) != 0 && pathfmt(trash, sizeof trash, ".rm-%s", name) == 0) {
+		int t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
+		if (t < 0 && errno == EEXIST && rm_rf_at(dirfd, trash) == 0)
+			t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
+		if (t == 0)
+			name = trash;
+		if (t == 0 && defer) {
+			strv_add(&g->trash, trash);
+			g->removed++;
+			return;
+		}
 	}
 	int r = rm_rf_at(dirfd, name);
 	if (r < 0 && r != -ENOENT) {
@@ -81,6 +102,11 @@ static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name
 		return;
 	}
 	g->removed++;
+}
+
+static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name)
+{
+	gc_remove_(g, dirfd, dir, name, false);
 }
 
 static bool old(const struct gc *g, int dirfd, const char *name, int64_t age_ms)
@@ -300,14 +326,24 @@ static void gc_result(struct gc *g, const char *id)
 		json_decref(o);
 		return;
 	}
+	/* Trees are only renamed here, the .task goes, and then they are
+	 * removed: what a kill leaves mid-way is .rm-* alone. */
 	for (size_t i = 0; i < nf; i++)
 		if (exists_at(g->sp->done, files[i]))
-			gc_remove(g, g->sp->done, "done", files[i]);
+			gc_remove_(g, g->sp->done, "done", files[i], true);
 	if (reserved) {
 		(void)unlinkat(g->sp->done, tn, 0);
 	} else if (exists_at(g->sp->done, tn)) {
 		gc_remove(g, g->sp->done, "done", tn);
 	}
+	for (size_t i = 0; i < g->trash.n; i++) {
+		int r = rm_rf_at(g->sp->done, g->trash.v[i]);
+		if (r < 0 && r != -ENOENT) {
+			fprintf(stderr, "kart gc: done/%s: %s\n", g->trash.v[i], strerror(-r));
+			g->errors++;
+		}
+	}
+	strv_free(&g->trash);
 	json_decref(o);
 }
 
@@ -348,6 +384,11 @@ static void gc_done(struct gc *g)
 		const char *n = de->d_name, *suffix;
 		char id[512];
 		struct stat st;
+		if (strncmp(n, ".rm-", 4) == 0) {
+			/* A removal cut short (gc_remove): finished now. */
+			gc_remove(g, g->sp->done, "done", n);
+			continue;
+		}
 		if (n[0] == '.') {
 			size_t l = strlen(n);
 			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json.") &&

@@ -14,6 +14,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "outdir.h"
 #include "space.h"
 #include "util.h"
 
@@ -687,6 +688,15 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 			pol->artifacts_max = sz;
 		else
 			pol->task_max_bytes = sz;
+	} else if (strcmp(k, "limits.artifacts_files") == 0) {
+		if (parse_int(val, 1, 100000000, &n) < 0)
+			return ERR("%s: artifacts_files = %s: not a number from 1 to 100000000", where, val);
+		pol->artifacts_files = (uint64_t)n;
+	} else if (strcmp(k, "limits.artifacts_depth") == 0) {
+		if (parse_int(val, 1, OUTDIR_DEPTH_MAX, &n) < 0)
+			return ERR("%s: artifacts_depth = %s: not a number from 1 to %d", where, val,
+				   OUTDIR_DEPTH_MAX);
+		pol->artifacts_depth = (int)n;
 	} else if (strcmp(k, "network.allow_uids") == 0) {
 		return set_net_uids(pol, val, err, errlen, where);
 	} else if (strcmp(k, "network.allow_groups") == 0) {
@@ -842,7 +852,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->slots[1] = 1;
 	pol->output_default = 8ull << 20;
 	pol->output_max = 1ull << 30;
-	pol->artifacts_max = 1ull << 30;
+	/* $KART_OUTDIR is RAM while the task runs (a tmpfs, outdir.h), as
+	 * /tmp is: the same 256M. */
+	pol->artifacts_max = 256ull << 20;
+	pol->artifacts_files = 10000;
+	pol->artifacts_depth = 32;
 	pol->task_max_bytes = 16ull << 20;
 	pol->retries_default = 2;
 	pol->timeout_max_s = -1;
@@ -1111,6 +1125,9 @@ char *policy_describe(const struct policy *pol)
 		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
 	if (!o)
 		return NULL;
+	json_t *lim = json_object_get(o, "limits");
+	json_object_set_new(lim, "artifacts_files", json_integer((json_int_t)pol->artifacts_files));
+	json_object_set_new(lim, "artifacts_depth", json_integer(pol->artifacts_depth));
 	json_t *kinds = json_object();
 	for (int i = 0; i < pol->n_kinds; i++) {
 		const struct kind *k = &pol->kinds[i];

@@ -37,6 +37,8 @@ struct result {
 	uint64_t artifacts_max;     /* in: the policy's cap on it (0: none) */
 	uint64_t artifacts_bytes;   /* out: what the task left there */
 	bool artifacts_dropped;     /* out: over artifacts_max, not kept */
+	uint64_t artifacts_files;   /* entries in it, when known (0: no field) */
+	uint64_t artifacts_lost;    /* entries not kept of a set that was (FIFOs...) */
 	bool outdir_gone;           /* in: $KART_OUTDIR was left empty, and is gone */
 	const char *outdir_scratch; /* in: its name in the claim directory, if not .NAME.out */
 	/* limits as applied */

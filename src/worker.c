@@ -606,6 +606,14 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	_cleanup_close_ int wdog = notify_watchdog_fd();
 	if (wdog >= 0)
 		ep_add(&w, wdog, &s_wdog);
+	{
+		/* Before the threads: the holder is forked (outdir.h). */
+		char oerr[256];
+		w.ons = (struct outdir_ns)OUTDIR_NS_INIT;
+		if (outdir_ns_start(&w.ons, oerr, sizeof oerr) < 0)
+			logmsg("$KART_OUTDIR cannot be bounded while tasks run (%s): it is measured "
+			       "when each ends", oerr);
+	}
 	/* After the capabilities were dropped: they are per thread, and the
 	 * commit thread inherits what the loop kept. */
 	commit_start(&w);
@@ -661,6 +669,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	}
 	spawner_stop(&w);
 	commit_stop(&w);
+	outdir_ns_stop(&w.ons);
 	hooks_finish(&w);
 	spares_drop(&w);
 	leaves_drop();

@@ -38,6 +38,7 @@
 #include "credfwd.h"
 #include "rlimits.h"
 #include "log.h"
+#include "outdir.h"
 #include "result.h"
 #include "binds.h"
 #include "run.h"
@@ -123,6 +124,10 @@ struct task {
 	int commit_err;     /* 0: published; else -errno of the failed step */
 	bool commit_output; /* the failure was an fsync of its output */
 	struct json_pending jpend; /* its JSON, staged and not yet committed */
+	/* Its $KART_OUTDIR's tmpfs (outdir.h), or -1; once the run is over,
+	 * the copy the commit thread hands to the mover first (mv.src >= 0). */
+	int out_mfd;
+	struct outdir_move mv;
 };
 
 /* ---- the commit thread: results made durable off the event loop --------
@@ -154,6 +159,10 @@ struct commit {
 	struct spool *sp;
 	int wdir;
 	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
+	/* $KART_OUTDIR copies, off this thread (outdir.h): tasks with the
+	 * mover (under h.mu), which come back into todo */
+	struct outdir_mover mover;
+	int moving;
 };
 
 /* Results written at once before their fsyncs (json_pending): enough
@@ -198,6 +207,16 @@ struct spawn_job {
 	int bind_rc; /* binds_open's: -EACCES rejects the task */
 	char bind_err[640];
 	int umask;
+	/* $KART_OUTDIR's tmpfs, mounted here by the holder (outdir.h: a
+	 * mount and its reply take about 0.4 ms, not the loop's); the child
+	 * then joins the holder's namespaces first (outdir_join) */
+	bool outdir, join_ns;
+	struct outdir_ns *ons;
+	char outpath[PATH_MAX];
+	uint64_t obytes, ofiles;
+	uid_t ouid;
+	gid_t ogid;
+	int userns, mntns;
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
@@ -335,6 +354,7 @@ struct worker {
 	unsigned long cseq;
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
+	struct outdir_ns ons; /* where $KART_OUTDIR is a bounded tmpfs (bwrap) */
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
@@ -386,6 +406,8 @@ void publish(struct worker *w, struct task *t);
 void commit_done(struct worker *w);
 void commit_start(struct worker *w);
 void commit_stop(struct worker *w);
+/* The mover's done(): a task's $KART_OUTDIR copied, back to the commit thread. */
+void outdir_moved(struct outdir_move *m);
 
 /* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
 void spawn_job_free(struct spawn_job *j);

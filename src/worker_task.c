@@ -142,6 +142,10 @@ void task_free(struct worker *w, struct task *t)
 	}
 	if (t->uniq_fd >= 0)
 		close(t->uniq_fd); /* its key is free: the result is written */
+	if (t->out_mfd >= 0) {
+		(void)outdir_release(&w->ons, t->out_mfd);
+		close(t->out_mfd);
+	}
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
@@ -299,6 +303,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	t->uniq_fd = steal_fd(&ufd);
 	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
 	t->fwd = (struct credfwd)CREDFWD_INIT;
+	t->out_mfd = t->mv.src = t->mv.dst = -1;
 	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
@@ -383,8 +388,13 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 			return;
 		}
 	}
-	/* $KART_OUTDIR is the submitter's to write; the worker moves it. */
-	if (as_user && !own_o && fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+	/* Under bwrap, a tmpfs of its own on it, bounded while the task
+	 * runs (outdir.h), mounted by the spawn thread: the directory under
+	 * it stays the worker's. Else $KART_OUTDIR is the submitter's to
+	 * write; the worker moves it. */
+	bool bounded = w->pol->backend == BACKEND_BWRAP && outdir_ns_ok(&w->ons);
+	if (!bounded && as_user && !own_o &&
+	    fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		snprintf(t->errbuf, sizeof t->errbuf, "cannot give $KART_OUTDIR to uid %u: %s",
 			 (unsigned)cred.uid, strerror(errno));
 		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
@@ -487,6 +497,16 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		j->bcred = cred;
 	j->spool = w->sp->path;
 	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
+	if ((j->outdir = bounded)) {
+		j->ons = &w->ons;
+		snprintf(j->outpath, sizeof j->outpath, "%s", outhost);
+		j->obytes = w->pol->artifacts_max;
+		j->ofiles = w->pol->artifacts_files;
+		j->ouid = t->run_uid;
+		j->ogid = as_user ? cred.gid : getegid();
+		j->userns = w->ons.userns;
+		j->mntns = w->ons.mntns;
+	}
 	/* Backend none: kart-launch's command line, run by the spawned
 	 * child itself, which then execs the task (confine.h). */
 	if (none) {
@@ -767,8 +787,28 @@ void task_complete(struct worker *w, struct task *t)
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
 			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
 					      scratch_retire(w, t, p, false, NULL, NULL);
-		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
-				 scratch_retire(w, t, p, true, NULL, NULL);
+		if (t->out_mfd >= 0)
+			(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
+		if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
+		    pathfmt(p, sizeof p, ".%s.out", t->name) == 0) {
+			/* Copied into .NAME.out by the mover, for the commit
+			 * thread to move beside the result. */
+			t->mv = (struct outdir_move){
+				.src = t->out_mfd, .dst_at = w->wdir, .dst = -1,
+				.reader = spool_reader(w->sp, t->name, t->uid),
+				.c = {.bytes_max = w->pol->artifacts_max, .files_max = w->pol->artifacts_files,
+				      .depth_max = w->pol->artifacts_depth},
+				.done = outdir_moved, .arg = &w->commit};
+			snprintf(t->mv.dst_name, sizeof t->mv.dst_name, "%s", p);
+			t->out_mfd = -1;
+			r->outdir_gone = false;
+		} else {
+			if (t->out_mfd >= 0)
+				close(t->out_mfd); /* nothing in it */
+			t->out_mfd = -1;
+			r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
+					 scratch_retire(w, t, p, true, NULL, NULL);
+		}
 	}
 	if (sched_retry(w, t))
 		return;

@@ -56,12 +56,32 @@ static void test_defaults(void **state)
 	assert_false(p.allow_root);
 	assert_false(p.results_group); /* results: owner-only by default */
 	assert_int_equal(p.tmpfs_size, 256ull << 20); /* a shared machine's default */
+	/* $KART_OUTDIR: RAM while the task runs, as /tmp is */
+	assert_int_equal(p.artifacts_max, 256ull << 20);
+	assert_int_equal(p.artifacts_files, 10000);
+	assert_int_equal(p.artifacts_depth, 32);
 	assert_int_equal(count(&p.ro_binds), 0);
 	assert_int_equal(count(&p.rw_binds), 0);
 	assert_int_equal(count(&p.env_pass), 0);
 	assert_int_equal(count(&p.cred_env), 0);
 	assert_int_equal(count(&p.cred_files), 0);
 	assert_string_equal(p.on_done, "");
+}
+
+static void test_artifacts_keys(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	assert_int_equal(parse(&p, "[limits]\nartifacts_max = 1M\nartifacts_files = 100\nartifacts_depth = 4\n",
+			       err, sizeof err), 0);
+	assert_int_equal(p.artifacts_max, 1u << 20);
+	assert_int_equal(p.artifacts_files, 100);
+	assert_int_equal(p.artifacts_depth, 4);
+	/* defaults = none keeps them: a bound on what is kept, not a
+	 * default a task could raise */
+	assert_int_equal(parse(&p, "[limits]\ndefaults = none\n", err, sizeof err), 0);
+	assert_int_equal(p.artifacts_files, 10000);
 }
 
 static void test_sandbox_section(void **state)
@@ -129,6 +149,8 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nlandlock = maybe\n", "kart.conf line 2: landlock = maybe: not a mode"},
 		{"[sandbox]\n\nallow_root = sure\n", "kart.conf line 3: allow_root = sure"},
 		{"[sandbox]\ntmpfs_size = big\n", "kart.conf line 2: tmpfs_size = big"},
+		{"[limits]\nartifacts_files = 0\n", "line 2: artifacts_files = 0: not a number from 1"},
+		{"[limits]\nartifacts_depth = 257\n", "line 2: artifacts_depth = 257: not a number from 1 to 256"},
 		{"[sandbox]\nro_binds = /ok, relative/path\n", "line 2: ro_binds: 'relative/path'"},
 		{"[sandbox]\nrw_binds = /\n", "line 2: rw_binds: '/'"},
 		{"[sandbox]\nrw_binds = /srv/../etc\n", "line 2: rw_binds: '/srv/../etc'"},
@@ -466,6 +488,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_defaults, clean_env),
+		cmocka_unit_test_setup(test_artifacts_keys, clean_env),
 		cmocka_unit_test_setup(test_sandbox_section, clean_env),
 		cmocka_unit_test_setup(test_errors_name_the_line, clean_env),
 		cmocka_unit_test_setup(test_env_overrides, clean_env),
