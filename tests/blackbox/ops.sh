@@ -128,6 +128,7 @@ test_readme_system_spool() {
 	assert_eq "drwxr-xr-x $gid" "$(stat -c '%A %g' "$s/new")" "new/ (the workers' alone)"
 	assert_eq "drwxrwx--T $gid" "$(stat -c '%A %g' "$s/drop")" "drop/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/tmp")" "tmp/"
+	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/ids")" "ids/ (reservations; sticky)"
 	# The unit's ExecStartPre and ExecStart, %f being the spool.
 	unit=$ROOT/contrib/systemd/kart-worker@.service
 	pre=$(sed -n 's/^ExecStartPre=//p' "$unit" | sed "s|@BINDIR@|$KART_BUILD|; s|%f|$s|")
