@@ -482,6 +482,11 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		 * which fails with EEXIST when anyone holds it. */
 		reserved = false;
 		if (sp->ids >= 0) {
+			/* An id seen taken needs no reservation (a name reused a
+			 * thousand times would cost two calls an id); the look
+			 * after the reservation is the one that counts. */
+			if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
+				continue;
 			if (symlinkat(ino, sp->ids, id) == 0)
 				reserved = true;
 			else if (errno == EEXIST)
