@@ -130,6 +130,9 @@ while :; do
 	[ $n -lt 1000 ] || { echo "kart-submit.sh: no free name for $name" >&2; exit 1; }
 	rid=
 	if [ -n "$reserve" ]; then
+		# An id seen taken needs no reservation (a name reused many
+		# times would cost two commands an id); the look after it counts.
+		if taken "$id"; then continue; fi
 		if ! err=$(LC_ALL=C ln -sT "$ino" "$spool/ids/$prefix$id" 2>&1); then
 			# Held (it may be gone by now: the next id is as good).
 			case $err in *'File exists'*) continue ;; esac

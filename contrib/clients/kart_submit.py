@@ -199,6 +199,10 @@ class Spool:
                         raise FileExistsError(errno.EEXIST, "no free id", name)
                     rid = None
                     if idsdir is not None:
+                        # An id seen taken needs no reservation; the look
+                        # after the reservation is the one that counts.
+                        if taken(cand):
+                            continue
                         # Reserve first: symlink() fails when anyone holds it.
                         try:
                             os.symlink(ino, prefix + cand, dir_fd=idsdir)
