@@ -163,6 +163,9 @@ export class Spool {
         if (Buffer.byteLength(c) > NAME_MAX) throw new Error(`no free id for ${name}`);
         rid = null;
         if (ids) {
+          // An id seen taken needs no reservation; the look after the
+          // reservation is the one that counts.
+          if (this.idTaken(c)) continue;
           // Reserve first: symlink() fails when anyone holds it.
           try {
             fs.symlinkSync(ino, path.join(ids, c));
