@@ -150,13 +150,14 @@ run-demo: all
 	@./tests/demo
 
 # The long reliability runs (make check runs short ones): crash-point
-# sweep, chaos, faults, hostile input. Figures: docs/RELIABILITY.md.
+# sweep, chaos, faults, hostile input, same-name ids. Figures: docs/RELIABILITY.md.
 run-torture: all
 	@KART=$(abspath $(B))/kart SWEEP_MAX=$${SWEEP_MAX:-80} ./tests/torture/crash-sweep.sh
 	@KART=$(abspath $(B))/kart CHAOS_N=$${CHAOS_N:-2000} ./tests/torture/chaos.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/faults.sh
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/ids.sh
 
 # libFuzzer targets (clang) on the checked-in seed corpus, long run.
 run-fuzz:

@@ -3,6 +3,8 @@
  *
  *  - tmp/ entries not modified for 36 hours: the maildir rule; no writer
  *    stages a file for that long. Dot files in new/ (never tasks) too.
+ *  - ids/ reservations whose result exists, and those as old as tmp/'s
+ *    whose task is nowhere in the spool (gc_ids).
  *  - cur/.new.* (a claim directory being born) and done/.ID.json.PID.tmp
  *    (a result being written) older than that: left by a crash.
  *  - cur/<worker>/ with no claim in it, once we hold its .lock
@@ -35,14 +37,17 @@ static const char help[] =
 	"\n"
 	"Keep a spool clean; safe to run from cron while workers run. Removes:\n"
 	"tmp/ entries, and dot files in new/, not modified for 36 hours (the\n"
-	"maildir rule); stale cur/.new.* directories and done/.*.json.*.tmp\n"
-	"files as old; the empty cur/<worker>/ directories of workers that are\n"
-	"gone (their .lock is not held); and leftovers of half-removed results.\n"
+	"maildir rule); ids/ reservations whose result exists, and those as old\n"
+	"whose task is no longer in the spool; stale cur/.new.* directories and\n"
+	"done/.*.json.*.tmp files as old; the empty cur/<worker>/ directories of\n"
+	"workers that are gone (their .lock is not held); and leftovers of\n"
+	"half-removed results.\n"
 	"\n"
 	"  --older-than DUR  also remove results written at least DUR ago (90s,\n"
 	"                    5m, 2h, 30d), with every file they name: the JSON\n"
 	"                    first, then stdout, stderr, artifacts, the task\n"
-	"  --tmp-age DUR     the age for tmp/ entries and new/ dot files (default 36h)\n"
+	"  --tmp-age DUR     the age for tmp/ entries, new/ dot files and ids/\n"
+	"                    reservations (default 36h)\n"
 	"  -n, --dry-run     print what would be removed, remove nothing\n"
 	"  -v, --verbose     print each path removed (relative to the spool)\n"
 	"\n"
@@ -422,6 +427,128 @@ static void gc_done(struct gc *g)
 	strv_free(&orphans);
 }
 
+/* The inodes of every file in dir (depth 0), or in each directory of it
+ * (depth 1: cur/W/, drop/USER/), added to *v. */
+static void inodes_in(int at, const char *name, int depth, ino_t **v, size_t *n)
+{
+	DIR *dir = at < 0 ? NULL : opendir_at(at, name);
+	struct dirent *de;
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (depth > 0 && S_ISDIR(st.st_mode)) {
+			inodes_in(dirfd(dir), de->d_name, depth - 1, v, n);
+			continue;
+		}
+		*v = xrealloc(*v, (*n + 1) * sizeof **v);
+		(*v)[(*n)++] = st.st_ino;
+	}
+	closedir(dir);
+}
+
+static int ino_cmp(const void *a, const void *b)
+{
+	ino_t x = *(const ino_t *)a, y = *(const ino_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The inodes of the spool's tasks wherever a task can be (tmp/, new/,
+ * cur/W/, drop/USER/), sorted. */
+static size_t live_inodes(struct gc *g, ino_t **v)
+{
+	size_t n = 0;
+	*v = NULL;
+	inodes_in(g->sp->tmp, ".", 0, v, &n);
+	inodes_in(g->sp->new, ".", 0, v, &n);
+	inodes_in(g->sp->cur, ".", 1, v, &n);
+	inodes_in(g->sp->drop, ".", 1, v, &n);
+	if (n)
+		qsort(*v, n, sizeof **v, ino_cmp);
+	return n;
+}
+
+/* Is ids/name the reservation of a task that is still somewhere (its
+ * inode in v)? */
+static bool reserves_live(struct gc *g, const char *name, const ino_t *v, size_t n)
+{
+	char buf[32], *end;
+	ssize_t l = readlinkat(g->sp->ids, name, buf, sizeof buf - 1);
+	if (l <= 0)
+		return false;
+	buf[l] = '\0';
+	errno = 0;
+	unsigned long long ino = strtoull(buf, &end, 10);
+	if (errno || *end || end == buf)
+		return false;
+	ino_t key = (ino_t)ino;
+	return n && bsearch(&key, v, n, sizeof *v, ino_cmp) != NULL;
+}
+
+/* ids/: id reservations (spool-layout/README.md section 3.2). One whose
+ * result exists has done its work: a worker that died between the
+ * result and its removal leaves it. One not modified for the tmp/ age
+ * (36 hours, --tmp-age) that names no task's inode (none in tmp/, new/,
+ * cur/W/ or drop/USER/) is a submitter's that died before it published:
+ * its id is free again. A task queued or running keeps its reservation
+ * however long it waits. Its inode is looked for in two scans, so that a
+ * task moving between new/ and cur/ during one is seen in the other. */
+static void gc_ids(struct gc *g)
+{
+	if (g->sp->ids < 0)
+		return;
+	DIR *dir = opendir_at(g->sp->ids, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: ids/: %s\n", strerror(errno));
+		g->errors++;
+		return;
+	}
+	struct strv stale = {0};
+	ino_t *live = NULL;
+	size_t nlive = 0;
+	bool scanned = false;
+	while ((de = readdir(dir))) {
+		const char *n = de->d_name;
+		char p[512];
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		struct stat st;
+		if (pathfmt(p, sizeof p, "%s.json", n) == 0 &&
+		    fstatat(g->sp->done, p, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			strv_add(&stale, n);
+			continue;
+		}
+		if (!old(g, g->sp->ids, n, g->tmp_age_ms))
+			continue;
+		if (!scanned) {
+			nlive = live_inodes(g, &live);
+			scanned = true;
+		}
+		if (!reserves_live(g, n, live, nlive))
+			strv_add(&stale, n);
+	}
+	closedir(dir);
+	if (stale.n) {
+		/* The second scan, for the old ones only. */
+		free(live);
+		nlive = live_inodes(g, &live);
+		for (size_t i = 0; i < stale.n; i++) {
+			char p[512];
+			struct stat st;
+			bool done = pathfmt(p, sizeof p, "%s.json", stale.v[i]) == 0 &&
+				    fstatat(g->sp->done, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+			if (done || !reserves_live(g, stale.v[i], live, nlive))
+				gc_remove(g, g->sp->ids, "ids", stale.v[i]);
+		}
+	}
+	free(live);
+	strv_free(&stale);
+}
+
 int cmd_gc(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -458,6 +585,7 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	g.sp = &sp;
 	g.now_ms = now_realtime_ms();
 	gc_tmp(&g);
+	gc_ids(&g);
 	gc_new_dots(&g);
 	gc_cur(&g);
 	gc_done(&g);

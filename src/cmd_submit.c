@@ -581,7 +581,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 
 	/* The queue's row keeps the name; the host's id is q<row>.<attempt>. */
 	_cleanup_spool_ struct spool sp = {.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1,
-						   .drop = -1, .dropd = -1};
+						   .drop = -1, .dropd = -1, .ids = -1};
 	char id[TASK_NAME_MAX + 16];
 	if (!url) {
 		ctx_open_spool(c, &sp);
@@ -602,20 +602,9 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 				return 0;
 			}
 		}
-		if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
-			fprintf(stderr, "kart submit: no free id for %s\n", base);
-			return 1;
-		}
-		/* On a shared spool the id is USER:NAME: the name travels. */
-		if (strcmp(id, base) != 0) {
-			/* Escaped: a value ends at a space (kart-task(5), "Values"). */
-			char enc[3 * TASK_NAME_MAX + 1];
-			if (pct_encode(base, enc, sizeof enc) < 0) {
-				fprintf(stderr, "kart submit: %s: name too long\n", base);
-				return 1;
-			}
-			ADD(" name=%s", enc);
-		}
+		/* The id is chosen, reserved and written into the task (as
+		 * name=BASE, when it is not BASE: on a shared spool the id is
+		 * USER:NAME) by spool_submit, before the task is published. */
 	}
 	if (cwd_opt) {
 		char line[TASK_BIND_PATH_MAX * 3 + 32];
@@ -674,7 +663,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	 * 0600 (the worker reads it as root, or as you). */
 	mode_t um = has_env ? umask(077) : 0;
 	warn_low_space(&sp);
-	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
+	int r = spool_submit(&sp, base, task, tlen, base, id, sizeof id);
 	if (has_env)
 		(void)umask(um);
 	if (r < 0) {

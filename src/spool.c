@@ -72,6 +72,10 @@ int spool_init(const char *path, char *err, size_t errlen)
 		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			return ERR("%s/%s: exists and is not a directory", path, subdirs[i]);
 	}
+	/* ids/: reservations (section 3.2); apart from subdirs, because a
+	 * spool made before it existed still opens (without reservations). */
+	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
+		return ERR("%s/ids: %s", path, strerror(errno));
 	if (fsync(root) < 0)
 		return ERR("%s: fsync: %s", path, strerror(errno));
 	return 0;
@@ -80,7 +84,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 {
 	memset(sp, 0, sizeof *sp);
-	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = -1;
+	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = sp->ids = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sp->root < 0 && errno == ENOENT)
 		return ERR("%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
@@ -99,13 +103,15 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	}
 	/* drop/ is optional: only a shared spool has it (kart.tmpfiles). */
 	sp->drop = openat(sp->root, "drop", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	/* ids/ too: a spool made before reservations has none. */
+	sp->ids = openat(sp->root, "ids", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	sp->path = xstrdup(path);
 	return 0;
 }
 
 void spool_close(struct spool *sp)
 {
-	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done, &sp->drop, &sp->dropd};
+	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done, &sp->drop, &sp->dropd, &sp->ids};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (*fds[i] >= 0) {
 			(void)close(*fds[i]);
@@ -167,6 +173,61 @@ bool spool_id_taken(struct spool *sp, const char *id)
 			return true;
 	}
 	return done_has(sp, id);
+}
+
+/* Reservations (spool-layout/README.md section 3.2). ids/ID is a
+ * symbolic link that a submitter makes before it publishes, whose target
+ * is the task file's inode number in decimal. symlink(2) is exclusive
+ * (EEXIST) in every language, and its target is there the moment the
+ * name is: no reader ever finds half a reservation. Nothing follows it. */
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
+{
+	char buf[32], *end;
+	struct stat ls;
+	if (sp->ids < 0)
+		return IDS_NONE;
+	ssize_t n = readlinkat(sp->ids, id, buf, sizeof buf - 1);
+	if (n < 0)
+		/* Too long to be a name there: nobody could reserve it. Any
+		 * other entry (EINVAL: not a link) still holds the id. */
+		return errno == ENOENT || errno == ENAMETOOLONG ? IDS_NONE : IDS_OTHER;
+	buf[n] = '\0';
+	if (!st || n == 0 || buf[strspn(buf, "0123456789")] != '\0')
+		return IDS_OTHER;
+	errno = 0;
+	unsigned long long ino = strtoull(buf, &end, 10);
+	/* Made by the file's owner: no one reserves an id for another's
+	 * task (on a shared spool ids are USER:NAME in any case). */
+	if (errno || ino != (unsigned long long)st->st_ino ||
+	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != st->st_uid)
+		return IDS_OTHER;
+	return IDS_MINE;
+}
+
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
+		      size_t outlen)
+{
+	char cand[512];
+	if (sp->ids < 0 || pathfmt(cand, sizeof cand, "%s", name) < 0)
+		return 0;
+	/* A re-queue that found new/NAME taken put it back as NAME.2 (and
+	 * a move from drop/ as USER:NAME.2): its reservation is NAME's. */
+	for (;;) {
+		if (spool_ids_state(sp, cand, st) == IDS_MINE)
+			return pathfmt(out, outlen, "%s", cand) < 0 ? 0 : 1;
+		char *dot = strrchr(cand, '.');
+		if (!dot || dot == cand || !dot[1] || dot[1 + strspn(dot + 1, "0123456789")] != '\0')
+			return 0;
+		*dot = '\0';
+	}
+}
+
+/* Remove ids/ID once the result it promised is durable, if it is the
+ * reservation of this file (st). */
+static void ids_release(struct spool *sp, const char *id, const struct stat *st)
+{
+	if (spool_ids_state(sp, id, st) == IDS_MINE)
+		(void)unlinkat(sp->ids, id, 0);
 }
 
 static int next_id(const char *base, int n, char *out, size_t outlen)
@@ -361,11 +422,40 @@ int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino)
 	return found;
 }
 
-int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
-		 size_t idlen)
+/* The task as published: data, with `#kart: name=KEEP` after its #!
+ * line (or first) when named; again: over what an earlier round wrote. */
+static int write_task(int fd, const char *data, size_t len, const char *keep, bool named,
+		      bool again)
 {
-	char tname[128];
+	if (again && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
+		return -errno;
+	if (!named)
+		return write_all(fd, data, len);
+	size_t split = 0;
+	if (len >= 2 && data[0] == '#' && data[1] == '!') {
+		const char *nl = memchr(data, '\n', len);
+		split = nl ? (size_t)(nl - data) + 1 : len;
+	}
+	/* Escaped: a value ends at a space (section 3.1). */
+	char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
+	if (pct_encode(keep, enc, sizeof enc) < 0)
+		return -ENAMETOOLONG;
+	int ll = snprintf(line, sizeof line, "%s#kart: name=%s\n",
+			  split && data[split - 1] != '\n' ? "\n" : "", enc);
+	int r = write_all(fd, data, split);
+	if (r == 0)
+		r = write_all(fd, line, (size_t)ll);
+	if (r == 0)
+		r = write_all(fd, data + split, len - split);
+	return r;
+}
+
+int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
+		 const char *keep, char *id, size_t idlen)
+{
+	char tname[128], ino[32];
 	uint64_t rnd = 0;
+	struct stat st;
 	if (getrandom(&rnd, sizeof rnd, 0) < 0)
 		rnd = (uint64_t)now_mono_ms();
 	snprintf(tname, sizeof tname, "%lld.%d.%016llx", (long long)now_realtime_ms(), getpid(),
@@ -375,16 +465,23 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, data, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r < 0) {
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
 		(void)unlinkat(sp->tmp, tname, 0);
-		return r;
+		return -e;
+	}
+	/* The reservation names this inode: it is what the task will be. */
+	snprintf(ino, sizeof ino, "%llu", (unsigned long long)st.st_ino);
+	if (sp->ids < 0) {
+		/* A spool made before ids/: ours to add where we may. */
+		(void)mkdirat(sp->root, "ids", 0755);
+		sp->ids = openat(sp->root, "ids", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	int into = sp->dropd >= 0 ? sp->dropd : sp->new;
 	size_t pl = sp->dropd >= 0 ? strlen(sp->idprefix) : 0;
 	char name[TASK_NAME_MAX + 16];
+	int r = 0, written = -1; /* what fd holds: -1 nothing, 0 data, 1 data with name= */
+	bool reserved = false, published = false;
 	for (int n = 1; n < 1000000; n++) {
 		r = next_id(base, n, name, sizeof name);
 		if (r == 0 && strlen(name) + pl > TASK_NAME_MAX)
@@ -393,14 +490,56 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			r = pathfmt(id, idlen, "%s%s", pl ? sp->idprefix : "", name);
 		if (r < 0)
 			break;
-		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
+		/* Reserve the id first (section 3.2): a symlink ids/ID -> INO,
+		 * which fails with EEXIST when anyone holds it. */
+		reserved = false;
+		if (sp->ids >= 0) {
+			/* An id seen taken needs no reservation (a name reused a
+			 * thousand times would cost two calls an id); the look
+			 * after the reservation is the one that counts. */
+			if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
+				continue;
+			if (symlinkat(ino, sp->ids, id) == 0)
+				reserved = true;
+			else if (errno == EEXIST)
+				continue;
+			else if (errno != EACCES && errno != EPERM) {
+				r = -errno;
+				break;
+			}
+			/* ids/ not ours to write: no reservation, as before it. */
+		}
+		/* Then look where a task of that id can be. A finisher links
+		 * done/ID.task before it looks at ids/: either it sees our
+		 * reservation and moves on, or we see its link here. */
+		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id)) {
+			if (reserved)
+				(void)unlinkat(sp->ids, id, 0);
+			reserved = false;
 			continue;
+		}
+		/* The file's content waits for its id: name= only when the id
+		 * is not the name to keep. */
+		bool named = keep && strcmp(id, keep) != 0;
+		if (written != (int)named) {
+			r = write_task(fd, data, len, keep, named, written >= 0);
+			if (r == 0 && fsync(fd) < 0)
+				r = -errno;
+			if (r < 0)
+				break;
+			written = named;
+		}
+		/* The reservation is on disk before the task can be. */
+		if (reserved && fsync(sp->ids) < 0) {
+			r = -errno;
+			break;
+		}
 		if (renameat2(sp->tmp, tname, into, name, RENAME_NOREPLACE) == 0) {
-			r = 0;
+			published = true;
 			break;
 		}
 		if (errno == EEXIST)
-			continue;
+			goto next;
 		if (errno != EINVAL && errno != ENOSYS) {
 			r = -errno;
 			break;
@@ -410,15 +549,24 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		 * and for ever after a crash in between; check, then rename
 		 * (the id was just seen free). */
 		if (exists_at(into, name))
-			continue;
+			goto next;
 		if (renameat(sp->tmp, tname, into, name) == 0) {
-			r = 0;
+			published = true;
 			break;
 		}
 		r = -errno;
 		break;
+	next:
+		/* A task copied in under that name meanwhile: it keeps it. */
+		if (reserved)
+			(void)unlinkat(sp->ids, id, 0);
+		reserved = false;
 	}
+	if (r == 0 && !published)
+		r = -EEXIST; /* no free id in a million */
 	if (r < 0) {
+		if (reserved)
+			(void)unlinkat(sp->ids, id, 0);
 		(void)unlinkat(sp->tmp, tname, 0);
 		return r;
 	}
@@ -1123,6 +1271,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			return -errno;
 		struct claim_meta m;
 		struct stat cst, dst;
+		if (fstat(fd, &cst) < 0)
+			return -errno;
 		(void)claim_meta_get(fd, &m);
 		snprintf(hold, sizeof hold, "%s", m.hold);
 		if (hold[0]) {
@@ -1130,7 +1280,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			base_copy = xstrdup(hold);
 		}
 		/* A retry after a failed publish: the id is already ours. */
-		if (m.id[0] && fstat(fd, &cst) == 0 && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
+		if (m.id[0] && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
 		    fstatat(sp->done, p, &dst, AT_SYMLINK_NOFOLLOW) == 0 && dst.st_ino == cst.st_ino &&
 		    dst.st_dev == cst.st_dev) {
 			snprintf(idbuf, idlen, "%s", m.id);
@@ -1139,9 +1289,18 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return r;
 			goto reserved;
 		}
+		/* The id its submitter reserved, where there is one (section
+		 * 3.2): the claim's name, or that name before a re-queue or a
+		 * move from drop/ suffixed it. */
+		char rid[TASK_NAME_MAX + 80];
+		if (spool_reserved_id(sp, name, &cst, rid, sizeof rid) == 1) {
+			free(base_copy);
+			base_copy = xstrdup(rid);
+		}
 		/* Reserve the id with a second link to the task file, recorded
 		 * on the file first, so recovery can tell a finish in progress
-		 * from a run in progress. */
+		 * from a run in progress. An id reserved in ids/ for another
+		 * task is never taken. */
 		for (int n = 1;; n++) {
 			if (n > 1000000)
 				return -EEXIST;
@@ -1152,13 +1311,27 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			/* The id its own earlier attempts hold is its own. */
 			if (n == 1 && hold[0] ? done_has_result(sp, idbuf) : done_has(sp, idbuf))
 				continue;
+			int held = spool_ids_state(sp, idbuf, &cst);
+			if (held == IDS_OTHER)
+				continue;
 			snprintf(m.id, sizeof m.id, "%s", idbuf);
 			if ((r = claim_meta_set(fd, &m)) < 0 && r != -ENOTSUP)
 				return r;
-			if (linkat(wdir, name, sp->done, p, 0) == 0)
-				break;
-			if (errno != EEXIST)
-				return -errno;
+			if (linkat(wdir, name, sp->done, p, 0) < 0) {
+				if (errno != EEXIST)
+					return -errno;
+				continue;
+			}
+			/* A submitter reserves, then looks in done/; we link,
+			 * then look in ids/: one of the two sees the other. A
+			 * reservation made since our first look wins: give the
+			 * id back (a crash here is a finish cut short, §11). */
+			if (held == IDS_NONE && spool_ids_state(sp, idbuf, &cst) == IDS_OTHER) {
+				if (unlinkat(sp->done, p, 0) < 0)
+					return -errno;
+				continue;
+			}
+			break;
 		}
 	reserved:
 		res->id = idbuf;
@@ -1242,7 +1415,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return -EEXIST;
 			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
 				return r;
-			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
+			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0 ||
+			    spool_ids_state(sp, idbuf, NULL) != IDS_NONE)
 				continue;
 			int fd = openat(sp->done, p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (fd < 0 && errno == EEXIST)
@@ -1250,6 +1424,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			if (fd < 0)
 				return -errno;
 			close(fd);
+			/* As for a task: a reservation made meanwhile wins. */
+			if (spool_ids_state(sp, idbuf, NULL) != IDS_NONE) {
+				if (unlinkat(sp->done, p, 0) < 0)
+					return -errno;
+				continue;
+			}
 			break;
 		}
 		res->id = idbuf;
@@ -1289,6 +1469,10 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		 * touch. A crash in between leaves a claim whose JSON exists,
 		 * which recovery completes (§11). */
 		spool_clean_scratch(wdir, name, gone);
+		/* The result is durable: its reservation has done its work. */
+		struct stat st;
+		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			ids_release(sp, idbuf, &st);
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		return 0;
@@ -1560,6 +1744,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					 * and done/ fsynced before the claim goes. */
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
+					ids_release(sp, m.id, &st);
 					(void)unlinkat(wdir, name, 0);
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct result;
@@ -21,6 +22,9 @@ struct spool {
 	 * id of the form idprefix + name ("alice:"). -1 / "": into new/. */
 	int dropd;
 	char idprefix[72];
+	/* ids/: id reservations (spool-layout/README.md section 3.2), or -1
+	 * on a spool made before it existed. */
+	int ids;
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;
@@ -93,10 +97,24 @@ int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
 /* A safe id from arbitrary entry bytes (for rejected bad names). */
 void spool_id_from_bytes(const char *name, char *out, size_t outlen);
 
-/* Publish data into new/ under a free id derived from base: tmp/, fsync,
- * renameat2(RENAME_NOREPLACE) (or link) into new/, fsync new/. */
-int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
-		 size_t idlen);
+/* Publish data into new/ (or the drop directory) under a free id derived
+ * from base, reserved first in ids/ so that it is the result's id: tmp/,
+ * the reservation, the data (with `#kart: name=KEEP` after its #! line
+ * when keep is given and the id is not keep), fsync, renameat2
+ * (RENAME_NOREPLACE) into new/, fsync new/. */
+int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
+		 const char *keep, char *id, size_t idlen);
+/* The reservation ids/<id>, for a task file whose stat is st: 0 none,
+ * 1 it names this file (its inode, made by its owner), 2 it is someone
+ * else's (or not a reservation at all: it still holds the id). */
+enum { IDS_NONE = 0, IDS_MINE = 1, IDS_OTHER = 2 };
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
+/* The id reserved for the claim name in wdir (st its stat): name itself,
+ * or name without the .N suffixes a re-queue or a move from drop/ gave
+ * it, when ids/ holds a reservation of that id naming this file. 1 with
+ * out set, 0 when there is none. */
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
+		      size_t outlen);
 
 /* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
 int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);

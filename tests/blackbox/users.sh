@@ -528,6 +528,41 @@ print("no forwarder seen")
 	stop_workers
 }
 
+# Ids reserved between users (spool-layout/README.md section 3.2): alice's
+# concurrent submits of one name, against two workers, each get the id
+# they printed; mallory can squat a reservation name of alice's (alice
+# then gets the next id, and it is hers), but cannot remove one of hers
+# (ids/ is sticky), and nothing of hers is ever under alice's id.
+test_ids_reserved_between_users() {
+	setup || return
+	assert_eq "drwxrws--T" "$(stat -c %A "$S/ids")" "ids/ as tmpfiles makes it"
+	as "$U_MALLORY" ln -s 1 "$S/ids/$U_ALICE:squat" || fail "mallory's squat"
+	as "$U_ALICE" ln -s 2 "$S/ids/$U_ALICE:keep" || fail "alice's own link"
+	as "$U_MALLORY" rm -f "$S/ids/$U_ALICE:keep" 2>/dev/null
+	[ -L "$S/ids/$U_ALICE:keep" ] || fail "mallory removed a reservation of alice's"
+	local id p i log=$T_ROOT/ids26 pids=()
+	id=$(as "$U_ALICE" kart submit --name squat -- echo alice-squat) || fail "alice's submit"
+	assert_eq "$U_ALICE:squat.2" "$id" "past mallory's squat"
+	for p in 1 2 3; do
+		(for i in 1 2; do
+			as "$U_ALICE" kart submit --name same -- echo "alice-$p-$i" >"$log.$p.$i" 2>/dev/null
+		done) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait_gone 120 "$p" || fail "a submitter hangs"; done
+	assert_eq "alice-squat" "$(result "$id" .status >/dev/null; cat "$S/done/$id.stdout" 2>/dev/null)" "$id"
+	for p in 1 2 3; do
+		for i in 1 2; do
+			id=$(cat "$log.$p.$i")
+			assert_match "^$U_ALICE:same(\.[0-9]+)?\$" "$id" "an id of alice's"
+			result "$id" .status >/dev/null
+			assert_eq "alice-$p-$i" "$(as "$U_ALICE" kart cat "$id" 2>&1)" "$id is alice-$p-$i's"
+		done
+	done
+	stop_workers
+	assert_eq "$U_ALICE:keep $U_ALICE:squat" "$(ls "$S/ids" | xargs)" "only the hand-made links are left"
+}
+
 # ---- 6. smaller holes ------------------------------------------------------------------------
 
 # A user.kart set by the submitter (attempt 999999, submitted in 1970)

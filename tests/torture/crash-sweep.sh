@@ -4,7 +4,9 @@
 # touches the spool (strace inject), in turn; restart; check the invariant:
 #   every acknowledged task ends with exactly one result in done/, every
 #   result is valid JSON, nothing is left in new/ or cur/, and a task that
-#   ran twice says attempt > 1.
+#   ran twice says attempt > 1; an id printed by kart submit (reserved in
+#   ids/) is its result's, and no reservation outlives its result (a
+#   killed client's goes with kart gc).
 # Prints: "N crash points survived, L tasks lost, D run twice unflagged".
 #   SWEEP_MAX  highest call number tried per syscall (default 60)
 set -u
@@ -44,14 +46,28 @@ check() {
 	done
 	local left; left=$(find "$s/new" "$s/cur" -mindepth 1 -not -name '.*' -not -path '*/.*' | wc -l)
 	[ "$left" -eq 0 ] || { echo "  left behind: $(find "$s/new" "$s/cur" -mindepth 1 -not -path '*/.*')"; bad=$((bad + 1)); }
+	# A killed client's reservation (with its tmp/ file) is gc's; any
+	# other went with its result.
+	"$kart" -s "$s" gc --tmp-age 0s >/dev/null 2>&1
+	[ -z "$(ls -A "$s/ids" 2>/dev/null)" ] || { echo "  reservations left: $(ls -A "$s/ids")"; bad=$((bad + 1)); }
+}
+
+# reserved_ok SPOOL ID TEXT: the acknowledged submission printed ID, and
+# done/ID is its result (its stdout is TEXT).
+reserved_ok() {
+	[ "$(cat "$1/done/$2.stdout" 2>/dev/null)" = "$3" ] ||
+		{ echo "  the id printed, $2, is not its result's"; bad=$((bad + 1)); }
 }
 
 sweep_submit() {
 	local sc n s=$work/sub
-	for sc in openat write fsync renameat2 unlinkat; do
+	for sc in openat symlinkat write fsync renameat2 unlinkat; do
 		for ((n = 1; n <= max; n++)); do
 			mkspool "$s"
 			printf '#!/bin/sh\necho hi\n' >"$work/task.sh"
+			# An earlier result under the id t (named pre): the id is
+			# t.2, and the file gets name=t.
+			echo '{"id": "t", "name": "pre", "status": "ok"}' >"$s/done/t.json"
 			out=$(strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
 				"$kart" -s "$s" submit --name t "$work/task.sh" 2>/dev/null)
 			rc=$?
@@ -62,6 +78,7 @@ sweep_submit() {
 			[ -n "$out" ] && names=(t)
 			for f in "$s"/new/*; do [ -e "$f" ] && names=(t); done
 			check "$s" "${names[@]}"
+			[ -z "$out" ] || reserved_ok "$s" "$out" hi
 		done
 		echo "submit: $sc: $((n - 1)) call(s) killed"
 	done
@@ -78,12 +95,16 @@ sweep_worker() {
 				mv "$s/tmp/t$i" "$s/new/t$i"
 				names+=("t$i")
 			done
+			# And one with its id reserved: the id printed is final.
+			"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
+			names+=(r)
 			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
 				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
 			rc=$?
 			[ $rc -eq 0 ] && break
 			points=$((points + 1))
 			check "$s" "${names[@]}"
+			reserved_ok "$s" "$(cat "$work/r.id")" r
 		done
 		echo "worker: $sc: $((n - 1)) call(s) killed"
 	done
@@ -120,9 +141,11 @@ sweep_commit() {
 				mv "$s/tmp/t$i" "$s/new/t$i"
 				names+=("t$i")
 			done
+			"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
+			names+=(r)
 			for ((i = 0; i < 300; i++)); do
 				kill -0 "$w" 2>/dev/null || break
-				[ "$(find "$s/done" -maxdepth 1 -name 't*.json' | wc -l)" -ge 3 ] && break
+				[ "$(find "$s/done" -maxdepth 1 -name '[tr]*.json' | wc -l)" -ge 4 ] && break
 				sleep 0.02
 			done
 			local killed=1
@@ -136,6 +159,7 @@ sweep_commit() {
 			[ $killed = 0 ] && break
 			points=$((points + 1))
 			check "$s" "${names[@]}"
+			reserved_ok "$s" "$(cat "$work/r.id")" r
 		done
 		echo "commit: $sc: $((n - 1)) call(s) killed"
 	done
