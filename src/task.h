@@ -18,6 +18,7 @@ const char *lane_name(enum lane l);
 #define TASK_BINDS_MAX 16     /* cwd=, bind= and ro= together */
 #define TASK_BIND_PATH_MAX 1024
 #define TASK_ENV_BYTES 8192   /* env= items, decoded, NUL after each */
+#define TASK_AFTER_MAX 16     /* after= ids: each binds two inputs (sandbox.h) */
 
 /* A host path the task asked for (cwd=, bind=, ro=), bound at the same
  * path. Opened as the submitter when the task starts (binds.h). */
@@ -62,6 +63,10 @@ struct task_spec {
 	size_t env_len;
 	int n_env, line_env_first;
 	int umask; /* umask=, octal; -1: 022 */
+	/* after=ID[,ID...] (dependencies, depend.h): the upstream ids,
+	 * decoded, each a task name, without repeats, in their order. */
+	char after[TASK_AFTER_MAX][TASK_NAME_MAX + 1];
+	int n_after, line_after;
 };
 
 /* Why a bind at path (clean, absolute) is refused whoever asks: the
