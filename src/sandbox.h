@@ -22,6 +22,19 @@
 #define SANDBOX_LAUNCH "/run/kart/launch"
 #define SANDBOX_WORK "/work"
 #define SANDBOX_OUT "/run/kart/out"
+#define SANDBOX_INPUTS "/run/kart/inputs" /* $KART_INPUTS: after='s upstreams */
+
+/* after=: one upstream's kept output, bound read-only at
+ * SANDBOX_INPUTS/ID/out/ (its done/ID.out/) and SANDBOX_INPUTS/ID/stdout
+ * (its done/ID.stdout), each where it has one. bwrap binds descriptors:
+ * the inputs' come after the task's own binds, from SANDBOX_BIND_FD +
+ * spec->n_binds on, for each input its out then its stdout, those it
+ * has. The container engine mounts the host paths; backend none has no
+ * mounts: $KART_INPUTS is a directory of symbolic links (in_dir). */
+struct sandbox_input {
+	const char *id;
+	const char *out_path, *stdout_path; /* host paths; NULL: it has none */
+};
 
 struct sandbox_req {
 	const struct policy *pol;
@@ -52,6 +65,10 @@ struct sandbox_req {
 	/* The submitter's home directory ("" or NULL: unknown): HOME where
 	 * one of the task's binds holds it, else the private work dir. */
 	const char *home;
+	/* after=: the upstreams' outputs (n_inputs == spec->n_after). */
+	const struct sandbox_input *inputs;
+	int n_inputs;
+	const char *in_dir; /* backend none: the host directory for $KART_INPUTS */
 };
 
 /* The policy's variables (NAME=value, a kind's endpoint and model left
