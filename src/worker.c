@@ -35,6 +35,7 @@
 
 #include "caps.h"
 #include "cgroup.h"
+#include "depend.h"
 #include "confine.h"
 #include "container.h"
 #include "rlimits.h"
@@ -313,6 +314,10 @@ struct spawn_job {
 	const char *spool;
 	int bind_rc; /* binds_open's: -EACCES rejects the task */
 	char bind_err[640];
+	/* after=: the upstreams' outputs, opened in done/ (sandbox.h
+	 * struct sandbox_input), handed down after the binds. */
+	int in_fd[2 * TASK_AFTER_MAX];
+	int n_in_fd;
 	int umask;
 	struct leaf_join {
 		struct run_join rj;
@@ -371,8 +376,15 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		struct binds_opened bo = {.n = 0};
 		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool, &bo,
 					j->bind_err, sizeof j->bind_err);
-		struct run_extra x = {.fds = bo.fd, .nfds = j->is_direct ? 0 : bo.n,
-				      .fd_base = SANDBOX_BIND_FD, .umask = j->umask};
+		/* The inputs of after= follow the binds (sandbox.h). */
+		int xfd[TASK_BINDS_MAX + 2 * TASK_AFTER_MAX];
+		int nx = j->is_direct ? 0 : bo.n;
+		for (int i = 0; i < nx; i++)
+			xfd[i] = bo.fd[i];
+		for (int i = 0; j->bind_rc == 0 && !j->is_direct && i < j->n_in_fd; i++)
+			xfd[nx++] = j->in_fd[i];
+		struct run_extra x = {.fds = xfd, .nfds = nx, .fd_base = SANDBOX_BIND_FD,
+				      .umask = j->umask};
 		/* Backend none binds nothing: its cwd= is entered by the
 		 * descriptor that was checked, not by the path. */
 		char fdcwd[64];
@@ -524,7 +536,8 @@ static uint64_t fair_turn(struct fair *f, uid_t uid)
 
 /* ---- a set of names (what new/ entries we already know about) --------- */
 
-enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED };
+/* K_WAITING: its after= names an id without a result (depend.h). */
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED, K_WAITING };
 
 struct kent {
 	struct kent *next;
@@ -655,6 +668,11 @@ struct worker {
 	struct fair fair;
 	struct kset known;
 	size_t nbusy, ndeferred;
+	/* after=: the tasks of new/ waiting on others' results, and the
+	 * results read; done/ is watched (wd_done) while any waits. */
+	struct depwait *dwait;
+	struct dep_cache *dcache;
+	int wd_done;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
@@ -941,6 +959,158 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 
 static void drop_key(struct worker *w, const char *key);
 
+/* ---- after=: tasks waiting on other tasks' results ----------------------
+ *
+ * A task of new/ whose after= names an id without a result is filed in
+ * w->dwait under that id, and its name is K_WAITING in w->known; nothing
+ * changes on disk. done/ is watched while any waits: a result's JSON
+ * (IN_CREATE of a link, IN_MOVED_TO of a rename) releases the tasks
+ * filed under its id, each looked at again (consider), one list per
+ * result and never a scan of new/. An overflow looks every id waited on
+ * up again. One that ended otherwise than ok gets the waiting task
+ * claimed and finished `skipped`, whose own result releases its own
+ * dependants in turn: the skip runs down the graph. See
+ * spool-layout/README.md §3.2. */
+
+static void consider(struct worker *w, const char *name);
+
+/* Watch done/ before any lookup that may find an upstream pending, so
+ * that its result, however soon, rings. */
+static int dep_watch(struct worker *w)
+{
+	char p[PATH_MAX];
+	if (w->wd_done >= 0)
+		return 0;
+	if (pathfmt(p, sizeof p, "%s/done", w->sp->path) < 0)
+		return -ENAMETOOLONG;
+	w->wd_done = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+	return w->wd_done < 0 ? -errno : 0;
+}
+
+/* Nothing waits: results no longer concern us (each costs events). */
+static void dep_unwatch(struct worker *w)
+{
+	if (w->wd_done >= 0 && depwait_count(w->dwait) == 0) {
+		(void)inotify_rm_watch(w->ino, w->wd_done);
+		w->wd_done = -1;
+	}
+}
+
+/* A claim finished without a run: skipped (its upstream did not end
+ * ok), or rejected (no such upstream, another user's, a cycle). */
+static void finish_dep(struct worker *w, const char *name, const char *status, const char *why)
+{
+	char id[256];
+	int r = spool_finish_unrun(w->sp, w->wdir, name, status, why, w->id, id, sizeof id);
+	if (r < 0) {
+		logmsg("%s: cannot write its %s result: %s (left in cur/%s/ for recovery)", name,
+		       status, strerror(-r), w->id);
+		return;
+	}
+	log_task("finished", id, status, -1, why);
+	run_hook(w, id);
+}
+
+static void dep_finish_from_new(struct worker *w, const char *name, const char *status,
+				const char *why)
+{
+	int r = spool_claim(w->sp, w->wdir, name);
+	if (r == -ENOENT)
+		return; /* another worker has it */
+	if (r < 0) {
+		logmsg("%s: cannot claim to finish it %s: %s", name, status, strerror(-r));
+		return;
+	}
+	finish_dep(w, name, status, why);
+}
+
+/* consider's step for a task with after=: true when it may be queued
+ * now; else it waits (filed), or is finished skipped or rejected. */
+static bool deps_ready(struct worker *w, const char *name, const struct inspect *ins)
+{
+	int r = dep_watch(w);
+	if (r < 0) {
+		/* Without the watch a result would go unseen: retried at the
+		 * next look (busy), never decided blind. */
+		logmsg("%s: cannot watch done/ (%s): its after= is looked at again later", name,
+		       strerror(-r));
+		kset_put(&w->known, name, K_BUSY);
+		w->nbusy++;
+		w->busy_seen = true;
+		return false;
+	}
+	struct dep_check dc;
+	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
+	char cycle[600];
+	switch (dc.v) {
+	case DEP_READY:
+		dep_unwatch(w);
+		return true;
+	case DEP_WAIT:
+		if (depwait_add(w->dwait, name, dc.pending, dc.npending, cycle, sizeof cycle) == 0) {
+			kset_put(&w->known, name, K_WAITING);
+			return false;
+		}
+		snprintf(dc.why, sizeof dc.why,
+			 "line %d: after= closes a cycle (%.500s): none of them could ever run",
+			 ins->spec.line_after, cycle);
+		dep_finish_from_new(w, name, "rejected", dc.why);
+		break;
+	case DEP_SKIP:
+		dep_finish_from_new(w, name, "skipped", dc.why);
+		break;
+	case DEP_REJECT:
+		dep_finish_from_new(w, name, "rejected", dc.why);
+		break;
+	}
+	dep_unwatch(w);
+	return false;
+}
+
+static void dep_again(void *arg, const char *name)
+{
+	struct worker *w = arg;
+	if (kset_get(&w->known, name) == K_WAITING)
+		kset_del(&w->known, name);
+	consider(w, name);
+}
+
+/* done/NAME appeared: if it is a result, its waiters are looked at. */
+static void dep_result(struct worker *w, const char *fname)
+{
+	size_t l = strlen(fname);
+	if (fname[0] == '.' || l <= 5 || strcmp(fname + l - 5, ".json") != 0)
+		return;
+	char id[NAME_MAX + 1];
+	snprintf(id, sizeof id, "%.*s", (int)(l - 5), fname);
+	int64_t t0 = now_mono_ms();
+	size_t n = depwait_release(w->dwait, id, dep_again, w);
+	if (n >= 100)
+		logmsg("after=: %zu tasks waiting on %s released in %lld ms", n, id,
+		       (long long)(now_mono_ms() - t0));
+	dep_unwatch(w);
+}
+
+/* After an overflow: every id waited on, looked up again. */
+static void dep_collect(void *arg, const char *id)
+{
+	strv_add(arg, id);
+}
+
+static void dep_recheck(struct worker *w)
+{
+	struct strv ids = {0};
+	depwait_each_upstream(w->dwait, dep_collect, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		char p[NAME_MAX + 8];
+		struct stat st;
+		if (pathfmt(p, sizeof p, "%s.json", ids.v[i]) == 0 &&
+		    fstatat(w->sp->done, p, &st, 0) == 0)
+			dep_result(w, p);
+	}
+	strv_free(&ids);
+}
+
 /* Look at one entry of new/ and file it. */
 /* A priority below 0 goes ahead of everyone's work: only for the users
  * and groups [limits] priority_allow names. Others are clamped to 0 (the
@@ -962,7 +1132,7 @@ static void consider(struct worker *w, const char *name)
 		return;
 	}
 	enum kstate ks = kset_get(&w->known, name);
-	if (ks == K_QUEUED || ks == K_DEFERRED)
+	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_WAITING)
 		return;
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
@@ -1023,6 +1193,8 @@ static void consider(struct worker *w, const char *name)
 	}
 	if (ks == K_BUSY)
 		w->nbusy--;
+	if (ins.spec.n_after && !deps_ready(w, name, &ins))
+		return; /* waiting, skipped or rejected */
 	kset_put(&w->known, name, K_QUEUED);
 	heap_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
 							 .prio = cand_priority(w, name, &ins),
@@ -2677,6 +2849,119 @@ static int task_cred(struct worker *w, struct task *t, struct run_cred *c, const
 
 /* The claim is in our directory: look at it again (it may have changed
  * since it was seen in new/) and start it. */
+/* after=, when a run starts: what the sandbox is given of each
+ * upstream (sandbox.h), and the descriptors of it opened in done/. */
+struct dep_inputs {
+	struct sandbox_input in[TASK_AFTER_MAX];
+	char *path[2 * TASK_AFTER_MAX]; /* the host paths in[] points at */
+	int fd[2 * TASK_AFTER_MAX];
+	int nfd, npath;
+	char in_dir[PATH_MAX]; /* backend none: the links' directory */
+};
+
+static void dep_inputs_free(struct dep_inputs *di)
+{
+	for (int i = 0; i < di->nfd; i++)
+		close(di->fd[i]);
+	for (int i = 0; i < di->npath; i++)
+		free(di->path[i]);
+	di->nfd = di->npath = 0;
+}
+
+/* One of done/ID.out (dir) and done/ID.stdout (a file): 1 opened, 0 it
+ * has none, -errno. */
+static int dep_open(struct worker *w, struct dep_inputs *di, const char *id, bool dir,
+		    const char **host)
+{
+	char n[NAME_MAX + 1], p[PATH_MAX];
+	struct stat st;
+	if (pathfmt(n, sizeof n, "%s.%s", id, dir ? "out" : "stdout") < 0 ||
+	    pathfmt(p, sizeof p, "%s/done/%s", w->sp->path, n) < 0)
+		return -ENAMETOOLONG;
+	int fd = openat(w->sp->done, n, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
+		int e = errno;
+		close(fd);
+		return -(e ? e : EINVAL);
+	}
+	di->fd[di->nfd++] = fd;
+	*host = di->path[di->npath++] = xstrdup(p);
+	return 1;
+}
+
+/* after=, at the claim: each upstream still ended ok (a result is never
+ * rewritten, but kart gc may have taken one) and its outputs are
+ * opened. 0: run it with di; -1: finished or given back here. */
+static int deps_start(struct worker *w, const char *name, const struct inspect *ins,
+		      struct dep_inputs *di)
+{
+	struct dep_check dc;
+	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
+	if (dc.v == DEP_SKIP || dc.v == DEP_REJECT) {
+		finish_dep(w, name, dc.v == DEP_SKIP ? "skipped" : "rejected", dc.why);
+		return -1;
+	}
+	if (dc.v == DEP_WAIT) {
+		/* Back to new/, its attempt unchanged: it waits there. */
+		struct claim_meta m = {.attempt = 1};
+		if (ins->fd >= 0)
+			(void)claim_meta_get(ins->fd, &m);
+		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
+			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < ins->spec.n_after; i++) {
+		const char *id = ins->spec.after[i];
+		di->in[i].id = id;
+		int r = dep_open(w, di, id, true, &di->in[i].out_path);
+		if (r >= 0)
+			r = dep_open(w, di, id, false, &di->in[i].stdout_path);
+		if (r < 0) {
+			char why[700];
+			snprintf(why, sizeof why, "cannot open the output of upstream %s in done/: %s",
+				 id, strerror(-r));
+			dep_inputs_free(di);
+			finish_dep(w, name, "refused", why);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Backend none has no mounts: $KART_INPUTS is a directory of links in
+ * the run's work directory (a spare of the submitter's, emptied when
+ * the run ends), ID/out and ID/stdout pointing into done/; Landlock lets
+ * the run read those and nothing else of done/. */
+static int dep_links(struct worker *w, struct dep_inputs *di, const char *work, int n)
+{
+	char p[PATH_MAX];
+	if (pathfmt(di->in_dir, sizeof di->in_dir, "%s/%s/.kart-inputs", w->sp->path, work) < 0 ||
+	    pathfmt(p, sizeof p, "%s/.kart-inputs", work) < 0)
+		return -ENAMETOOLONG;
+	if (mkdirat(w->wdir, p, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	for (int i = 0; i < n; i++) {
+		const struct sandbox_input *in = &di->in[i];
+		if (pathfmt(p, sizeof p, "%s/.kart-inputs/%s", work, in->id) < 0)
+			return -ENAMETOOLONG;
+		if (mkdirat(w->wdir, p, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		const char *src[2] = {in->out_path, in->stdout_path};
+		for (int k = 0; k < 2; k++) {
+			if (!src[k])
+				continue;
+			if (pathfmt(p, sizeof p, "%s/.kart-inputs/%s/%s", work, in->id,
+				    k ? "stdout" : "out") < 0)
+				return -ENAMETOOLONG;
+			if (symlinkat(src[k], w->wdir, p) < 0 && errno != EEXIST)
+				return -errno;
+		}
+	}
+	return 0;
+}
+
 static void spawn_job_free(struct spawn_job *j)
 {
 	confine_free(&j->conf);
@@ -2689,6 +2974,8 @@ static void spawn_job_free(struct spawn_job *j)
 		close(j->ifd);
 	if (j->ufd_owned && j->ufd >= 0)
 		close(j->ufd);
+	for (int i = 0; i < j->n_in_fd; i++)
+		close(j->in_fd[i]);
 	free(j);
 }
 
@@ -2733,6 +3020,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 			run_hook(w, id);
 		return;
 	}
+	/* after=: its upstreams' outputs, opened now (or it ends here). */
+	__attribute__((cleanup(dep_inputs_free))) struct dep_inputs di = {.nfd = 0};
+	if (ins.spec.n_after && deps_start(w, name, &ins, &di) < 0)
+		return;
 
 	struct task *t = xcalloc(1, sizeof *t);
 	t->name = xstrdup(name);
@@ -2877,7 +3168,18 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
 				  .container_name = t->cname, .container_label = w->clabel,
 				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
-				  .input = &input};
+				  .input = &input,
+				  .inputs = di.in, .n_inputs = t->spec.n_after, .in_dir = di.in_dir};
+	if (none && t->spec.n_after) {
+		int lr = dep_links(w, &di, t->scr[0], t->spec.n_after);
+		if (lr < 0) {
+			strv_free(&lopts);
+			snprintf(t->errbuf, sizeof t->errbuf, "cannot link the inputs of after=: %s",
+				 strerror(-lr));
+			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+			return;
+		}
+	}
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	/* The policy's variables, for the container's shell to read: in
@@ -2929,6 +3231,10 @@ static void start_claimed(struct worker *w, const char *name, int64_t arrived_ms
 		j->bcred = cred;
 	j->spool = w->sp->path;
 	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
+	/* The inputs' descriptors go with the job (bwrap binds them). */
+	memcpy(j->in_fd, di.fd, (size_t)di.nfd * sizeof *di.fd);
+	j->n_in_fd = di.nfd;
+	di.nfd = 0;
 	/* Backend none: kart-launch's command line, run by the spawned
 	 * child itself, which then execs the task (confine.h). */
 	if (none) {
@@ -3817,7 +4123,9 @@ static void on_inotify(struct worker *w)
 				continue;
 			if (!ev->len)
 				continue;
-			if (ev->wd == w->wd_new) {
+			if (ev->wd == w->wd_done) {
+				dep_result(w, ev->name);
+			} else if (ev->wd == w->wd_new) {
 				if (!rescan) {
 					w->busy_seen = false;
 					consider(w, ev->name);
@@ -3848,6 +4156,7 @@ static void on_inotify(struct worker *w)
 		scan_new(w);
 		scan_drops(w);
 		scan_cancels(w);
+		dep_recheck(w);
 	}
 	if (peers)
 		scan_peers(w);
@@ -3973,6 +4282,7 @@ static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
+	       depwait_count(w->dwait) == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
@@ -4003,6 +4313,8 @@ static void build_seccomp(struct worker *w)
  * (make check-valgrind) reports only memory lost while it ran. */
 static void worker_release(struct worker *w)
 {
+	depwait_free(w->dwait);
+	dep_cache_free(w->dcache);
 	for (int l = 0; l < LANE__N; l++) {
 		for (size_t i = 0; i < w->heap[l].n; i++)
 			free(w->heap[l].v[i].name);
@@ -4038,6 +4350,9 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 {
 	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
 	char p[PATH_MAX];
+	w.dwait = depwait_new();
+	w.dcache = dep_cache_new();
+	w.wd_done = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
 	fd_budget(&w);
