@@ -2937,7 +2937,8 @@ static int deps_start(struct worker *w, const char *name, const struct inspect *
 static int dep_links(struct worker *w, struct dep_inputs *di, const char *work, int n)
 {
 	char p[PATH_MAX];
-	if (pathfmt(di->in_dir, sizeof di->in_dir, "%s/%s/.kart-inputs", w->sp->path, work) < 0 ||
+	if (pathfmt(di->in_dir, sizeof di->in_dir, "%s/cur/%s/%s/.kart-inputs", w->sp->path, w->id,
+		    work) < 0 ||
 	    pathfmt(p, sizeof p, "%s/.kart-inputs", work) < 0)
 		return -ENAMETOOLONG;
 	if (mkdirat(w->wdir, p, 0755) < 0 && errno != EEXIST)
