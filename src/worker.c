@@ -970,7 +970,7 @@ static void drop_key(struct worker *w, const char *key);
  * up again. One that ended otherwise than ok gets the waiting task
  * claimed and finished `skipped`, whose own result releases its own
  * dependants in turn: the skip runs down the graph. See
- * spool-layout/README.md §3.2. */
+ * spool-layout/README.md §3b. */
 
 static void consider(struct worker *w, const char *name);
 
