@@ -189,11 +189,13 @@ run-check-valgrind:
 	@./tests/valgrind/check $(VG_B) $(VG_UNIT)
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
-# floor, in one run: bench/out/results.md and throughput.png.
+# floor, in one run: bench/out/results.md and throughput.png; then the
+# container backend (container.md) and dependencies (deps.md).
 run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
 	@KART=$(abspath $(B))/kart ./bench/container
+	@KART=$(abspath $(B))/kart ./bench/deps
 
 # Backend container against bwrap, in one run (a dockerd of its own):
 # bench/out/container.md.
