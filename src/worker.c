@@ -1042,6 +1042,9 @@ static bool deps_ready(struct worker *w, const char *name, const struct inspect 
 	struct dep_check dc;
 	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
 	char cycle[600];
+	/* consider has counted a busy one out already: not known from here
+	 * on, unless filed as waiting. */
+	kset_del(&w->known, name);
 	/* No unwatch here: a release looks at thousands in a row, and the
 	 * watch goes at the end of it (dep_result), or at the next result. */
 	switch (dc.v) {
