@@ -24,6 +24,7 @@ struct dnode {
 	struct dnode *next; /* hash chain */
 	char **ups;         /* what this name waits on; NULL: it does not */
 	int nups;
+	void *data;         /* the caller's, while it waits */
 	char **waiters;     /* names filed under this one */
 	size_t nw, capw;
 	unsigned mark;      /* cycle search: visited in search number mark */
@@ -52,7 +53,9 @@ static void node_clear_ups(struct dnode *e)
 	for (int i = 0; i < e->nups; i++)
 		free(e->ups[i]);
 	free(e->ups);
+	free(e->data);
 	e->ups = NULL;
+	e->data = NULL;
 	e->nups = 0;
 }
 
@@ -177,8 +180,8 @@ static void unfile(struct depwait *d, struct dnode *e)
 		dgc(d, first);
 }
 
-int depwait_add(struct depwait *d, const char *name, const char *const *ups, int n, char *cycle,
-		size_t cyclen)
+int depwait_add(struct depwait *d, const char *name, const char *const *ups, int n,
+		const void *data, size_t dlen, char *cycle, size_t cyclen)
 {
 	if (cyclen)
 		cycle[0] = '\0';
@@ -206,6 +209,10 @@ int depwait_add(struct depwait *d, const char *name, const char *const *ups, int
 	for (int i = 0; i < n; i++)
 		e->ups[i] = xstrdup(ups[i]);
 	e->nups = n;
+	if (dlen) {
+		e->data = xmalloc(dlen);
+		memcpy(e->data, data, dlen);
+	}
 	struct dnode *u = dput(d, ups[0]);
 	if (u->nw == u->capw) {
 		u->capw = u->capw ? u->capw * 2 : 4;
@@ -216,33 +223,47 @@ int depwait_add(struct depwait *d, const char *name, const char *const *ups, int
 	return 0;
 }
 
-size_t depwait_release(struct depwait *d, const char *id, void (*fn)(void *arg, const char *name),
-		       void *arg)
+size_t depwait_release(struct depwait *d, const char *id, depwait_fn fn, void *arg)
 {
 	struct dnode *u = dget(d, id);
 	if (!u || !u->nw)
 		return 0;
-	/* Taken whole first: fn may file a name again, under this id too. */
+	/* Taken whole first, each waiter's upstreams and data with it: fn
+	 * may file a name again, under this id too. */
+	struct taken {
+		char **ups;
+		int nups;
+		void *data;
+	} *t = xcalloc(u->nw, sizeof *t);
 	char **w = u->waiters;
-	size_t nw = u->nw;
+	size_t nw = u->nw, n = 0;
 	u->waiters = NULL;
 	u->nw = u->capw = 0;
 	for (size_t k = 0; k < nw; k++) {
 		struct dnode *e = dget(d, w[k]);
 		if (e && e->ups && strcmp(e->ups[0], id) == 0) {
-			node_clear_ups(e);
+			t[k] = (struct taken){e->ups, e->nups, e->data};
+			e->ups = NULL;
+			e->data = NULL;
+			e->nups = 0;
 			d->nwaiting--;
 			dgc(d, w[k]);
+			n++;
 		}
 	}
 	dgc(d, id);
 	for (size_t k = 0; k < nw; k++) {
-		if (fn)
-			fn(arg, w[k]);
+		if (t[k].ups && fn)
+			fn(arg, w[k], (const char *const *)t[k].ups, t[k].nups, t[k].data);
+		for (int i = 0; i < t[k].nups; i++)
+			free(t[k].ups[i]);
+		free(t[k].ups);
+		free(t[k].data);
 		free(w[k]);
 	}
+	free(t);
 	free(w);
-	return nw;
+	return n;
 }
 
 void depwait_each_upstream(const struct depwait *d, void (*fn)(void *arg, const char *id), void *arg)
@@ -338,20 +359,31 @@ static int look(struct spool *sp, struct dep_cache *c, const char *id, uid_t uid
 void dep_check(struct spool *sp, struct dep_cache *c, const char *self,
 	       const struct task_spec *spec, uid_t uid, struct dep_check *out)
 {
+	const char *ids[TASK_AFTER_MAX];
+	for (int i = 0; i < spec->n_after; i++) {
+		ids[i] = spec->after[i];
+		if (strcmp(ids[i], self) == 0) {
+			memset(out, 0, sizeof *out);
+			out->v = DEP_REJECT;
+			snprintf(out->why, sizeof out->why,
+				 "line %d: after=%s names the task itself", spec->line_after, ids[i]);
+			return;
+		}
+	}
+	dep_check_ids(sp, c, ids, spec->n_after, spec->line_after, uid, out);
+}
+
+void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids, int n,
+		   int line, uid_t uid, struct dep_check *out)
+{
 	int skip = -1, unknown = -1;
 	char skip_status[32] = "";
 	memset(out, 0, sizeof *out);
 	out->v = DEP_READY;
-	for (int i = 0; i < spec->n_after; i++) {
-		const char *id = spec->after[i];
+	for (int i = 0; i < n && i < TASK_AFTER_MAX; i++) {
+		const char *id = ids[i];
 		char status[32] = "";
 		uid_t owner = (uid_t)-1;
-		if (strcmp(id, self) == 0) {
-			out->v = DEP_REJECT;
-			snprintf(out->why, sizeof out->why,
-				 "line %d: after=%s names the task itself", spec->line_after, id);
-			return;
-		}
 		int r = look(sp, c, id, uid, status, sizeof status, &owner);
 		if (r == 0) /* a re-queue moves backwards: one more look */
 			r = look(sp, c, id, uid, status, sizeof status, &owner);
@@ -359,14 +391,14 @@ void dep_check(struct spool *sp, struct dep_cache *c, const char *self,
 			out->v = DEP_REJECT;
 			snprintf(out->why, sizeof out->why,
 				 "line %d: after=%s: no such task (an upstream must exist when the task "
-				 "is first read, so that no cycle can form)", spec->line_after, id);
+				 "is first read, so that no cycle can form)", line, id);
 			return;
 		}
 		if (r > 0 && owner != uid) {
 			out->v = DEP_REJECT;
 			snprintf(out->why, sizeof out->why,
 				 "line %d: after=%s is not a task of the submitter (uid %u): only one's "
-				 "own tasks may be named, their output is theirs", spec->line_after, id,
+				 "own tasks may be named, their output is theirs", line, id,
 				 (unsigned)uid);
 			return;
 		}
@@ -389,8 +421,8 @@ void dep_check(struct spool *sp, struct dep_cache *c, const char *self,
 		out->v = DEP_SKIP;
 		out->npending = 0;
 		snprintf(out->why, sizeof out->why,
-			 "upstream %s ended %s (after=%s): this task never ran", spec->after[skip],
-			 skip_status, spec->after[skip]);
+			 "upstream %s ended %s (after=%s): this task never ran", ids[skip],
+			 skip_status, ids[skip]);
 	} else if (out->npending) {
 		out->v = DEP_WAIT;
 	}

@@ -29,15 +29,18 @@ void depwait_free(struct depwait *d);
 
 /* name waits on the ids ups[0..n) (those without a result yet; n >= 1).
  * It is filed under ups[0] alone, and looked at again once that one has
- * its result. Returns 0; or -ELOOP when one of ups waits, through the
- * set, on name itself: nothing is filed, and cycle says the path
- * ("a -> b -> a"). Filing a name again replaces what it waited on. */
-int depwait_add(struct depwait *d, const char *name, const char *const *ups, int n, char *cycle,
-		size_t cyclen);
+ * its result; data (dlen bytes, copied) is the caller's, handed back
+ * then. Returns 0; or -ELOOP when one of ups waits, through the set, on
+ * name itself: nothing is filed, and cycle says the path ("a -> b -> a").
+ * Filing a name again replaces what it waited on. */
+int depwait_add(struct depwait *d, const char *name, const char *const *ups, int n,
+		const void *data, size_t dlen, char *cycle, size_t cyclen);
 /* id has its result: each name filed under id leaves the set and is
- * passed to fn (which may file it again). Returns how many. */
-size_t depwait_release(struct depwait *d, const char *id, void (*fn)(void *arg, const char *name),
-		       void *arg);
+ * passed to fn with what it waited on (ups[0] is id) and its data; fn
+ * may file it again. Returns how many. */
+typedef void (*depwait_fn)(void *arg, const char *name, const char *const *ups, int n,
+			   const void *data);
+size_t depwait_release(struct depwait *d, const char *id, depwait_fn fn, void *arg);
 /* Every id some name is filed under (after a lost notification: each
  * is looked up again). fn may not change the set: collect, then release. */
 void depwait_each_upstream(const struct depwait *d, void (*fn)(void *arg, const char *id),
@@ -75,6 +78,11 @@ void dep_cache_free(struct dep_cache *c);
  * upstream that decides names itself in why. */
 void dep_check(struct spool *sp, struct dep_cache *c, const char *self,
 	       const struct task_spec *spec, uid_t uid, struct dep_check *out);
+/* The same over ids[0..n), the after= of line `line` (a task released
+ * from the waiting set: what it still waited on). out->pending points
+ * into ids. */
+void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids, int n,
+		   int line, uid_t uid, struct dep_check *out);
 
 /* An upstream's id as a result names it: a finished one, of uid, with
  * status ok. Used by the worker at the start of a run to open its

@@ -403,6 +403,9 @@ void spawner_stop(struct worker *w);
  * still busy */
 void finish_rejected(struct worker *w, const char *name, const char *why);
 void consider(struct worker *w, const char *name);
+int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
+void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
+		int64_t arrived_ms);
 void new_mode(struct worker *w);
 void scan_new(struct worker *w);
 void busy_arm(struct worker *w);

@@ -20,6 +20,14 @@
  * dependants in turn: the skip runs down the graph. See
  * spool-layout/README.md §3b. */
 
+/* A waiting task as it was filed: what consider would queue it with. */
+struct dep_filed {
+	enum lane lane;
+	int prio, line;
+	uid_t uid;
+	int64_t arrived_ms;
+};
+
 /* Watch done/ before any lookup that may find an upstream pending, so
  * that its result, however soon, rings. */
 static int dep_watch(struct worker *w)
@@ -96,8 +104,13 @@ bool deps_ready(struct worker *w, const char *name, const struct inspect *ins)
 	switch (dc.v) {
 	case DEP_READY:
 		return true;
-	case DEP_WAIT:
-		if (depwait_add(w->dwait, name, dc.pending, dc.npending, cycle, sizeof cycle) == 0) {
+	case DEP_WAIT: {
+		/* What consider would queue it with, kept for its release. */
+		struct dep_filed f = {.lane = ins->spec.lane, .prio = cand_priority(w, name, ins),
+				      .uid = ins->uid, .arrived_ms = ins->arrived_ms,
+				      .line = ins->spec.line_after};
+		if (depwait_add(w->dwait, name, dc.pending, dc.npending, &f, sizeof f, cycle,
+				sizeof cycle) == 0) {
 			strset_put(&w->known, name, K_WAITING);
 			return false;
 		}
@@ -106,6 +119,7 @@ bool deps_ready(struct worker *w, const char *name, const struct inspect *ins)
 			 ins->spec.line_after, cycle);
 		dep_finish_from_new(w, name, "rejected", dc.why);
 		break;
+	}
 	case DEP_SKIP:
 		dep_finish_from_new(w, name, "skipped", dc.why);
 		break;
@@ -116,12 +130,45 @@ bool deps_ready(struct worker *w, const char *name, const struct inspect *ins)
 	return false;
 }
 
-static void dep_again(void *arg, const char *name)
+/* A name released by a result: what it still waited on is looked up
+ * (the result just read is in the cache), and it is queued, filed again,
+ * skipped or rejected. Its file is not read again here: it was when it
+ * was filed, and is at its claim (deps_start), which a file that went
+ * meanwhile never reaches. 10,000 released by one result cost that many
+ * lookups in the cache, not that many reads of new/. */
+static void dep_again(void *arg, const char *name, const char *const *ups, int n,
+		      const void *data)
 {
 	struct worker *w = arg;
-	if (strset_get(&w->known, name) == K_WAITING)
-		strset_del(&w->known, name);
-	consider(w, name);
+	const struct dep_filed *f = data;
+	if (strset_get(&w->known, name) != K_WAITING)
+		return; /* no longer ours to release */
+	strset_del(&w->known, name);
+	struct dep_check dc;
+	char cycle[600];
+	dep_check_ids(w->sp, w->dcache, ups, n, f->line, f->uid, &dc);
+	switch (dc.v) {
+	case DEP_READY:
+		queue_cand(w, name, f->lane, f->prio, f->uid, f->arrived_ms);
+		return;
+	case DEP_WAIT:
+		if (depwait_add(w->dwait, name, dc.pending, dc.npending, f, sizeof *f, cycle,
+				sizeof cycle) == 0) {
+			strset_put(&w->known, name, K_WAITING);
+			return;
+		}
+		snprintf(dc.why, sizeof dc.why,
+			 "line %d: after= closes a cycle (%.500s): none of them could ever run",
+			 f->line, cycle);
+		dep_finish_from_new(w, name, "rejected", dc.why);
+		return;
+	case DEP_SKIP:
+		dep_finish_from_new(w, name, "skipped", dc.why);
+		return;
+	case DEP_REJECT:
+		dep_finish_from_new(w, name, "rejected", dc.why);
+		return;
+	}
 }
 
 static int64_t thread_cpu_ms(void)

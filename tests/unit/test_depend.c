@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +17,11 @@ struct seen {
 	int n;
 };
 
-static void collect(void *arg, const char *name)
+static void collect(void *arg, const char *name, const char *const *ups, int n, const void *data)
 {
+	(void)ups;
+	(void)n;
+	(void)data;
 	struct seen *s = arg;
 	if (s->n < 64)
 		snprintf(s->names[s->n++], sizeof s->names[0], "%s", name);
@@ -36,8 +40,8 @@ static void test_release_by_first_upstream(void **state)
 	(void)state;
 	struct depwait *d = depwait_new();
 	char cyc[256];
-	assert_int_equal(depwait_add(d, "c", (const char *[]){"a", "b"}, 2, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "e", (const char *[]){"a"}, 1, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "c", (const char *[]){"a", "b"}, 2, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "e", (const char *[]){"a"}, 1, NULL, 0, cyc, sizeof cyc), 0);
 	assert_int_equal(depwait_count(d), 2);
 	assert_string_equal(depwait_on(d, "c"), "a");
 	/* A result for b releases nobody: c is filed under a alone. */
@@ -59,9 +63,9 @@ static void test_refile_replaces(void **state)
 	(void)state;
 	struct depwait *d = depwait_new();
 	char cyc[256];
-	assert_int_equal(depwait_add(d, "x", (const char *[]){"a"}, 1, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "x", (const char *[]){"a"}, 1, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "x", (const char *[]){"b"}, 1, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "x", (const char *[]){"a"}, 1, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "x", (const char *[]){"a"}, 1, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "x", (const char *[]){"b"}, 1, NULL, 0, cyc, sizeof cyc), 0);
 	assert_int_equal(depwait_count(d), 1);
 	struct seen s = {.n = 0};
 	assert_int_equal(depwait_release(d, "a", collect, &s), 0);
@@ -75,12 +79,17 @@ struct chain {
 	int calls;
 };
 
-static void refile(void *arg, const char *name)
+static void refile(void *arg, const char *name, const char *const *ups, int n, const void *data)
 {
 	struct chain *c = arg;
 	char cyc[64];
 	c->calls++;
-	assert_int_equal(depwait_add(c->d, name, (const char *[]){"next"}, 1, cyc, sizeof cyc), 0);
+	/* What it waited on, and its data, come back with it. */
+	assert_int_equal(n, 2);
+	assert_string_equal(ups[0], "up");
+	assert_string_equal(ups[1], "next");
+	assert_int_equal(*(const int *)data, atoi(name + 1));
+	assert_int_equal(depwait_add(c->d, name, (const char *[]){"next"}, 1, NULL, 0, cyc, sizeof cyc), 0);
 }
 
 static void test_release_refiles(void **state)
@@ -91,7 +100,8 @@ static void test_release_refiles(void **state)
 	for (int i = 0; i < 1000; i++) {
 		char n[16];
 		snprintf(n, sizeof n, "t%d", i);
-		assert_int_equal(depwait_add(c.d, n, (const char *[]){"up"}, 1, cyc, sizeof cyc), 0);
+		assert_int_equal(depwait_add(c.d, n, (const char *[]){"up", "next"}, 2, &i, sizeof i, cyc,
+					     sizeof cyc), 0);
 	}
 	assert_int_equal(depwait_release(c.d, "up", refile, &c), 1000);
 	assert_int_equal(c.calls, 1000);
@@ -109,17 +119,17 @@ static void test_cycle_refused(void **state)
 	(void)state;
 	struct depwait *d = depwait_new();
 	char cyc[256];
-	assert_int_equal(depwait_add(d, "a", (const char *[]){"b"}, 1, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "b", (const char *[]){"c"}, 1, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "c", (const char *[]){"z", "a"}, 2, cyc, sizeof cyc), -ELOOP);
+	assert_int_equal(depwait_add(d, "a", (const char *[]){"b"}, 1, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "b", (const char *[]){"c"}, 1, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "c", (const char *[]){"z", "a"}, 2, NULL, 0, cyc, sizeof cyc), -ELOOP);
 	assert_string_equal(cyc, "c -> a -> b -> c");
 	assert_null(depwait_on(d, "c"));
 	assert_int_equal(depwait_count(d), 2);
 	/* Itself. */
-	assert_int_equal(depwait_add(d, "s", (const char *[]){"s"}, 1, cyc, sizeof cyc), -ELOOP);
+	assert_int_equal(depwait_add(d, "s", (const char *[]){"s"}, 1, NULL, 0, cyc, sizeof cyc), -ELOOP);
 	/* A diamond is no cycle. */
-	assert_int_equal(depwait_add(d, "m", (const char *[]){"a", "b"}, 2, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "n", (const char *[]){"m", "a"}, 2, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "m", (const char *[]){"a", "b"}, 2, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "n", (const char *[]){"m", "a"}, 2, NULL, 0, cyc, sizeof cyc), 0);
 	depwait_free(d);
 }
 
@@ -136,9 +146,9 @@ static void test_each_upstream(void **state)
 	struct depwait *d = depwait_new();
 	char cyc[64];
 	int n = 0;
-	assert_int_equal(depwait_add(d, "a", (const char *[]){"u1"}, 1, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "b", (const char *[]){"u1"}, 1, cyc, sizeof cyc), 0);
-	assert_int_equal(depwait_add(d, "c", (const char *[]){"u2", "u1"}, 2, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "a", (const char *[]){"u1"}, 1, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "b", (const char *[]){"u1"}, 1, NULL, 0, cyc, sizeof cyc), 0);
+	assert_int_equal(depwait_add(d, "c", (const char *[]){"u2", "u1"}, 2, NULL, 0, cyc, sizeof cyc), 0);
 	depwait_each_upstream(d, count_up, &n);
 	assert_int_equal(n, 2);
 	depwait_free(d);
