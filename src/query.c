@@ -268,7 +268,10 @@ void query_waiting(struct spool *sp, const char *id, struct qinfo *q)
 	struct task_spec spec;
 	struct stat st;
 	char err[256];
-	/* Never blocks: a FIFO or a device is no task of anyone's. */
+	/* Only a regular file is opened (a device's open may do something),
+	 * never blocking, and checked again once open. */
+	if (fstatat(sp->new, id, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return;
 	_cleanup_close_ int fd = openat(sp->new, id, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
