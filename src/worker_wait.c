@@ -251,7 +251,7 @@ static int dep_open(struct worker *w, struct dep_inputs *di, const char *id, boo
  * rewritten, but kart gc may have taken one) and its outputs are
  * opened. 0: run it with di; -1: finished or given back here. */
 int deps_start(struct worker *w, const char *name, const struct inspect *ins,
-		      struct dep_inputs *di)
+	       struct dep_inputs *di)
 {
 	struct dep_check dc;
 	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
