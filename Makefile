@@ -53,10 +53,11 @@ B = build
 LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.c src/sandbox.c \
 	  src/run.c src/worker.c src/worker_task.c src/worker_commit.c \
 	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
-	  src/worker_capture.c src/hook.c src/acct.c src/held.c src/scratch.c src/prioq.c src/strset.c \
+	  src/worker_capture.c src/worker_wait.c src/hook.c src/acct.c src/held.c src/scratch.c \
+	  src/prioq.c src/strset.c \
 	  src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
 	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
-	  src/sched.c src/worker_sched.c src/outdir.c
+	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c src/worker_wait.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
 	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
@@ -198,11 +199,13 @@ run-check-valgrind:
 	@./tests/valgrind/check $(VG_B) $(VG_UNIT)
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
-# floor, in one run: bench/out/results.md and throughput.png.
+# floor, in one run: bench/out/results.md and throughput.png; then the
+# container backend (container.md) and dependencies (deps.md).
 run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
 	@KART=$(abspath $(B))/kart ./bench/container
+	@KART=$(abspath $(B))/kart ./bench/deps
 
 # Backend container against bwrap, in one run (a dockerd of its own):
 # bench/out/container.md.

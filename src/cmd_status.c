@@ -19,9 +19,10 @@ static const char help[] =
 	"                               [--older-than DUR] [--newer-than DUR]\n"
 	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
-	"Each task's state: queued, scheduled (and until when), running (and its\n"
-	"worker), or its final status\n"
-	"(ok, failed, timeout, oom, killed, rejected, refused, cancelled, lost).\n"
+	"Each task's state: queued, scheduled (and until when), waiting (on the\n"
+	"after= ids without a result), running (and its worker), or its final\n"
+	"status (ok, failed, timeout, oom, killed, rejected, refused, cancelled,\n"
+	"lost, skipped).\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Lines are ID, state, and the time (scheduled), the worker\n"
@@ -47,7 +48,7 @@ static const char help[] =
 static const char *state_word(const struct qinfo *q)
 {
 	switch (q->state) {
-	case Q_QUEUED: return "queued";
+	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
 	case Q_SCHEDULED: return "scheduled";
 	case Q_RUNNING: return "running";
 	case Q_DONE: return q->status;
@@ -57,8 +58,8 @@ static const char *state_word(const struct qinfo *q)
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
-	"queued", "scheduled", "running", "ok", "failed", "timeout", "oom", "killed",
-	"rejected", "refused", "cancelled", "lost",
+	"queued", "scheduled", "waiting", "running", "ok", "failed", "timeout", "oom", "killed",
+	"rejected", "refused", "cancelled", "lost", "skipped",
 };
 
 struct out {
@@ -194,6 +195,16 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 			fmt_rfc3339_ms(q->not_before_ms, nb);
 			json_object_set_new(e, "not_before", json_string(nb));
 		}
+		if (q->waiting[0]) {
+			json_t *on = json_array();
+			_cleanup_free_ char *copy = xstrdup(q->waiting);
+			char *save = NULL;
+			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				_cleanup_free_ char *u = utf8_sanitize(t, strlen(t));
+				json_array_append_new(on, json_string(u));
+			}
+			json_object_set_new(e, "waiting_on", on);
+		}
 		if (q->state == Q_DONE)
 			json_object_set_new(e, "exit_code",
 					    q->exit_code >= 0 ? json_integer(q->exit_code) : json_null());
@@ -219,6 +230,8 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		fmt_rfc3339_ms(q->not_before_ms, nb);
 		printf("%s\tscheduled\t%s\n", clean, nb);
 	}
+	else if (q->waiting[0])
+		printf("%s\twaiting\t%s\n", clean, q->waiting);
 	else if (q->state == Q_DONE && q->exit_code >= 0)
 		printf("%s\t%s\t%d\n", clean, q->status, q->exit_code);
 	else
@@ -351,6 +364,9 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	/* Named one by one, they come in the order named. */
 	if (globs)
 		qsort(sel.v, sel.n, sizeof *sel.v, sort_id ? by_id : by_time);
+	/* after=: a queued task whose upstreams lack a result waits. */
+	for (size_t k = 0; k < sel.n; k++)
+		query_waiting(&sp, sel.v[k].id, &sel.v[k].q);
 	size_t kept = 0;
 	for (size_t k = 0; k < sel.n; k++) {
 		if (wanted(&o, &sel.v[k].q) && label_wanted(&o, sel.v[k].id, &sel.v[k].q))

@@ -53,6 +53,11 @@ static const char help[] =
 	"  --unique[=KEY]   not queued while a task of yours with KEY (default: the\n"
 	"                   name) is queued, scheduled or running: prints that one's\n"
 	"                   id instead, exit 0 (unique=)\n"
+	"Dependencies (after=; see kart-task(5)):\n"
+	"  --after ID[,ID...]  run once each named task has its result, all ok;\n"
+	"                   their artifacts and stdout are under $KART_INPUTS/ID/.\n"
+	"                   One that did not end ok: this one ends `skipped`.\n"
+	"                   Each must exist now and be yours (repeatable)\n"
 	"\n"
 	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
 	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
@@ -296,6 +301,53 @@ static void warn_low_space(const struct spool *sp)
 			why);
 }
 
+/* --after: one after= line, each id as the spool names it (a plain NAME
+ * of a user on a shared spool is their USER:NAME), encoded. An id that
+ * is nowhere is refused now: the worker would reject the task. */
+static int after_line(struct spool *sp, const char *url, const struct strv *ids, struct strv *lines)
+{
+	if (url) {
+		fprintf(stderr, "kart submit: --after names tasks of a spool; the PostgreSQL queue "
+			"has no dependencies\n");
+		return -1;
+	}
+	if (ids->n > TASK_AFTER_MAX) {
+		fprintf(stderr, "kart submit: --after: at most %d tasks\n", TASK_AFTER_MAX);
+		return -1;
+	}
+	char line[16 + TASK_AFTER_MAX * (3 * (TASK_NAME_MAX + 80) + 1)];
+	size_t o = (size_t)snprintf(line, sizeof line, "#kart: after=");
+	for (size_t i = 0; i < ids->n; i++) {
+		_cleanup_free_ char *id = spool_own_id(sp, ids->v[i]);
+		const char *why;
+		uid_t owner;
+		if (task_name_check(id, &why) != 0) {
+			fprintf(stderr, "kart submit: --after %s: not a task id\n", ids->v[i]);
+			return -1;
+		}
+		if (!spool_id_taken(sp, id) && spool_id_pending(sp, id, getuid(), &owner) <= 0) {
+			fprintf(stderr, "kart submit: --after %s: no such task\n", id);
+			return -1;
+		}
+		char enc[3 * (TASK_NAME_MAX + 80) + 1];
+		ssize_t n = pct_encode(id, enc, sizeof enc);
+		if (n < 0)
+			return -1;
+		/* A comma would cut the id: after= splits there first. */
+		for (const char *p = enc; *p && o + 4 < sizeof line; p++)
+			o += (size_t)(*p == ',' ? snprintf(line + o, sizeof line - o, "%%2C")
+						: snprintf(line + o, sizeof line - o, "%c", *p));
+		if (i + 1 < ids->n && o + 2 < sizeof line)
+			line[o++] = ',';
+	}
+	if (o + 2 >= sizeof line)
+		return -1;
+	line[o++] = '\n';
+	line[o] = '\0';
+	strv_add(lines, line);
+	return 0;
+}
+
 int cmd_submit(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -323,6 +375,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"retries", required_argument, NULL, 1003},
 		{"retry-delay", required_argument, NULL, 1004},
 		{"unique", optional_argument, NULL, 1005},
+		/* dependencies */
+		{"after", required_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -336,6 +390,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	bool no_cwd = false, has_env = false;
 	const char *unique = NULL; /* --unique: "" for the name */
 	bool timed = false;        /* --at, --in */
+	struct strv after = {0}; /* --after ids, as given */
 #define ADD(...) \
 	do { \
 		int _n = snprintf(directives + dl, sizeof directives - dl, __VA_ARGS__); \
@@ -477,6 +532,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			if (optarg && (!*optarg || strlen(optarg) > TASK_NAME_MAX))
 				return usage_error("submit", "--unique=KEY: 1 to %d bytes", TASK_NAME_MAX);
 			break;
+		case 'A':
+			for (char *save = NULL, *tok = strtok_r(optarg, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save))
+				strv_add(&after, tok);
+			break;
 		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
@@ -606,6 +666,11 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		 * name=BASE, when it is not BASE: on a shared spool the id is
 		 * USER:NAME) by spool_submit, before the task is published. */
 	}
+	if (after.n && after_line(&sp, url, &after, &lines) < 0) {
+		strv_free(&after);
+		return 1;
+	}
+	strv_free(&after);
 	if (cwd_opt) {
 		char line[TASK_BIND_PATH_MAX * 3 + 32];
 		if (no_cwd)

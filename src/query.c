@@ -291,3 +291,37 @@ out:
 	qlist_free(&dl);
 	return r;
 }
+
+void query_waiting(struct spool *sp, const char *id, struct qinfo *q)
+{
+	q->waiting[0] = '\0';
+	if (q->state != Q_QUEUED)
+		return;
+	struct task_spec spec;
+	struct stat st;
+	char err[256];
+	/* Only a regular file is opened (a device's open may do something),
+	 * never blocking, and checked again once open. */
+	if (fstatat(sp->new, id, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return;
+	_cleanup_close_ int fd = openat(sp->new, id, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	_cleanup_free_ char *text = xmalloc(TASK_HEADER_MAX);
+	ssize_t n = read_upto(fd, text, TASK_HEADER_MAX);
+	if (n <= 0 || task_parse(text, (size_t)n, &spec, err, sizeof err) < 0)
+		return;
+	size_t o = 0;
+	for (int i = 0; i < spec.n_after; i++) {
+		char p[512];
+		if (pathfmt(p, sizeof p, "%s.json", spec.after[i]) < 0 || exists_at(sp->done, p))
+			continue;
+		int w = snprintf(q->waiting + o, sizeof q->waiting - o, "%s%s", o ? "," : "",
+				 spec.after[i]);
+		if (w < 0 || (size_t)w >= sizeof q->waiting - o) {
+			q->waiting[o] = '\0';
+			break;
+		}
+		o += (size_t)w;
+	}
+}

@@ -20,6 +20,9 @@ struct qinfo {
 	int64_t not_before_ms; /* Q_SCHEDULED: until then */
 	int64_t since_ms;  /* entered this state (queued, claimed, result
 			    * written), ms since the epoch; 0: unknown */
+	/* Q_QUEUED whose after= names ids without a result: those ids,
+	 * comma-separated (query_waiting); "": none, or not looked at. */
+	char waiting[512];
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
@@ -32,6 +35,11 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q);
  * -EBADMSG, or another -errno. The one reader of result files. */
 struct json_t;
 int query_load(struct spool *sp, const char *id, struct json_t **out);
+
+/* For a queued id: fill q->waiting from its task file's after= (the
+ * ids named that have no done/ID.json yet). A file the caller cannot
+ * read leaves it "". */
+void query_waiting(struct spool *sp, const char *id, struct qinfo *q);
 
 typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
 /* Every task in the spool: queued, running, then finished. */

@@ -22,6 +22,8 @@ struct result {
 	const char *name; /* bytes, whatever they are */
 	const char *kind; /* the task kind that ran it; NULL: none (no field) */
 	const char *label; /* label=, as written; NULL: null */
+	/* ok failed timeout oom killed rejected refused cancelled lost
+	 * skipped (spool-layout/README.md §8) */
 	const char *status;
 	int exit_code;      /* -1: null */
 	int signal;         /* 0: null */

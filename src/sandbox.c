@@ -151,6 +151,9 @@ static void env_common(const struct sandbox_req *req, struct strv *envp, const c
 	strv_addf(envp, "KART_TASK_ID=%s", req->task_id);
 	strv_addf(envp, "KART_ATTEMPT=%d", req->attempt);
 	strv_addf(envp, "KART_OUTDIR=%s", out);
+	if (req->n_inputs)
+		strv_addf(envp, "KART_INPUTS=%s",
+			  req->pol->backend == BACKEND_NONE ? req->in_dir : SANDBOX_INPUTS);
 	env_policy(req, envp);
 	env_task(req, envp);
 }
@@ -205,6 +208,18 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	/* The task's own binds, with the access they were bound with. */
 	for (int i = 0; i < req->spec->n_binds; i++)
 		ll_rule(argv, req->spec->binds[i].mode != BIND_RO, req->spec->binds[i].path);
+	/* after='s inputs: read only, where they are bound (none: the links'
+	 * directory and the upstreams' outputs themselves). */
+	if (req->n_inputs && !none)
+		ll_rule(argv, false, SANDBOX_INPUTS);
+	for (int i = 0; none && i < req->n_inputs; i++) {
+		if (req->inputs[i].out_path)
+			ll_rule(argv, false, req->inputs[i].out_path);
+		if (req->inputs[i].stdout_path)
+			ll_rule(argv, false, req->inputs[i].stdout_path);
+	}
+	if (none && req->n_inputs)
+		ll_rule(argv, false, req->in_dir);
 	if (none) {
 		/* The host's /dev and /tmp are shared: only the harmless
 		 * devices, and a private TMPDIR. */
@@ -381,6 +396,24 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		strv_add(argv, "-v");
 		strv_addf(argv, "%s:%s%s", b->path, b->path, b->mode == BIND_RO ? ":ro" : "");
 	}
+	/* after=: the upstreams' outputs, read-only, by path: done/ is
+	 * written by the workers alone. */
+	for (int i = 0; i < req->n_inputs; i++) {
+		const struct sandbox_input *in = &req->inputs[i];
+		const char *src[2] = {in->out_path, in->stdout_path};
+		for (int k = 0; k < 2; k++) {
+			if (!src[k])
+				continue;
+			if (mount_path_ok(src[k], err, errlen) < 0 || strpbrk(in->id, ",\n")) {
+				snprintf(err, errlen, "the input %.200s cannot be given to the container "
+					 "CLI's --mount", in->id);
+				return -1;
+			}
+			strv_add(argv, "--mount");
+			strv_addf(argv, "type=bind,source=%s,target=" SANDBOX_INPUTS "/%s/%s,readonly",
+				  src[k], in->id, k ? "stdout" : "out");
+		}
+	}
 	strv_add(argv, "--workdir");
 	strv_add(argv, spec->cwd >= 0 ? spec->binds[spec->cwd].path : SANDBOX_WORK);
 	if (spec->memory) {
@@ -419,6 +452,10 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	strv_addf(argv, "KART_ATTEMPT=%d", req->attempt);
 	strv_add(argv, "--env");
 	strv_add(argv, "KART_OUTDIR=" SANDBOX_OUT);
+	if (req->n_inputs) {
+		strv_add(argv, "--env");
+		strv_add(argv, "KART_INPUTS=" SANDBOX_INPUTS);
+	}
 	struct strv named = {0};
 	env_policy(req, &named);
 	bool input = false;
@@ -618,6 +655,28 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, b->mode == BIND_RO ? "--ro-bind-fd" : "--bind-fd");
 		strv_addf(argv, "%d", SANDBOX_BIND_FD + k);
 		strv_add(argv, b->path);
+	}
+	/* after=: each upstream's output, by the descriptors the worker
+	 * opened in done/ (the upstream was checked to be the submitter's
+	 * and to have ended ok), read-only; nothing else of it. */
+	if (req->n_inputs) {
+		strv_add(argv, "--dir");
+		strv_add(argv, SANDBOX_INPUTS);
+	}
+	for (int i = 0, fd = SANDBOX_BIND_FD + req->spec->n_binds; i < req->n_inputs; i++) {
+		const struct sandbox_input *in = &req->inputs[i];
+		strv_add(argv, "--dir");
+		strv_addf(argv, SANDBOX_INPUTS "/%s", in->id);
+		if (in->out_path) {
+			strv_add(argv, "--ro-bind-fd");
+			strv_addf(argv, "%d", fd++);
+			strv_addf(argv, SANDBOX_INPUTS "/%s/out", in->id);
+		}
+		if (in->stdout_path) {
+			strv_add(argv, "--ro-bind-fd");
+			strv_addf(argv, "%d", fd++);
+			strv_addf(argv, SANDBOX_INPUTS "/%s/stdout", in->id);
+		}
 	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */

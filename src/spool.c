@@ -230,6 +230,54 @@ static void ids_release(struct spool *sp, const char *id, const struct stat *st)
 		(void)unlinkat(sp->ids, id, 0);
 }
 
+/* ---- after=: where an upstream without a result is ---- */
+
+/* 1 with *owner when the entry is there, 0 when it is not, -errno when
+ * it cannot be told (the caller must not call that "absent"). */
+static int owner_at(int dirfd, const char *name, uid_t *owner)
+{
+	struct stat st;
+	if (dirfd < 0)
+		return 0;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		*owner = st.st_uid;
+		return 1;
+	}
+	return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+}
+
+int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
+{
+	char p[512];
+	int r;
+	/* In the order tasks move: drop/USER/NAME, new/.hoist.UID.ID (only
+	 * uid's can be of interest: another's is not to be named anyway),
+	 * new/ID, cur/W/ID. */
+	const char *colon = sp->drop >= 0 ? strchr(id, ':') : NULL;
+	if (colon && colon > id && pathfmt(p, sizeof p, "%.*s/%s", (int)(colon - id), id, colon + 1) == 0 &&
+	    (r = owner_at(sp->drop, p, owner)) != 0)
+		return r;
+	if (colon && pathfmt(p, sizeof p, ".hoist.%u.%s", (unsigned)uid, id) == 0 &&
+	    owner_at(sp->new, p, owner) > 0)
+		return 1;
+	if ((r = owner_at(sp->new, id, owner)) != 0)
+		return r;
+	_cleanup_close_ int cfd = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = cfd >= 0 ? fdopendir(steal_fd(&cfd)) : NULL;
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	r = 0;
+	while (r == 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue; /* a worker being born holds no claim */
+		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0)
+			r = owner_at(sp->cur, p, owner);
+	}
+	closedir(d);
+	return r;
+}
+
 static int next_id(const char *base, int n, char *out, size_t outlen)
 {
 	if (n <= 1)

@@ -92,6 +92,10 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
+/* after=: is id a task without a result yet (drop/USER/, new/, any
+ * cur/W/)? 1 with *owner its file's owner, 0 if absent, -errno when it
+ * cannot be told. uid: the asker's, for its own hoist in progress. */
+int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner);
 /* The first free id of base, base.2, base.3, ... into out. */
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
 /* A safe id from arbitrary entry bytes (for rejected bad names). */

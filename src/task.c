@@ -165,7 +165,49 @@ int task_name_check(const char *name, const char **why)
 #define KNOWN_DIRECTIVES                                                                   \
 	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
 	"name= kill_grace= label= cwd= bind= ro= env= umask= not_before= retry_on= "  \
-	"retry_delay= unique=)"
+	"retry_delay= unique= "  \
+	"after=)"
+
+/* after=ID[,ID...]: cut at the commas first, then each id decoded, so
+ * that an id holding a comma is written %2C. Repeated items add up. */
+static int parse_after(const char *raw, int lineno, struct task_spec *spec, char *err,
+		       size_t errlen)
+{
+	for (const char *p = raw;;) {
+		const char *e = strchrnul(p, ',');
+		char enc[3 * TASK_NAME_MAX + 1], id[TASK_NAME_MAX + 1];
+		const char *why;
+		if (e == p)
+			return ERR("line %d: after=%s has an empty id", lineno, raw);
+		if ((size_t)(e - p) >= sizeof enc)
+			return ERR("line %d: after=: an id longer than %d bytes", lineno, TASK_NAME_MAX);
+		memcpy(enc, p, (size_t)(e - p));
+		enc[e - p] = '\0';
+		ssize_t n = pct_decode(enc, id, sizeof id);
+		if (n == -ENAMETOOLONG)
+			return ERR("line %d: after=%s: an id longer than %d bytes", lineno, enc,
+				   TASK_NAME_MAX);
+		if (n < 0)
+			return ERR("line %d: after=%s: a '%%' must be followed by two hex digits, not %%00",
+				   lineno, enc);
+		if (task_name_check(id, &why) != 0)
+			return ERR("line %d: after=%s is not a task id (%s)", lineno, enc,
+				   id[0] == '.' ? "it starts with '.'" : why);
+		bool dup = false;
+		for (int i = 0; i < spec->n_after; i++)
+			dup |= strcmp(spec->after[i], id) == 0;
+		if (!dup) {
+			if (spec->n_after == TASK_AFTER_MAX)
+				return ERR("line %d: after= names more than %d tasks", lineno,
+					   TASK_AFTER_MAX);
+			memcpy(spec->after[spec->n_after++], id, (size_t)n + 1);
+		}
+		spec->line_after = lineno;
+		if (!*e)
+			return 0;
+		p = e + 1;
+	}
+}
 
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
@@ -196,7 +238,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 	/* cwd=, bind=, ro= and env= decode their own: a path has its own
 	 * limit, and an error must never quote an env= value (a secret). */
 	if (strcmp(key, "env") == 0 || strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 ||
-	    strcmp(key, "ro") == 0) {
+	    strcmp(key, "ro") == 0 || strcmp(key, "after") == 0) {
 		val = raw;
 	} else {
 		ssize_t vlen = pct_decode(raw, vbuf, sizeof vbuf);
@@ -375,6 +417,8 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			return ERR("line %d: retry_delay=%s is not a duration (use 0, 10s, 5m or 1h)",
 				   lineno, raw);
 		spec->retry_delay_ms = s * 1000;
+	} else if (strcmp(key, "after") == 0) {
+		return parse_after(val, lineno, spec, err, errlen);
 	} else {
 		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}

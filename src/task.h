@@ -20,6 +20,7 @@ const char *lane_name(enum lane l);
 #define TASK_BINDS_MAX 16     /* cwd=, bind= and ro= together */
 #define TASK_BIND_PATH_MAX 1024
 #define TASK_ENV_BYTES 8192   /* env= items, decoded, NUL after each */
+#define TASK_AFTER_MAX 16     /* after= ids: each binds two inputs (sandbox.h) */
 
 /* A host path the task asked for (cwd=, bind=, ro=), bound at the same
  * path. Opened as the submitter when the task starts (binds.h). */
@@ -72,6 +73,10 @@ struct task_spec {
 	/* unique=KEY, as written (percent-encoded): at most one task of its
 	 * submitter with this key queued, scheduled or running. "": none. */
 	char unique[TASK_NAME_MAX + 1];
+	/* after=ID[,ID...] (dependencies, depend.h): the upstream ids,
+	 * decoded, each a task name, without repeats, in their order. */
+	char after[TASK_AFTER_MAX][TASK_NAME_MAX + 1];
+	int n_after, line_after;
 };
 
 /* Why a bind at path (clean, absolute) is refused whoever asks: the

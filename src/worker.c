@@ -262,7 +262,9 @@ static void on_inotify(struct worker *w)
 				continue;
 			if (!ev->len)
 				continue;
-			if (ev->wd == w->wd_new) {
+			if (ev->wd == w->wd_done) {
+				dep_result(w, ev->name);
+			} else if (ev->wd == w->wd_new) {
 				if (!rescan) {
 					w->busy_seen = false;
 					consider(w, ev->name);
@@ -293,6 +295,7 @@ static void on_inotify(struct worker *w)
 		scan_new(w);
 		scan_drops(w);
 		scan_cancels(w);
+		dep_recheck(w);
 	}
 	if (peers)
 		scan_peers(w);
@@ -418,6 +421,7 @@ static bool idle_and_empty(struct worker *w)
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
 	       w->sched.n == 0 &&
+	       depwait_count(w->dwait) == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
@@ -448,6 +452,8 @@ static void build_seccomp(struct worker *w)
  * (make check-valgrind) reports only memory lost while it ran. */
 static void worker_release(struct worker *w)
 {
+	depwait_free(w->dwait);
+	dep_cache_free(w->dcache);
 	for (int l = 0; l < LANE__N; l++) {
 		for (size_t i = 0; i < w->heap[l].n; i++)
 			free(w->heap[l].v[i].name);
@@ -476,6 +482,9 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
 	sp->results_group = pol->results_group;
 	char p[PATH_MAX];
+	w.dwait = depwait_new();
+	w.dcache = dep_cache_new();
+	w.wd_done = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
 	fd_budget(&w);

@@ -50,6 +50,7 @@
 #include "prioq.h"
 #include "worker_sched.h"
 #include "strset.h"
+#include "depend.h"
 
 struct hook;
 
@@ -217,6 +218,10 @@ struct spawn_job {
 	uid_t ouid;
 	gid_t ogid;
 	int userns, mntns;
+	/* after=: the upstreams' outputs, opened in done/ (sandbox.h
+	 * struct sandbox_input), handed down after the binds. */
+	int in_fd[2 * TASK_AFTER_MAX];
+	int n_in_fd;
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
@@ -274,8 +279,10 @@ struct fair {
 
 /* ---- the worker ---------------------------------------------------------- */
 
-/* What the worker knows of a name of new/ (w->known, a strset). */
-enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED, K_SCHEDULED /* waits for its time: w->sched */ };
+/* What the worker knows of a name of new/ (w->known, a strset).
+ * K_SCHEDULED: it waits for its time (w->sched, worker_sched.c);
+ * K_WAITING: its after= names an id without a result (worker_wait.c). */
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED, K_SCHEDULED, K_WAITING };
 
 struct peer {
 	int wd;
@@ -328,6 +335,11 @@ struct worker {
 	struct fair fair;
 	struct strset known;
 	size_t nbusy, ndeferred;
+	/* after=: the tasks of new/ waiting on others' results, and the
+	 * results read; done/ is watched (wd_done) while any waits. */
+	struct depwait *dwait;
+	struct dep_cache *dcache;
+	int wd_done;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
@@ -438,6 +450,9 @@ bool sched_retry(struct worker *w, struct task *t);
 int64_t sched_next_mono(const struct worker *w);
 bool sched_ring(struct worker *w);
 void consider(struct worker *w, const char *name);
+int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
+void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
+		int64_t arrived_ms);
 void new_mode(struct worker *w);
 void scan_new(struct worker *w);
 void busy_arm(struct worker *w);
@@ -496,6 +511,26 @@ void held_drop(void);
 void held_apply(struct worker *w, struct confine *c);
 void task_paths_held(const struct task *t, struct confine *c, const char *task,
 		     const char *const dirs[3]);
+
+/* after=, when a run starts: what the sandbox is given of each
+ * upstream (sandbox.h), and the descriptors of it opened in done/. */
+struct dep_inputs {
+	struct sandbox_input in[TASK_AFTER_MAX];
+	char *path[2 * TASK_AFTER_MAX]; /* the host paths in[] points at */
+	int fd[2 * TASK_AFTER_MAX];
+	int nfd, npath;
+	char in_dir[PATH_MAX]; /* backend none: the links' directory */
+};
+
+/* ---- worker_wait.c: after=: tasks waiting on other tasks' results, released by each
+ * result; a run's inputs opened in done/ */
+bool deps_ready(struct worker *w, const char *name, const struct inspect *ins);
+void dep_result(struct worker *w, const char *fname);
+void dep_recheck(struct worker *w);
+int deps_start(struct worker *w, const char *name, const struct inspect *ins,
+	       struct dep_inputs *di);
+void dep_inputs_free(struct dep_inputs *di);
+int dep_links(struct worker *w, struct dep_inputs *di, const char *work, int n);
 
 /* ---- scratch.c: spare scratch directories, reused from one run to the next */
 int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,

@@ -35,9 +35,16 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 				j->join_ns = true;
 			}
 		}
-		struct run_extra x = {.fds = bo.fd, .nfds = j->is_direct ? 0 : bo.n,
-				      .fd_base = SANDBOX_BIND_FD, .umask = j->umask,
-				      .join_ns = j->join_ns, .userns_fd = j->userns, .mntns_fd = j->mntns};
+		/* The inputs of after= follow the binds (sandbox.h). */
+		int xfd[TASK_BINDS_MAX + 2 * TASK_AFTER_MAX];
+		int nx = j->is_direct ? 0 : bo.n;
+		for (int i = 0; i < nx; i++)
+			xfd[i] = bo.fd[i];
+		for (int i = 0; j->bind_rc == 0 && !j->is_direct && i < j->n_in_fd; i++)
+			xfd[nx++] = j->in_fd[i];
+		struct run_extra x = {.fds = xfd, .nfds = nx, .fd_base = SANDBOX_BIND_FD,
+				      .umask = j->umask, .join_ns = j->join_ns,
+				      .userns_fd = j->userns, .mntns_fd = j->mntns};
 		/* Backend none binds nothing: its cwd= is entered by the
 		 * descriptor that was checked, not by the path. */
 		char fdcwd[64];
@@ -95,6 +102,8 @@ void spawn_job_free(struct spawn_job *j)
 		close(j->ifd);
 	if (j->ufd_owned && j->ufd >= 0)
 		close(j->ufd);
+	for (int i = 0; i < j->n_in_fd; i++)
+		close(j->in_fd[i]);
 	free(j);
 }
 

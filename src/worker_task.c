@@ -283,6 +283,10 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 			run_hook(w, id);
 		return;
 	}
+	/* after=: its upstreams' outputs, opened now (or it ends here). */
+	__attribute__((cleanup(dep_inputs_free))) struct dep_inputs di = {.nfd = 0};
+	if (ins.spec.n_after && deps_start(w, name, &ins, &di) < 0)
+		return;
 
 	_cleanup_close_ int ufd = -1;
 	if (sched_claimed(w, name, &ins, &ufd))
@@ -445,7 +449,18 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 				  .container_name = t->cname, .container_label = w->clabel,
 				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
 				  .input = &input,
-				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL};
+				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL,
+				  .inputs = di.in, .n_inputs = t->spec.n_after, .in_dir = di.in_dir};
+	if (none && t->spec.n_after) {
+		int lr = dep_links(w, &di, t->scr[0], t->spec.n_after);
+		if (lr < 0) {
+			strv_free(&lopts);
+			snprintf(t->errbuf, sizeof t->errbuf, "cannot link the inputs of after=: %s",
+				 strerror(-lr));
+			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+			return;
+		}
+	}
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	/* The policy's variables, for the container's shell to read: in
@@ -507,6 +522,10 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		j->userns = w->ons.userns;
 		j->mntns = w->ons.mntns;
 	}
+	/* The inputs' descriptors go with the job (bwrap binds them). */
+	memcpy(j->in_fd, di.fd, (size_t)di.nfd * sizeof *di.fd);
+	j->n_in_fd = di.nfd;
+	di.nfd = 0;
 	/* Backend none: kart-launch's command line, run by the spawned
 	 * child itself, which then execs the task (confine.h). */
 	if (none) {

@@ -46,7 +46,7 @@ _kart()
 	--log)
 		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--state)
-		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost' -- "$cur"))
+		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost\nskipped\nwaiting' -- "$cur"))
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
 	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last)

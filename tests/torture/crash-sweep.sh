@@ -9,6 +9,8 @@
 #   killed client's goes with kart gc).
 # Prints: "N crash points survived, L tasks lost, D run twice unflagged".
 #   SWEEP_MAX  highest call number tried per syscall (default 60)
+#   SWEEP_PARTS  which sweeps (default "submit worker commit retry deps";
+#                SWEEP_RETRY=0 also leaves out retry)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -199,10 +201,72 @@ sweep_retry() {
 	done
 }
 
-sweep_submit
-sweep_worker
-sweep_commit 2>/dev/null # (bash reports each killed worker)
-[ "${SWEEP_RETRY:-1}" = 0 ] || sweep_retry
+# after=: the worker's loop killed while it files, releases, skips and
+# binds. t2 reads t1's output; t3 fails, so t4 and t5 (after t4) are
+# skipped. Besides the invariant: a dependant is skipped exactly when one
+# of its upstreams' results is not ok, and a skipped one never ran.
+deps_check() {
+	local s=$1 d u st ust
+	for d in t2:t1 t4:t3 t5:t4; do
+		u=${d#*:} d=${d%:*}
+		st=$(cat "$s"/done/*.json 2>/dev/null | jq -r --arg n "$d" 'select(.name == $n) | .status' | head -1)
+		ust=$(cat "$s"/done/*.json 2>/dev/null | jq -r --arg n "$u" 'select(.name == $n) | .status' | head -1)
+		[ -n "$st" ] && [ -n "$ust" ] || continue # lost: counted by check
+		if { [ "$ust" = ok ] && [ "$st" = skipped ]; } || { [ "$ust" != ok ] && [ "$st" != skipped ]; }; then
+			echo "  $d ended $st after $u ended $ust"; bad=$((bad + 1))
+		fi
+	done
+	if cat "$s"/done/*.json 2>/dev/null | jq -e 'select(.status == "skipped" and .started_at != null)' >/dev/null; then
+		echo "  a skipped task ran"; bad=$((bad + 1))
+	fi
+}
+
+sweep_deps() {
+	local sc n s=$work/dep
+	for sc in openat renameat2 linkat unlinkat mkdirat fsetxattr inotify_add_watch; do
+		for ((n = 1; n <= max; n++)); do
+			mkspool "$s"
+			local names=(t1 t2 t3 t4 t5) i
+			printf '#!/bin/sh
+echo one >"$KART_OUTDIR/o"
+' >"$s/tmp/t1"
+			printf '#!/bin/sh
+#kart: after=t1
+cat "$KART_INPUTS/t1/out/o"
+' >"$s/tmp/t2"
+			printf '#!/bin/sh
+exit 3
+' >"$s/tmp/t3"
+			printf '#!/bin/sh
+#kart: after=t3
+echo four
+' >"$s/tmp/t4"
+			printf '#!/bin/sh
+#kart: after=t4
+echo five
+' >"$s/tmp/t5"
+			for i in "${names[@]}"; do mv "$s/tmp/$i" "$s/new/$i"; done
+			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
+			rc=$?
+			[ $rc -eq 0 ] && break
+			points=$((points + 1))
+			check "$s" "${names[@]}"
+			deps_check "$s"
+		done
+		echo "deps: $sc: $((n - 1)) call(s) killed"
+	done
+}
+
+for part in ${SWEEP_PARTS:-submit worker commit retry deps}; do
+	case $part in
+	submit) sweep_submit ;;
+	worker) sweep_worker ;;
+	commit) sweep_commit 2>/dev/null ;; # (bash reports each killed worker)
+	retry) [ "${SWEEP_RETRY:-1}" = 0 ] || sweep_retry ;;
+	deps) sweep_deps ;;
+	esac
+done
 echo
 echo "$points crash points survived, $lost tasks lost, $twice run twice unflagged, $bad other violations"
 [ $((lost + twice + bad)) -eq 0 ]

@@ -1009,6 +1009,63 @@ static void test_task_binds_container(void **state)
 	built_free(&b);
 }
 
+/* after=: each upstream's out/ and stdout, by descriptors numbered after
+ * the task's own binds, read-only under $KART_INPUTS/ID/, before the root
+ * turns read-only; one without artifacts gets its stdout alone; Landlock
+ * reads them; the container engine mounts the paths read-only. */
+static void test_inputs(void **state)
+{
+	(void)state;
+	struct built b;
+	char err[256] = "";
+	memset(&b, 0, sizeof b);
+	b.pol.backend = BACKEND_BWRAP;
+	snprintf(b.pol.bwrap, sizeof b.pol.bwrap, "/usr/bin/bwrap");
+	snprintf(b.pol.launcher, sizeof b.pol.launcher, "/opt/kart/libexec/kart-launch");
+	snprintf(b.pol.container_cmd, sizeof b.pol.container_cmd, "/usr/bin/docker");
+	snprintf(b.pol.container_image, sizeof b.pol.container_image, "img:1");
+	const char *text = "#kart: ro=/srv/in after=up1,up2\necho\n";
+	assert_int_equal(task_parse(text, strlen(text), &b.spec, err, sizeof err), 0);
+	const struct sandbox_input in[] = {
+		{.id = "up1", .out_path = SPOOL "/done/up1.out", .stdout_path = SPOOL "/done/up1.stdout"},
+		{.id = "up2", .stdout_path = SPOOL "/done/up2.stdout"},
+	};
+	struct sandbox_req req = {.pol = &b.pol, .spec = &b.spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
+				  .attempt = 1, .inputs = in, .n_inputs = 2, .container_name = "kart-x-1"};
+	assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), 0);
+	assert_opt(&b, "--ro-bind-fd", "6", "/srv/in");
+	assert_opt(&b, "--ro-bind-fd", "7", SANDBOX_INPUTS "/up1/out");
+	assert_opt(&b, "--ro-bind-fd", "8", SANDBOX_INPUTS "/up1/stdout");
+	assert_opt(&b, "--ro-bind-fd", "9", SANDBOX_INPUTS "/up2/stdout");
+	assert_true(OPT(&b, "--ro-bind-fd", "9", SANDBOX_INPUTS "/up2/stdout") < OPT(&b, "--remount-ro", "/"));
+	/* Never writable, never by path. */
+	assert_true(OPT(&b, "--bind-fd", "7", SANDBOX_INPUTS "/up1/out") < 0);
+	for (size_t i = 0; i < b.argv.n; i++)
+		assert_null(strstr(b.argv.v[i], SPOOL "/done"));
+	assert_string_equal(env_get(&b, "KART_INPUTS"), SANDBOX_INPUTS);
+	assert_true(has_rule(&b, false, SANDBOX_INPUTS));
+	assert_false(has_rule(&b, true, SANDBOX_INPUTS));
+	built_free(&b);
+	/* No after=: no $KART_INPUTS. */
+	build_home(&b, BACKEND_BWRAP, "#kart: ro=/srv/in\necho\n", NULL, NULL);
+	assert_null(env_get(&b, "KART_INPUTS"));
+	assert_true(OPT(&b, "--dir", SANDBOX_INPUTS) < 0);
+	built_free(&b);
+	/* The container engine: the paths, read-only. */
+	b.pol.backend = BACKEND_CONTAINER;
+	assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), 0);
+	bool out = false, so = false;
+	for (size_t i = 0; i < b.argv.n; i++) {
+		out |= strcmp(b.argv.v[i], "type=bind,source=" SPOOL "/done/up1.out,target=" SANDBOX_INPUTS
+					   "/up1/out,readonly") == 0;
+		so |= strcmp(b.argv.v[i], "type=bind,source=" SPOOL "/done/up2.stdout,target=" SANDBOX_INPUTS
+					  "/up2/stdout,readonly") == 0;
+	}
+	assert_true(out && so);
+	built_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1017,6 +1074,7 @@ int main(void)
 		cmocka_unit_test(test_task_home),
 		cmocka_unit_test(test_task_env),
 		cmocka_unit_test(test_task_binds_container),
+		cmocka_unit_test(test_inputs),
 		cmocka_unit_test(test_bwrap_no_net),
 		cmocka_unit_test(test_bwrap_net),
 		cmocka_unit_test(test_bwrap_nothing_writable_but_out),
