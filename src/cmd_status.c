@@ -19,8 +19,9 @@ static const char help[] =
 	"                               [--older-than DUR] [--newer-than DUR]\n"
 	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
-	"Each task's state: queued, running (and its worker), or its final status\n"
-	"(ok, failed, timeout, oom, killed, rejected, refused, cancelled, lost).\n"
+	"Each task's state: queued, held (kart hold), running (and its worker), or\n"
+	"its final status (ok, failed, timeout, oom, killed, rejected, refused,\n"
+	"cancelled, lost).\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Lines are ID, state, and the worker (running) or the exit code\n"
@@ -31,7 +32,7 @@ static const char help[] =
 	"  --ndjson            one such object per line, printed as found\n"
 	"  --summary           the number of tasks in each state (with --json: an\n"
 	"                      object)\n"
-	"  --state STATE       only tasks in STATE: queued, running, done (any final\n"
+	"  --state STATE       only tasks in STATE: queued, held, running, done (any final\n"
 	"                      status) or a final status; repeat or separate by commas\n"
 	"  --older-than DUR    only tasks that entered their state at least DUR ago\n"
 	"  --newer-than DUR    only tasks that entered their state less than DUR ago\n"
@@ -46,6 +47,7 @@ static const char *state_word(const struct qinfo *q)
 {
 	switch (q->state) {
 	case Q_QUEUED: return "queued";
+	case Q_HELD: return "held";
 	case Q_RUNNING: return "running";
 	case Q_DONE: return q->status;
 	default: return "unknown";
@@ -54,7 +56,7 @@ static const char *state_word(const struct qinfo *q)
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
-	"queued", "running", "ok", "failed", "timeout", "oom", "killed",
+	"queued", "held", "running", "ok", "failed", "timeout", "oom", "killed",
 	"rejected", "refused", "cancelled", "lost",
 };
 
@@ -119,8 +121,9 @@ static void task_label(struct spool *sp, const char *id, const struct qinfo *q, 
 		return;
 	}
 	char p[600];
-	int dir = q->state == Q_QUEUED ? sp->new : sp->cur;
-	if (q->state == Q_QUEUED ? pathfmt(p, sizeof p, "%s", id) < 0
+	int dir = q->state == Q_RUNNING ? sp->cur : sp->new;
+	if (q->state == Q_QUEUED	 ? pathfmt(p, sizeof p, "%s", id) < 0
+	    : q->state == Q_HELD ? spool_held_name(id, p, sizeof p) < 0
 				 : pathfmt(p, sizeof p, "%s/%s", q->worker, id) < 0)
 		return;
 	struct task_spec spec;

@@ -7,7 +7,8 @@
 
 #include "spool.h"
 
-enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE };
+/* Q_HELD: queued, but held (new/.held.ID, kart hold). */
+enum qstate { Q_UNKNOWN, Q_QUEUED, Q_HELD, Q_RUNNING, Q_DONE };
 
 struct qinfo {
 	enum qstate state;
@@ -21,6 +22,9 @@ struct qinfo {
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
+/* A finished task's status as kart wait's exit status (kart(1)):
+ * ok 0, failed its exit code, timeout 124, cancelled 130, ... */
+int query_exit_status(const struct qinfo *q);
 /* Read done/<id>.json into q; -ENOENT if absent. */
 int query_done(struct spool *sp, const char *id, struct qinfo *q);
 /* Parse done/<id>.json: 0 with *out (caller json_decref), -ENOENT,

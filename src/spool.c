@@ -132,11 +132,19 @@ static bool done_has(struct spool *sp, const char *id)
 	return exists_at(sp->done, p);
 }
 
+int spool_held_name(const char *id, char *buf, size_t len)
+{
+	return pathfmt(buf, len, ".held.%s", id);
+}
+
 bool spool_id_taken(struct spool *sp, const char *id)
 {
 	/* Look in the order tasks move (new, cur, done), so that one moving
-	 * while we look is seen in at least one place. */
-	if (exists_at(sp->new, id))
+	 * while we look is seen in at least one place. A held task is
+	 * queued under its dot name and comes back under its id. */
+	char held[TASK_NAME_MAX + 16];
+	if (exists_at(sp->new, id) ||
+	    (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)))
 		return true;
 	_cleanup_close_ int cfd = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = cfd >= 0 ? fdopendir(steal_fd(&cfd)) : NULL;

@@ -73,6 +73,9 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
  * tell, so must not treat it as "no"). Dot names count: a client may use
  * any name in tmp/ (spool-layout §2). */
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
+/* A held task's name in new/ (kart hold): ".held.ID". A dot name, so
+ * that no worker claims it; kart release renames it back. */
+int spool_held_name(const char *id, char *buf, size_t len);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
 /* The first free id of base, base.2, base.3, ... into out. */
