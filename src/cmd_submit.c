@@ -38,6 +38,7 @@ static const char help[] =
 	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
 	"                   DUR (default: the policy's, 5s)\n"
 	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
+	"  --hold           queue it held: no worker claims it until kart release\n"
 	"\n"
 	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
 	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
@@ -244,6 +245,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"to", required_argument, NULL, 'T'},
 		{"cwd", required_argument, NULL, 'C'},
 		{"no-cwd", no_argument, NULL, 'W'},
+		{"hold", no_argument, NULL, 'H'},
 		{"bind", required_argument, NULL, 'B'},
 		{"ro", required_argument, NULL, 'R'},
 		{"env", required_argument, NULL, 'e'},
@@ -257,7 +259,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	/* cwd=, bind=, ro=, env=: one line each, their values encoded. */
 	struct strv lines = {0};
 	const char *cwd_opt = NULL;
-	bool no_cwd = false, has_env = false;
+	bool no_cwd = false, has_env = false, hold = false;
 #define ADD(...) \
 	do { \
 		int _n = snprintf(directives + dl, sizeof directives - dl, __VA_ARGS__); \
@@ -300,6 +302,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			lane = optarg;
 			break;
 		case 'N': ADD(" net"); break;
+		case 'H': hold = true; break;
 		case 'P':
 			if (parse_int(optarg, -1000000, 1000000, &v) < 0)
 				return usage_error("submit", "--priority %s: not a number", optarg);
@@ -453,6 +456,12 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			fprintf(stderr, "kart submit: %s\n", derr);
 			return 1;
 		}
+		if (hold && sp.dropd >= 0) {
+			fprintf(stderr, "kart submit: --hold: new/ is the workers' on a shared spool: only "
+					"root can hold there\n");
+			return 1;
+		}
+		sp.hold = hold;
 		if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
 			fprintf(stderr, "kart submit: no free id for %s\n", base);
 			return 1;

@@ -391,7 +391,16 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			break;
 		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
 			continue;
-		if (renameat2(sp->tmp, tname, into, name, RENAME_NOREPLACE) == 0) {
+		/* kart submit --hold: queued under the held name, which no
+		 * worker claims, until kart release. */
+		char held[TASK_NAME_MAX + 24];
+		const char *dst = name;
+		if (sp->hold && !pl) {
+			if ((r = spool_held_name(name, held, sizeof held)) < 0)
+				break;
+			dst = held;
+		}
+		if (renameat2(sp->tmp, tname, into, dst, RENAME_NOREPLACE) == 0) {
 			r = 0;
 			break;
 		}
@@ -405,9 +414,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		 * the task with two links until the unlink, busy to a worker,
 		 * and for ever after a crash in between; check, then rename
 		 * (the id was just seen free). */
-		if (exists_at(into, name))
+		if (exists_at(into, dst))
 			continue;
-		if (renameat(sp->tmp, tname, into, name) == 0) {
+		if (renameat(sp->tmp, tname, into, dst) == 0) {
 			r = 0;
 			break;
 		}

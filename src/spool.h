@@ -21,6 +21,9 @@ struct spool {
 	 * id of the form idprefix + name ("alice:"). -1 / "": into new/. */
 	int dropd;
 	char idprefix[72];
+	/* spool_submit publishes the task held (kart submit --hold): under
+	 * spool_held_name in new/. Only without a drop directory. */
+	bool hold;
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;

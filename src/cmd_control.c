@@ -1,0 +1,314 @@
+/* kart hold, kart release, kart edit: a queued task steered by renames
+ * in new/ (control.c). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <getopt.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "cmd.h"
+#include "control.h"
+#include "policy.h"
+#include "query.h"
+#include "task.h"
+#include "util.h"
+
+static const char hold_help[] =
+	"usage: kart [-s SPOOL] hold ID...\n"
+	"\n"
+	"Hold queued tasks: each stays queued (new/.held.ID) but no worker claims\n"
+	"it until kart release. kart status says `held`. A task a worker claims\n"
+	"at the same instant either is held, or is said to have started.\n"
+	"\n"
+	"exit status: 0 if every task is held; 1 if one had already started or\n"
+	"finished, is unknown, or is not yours; 2 usage error\n";
+
+static const char release_help[] =
+	"usage: kart [-s SPOOL] release ID...\n"
+	"\n"
+	"Release held tasks: each is queued again, and a worker claims it.\n"
+	"\n"
+	"exit status: 0 if every task was released; 1 if one was not held, is\n"
+	"unknown, or is not yours; 2 usage error\n";
+
+static const char edit_help[] =
+	"usage: kart [-s SPOOL] edit [--set KEY=VALUE]... ID\n"
+	"\n"
+	"Edit a queued (or held) task in $VISUAL, else $EDITOR, else vi. When the\n"
+	"editor exits, its directives are checked as a worker would, and the\n"
+	"edited file replaces the queued one atomically, only if the task is\n"
+	"still queued; otherwise the edited copy is kept and its path printed.\n"
+	"\n"
+	"  --set KEY=VALUE  set one directive (timeout=5m, memory=1G, ...) without\n"
+	"                   an editor; repeat for several\n"
+	"\n"
+	"exit status: 0 if the task was changed (or left unchanged by the\n"
+	"editor); 1 if it had started, is not yours, or its directives are bad;\n"
+	"2 usage error\n";
+
+/* Why a task is not where a verb wanted it, on stdout as kart cancel
+ * says it. 1, the exit status. */
+static int say_state(struct spool *sp, const char *verb, const char *id)
+{
+	struct qinfo q;
+	if (query_id(sp, id, &q) < 0)
+		q.state = Q_UNKNOWN;
+	switch (q.state) {
+	case Q_RUNNING: printf("%s: had already started on %s\n", id, q.worker); break;
+	case Q_DONE: printf("%s: had already finished: %s\n", id, q.status); break;
+	case Q_QUEUED: printf("%s: not held\n", id); break;
+	case Q_HELD: printf("%s: held\n", id); return 0;
+	default: fprintf(stderr, "kart %s: %s: no such task\n", verb, id); break;
+	}
+	return 1;
+}
+
+static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, const char *help,
+		       bool hold)
+{
+	if (wants_help(argc, argv, help))
+		return 0;
+	int first = 1;
+	if (first < argc && strcmp(argv[first], "--") == 0)
+		first++;
+	else
+		for (int i = 1; i < argc; i++)
+			if (argv[i][0] == '-')
+				return usage_error(verb, "unknown option '%s'", argv[i]);
+	if (first >= argc)
+		return usage_error(verb, "no task ID given");
+	_cleanup_spool_ struct spool sp;
+	ctx_open_spool(c, &sp);
+	int rc = 0;
+	for (int i = first; i < argc; i++) {
+		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
+		const char *why;
+		if (task_name_check(id, &why) != 0) {
+			fprintf(stderr, "kart %s: %s: no such task\n", verb, id);
+			rc = 1;
+			continue;
+		}
+		int r = hold ? control_hold(&sp, id) : control_release(&sp, id);
+		if (r == 0) {
+			printf("%s: %s\n", id, hold ? "held" : "released");
+			continue;
+		}
+		if (r == -ENOENT) {
+			/* Not where we looked: claimed, or already so, or gone. */
+			if (!hold) {
+				struct qinfo q;
+				if (query_id(&sp, id, &q) == 0 && q.state == Q_HELD)
+					r = control_release(&sp, id); /* in motion: once more */
+				if (r == 0) {
+					printf("%s: released\n", id);
+					continue;
+				}
+			}
+			if (say_state(&sp, verb, id) != 0 || !hold)
+				rc = 1;
+			continue;
+		}
+		rc = 1;
+		if (r == -EPERM)
+			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
+				verb, id, verb);
+		else if (r == -EEXIST)
+			fprintf(stderr, "kart %s: %s: another task of that name is %s already\n", verb, id,
+				hold ? "held" : "queued");
+		else if (r == -EACCES && sp.drop >= 0)
+			fprintf(stderr, "kart %s: %s: new/ is the workers' on a shared spool: only root can "
+					"%s there\n", verb, id, verb);
+		else
+			fprintf(stderr, "kart %s: %s: %s\n", verb, id, strerror(-r));
+	}
+	spool_close(&sp);
+	return rc;
+}
+
+int cmd_hold(struct ctx *c, int argc, char **argv)
+{
+	return control_ids(c, argc, argv, "hold", hold_help, true);
+}
+
+int cmd_release(struct ctx *c, int argc, char **argv)
+{
+	return control_ids(c, argc, argv, "release", release_help, false);
+}
+
+/* Run the user's editor on path, as a shell would ($VISUAL may carry
+ * arguments). 0 when it exited 0. */
+static int run_editor(const char *path)
+{
+	const char *ed = getenv("VISUAL");
+	if (!ed || !*ed)
+		ed = getenv("EDITOR");
+	if (!ed || !*ed)
+		ed = "vi";
+	_cleanup_free_ char *cmd = xasprintf("%s \"$1\"", ed);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, "sh", path, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECANCELED;
+}
+
+/* The edited copy, kept for the user when it does not go in. */
+static void keep_copy(const char *text, size_t len, char *path, size_t plen)
+{
+	if (path[0])
+		return;
+	const char *dir = getenv("TMPDIR");
+	snprintf(path, plen, "%s/kart-edit.XXXXXX", dir && *dir ? dir : "/tmp");
+	_cleanup_close_ int fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0 || write_all(fd, text, len) < 0)
+		path[0] = '\0';
+}
+
+int cmd_edit(struct ctx *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"set", required_argument, NULL, 'S'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	struct strv sets = {0};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h': fputs(edit_help, stdout); return 0;
+		case 'S':
+			if (!strchr(optarg, '=') || optarg[0] == '=')
+				return usage_error("edit", "--set %s: not KEY=VALUE", optarg);
+			strv_add(&sets, optarg);
+			break;
+		case ':': return usage_error("edit", "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error("edit", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (argc - optind != 1)
+		return usage_error("edit", "give exactly one task ID");
+	_cleanup_spool_ struct spool sp;
+	ctx_open_spool(c, &sp);
+	_cleanup_free_ char *id = spool_own_id(&sp, argv[optind]);
+	struct qinfo q;
+	if (query_id(&sp, id, &q) < 0)
+		q.state = Q_UNKNOWN;
+	if (q.state != Q_QUEUED && q.state != Q_HELD) {
+		if (q.state == Q_UNKNOWN)
+			fprintf(stderr, "kart edit: %s: no such task\n", id);
+		else
+			(void)say_state(&sp, "edit", id);
+		return 1;
+	}
+	char name[TASK_NAME_MAX + 24];
+	if (q.state == Q_HELD ? spool_held_name(id, name, sizeof name) < 0
+			      : pathfmt(name, sizeof name, "%s", id) < 0)
+		return 1;
+	struct policy pol;
+	char err[1024];
+	if (policy_load(&pol, sp.path, err, sizeof err) < 0) {
+		fprintf(stderr, "kart edit: %s\n", err);
+		return 1;
+	}
+	/* Read as a worker would: never blocking, never following a link. */
+	_cleanup_close_ int orig = openat(sp.new, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (orig < 0 || fstat(orig, &st) < 0) {
+		if (errno == ENOENT)
+			return say_state(&sp, "edit", id);
+		fprintf(stderr, "kart edit: %s: %s\n", id, strerror(errno));
+		return 1;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > pol.task_max_bytes) {
+		fprintf(stderr, "kart edit: %s: not a task file a worker would run\n", id);
+		return 1;
+	}
+	if (control_may(&sp, id, &st) < 0) {
+		fprintf(stderr, "kart edit: %s: not your task (only its submitter or root may edit it)\n", id);
+		return 1;
+	}
+	size_t len;
+	int r;
+	_cleanup_free_ char *text = xmalloc((size_t)st.st_size + 1);
+	ssize_t n = pread(orig, text, (size_t)st.st_size, 0);
+	if (n < 0) {
+		fprintf(stderr, "kart edit: %s: %s\n", id, strerror(errno));
+		return 1;
+	}
+	len = (size_t)n;
+	_cleanup_free_ char *edited = NULL;
+	size_t elen = 0;
+	char kept[4096] = "";
+	if (sets.n) {
+		edited = xmalloc(len + 1);
+		memcpy(edited, text, len);
+		elen = len;
+		for (size_t i = 0; i < sets.n; i++) {
+			char *next;
+			size_t nlen;
+			if (control_set_item(edited, elen, sets.v[i], &next, &nlen) < 0) {
+				strv_free(&sets);
+				return usage_error("edit", "--set %s: not KEY=VALUE", sets.v[i]);
+			}
+			free(edited);
+			edited = next, elen = nlen;
+		}
+		strv_free(&sets);
+	} else {
+		keep_copy(text, len, kept, sizeof kept);
+		if (!kept[0]) {
+			fprintf(stderr, "kart edit: cannot make a copy to edit: %s\n", strerror(errno));
+			return 1;
+		}
+		if ((r = run_editor(kept)) < 0) {
+			fprintf(stderr, "kart edit: %s: the editor failed; nothing changed (your copy: %s)\n",
+				id, kept);
+			return 1;
+		}
+		if (read_file_at(AT_FDCWD, kept, pol.task_max_bytes, &edited, &elen) < 0) {
+			fprintf(stderr, "kart edit: %s: cannot read %s back: %s\n", id, kept, strerror(errno));
+			return 1;
+		}
+		if (elen == len && memcmp(edited, text, len) == 0) {
+			(void)unlink(kept);
+			printf("%s: unchanged\n", id);
+			return 0;
+		}
+	}
+	/* The directives, checked as the worker will, before the swap. */
+	struct task_spec spec;
+	uid_t submitter = spool_reader(&sp, id, st.st_uid);
+	if (task_parse(edited, elen < TASK_HEADER_MAX ? elen : TASK_HEADER_MAX, &spec, err, sizeof err) < 0 ||
+	    task_resolve_kind(&spec, &pol, id, err, sizeof err) < 0 ||
+	    task_check_policy(&spec, &pol, submitter, err, sizeof err) < 0) {
+		keep_copy(edited, elen, kept, sizeof kept);
+		fprintf(stderr, "kart edit: %s: %s; nothing changed%s%s%s\n", id, err,
+			kept[0] ? " (your copy: " : "", kept, kept[0] ? ")" : "");
+		return 1;
+	}
+	r = control_replace(&sp, name, orig, edited, elen);
+	if (r == 0) {
+		if (kept[0])
+			(void)unlink(kept);
+		printf("%s: edited\n", id);
+		return 0;
+	}
+	keep_copy(edited, elen, kept, sizeof kept);
+	if (r == -ENOENT) {
+		(void)say_state(&sp, "edit", id);
+		fprintf(stderr, "kart edit: %s: no longer queued; nothing changed (your copy: %s)\n", id, kept);
+	} else if (r == -ESTALE) {
+		fprintf(stderr, "kart edit: %s: changed by someone else meanwhile; nothing changed "
+				"(your copy: %s)\n", id, kept);
+	} else {
+		fprintf(stderr, "kart edit: %s: %s; nothing changed (your copy: %s)\n", id, strerror(-r), kept);
+	}
+	return 1;
+}
