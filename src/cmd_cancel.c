@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "control.h"
 #include "policy.h"
 #include "query.h"
 #include "task.h"
@@ -16,7 +17,7 @@
 static const char help[] =
 	"usage: kart [-s SPOOL] cancel ID...\n"
 	"\n"
-	"A queued task is taken out of new/ and never runs; a running task is\n"
+	"A queued (or held) task is taken out of new/ and never runs; a running task is\n"
 	"killed with its whole process tree. Either way its result says\n"
 	"`cancelled`.\n"
 	"\n"
@@ -73,6 +74,17 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 	}
 }
 
+/* Only a task's submitter, or root, may cancel it: false (said on
+ * stderr) when dirfd/path is a task of someone else's. */
+static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char *id)
+{
+	struct stat st;
+	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || control_may(sp, id, &st) == 0)
+		return true; /* gone: the claim that follows finds out */
+	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", id);
+	return false;
+}
+
 int cmd_cancel(struct ctx *c, int argc, char **argv)
 {
 	if (wants_help(argc, argv, help))
@@ -107,8 +119,17 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 					return 1;
 				}
 			}
-			/* Queued: take it as a worker would, and finish it unrun. */
+			/* Queued (or held): take it as a worker would, and finish
+			 * it unrun. */
+			char held[TASK_NAME_MAX + 24];
+			if (!may_cancel(&sp, sp.new, id, id) ||
+			    (spool_held_name(id, held, sizeof held) == 0 && !may_cancel(&sp, sp.new, held, id))) {
+				rc = 1;
+				break;
+			}
 			int r = spool_claim(&sp, wdir, id);
+			if (r == -ENOENT)
+				r = spool_claim_held(&sp, wdir, id);
 			if (r == 0) {
 				char newid[256];
 				r = spool_finish_unrun(&sp, wdir, id, "cancelled",
@@ -126,6 +147,12 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			if (query_id(&sp, id, &q) < 0)
 				q.state = Q_UNKNOWN;
 			if (q.state == Q_RUNNING) {
+				char claim[512];
+				if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
+				    !may_cancel(&sp, sp.cur, claim, id)) {
+					rc = 1;
+					break;
+				}
 				r = cancel_running(&sp, q.worker, id);
 				struct qinfo d;
 				if (r < 0) {

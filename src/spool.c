@@ -531,6 +531,14 @@ int spool_claim(struct spool *sp, int wdir, const char *name)
 	return -errno;
 }
 
+int spool_claim_held(struct spool *sp, int wdir, const char *id)
+{
+	char held[TASK_NAME_MAX + 24];
+	if (spool_held_name(id, held, sizeof held) < 0)
+		return -ENAMETOOLONG;
+	return renameat2(sp->new, held, wdir, id, RENAME_NOREPLACE) == 0 ? 0 : -errno;
+}
+
 int claim_meta_get(int fd, struct claim_meta *m)
 {
 	char buf[512];

@@ -96,6 +96,9 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 /* Claim new/<name> into the claim directory: -ENOENT if another took it,
  * -EEXIST if the claim directory already holds that name. */
 int spool_claim(struct spool *sp, int wdir, const char *name);
+/* The same for a held task (new/.held.ID -> claim directory/ID): kart
+ * cancel of a held task. */
+int spool_claim_held(struct spool *sp, int wdir, const char *id);
 
 int claim_meta_get(int fd, struct claim_meta *m);
 int claim_meta_set(int fd, const struct claim_meta *m);
