@@ -43,6 +43,8 @@ int cmd_cancel(struct ctx *c, int argc, char **argv);
 int cmd_hold(struct ctx *c, int argc, char **argv);
 int cmd_release(struct ctx *c, int argc, char **argv);
 int cmd_edit(struct ctx *c, int argc, char **argv);
+int cmd_pause(struct ctx *c, int argc, char **argv);
+int cmd_resume(struct ctx *c, int argc, char **argv);
 int cmd_doctor(struct ctx *c, int argc, char **argv);
 int cmd_setup_cgroup(struct ctx *c, int argc, char **argv);
 int cmd_retry(struct ctx *c, int argc, char **argv);

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -12,6 +14,7 @@
 #include "query.h"
 #include "task.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char hold_help[] =
 	"usage: kart [-s SPOOL] hold ID...\n"
@@ -312,3 +315,204 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	}
 	return 1;
 }
+
+static const char pause_help[] =
+	"usage: kart [-s SPOOL] pause ID...\n"
+	"       kart [-s SPOOL] pause --all [--freeze]\n"
+	"\n"
+	"Pause running tasks: the whole tree of each is frozen (its cgroup's\n"
+	"cgroup.freeze, or the v1 freezer; without a cgroup, SIGSTOP to each of\n"
+	"its processes), its timeout stops counting, and kart status says\n"
+	"`paused`; kart resume goes on. Its result reports `paused_ms`. A cancel\n"
+	"or a worker's stop ends a paused task as any other.\n"
+	"\n"
+	"  --all     pause the spool: workers claim nothing new (new/.paused) until\n"
+	"            kart resume --all; running tasks go on\n"
+	"  --freeze  with --all: pause every running task too\n"
+	"\n"
+	"exit status: 0 if every task is paused; 1 if one is not running, is not\n"
+	"yours, or its worker did not answer; 2 usage error\n";
+
+static const char resume_help[] =
+	"usage: kart [-s SPOOL] resume ID...\n"
+	"       kart [-s SPOOL] resume --all\n"
+	"\n"
+	"Resume paused tasks (their timeout counts again from where it stopped).\n"
+	"With --all: let workers claim again, and resume every paused task.\n"
+	"\n"
+	"exit status: 0 if every task runs again; 1 if one was not paused, is not\n"
+	"yours, or its worker did not answer; 2 usage error\n";
+
+/* How long a worker has to answer a pause or a resume. */
+#define ANSWER_MS 10000
+
+/* Ask the worker running id (in cur/worker/) to pause it (or resume
+ * it), and wait for its answer: .ID.paused made (or removed). 0; -ENOENT
+ * the claim left meanwhile; -ETIMEDOUT no answer. */
+static int pause_one(struct spool *sp, const char *worker, const char *id, bool on)
+{
+	char dir[4096], req[600], ack[600], claim[600];
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino < 0 || pathfmt(dir, sizeof dir, "%s/cur/%s", sp->path, worker) < 0 ||
+	    pathfmt(req, sizeof req, "%s/.%s.pause", worker, id) < 0 ||
+	    pathfmt(ack, sizeof ack, "%s/.%s.paused", worker, id) < 0 ||
+	    pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
+		return -ENAMETOOLONG;
+	if (inotify_add_watch(ino, dir, IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
+		return -errno;
+	int64_t end = now_mono_ms() + ANSWER_MS;
+	for (;;) {
+		struct stat st;
+		if (fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -ENOENT;
+		/* The request is a level: made again if the worker's clean-up
+		 * before the run took it (it was made just as the run began). */
+		if (on) {
+			int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+			if (fd < 0)
+				return -errno;
+			close(fd);
+		} else if (unlinkat(sp->cur, req, 0) < 0 && errno != ENOENT) {
+			return -errno;
+		}
+		bool acked = fstatat(sp->cur, ack, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (acked == on)
+			return 0;
+		int64_t rest = end - now_mono_ms();
+		if (rest <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)rest) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+}
+
+/* The spool's own pause: new/.paused, made or removed. */
+static int spool_pause(struct spool *sp, bool on)
+{
+	if (on) {
+		int fd = openat(sp->new, WCTL_SPOOL_PAUSED, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+	} else if (unlinkat(sp->new, WCTL_SPOOL_PAUSED, 0) < 0 && errno != ENOENT) {
+		return -errno;
+	}
+	return fsync(sp->new) < 0 ? -errno : 0;
+}
+
+struct all_arg {
+	struct spool *sp;
+	bool on;
+	int rc;
+};
+
+static void pause_each(const char *id, const struct qinfo *q, void *arg)
+{
+	struct all_arg *a = arg;
+	if (q->state != Q_RUNNING || q->paused == a->on)
+		return;
+	int r = pause_one(a->sp, q->worker, id, a->on);
+	if (r == 0)
+		printf("%s: %s\n", id, a->on ? "paused" : "resumed");
+	else if (r != -ENOENT) {
+		fprintf(stderr, "kart %s: %s: %s\n", a->on ? "pause" : "resume", id,
+			r == -ETIMEDOUT ? "its worker did not answer" : strerror(-r));
+		a->rc = 1;
+	}
+}
+
+static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
+{
+	const char *verb = on ? "pause" : "resume";
+	static const struct option opts[] = {
+		{"all", no_argument, NULL, 'a'},
+		{"freeze", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	bool all = false, freeze = false;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h': fputs(on ? pause_help : resume_help, stdout); return 0;
+		case 'a': all = true; break;
+		case 'f':
+			if (!on)
+				return usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+			freeze = true;
+			break;
+		case ':': return usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+		default: return usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (freeze && !all)
+		return usage_error(verb, "--freeze goes with --all");
+	if (all != (optind == argc))
+		return usage_error(verb, all ? "--all takes no ID" : "no task ID given");
+	_cleanup_spool_ struct spool sp;
+	ctx_open_spool(c, &sp);
+	if (all) {
+		int r = spool_pause(&sp, on);
+		if (r < 0) {
+			fprintf(stderr, "kart %s: %s/new/%s: %s\n", verb, sp.path, WCTL_SPOOL_PAUSED, strerror(-r));
+			return 1;
+		}
+		printf("spool %s\n", on ? "paused: workers claim nothing new" : "resumed");
+		struct all_arg a = {&sp, on, 0};
+		/* resume --all ends every task's pause, --freeze makes one. */
+		if (!on || freeze)
+			(void)query_all(&sp, pause_each, &a);
+		return a.rc;
+	}
+	int rc = 0;
+	for (int i = optind; i < argc; i++) {
+		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
+		struct qinfo q;
+		char claim[600];
+		struct stat st;
+		if (query_id(&sp, id, &q) < 0)
+			q.state = Q_UNKNOWN;
+		if (q.state == Q_QUEUED || q.state == Q_HELD) {
+			printf("%s: not running (%s)%s\n", id, q.state == Q_HELD ? "held" : "queued",
+			       on ? ": kart hold keeps a queued task from starting" : "");
+			rc = 1;
+			continue;
+		}
+		if (q.state != Q_RUNNING) {
+			if (say_state(&sp, verb, id) != 0)
+				rc = 1;
+			continue;
+		}
+		if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
+		    fstatat(sp.cur, claim, &st, AT_SYMLINK_NOFOLLOW) == 0 && control_may(&sp, id, &st) < 0) {
+			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
+				verb, id, verb);
+			rc = 1;
+			continue;
+		}
+		int r = pause_one(&sp, q.worker, id, on);
+		if (r == 0) {
+			printf("%s: %s\n", id, on ? "paused" : "resumed");
+			continue;
+		}
+		rc = 1;
+		if (r == -ENOENT)
+			(void)say_state(&sp, verb, id);
+		else if (r == -EACCES && sp.drop >= 0)
+			fprintf(stderr, "kart %s: %s: cur/ is the workers' on a shared spool: only root can "
+					"%s there\n", verb, id, verb);
+		else
+			fprintf(stderr, "kart %s: %s: %s\n", verb, id,
+				r == -ETIMEDOUT ? "its worker did not answer (no cgroup to freeze it by?)"
+						: strerror(-r));
+	}
+	spool_close(&sp);
+	return rc;
+}
+
+int cmd_pause(struct ctx *c, int argc, char **argv) { return pause_verb(c, argc, argv, true); }
+int cmd_resume(struct ctx *c, int argc, char **argv) { return pause_verb(c, argc, argv, false); }

@@ -30,6 +30,7 @@
 
 #include "cmd.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] gc [--older-than DUR] [--tmp-age DUR] [--dry-run] [--verbose]\n"
@@ -124,8 +125,9 @@ static void gc_new_dots(struct gc *g)
 	(void)spool_held_name("", held, sizeof held);
 	while ((de = readdir(dir))) {
 		struct stat st;
-		/* A held task (kart hold) is queued, however long. */
-		if (strncmp(de->d_name, held, strlen(held)) == 0)
+		/* A held task (kart hold) is queued, however long; a paused
+		 * spool stays paused. */
+		if (strncmp(de->d_name, held, strlen(held)) == 0 || strcmp(de->d_name, WCTL_SPOOL_PAUSED) == 0)
 			continue;
 		if (de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
 		    fstatat(g->sp->new, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||

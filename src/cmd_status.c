@@ -13,15 +13,16 @@
 #include "task.h"
 #include "space.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] status [--json | --ndjson] [--summary] [--state STATE]\n"
 	"                               [--older-than DUR] [--newer-than DUR]\n"
 	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
-	"Each task's state: queued, held (kart hold), running (and its worker), or\n"
-	"its final status (ok, failed, timeout, oom, killed, rejected, refused,\n"
-	"cancelled, lost).\n"
+	"Each task's state: queued, held (kart hold), running or paused (kart\n"
+	"pause; and its worker), or its final status (ok, failed, timeout, oom,\n"
+	"killed, rejected, refused, cancelled, lost).\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Lines are ID, state, and the worker (running) or the exit code\n"
@@ -32,7 +33,7 @@ static const char help[] =
 	"  --ndjson            one such object per line, printed as found\n"
 	"  --summary           the number of tasks in each state (with --json: an\n"
 	"                      object)\n"
-	"  --state STATE       only tasks in STATE: queued, held, running, done (any final\n"
+	"  --state STATE       only tasks in STATE: queued, held, running, paused, done (any final\n"
 	"                      status) or a final status; repeat or separate by commas\n"
 	"  --older-than DUR    only tasks that entered their state at least DUR ago\n"
 	"  --newer-than DUR    only tasks that entered their state less than DUR ago\n"
@@ -48,7 +49,7 @@ static const char *state_word(const struct qinfo *q)
 	switch (q->state) {
 	case Q_QUEUED: return "queued";
 	case Q_HELD: return "held";
-	case Q_RUNNING: return "running";
+	case Q_RUNNING: return q->paused ? "paused" : "running";
 	case Q_DONE: return q->status;
 	default: return "unknown";
 	}
@@ -56,7 +57,7 @@ static const char *state_word(const struct qinfo *q)
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
-	"queued", "held", "running", "ok", "failed", "timeout", "oom", "killed",
+	"queued", "held", "running", "paused", "ok", "failed", "timeout", "oom", "killed",
 	"rejected", "refused", "cancelled", "lost",
 };
 
@@ -207,7 +208,7 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		return;
 	}
 	if (q->state == Q_RUNNING)
-		printf("%s\trunning\t%s\n", clean, q->worker);
+		printf("%s\t%s\t%s\n", clean, state_word(q), q->worker);
 	else if (q->state == Q_DONE && q->exit_code >= 0)
 		printf("%s\t%s\t%d\n", clean, q->status, q->exit_code);
 	else
@@ -362,7 +363,10 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		json_object_foreach(o.counts, k, v) total += json_integer_value(v);
 		json_object_set_new(o.counts, "total", json_integer(total));
 		char why[700];
-		if (claiming_stopped(&sp, why, sizeof why))
+		if (wctl_spool_paused(sp.new))
+			json_object_set_new(o.counts, "claiming",
+					    json_string("stopped: the spool is paused (kart resume --all)"));
+		else if (claiming_stopped(&sp, why, sizeof why))
 			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
 		if (o.json || o.ndjson) {
 			char *s = json_dumps(o.counts, JSON_PRESERVE_ORDER |

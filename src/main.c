@@ -23,6 +23,8 @@ static const char main_help[] =
 	"  hold ID...           keep queued tasks from being claimed\n"
 	"  release ID...        let held tasks be claimed again\n"
 	"  edit ID              change a queued task ($EDITOR, or --set KEY=VALUE)\n"
+	"  pause ID...|--all    freeze running tasks, or stop claims on the spool\n"
+	"  resume ID...|--all   undo kart pause\n"
 	"  doctor               what this host can enforce\n"
 	"  setup-cgroup         delegate memory, pids and cpu to workers; check it\n"
 	"  retry ID...          queue finished tasks again, under new ids\n"
@@ -76,6 +78,7 @@ static const struct verb {
 	{"status", cmd_status}, {"wait", cmd_wait},     {"cat", cmd_cat},
 	{"cancel", cmd_cancel}, {"doctor", cmd_doctor},
 	{"hold", cmd_hold},     {"release", cmd_release}, {"edit", cmd_edit},
+	{"pause", cmd_pause},   {"resume", cmd_resume},
 	{"setup-cgroup", cmd_setup_cgroup},
 	{"retry", cmd_retry},   {"watch", cmd_watch},   {"gc", cmd_gc},
 	{"sync", cmd_sync},     {"feed", cmd_feed},

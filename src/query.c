@@ -137,6 +137,7 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 		char p[512];
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
+		q->paused = pathfmt(p, sizeof p, "%s/.%s.paused", q->worker, id) == 0 && exists_at(sp->cur, p);
 	} else if (queued || held) {
 		q->state = queued ? Q_QUEUED : Q_HELD;
 		q->since_ms = qsince;
@@ -286,6 +287,9 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		q.exit_code = -1;
 		q.since_ms = cl.v[i].since_ms;
 		snprintf(q.worker, sizeof q.worker, "%s", cl.v[i].worker);
+		char pp[600];
+		q.paused = pathfmt(pp, sizeof pp, "%s/.%s.paused", q.worker, cl.v[i].id) == 0 &&
+			   exists_at(sp->cur, pp);
 		cb(cl.v[i].id, &q, arg);
 	}
 	qlist_free(&seen);

@@ -13,6 +13,7 @@ enum qstate { Q_UNKNOWN, Q_QUEUED, Q_HELD, Q_RUNNING, Q_DONE };
 struct qinfo {
 	enum qstate state;
 	char worker[256];  /* Q_RUNNING */
+	bool paused;       /* Q_RUNNING: frozen by kart pause (cur/W/.ID.paused) */
 	char status[32];   /* Q_DONE */
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */

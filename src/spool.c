@@ -584,6 +584,7 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 		unsigned gone;
 	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
 		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0},
+		 {"pause", 0},                 {"paused", 0},
 		 {"lock", 0}};
 	char p[512];
 	for (size_t i = 0; i < ARRAY_SIZE(e); i++)

@@ -47,6 +47,7 @@
 #include "space.h"
 #include "task.h"
 #include "util.h"
+#include "worker_control.h"
 
 /* ---- the task lifecycle ------------------------------------------------ */
 
@@ -93,6 +94,7 @@ struct task {
 	uid_t uid;
 	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
 	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
+	struct pause_state pause; /* kart pause: frozen, its clock stopped */
 	int64_t retry_mono; /* publishing failed: try again then */
 	struct run run;
 	struct run_end rend;
@@ -633,6 +635,7 @@ struct worker {
 	bool budgeted;            /* fd_budget has run once */
 	int backlog_max;          /* results waiting for the commit thread, at most */
 	bool drain, stopping;
+	bool spool_paused;   /* new/.paused: claim nothing (kart pause --all) */
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
 	unsigned long long bset;  /* our bounding set, read once after the drop */
@@ -1391,6 +1394,44 @@ static void scan_cancels(struct worker *w)
 		    fstatat(w->wdir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			task_event(w, t, TE_CANCEL);
 	}
+}
+
+/* kart pause / resume: do what cur/W/.NAME.pause says (worker_control.c). */
+static void arm_timer(struct worker *w);
+
+static void task_thaw(struct worker *w, struct task *t)
+{
+	wctl_resume(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+	wctl_ack(w->wdir, t->name, false);
+	log_task("resumed", t->name, NULL, -1, NULL);
+}
+
+static void task_pause_look(struct worker *w, struct task *t)
+{
+	bool want = wctl_pause_wanted(w->wdir, t->name);
+	if (want && t->pause.how == PAUSE_NONE && t->state == TS_RUNNING) {
+		int r = wctl_pause(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+		if (r < 0) {
+			logmsg("%s: cannot pause it: %s", t->name, strerror(-r));
+			return;
+		}
+		wctl_ack(w->wdir, t->name, true);
+		log_task("paused", t->name, NULL, -1, NULL);
+	} else if (!want && t->pause.how != PAUSE_NONE) {
+		task_thaw(w, t);
+	}
+	arm_timer(w);
+}
+
+static void scan_pauses(struct worker *w)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		task_pause_look(w, t);
+	bool was = w->spool_paused;
+	w->spool_paused = wctl_spool_paused(w->sp->new);
+	if (was != w->spool_paused)
+		logmsg("spool %s: %s", w->spool_paused ? "paused" : "resumed",
+		       w->spool_paused ? "no more claims until kart resume --all" : "claiming again");
 }
 
 /* ---- peers: other workers' claim directories ---------------------------- */
@@ -3019,6 +3060,8 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
 	if (t->pending_ev)
 		task_event(w, t, (enum tevent)(t->pending_ev - 1));
+	else
+		task_pause_look(w, t); /* kart pause while it spawned */
 }
 
 static void spawn_done(struct worker *w)
@@ -3160,7 +3203,7 @@ static bool any_claimable(const struct worker *w)
 
 static void dispatch(struct worker *w)
 {
-	if (w->stopping)
+	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
 	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {
@@ -3495,6 +3538,7 @@ static void task_complete(struct worker *w, struct task *t)
 	char *errbuf = t->errbuf;
 	const size_t errlen = sizeof t->errbuf;
 	r->finished_ms = now_realtime_ms();
+	r->paused_ms = wctl_paused_ms(&t->pause);
 	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
 	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
 	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
@@ -3661,6 +3705,11 @@ static void stop_begin(struct worker *w, struct task *t)
 
 static void task_event(struct worker *w, struct task *t, enum tevent ev)
 {
+	/* A cancel, a timeout or a stop ends a paused task as any other:
+	 * thawed first, so that its SIGTERM is heard and nothing is left
+	 * frozen. */
+	if (t->pause.how != PAUSE_NONE)
+		task_thaw(w, t);
 	if (t->state == TS_SPAWNING) {
 		/* Not ours to kill yet: done once it is back (spawn_finish). */
 		if ((ev == TE_CANCEL || ev == TE_GRACE_OVER) && !t->pending_ev)
@@ -3817,8 +3866,10 @@ static void on_inotify(struct worker *w)
 				continue;
 			if (!ev->len)
 				continue;
-			if (ev->wd == w->wd_new) {
-				if (!rescan) {
+			if (ev->wd == w->wd_new && strcmp(ev->name, WCTL_SPOOL_PAUSED) == 0) {
+				scan_pauses(w);
+			} else if (ev->wd == w->wd_new) {
+				if (!rescan && !(ev->mask & IN_DELETE)) {
 					w->busy_seen = false;
 					consider(w, ev->name);
 					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
@@ -3829,11 +3880,16 @@ static void on_inotify(struct worker *w)
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				size_t l = strlen(ev->name);
+				char pn[TASK_NAME_MAX + 1];
 				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {
 					ev->name[l - 7] = '\0';
 					struct task *t = find_task(w, ev->name + 1);
 					if (t)
 						task_event(w, t, TE_CANCEL);
+				} else if (wctl_pause_entry(ev->name, pn, sizeof pn)) {
+					struct task *t = find_task(w, pn);
+					if (t)
+						task_pause_look(w, t);
 				}
 			} else if (ev->wd == w->wd_cur) {
 				watch_peer(w, ev->name);
@@ -3848,6 +3904,7 @@ static void on_inotify(struct worker *w)
 		scan_new(w);
 		scan_drops(w);
 		scan_cancels(w);
+		scan_pauses(w);
 	}
 	if (peers)
 		scan_peers(w);
@@ -3862,6 +3919,13 @@ static void begin_stop(struct worker *w, const char *why)
 	} else {
 		w->stopping = true;
 		w->grace_mono = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
+		/* A paused task would not finish in the grace: killed and
+		 * queued again now, thawed first (task_event). */
+		for (struct task *t = w->tasks, *nx; t; t = nx) {
+			nx = t->next;
+			if (t->pause.how != PAUSE_NONE)
+				task_event(w, t, TE_GRACE_OVER);
+		}
 		logmsg("%s: no more claims; %d running task(s) get %ds to finish", why, w->nrunning,
 		       w->pol->term_grace_s);
 		(void)notify_send("STOPPING=1");
@@ -4069,7 +4133,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	/* The watch first, then the scans: nothing that lands in between
 	 * can be missed. */
 	if (pathfmt(p, sizeof p, "%s/new", sp->path) < 0 ||
-	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
+	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |
 							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	new_mode(&w);
@@ -4087,7 +4151,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
-	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
+	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
 	    (w.wd_cur = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
@@ -4159,6 +4223,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	(void)lost;
 	scan_peers(&w);
 	scan_drops(&w);
+	scan_pauses(&w);
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
