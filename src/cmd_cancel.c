@@ -74,6 +74,34 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 	}
 }
 
+/* On a shared spool, as a user: a worker is asked through our drop
+ * directory (control_request), then we wait for the result. */
+static int cancel_via_drop(struct spool *sp, const char *id)
+{
+	char p[4096];
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
+	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0)
+		return -errno;
+	int r = control_request(sp, "cancel", id, "", 0, 10000);
+	if (r < 0)
+		return r;
+	int64_t end = now_mono_ms() + 30000 + grace_ms(sp);
+	struct qinfo q;
+	while (query_done(sp, id, &q) < 0) {
+		int64_t rest = end - now_mono_ms();
+		if (rest <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)(rest > 500 ? 500 : rest)) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+	return 0;
+}
+
 /* Only a task's submitter, or root, may cancel it: false (said on
  * stderr) when dirfd/path is a task of someone else's. */
 static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char *id)
@@ -104,11 +132,40 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 	char me[128];
 	snprintf(me, sizeof me, "cancel.%d", getpid());
 	for (int i = first; i < argc; i++) {
-		const char *id = argv[i];
+		_cleanup_free_ char *own = spool_own_id(&sp, argv[i]);
+		const char *id = own;
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
 			fprintf(stderr, "kart cancel: %s: no such task\n", id);
 			rc = 1;
+			continue;
+		}
+		if (control_via_drop(&sp)) {
+			struct qinfo q;
+			int r = query_id(&sp, id, &q);
+			if (r == 0 && q.state == Q_UNKNOWN) {
+				fprintf(stderr, "kart cancel: %s: no such task\n", id);
+				rc = 1;
+				continue;
+			}
+			if (r == 0 && q.state == Q_DONE) {
+				printf("%s: had already finished: %s\n", id, q.status);
+				rc = 1;
+				continue;
+			}
+			r = cancel_via_drop(&sp, id);
+			if (r < 0) {
+				fprintf(stderr, "kart cancel: %s: %s\n", id,
+					r == -EPERM	 ? "not your task (only its submitter or root may cancel it)"
+					: r == -ETIMEDOUT ? "no worker took the request, or no result came"
+							  : strerror(-r));
+				rc = 1;
+			} else if (query_done(&sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
+				printf("%s: cancelled\n", id);
+			} else {
+				printf("%s: had already finished: %s\n", id, q.status);
+				rc = 1;
+			}
 			continue;
 		}
 		for (int attempt = 0; attempt < 3; attempt++) {

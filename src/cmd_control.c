@@ -49,6 +49,10 @@ static const char edit_help[] =
 	"editor); 1 if it had started, is not yours, or its directives are bad;\n"
 	"2 usage error\n";
 
+/* How long a worker has to answer a pause or a resume, or a request
+ * through a drop directory. */
+#define ANSWER_MS 10000
+
 /* Why a task is not where a verb wanted it, on stdout as kart cancel
  * says it. 1, the exit status. */
 static int say_state(struct spool *sp, const char *verb, const char *id)
@@ -91,7 +95,17 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 			rc = 1;
 			continue;
 		}
-		int r = hold ? control_hold(&sp, id) : control_release(&sp, id);
+		int r;
+		if (control_via_drop(&sp)) {
+			/* A shared spool: a worker does it, and the spool says
+			 * how it went. */
+			struct qinfo q;
+			r = control_request(&sp, verb, id, "", 0, ANSWER_MS);
+			if (r == 0 && (query_id(&sp, id, &q) < 0 || (q.state == Q_HELD) != hold))
+				r = -ENOENT;
+		} else {
+			r = hold ? control_hold(&sp, id) : control_release(&sp, id);
+		}
 		if (r == 0) {
 			printf("%s: %s\n", id, hold ? "held" : "released");
 			continue;
@@ -118,9 +132,8 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 		else if (r == -EEXIST)
 			fprintf(stderr, "kart %s: %s: another task of that name is %s already\n", verb, id,
 				hold ? "held" : "queued");
-		else if (r == -EACCES && sp.drop >= 0)
-			fprintf(stderr, "kart %s: %s: new/ is the workers' on a shared spool: only root can "
-					"%s there\n", verb, id, verb);
+		else if (r == -ETIMEDOUT)
+			fprintf(stderr, "kart %s: %s: no worker took the request (is one running?)\n", verb, id);
 		else
 			fprintf(stderr, "kart %s: %s: %s\n", verb, id, strerror(-r));
 	}
@@ -296,7 +309,22 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 			kept[0] ? " (your copy: " : "", kept, kept[0] ? ")" : "");
 		return 1;
 	}
-	r = control_replace(&sp, name, orig, edited, elen);
+	if (control_via_drop(&sp)) {
+		/* A worker swaps it in; done if new/ now holds this text. */
+		r = control_request(&sp, "edit", id, edited, elen, ANSWER_MS);
+		_cleanup_free_ char *now = NULL;
+		size_t nlen = 0;
+		struct qinfo q2;
+		if (r == 0 && query_id(&sp, id, &q2) == 0 && (q2.state == Q_QUEUED || q2.state == Q_HELD) &&
+		    (q2.state == Q_HELD ? spool_held_name(id, name, sizeof name)
+					: pathfmt(name, sizeof name, "%s", id)) == 0 &&
+		    read_file_at(sp.new, name, pol.task_max_bytes, &now, &nlen) == 0)
+			r = nlen == elen && memcmp(now, edited, elen) == 0 ? 0 : -ESTALE;
+		else if (r == 0)
+			r = -ENOENT;
+	} else {
+		r = control_replace(&sp, name, orig, edited, elen);
+	}
 	if (r == 0) {
 		if (kept[0])
 			(void)unlink(kept);
@@ -310,6 +338,9 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	} else if (r == -ESTALE) {
 		fprintf(stderr, "kart edit: %s: changed by someone else meanwhile; nothing changed "
 				"(your copy: %s)\n", id, kept);
+	} else if (r == -ETIMEDOUT) {
+		fprintf(stderr, "kart edit: %s: no worker took the request (is one running?); nothing "
+				"changed (your copy: %s)\n", id, kept);
 	} else {
 		fprintf(stderr, "kart edit: %s: %s; nothing changed (your copy: %s)\n", id, strerror(-r), kept);
 	}
@@ -343,14 +374,19 @@ static const char resume_help[] =
 	"exit status: 0 if every task runs again; 1 if one was not paused, is not\n"
 	"yours, or its worker did not answer; 2 usage error\n";
 
-/* How long a worker has to answer a pause or a resume. */
-#define ANSWER_MS 10000
 
 /* Ask the worker running id (in cur/worker/) to pause it (or resume
  * it), and wait for its answer: .ID.paused made (or removed). 0; -ENOENT
  * the claim left meanwhile; -ETIMEDOUT no answer. */
 static int pause_one(struct spool *sp, const char *worker, const char *id, bool on)
 {
+	/* On a shared spool a worker makes (or removes) the request. */
+	bool ask = !control_via_drop(sp);
+	if (!ask) {
+		int r = control_request(sp, on ? "pause" : "resume", id, "", 0, ANSWER_MS);
+		if (r < 0)
+			return r;
+	}
 	char dir[4096], req[600], ack[600], claim[600];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0 || pathfmt(dir, sizeof dir, "%s/cur/%s", sp->path, worker) < 0 ||
@@ -367,7 +403,9 @@ static int pause_one(struct spool *sp, const char *worker, const char *id, bool 
 			return -ENOENT;
 		/* The request is a level: made again if the worker's clean-up
 		 * before the run took it (it was made just as the run began). */
-		if (on) {
+		if (!ask) {
+			/* asked once, above */
+		} else if (on) {
 			int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (fd < 0)
 				return -errno;
@@ -502,9 +540,9 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 		rc = 1;
 		if (r == -ENOENT)
 			(void)say_state(&sp, verb, id);
-		else if (r == -EACCES && sp.drop >= 0)
-			fprintf(stderr, "kart %s: %s: cur/ is the workers' on a shared spool: only root can "
-					"%s there\n", verb, id, verb);
+		else if (r == -EPERM)
+			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
+				verb, id, verb);
 		else
 			fprintf(stderr, "kart %s: %s: %s\n", verb, id,
 				r == -ETIMEDOUT ? "its worker did not answer (no cgroup to freeze it by?)"

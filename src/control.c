@@ -4,6 +4,8 @@
 #include "control.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <stdio.h>
 #include <sys/random.h>
 #include <sys/xattr.h>
@@ -11,6 +13,7 @@
 
 #include "task.h"
 #include "util.h"
+#include "worker_control.h"
 
 int control_may(const struct spool *sp, const char *id, const struct stat *st)
 {
@@ -212,4 +215,69 @@ int control_set_item(const char *text, size_t len, const char *item, char **out,
 	free(line);
 	*out = res;
 	return 0;
+}
+
+bool control_via_drop(const struct spool *sp)
+{
+	return sp->drop >= 0 && geteuid() != 0;
+}
+
+int control_request(struct spool *sp, const char *verb, const char *id, const char *text, size_t len,
+		    int timeout_ms)
+{
+	char err[512];
+	if (sp->dropd < 0 && spool_use_drop(sp, err, sizeof err) < 0)
+		return -EACCES;
+	size_t pl = strlen(sp->idprefix);
+	if (sp->dropd < 0 || !pl || strncmp(id, sp->idprefix, pl) != 0)
+		return -EPERM; /* a drop can only name the dropper's own tasks */
+	char stage[96], req[TASK_NAME_MAX + 96], dir[64];
+	uint64_t rnd = 0;
+	if (getrandom(&rnd, sizeof rnd, 0) < 0)
+		rnd = (uint64_t)now_mono_ms();
+	snprintf(stage, sizeof stage, ".ctl-stage.%d.%016llx", getpid(), (unsigned long long)rnd);
+	if (pathfmt(req, sizeof req, "%s%s.%s", WCTL_REQ_PREFIX, verb, id + pl) < 0)
+		return -ENAMETOOLONG;
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	snprintf(dir, sizeof dir, "/proc/self/fd/%d", sp->dropd);
+	if (ino < 0 || inotify_add_watch(ino, dir, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR) < 0)
+		return -errno;
+	/* Staged under a name no worker reads, then renamed in whole. */
+	_cleanup_close_ int fd = openat(sp->dropd, stage, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+					0600);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, text, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	close(steal_fd(&fd));
+	int64_t end = now_mono_ms() + timeout_ms;
+	bool sent = false;
+	while (r == 0) {
+		struct stat st;
+		if (!sent) {
+			if (renameat2(sp->dropd, stage, sp->dropd, req, RENAME_NOREPLACE) == 0)
+				sent = true;
+			else if (errno != EEXIST) /* EEXIST: the same request pending: after it */
+				r = -errno;
+		} else if (fstatat(sp->dropd, req, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			break; /* taken and done: its removal is the answer */
+		}
+		int64_t rest = end - now_mono_ms();
+		if (r == 0 && rest <= 0)
+			r = -ETIMEDOUT;
+		if (r < 0)
+			break;
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)(rest > 200 ? 200 : rest)) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+	if (!sent)
+		(void)unlinkat(sp->dropd, stage, 0);
+	else if (r == -ETIMEDOUT)
+		(void)unlinkat(sp->dropd, req, 0); /* withdrawn: no worker took it */
+	return r;
 }

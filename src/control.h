@@ -41,4 +41,15 @@ int control_replace(struct spool *sp, const char *name, int orig, const char *te
  * KEY=VALUE). Pure. */
 int control_set_item(const char *text, size_t len, const char *item, char **out, size_t *outlen);
 
+/* A shared spool (drop/), and the caller not root: new/ and cur/ are
+ * the workers', and a request goes through the caller's drop directory. */
+bool control_via_drop(const struct spool *sp);
+/* Ask a worker: drop/USER/.ctl.VERB.NAME for the id USER:NAME (text: an
+ * edit's new text, else empty), and wait (timeout_ms) until a worker has
+ * done it and removed it. 0; -EPERM the id is not the caller's;
+ * -ETIMEDOUT no worker took it (withdrawn); -errno. The caller then
+ * looks at the spool to say how it went. */
+int control_request(struct spool *sp, const char *verb, const char *id, const char *text, size_t len,
+		    int timeout_ms);
+
 #endif

@@ -1265,6 +1265,11 @@ static void drop_key(struct worker *w, const char *key)
 static void drop_entry(struct worker *w, struct drop *d, const char *name)
 {
 	char key[NAME_MAX * 2 + 3];
+	/* kart hold, edit, pause ... of a user of a shared spool. */
+	if (wctl_drop_entry(name)) {
+		wctl_drop_request(w->sp, w->pol, w->id, w->wdir, d->fd, d->name, d->uid, name);
+		return;
+	}
 	if (name[0] == '.' || pathfmt(key, sizeof key, "/%s/%s", d->name, name) < 0)
 		return;
 	drop_consider(w, d, name, key);

@@ -47,4 +47,22 @@ void wctl_ack(int wdir, const char *name, bool paused);
 bool wctl_spool_paused(int newdir);
 #define WCTL_SPOOL_PAUSED ".paused"
 
+/* ---- requests through a drop directory (a shared spool) ----------------
+ * On a shared spool only workers write new/ and cur/: a user asks a
+ * worker, with a file in their own drop directory, which proves who asks
+ * (spool-layout §3a): drop/USER/.ctl.VERB.NAME, for the task USER:NAME.
+ * VERB: hold, release, pause, resume, cancel (an empty file), edit (the
+ * new text). The worker does it and removes the request: its removal is
+ * the answer, and the spool's state says how it went. */
+#define WCTL_REQ_PREFIX ".ctl."
+struct spool;
+struct policy;
+/* Is entry a request? */
+bool wctl_drop_entry(const char *entry);
+/* Do the request dropfd/entry of the owner (uid) of drop/dname/. me and
+ * wdir: the worker's id and claim directory (a queued task's cancel is
+ * finished there). */
+void wctl_drop_request(struct spool *sp, const struct policy *pol, const char *me, int wdir,
+		       int dropfd, const char *dname, uid_t uid, const char *entry);
+
 #endif

@@ -195,20 +195,79 @@ test_hold_races_workers() {
 	stop_worker "$w3"
 }
 
+users_make() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (real users)"; return 1; }
+	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
+		{ skip "setpriv or useradd is missing"; return 1; }
+	[ "$U_MADE" = 1 ] && return 0
+	U_MADE=1
+	users_cleanup
+	U_MADE=1
+	groupadd "$G_K" && useradd -M -d / -s /bin/sh -U -G "$G_K" "$U_A" &&
+		useradd -M -d / -s /bin/sh -U -G "$G_K" "$U_M" || { fail "useradd"; return 1; }
+	chmod 0755 "$T_ROOT"
+}
+# as USER CMD...: CMD as USER, in /, on the spool $S.
+as() {
+	local u=$1; shift
+	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
+		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
+}
+
+# A shared spool as contrib/systemd/kart.tmpfiles lays it out (new/ and
+# cur/ the workers'): a user holds, edits, releases, pauses and cancels
+# their own tasks through their drop directory; another member of the
+# group is refused each of these.
+test_shared_spool_own_tasks_only() {
+	users_make || return
+	S=$T_ROOT/shared
+	rm -rf "$S"
+	have_bwrap || { skip "bwrap cannot run here (a shared spool's tasks need it)"; return; }
+	mkdir -p "$S/tmp" "$S/drop" "$S/new" "$S/cur" "$S/done" && chmod 0755 "$S" &&
+		chgrp "$G_K" "$S/tmp" "$S/drop" "$S/new" "$S/cur" "$S/done" &&
+		chmod 3770 "$S/tmp" && chmod 1770 "$S/drop" && chmod 0755 "$S/new" "$S/cur" &&
+		chmod 2750 "$S/done" || { fail "the shared layout"; return; }
+	"$KART" -s "$S" pause --all >/dev/null || fail "pause --all"
+	start_worker "$S"
+	local id out
+	id=$(as "$U_A" kart submit --no-cwd -- sh -c 'mk_l21sh=1; sleep 30' 2>/dev/null) ||
+		{ fail "alice's submit"; return; }
+	wait_until 10 test -e "$S/new/$id" || fail "not hoisted into new/"
+	out=$(as "$U_M" kart hold "$id" 2>&1)
+	assert_eq 1 $? "mallory's hold of alice's task"
+	assert_match "not your task" "$out" "mallory's hold: why"
+	out=$(as "$U_A" kart hold "$id" 2>&1)
+	assert_eq 0 $? "alice's hold ($out)"
+	[ -e "$S/new/.held.$id" ] || fail "alice's task is not held"
+	as "$U_M" kart edit --set timeout=5s "$id" >/dev/null 2>&1
+	assert_eq 1 $? "mallory's edit"
+	out=$(as "$U_A" kart edit --set timeout=5m "$id" 2>&1)
+	assert_eq 0 $? "alice's edit ($out)"
+	grep -q '^#kart: timeout=5m' "$S/new/.held.$id" || fail "alice's edit did not take"
+	assert_eq "$U_A" "$(stat -c %U "$S/new/.held.$id")" "the edited task's owner"
+	out=$(as "$U_A" kart release "$id" 2>&1)
+	assert_eq 0 $? "alice's release ($out)"
+	"$KART" -s "$S" resume --all >/dev/null || fail "resume --all"
+	wait_until 10 is_running "$S" "$id" || { fail "alice's task does not run"; return; }
+	as "$U_M" kart pause "$id" >/dev/null 2>&1
+	assert_eq 1 $? "mallory's pause"
+	out=$(as "$U_A" kart pause "$id" 2>&1)
+	assert_eq 0 $? "alice's pause ($out)"
+	is_paused "$S" "$id" || fail "status does not say paused"
+	as "$U_M" kart cancel "$id" >/dev/null 2>&1
+	assert_eq 1 $? "mallory's cancel"
+	out=$(as "$U_A" kart cancel "$id" 2>&1)
+	assert_eq 0 $? "alice's cancel ($out)"
+	assert_eq cancelled "$(field "$S" "$id" .status)" "status"
+	assert_eq 300 "$(field "$S" "$id" .limits.timeout_s)" "the edited timeout"
+	wait_until 5 no_proc 'mk_l21sh=1' || fail "a process of alice's task is left"
+	stop_worker "$WPID"
+}
+
 # Another user who could rename in new/ is still refused: only the
 # submitter or root may hold, release, edit or cancel a task.
 test_other_user_refused() {
-	[ "$(id -u)" = 0 ] || { skip "needs root (real users)"; return; }
-	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
-		{ skip "setpriv or useradd is missing"; return; }
-	if [ "$U_MADE" = 0 ]; then
-		U_MADE=1
-		users_cleanup
-		U_MADE=1
-		groupadd "$G_K" && useradd -M -d / -s /bin/sh -U -G "$G_K" "$U_A" &&
-			useradd -M -d / -s /bin/sh -U -G "$G_K" "$U_M" || { fail "useradd"; return; }
-		chmod 0755 "$T_ROOT"
-	fi
+	users_make || return
 	local s
 	s=$(mkspool)
 	chmod 0755 "$s"
