@@ -142,8 +142,11 @@ static bool directive_line(const char *line, size_t len, size_t *items)
 int control_set_item(const char *text, size_t len, const char *item, char **out, size_t *outlen)
 {
 	const char *eq = strchr(item, '=');
-	if (!eq || eq == item || !eq[1] || strpbrk(item, " \t\n#"))
+	if (!eq || eq == item || !eq[1])
 		return -EINVAL;
+	for (const char *k = item; k < eq; k++)
+		if (!((*k >= 'a' && *k <= 'z') || *k == '_'))
+			return -EINVAL; /* keys are lower-case words */
 	size_t kl = (size_t)(eq - item) + 1; /* "KEY=" */
 	char enc[3 * 4096 + 1];
 	if (pct_encode(eq + 1, enc, sizeof enc) < 0)
@@ -192,14 +195,12 @@ int control_set_item(const char *text, size_t len, const char *item, char **out,
 		} else {
 			memcpy(buf + o, l, ll);
 			o += ll;
-			if (nl)
+			/* A header line always ends, even the last of a file
+			 * that is all header: the new line goes after it. */
+			if (nl || header)
 				buf[o++] = '\n';
 		}
 		p += ll + (nl ? 1 : 0);
-		if (!nl && header) {
-			/* A file that is all header and has no last newline. */
-			buf[o++] = '\n';
-		}
 	}
 	if (header)
 		at = o;
