@@ -403,14 +403,12 @@ static int pause_one(struct spool *sp, const char *worker, const char *id, bool 
 			return -ENOENT;
 		/* The request is a level: made again if the worker's clean-up
 		 * before the run took it (it was made just as the run began). */
-		if (!ask) {
-			/* asked once, above */
-		} else if (on) {
+		if (ask && on) {
 			int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (fd < 0)
 				return -errno;
 			close(fd);
-		} else if (unlinkat(sp->cur, req, 0) < 0 && errno != ENOENT) {
+		} else if (ask && unlinkat(sp->cur, req, 0) < 0 && errno != ENOENT) {
 			return -errno;
 		}
 		bool acked = fstatat(sp->cur, ack, &st, AT_SYMLINK_NOFOLLOW) == 0;

@@ -77,7 +77,7 @@ test_watch_events() {
 	T_PIDS+=("$jp")
 	sleep 0.2
 	start_worker "$s"
-	id=$("$KART" -s "$s" submit --no-cwd -- sh -c 'exit 4')
+	id=$("$KART" -s "$s" submit --no-cwd -- sh -c 'exit 4' 2>/dev/null)
 	wait_until 10 has_result "$s" "$id" || fail "no result"
 	sleep 0.2
 	kill "$wp" "$jp"

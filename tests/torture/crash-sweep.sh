@@ -5,6 +5,7 @@
 #   every acknowledged task ends with exactly one result in done/, every
 #   result is valid JSON, nothing is left in new/ or cur/, and a task that
 #   ran twice says attempt > 1.
+# kart hold, release and edit are swept too (sweep_control).
 # Prints: "N crash points survived, L tasks lost, D run twice unflagged".
 #   SWEEP_MAX  highest call number tried per syscall (default 60)
 set -u
@@ -141,9 +142,36 @@ sweep_commit() {
 	done
 }
 
+# kart hold, release and edit killed at each call: the task is queued or
+# held, whole (its old text or its new, never a mix), and runs once.
+sweep_control() {
+	local verb sc n s=$work/ctl
+	for verb in hold release edit; do
+		for sc in openat write fsync renameat2 unlinkat; do
+			for ((n = 1; n <= max; n++)); do
+				mkspool "$s"
+				printf '#!/bin/sh\necho hi\n' >"$s/new/t"
+				[ "$verb" = release ] && "$kart" -s "$s" hold t >/dev/null
+				local args=("$verb" t)
+				[ "$verb" = edit ] && args=(edit --set timeout=5m t)
+				strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+					"$kart" -s "$s" "${args[@]}" >/dev/null 2>&1
+				[ $? -eq 0 ] && break
+				points=$((points + 1))
+				"$kart" -s "$s" release t >/dev/null 2>&1 # held or not
+				check "$s" t
+				local out; out=$(cat "$s/done/t.stdout" 2>/dev/null)
+				[ "$out" = hi ] || { echo "  $verb/$sc/$n: output '$out'"; bad=$((bad + 1)); }
+			done
+			echo "$verb: $sc: $((n - 1)) call(s) killed"
+		done
+	done
+}
+
 sweep_submit
 sweep_worker
 sweep_commit 2>/dev/null # (bash reports each killed worker)
+sweep_control 2>/dev/null # (bash reports each killed command)
 echo
 echo "$points crash points survived, $lost tasks lost, $twice run twice unflagged, $bad other violations"
 [ $((lost + twice + bad)) -eq 0 ]
