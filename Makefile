@@ -51,9 +51,11 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 
 B = build
 LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.c src/sandbox.c \
-	  src/run.c src/worker.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/control.c \
-	  src/worker_control.c
+	  src/run.c src/worker.c src/worker_task.c src/worker_commit.c \
+	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
+	  src/worker_capture.c src/worker_control.c src/hook.c src/acct.c src/held.c src/scratch.c \
+	  src/prioq.c src/strset.c src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
+	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/control.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
 	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c src/cmd_control.c

@@ -494,7 +494,7 @@ test_slow_fsync_backlog_bounded() {
 	echo "    at most $max tasks started and not yet published"
 }
 
-# Results that finish together are written together (worker.c,
+# Results that finish together are written together (worker_commit.c,
 # commit_stage): with fsync slowed so that results queue up, the commit
 # thread writes the JSONs of a group, sends their data to the disk
 # (sync_file_range), and only then fsyncs each; and no JSON gets its name
@@ -509,7 +509,7 @@ test_results_written_together() {
 		for ((i = 0; i < n; i++)); do printf '#!/bin/sh\ntrue\n' >"$s/tmp/g$i"; mv "$s/tmp/g$i" "$s/new/g$i"; done
 		(
 			# few: an open files limit under 16 a slot and 256 besides
-			# (worker.c, keep_fds), where they are written one at a time.
+			# (worker.c, fd_budget: keep_fds), where they are written one at a time.
 			[ $fs = few ] && ulimit -n 200
 			KART_BACKEND=none KART_ALLOW_ROOT=yes exec timeout 120 strace -f -y -qq -o "$s.strace" \
 				-e trace=openat,fsync,sync_file_range,renameat2,linkat \

@@ -583,7 +583,7 @@ test_workers_start_together() {
 	assert_eq "" "$(ls -A "$s/cur")" "cur/ after every worker stopped"
 }
 
-# The spawn runs off the event loop (worker.c, the spawn thread): while a
+# The spawn runs off the event loop (worker_spawn.c, the spawn thread): while a
 # task's child is stuck before its exec (strace holds its execve for 4 s),
 # the loop still claims the next task, and a cancel of the stuck one is
 # kept until it runs, then applied. With the spawn in the loop, nothing

@@ -1,0 +1,189 @@
+/* worker_commit.c - the commit thread: results made durable off the event
+ * loop. */
+#define _GNU_SOURCE
+#include "worker_int.h"
+
+/* Everything of a result but the fsync of done/: the outputs fsynced,
+ * the entries linked, the JSON written and fsynced. Up to
+ * writes_max at a time, each step for all of them before the
+ * next: the outputs' data and then the JSONs' are sent to the disk
+ * together, and each fsync mostly finds its writes done (drains of
+ * 2,000 tasks here: about 200 us a result one after the other, about 70
+ * in groups; docs/PERFORMANCE.md, ninth pass). */
+static void commit_stage(struct commit *c, struct task *batch, int writes_max)
+{
+	for (struct task *first = batch, *end; first; first = end) {
+		end = first;
+		for (int n = 0; end && n < writes_max; n++, end = end->cnext) {
+			end->commit_err = 0;
+			end->commit_output = false;
+			end->jpend = JSON_PENDING_NONE;
+			if (end->run.out.file >= 0)
+				(void)sync_file_range(end->run.out.file, 0, 0, SYNC_FILE_RANGE_WRITE);
+			if (end->run.err.file >= 0)
+				(void)sync_file_range(end->run.err.file, 0, 0, SYNC_FILE_RANGE_WRITE);
+		}
+		for (struct task *t = first; t != end; t = t->cnext) {
+			int files[] = {t->run.out.file, t->run.err.file};
+			for (int i = 0; i < 2 && !t->commit_err; i++)
+				if (files[i] >= 0 && fsync(files[i]) < 0) {
+					/* Never report done on a failed fsync. */
+					t->commit_err = -errno;
+					t->commit_output = true;
+				}
+			if (!t->commit_err)
+				t->commit_err = spool_finish_stage(c->sp, c->wdir, t->name, true,
+								   &t->res, t->idbuf, sizeof t->idbuf,
+								   &t->jpend);
+		}
+		for (struct task *t = first; t != end; t = t->cnext)
+			if (!t->commit_err)
+				t->commit_err = spool_json_commit(c->sp, &t->jpend);
+	}
+}
+
+/* One fsync of done/ for every result staged, then the claims go. */
+static void commit_finish(struct commit *c, struct task *batch)
+{
+	bool any = false;
+	for (struct task *t = batch; t; t = t->cnext)
+		any |= !t->commit_err;
+	if (any && fsync(c->sp->done) < 0) {
+		/* Every result of the batch is in doubt: each is retried,
+		 * and a retry writes its entries anew (spool_finish). */
+		int e = -errno;
+		for (struct task *t = batch; t; t = t->cnext)
+			if (!t->commit_err)
+				t->commit_err = e;
+	}
+	for (struct task *t = batch; t; t = t->cnext)
+		if (!t->commit_err)
+			t->commit_err = spool_finish_complete(
+				c->sp, c->wdir, t->name, true, t->idbuf,
+				(t->scratch_retired ? SCRATCH_RUN_GONE : 0) |
+					(t->res.outdir_gone ? SCRATCH_OUT_GONE : 0));
+}
+
+/* A group commit takes what is queued, and what is queued while it
+ * stages that (a result's fsync waits on the disk, and tasks end
+ * meanwhile), up to this many, before its one fsync of done/. */
+#define COMMIT_GROUP_MAX 64
+
+static void *commit_main(void *arg)
+{
+	struct commit *c = arg;
+	pthread_mutex_lock(&c->h.mu);
+	for (;;) {
+		while (!c->todo && !c->h.quit)
+			pthread_cond_wait(&c->h.cv, &c->h.mu);
+		if (!c->todo)
+			break;
+		struct task *all = NULL, **tail = &all;
+		int n = 0;
+		while (c->todo && n < COMMIT_GROUP_MAX) {
+			/* Oldest first (the list is pushed at its head). */
+			struct task *batch = NULL;
+			for (struct task *t = c->todo, *nx; t; t = nx) {
+				nx = t->cnext;
+				t->cnext = batch;
+				batch = t;
+				n++;
+			}
+			c->todo = NULL;
+			int wm = c->writes_max; /* the loop's to change (SIGHUP) */
+			pthread_mutex_unlock(&c->h.mu);
+			commit_stage(c, batch, wm);
+			*tail = batch;
+			while (*tail)
+				tail = &(*tail)->cnext;
+			pthread_mutex_lock(&c->h.mu);
+		}
+		pthread_mutex_unlock(&c->h.mu);
+		commit_finish(c, all);
+		pthread_mutex_lock(&c->h.mu);
+		*tail = c->done;
+		c->done = all;
+		uint64_t one = 1;
+		(void)!write(c->h.efd, &one, sizeof one);
+	}
+	pthread_mutex_unlock(&c->h.mu);
+	return NULL;
+}
+
+/* Publish a task's result: handed to the commit thread, and out of the
+ * loop's hands (and of w->tasks) until it comes back (commit_done). */
+void publish(struct worker *w, struct task *t)
+{
+	task_unlink(w, t);
+	w->ncommit++;
+	pthread_mutex_lock(&w->commit.h.mu);
+	t->cnext = w->commit.todo;
+	w->commit.todo = t;
+	pthread_mutex_unlock(&w->commit.h.mu);
+	/* After the unlock: the thread woken does not block at once on the
+	 * lock we hold (two futex calls fewer per hand-over). */
+	pthread_cond_signal(&w->commit.h.cv);
+}
+
+/* Tasks back from the commit thread: published, or to be tried again (a
+ * full disk, an I/O error: a task is never dropped), or, when its output
+ * could not be made durable, run again. */
+void commit_done(struct worker *w)
+{
+	uint64_t x;
+	(void)!read(w->commit.h.efd, &x, sizeof x);
+	pthread_mutex_lock(&w->commit.h.mu);
+	struct task *list = w->commit.done;
+	w->commit.done = NULL;
+	pthread_mutex_unlock(&w->commit.h.mu);
+	for (struct task *t = list, *nx; t; t = nx) {
+		nx = t->cnext;
+		w->ncommit--;
+		if (t->commit_output) {
+			logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
+			       strerror(-t->commit_err));
+			t->end = END_REQUEUE;
+			t->meta.attempt++;
+			(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+			task_free(w, t);
+		} else if (t->commit_err && w->stopping && !w->grace_mono) {
+			logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
+			abandon(w, t);
+		} else if (t->commit_err) {
+			logmsg("%s: cannot publish its result: %s; retrying", t->name,
+			       strerror(-t->commit_err));
+			t->state = TS_PUBLISHING;
+			t->retry_mono = now_mono_ms() + 1000;
+			t->res.id = t->name;
+			t->next = w->tasks;
+			w->tasks = t;
+		} else {
+			log_task("finished", t->idbuf, t->res.status,
+				 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1,
+				 t->res.error);
+			run_hook(w, t->idbuf);
+			task_free(w, t);
+		}
+	}
+	(void)notify_statusf("%d running", w->nrunning);
+	/* A task of the same name may wait for this one's claim to go. */
+	undefer(w);
+	dispatch(w);
+	/* A retry's time (dispatch, which arms it too, does nothing once
+	 * the worker is stopping). */
+	arm_timer(w);
+}
+
+void commit_start(struct worker *w)
+{
+	struct commit *c = &w->commit;
+	c->sp = w->sp;
+	c->wdir = w->wdir;
+	c->writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1; /* as fd_budget */
+	/* JSON objects are made in both threads: jansson's hash seed is
+	 * set once, here, before there are two. */
+	json_object_seed(0);
+	helper_start(w, &c->h, commit_main, c, SRC_COMMIT, "commit");
+}
+
+void commit_stop(struct worker *w) { helper_stop(&w->commit.h); }

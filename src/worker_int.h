@@ -1,0 +1,468 @@
+/* worker_int.h - what the worker's files share: the task, the worker,
+ * the helper threads' queues, and one section of prototypes per file.
+ * Nothing here is for the rest of kart (worker.h is). */
+#ifndef KART_WORKER_INT_H
+#define KART_WORKER_INT_H
+
+#include "worker.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/xattr.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <jansson.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include "caps.h"
+#include "cgroup.h"
+#include "worker_control.h"
+#include "confine.h"
+#include "container.h"
+#include "rlimits.h"
+#include "log.h"
+#include "result.h"
+#include "binds.h"
+#include "run.h"
+#include "sandbox.h"
+#include "seccomp.h"
+#include "space.h"
+#include "task.h"
+#include "util.h"
+#include "prioq.h"
+#include "strset.h"
+
+struct hook;
+
+/* ---- the task lifecycle ------------------------------------------------ */
+
+/* TS_STOPPING: sent SIGTERM (a timeout, a cancel), its kill grace running. */
+enum tstate { TS_RUNNING, TS_KILLING, TS_PUBLISHING, TS_DRAINING, TS_SPAWNING, TS_STOPPING, TS__N };
+enum tevent { TE_EXIT, TE_TIMEOUT, TE_CANCEL, TE_GRACE_OVER, TE__N };
+enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
+
+enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK,
+	       SRC_COMMIT, SRC_SPAWN };
+
+struct task;
+struct src {
+	enum srckind kind;
+	struct task *t;
+};
+
+struct cg_cpu {
+	int64_t user_us, system_us;
+};
+
+struct task {
+	struct task *next;
+	char *name;
+	struct task_spec spec;
+	struct claim_meta meta;
+	enum tstate state;
+	enum tend end;
+	uid_t uid;
+	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
+	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
+	struct pause_state pause; /* kart pause: frozen, its clock stopped (worker_control.c) */
+	int64_t retry_mono; /* publishing failed: try again then */
+	struct run run;
+	struct run_end rend;
+	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
+	struct cg_usage cgu; /* read from the leaf after the run */
+	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
+	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
+	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
+	bool cgu_read;
+	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
+	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
+	struct cg_cpu cg_end;  /* and when it ended */
+	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
+	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
+	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
+	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
+	 * used under their own names (scratch_dir); "" once handed on. */
+	char scr[3][24];
+	/* and the change time each had as a spare, when it was older than
+	 * the run (scratch_dir); {0, 0} if not */
+	struct timespec scr_ct[3];
+	int scr_fd[3]; /* and an O_PATH descriptor of each, or -1 */
+	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
+	int64_t drain_end;   /* draining: give up waiting then */
+	bool seccomp;        /* its sandbox was handed the filter */
+	int pending_ev;      /* spawning: TE_CANCEL or TE_GRACE_OVER + 1, for when it runs */
+	char cname[160];     /* backend container: its container, or "" */
+	int coom;            /* and its OOMKilled, read before its removal: 1, 0, -1 unknown */
+	struct src s_pid, s_out, s_err;
+	struct result res;
+	char idbuf[256];
+	char user[256], errbuf[1024]; /* storage for res.user, res.error */
+	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
+	/* With the commit thread (from publish() until it hands the task
+	 * back, the loop does not touch it): */
+	struct task *cnext;
+	int commit_err;     /* 0: published; else -errno of the failed step */
+	bool commit_output; /* the failure was an fsync of its output */
+	struct json_pending jpend; /* its JSON, staged and not yet committed */
+};
+
+/* ---- the commit thread: results made durable off the event loop --------
+ *
+ * Publishing a result costs four fsyncs (stdout, stderr, the JSON, done/).
+ * Done in the loop, they stalled claiming and spawning for every slot. The
+ * loop hands finished tasks to this thread, which takes all that have
+ * queued up, stages each result (outputs fsynced, id reserved, JSON
+ * written and fsynced), fsyncs done/ once for the batch (group commit),
+ * then removes each claim, and hands them back through an eventfd. The
+ * order of steps per task, and so every crash state, is unchanged
+ * (spool-layout §7). The thread touches only the spool and the tasks it
+ * was given. */
+/* A thread beside the loop (the commit thread, the spawn threads): its
+ * lock and condition over its queues, and the eventfd through which it
+ * hands work back to the loop. */
+struct helper {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool quit, started;
+	int efd;
+	struct src src;
+};
+
+struct commit {
+	struct helper h;
+	struct task *todo, *done; /* linked by cnext */
+	struct spool *sp;
+	int wdir;
+	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
+};
+
+/* Results written at once before their fsyncs (json_pending): enough
+ * for the disk to take them together, few enough descriptors (one where
+ * the worker keeps none across runs, fd_budget). */
+#define COMMIT_WRITES_MAX 16
+
+/* ---- the spawn threads: the child's set-up off the event loop -----------
+ *
+ * From clone to exec the spawned child runs in our memory, and the thread
+ * that cloned it sleeps (run.c, spawn_vm). That time is the child's
+ * set-up, its confinement with backend none (Landlock, seccomp), the
+ * first half of its execve, and the scheduler's delays in between: about
+ * 0.5 ms per task here, which capped the loop near 1,100 tasks/s while a
+ * core sat idle. A v1 join (cgroup.procs) waits 5-11 ms more. So the
+ * loop prepares everything, then hands the spawn to a spawn thread
+ * (SPAWN_THREADS of them take jobs from one queue) and goes on; the task
+ * waits in TS_SPAWNING, holding its slot, and comes back through an
+ * eventfd. A spawn thread touches only its job, its task's run and cgroup
+ * leaf, and nothing the loop reads while a task spawns. Each has its own
+ * stack for spawn_vm's children, and a child's PDEATHSIG follows the
+ * thread that cloned it: all of them live as long as the loop. */
+struct spawn_job {
+	struct spawn_job *next;
+	struct task *t;
+	struct strv argv, envp;
+	char *cwd;
+	bool pgroup, use_join, use_cred, is_direct;
+	uint64_t cap;
+	int ufd, sfd, rc;
+	int ifd; /* backend container: the CLI's stdin (container_env_input), or -1 */
+	bool ufd_owned; /* else ufd is the task's (t->cgf) */
+	struct run_cred cred;
+	struct confine conf;
+	bool inherit;		 /* for a thread that holds the outer half */
+	struct run_direct direct;
+	/* The task's binds, opened in the spawn thread as the submitter
+	 * (bcred; use_bcred false: as the worker, who is the submitter). */
+	bool use_bcred;
+	struct run_cred bcred;
+	const char *spool;
+	int bind_rc; /* binds_open's: -EACCES rejects the task */
+	char bind_err[640];
+	int umask;
+	struct leaf_join {
+		struct run_join rj;
+		const struct cg_leaf *leaf;
+	} lj;
+};
+
+/* Two: while one sleeps through a child's set-up, the other starts the
+ * next task (drains of 3,000 tasks with backend none, one against two in
+ * turns: +5-9 %, and the cores' idle time from 11 % to 7 %). */
+#define SPAWN_THREADS 2
+
+/* Backend none has SPAWN_THREADS more, started at its first task, that
+ * each load the outer half of the split filter (seccomp.h) on themselves.
+ * Every child they clone is born under it, shared and not copied, and
+ * loads only the seven instructions of the inner half before its exec:
+ * the whole program's load (its JIT, the action cache filled by running
+ * it for every syscall number, and its free at exit) cost each task
+ * about 0.1 ms of CPU here (docs/PERFORMANCE.md, seventh pass). The
+ * outer half lets clone3 through, so these threads can still clone
+ * into a cgroup; the inner half refuses it to the task. They take only
+ * jobs of backend none (nothing else may be born under that filter);
+ * one whose load failed spawns with the whole program, as the others
+ * do. */
+struct spawner {
+	struct helper h; /* the first thread; its lock, condition and eventfd serve all */
+	pthread_t more[SPAWN_THREADS - 1];
+	int nmore;
+	struct spawn_job *todo, *done; /* todo in order; done pushed at its head */
+	int wdir;
+	pthread_cond_t cvf;		/* the filtered threads' */
+	struct spawn_job *todof;	/* their queue, in order */
+	pthread_t fth[SPAWN_THREADS];
+	int nf;
+	const struct sock_fprog *outer, *inner; /* what they load, what their children do */
+};
+
+/* ---- fairness between submitters ---------------------------------------
+ *
+ * Round-robin across submitters within a lane and a priority (start-time
+ * fair queueing): each task queued gets its submitter's next turn, never
+ * earlier than the turn now being served. One user's 3,000 queued tasks
+ * hold turns 1..3000; another's task, queued while turn 5 is served,
+ * gets turn 5 and runs next, not after the 3,000. */
+struct fair_user {
+	uid_t uid;
+	uint64_t last_turn; /* the last turn given to its tasks */
+	int running;        /* its tasks running now, for [limits] slots_per_user */
+};
+
+struct fair {
+	struct fair_user *v;
+	size_t n, cap;
+	uint64_t now; /* the turn of the task last claimed */
+};
+
+/* ---- the worker ---------------------------------------------------------- */
+
+/* What the worker knows of a name of new/ (w->known, a strset). */
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED };
+
+struct peer {
+	int wd;
+	char *name;
+};
+
+/* drop/<user>/: a directory only its owner writes, so its owner is who
+ * dropped each file in it. fd pins the directory that was checked. */
+struct drop {
+	int wd, fd;
+	uid_t uid;
+	dev_t dev;
+	ino_t ino;
+	char *name;
+};
+
+struct worker {
+	struct spool *sp;
+	struct policy *pol;
+	const char *id;
+	int slots[LANE__N], used[LANE__N];
+	/* The descriptor budget (fd_budget), set at start and when a SIGHUP changes the slots: */
+	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
+	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
+	bool keep_fds;            /* descriptors kept across runs (spares', leaves') */
+	bool budgeted;            /* fd_budget has run once */
+	int backlog_max;          /* results waiting for the commit thread, at most */
+	bool drain, stopping;
+	bool spool_paused;   /* new/.paused: claim nothing (kart pause --all) */
+	int64_t grace_mono;
+	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
+	unsigned long long bset;  /* our bounding set, read once after the drop */
+	int64_t recover_mono; /* retry recovery of busy claims then */
+	char **own_busy;      /* our own claims from an earlier life, still held by its runs */
+	size_t nown_busy;
+	int wdir, lockfd, ep, ino, sig, tfd;
+	int wd_new, wd_wdir, wd_cur, wd_tmp;
+	/* A shared spool's drop/ and the drop directories in it (drop_seen);
+	 * new/'s owner and whether others may write it (consider). */
+	int wd_drop;
+	struct drop *drops;
+	size_t ndrops;
+	bool new_shared;
+	uid_t new_uid;
+	struct peer *peers;
+	size_t npeers;
+	struct src s_ino, s_sig, s_timer;
+	struct prioq heap[LANE__N];
+	struct fair fair;
+	struct strset known;
+	size_t nbusy, ndeferred;
+	/* A close is reported before the writer's write access is dropped
+	 * (fsnotify_close runs early in __fput), so a lease tried on the
+	 * event can still fail: busy names are looked at again a few times,
+	 * with backoff, after each event that left one busy. */
+	int64_t busy_mono;
+	int busy_step;
+	bool busy_seen; /* consider() just found a name busy */
+	uint64_t seq;
+	struct task *tasks; /* claimed and not yet published */
+	int nrunning;
+	char **deferred;
+	struct hook *hooks; /* on_done hooks still running */
+	int nhooks;
+	const struct worker_opts *opts;
+	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
+	char scmp_err[256];       /* and why: every task is refused */
+	struct seccomp_prog scmp_outer, scmp_inner; /* the same, split (spawner); or NULL */
+	/* The same three as the kernel takes them. Once built they are never
+	 * rebuilt (only a filter that failed is, at SIGHUP): spawns point at
+	 * them for the worker's life. */
+	struct sock_fprog fp_whole, fp_outer, fp_inner;
+	char *scmp_json;          /* the same, as a container runtime's profile */
+	char clabel[96];          /* backend container: kart.worker=<this> */
+	unsigned long cseq;
+	struct commit commit;
+	int ncommit; /* tasks with the commit thread */
+	struct spawner spawner;
+	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
+	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
+	bool space_low;     /* below [worker] min_free: nothing new is claimed */
+	int64_t space_mono; /* while so, with tasks waiting: look again then */
+};
+
+struct acct {
+	uid_t uid;
+	bool used, found, too_many;
+	int64_t at_mono;
+	char name[256];
+	gid_t gid;
+	int ngroups;
+	gid_t groups[RUN_CRED_GROUPS_MAX];
+	char home[TASK_BIND_PATH_MAX];
+};
+
+/* Counted up at every change in /etc (worker.c); -1: no watch. */
+extern long etc_gen;
+
+/* ---- worker.c: the event loop: worker_main, the epoll dispatch, inotify routed by watch,
+ * signals, the timer, the descriptor budget and the helper threads' hand-back */
+void ep_add(struct worker *w, int fd, struct src *s);
+void ep_del(struct worker *w, int fd);
+void thread_name(pthread_t th, const char *what);
+void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
+		  enum srckind kind, const char *what);
+void helper_stop(struct helper *h);
+void arm_timer(struct worker *w);
+
+/* ---- worker_task.c: a task's life: the state machine, the steps of starting a claimed
+ * task and of finishing it */
+struct task *find_task(struct worker *w, const char *name);
+void scan_cancels(struct worker *w);
+/* kart pause / resume: do what cur/W/.NAME.pause says; scan_pauses
+ * does it for every task, and reads new/.paused. */
+void task_pause_look(struct worker *w, struct task *t);
+void scan_pauses(struct worker *w);
+void task_unlink(struct worker *w, struct task *t);
+void task_free(struct worker *w, struct task *t);
+void abandon(struct worker *w, struct task *t);
+void finish_unstarted(struct worker *w, struct task *t, const char *status,
+		      const char *refusal, const char *error);
+void finish_refused(struct worker *w, struct task *t, const char *refusal,
+		    const char *error);
+void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
+void task_complete(struct worker *w, struct task *t);
+void task_event(struct worker *w, struct task *t, enum tevent ev);
+
+/* ---- worker_commit.c: the commit thread: results made durable off the event loop */
+void publish(struct worker *w, struct task *t);
+void commit_done(struct worker *w);
+void commit_start(struct worker *w);
+void commit_stop(struct worker *w);
+
+/* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
+void spawn_job_free(struct spawn_job *j);
+void spawn_done(struct worker *w);
+void spawner_start_filtered(struct worker *w);
+void spawner_start(struct worker *w);
+void spawner_stop(struct worker *w);
+
+/* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
+ * still busy */
+void finish_rejected(struct worker *w, const char *name, const char *why);
+void consider(struct worker *w, const char *name);
+void new_mode(struct worker *w);
+void scan_new(struct worker *w);
+void busy_arm(struct worker *w);
+void busy_recheck(struct worker *w);
+void dispatch(struct worker *w);
+void undefer(struct worker *w);
+
+/* ---- worker_drop.c: drop/: a shared spool's per-user drop directories, moved into new/ */
+struct drop *drop_find(struct worker *w, const char *name, int wd);
+void drop_forget(struct worker *w, struct drop *d);
+void hoist_finish(struct worker *w, const char *dot);
+void drop_key(struct worker *w, const char *key);
+void drop_entry(struct worker *w, struct drop *d, const char *name);
+void drop_seen(struct worker *w, const char *name);
+void scan_drops(struct worker *w);
+
+/* ---- worker_peer.c: peers: other workers' claim directories, and recovery of a dead one's */
+void recover_peer(struct worker *w, const char *peer);
+void recover_own(struct worker *w);
+void watch_peer(struct worker *w, const char *peer);
+void scan_peers(struct worker *w);
+void sweep_containers(struct worker *w, const char *peer);
+
+/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
+ * the run */
+void sweep_leaves(struct worker *w);
+void leaves_drop(void);
+int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
+int join_leaf(pid_t pid, void *arg);
+void task_cgroup_end(struct task *t);
+bool drain_begin(struct worker *w, struct task *t);
+void drain_poll(struct worker *w, struct task *t);
+bool drain_event(struct worker *w, int wd);
+
+/* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */
+void capture_file(struct worker *w, struct task *t, struct capture *c, const char *sfx);
+void on_capture(struct worker *w, struct task *t, struct capture *c, const char *sfx,
+		uint32_t events);
+void capture_loss(struct worker *w, struct task *t);
+
+/* ---- hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
+void hooks_sweep(struct worker *w);
+void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
+		const char *what);
+void run_hook(struct worker *w, const char *id);
+void on_hook(struct worker *w, struct src *s);
+void hooks_finish(struct worker *w);
+void hooks_release(struct worker *w);
+
+/* ---- acct.c: accounts, looked up once per uid, and the switch to the submitter */
+const struct acct *acct_get(uid_t uid);
+int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
+
+/* ---- held.c: Landlock's system paths, held open for every task of backend none */
+void held_drop(void);
+void held_apply(struct worker *w, struct confine *c);
+void task_paths_held(const struct task *t, struct confine *c, const char *task,
+		     const char *const dirs[3]);
+
+/* ---- scratch.c: spare scratch directories, reused from one run to the next */
+int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
+		bool *owned, struct timespec *ct, int *dfd);
+bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
+		    const struct timespec *ct, int *dfd);
+void spares_drop(struct worker *w);
+
+#endif

@@ -1,0 +1,393 @@
+/* worker_queue.c - queued tasks: what new/ holds, fair turns, claiming,
+ * deferral, names still busy. */
+#define _GNU_SOURCE
+#include "worker_int.h"
+
+static struct fair_user *fair_get(struct fair *f, uid_t uid)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].uid == uid)
+			return &f->v[i];
+	if (f->n == f->cap) {
+		f->cap = f->cap ? f->cap * 2 : 16;
+		f->v = xrealloc(f->v, f->cap * sizeof *f->v);
+	}
+	f->v[f->n] = (struct fair_user){.uid = uid};
+	return &f->v[f->n++];
+}
+
+static uint64_t fair_turn(struct fair *f, uid_t uid)
+{
+	struct fair_user *u = fair_get(f, uid);
+	u->last_turn = u->last_turn + 1 > f->now ? u->last_turn + 1 : f->now;
+	return u->last_turn;
+}
+
+void finish_rejected(struct worker *w, const char *name, const char *why)
+{
+	char id[256];
+	int r = spool_finish_unrun(w->sp, w->wdir, name, "rejected", why, w->id, id, sizeof id);
+	if (r < 0)
+		logmsg("%s: cannot write its rejected result: %s (left in cur/%s/ for recovery)",
+		       name, strerror(-r), w->id);
+	else
+		log_task("finished", id, "rejected", -1, why);
+	if (r == 0)
+		run_hook(w, id);
+}
+
+/* Take an entry of new/ that is not a runnable task (hostile, invalid)
+ * and give it its `rejected` result. Rejection takes no slot. */
+static void reject_from_new(struct worker *w, const char *name, const char *why)
+{
+	int r = spool_claim(w->sp, w->wdir, name);
+	if (r == -ENOENT)
+		return; /* another worker has it */
+	if (r < 0) {
+		logmsg("%s: cannot claim for rejection: %s", name, strerror(-r));
+		return;
+	}
+	finish_rejected(w, name, why);
+}
+
+/* new/NAME has two links. A link() publish has two until its writer
+ * unlinks the tmp/ name: busy until then (IN_DELETE in tmp/ rings).
+ * Scanning tmp/ takes time, and the writer may unlink at any moment of
+ * it, so "not found" alone proves nothing: the inode is held by an
+ * O_PATH descriptor and its link count read again after the scan. Still
+ * two links then, the second one stayed in place through the whole scan
+ * and was not in tmp/: a hard link from elsewhere, rejected. Down to one,
+ * the writer unlinked while we looked: inspect the entry afresh. A tmp/
+ * that cannot be read leaves the entry busy, never rejected. */
+static void link_publish_look(struct worker *w, const char *name, struct inspect *ins)
+{
+	for (int round = 0; round < 3 && ins->kind == INSPECT_REJECT && ins->nlink == 2; round++) {
+		_cleanup_close_ int fd = openat(w->sp->new, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			if (errno == ENOENT)
+				ins->kind = INSPECT_GONE;
+			else
+				ins->kind = INSPECT_BUSY;
+			return;
+		}
+		if (st.st_dev == ins->dev && st.st_ino == ins->ino && st.st_nlink == 2) {
+			int r = spool_tmp_holds(w->sp, st.st_dev, st.st_ino);
+			if (r != 0) {
+				if (r < 0)
+					logmsg("%s: cannot read tmp/ (%s): held as busy", name,
+					       strerror(-r));
+				ins->kind = INSPECT_BUSY;
+				return;
+			}
+			if (fstat(fd, &st) < 0) {
+				ins->kind = INSPECT_BUSY;
+				return;
+			}
+			if (st.st_nlink == 2)
+				return; /* rejected: the other link is not a publish */
+		}
+		task_inspect(w->sp->new, name, w->pol, ins);
+	}
+}
+
+/* Look at one entry of new/ and file it. */
+/* A priority below 0 goes ahead of everyone's work: only for the users
+ * and groups [limits] priority_allow names. Others are clamped to 0 (the
+ * task runs, in its turn), and the log says so once per task seen. */
+static int cand_priority(struct worker *w, const char *name, const struct inspect *ins)
+{
+	int p = ins->spec.priority;
+	if (p >= 0 || policy_priority_allowed(w->pol, ins->uid))
+		return p;
+	logmsg("%s: priority=%d clamped to 0: uid %u is not in [limits] priority_allow", name, p,
+	       (unsigned)ins->uid);
+	return 0;
+}
+
+void consider(struct worker *w, const char *name)
+{
+	if (name[0] == '/') { /* "/DROP/NAME": an entry of a drop directory */
+		drop_key(w, name);
+		return;
+	}
+	enum kstate ks = strset_get(&w->known, name);
+	if (ks == K_QUEUED || ks == K_DEFERRED)
+		return;
+	struct inspect ins;
+	task_inspect(w->sp->new, name, w->pol, &ins);
+	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)
+		link_publish_look(w, name, &ins);
+	switch (ins.kind) {
+	case INSPECT_IGNORE:
+		return;
+	case INSPECT_GONE:
+		if (ks == K_BUSY) {
+			strset_del(&w->known, name);
+			w->nbusy--;
+		}
+		return;
+	case INSPECT_BUSY:
+		if (ks != K_BUSY) {
+			strset_put(&w->known, name, K_BUSY);
+			w->nbusy++;
+		}
+		w->busy_seen = true;
+		return;
+	case INSPECT_REJECT:
+		if (ks == K_BUSY) {
+			strset_del(&w->known, name);
+			w->nbusy--;
+		}
+		reject_from_new(w, name, ins.error);
+		return;
+	case INSPECT_OK:
+		break;
+	}
+	/* Where others may write new/, anyone could have moved in a file
+	 * of anyone's: only root's and new/'s owner's are taken (a member
+	 * drops into drop/USER/, from where the worker moves it here). */
+	if (w->new_shared && ins.uid != 0 && ins.uid != w->new_uid) {
+		if (ks == K_BUSY) {
+			strset_del(&w->known, name);
+			w->nbusy--;
+		}
+		reject_from_new(w, name,
+				"new/ is writable by others than its owner, so who put this file there "
+				"cannot be known, and it would run as its owner: drop it into "
+				"drop/USER/ (or use kart submit)");
+		return;
+	}
+	/* USER:NAME came from drop/USER/ and is USER's, or was claimed from
+	 * there for rejection and re-queued by a recovery: never run as
+	 * someone else. */
+	if (w->sp->drop >= 0 && strchr(name, ':') && !spool_prefix_owner_ok(name, ins.uid)) {
+		if (ks == K_BUSY) {
+			strset_del(&w->known, name);
+			w->nbusy--;
+		}
+		reject_from_new(w, name,
+				"the task came from the drop directory of another user than its "
+				"file's owner: a task runs only as the user who dropped it");
+		return;
+	}
+	if (ks == K_BUSY)
+		w->nbusy--;
+	strset_put(&w->known, name, K_QUEUED);
+	prioq_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
+							 .prio = cand_priority(w, name, &ins),
+							 .turn = fair_turn(&w->fair, ins.uid),
+							 .arrived_ms = ins.arrived_ms,
+							 .seq = w->seq++,
+							 .uid = ins.uid});
+}
+
+struct seen {
+	char *name;
+	struct timespec ct;
+};
+
+static int seen_cmp(const void *a, const void *b)
+{
+	const struct seen *x = a, *y = b;
+	if (x->ct.tv_sec != y->ct.tv_sec)
+		return x->ct.tv_sec < y->ct.tv_sec ? -1 : 1;
+	if (x->ct.tv_nsec != y->ct.tv_nsec)
+		return x->ct.tv_nsec < y->ct.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+void new_mode(struct worker *w)
+{
+	struct stat st;
+	if (fstat(w->sp->new, &st) == 0) {
+		w->new_shared = (st.st_mode & 022) != 0;
+		w->new_uid = st.st_uid;
+	}
+}
+
+void scan_new(struct worker *w)
+{
+	new_mode(w);
+	_cleanup_close_ int d = openat(w->sp->new, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir) {
+		logmsg("scan new/: %s", strerror(errno));
+		return;
+	}
+	d = -1;
+	/* In order of arrival: each is given its submitter's next turn
+	 * (fair_turn), so one user's tasks keep their order among themselves. */
+	struct seen *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.') {
+			if (strncmp(de->d_name, ".hoist.", 7) == 0)
+				hoist_finish(w, de->d_name); /* a move from drop/ cut short */
+			continue;
+		}
+		struct stat st;
+		if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			st.st_ctim = (struct timespec){0, 0}; /* gone, or not ours to know: consider says */
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			v = xrealloc(v, cap * sizeof *v);
+		}
+		v[n++] = (struct seen){xstrdup(de->d_name), st.st_ctim};
+	}
+	closedir(dir);
+	qsort(v, n, sizeof *v, seen_cmp);
+	for (size_t i = 0; i < n; i++) {
+		consider(w, v[i].name);
+		free(v[i].name);
+	}
+	free(v);
+}
+
+#define BUSY_RECHECK_FIRST_MS 2
+#define BUSY_RECHECK_STEPS 10 /* 2 ms doubling: the last look ~1 s after the event */
+
+/* An event left a name busy: look again soon, then less often. */
+void busy_arm(struct worker *w)
+{
+	w->busy_step = 0;
+	w->busy_mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
+}
+
+void busy_recheck(struct worker *w)
+{
+	size_t n = 0;
+	char **names = xcalloc(w->nbusy ? w->nbusy : 1, sizeof *names);
+	for (size_t i = 0; i < w->known.nb; i++)
+		for (struct strset_ent *e = w->known.b[i]; e; e = e->next)
+			if (e->st == K_BUSY && n < w->nbusy)
+				names[n++] = xstrdup(e->name);
+	w->busy_seen = false;
+	for (size_t i = 0; i < n; i++) {
+		consider(w, names[i]);
+		free(names[i]);
+	}
+	free(names);
+	w->busy_mono = 0;
+	if (w->busy_seen && ++w->busy_step < BUSY_RECHECK_STEPS)
+		w->busy_mono = now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step);
+}
+
+/* Fill free slots from the candidates, best first. */
+/* Tasks of uid holding a slot (spawning, running, or draining with its
+ * slot not yet given back). */
+static int user_running(const struct worker *w, uid_t uid)
+{
+	int n = 0;
+	for (const struct task *t = w->tasks; t; t = t->next)
+		if (t->uid == uid && t->state != TS_PUBLISHING && !t->slot_freed)
+			n++;
+	return n;
+}
+
+/* [limits] slots_per_user: a candidate whose submitter has that many
+ * running waits in capped (dispatch puts it back), and the next one is
+ * looked at. Past CAPPED_MAX set aside, the lane waits for this round: a
+ * queue of one user's thousands is not sorted again on every dispatch. */
+#define CAPPED_MAX 256
+static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped)
+{
+	if (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user)
+		return false;
+	if (capped->n == capped->cap) {
+		capped->cap = capped->cap ? capped->cap * 2 : 16;
+		capped->v = xrealloc(capped->v, capped->cap * sizeof *capped->v);
+	}
+	capped->v[capped->n++] = *c;
+	return true;
+}
+
+/* Below [worker] min_free nothing new is claimed: a task started now
+ * could store neither its output nor its result. Looked at only when
+ * there is a task to claim, and again on the timer only while stopped
+ * with tasks waiting, so an idle worker still costs nothing. Said once
+ * each way. */
+#define SPACE_RECHECK_MS 1000
+static bool space_ok(struct worker *w)
+{
+	struct space sp;
+	if (!w->pol->min_free_bytes && !w->pol->min_free_pct)
+		return true;
+	if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
+		return true; /* not known: as before there was a check */
+	if (sp.low != w->space_low) {
+		char why[700];
+		space_describe(&sp, w->sp->path, why, sizeof why);
+		logmsg(sp.low ? "claiming nothing new: %s" : "claiming again: %s", why);
+	}
+	w->space_low = sp.low;
+	w->space_mono = sp.low ? now_mono_ms() + SPACE_RECHECK_MS : 0;
+	return !sp.low;
+}
+
+static bool any_claimable(const struct worker *w)
+{
+	for (int l = 0; l < LANE__N; l++)
+		if (w->used[l] < w->slots[l] && w->heap[l].n)
+			return true;
+	return false;
+}
+
+void dispatch(struct worker *w)
+{
+	if (w->stopping || w->spool_paused)
+		return;
+	w->space_mono = 0;
+	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {
+		arm_timer(w);
+		return;
+	}
+	for (int l = 0; l < LANE__N; l++) {
+		struct prioq capped = {0};
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max &&
+		       capped.n < CAPPED_MAX) {
+			struct cand c = prioq_pop(&w->heap[l]);
+			if (user_at_cap(w, &c, &capped))
+				continue;
+			if (c.turn > w->fair.now)
+				w->fair.now = c.turn;
+			int r = spool_claim(w->sp, w->wdir, c.name);
+			if (r == -EEXIST) {
+				/* We are running a task of the same name: it waits
+				 * in new/ until that one has finished. */
+				strset_put(&w->known, c.name, K_DEFERRED);
+				w->deferred = xrealloc(w->deferred, (w->ndeferred + 1) * sizeof(char *));
+				w->deferred[w->ndeferred++] = c.name;
+				continue;
+			}
+			strset_del(&w->known, c.name);
+			if (r == 0)
+				log_task("claimed", c.name, NULL, -1, NULL);
+			if (r == 0)
+				start_claimed(w, c.name, c.arrived_ms);
+			else if (r != -ENOENT)
+				logmsg("%s: claim failed: %s", c.name, strerror(-r));
+			free(c.name);
+		}
+		/* Back in their places, for when their submitter's tasks end. */
+		for (size_t i = 0; i < capped.n; i++)
+			prioq_push(&w->heap[l], capped.v[i]);
+		free(capped.v);
+	}
+	arm_timer(w);
+}
+
+void undefer(struct worker *w)
+{
+	size_t n = w->ndeferred;
+	char **d = w->deferred;
+	w->deferred = NULL;
+	w->ndeferred = 0;
+	for (size_t i = 0; i < n; i++) {
+		strset_del(&w->known, d[i]);
+		consider(w, d[i]);
+		free(d[i]);
+	}
+	free(d);
+}

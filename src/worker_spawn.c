@@ -1,0 +1,210 @@
+/* worker_spawn.c - the spawn threads: the child's set-up off the event loop. */
+#define _GNU_SOURCE
+#include "worker_int.h"
+
+static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
+{
+	pthread_mutex_lock(&sp->h.mu);
+	struct spawn_job **q = filtered ? &sp->todof : &sp->todo;
+	pthread_cond_t *cv = filtered ? &sp->cvf : &sp->h.cv;
+	for (;;) {
+		while (!*q && !sp->h.quit)
+			pthread_cond_wait(cv, &sp->h.mu);
+		struct spawn_job *j = *q;
+		if (!j)
+			break;
+		*q = j->next;
+		pthread_mutex_unlock(&sp->h.mu);
+		struct task *t = j->t;
+		if (holds_outer && j->inherit)
+			j->direct.filter = sp->inner;
+		/* Opened here, off the loop: a path on a slow disk stalls
+		 * this thread alone. */
+		struct binds_opened bo = {.n = 0};
+		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool, &bo,
+					j->bind_err, sizeof j->bind_err);
+		struct run_extra x = {.fds = bo.fd, .nfds = j->is_direct ? 0 : bo.n,
+				      .fd_base = SANDBOX_BIND_FD, .umask = j->umask};
+		/* Backend none binds nothing: its cwd= is entered by the
+		 * descriptor that was checked, not by the path. */
+		char fdcwd[64];
+		const char *cwd = j->cwd;
+		if (j->is_direct && t->spec.cwd >= 0 && bo.n > t->spec.cwd) {
+			snprintf(fdcwd, sizeof fdcwd, "/proc/self/fd/%d", bo.fd[t->spec.cwd]);
+			cwd = fdcwd;
+		}
+		char lockname[NAME_MAX + 8];
+		if (pathfmt(lockname, sizeof lockname, ".%s.lock", t->name) < 0)
+			lockname[0] = '\0'; /* the child fails "run lock" */
+		j->rc = j->bind_rc < 0 ? j->bind_rc
+			: run_spawn_join(&t->run, j->argv.v, j->envp.v, sp->wdir, lockname, -1, -1, j->cap,
+					 cwd, j->pgroup, j->use_join ? &j->lj.rj : NULL,
+					 j->use_cred ? &j->cred : NULL, j->sfd, j->ifd,
+					 j->is_direct ? &j->direct : NULL, &x);
+		binds_close(&bo);
+		pthread_mutex_lock(&sp->h.mu);
+		j->next = sp->done;
+		sp->done = j;
+		uint64_t one = 1;
+		(void)!write(sp->h.efd, &one, sizeof one);
+	}
+	pthread_mutex_unlock(&sp->h.mu);
+}
+
+static void *spawn_main(void *arg)
+{
+	spawn_loop(arg, false, false);
+	return NULL;
+}
+
+static void *spawn_main_filtered(void *arg)
+{
+	struct spawner *sp = arg;
+	/* This thread alone: no_new_privs and a filter are per thread. */
+	bool held = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, sp->outer) == 0;
+	if (!held)
+		logmsg("seccomp: a spawn thread cannot load the outer filter (%s); its tasks "
+		       "load the whole program", strerror(errno));
+	spawn_loop(sp, true, held);
+	return NULL;
+}
+
+void spawn_job_free(struct spawn_job *j)
+{
+	confine_free(&j->conf);
+	strv_free(&j->argv);
+	strv_free(&j->envp);
+	free(j->cwd);
+	if (j->sfd >= 0)
+		close(j->sfd);
+	if (j->ifd >= 0)
+		close(j->ifd);
+	if (j->ufd_owned && j->ufd >= 0)
+		close(j->ufd);
+	free(j);
+}
+
+/* A spawn came back: the task runs, or it is refused. */
+static void spawn_finish(struct worker *w, struct spawn_job *j)
+{
+	struct task *t = j->t;
+	int r = j->rc;
+	int join_err = j->lj.rj.err;
+	int bind_rc = j->bind_rc;
+	if (bind_rc < 0)
+		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
+	spawn_job_free(j);
+	if (r < 0) {
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+		t->run.out.file = t->run.err.file = -1;
+		if (bind_rc == -EACCES) {
+			/* A path its submitter may not have: the task file asked
+			 * for what it cannot get, as with a ceiling. */
+			finish_unstarted(w, t, "rejected", NULL, t->errbuf);
+		} else if (bind_rc < 0) {
+			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+		} else if (r == -ECANCELED) {
+			snprintf(t->errbuf, sizeof t->errbuf,
+				 "the task's process could not be put in its cgroup: %s",
+				 strerror(-join_err));
+			finish_refused(w, t, "cgroup_join_failed", t->errbuf);
+		} else
+			finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
+		return;
+	}
+	t->state = TS_RUNNING;
+	t->s_pid = (struct src){SRC_PIDFD, t};
+	t->s_out = (struct src){SRC_STDOUT, t};
+	t->s_err = (struct src){SRC_STDERR, t};
+	ep_add(w, t->run.pidfd, &t->s_pid);
+	ep_add(w, t->run.out.pipe, &t->s_out);
+	ep_add(w, t->run.err.pipe, &t->s_err);
+	if (t->spec.timeout_s > 0)
+		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
+	log_task("started", t->name, NULL, -1, NULL);
+	(void)notify_statusf("%d running", w->nrunning);
+	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
+	if (t->pending_ev)
+		task_event(w, t, (enum tevent)(t->pending_ev - 1));
+	else
+		task_pause_look(w, t); /* kart pause while it spawned */
+}
+
+void spawn_done(struct worker *w)
+{
+	uint64_t x;
+	(void)!read(w->spawner.h.efd, &x, sizeof x);
+	pthread_mutex_lock(&w->spawner.h.mu);
+	struct spawn_job *list = w->spawner.done;
+	w->spawner.done = NULL;
+	pthread_mutex_unlock(&w->spawner.h.mu);
+	/* Oldest first (pushed at the head). */
+	struct spawn_job *rev = NULL;
+	for (struct spawn_job *j = list, *nx; j; j = nx) {
+		nx = j->next;
+		j->next = rev;
+		rev = j;
+	}
+	for (struct spawn_job *j = rev, *nx; j; j = nx) {
+		nx = j->next;
+		spawn_finish(w, j);
+	}
+	undefer(w);
+	dispatch(w);
+	arm_timer(w);
+}
+
+/* The threads that hold the outer half, at the first task that wants
+ * them; none if they cannot start (the others serve). */
+void spawner_start_filtered(struct worker *w)
+{
+	struct spawner *sp = &w->spawner;
+	sp->outer = &w->fp_outer;
+	sp->inner = &w->fp_inner;
+	for (int i = 0; i < SPAWN_THREADS; i++) {
+		int e = pthread_create(&sp->fth[sp->nf], NULL, spawn_main_filtered, sp);
+		if (e) {
+			logmsg("cannot start a spawn thread: %s", strerror(e));
+			break;
+		}
+		thread_name(sp->fth[sp->nf], "spawn");
+		sp->nf++;
+	}
+}
+
+void spawner_start(struct worker *w)
+{
+	struct spawner *sp = &w->spawner;
+	sp->wdir = w->wdir;
+	pthread_cond_init(&sp->cvf, NULL);
+	helper_start(w, &sp->h, spawn_main, sp, SRC_SPAWN, "spawn");
+	for (int i = 0; i < SPAWN_THREADS - 1; i++) {
+		int e = pthread_create(&sp->more[i], NULL, spawn_main, sp);
+		if (e)
+			die("cannot start a spawn thread: %s", strerror(e));
+		thread_name(sp->more[i], "spawn");
+		sp->nmore++;
+	}
+}
+
+/* After the loop: every spawn has come back (they count as running). */
+void spawner_stop(struct worker *w)
+{
+	struct spawner *sp = &w->spawner;
+	if (sp->h.started) {
+		pthread_mutex_lock(&sp->h.mu);
+		sp->h.quit = true;
+		pthread_cond_broadcast(&sp->h.cv);
+		pthread_cond_broadcast(&sp->cvf);
+		pthread_mutex_unlock(&sp->h.mu);
+	}
+	for (int i = 0; i < sp->nmore; i++)
+		pthread_join(sp->more[i], NULL);
+	sp->nmore = 0;
+	for (int i = 0; i < sp->nf; i++)
+		pthread_join(sp->fth[i], NULL);
+	sp->nf = 0;
+	helper_stop(&sp->h);
+}

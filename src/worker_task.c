@@ -1,0 +1,883 @@
+/* worker_task.c - a task's life: the state machine, the steps of starting a
+ * claimed task and of finishing it. */
+#define _GNU_SOURCE
+#include "worker_int.h"
+
+/* What each event does in each state (s6-supervise's actions table). */
+enum taction { TA_NONE, TA_FINISH, TA_STOP_TIMEOUT, TA_STOP_CANCEL, TA_KILL_REQUEUE, TA_KILL,
+	       TA_ABANDON };
+static const enum taction transitions[TS__N][TE__N] = {
+	[TS_RUNNING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_STOP_TIMEOUT,
+			[TE_CANCEL] = TA_STOP_CANCEL, [TE_GRACE_OVER] = TA_KILL_REQUEUE},
+	/* TE_TIMEOUT here is the end of its kill grace; a shutdown's grace
+	 * ending kills it too, keeping its end (it is not re-queued). */
+	[TS_STOPPING] = {[TE_EXIT] = TA_FINISH, [TE_TIMEOUT] = TA_KILL, [TE_GRACE_OVER] = TA_KILL},
+	[TS_KILLING] = {[TE_EXIT] = TA_FINISH},
+	[TS_PUBLISHING] = {[TE_GRACE_OVER] = TA_ABANDON},
+	[TS_DRAINING] = {TA_NONE}, /* reaped; its leaf is emptying */
+	[TS_SPAWNING] = {TA_NONE}, /* with a spawn thread: see task_event */
+};
+
+/* The polite half: the runtime passes SIGTERM to the container's init. */
+static bool container_term(struct worker *w, struct task *t)
+{
+	char what[256];
+	if (!t->cname[0])
+		return false;
+	char *const k[] = {w->pol->container_cmd, "kill", "--signal", "TERM", t->cname, NULL};
+	snprintf(what, sizeof what, "container kill --signal TERM %.160s", t->cname);
+	spawn_host(w, k, NULL, what);
+	return true;
+}
+
+/* Backend container: the container goes by its name, whatever became of
+ * the CLI that started it (killed on a timeout, or failed): kill, then
+ * remove (one that never got to run is only removed). One that ended by
+ * itself is only removed (no --rm: its state is read first). */
+static void container_kill(struct worker *w, struct task *t, bool ended)
+{
+	char what[256];
+	if (!t->cname[0])
+		return;
+	char *const k[] = {w->pol->container_cmd, "kill", t->cname, NULL};
+	char *const rm[] = {w->pol->container_cmd, "rm", "--force", t->cname, NULL};
+	snprintf(what, sizeof what, "container %s %.160s", ended ? "rm" : "kill/rm", t->cname);
+	spawn_host(w, ended ? rm : k, ended ? NULL : rm, what);
+	t->cname[0] = '\0';
+}
+
+struct task *find_task(struct worker *w, const char *name)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		if (strcmp(t->name, name) == 0)
+			return t;
+	return NULL;
+}
+
+void scan_cancels(struct worker *w)
+{
+	for (struct task *t = w->tasks; t; t = t->next) {
+		char p[512];
+		struct stat st;
+		if (pathfmt(p, sizeof p, ".%s.cancel", t->name) == 0 &&
+		    fstatat(w->wdir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			task_event(w, t, TE_CANCEL);
+	}
+}
+
+static void task_thaw(struct worker *w, struct task *t)
+{
+	wctl_resume(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+	wctl_ack(w->wdir, t->name, false);
+	log_task("resumed", t->name, NULL, -1, NULL);
+}
+
+void task_pause_look(struct worker *w, struct task *t)
+{
+	bool want = wctl_pause_wanted(w->wdir, t->name);
+	if (want && t->pause.how == PAUSE_NONE && t->state == TS_RUNNING) {
+		int r = wctl_pause(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+		if (r < 0) {
+			logmsg("%s: cannot pause it: %s", t->name, strerror(-r));
+			return;
+		}
+		wctl_ack(w->wdir, t->name, true);
+		log_task("paused", t->name, NULL, -1, NULL);
+	} else if (!want && t->pause.how != PAUSE_NONE) {
+		task_thaw(w, t);
+	}
+	arm_timer(w);
+}
+
+void scan_pauses(struct worker *w)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		task_pause_look(w, t);
+	bool was = w->spool_paused;
+	w->spool_paused = wctl_spool_paused(w->sp->new);
+	if (was != w->spool_paused)
+		logmsg("spool %s: %s", w->spool_paused ? "paused" : "resumed",
+		       w->spool_paused ? "no more claims until kart resume --all" : "claiming again");
+}
+
+/* ---- starting a task ------------------------------------------------------ */
+
+static void fill_result(struct worker *w, struct task *t)
+{
+	struct result *r = &t->res;
+	result_init(r);
+	r->id = t->name;
+	r->name = t->spec.name[0] ? t->spec.name : t->name;
+	r->kind = t->spec.kind[0] ? t->spec.kind : NULL;
+	r->worker = w->id;
+	r->lane = lane_name(t->spec.lane);
+	r->attempt = t->meta.attempt;
+	r->submitted_ms = t->submitted_ms;
+	r->started_ms = t->started_ms;
+	r->timeout_s = t->spec.timeout_s;
+	r->kill_grace_s = t->spec.kill_grace_s;
+	r->label = t->spec.label[0] ? t->spec.label : NULL;
+	r->backend = backend_name(w->pol->backend);
+	r->network = t->spec.net;
+	if (t->cg.mode != CG_MODE_NONE) {
+		/* Limits as applied: only a leaf applies them. */
+		r->cgroup = cg_mode_name(t->cg.mode);
+		r->memory = t->spec.memory;
+		r->pids = t->spec.pids;
+		r->cpu_milli = t->spec.cpu_milli;
+	} else if (w->pol->backend == BACKEND_CONTAINER) {
+		/* The engine applies them (--memory, --pids-limit, --cpus). */
+		r->memory = t->spec.memory;
+		r->pids = t->spec.pids;
+		r->cpu_milli = t->spec.cpu_milli;
+	} else {
+		/* No leaf: what the rlimit fallback holds (see rlimits.h). */
+		r->memory = t->rl.as;
+		r->pids = t->rl.nproc;
+	}
+	r->uid = t->uid;
+	/* A root worker named the account when it switched to it
+	 * (task_cred); otherwise it is looked up here. */
+	if (!t->user[0]) {
+		const struct acct *a = acct_get(t->uid);
+		if (a->found)
+			snprintf(t->user, sizeof t->user, "%s", a->name);
+	}
+	if (t->user[0])
+		r->user = t->user;
+	r->task = &t->spec;
+	r->home = t->home[0] ? t->home : (w->pol->backend == BACKEND_NONE ? NULL : SANDBOX_WORK);
+	/* Its /work (backend none: its spare), and HOME where that was it. */
+	r->work_discarded = t->spec.cwd < 0 || !t->home[0];
+}
+
+/* Out of w->tasks, if it is there. */
+void task_unlink(struct worker *w, struct task *t)
+{
+	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	t->next = NULL;
+}
+
+void task_free(struct worker *w, struct task *t)
+{
+	task_unlink(w, t);
+	/* Backend none's directories that were not retired (a refusal, a
+	 * re-queue, a run whose leaf was not seen empty): removed by name,
+	 * as spool_clean_scratch does the others. One the commit moved into
+	 * done/ is not there any more. */
+	for (int i = 0; i < 3; i++) {
+		if (t->scr[i][0])
+			(void)rm_rf_at(w->wdir, t->scr[i]);
+		if (t->scr_fd[i] >= 0)
+			close(t->scr_fd[i]);
+	}
+	if (t->run.out.file >= 0)
+		close(t->run.out.file);
+	if (t->run.err.file >= 0)
+		close(t->run.err.file);
+	cg_files_close(&t->cgf);
+	free(t->name);
+	free(t);
+}
+
+/* Stopping, and its result still cannot be published (a full disk, an
+ * I/O error) when the grace period is over: left in cur/W/ just as a
+ * crash leaves it, for recovery to publish, not retried for ever. */
+void abandon(struct worker *w, struct task *t)
+{
+	logmsg("%s: its result could not be published before the stop; left in cur/%s/ for recovery",
+	       t->name, w->id);
+	memset(t->scr, 0, sizeof t->scr);
+	task_free(w, t);
+}
+
+/* A claimed task that will not run but has a full record (refused). */
+void finish_unstarted(struct worker *w, struct task *t, const char *status,
+		      const char *refusal, const char *error)
+{
+	/* Its leaf, if one was made, goes with it; it applied nothing. */
+	task_cgroup_end(t);
+	t->cg.mode = CG_MODE_NONE;
+	memset(&t->rl, 0, sizeof t->rl);
+	fill_result(w, t);
+	t->res.status = status;
+	t->res.refusal = refusal;
+	t->res.error = error;
+	t->res.started_ms = 0;
+	t->res.finished_ms = now_realtime_ms();
+	publish(w, t);
+}
+
+void finish_refused(struct worker *w, struct task *t, const char *refusal,
+		    const char *error)
+{
+	finish_unstarted(w, t, "refused", refusal, error);
+}
+
+/* Is the task's memory or pids the built-in default of the policy (and
+ * not its lane's own, nor the task's line)? Then it yields where nothing
+ * can hold it. */
+static bool memory_builtin(const struct policy *pol, const struct task_spec *spec)
+{
+	return pol->builtin_memory && !pol->lane[spec->lane ? 1 : 0].memory_default &&
+	       spec->line_memory <= 0;
+}
+
+static void builtin_soft(const struct policy *pol, const struct task_spec *spec, struct rl_host *rh)
+{
+	int l = spec->lane ? 1 : 0;
+	rh->soft_memory = memory_builtin(pol, spec);
+	rh->soft_pids = pol->builtin_pids && !pol->lane[l].pids_default && spec->line_pids <= 0;
+}
+
+/* The task's leaf, or else the rlimit fallback, as [limits] cgroup says.
+ * A limit is never dropped: where neither can hold it, the task is
+ * refused. Returns 0 to go on, -1 when the task was finished refused. */
+static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
+{
+	char cgerr[200], rlerr[160];
+	/* Read once (sysconf reads /sys for it each time). */
+	static long ncpu;
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	/* Uid 0 of the host is exempt from RLIMIT_NPROC. */
+	struct rl_host rh = {.use_as = w->pol->rlimit_as, .nproc_binds = run_uid != 0,
+			     .ncpu = ncpu > 0 ? (int)ncpu : 1};
+	builtin_soft(w->pol, &t->spec, &rh);
+	if (w->pol->cgroup == CGROUP_OFF) {
+		snprintf(cgerr, sizeof cgerr, "cgroups are off in the policy");
+	} else if (task_cgroup(w, t, cgerr, sizeof cgerr) == 0) {
+		limits_always(&t->spec, &rh, &t->rl);
+		return 0;
+	}
+	if (w->pol->cgroup == CGROUP_REQUIRE) {
+		snprintf(t->errbuf, sizeof t->errbuf,
+			 "the policy requires a cgroup for every task (cgroup = require): %.180s",
+			 cgerr);
+		finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
+		return -1;
+	}
+	if (limits_fallback(&t->spec, &rh, &t->rl, rlerr, sizeof rlerr) < 0) {
+		snprintf(t->errbuf, sizeof t->errbuf, "%.120s; no cgroup: %.120s", rlerr, cgerr);
+		finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
+		return -1;
+	}
+	if (w->pol->cgroup != CGROUP_OFF)
+		logmsg("%s: runs without a cgroup%s: %s", t->name,
+		       t->rl.as || t->rl.nproc ? " (rlimits stand in)" : "", cgerr);
+	return 0;
+}
+
+/* The claim is in our directory: look at it again (it may have changed
+ * since it was seen in new/) and start it. */
+void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
+{
+	__attribute__((cleanup(inspect_close))) struct inspect ins;
+	task_inspect_open(w->wdir, name, w->pol, &ins);
+	if (ins.kind == INSPECT_BUSY) {
+		/* A writer opened it between our look and the claim: give it
+		 * back and wait for its close. */
+		struct claim_meta m = {.attempt = 1};
+		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			(void)claim_meta_get(fd, &m);
+		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
+			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
+		return;
+	}
+	if (ins.kind == INSPECT_REJECT) {
+		finish_rejected(w, name, ins.error);
+		return;
+	}
+	if (ins.kind != INSPECT_OK)
+		return;
+	/* `kart cancel` found it here just after our claim: it never runs. */
+	char creq[512];
+	struct stat cst;
+	if (pathfmt(creq, sizeof creq, ".%s.cancel", name) == 0 &&
+	    fstatat(w->wdir, creq, &cst, AT_SYMLINK_NOFOLLOW) == 0) {
+		char id[256];
+		int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled",
+					   "cancelled by kart cancel before it ran", w->id, id, sizeof id);
+		if (r < 0)
+			logmsg("%s: cannot write its result: %s", name, strerror(-r));
+		else
+			log_task("finished", id, "cancelled", -1, NULL);
+		if (r == 0)
+			run_hook(w, id);
+		return;
+	}
+
+	struct task *t = xcalloc(1, sizeof *t);
+	t->name = xstrdup(name);
+	t->spec = ins.spec;
+	/* No timeout given: the policy's default, and never beyond its
+	 * ceiling. */
+	if (t->spec.timeout_s < 0)
+		t->spec.timeout_s = w->pol->timeout_default_s;
+	if (t->spec.timeout_s < 0 || (w->pol->timeout_max_s >= 0 && t->spec.timeout_s > w->pol->timeout_max_s))
+		t->spec.timeout_s = w->pol->timeout_max_s;
+	if (t->spec.kill_grace_s < 0)
+		t->spec.kill_grace_s = w->pol->kill_grace_s;
+	limits_apply_defaults(&t->spec, w->pol);
+	t->cg_wd = -1;
+	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
+	cg_files_init(&t->cgf);
+	t->uid = ins.uid;
+	t->run.out.file = t->run.err.file = -1;
+	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
+	t->next = w->tasks;
+	w->tasks = t;
+	if (ins.fd >= 0) /* the task file, opened by task_inspect */
+		(void)claim_meta_get(ins.fd, &t->meta);
+	/* From here on it is the spool's record of the task: readable by its
+	 * owner (and root) alone, like its output (and its env= values are
+	 * the submitter's). */
+	if (ins.fd >= 0 && (ins.mode & 077) && fchmod(ins.fd, ins.mode & 07700) < 0)
+		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
+	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
+	t->started_ms = now_realtime_ms();
+
+	struct run_cred cred;
+	const char *refusal = NULL;
+	int as_user = task_cred(w, t, &cred, &refusal);
+	gid_t gid = as_user > 0 ? cred.gid : (gid_t)-1; /* scratch_dir's, to compare */
+	if (as_user < 0) {
+		finish_refused(w, t, refusal, t->errbuf);
+		return;
+	}
+
+	/* Every task gets a leaf where the host has cgroups: it is what kills
+	 * a daemonized grandchild for sure, and measures the task. Without
+	 * one (cgroup = auto), rlimits stand in where they can, and a task
+	 * without limits runs as sandbox.cgroup "none". */
+	t->run_uid = as_user ? cred.uid : geteuid();
+	/* Backend container: the engine applies the limits (its own
+	 * cgroups); the CLI we run needs no leaf. */
+	bool container = w->pol->backend == BACKEND_CONTAINER;
+	if (!container && task_limits(w, t, t->run_uid) < 0)
+		return;
+
+	/* No clean-up of scratch entries here: finish, re-queue and
+	 * recovery remove them, the captures are truncated, and a leftover
+	 * directory is removed by scratch_dir. */
+	/* The capture files are made at the first byte (capture_file): a
+	 * silent run allocates no inode for them. */
+	char outname[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
+	bool own_o = false, own_w = false, own_t = false;
+	/* Backend none runs in spares under their own names (scratch_dir):
+	 * no rename per directory into place and back. */
+	bool inplace = w->pol->backend == BACKEND_NONE;
+	char *outdir = inplace ? t->scr[2] : outname;
+	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
+	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[2],
+			&t->scr_fd[2]) < 0 ||
+	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
+	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
+	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
+		finish_refused(w, t, "sandbox_setup_failed",
+			       "cannot prepare the task's output files in the claim directory");
+		return;
+	}
+	char tmpdir[PATH_MAX];
+	if (container) {
+		/* Its /work, bound into the container; /tmp is the engine's
+		 * tmpfs. */
+		char wd[512];
+		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
+		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL, NULL) < 0 ||
+		    (as_user && !own_w &&
+		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
+			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
+			return;
+		}
+	} else if (inplace) {
+		/* A private TMPDIR too: the host's /tmp is everyone's. */
+		const char *wd = t->scr[0], *td = t->scr[1];
+		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0],
+				&t->scr_fd[0]) < 0 ||
+		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1],
+				&t->scr_fd[1]) < 0 ||
+		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
+		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
+		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+				 (!own_t && fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)))) {
+			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
+			return;
+		}
+	}
+	/* $KART_OUTDIR is the submitter's to write; the worker moves it. */
+	if (as_user && !own_o && fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(t->errbuf, sizeof t->errbuf, "cannot give $KART_OUTDIR to uid %u: %s",
+			 (unsigned)cred.uid, strerror(errno));
+		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+		return;
+	}
+
+	/* Every task gets the filter: one that cannot be handed over
+	 * refuses the task, which never runs without it. Backend container:
+	 * as a JSON profile, unless the policy says the runtime takes none. */
+	bool want_scmp = !container || w->pol->container_seccomp;
+	bool none = w->pol->backend == BACKEND_NONE;
+	/* Backend none hands over no descriptor: the child loads the
+	 * filter from our memory (no launcher). */
+	bool want_fd = want_scmp && !none;
+	_cleanup_close_ int sfd = !want_fd ? -1
+			      : container ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json,
+									 strlen(w->scmp_json))
+							  : -EINVAL)
+			      : w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
+	if (want_scmp && (want_fd ? sfd < 0 : !w->scmp.bpf)) {
+		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
+			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
+			 w->scmp.bpf ? strerror(-sfd) : w->scmp_err);
+		finish_refused(w, t, "seccomp_failed", t->errbuf);
+		return;
+	}
+
+	struct strv argv = {0}, envp = {0}, lopts = {0};
+	char err[256], *input = NULL;
+	t->rl.nofile = w->nofile_task;
+	limits_launch_opts(&t->rl, &lopts);
+	if (container)
+		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
+	const struct acct *ha = acct_get(t->run_uid);
+	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
+				  .home = ha->found ? ha->home : NULL,
+				  .seccomp = want_scmp,
+				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
+				  .tmp_dir = w->pol->backend == BACKEND_NONE ? tmpdir : NULL,
+				  .host_env = environ,
+				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
+				  .container_name = t->cname, .container_label = w->clabel,
+				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
+				  .input = &input};
+	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
+	strv_free(&lopts);
+	/* The policy's variables, for the container's shell to read: in
+	 * a sealed memfd, never on disk. */
+	int ifd = -1;
+	if (built == 0 && input) {
+		size_t il = strlen(input);
+		ifd = memfd_sealed("kart-env", input, il);
+		explicit_bzero(input, il);
+		if (ifd < 0) {
+			built = -1;
+			snprintf(err, sizeof err, "cannot pass the policy's variables: %s", strerror(-ifd));
+		}
+	}
+	free(input);
+	const char *home = sandbox_home(&req);
+	snprintf(t->home, sizeof t->home, "%s", home ? home : "");
+	if (built < 0) {
+		strv_free(&argv);
+		strv_free(&envp);
+		finish_refused(w, t, "sandbox_setup_failed", err);
+		return;
+	}
+	struct spawn_job *j = xcalloc(1, sizeof *j);
+	j->ifd = ifd;
+	j->t = t;
+	j->argv = argv;
+	j->envp = envp;
+	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
+	j->lj.rj.arg = &j->lj;
+	j->ufd_owned = !w->keep_fds;
+	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
+	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
+	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
+	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
+	j->use_join = t->cg.used != 0;
+	j->cap = t->spec.output ? t->spec.output : w->pol->output_default;
+	j->cwd = none ? xstrdup(workdir) : NULL;
+	/* The container CLI runs as the worker (it needs the engine's
+	 * socket); the container runs as the submitter (--user). */
+	j->pgroup = none || container;
+	j->use_cred = as_user && !container;
+	if (j->use_cred)
+		j->cred = cred;
+	j->sfd = sfd;
+	sfd = -1;
+	j->use_bcred = as_user > 0;
+	if (j->use_bcred)
+		j->bcred = cred;
+	j->spool = w->sp->path;
+	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
+	/* Backend none: kart-launch's command line, run by the spawned
+	 * child itself, which then execs the task (confine.h). */
+	if (none) {
+		if (confine_parse((int)j->argv.n, j->argv.v, &j->conf, err, sizeof err) < 0) {
+			spawn_job_free(j);
+			finish_refused(w, t, "sandbox_setup_failed", err);
+			return;
+		}
+		/* Asked once: a kernel's Landlock ABI does not change. */
+		static int abi;
+		if (j->conf.ll_mode != LL_MODE_OFF && !abi)
+			abi = ll_abi();
+		if (j->conf.ll_mode != LL_MODE_OFF) {
+			held_apply(w, &j->conf);
+			task_paths_held(t, &j->conf, taskpath, (const char *[]){workdir, tmpdir, outhost});
+		}
+		j->is_direct = true;
+		j->conf.bset_known = true;
+		j->conf.bset = w->bset;
+		j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
+		if (want_scmp) {
+			j->direct.filter = &w->fp_whole;
+			/* Born under the outer half: only where nothing is left
+			 * to do between the clone and the child's own steps (no
+			 * v1 join, which needs a fork of its own). */
+			/* (Not a task with binds: their opener forks, which that
+			 * filter is not made for.) */
+			j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
+				     !t->spec.n_binds;
+		}
+	}
+	t->seccomp = want_scmp;
+	t->state = TS_SPAWNING;
+	w->used[t->spec.lane]++;
+	w->nrunning++;
+	if (j->inherit && !w->spawner.nf)
+		spawner_start_filtered(w);
+	bool f = j->inherit && w->spawner.nf;
+	pthread_mutex_lock(&w->spawner.h.mu);
+	struct spawn_job **tail = f ? &w->spawner.todof : &w->spawner.todo;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = j;
+	pthread_mutex_unlock(&w->spawner.h.mu);
+	pthread_cond_signal(f ? &w->spawner.cvf : &w->spawner.h.cv); /* as in publish */
+}
+
+/* ---- ending a task ----------------------------------------------------------- */
+
+/* Backend container: no launcher reports from inside, so the CLI's own
+ * status says how it went. docker, podman and nerdctl all exit 125 when
+ * the container could not be made or started, and otherwise with the
+ * container's status (126 and 127 are the task's, as with a shell). */
+static void container_end(struct worker *w, struct task *t)
+{
+	struct run_end *e = &t->rend;
+	int st = e->wrapper_status;
+	bool clean = WIFEXITED(st) && WEXITSTATUS(st) != 125;
+	if (clean) {
+		e->started = e->exited = true;
+		e->exit_code = WEXITSTATUS(st);
+	} else if (WIFSIGNALED(st)) {
+		e->started = true;
+		e->signal = WTERMSIG(st);
+	}
+	/* SIGKILL under a memory limit: the runtime says whether it was the
+	 * limit, read before the removal takes the container's state. */
+	t->coom = 0;
+	if (clean && t->end == END_NATURAL && e->exit_code == 137 && t->spec.memory)
+		t->coom = container_oom_killed(w->pol, t->cname, 5000);
+	/* Whatever ended the CLI other than its container's exit (a kill of
+	 * ours, a failure), the container is killed by name; removed in
+	 * every case. */
+	container_kill(w, t, clean && t->end == END_NATURAL);
+}
+
+static void task_ended(struct worker *w, struct task *t)
+{
+	struct run_end *e = &t->rend;
+	ep_del(w, t->run.pidfd);
+	ep_del(w, t->run.out.pipe);
+	ep_del(w, t->run.err.pipe);
+	/* What is still in the pipes is read by run_collect. */
+	capture_file(w, t, &t->run.out, "stdout");
+	capture_file(w, t, &t->run.err, "stderr");
+	if (run_collect(&t->run, e) < 0)
+		logmsg("%s: wait: %s", t->name, strerror(errno));
+	run_close(&t->run);
+	if (w->pol->backend == BACKEND_CONTAINER)
+		container_end(w, t);
+	if (drain_begin(w, t)) {
+		/* cgroup.kill has SIGKILLed all of it at once: nothing of the
+		 * run executes another instruction, so the slot is free now,
+		 * not once the kernel has finished tearing it down (bwrap's
+		 * namespaces can take several ms). */
+		if (t->cg_atomic) {
+			w->used[t->spec.lane]--;
+			w->nrunning--;
+			t->slot_freed = true;
+		}
+		return; /* task_complete once its leaf is empty */
+	}
+	task_complete(w, t);
+}
+
+/* A timeout's or a cancel's result: which signal ended it, or the exit
+ * status it chose within its kill grace. */
+static void stop_result(struct worker *w, struct task *t, struct result *r)
+{
+	const struct run_end *e = &t->rend;
+	char why[80], how[120];
+	if (t->end == END_TIMEOUT)
+		snprintf(why, sizeof why, "the wall-clock timeout of %llds passed",
+			 (long long)t->spec.timeout_s);
+	else
+		snprintf(why, sizeof why, "cancelled by kart cancel while running");
+	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
+	if (e->exited) {
+		r->exit_code = e->exit_code;
+		snprintf(how, sizeof how, "after SIGTERM it exited with status %d", e->exit_code);
+	} else {
+		r->signal = e->signal ? e->signal : SIGKILL;
+		if (!t->term_sent)
+			snprintf(how, sizeof how, "ended by %s", signal_name(r->signal));
+		else if (r->signal == SIGKILL)
+			snprintf(how, sizeof how, "SIGTERM, then SIGKILL after the kill grace of %llds",
+				 (long long)g);
+		else if (r->signal == SIGTERM)
+			snprintf(how, sizeof how, "SIGTERM ended it");
+		else
+			snprintf(how, sizeof how, "after SIGTERM, %s ended it", signal_name(r->signal));
+	}
+	snprintf(t->errbuf, sizeof t->errbuf, "%s: %s", why, how);
+	r->error = t->errbuf;
+}
+
+/* The run is reaped and its leaf gone: the result (or the re-queue). */
+void task_complete(struct worker *w, struct task *t)
+{
+	struct run_end *e = &t->rend;
+	if (!t->slot_freed) {
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+	}
+
+	if (t->end == END_REQUEUE) {
+		t->meta.attempt++;
+		if (t->meta.submitted_ms == 0)
+			t->meta.submitted_ms = t->submitted_ms;
+		int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+		if (r < 0)
+			logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
+		else
+			logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
+			       t->meta.attempt);
+		task_free(w, t);
+		return;
+	}
+
+	fill_result(w, t);
+	struct result *r = &t->res;
+	/* bwrap loads it before the launcher runs, and the launcher (backend
+	 * none) before it says "start": a started task ran under it. */
+	r->seccomp = t->seccomp && e->started;
+	if (t->rend.landlock[0])
+		r->landlock = t->rend.landlock; /* what the launcher applied */
+	char *errbuf = t->errbuf;
+	const size_t errlen = sizeof t->errbuf;
+	r->finished_ms = now_realtime_ms();
+	r->paused_ms = wctl_paused_ms(&t->pause);
+	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
+	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
+	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
+	if (t->cg.mode != CG_MODE_NONE) {
+		/* The leaf counts the whole tree, reaped by us or not. */
+		if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
+			r->cpu_user_ms = t->cgu.cpu_user_us / 1000;
+			r->cpu_system_ms = t->cgu.cpu_system_us / 1000;
+		}
+		if (t->cgu.memory_peak >= 0)
+			r->memory_peak = t->cgu.memory_peak;
+	}
+	if (t->end == END_TIMEOUT || t->end == END_CANCEL) {
+		r->status = t->end == END_TIMEOUT ? "timeout" : "cancelled";
+		stop_result(w, t, r);
+	} else if (!e->started && e->refusal) {
+		/* A confinement step the policy requires failed (Landlock,
+		 * the switch to the submitter): the task never ran. */
+		r->status = "refused";
+		r->refusal = e->refusal;
+		r->error = e->refusal_why;
+		if (strcmp(e->refusal, "landlock_unavailable") == 0)
+			r->landlock = "unsupported";
+	} else if (!e->started) {
+		r->status = "refused";
+		r->refusal = "sandbox_setup_failed";
+		int st = e->wrapper_status;
+		snprintf(errbuf, errlen,
+			 "the sandbox could not be built (%s %s %d); its message is in stderr",
+			 backend_name(w->pol->backend), WIFEXITED(st) ? "exited with status" : "got signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		r->error = errbuf;
+	} else if (e->exited) {
+		r->exit_code = e->exit_code;
+		r->status = e->exit_code == 0 ? "ok" : "failed";
+	} else {
+		r->status = "killed";
+		r->signal = e->signal ? e->signal : SIGKILL;
+		snprintf(errbuf, errlen, "ended by %s", signal_name(r->signal));
+		r->error = errbuf;
+	}
+	if (t->end == END_NATURAL && e->started && t->cg.mode != CG_MODE_NONE &&
+	    t->cgu.oom_kills > 0) {
+		/* The kernel's count, not a guess from SIGKILL or exit 137. */
+		r->status = "oom";
+		if (t->spec.memory)
+			snprintf(errbuf, errlen, "the memory limit of %llu bytes was hit: "
+				 "the kernel killed %lld process(es)",
+				 (unsigned long long)t->spec.memory, (long long)t->cgu.oom_kills);
+		else
+			snprintf(errbuf, errlen, "out of memory: the kernel killed %lld process(es)",
+				 (long long)t->cgu.oom_kills);
+		r->error = errbuf;
+	}
+	/* Not under the built-in share of the host's memory: too large a
+	 * limit to make a SIGKILL a probable OOM. */
+	if (t->end == END_NATURAL && e->exited && e->exit_code == 137 &&
+	    w->pol->backend == BACKEND_CONTAINER && t->spec.memory &&
+	    !memory_builtin(w->pol, &t->spec)) {
+		/* Backend container: the runtime's OOMKilled (container_end);
+		 * where it could not be read, SIGKILL under a memory limit is
+		 * called a probable OOM. */
+		int oom = t->coom;
+		if (oom != 0) {
+			r->status = "oom";
+			snprintf(errbuf, errlen,
+				 oom > 0 ? "the memory limit of %llu bytes was hit: the container "
+					   "runtime reports it OOM-killed"
+					 : "probably out of memory: exit status 137 (SIGKILL) under a "
+					   "memory limit of %llu bytes; the runtime's OOMKilled state "
+					   "could not be read",
+				 (unsigned long long)t->spec.memory);
+			r->error = errbuf;
+		}
+	}
+	capture_loss(w, t);
+	struct capture *caps[] = {&t->run.out, &t->run.err};
+	struct result_stream *rs[] = {&r->out, &r->err};
+	for (int i = 0; i < 2; i++) {
+		rs[i]->bytes = caps[i]->bytes;
+		rs[i]->truncated = caps[i]->truncated;
+		rs[i]->lost_bytes = caps[i]->lost;
+		/* A run's result always has both files, empty or not. */
+		rs[i]->captured = true;
+		rs[i]->unmade = caps[i]->file < 0 && !caps[i]->truncated;
+	}
+	/* The outputs are fsynced by the commit thread, first. */
+	/* The work directory of backend none goes, whatever the outcome;
+	 * an empty $KART_OUTDIR too (a full one is kept with the result). */
+	char p[512];
+	/* The commit thread measures a full $KART_OUTDIR against this. */
+	r->artifacts_max = w->pol->artifacts_max;
+	t->scratch_retired = true;
+	if (t->scr[0][0] || t->scr[2][0]) {
+		/* Backend none's, by their names: each gone is forgotten. */
+		for (int i = 0; i < 2; i++) {
+			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i], &t->scr_fd[i]);
+			t->scratch_retired &= gone;
+			if (gone)
+				t->scr[i][0] = '\0';
+		}
+		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true, &t->scr_ct[2], &t->scr_fd[2]);
+		if (r->outdir_gone)
+			t->scr[2][0] = '\0';
+		else
+			r->outdir_scratch = t->scr[2]; /* the commit moves or removes it */
+	} else {
+		static const char *const gone[] = {"work", "tmp"};
+		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
+			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
+					      scratch_retire(w, t, p, false, NULL, NULL);
+		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
+				 scratch_retire(w, t, p, true, NULL, NULL);
+	}
+	publish(w, t);
+}
+
+static void kill_now(struct worker *w, struct task *t)
+{
+	t->state = TS_KILLING;
+	run_kill(&t->run);
+	/* The CLI is not the container: that goes by name (its --rm then
+	 * removes it). */
+	container_kill(w, t, false);
+}
+
+/* SIGTERM to the whole of the task, not to what holds it together (bwrap,
+ * the container CLI): false where that cannot be done. */
+static bool term_tree(struct worker *w, struct task *t)
+{
+	switch (w->pol->backend) {
+	case BACKEND_CONTAINER:
+		return container_term(w, t);
+	case BACKEND_BWRAP:
+		/* Its comm is the name of the path bwrap execs it by. */
+		return run_term_launcher(&t->run, strrchr(SANDBOX_LAUNCH, '/') + 1) == 0;
+	case BACKEND_NONE:
+		break;
+	}
+	/* The leaf lists what left the process group too; once is enough
+	 * (a shell's trap would run twice). */
+	if (t->cg.mode == CG_MODE_NONE || cg_leaf_signal(&t->cg, SIGTERM) <= 0)
+		run_term(&t->run);
+	return true;
+}
+
+/* A timeout or a cancel: SIGTERM, and SIGKILL once the kill grace has
+ * passed (TE_TIMEOUT in TS_STOPPING), as `timeout -k` and systemd do.
+ * Its end comes when the task's main process ends; what it leaves
+ * behind is killed then. */
+static void stop_begin(struct worker *w, struct task *t)
+{
+	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
+	if (g <= 0 || !term_tree(w, t)) {
+		if (g > 0)
+			logmsg("%s: cannot find the task to send SIGTERM: killed at once", t->name);
+		kill_now(w, t);
+		return;
+	}
+	t->term_sent = true;
+	t->state = TS_STOPPING;
+	t->deadline_mono = now_mono_ms() + g * 1000;
+}
+
+void task_event(struct worker *w, struct task *t, enum tevent ev)
+{
+	/* A cancel, a timeout or a stop ends a paused task as any other:
+	 * thawed first, so that its SIGTERM is heard and nothing is left
+	 * frozen. */
+	if (t->pause.how != PAUSE_NONE)
+		task_thaw(w, t);
+	if (t->state == TS_SPAWNING) {
+		/* Not ours to kill yet: done once it is back (spawn_finish). */
+		if ((ev == TE_CANCEL || ev == TE_GRACE_OVER) && !t->pending_ev)
+			t->pending_ev = (int)ev + 1;
+		return;
+	}
+	switch (transitions[t->state][ev]) {
+	case TA_NONE:
+		return;
+	case TA_FINISH:
+		task_ended(w, t);
+		undefer(w);
+		dispatch(w);
+		return;
+	case TA_ABANDON:
+		abandon(w, t);
+		return;
+	case TA_STOP_TIMEOUT:
+		t->end = END_TIMEOUT;
+		stop_begin(w, t);
+		return;
+	case TA_STOP_CANCEL:
+		t->end = END_CANCEL;
+		stop_begin(w, t);
+		return;
+	case TA_KILL_REQUEUE:
+		t->end = END_REQUEUE;
+		break;
+	case TA_KILL:
+		break;
+	}
+	kill_now(w, t);
+}
