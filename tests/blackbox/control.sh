@@ -335,8 +335,9 @@ test_pause_stops_clock_and_cpu() {
 	stop_worker "$WPID"
 }
 
-# pause, then cancel: cancelled, nothing of it left, frozen or not; and
-# a worker's stop on a paused task re-queues it, thawed and killed.
+# pause, then cancel: cancelled, nothing of it left, frozen or not; a
+# worker's stop on a paused task re-queues it, thawed and killed; and a
+# kill -9 of its worker leaves nothing frozen, the next worker runs it.
 test_pause_then_cancel_or_stop() {
 	local s id
 	s=$(mkspool)
@@ -356,6 +357,20 @@ test_pause_then_cancel_or_stop() {
 	wait_until 5 no_proc 'mk_l21s=1' || fail "a process of the stopped task is left"
 	[ -e "$s/new/$id" ] || fail "the paused task is not queued again after the stop"
 	"$KART" -s "$s" cancel "$id" >/dev/null
+	# kill -9 of the worker of a paused task: nothing is left frozen, and
+	# the next worker runs the task again.
+	start_worker "$s"
+	id=$("$KART" -s "$s" submit --no-cwd -- sh -c 'mk_l21k=1; sleep 0.5' 2>/dev/null)
+	wait_until 10 is_running "$s" "$id" || fail "not running"
+	"$KART" -s "$s" pause "$id" >/dev/null || fail "pause"
+	{ kill -9 "$WPID"; wait "$WPID"; } 2>/dev/null
+	wait_until 5 no_proc 'mk_l21k=1' || fail "a process of the task is left after kill -9 of its worker"
+	start_worker "$s"
+	wait_until 20 has_result "$s" "$id" || fail "the task of the killed worker never ran again"
+	assert_eq ok "$(field "$s" "$id" .status)" "after kill -9 of its worker: status"
+	assert_eq 2 "$(field "$s" "$id" .attempt)" "after kill -9 of its worker: attempt"
+	assert_eq "" "$(find "$s/cur" -name '.*.pause*')" "pause files left after recovery"
+	stop_worker "$WPID"
 }
 
 # pause --all: the queue waits (status --summary says why), running
