@@ -22,9 +22,9 @@ n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 results_at_least() { [ "$(n_results "$1")" -ge "$2" ]; }
 n_lines() { [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ]; }
 
-# A task that prints a line every 0.4 s, and exits 3.
+# A task that prints a line every 0.6 s, and exits 3.
 ticker() {
-	printf '#!/bin/sh\nfor i in 1 2 3; do echo line $i; echo err $i >&2; sleep 0.4; done\nexit 3\n' >"$1"
+	printf '#!/bin/sh\nfor i in 1 2 3; do echo line $i; echo err $i >&2; sleep 0.6; done\nexit 3\n' >"$1"
 }
 
 # cat -f: the lines appear while the task runs (the first before the
