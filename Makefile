@@ -57,10 +57,11 @@ LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.
 	  src/prioq.c src/strset.c \
 	  src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
 	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
-	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c src/worker_wait.c
+	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c \
+	  src/worker_control.c src/control.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
-	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
+	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c src/cmd_control.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_SRC = src/sync.c src/sync_sqlite.c src/sync_pg.c src/cmd_sync.c src/cmd_feed.c

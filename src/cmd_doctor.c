@@ -20,6 +20,7 @@
 #include "space.h"
 #include "outdir.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] doctor [--json]\n"
@@ -379,6 +380,13 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 					json_object_set_new(s, "warning", json_string(w));
 					fprintf(stderr, "kart doctor: warning: %s\n", w);
 				}
+			}
+			/* Said, not a failure: someone paused it on purpose. */
+			if (wctl_spool_paused(sp.new)) {
+				const char *m = "paused (kart pause --all): workers claim nothing new "
+						"until kart resume --all";
+				json_object_set_new(s, "claiming", json_string(m));
+				fprintf(stderr, "kart doctor: the spool is %s\n", m);
 			}
 			spool_close(&sp);
 		}

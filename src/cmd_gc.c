@@ -2,7 +2,8 @@
  * workers. What it removes, and why each removal cannot race a worker:
  *
  *  - tmp/ entries not modified for 36 hours: the maildir rule; no writer
- *    stages a file for that long. Dot files in new/ (never tasks) too.
+ *    stages a file for that long. Dot files in new/ (never tasks) too,
+ *    but held tasks (new/.held.ID, kart hold).
  *  - ids/ reservations whose result exists, and those as old as tmp/'s
  *    whose task is nowhere in the spool (gc_ids).
  *  - cur/.new.* (a claim directory being born) and done/.ID.json.PID.tmp
@@ -31,6 +32,7 @@
 
 #include "cmd.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] gc [--older-than DUR] [--tmp-age DUR] [--dry-run] [--verbose]\n"
@@ -150,8 +152,14 @@ static void gc_new_dots(struct gc *g)
 		g->errors++;
 		return;
 	}
+	char held[16];
+	(void)spool_held_name("", held, sizeof held);
 	while ((de = readdir(dir))) {
 		struct stat st;
+		/* A held task (kart hold) is queued, however long; a paused
+		 * spool stays paused. */
+		if (strncmp(de->d_name, held, strlen(held)) == 0 || strcmp(de->d_name, WCTL_SPOOL_PAUSED) == 0)
+			continue;
 		if (de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
 		    fstatat(g->sp->new, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
 		    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)

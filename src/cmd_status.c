@@ -13,6 +13,7 @@
 #include "task.h"
 #include "space.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] status [--json | --ndjson] [--summary] [--state STATE]\n"
@@ -20,9 +21,9 @@ static const char help[] =
 	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
 	"Each task's state: queued, scheduled (and until when), waiting (on the\n"
-	"after= ids without a result), running (and its worker), or its final\n"
-	"status (ok, failed, timeout, oom, killed, rejected, refused, cancelled,\n"
-	"lost, skipped).\n"
+	"after= ids without a result), held (kart hold), running or paused (kart\n"
+	"pause; and its worker), or its final status (ok, failed, timeout, oom,\n"
+	"killed, rejected, refused, cancelled, lost, skipped).\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Lines are ID, state, and the time (scheduled), the worker\n"
@@ -33,9 +34,9 @@ static const char help[] =
 	"  --ndjson            one such object per line, printed as found\n"
 	"  --summary           the number of tasks in each state (with --json: an\n"
 	"                      object)\n"
-	"  --state STATE       only tasks in STATE: queued, scheduled, running, done\n"
-	"                      (any final status) or a final status; repeat or\n"
-	"                      separate by commas\n"
+	"  --state STATE       only tasks in STATE: queued, scheduled, waiting, held,\n"
+	"                      running, paused, done (any final status) or a final\n"
+	"                      status; repeat or separate by commas\n"
 	"  --older-than DUR    only tasks that entered their state at least DUR ago\n"
 	"  --newer-than DUR    only tasks that entered their state less than DUR ago\n"
 	"                      (DUR: 90, 90s, 5m, 2h, 7d)\n"
@@ -50,7 +51,8 @@ static const char *state_word(const struct qinfo *q)
 	switch (q->state) {
 	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
 	case Q_SCHEDULED: return "scheduled";
-	case Q_RUNNING: return "running";
+	case Q_HELD: return "held";
+	case Q_RUNNING: return q->paused ? "paused" : "running";
 	case Q_DONE: return q->status;
 	default: return "unknown";
 	}
@@ -58,8 +60,8 @@ static const char *state_word(const struct qinfo *q)
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
-	"queued", "scheduled", "waiting", "running", "ok", "failed", "timeout", "oom", "killed",
-	"rejected", "refused", "cancelled", "lost", "skipped",
+	"queued", "scheduled", "waiting", "held", "running", "paused", "ok", "failed", "timeout",
+	"oom", "killed", "rejected", "refused", "cancelled", "lost", "skipped",
 };
 
 struct out {
@@ -123,9 +125,9 @@ static void task_label(struct spool *sp, const char *id, const struct qinfo *q, 
 		return;
 	}
 	char p[600];
-	bool in_new = q->state == Q_QUEUED || q->state == Q_SCHEDULED;
-	int dir = in_new ? sp->new : sp->cur;
-	if (in_new ? pathfmt(p, sizeof p, "%s", id) < 0
+	int dir = q->state == Q_RUNNING ? sp->cur : sp->new;
+	if (q->state == Q_QUEUED || q->state == Q_SCHEDULED ? pathfmt(p, sizeof p, "%s", id) < 0
+	    : q->state == Q_HELD ? spool_held_name(id, p, sizeof p) < 0
 				 : pathfmt(p, sizeof p, "%s/%s", q->worker, id) < 0)
 		return;
 	struct task_spec spec;
@@ -224,7 +226,7 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		return;
 	}
 	if (q->state == Q_RUNNING)
-		printf("%s\trunning\t%s\n", clean, q->worker);
+		printf("%s\t%s\t%s\n", clean, state_word(q), q->worker);
 	else if (q->state == Q_SCHEDULED) {
 		char nb[32];
 		fmt_rfc3339_ms(q->not_before_ms, nb);
@@ -389,7 +391,10 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		json_object_foreach(o.counts, k, v) total += json_integer_value(v);
 		json_object_set_new(o.counts, "total", json_integer(total));
 		char why[700];
-		if (claiming_stopped(&sp, why, sizeof why))
+		if (wctl_spool_paused(sp.new))
+			json_object_set_new(o.counts, "claiming",
+					    json_string("stopped: the spool is paused (kart resume --all)"));
+		else if (claiming_stopped(&sp, why, sizeof why))
 			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
 		if (o.json || o.ndjson) {
 			char *s = json_dumps(o.counts, JSON_PRESERVE_ORDER |

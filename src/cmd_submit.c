@@ -40,6 +40,7 @@ static const char help[] =
 	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
 	"                   DUR (default: the policy's, 5s)\n"
 	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
+	"  --hold           queue it held: no worker claims it until kart release\n"
 	"\n"
 	"When it starts, and again (see kart-task(5)):\n"
 	"  --at TIME        not before TIME: RFC 3339 (2026-12-01T02:00:00Z) or\n"
@@ -365,6 +366,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"to", required_argument, NULL, 'T'},
 		{"cwd", required_argument, NULL, 'C'},
 		{"no-cwd", no_argument, NULL, 'W'},
+		{"hold", no_argument, NULL, 'H'},
 		{"bind", required_argument, NULL, 'B'},
 		{"ro", required_argument, NULL, 'R'},
 		{"env", required_argument, NULL, 'e'},
@@ -387,7 +389,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	/* cwd=, bind=, ro=, env=: one line each, their values encoded. */
 	struct strv lines = {0};
 	const char *cwd_opt = NULL;
-	bool no_cwd = false, has_env = false;
+	bool no_cwd = false, has_env = false, hold = false;
 	const char *unique = NULL; /* --unique: "" for the name */
 	bool timed = false;        /* --at, --in */
 	struct strv after = {0}; /* --after ids, as given */
@@ -433,6 +435,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			lane = optarg;
 			break;
 		case 'N': ADD(" net"); break;
+		case 'H': hold = true; break;
 		case 'P':
 			if (parse_int(optarg, -1000000, 1000000, &v) < 0)
 				return usage_error("submit", "--priority %s: not a number", optarg);
@@ -662,6 +665,12 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 				return 0;
 			}
 		}
+		if (hold && sp.dropd >= 0) {
+			fprintf(stderr, "kart submit: --hold: new/ is the workers' on a shared spool: only "
+					"root can hold there\n");
+			return 1;
+		}
+		sp.hold = hold;
 		/* The id is chosen, reserved and written into the task (as
 		 * name=BASE, when it is not BASE: on a shared spool the id is
 		 * USER:NAME) by spool_submit, before the task is published. */

@@ -63,6 +63,28 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q)
 	return 0;
 }
 
+/* One task's status as an exit status (kart(1), "kart wait"): a shell's
+ * habits where a run ended (timeout(1)'s 124, 128+N), sysexits(3) for
+ * the rest. */
+int query_exit_status(const struct qinfo *q)
+{
+	static const struct {
+		const char *status;
+		int code;
+	} codes[] = {{"timeout", 124}, {"oom", 137}, {"cancelled", 130}, {"rejected", 65},
+		     {"refused", 69}, {"lost", 75}, {"skipped", 76}};
+	if (strcmp(q->status, "ok") == 0)
+		return 0;
+	if (strcmp(q->status, "failed") == 0)
+		return q->exit_code > 0 ? q->exit_code : 1;
+	for (size_t i = 0; i < ARRAY_SIZE(codes); i++)
+		if (strcmp(q->status, codes[i].status) == 0)
+			return codes[i].code;
+	if (q->signal > 0)
+		return 128 + q->signal;
+	return 1;
+}
+
 static bool exists_at(int dirfd, const char *name)
 {
 	struct stat st;
@@ -121,7 +143,7 @@ static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qin
 	q->state = q->not_before_ms ? Q_SCHEDULED : Q_QUEUED;
 }
 
-int query_id(struct spool *sp, const char *id, struct qinfo *q)
+static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 {
 	memset(q, 0, sizeof *q);
 	q->exit_code = -1;
@@ -131,8 +153,10 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 	 * finishing task writes its result before it leaves cur/ (and a new/
 	 * entry of a finished id will finish under another one): done/ wins. */
 	bool plain = id[0] != '.' && !strchr(id, '/');
+	char hn[512];
 	bool queued = plain && exists_at(sp->new, id);
-	int64_t qsince = queued ? stat_ms(sp->new, id, true) : 0;
+	bool held = !queued && plain && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
+	int64_t qsince = queued ? stat_ms(sp->new, id, true) : held ? stat_ms(sp->new, hn, true) : 0;
 	char worker[sizeof q->worker];
 	bool running = plain && find_running(sp, id, worker, sizeof worker);
 	int r = query_done(sp, id, q);
@@ -146,8 +170,12 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 		char p[512];
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
-	} else if (queued) {
-		queued_state(sp->new, id, now_realtime_ms(), q);
+		q->paused = pathfmt(p, sizeof p, "%s/.%s.paused", q->worker, id) == 0 && exists_at(sp->cur, p);
+	} else if (queued || held) {
+		if (held)
+			q->state = Q_HELD;
+		else
+			queued_state(sp->new, id, now_realtime_ms(), q);
 		q->since_ms = qsince;
 	} else {
 		q->state = Q_UNKNOWN;
@@ -155,10 +183,21 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 	return 0;
 }
 
+int query_id(struct spool *sp, const char *id, struct qinfo *q)
+{
+	/* A hold and a release move a task between two names of new/ in
+	 * either direction, so one pass can miss it: look twice. */
+	int r = query_once(sp, id, q);
+	if (r == 0 && q->state == Q_UNKNOWN)
+		r = query_once(sp, id, q);
+	return r;
+}
+
 struct qent {
 	char *id;
 	char *worker; /* cur/ entries */
 	int64_t since_ms;
+	bool held;    /* new/.held.ID */
 };
 
 struct qlist {
@@ -172,7 +211,7 @@ static void qlist_add(struct qlist *l, const char *id, const char *worker, int64
 		l->cap = l->cap ? 2 * l->cap : 256;
 		l->v = xrealloc(l->v, l->cap * sizeof *l->v);
 	}
-	l->v[l->n++] = (struct qent){xstrdup(id), worker ? xstrdup(worker) : NULL, since};
+	l->v[l->n++] = (struct qent){xstrdup(id), worker ? xstrdup(worker) : NULL, since, false};
 }
 
 static void qlist_free(struct qlist *l)
@@ -207,9 +246,17 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 	DIR *dir = opendir_at(sp->new, ".");
 	if (!dir)
 		return -errno;
-	while ((de = readdir(dir)))
+	char held[16];
+	(void)spool_held_name("", held, sizeof held);
+	size_t hl = strlen(held);
+	while ((de = readdir(dir))) {
 		if (de->d_name[0] != '.')
 			qlist_add(&nl, de->d_name, NULL, stat_ms(sp->new, de->d_name, true));
+		else if (strncmp(de->d_name, held, hl) == 0 && de->d_name[hl]) {
+			qlist_add(&nl, de->d_name + hl, NULL, stat_ms(sp->new, de->d_name, true));
+			nl.v[nl.n - 1].held = true;
+		}
+	}
 	closedir(dir);
 	if (!(dir = opendir_at(sp->cur, "."))) {
 		r = -errno;
@@ -256,7 +303,10 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		if (qlist_has(&cs, nl.v[i].id) || qlist_has(&dl, nl.v[i].id))
 			continue;
 		memset(&q, 0, sizeof q);
-		queued_state(sp->new, nl.v[i].id, now_realtime_ms(), &q);
+		if (nl.v[i].held)
+			q.state = Q_HELD;
+		else
+			queued_state(sp->new, nl.v[i].id, now_realtime_ms(), &q);
 		q.exit_code = -1;
 		q.since_ms = nl.v[i].since_ms;
 		cb(nl.v[i].id, &q, arg);
@@ -276,6 +326,9 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		q.exit_code = -1;
 		q.since_ms = cl.v[i].since_ms;
 		snprintf(q.worker, sizeof q.worker, "%s", cl.v[i].worker);
+		char pp[600];
+		q.paused = pathfmt(pp, sizeof pp, "%s/.%s.paused", q.worker, cl.v[i].id) == 0 &&
+			   exists_at(sp->cur, pp);
 		cb(cl.v[i].id, &q, arg);
 	}
 	qlist_free(&seen);

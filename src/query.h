@@ -7,12 +7,14 @@
 
 #include "spool.h"
 
-enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE,
-	      Q_SCHEDULED /* queued, not before its time: not_before=, a retry's delay */ };
+/* Q_HELD: queued, but held (new/.held.ID, kart hold). Q_SCHEDULED:
+ * queued, not before its time (not_before=, a retry's delay). */
+enum qstate { Q_UNKNOWN, Q_QUEUED, Q_HELD, Q_RUNNING, Q_DONE, Q_SCHEDULED };
 
 struct qinfo {
 	enum qstate state;
 	char worker[256];  /* Q_RUNNING */
+	bool paused;       /* Q_RUNNING: frozen by kart pause (cur/W/.ID.paused) */
 	char status[32];   /* Q_DONE */
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */
@@ -29,6 +31,9 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q);
 /* A queued task's time, when it is ahead of now_ms (scheduled: its
  * not_before=, or a retry's in user.kart); else 0. */
 int64_t query_not_before(int dirfd, const char *name, int64_t now_ms);
+/* A finished task's status as kart wait's exit status (kart(1)):
+ * ok 0, failed its exit code, timeout 124, cancelled 130, ... */
+int query_exit_status(const struct qinfo *q);
 /* Read done/<id>.json into q; -ENOENT if absent. */
 int query_done(struct spool *sp, const char *id, struct qinfo *q);
 /* Parse done/<id>.json: 0 with *out (caller json_decref), -ENOENT,

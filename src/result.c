@@ -126,6 +126,7 @@ char *result_dumps(const struct result *r)
 	json_object_set_new(o, "duration_ms",
 			    jint_or_null(r->finished_ms - r->started_ms,
 					 r->started_ms <= 0 || r->finished_ms <= 0));
+	json_object_set_new(o, "paused_ms", jint_or_null(r->paused_ms, r->started_ms <= 0));
 	json_object_set_new(o, "stdout", jstream(&r->out));
 	json_object_set_new(o, "stderr", jstream(&r->err));
 	json_object_set_new(o, "task", r->task_path ? json_pack("{s:o}", "path", jstr(r->task_path))

@@ -33,6 +33,7 @@ struct result {
 	const char *lane;
 	int attempt;
 	int64_t submitted_ms, started_ms, finished_ms; /* 0: null */
+	int64_t paused_ms;  /* time the run spent paused (kart pause) */
 	struct result_stream out, err;
 	const char *task_path; /* the task file kept beside the result */
 	const char *artifacts_path; /* $KART_OUTDIR kept beside the result; NULL: none */

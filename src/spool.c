@@ -150,11 +150,19 @@ static bool done_has(struct spool *sp, const char *id)
 	return pathfmt(p, sizeof p, "%s.attempts", id) < 0 || exists_at(sp->done, p);
 }
 
+int spool_held_name(const char *id, char *buf, size_t len)
+{
+	return pathfmt(buf, len, ".held.%s", id);
+}
+
 bool spool_id_taken(struct spool *sp, const char *id)
 {
 	/* Look in the order tasks move (new, cur, done), so that one moving
-	 * while we look is seen in at least one place. */
-	if (exists_at(sp->new, id))
+	 * while we look is seen in at least one place. A held task is
+	 * queued under its dot name and comes back under its id. */
+	char held[TASK_NAME_MAX + 16];
+	if (exists_at(sp->new, id) ||
+	    (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)))
 		return true;
 	_cleanup_close_ int cfd = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = cfd >= 0 ? fdopendir(steal_fd(&cfd)) : NULL;
@@ -582,7 +590,16 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			r = -errno;
 			break;
 		}
-		if (renameat2(sp->tmp, tname, into, name, RENAME_NOREPLACE) == 0) {
+		/* kart submit --hold: queued under the held name, which no
+		 * worker claims, until kart release. */
+		char held[TASK_NAME_MAX + 24];
+		const char *dst = name;
+		if (sp->hold && !pl) {
+			if ((r = spool_held_name(name, held, sizeof held)) < 0)
+				break;
+			dst = held;
+		}
+		if (renameat2(sp->tmp, tname, into, dst, RENAME_NOREPLACE) == 0) {
 			published = true;
 			break;
 		}
@@ -596,9 +613,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		 * the task with two links until the unlink, busy to a worker,
 		 * and for ever after a crash in between; check, then rename
 		 * (the id was just seen free). */
-		if (exists_at(into, name))
+		if (exists_at(into, dst))
 			goto next;
-		if (renameat(sp->tmp, tname, into, name) == 0) {
+		if (renameat(sp->tmp, tname, into, dst) == 0) {
 			published = true;
 			break;
 		}
@@ -722,6 +739,14 @@ int spool_claim(struct spool *sp, int wdir, const char *name)
 	return -errno;
 }
 
+int spool_claim_held(struct spool *sp, int wdir, const char *id)
+{
+	char held[TASK_NAME_MAX + 24];
+	if (spool_held_name(id, held, sizeof held) < 0)
+		return -ENAMETOOLONG;
+	return renameat2(sp->new, held, wdir, id, RENAME_NOREPLACE) == 0 ? 0 : -errno;
+}
+
 void claim_meta_parse(const char *text, struct claim_meta *m)
 {
 	char buf[512];
@@ -789,6 +814,7 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 		unsigned gone;
 	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
 		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0},
+		 {"pause", 0},                 {"paused", 0},
 		 {"lock", 0}};
 	char p[512];
 	for (size_t i = 0; i < ARRAY_SIZE(e); i++)

@@ -25,6 +25,9 @@ struct spool {
 	/* ids/: id reservations (spool-layout/README.md section 3.2), or -1
 	 * on a spool made before it existed. */
 	int ids;
+	/* spool_submit publishes the task held (kart submit --hold): under
+	 * spool_held_name in new/. Only without a drop directory. */
+	bool hold;
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;
@@ -90,6 +93,9 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
  * tell, so must not treat it as "no"). Dot names count: a client may use
  * any name in tmp/ (spool-layout §2). */
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
+/* A held task's name in new/ (kart hold): ".held.ID". A dot name, so
+ * that no worker claims it; kart release renames it back. */
+int spool_held_name(const char *id, char *buf, size_t len);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
 /* after=: is id a task without a result yet (drop/USER/, new/, any
@@ -125,6 +131,9 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 /* Claim new/<name> into the claim directory: -ENOENT if another took it,
  * -EEXIST if the claim directory already holds that name. */
 int spool_claim(struct spool *sp, int wdir, const char *name);
+/* The same for a held task (new/.held.ID -> claim directory/ID): kart
+ * cancel of a held task. */
+int spool_claim_held(struct spool *sp, int wdir, const char *id);
 
 int claim_meta_get(int fd, struct claim_meta *m);
 int claim_meta_set(int fd, const struct claim_meta *m);

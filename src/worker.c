@@ -264,8 +264,10 @@ static void on_inotify(struct worker *w)
 				continue;
 			if (ev->wd == w->wd_done) {
 				dep_result(w, ev->name);
+			} else if (ev->wd == w->wd_new && strcmp(ev->name, WCTL_SPOOL_PAUSED) == 0) {
+				scan_pauses(w);
 			} else if (ev->wd == w->wd_new) {
-				if (!rescan) {
+				if (!rescan && !(ev->mask & IN_DELETE)) {
 					w->busy_seen = false;
 					consider(w, ev->name);
 					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
@@ -276,11 +278,16 @@ static void on_inotify(struct worker *w)
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				size_t l = strlen(ev->name);
+				char pn[TASK_NAME_MAX + 1];
 				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {
 					ev->name[l - 7] = '\0';
 					struct task *t = find_task(w, ev->name + 1);
 					if (t)
 						task_event(w, t, TE_CANCEL);
+				} else if (wctl_pause_entry(ev->name, pn, sizeof pn)) {
+					struct task *t = find_task(w, pn);
+					if (t)
+						task_pause_look(w, t);
 				}
 			} else if (ev->wd == w->wd_cur) {
 				watch_peer(w, ev->name);
@@ -296,6 +303,7 @@ static void on_inotify(struct worker *w)
 		scan_drops(w);
 		scan_cancels(w);
 		dep_recheck(w);
+		scan_pauses(w);
 	}
 	if (peers)
 		scan_peers(w);
@@ -310,6 +318,13 @@ static void begin_stop(struct worker *w, const char *why)
 	} else {
 		w->stopping = true;
 		w->grace_mono = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
+		/* A paused task would not finish in the grace: killed and
+		 * queued again now, thawed first (task_event). */
+		for (struct task *t = w->tasks, *nx; t; t = nx) {
+			nx = t->next;
+			if (t->pause.how != PAUSE_NONE)
+				task_event(w, t, TE_GRACE_OVER);
+		}
 		logmsg("%s: no more claims; %d running task(s) get %ds to finish", why, w->nrunning,
 		       w->pol->term_grace_s);
 		(void)notify_send("STOPPING=1");
@@ -516,7 +531,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	/* The watch first, then the scans: nothing that lands in between
 	 * can be missed. */
 	if (pathfmt(p, sizeof p, "%s/new", sp->path) < 0 ||
-	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
+	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |
 							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	new_mode(&w);
@@ -534,7 +549,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
-	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
+	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
 	    (w.wd_cur = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
@@ -606,6 +621,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	(void)lost;
 	scan_peers(&w);
 	scan_drops(&w);
+	scan_pauses(&w);
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);

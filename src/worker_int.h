@@ -33,6 +33,7 @@
 
 #include "caps.h"
 #include "cgroup.h"
+#include "worker_control.h"
 #include "confine.h"
 #include "container.h"
 #include "credfwd.h"
@@ -85,6 +86,7 @@ struct task {
 	uid_t uid;
 	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
 	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
+	struct pause_state pause; /* kart pause: frozen, its clock stopped (worker_control.c) */
 	int64_t retry_mono; /* publishing failed: try again then */
 	struct run run;
 	struct run_end rend;
@@ -311,6 +313,7 @@ struct worker {
 	bool budgeted;            /* fd_budget has run once */
 	int backlog_max;          /* results waiting for the commit thread, at most */
 	bool drain, stopping;
+	bool spool_paused;   /* new/.paused: claim nothing (kart pause --all) */
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
 	unsigned long long bset;  /* our bounding set, read once after the drop */
@@ -402,6 +405,10 @@ void arm_timer(struct worker *w);
  * task and of finishing it */
 struct task *find_task(struct worker *w, const char *name);
 void scan_cancels(struct worker *w);
+/* kart pause / resume: do what cur/W/.NAME.pause says; scan_pauses
+ * does it for every task, and reads new/.paused. */
+void task_pause_look(struct worker *w, struct task *t);
+void scan_pauses(struct worker *w);
 void task_unlink(struct worker *w, struct task *t);
 void task_free(struct worker *w, struct task *t);
 void abandon(struct worker *w, struct task *t);

@@ -352,7 +352,7 @@ static bool any_claimable(const struct worker *w)
 
 void dispatch(struct worker *w)
 {
-	if (w->stopping)
+	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
 	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {

@@ -157,6 +157,8 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
 	if (t->pending_ev)
 		task_event(w, t, (enum tevent)(t->pending_ev - 1));
+	else
+		task_pause_look(w, t); /* kart pause while it spawned */
 }
 
 void spawn_done(struct worker *w)

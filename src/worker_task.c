@@ -65,6 +65,41 @@ void scan_cancels(struct worker *w)
 	}
 }
 
+static void task_thaw(struct worker *w, struct task *t)
+{
+	wctl_resume(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+	wctl_ack(w->wdir, t->name, false);
+	log_task("resumed", t->name, NULL, -1, NULL);
+}
+
+void task_pause_look(struct worker *w, struct task *t)
+{
+	bool want = wctl_pause_wanted(w->wdir, t->name);
+	if (want && t->pause.how == PAUSE_NONE && t->state == TS_RUNNING) {
+		int r = wctl_pause(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+		if (r < 0) {
+			logmsg("%s: cannot pause it: %s", t->name, strerror(-r));
+			return;
+		}
+		wctl_ack(w->wdir, t->name, true);
+		log_task("paused", t->name, NULL, -1, NULL);
+	} else if (!want && t->pause.how != PAUSE_NONE) {
+		task_thaw(w, t);
+	}
+	arm_timer(w);
+}
+
+void scan_pauses(struct worker *w)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		task_pause_look(w, t);
+	bool was = w->spool_paused;
+	w->spool_paused = wctl_spool_paused(w->sp->new);
+	if (was != w->spool_paused)
+		logmsg("spool %s: %s", w->spool_paused ? "paused" : "resumed",
+		       w->spool_paused ? "no more claims until kart resume --all" : "claiming again");
+}
+
 /* ---- starting a task ------------------------------------------------------ */
 
 static void fill_result(struct worker *w, struct task *t)
@@ -695,6 +730,7 @@ void task_complete(struct worker *w, struct task *t)
 	char *errbuf = t->errbuf;
 	const size_t errlen = sizeof t->errbuf;
 	r->finished_ms = now_realtime_ms();
+	r->paused_ms = wctl_paused_ms(&t->pause);
 	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
 	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
 	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
@@ -883,6 +919,11 @@ static void stop_begin(struct worker *w, struct task *t)
 
 void task_event(struct worker *w, struct task *t, enum tevent ev)
 {
+	/* A cancel, a timeout or a stop ends a paused task as any other:
+	 * thawed first, so that its SIGTERM is heard and nothing is left
+	 * frozen. */
+	if (t->pause.how != PAUSE_NONE)
+		task_thaw(w, t);
 	if (t->state == TS_SPAWNING) {
 		/* Not ours to kill yet: done once it is back (spawn_finish). */
 		if ((ev == TE_CANCEL || ev == TE_GRACE_OVER) && !t->pending_ev)

@@ -7,6 +7,8 @@
 #   ran twice says attempt > 1; an id printed by kart submit (reserved in
 #   ids/) is its result's, and no reservation outlives its result (a
 #   killed client's goes with kart gc).
+#   ran twice says attempt > 1.
+# kart hold, release and edit are swept too (sweep_control).
 # Prints: "N crash points survived, L tasks lost, D run twice unflagged".
 #   SWEEP_MAX  highest call number tried per syscall (default 60)
 #   SWEEP_PARTS  which sweeps (default "submit worker commit retry deps";
@@ -258,11 +260,38 @@ echo five
 	done
 }
 
-for part in ${SWEEP_PARTS:-submit worker commit retry deps}; do
+# kart hold, release and edit killed at each call: the task is queued or
+# held, whole (its old text or its new, never a mix), and runs once.
+sweep_control() {
+	local verb sc n s=$work/ctl
+	for verb in hold release edit; do
+		for sc in openat write fsync renameat2 unlinkat; do
+			for ((n = 1; n <= max; n++)); do
+				mkspool "$s"
+				printf '#!/bin/sh\necho hi\n' >"$s/new/t"
+				[ "$verb" = release ] && "$kart" -s "$s" hold t >/dev/null
+				local args=("$verb" t)
+				[ "$verb" = edit ] && args=(edit --set timeout=5m t)
+				strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+					"$kart" -s "$s" "${args[@]}" >/dev/null 2>&1
+				[ $? -eq 0 ] && break
+				points=$((points + 1))
+				"$kart" -s "$s" release t >/dev/null 2>&1 # held or not
+				check "$s" t
+				local out; out=$(cat "$s/done/t.stdout" 2>/dev/null)
+				[ "$out" = hi ] || { echo "  $verb/$sc/$n: output '$out'"; bad=$((bad + 1)); }
+			done
+			echo "$verb: $sc: $((n - 1)) call(s) killed"
+		done
+	done
+}
+
+for part in ${SWEEP_PARTS:-submit worker commit control retry deps}; do
 	case $part in
 	submit) sweep_submit ;;
 	worker) sweep_worker ;;
 	commit) sweep_commit 2>/dev/null ;; # (bash reports each killed worker)
+	control) sweep_control 2>/dev/null ;; # (bash reports each killed command)
 	retry) [ "${SWEEP_RETRY:-1}" = 0 ] || sweep_retry ;;
 	deps) sweep_deps ;;
 	esac
