@@ -18,8 +18,13 @@ static const char main_help[] =
 	"  worker               run tasks from the spool\n"
 	"  status [ID...]       queued, running (worker) or the final status\n"
 	"  wait ID...           block until each task has a result\n"
-	"  cat [--stderr] ID    print a task's captured output\n"
+	"  cat [-f] ID          print a task's captured output (-f: as it grows)\n"
 	"  cancel ID...         cancel queued or running tasks\n"
+	"  hold ID...           keep queued tasks from being claimed\n"
+	"  release ID...        let held tasks be claimed again\n"
+	"  edit ID              change a queued task ($EDITOR, or --set KEY=VALUE)\n"
+	"  pause ID...|--all    freeze running tasks, or stop claims on the spool\n"
+	"  resume ID...|--all   undo kart pause\n"
 	"  doctor               what this host can enforce\n"
 	"  setup-cgroup         delegate memory, pids and cpu to workers; check it\n"
 	"  retry ID...          queue finished tasks again, under new ids\n"
@@ -72,6 +77,8 @@ static const struct verb {
 	{"init", cmd_init},     {"submit", cmd_submit}, {"worker", cmd_worker},
 	{"status", cmd_status}, {"wait", cmd_wait},     {"cat", cmd_cat},
 	{"cancel", cmd_cancel}, {"doctor", cmd_doctor},
+	{"hold", cmd_hold},     {"release", cmd_release}, {"edit", cmd_edit},
+	{"pause", cmd_pause},   {"resume", cmd_resume},
 	{"setup-cgroup", cmd_setup_cgroup},
 	{"retry", cmd_retry},   {"watch", cmd_watch},   {"gc", cmd_gc},
 	{"sync", cmd_sync},     {"feed", cmd_feed},

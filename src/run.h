@@ -85,6 +85,10 @@ struct run_extra {
 	const int *fds;
 	int nfds, fd_base;
 	int umask; /* -1: keep ours */
+	/* join_ns: into these namespaces first (outdir.h: where the task's
+	 * $KART_OUTDIR is mounted), before any descriptor is moved */
+	bool join_ns;
+	int userns_fd, mntns_fd;
 };
 
 /* A spawn, configured field by field and then run (minijail's way):
