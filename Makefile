@@ -54,7 +54,7 @@ LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.
 	  src/run.c src/worker.c src/worker_task.c src/worker_commit.c \
 	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
 	  src/worker_capture.c src/hook.c src/acct.c src/held.c src/scratch.c src/prioq.c src/strset.c \
-	  src/query.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
+	  src/query.c src/spool_name.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
 	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \

@@ -40,7 +40,7 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	const char *id = own;
 	struct qinfo q;
 	int r = query_id(&sp, id, &q);
-	char p[4096];
+	char p[4096], name[512];
 	_cleanup_close_ int fd = -1;
 	if (r < 0 || q.state == Q_UNKNOWN) {
 		fprintf(stderr, "kart cat: %s: %s\n", id, r < 0 ? strerror(-r) : "no such task");
@@ -51,7 +51,8 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 		return 1;
 	}
 	if (q.state == Q_RUNNING) {
-		if (pathfmt(p, sizeof p, "%s/.%s.%s", q.worker, id, err ? "stderr" : "stdout") == 0)
+		if (spool_name_scratch(name, sizeof name, id, err ? SCRATCH_STDERR : SCRATCH_STDOUT) == 0 &&
+		    pathfmt(p, sizeof p, "%s/%s", q.worker, name) == 0)
 			fd = openat(sp.cur, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		/* The file is made at the run's first byte: none yet. */
 		if (fd < 0 && errno == ENOENT)

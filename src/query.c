@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "query.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/stat.h>
@@ -67,27 +66,6 @@ static bool exists_at(int dirfd, const char *name)
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-
-static bool find_running(struct spool *sp, const char *id, char *worker, size_t wlen)
-{
-	DIR *dir = opendir_at(sp->cur, ".");
-	struct dirent *de;
-	bool found = false;
-	if (!dir)
-		return false;
-	while (!found && (de = readdir(dir))) {
-		char p[512];
-		if (de->d_name[0] == '.')
-			continue;
-		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0 && exists_at(sp->cur, p)) {
-			snprintf(worker, wlen, "%s", de->d_name);
-			found = true;
-		}
-	}
-	closedir(dir);
-	return found;
-}
-
 int query_id(struct spool *sp, const char *id, struct qinfo *q)
 {
 	memset(q, 0, sizeof *q);
@@ -101,7 +79,7 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 	bool queued = plain && exists_at(sp->new, id);
 	int64_t qsince = queued ? stat_ms(sp->new, id, true) : 0;
 	char worker[sizeof q->worker];
-	bool running = plain && find_running(sp, id, worker, sizeof worker);
+	bool running = plain && spool_find_claim(sp, id, worker, sizeof worker);
 	int r = query_done(sp, id, q);
 	if (r != -ENOENT)
 		return r;
@@ -162,56 +140,35 @@ static bool qlist_has(const struct qlist *sorted, const char *id)
 	return sorted->n && bsearch(&key, sorted->v, sorted->n, sizeof key, qent_cmp);
 }
 
+struct listing {
+	struct qlist nl, cl, dl; /* new/, cur/W/, done/ */
+};
+
+static int list_one(const struct spool_entry *e, void *arg)
+{
+	struct listing *l = arg;
+	switch (e->area) {
+	case SPOOL_WALK_NEW: qlist_add(&l->nl, e->id, NULL, stat_ms(e->dirfd, e->name, true)); break;
+	case SPOOL_WALK_CUR: qlist_add(&l->cl, e->id, e->worker, stat_ms(e->dirfd, e->name, true)); break;
+	case SPOOL_WALK_DONE:
+		if (e->id && e->done == DONE_JSON)
+			qlist_add(&l->dl, e->id, NULL, 0);
+		break;
+	}
+	return 0;
+}
+
 int query_all(struct spool *sp, query_cb cb, void *arg)
 {
 	/* Every listing is read first, in the order tasks move (new, cur,
 	 * done), so that one in motion is seen at least once; then each id
 	 * is reported once, in the furthest state it was found in, as
 	 * query_id does. */
-	struct qlist nl = {0}, cl = {0}, dl = {0};
-	struct dirent *de;
-	int r = 0;
-	DIR *dir = opendir_at(sp->new, ".");
-	if (!dir)
-		return -errno;
-	while ((de = readdir(dir)))
-		if (de->d_name[0] != '.')
-			qlist_add(&nl, de->d_name, NULL, stat_ms(sp->new, de->d_name, true));
-	closedir(dir);
-	if (!(dir = opendir_at(sp->cur, "."))) {
-		r = -errno;
+	struct listing l = {0};
+	int r = spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE, list_one, &l);
+	struct qlist nl = l.nl, cl = l.cl, dl = l.dl;
+	if (r < 0)
 		goto out;
-	}
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		DIR *wdir = wd >= 0 ? fdopendir(wd) : NULL;
-		if (!wdir) {
-			if (wd >= 0)
-				close(wd);
-			continue;
-		}
-		struct dirent *te;
-		while ((te = readdir(wdir)))
-			if (te->d_name[0] != '.')
-				qlist_add(&cl, te->d_name, de->d_name, stat_ms(wd, te->d_name, true));
-		closedir(wdir);
-	}
-	closedir(dir);
-	if (!(dir = opendir_at(sp->done, "."))) {
-		r = -errno;
-		goto out;
-	}
-	while ((de = readdir(dir))) {
-		size_t l = strlen(de->d_name);
-		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0)
-			continue;
-		char id[512];
-		snprintf(id, sizeof id, "%.*s", (int)(l - 5), de->d_name);
-		qlist_add(&dl, id, NULL, 0);
-	}
-	closedir(dir);
 
 	qsort(dl.v, dl.n, sizeof *dl.v, qent_cmp);
 	struct qlist cs = {0}; /* cur/ ids, sorted, each once */

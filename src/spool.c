@@ -554,15 +554,15 @@ static int open_regular(int dirfd, const char *name)
 
 void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 {
-	static const struct {
-		const char *sfx;
-		unsigned gone;
-	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
-		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0},
-		 {"lock", 0}};
+	/* What the caller may know gone, by kind: the rest is always tried. */
+	static const unsigned known[SCRATCH_NFILES] = {
+		[SCRATCH_STDOUT] = SCRATCH_RUN_GONE, [SCRATCH_STDERR] = SCRATCH_RUN_GONE,
+		[SCRATCH_WORK] = SCRATCH_RUN_GONE,   [SCRATCH_TMP] = SCRATCH_RUN_GONE,
+		[SCRATCH_OUT] = SCRATCH_OUT_GONE,
+	};
 	char p[512];
-	for (size_t i = 0; i < ARRAY_SIZE(e); i++)
-		if (!(gone & e[i].gone) && pathfmt(p, sizeof p, ".%s.%s", name, e[i].sfx) == 0)
+	for (int i = 0; i < SCRATCH_NFILES; i++)
+		if (!(gone & known[i]) && spool_name_scratch(p, sizeof p, name, (enum scratch_file)i) == 0)
 			(void)rm_rf_at(wdir, p);
 }
 
@@ -1043,11 +1043,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		res->id = idbuf;
 		res->task_path = xasprintf("done/%s.task", idbuf);
 		struct result_stream *st[] = {&res->out, &res->err};
-		const char *sfx[] = {"stdout", "stderr"};
+		const enum scratch_file scr[] = {SCRATCH_STDOUT, SCRATCH_STDERR};
+		const enum done_file kept[] = {DONE_STDOUT, DONE_STDERR};
 		bool empty_ok = false; /* done/.empty looked at (link_empty) */
 		for (int i = 0; i < 2; i++) {
-			if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
-			    pathfmt(q, sizeof q, "%s.%s", idbuf, sfx[i]) < 0)
+			if (spool_name_scratch(p, sizeof p, name, scr[i]) < 0 ||
+			    spool_name_done(q, sizeof q, idbuf, kept[i]) < 0)
 				return -ENAMETOOLONG;
 			if (!redo && st[i]->unmade) {
 				/* The run never made the file (it wrote nothing). */
@@ -1093,8 +1094,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		if (res->outdir_gone && !redo)
 			; /* the worker took it back empty */
 		else if ((res->outdir_scratch ? pathfmt(p, sizeof p, "%s", res->outdir_scratch)
-					      : pathfmt(p, sizeof p, ".%s.out", name)) == 0 &&
-			 pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
+					      : spool_name_scratch(p, sizeof p, name, SCRATCH_OUT)) == 0 &&
+			 spool_name_done(q, sizeof q, idbuf, DONE_OUT) == 0 &&
 		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
 		    (!res->artifacts_max ||
 		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
@@ -1271,10 +1272,10 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 static int republish(struct spool *sp, const char *id)
 {
 	char p[512];
-	const char *sfx[] = {"task", "stdout", "stderr", "out"};
-	for (int i = 0; i < 4; i++) {
+	const enum done_file files[] = {DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_OUT};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		int r;
-		if (pathfmt(p, sizeof p, "%s.%s", id, sfx[i]) < 0)
+		if (spool_name_done(p, sizeof p, id, files[i]) < 0)
 			return -ENAMETOOLONG;
 		if ((r = redirty(sp, p)) < 0)
 			return r;
@@ -1350,9 +1351,9 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;
 				}
-				const char *sfx[] = {"task", "stdout", "stderr"};
-				for (int i = 0; i < 3; i++)
-					if (pathfmt(p, sizeof p, "%s.%s", m.id, sfx[i]) == 0)
+				const enum done_file files[] = {DONE_TASK, DONE_STDOUT, DONE_STDERR};
+				for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+					if (spool_name_done(p, sizeof p, m.id, files[i]) == 0)
 						(void)unlinkat(sp->done, p, 0);
 			}
 		}

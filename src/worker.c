@@ -270,10 +270,9 @@ static void on_inotify(struct worker *w)
 				if (w->nbusy) /* a link() publisher's tmp/ name went */
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
-				size_t l = strlen(ev->name);
-				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {
-					ev->name[l - 7] = '\0';
-					struct task *t = find_task(w, ev->name + 1);
+				char name[NAME_MAX + 1];
+				if (spool_scratch_of(ev->name, SCRATCH_CANCEL, name, sizeof name)) {
+					struct task *t = find_task(w, name);
 					if (t)
 						task_event(w, t, TE_CANCEL);
 				}
@@ -643,10 +642,10 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_COMMIT: commit_done(&w); break;
 			case SRC_SPAWN: spawn_done(&w); break;
 			case SRC_STDOUT:
-				on_capture(&w, s->t, &s->t->run.out, "stdout", evs[i].events);
+				on_capture(&w, s->t, &s->t->run.out, SCRATCH_STDOUT, evs[i].events);
 				break;
 			case SRC_STDERR:
-				on_capture(&w, s->t, &s->t->run.err, "stderr", evs[i].events);
+				on_capture(&w, s->t, &s->t->run.err, SCRATCH_STDERR, evs[i].events);
 				break;
 			}
 		}

@@ -427,8 +427,8 @@ void drain_poll(struct worker *w, struct task *t);
 bool drain_event(struct worker *w, int wd);
 
 /* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */
-void capture_file(struct worker *w, struct task *t, struct capture *c, const char *sfx);
-void on_capture(struct worker *w, struct task *t, struct capture *c, const char *sfx,
+void capture_file(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind);
+void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind,
 		uint32_t events);
 void capture_loss(struct worker *w, struct task *t);
 

@@ -59,7 +59,7 @@ void scan_cancels(struct worker *w)
 	for (struct task *t = w->tasks; t; t = t->next) {
 		char p[512];
 		struct stat st;
-		if (pathfmt(p, sizeof p, ".%s.cancel", t->name) == 0 &&
+		if (spool_name_cancel(p, sizeof p, t->name) == 0 &&
 		    fstatat(w->wdir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			task_event(w, t, TE_CANCEL);
 	}
@@ -263,7 +263,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	/* `kart cancel` found it here just after our claim: it never runs. */
 	char creq[512];
 	struct stat cst;
-	if (pathfmt(creq, sizeof creq, ".%s.cancel", name) == 0 &&
+	if (spool_name_cancel(creq, sizeof creq, name) == 0 &&
 	    fstatat(w->wdir, creq, &cst, AT_SYMLINK_NOFOLLOW) == 0) {
 		char id[256];
 		int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled",
@@ -338,7 +338,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	 * no rename per directory into place and back. */
 	bool inplace = w->pol->backend == BACKEND_NONE;
 	char *outdir = inplace ? t->scr[2] : outname;
-	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
+	if ((!inplace && spool_name_scratch(outname, sizeof outname, name, SCRATCH_OUT) < 0) ||
 	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[2],
 			&t->scr_fd[2]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
@@ -353,7 +353,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		/* Its /work, bound into the container; /tmp is the engine's
 		 * tmpfs. */
 		char wd[512];
-		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
+		if (spool_name_scratch(wd, sizeof wd, name, SCRATCH_WORK) < 0 ||
 		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL, NULL) < 0 ||
 		    (as_user && !own_w &&
 		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
@@ -555,8 +555,8 @@ static void task_ended(struct worker *w, struct task *t)
 	ep_del(w, t->run.out.pipe);
 	ep_del(w, t->run.err.pipe);
 	/* What is still in the pipes is read by run_collect. */
-	capture_file(w, t, &t->run.out, "stdout");
-	capture_file(w, t, &t->run.err, "stderr");
+	capture_file(w, t, &t->run.out, SCRATCH_STDOUT);
+	capture_file(w, t, &t->run.err, SCRATCH_STDERR);
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
@@ -748,11 +748,11 @@ void task_complete(struct worker *w, struct task *t)
 		else
 			r->outdir_scratch = t->scr[2]; /* the commit moves or removes it */
 	} else {
-		static const char *const gone[] = {"work", "tmp"};
+		static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
-			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
+			t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
 					      scratch_retire(w, t, p, false, NULL, NULL);
-		r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
+		r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
 				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
 	publish(w, t);
