@@ -90,44 +90,15 @@ static bool old(const struct gc *g, int dirfd, const char *name, int64_t age_ms)
 	       g->now_ms - mtime_ms(&st) >= age_ms;
 }
 
-static void gc_tmp(struct gc *g)
+/* The one age rule for leftovers: what was not modified for age_ms goes
+ * (directories too, unless files_only). */
+static void gc_stale(struct gc *g, const struct spool_entry *e, int64_t age_ms, bool files_only)
 {
-	DIR *dir = opendir_at(g->sp->tmp, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: tmp/: %s\n", strerror(errno));
-		g->errors++;
+	struct stat st;
+	if (fstatat(e->dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || (files_only && S_ISDIR(st.st_mode)) ||
+	    g->now_ms - mtime_ms(&st) < age_ms)
 		return;
-	}
-	while ((de = readdir(dir)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-		    old(g, g->sp->tmp, de->d_name, g->tmp_age_ms))
-			gc_remove(g, g->sp->tmp, "tmp", de->d_name);
-	closedir(dir);
-}
-
-/* Dot files in new/ are never tasks (a worker skips them): what a writer
- * staged there (rsync's .NAME.XXXXXX) and never renamed. By the rule and
- * age of tmp/. Directories are left: new/ may hold some of the spool's
- * own, and a task is never one. */
-static void gc_new_dots(struct gc *g)
-{
-	DIR *dir = opendir_at(g->sp->new, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: new/: %s\n", strerror(errno));
-		g->errors++;
-		return;
-	}
-	while ((de = readdir(dir))) {
-		struct stat st;
-		if (de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    fstatat(g->sp->new, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
-		    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)
-			continue;
-		gc_remove(g, g->sp->new, "new", de->d_name);
-	}
-	closedir(dir);
+	gc_remove(g, e->dirfd, e->dir, e->name);
 }
 
 /* A claim directory whose worker is gone and which holds no claim. */
@@ -177,45 +148,6 @@ static void gc_worker_dir(struct gc *g, const char *wid, bool born)
 	g->removed++;
 }
 
-static void gc_cur(struct gc *g)
-{
-	DIR *dir = opendir_at(g->sp->cur, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: cur/: %s\n", strerror(errno));
-		g->errors++;
-		return;
-	}
-	while ((de = readdir(dir))) {
-		if (strncmp(de->d_name, ".new.", 5) == 0) {
-			if (old(g, g->sp->cur, de->d_name, STALE_MS))
-				gc_worker_dir(g, de->d_name, true);
-			continue;
-		}
-		if (de->d_name[0] == '.')
-			continue;
-		gc_worker_dir(g, de->d_name, false);
-	}
-	closedir(dir);
-}
-
-/* The id a file of done/ belongs to: the name minus one known suffix. */
-static const char *const suffixes[] = {".json", ".task", ".stdout", ".stderr", ".rejected", ".out"};
-
-static bool id_of(const char *name, char *id, size_t idlen, const char **suffix)
-{
-	size_t l = strlen(name);
-	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
-		size_t sl = strlen(suffixes[i]);
-		if (l > sl && strcmp(name + l - sl, suffixes[i]) == 0 && l - sl < idlen) {
-			snprintf(id, idlen, "%.*s", (int)(l - sl), name);
-			*suffix = suffixes[i];
-			return true;
-		}
-	}
-	return false;
-}
-
 static bool exists_at(int dirfd, const char *name)
 {
 	struct stat st;
@@ -242,8 +174,8 @@ static void gc_result(struct gc *g, const char *id)
 	char jn[512], tn[512], rn[512], on[512];
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	if (pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
-	    pathfmt(rn, sizeof rn, "%s.rejected", id) < 0 || pathfmt(on, sizeof on, "%s.out", id) < 0)
+	if (spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0 || spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
+	    spool_name_done(rn, sizeof rn, id, DONE_REJECTED) < 0 || spool_name_done(on, sizeof on, id, DONE_OUT) < 0)
 		return;
 	if (read_file_at(g->sp->done, jn, 1 << 20, &buf, &len) < 0)
 		return;
@@ -316,10 +248,10 @@ static void gc_result(struct gc *g, const char *id)
 static bool orphan(const struct gc *g, const char *n)
 {
 	char id[512], jn[600], tn[600];
-	const char *suffix;
+	enum done_file kind;
 	struct stat st, ts;
-	if (!id_of(n, id, sizeof id, &suffix) || strcmp(suffix, ".json") == 0 ||
-	    pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
+	if (!spool_done_id(n, id, sizeof id, &kind) || kind == DONE_JSON ||
+	    spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0 || spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
 	    exists_at(g->sp->done, jn) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    g->now_ms - mtime_ms(&st) < STALE_MS)
 		return false;
@@ -328,51 +260,87 @@ static bool orphan(const struct gc *g, const char *n)
 	return ts.st_nlink == 1 && g->now_ms - mtime_ms(&ts) >= STALE_MS;
 }
 
-static void gc_done(struct gc *g)
+/* What each entry of the spool is to gc: stale leftovers by the age
+ * rule (tmp/ entries, new/ dot files, cur/.new.*, done/.ID.json.PID.tmp),
+ * claim directories of workers that may be gone, and done/'s results
+ * and orphans, kept for after the walk. */
+struct gc_found {
+	struct gc *g;
+	struct strv expired, orphans;
+};
+
+static int gc_entry(const struct spool_entry *e, void *arg)
 {
-	DIR *dir = opendir_at(g->sp->done, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: done/: %s\n", strerror(errno));
-		g->errors++;
-		return;
-	}
-	struct strv expired = {0}, orphans = {0};
-	while ((de = readdir(dir))) {
-		const char *n = de->d_name, *suffix;
-		char id[512];
-		struct stat st;
+	struct gc_found *f = arg;
+	struct gc *g = f->g;
+	const char *n = e->name;
+	struct stat st;
+	switch (e->area) {
+	case SPOOL_WALK_TMP: gc_stale(g, e, g->tmp_age_ms, false); break;
+	/* Dot files in new/ are never tasks (a worker skips them): what a
+	 * writer staged there (rsync's .NAME.XXXXXX) and never renamed. By
+	 * the rule and age of tmp/. Directories are left: new/ may hold some
+	 * of the spool's own, and a task is never one. */
+	case SPOOL_WALK_NEW:
+		if (n[0] == '.')
+			gc_stale(g, e, g->tmp_age_ms, true);
+		break;
+	case SPOOL_WALK_WORKERS:
+		if (strncmp(n, ".new.", 5) == 0) {
+			if (old(g, e->dirfd, n, STALE_MS))
+				gc_worker_dir(g, n, true);
+		} else if (n[0] != '.') {
+			gc_worker_dir(g, n, false);
+		}
+		break;
+	case SPOOL_WALK_DONE:
 		if (n[0] == '.') {
 			size_t l = strlen(n);
-			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json.") &&
-			    old(g, g->sp->done, n, STALE_MS))
-				gc_remove(g, g->sp->done, "done", n);
-			continue;
+			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json."))
+				gc_stale(g, e, STALE_MS, false);
+		} else if (e->id && fstatat(e->dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (e->done == DONE_JSON) {
+				if (g->result_age_ms >= 0 && g->now_ms - mtime_ms(&st) >= g->result_age_ms)
+					strv_add(&f->expired, e->id);
+			} else if (orphan(g, n)) {
+				strv_add(&f->orphans, n);
+			}
 		}
-		if (!id_of(n, id, sizeof id, &suffix) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (strcmp(suffix, ".json") == 0) {
-			if (g->result_age_ms >= 0 && g->now_ms - mtime_ms(&st) >= g->result_age_ms)
-				strv_add(&expired, id);
-			continue;
-		}
-		if (orphan(g, n))
-			strv_add(&orphans, n);
+		break;
 	}
-	closedir(dir);
-	for (size_t i = 0; i < expired.n; i++)
-		gc_result(g, expired.v[i]);
+	return 0;
+}
+
+static void gc_walk(struct gc *g)
+{
+	static const struct {
+		unsigned area;
+		const char *dir;
+	} areas[] = {
+		{SPOOL_WALK_TMP, "tmp"}, {SPOOL_WALK_NEW, "new"}, {SPOOL_WALK_WORKERS, "cur"}, {SPOOL_WALK_DONE, "done"},
+	};
+	struct gc_found f = {.g = g};
+	for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
+		int r = spool_walk(g->sp, areas[i].area | SPOOL_WALK_DOTS, gc_entry, &f);
+		if (r < 0) {
+			fprintf(stderr, "kart gc: %s/: %s\n", areas[i].dir, strerror(-r));
+			g->errors++;
+		}
+	}
+	for (size_t i = 0; i < f.expired.n; i++)
+		gc_result(g, f.expired.v[i]);
 	/* Orphans: the .task (the id's reservation) after the others, each
 	 * looked at again just before it goes. */
 	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < orphans.n; i++) {
-			size_t l = strlen(orphans.v[i]);
-			bool task = l > 5 && strcmp(orphans.v[i] + l - 5, ".task") == 0;
-			if (task == (pass == 1) && orphan(g, orphans.v[i]))
-				gc_remove(g, g->sp->done, "done", orphans.v[i]);
+		for (size_t i = 0; i < f.orphans.n; i++) {
+			char id[512];
+			enum done_file kind;
+			bool task = spool_done_id(f.orphans.v[i], id, sizeof id, &kind) && kind == DONE_TASK;
+			if (task == (pass == 1) && orphan(g, f.orphans.v[i]))
+				gc_remove(g, g->sp->done, "done", f.orphans.v[i]);
 		}
-	strv_free(&expired);
-	strv_free(&orphans);
+	strv_free(&f.expired);
+	strv_free(&f.orphans);
 }
 
 int cmd_gc(struct ctx *c, int argc, char **argv)
@@ -410,10 +378,7 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	ctx_open_spool(c, &sp);
 	g.sp = &sp;
 	g.now_ms = now_realtime_ms();
-	gc_tmp(&g);
-	gc_new_dots(&g);
-	gc_cur(&g);
-	gc_done(&g);
+	gc_walk(&g);
 	fflush(stdout);
 	spool_close(&sp);
 	return g.errors ? 1 : 0;
