@@ -34,6 +34,11 @@ static int64_t grace_ms(struct spool *sp)
 	return (pol.kill_grace_max_s > pol.kill_grace_s ? pol.kill_grace_max_s : pol.kill_grace_s) * 1000;
 }
 
+/* A task that keeps going back to new/ as we cancel it (its workers
+ * stopping one after another) is chased this many times, then given up:
+ * each round waits out a run, and a command must end. */
+enum { REQUEUES_MAX = 5 };
+
 /* Ask the worker running `id` to kill it, and wait until it is out of
  * the claim directory. */
 static int cancel_running(struct spool *sp, const char *worker, const char *id)
@@ -99,6 +104,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			rc = 1;
 			continue;
 		}
+		int requeues = 0;
 		for (int attempt = 0; attempt < 3; attempt++) {
 			if (wdir < 0) {
 				int r = spool_worker_open(&sp, me, &wdir, &lockfd);
@@ -136,6 +142,14 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				if (query_done(&sp, id, &d) < 0) {
 					/* It left the claim without a result: re-queued
 					 * (its worker stopped). Take it from new/. */
+					if (++requeues > REQUEUES_MAX) {
+						fprintf(stderr,
+							"kart cancel: %s: re-queued %d times while being cancelled "
+							"(its workers keep stopping); giving up\n",
+							id, REQUEUES_MAX);
+						rc = 1;
+						break;
+					}
 					attempt = -1;
 					continue;
 				}
