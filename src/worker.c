@@ -569,7 +569,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	container_label(sp->path, w.id, w.clabel, sizeof w.clabel);
 	sweep_containers(&w, w.id);
 	spares_drop(&w);
-	int rq = 0, lost = 0;
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		DIR *dir = d >= 0 ? fdopendir(d) : NULL;
@@ -586,8 +585,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		}
 		recover_own(&w);
 	}
-	(void)rq;
-	(void)lost;
 	scan_peers(&w);
 	scan_drops(&w);
 	scan_new(&w);
