@@ -138,9 +138,8 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 	 * linear list. Same decisions; what changes is the cost of loading
 	 * the filter, once per task: at attach the kernel runs the program
 	 * for every syscall number to fill its action cache, and with a
-	 * list each run walks half of it (about 0.2 ms per load here, against
-	 * about 0.05 ms with the tree; docs/PERFORMANCE.md, fifth pass). An
-	 * older libseccomp without the attribute keeps the list. */
+	 * list each run walks half of it (docs/PERFORMANCE.md has the
+	 * figures). An older libseccomp without the attribute keeps the list. */
 	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	/* Not for our own process: the worker never loads it. */
 	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
@@ -238,10 +237,9 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
  * grows with the length) and fills its action cache by running it once
  * for every syscall number (its cost grows with the steps each walk
  * takes). libseccomp's tree, with the personality prologue in front,
- * is 141 instructions and walks 18 steps per number; this one is a
- * binary search over the ranges of numbers that share an action,
- * about half as long and walking about half as far (docs/PERFORMANCE.md,
- * sixth pass). The rules are the same table; the unit test runs both
+ * is longer and walks further per number than this one, a binary search
+ * over the ranges of numbers that share an action (docs/PERFORMANCE.md
+ * has the figures). The rules are the same table; the unit test runs both
  * programs over every syscall number, arch and argument pattern that
  * decides anything and requires the same answer from each.
  *

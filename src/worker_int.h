@@ -201,8 +201,7 @@ struct spawn_job {
 };
 
 /* Two: while one sleeps through a child's set-up, the other starts the
- * next task (drains of 3,000 tasks with backend none, one against two in
- * turns: +5-9 %, and the cores' idle time from 11 % to 7 %). */
+ * next task (docs/PERFORMANCE.md has the measurement). */
 #define SPAWN_THREADS 2
 
 /* Backend none has SPAWN_THREADS more, started at its first task, that
@@ -210,8 +209,8 @@ struct spawn_job {
  * Every child they clone is born under it, shared and not copied, and
  * loads only the seven instructions of the inner half before its exec:
  * the whole program's load (its JIT, the action cache filled by running
- * it for every syscall number, and its free at exit) cost each task
- * about 0.1 ms of CPU here (docs/PERFORMANCE.md, seventh pass). The
+ * it for every syscall number, and its free at exit) is paid once per
+ * thread instead of once per task (docs/PERFORMANCE.md). The
  * outer half lets clone3 through, so these threads can still clone
  * into a cgroup; the inner half refuses it to the task. They take only
  * jobs of backend none (nothing else may be born under that filter);
