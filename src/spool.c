@@ -27,7 +27,6 @@
 #define CIFS_MAGIC_NUMBER 0xFF534D42
 #endif
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *const subdirs[] = {"tmp", "new", "cur", "done"};
 
@@ -47,9 +46,9 @@ static int check_fs(const char *path, char *err, size_t errlen)
 {
 	struct statfs sf;
 	if (statfs(path, &sf) < 0)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	if (spool_fs_network((unsigned long)sf.f_type))
-		return ERR("%s: is on a network filesystem; rename() and flock() there do not "
+		return ERR(-1, "%s: is on a network filesystem; rename() and flock() there do not "
 			   "give the guarantees a spool needs; use a local filesystem",
 			   path);
 	return 0;
@@ -58,21 +57,21 @@ static int check_fs(const char *path, char *err, size_t errlen)
 int spool_init(const char *path, char *err, size_t errlen)
 {
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	if (check_fs(path, err, errlen) < 0)
 		return -1;
 	_cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
 		if (mkdirat(root, subdirs[i], 0755) < 0 && errno != EEXIST)
-			return ERR("%s/%s: %s", path, subdirs[i], strerror(errno));
+			return ERR(-1, "%s/%s: %s", path, subdirs[i], strerror(errno));
 		struct stat st;
 		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-			return ERR("%s/%s: exists and is not a directory", path, subdirs[i]);
+			return ERR(-1, "%s/%s: exists and is not a directory", path, subdirs[i]);
 	}
 	if (fsync(root) < 0)
-		return ERR("%s: fsync: %s", path, strerror(errno));
+		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -82,17 +81,17 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sp->root < 0 && errno == ENOENT)
-		return ERR("%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
+		return ERR(-1, "%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
 			   strerror(errno), path);
 	if (sp->root < 0)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	int *fds[] = {&sp->tmp, &sp->new, &sp->cur, &sp->done};
 	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
 		*fds[i] = openat(sp->root, subdirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (*fds[i] < 0) {
 			int e = errno;
 			spool_close(sp);
-			return ERR("%s/%s: %s (is this a spool? create one with 'kart init')", path,
+			return ERR(-1, "%s/%s: %s (is this a spool? create one with 'kart init')", path,
 				   subdirs[i], strerror(e));
 		}
 	}
@@ -262,12 +261,12 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 	struct stat st;
 	uid_t me = geteuid();
 	if (fstat(sp->new, &st) < 0)
-		return ERR("%s/new: %s", sp->path, strerror(errno));
+		return ERR(-1, "%s/new: %s", sp->path, strerror(errno));
 	if (st.st_uid == me && !(st.st_mode & 022))
 		return 0; /* our own single-writer new/: the file's owner is who put it there */
 	if (sp->drop < 0) {
 		if (st.st_mode & 022)
-			return ERR("%s/new is writable by others than its owner and the spool has no "
+			return ERR(-1, "%s/new is writable by others than its owner and the spool has no "
 				   "drop/: a worker rejects what is put there; ask the administrator to "
 				   "apply kart.tmpfiles (drop/ 1770, new/ 0755)", sp->path);
 		return 0; /* another's single-user spool: new/ decides (EACCES) */
@@ -284,16 +283,16 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 	 * as soon as it sees it: wait a little for that. */
 	for (int tries = 0;; tries++) {
 		if (mkdirat(sp->drop, user, 0700) < 0 && errno != EEXIST)
-			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		int d = openat(sp->drop, user, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
-			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == me) {
 			/* Writable by us alone, or a worker trusts nothing in it. */
 			if ((st.st_mode & 07777) != 0700 && fchmod(d, 0700) < 0) {
 				int e = errno;
 				close(d);
-				return ERR("%s/drop/%s: chmod 0700: %s", sp->path, user, strerror(e));
+				return ERR(-1, "%s/drop/%s: chmod 0700: %s", sp->path, user, strerror(e));
 			}
 			sp->dropd = d;
 			snprintf(sp->idprefix, sizeof sp->idprefix, "%s:", user);
@@ -302,7 +301,7 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		if (d >= 0)
 			close(d);
 		if (tries >= 50)
-			return ERR("%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
+			return ERR(-1, "%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
 				   "directory away when it sees it; is a worker running?",
 				   sp->path, user, d >= 0 ? (unsigned)st.st_uid : 0u);
 		usleep(100000);

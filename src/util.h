@@ -60,6 +60,10 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int pathfmt(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* A library function's error: the message into the caller's err/errlen
+ * buffer (both in scope), and e, the value to return: return ERR(-1, ...). */
+#define ERR(e, ...) ({ (void)snprintf(err, errlen, __VA_ARGS__); (e); })
+
 /* logmsg() and die(), which every module may call, are log.c's. */
 #include "log.h"
 
