@@ -91,8 +91,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 		if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0 && first == 1)
 			return usage_error("cancel", "unknown option '%s'", argv[i]);
 
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	int rc = 0, wdir = -1, lockfd = -1;
 	char me[128];
 	snprintf(me, sizeof me, "cancel.%d", getpid());
@@ -107,17 +106,17 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 		int requeues = 0;
 		for (int attempt = 0; attempt < 3; attempt++) {
 			if (wdir < 0) {
-				int r = spool_worker_open(&sp, me, &wdir, &lockfd);
+				int r = spool_worker_open(sp, me, &wdir, &lockfd);
 				if (r < 0) {
 					fprintf(stderr, "kart cancel: cannot create cur/%s: %s\n", me, strerror(-r));
 					return 1;
 				}
 			}
 			/* Queued: take it as a worker would, and finish it unrun. */
-			int r = spool_claim(&sp, wdir, id);
+			int r = spool_claim(sp, wdir, id);
 			if (r == 0) {
 				char newid[256];
-				r = spool_finish_unrun(&sp, wdir, id, "cancelled",
+				r = spool_finish_unrun(sp, wdir, id, "cancelled",
 						       "cancelled by kart cancel before it ran", me, newid,
 						       sizeof newid);
 				if (r < 0) {
@@ -129,17 +128,17 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				break;
 			}
 			struct qinfo q;
-			if (query_id(&sp, id, &q) < 0)
+			if (query_id(sp, id, &q) < 0)
 				q.state = Q_UNKNOWN;
 			if (q.state == Q_RUNNING) {
-				r = cancel_running(&sp, q.worker, id);
+				r = cancel_running(sp, q.worker, id);
 				struct qinfo d;
 				if (r < 0) {
 					fprintf(stderr, "kart cancel: %s: %s\n", id, strerror(-r));
 					rc = 1;
 					break;
 				}
-				if (query_done(&sp, id, &d) < 0) {
+				if (query_done(sp, id, &d) < 0) {
 					/* It left the claim without a result: re-queued
 					 * (its worker stopped). Take it from new/. */
 					if (++requeues > REQUEUES_MAX) {
@@ -174,10 +173,10 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 	}
 	if (wdir >= 0) {
 		(void)unlinkat(wdir, ".lock", 0);
-		(void)unlinkat(sp.cur, me, AT_REMOVEDIR);
+		(void)unlinkat(sp->cur, me, AT_REMOVEDIR);
 		close(wdir);
 		close(lockfd);
 	}
-	spool_close(&sp);
+	spool_close(sp);
 	return rc;
 }

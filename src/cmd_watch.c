@@ -165,21 +165,20 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("watch", "unexpected argument '%s'", argv[optind]);
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 
 	/* Signals through a signalfd: the loop ends cleanly, no handler. */
 	_cleanup_close_ int sfd = stop_signalfd();
 	(void)signal(SIGPIPE, SIG_IGN);
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];
-	if (sfd < 0 || ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||
+	if (sfd < 0 || ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
 	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_DONT_FOLLOW) < 0) {
-		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp.path, strerror(errno));
+		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp->path, strerror(errno));
 		return 1;
 	}
 	struct seen st = {0};
-	int r = scan(&sp, &st, all, json);
+	int r = scan(sp, &st, all, json);
 	while (r == 0) {
 		struct pollfd pfd[2] = {{.fd = ino, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
 		if (poll(pfd, 2, -1) < 0) {
@@ -209,20 +208,20 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 				ev->name[l - 5] = '\0';
 				struct qinfo q;
 				/* An event for a JSON already gone (gc) prints nothing. */
-				if (query_done(&sp, ev->name, &q) == 0 && seen_add(&st, ev->name) &&
-				    !print_result(&sp, ev->name, json))
+				if (query_done(sp, ev->name, &q) == 0 && seen_add(&st, ev->name) &&
+				    !print_result(sp, ev->name, json))
 					r = -EPIPE;
 			}
 		}
 		if (r == 0 && overflow)
-			r = scan(&sp, &st, true, json);
+			r = scan(sp, &st, true, json);
 	}
 	for (size_t i = 0; i < st.cap; i++)
 		free(st.slot[i]);
 	free(st.slot);
 	if (r < 0 && r != -EPIPE)
-		fprintf(stderr, "kart watch: %s/done: %s\n", sp.path, strerror(-r));
-	spool_close(&sp);
+		fprintf(stderr, "kart watch: %s/done: %s\n", sp->path, strerror(-r));
+	spool_close(sp);
 	/* -EPIPE: the reader went away (kart watch | head): done. */
 	return r < 0 && r != -EPIPE ? 1 : 0;
 }
