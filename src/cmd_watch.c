@@ -3,7 +3,6 @@
  * every event (and an overflow) makes us look at done/ itself, and a set
  * of the ids already seen keeps each result to one line. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
@@ -15,6 +14,7 @@
 #include "cmd.h"
 #include "query.h"
 #include "result.h"
+#include "strset.h"
 #include "util.h"
 
 static const char help[] =
@@ -29,43 +29,13 @@ static const char help[] =
 	"\n"
 	"exit status: 0 on SIGINT or SIGTERM; 1 if done/ cannot be watched; 2 usage\n";
 
-/* The ids already printed (or there at start): an open-addressing set. */
-struct seen {
-	char **slot;
-	size_t cap, n;
-};
-
-static uint64_t hash(const char *s)
+/* The ids already printed (or there at start). Add id; false if it was
+ * there already. */
+static bool seen_add(struct strset *st, const char *id)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-/* Add id; false if it was there already. */
-static bool seen_add(struct seen *st, const char *id)
-{
-	if ((st->n + 1) * 2 > st->cap) {
-		struct seen big = {.cap = st->cap ? st->cap * 2 : 256};
-		big.slot = xcalloc(big.cap, sizeof *big.slot);
-		for (size_t i = 0; i < st->cap; i++)
-			if (st->slot[i]) {
-				size_t j = hash(st->slot[i]) & (big.cap - 1);
-				while (big.slot[j])
-					j = (j + 1) & (big.cap - 1);
-				big.slot[j] = st->slot[i];
-			}
-		big.n = st->n;
-		free(st->slot);
-		*st = big;
-	}
-	size_t j = hash(id) & (st->cap - 1);
-	for (; st->slot[j]; j = (j + 1) & (st->cap - 1))
-		if (strcmp(st->slot[j], id) == 0)
-			return false;
-	st->slot[j] = xstrdup(id);
-	st->n++;
+	if (strset_get(st, id))
+		return false;
+	strset_put(st, id, 1);
 	return true;
 }
 
@@ -108,39 +78,42 @@ static bool print_result(struct spool *sp, const char *id, bool json)
 	return fflush(stdout) == 0;
 }
 
-/* Look at done/: every result not yet seen, oldest first. */
-static int scan(struct spool *sp, struct seen *st, bool print, bool json)
+struct listing {
+	struct ent *v;
+	size_t n;
+};
+
+static int list_result(const struct spool_entry *e, void *arg)
 {
-	int d = openat(sp->done, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir) {
-		if (d >= 0)
-			close(d);
-		return -errno;
+	struct listing *l = arg;
+	struct stat s;
+	if (!e->id || e->done != DONE_JSON || fstatat(e->dirfd, e->name, &s, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	l->v[l->n].id = xstrdup(e->id);
+	l->v[l->n].mtime_ms = (int64_t)s.st_mtim.tv_sec * 1000 + s.st_mtim.tv_nsec / 1000000;
+	l->n++;
+	return 0;
+}
+
+/* Look at done/: every result not yet seen, oldest first. */
+static int scan(struct spool *sp, struct strset *st, bool print, bool json)
+{
+	struct listing l = {0};
+	int r = spool_walk(sp, SPOOL_WALK_DONE, list_result, &l);
+	if (r < 0) {
+		for (size_t i = 0; i < l.n; i++)
+			free(l.v[i].id);
+		free(l.v);
+		return r;
 	}
-	struct ent *v = NULL;
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(dir))) {
-		size_t l = strlen(de->d_name);
-		struct stat s;
-		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0 ||
-		    fstatat(sp->done, de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		v = xrealloc(v, (n + 1) * sizeof *v);
-		v[n].id = xasprintf("%.*s", (int)(l - 5), de->d_name);
-		v[n].mtime_ms = (int64_t)s.st_mtim.tv_sec * 1000 + s.st_mtim.tv_nsec / 1000000;
-		n++;
-	}
-	closedir(dir);
-	qsort(v, n, sizeof *v, by_mtime);
-	int r = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (seen_add(st, v[i].id) && print && r == 0 && !print_result(sp, v[i].id, json))
+	qsort(l.v, l.n, sizeof *l.v, by_mtime);
+	for (size_t i = 0; i < l.n; i++) {
+		if (seen_add(st, l.v[i].id) && print && r == 0 && !print_result(sp, l.v[i].id, json))
 			r = -EPIPE;
-		free(v[i].id);
+		free(l.v[i].id);
 	}
-	free(v);
+	free(l.v);
 	return r;
 }
 
@@ -177,7 +150,7 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp->path, strerror(errno));
 		return 1;
 	}
-	struct seen st = {0};
+	struct strset st = {0};
 	int r = scan(sp, &st, all, json);
 	while (r == 0) {
 		struct pollfd pfd[2] = {{.fd = ino, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
@@ -216,9 +189,7 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 		if (r == 0 && overflow)
 			r = scan(sp, &st, true, json);
 	}
-	for (size_t i = 0; i < st.cap; i++)
-		free(st.slot[i]);
-	free(st.slot);
+	strset_free(&st);
 	if (r < 0 && r != -EPIPE)
 		fprintf(stderr, "kart watch: %s/done: %s\n", sp->path, strerror(-r));
 	spool_close(sp);
