@@ -70,6 +70,9 @@ struct cg_cpu {
 	int64_t user_us, system_us;
 };
 
+/* A task's scratch directories with backend none (struct task's scr). */
+enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
+
 struct task {
 	struct task *next;
 	char *name;
@@ -95,13 +98,14 @@ struct task {
 	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
-	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
-	 * used under their own names (scratch_dir); "" once handed on. */
-	char scr[3][24];
+	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
+	 * by enum scr_dir), spares used under their own names (scratch_dir);
+	 * "" once handed on. */
+	char scr[SCR_NDIRS][24];
 	/* and the change time each had as a spare, when it was older than
 	 * the run (scratch_dir); {0, 0} if not */
-	struct timespec scr_ct[3];
-	int scr_fd[3]; /* and an O_PATH descriptor of each, or -1 */
+	struct timespec scr_ct[SCR_NDIRS];
+	int scr_fd[SCR_NDIRS]; /* and an O_PATH descriptor of each, or -1 */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -222,10 +226,10 @@ struct spawner {
 	int nmore;
 	struct spawn_job *todo, *done; /* todo in order; done pushed at its head */
 	int wdir;
-	pthread_cond_t cvf;		/* the filtered threads' */
-	struct spawn_job *todof;	/* their queue, in order */
-	pthread_t fth[SPAWN_THREADS];
-	int nf;
+	pthread_cond_t cv_filtered;		/* the filtered threads' */
+	struct spawn_job *todo_filtered;	/* their queue, in order */
+	pthread_t filtered_th[SPAWN_THREADS]; /* the filtered threads, nfiltered of them */
+	int nfiltered;
 	const struct sock_fprog *outer, *inner; /* what they load, what their children do */
 };
 
@@ -448,7 +452,7 @@ int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char *
 void held_drop(void);
 void held_apply(struct worker *w, struct confine *c);
 void task_paths_held(const struct task *t, struct confine *c, const char *task,
-		     const char *const dirs[3]);
+		     const char *const dirs[SCR_NDIRS]);
 
 /* ---- scratch.c: spare scratch directories, reused from one run to the next */
 int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,

@@ -290,7 +290,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		t->spec.kill_grace_s = w->pol->kill_grace_s;
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
-	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
+	t->scr_fd[SCR_WORK] = t->scr_fd[SCR_TMP] = t->scr_fd[SCR_OUT] = -1;
 	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
@@ -337,10 +337,10 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	/* Backend none runs in spares under their own names (scratch_dir):
 	 * no rename per directory into place and back. */
 	bool inplace = w->pol->backend == BACKEND_NONE;
-	char *outdir = inplace ? t->scr[2] : outname;
+	char *outdir = inplace ? t->scr[SCR_OUT] : outname;
 	if ((!inplace && spool_name_scratch(outname, sizeof outname, name, SCRATCH_OUT) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[2],
-			&t->scr_fd[2]) < 0 ||
+	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[SCR_OUT],
+			&t->scr_fd[SCR_OUT]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
@@ -362,11 +362,11 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		}
 	} else if (inplace) {
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		const char *wd = t->scr[0], *td = t->scr[1];
-		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0],
-				&t->scr_fd[0]) < 0 ||
-		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1],
-				&t->scr_fd[1]) < 0 ||
+		const char *wd = t->scr[SCR_WORK], *td = t->scr[SCR_TMP];
+		if (scratch_dir(w, t->scr[SCR_WORK], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[SCR_WORK],
+				&t->scr_fd[SCR_WORK]) < 0 ||
+		    scratch_dir(w, t->scr[SCR_TMP], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[SCR_TMP],
+				&t->scr_fd[SCR_TMP]) < 0 ||
 		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
@@ -507,16 +507,16 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	t->state = TS_SPAWNING;
 	w->used[t->spec.lane]++;
 	w->nrunning++;
-	if (j->inherit && !w->spawner.nf)
+	if (j->inherit && !w->spawner.nfiltered)
 		spawner_start_filtered(w);
-	bool f = j->inherit && w->spawner.nf;
+	bool f = j->inherit && w->spawner.nfiltered;
 	pthread_mutex_lock(&w->spawner.h.mu);
-	struct spawn_job **tail = f ? &w->spawner.todof : &w->spawner.todo;
+	struct spawn_job **tail = f ? &w->spawner.todo_filtered : &w->spawner.todo;
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = j;
 	pthread_mutex_unlock(&w->spawner.h.mu);
-	pthread_cond_signal(f ? &w->spawner.cvf : &w->spawner.h.cv); /* as in publish */
+	pthread_cond_signal(f ? &w->spawner.cv_filtered : &w->spawner.h.cv); /* as in publish */
 }
 
 /* ---- ending a task ----------------------------------------------------------- */
@@ -734,7 +734,7 @@ void task_complete(struct worker *w, struct task *t)
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
 	t->scratch_retired = true;
-	if (t->scr[0][0] || t->scr[2][0]) {
+	if (t->scr[SCR_WORK][0] || t->scr[SCR_OUT][0]) {
 		/* Backend none's, by their names: each gone is forgotten. */
 		for (int i = 0; i < 2; i++) {
 			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i], &t->scr_fd[i]);
@@ -742,11 +742,11 @@ void task_complete(struct worker *w, struct task *t)
 			if (gone)
 				t->scr[i][0] = '\0';
 		}
-		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true, &t->scr_ct[2], &t->scr_fd[2]);
+		r->outdir_gone = !t->scr[SCR_OUT][0] || scratch_retire(w, t, t->scr[SCR_OUT], true, &t->scr_ct[SCR_OUT], &t->scr_fd[SCR_OUT]);
 		if (r->outdir_gone)
-			t->scr[2][0] = '\0';
+			t->scr[SCR_OUT][0] = '\0';
 		else
-			r->outdir_scratch = t->scr[2]; /* the commit moves or removes it */
+			r->outdir_scratch = t->scr[SCR_OUT]; /* the commit moves or removes it */
 	} else {
 		static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
