@@ -670,13 +670,9 @@ int rm_rf_at(int at, const char *name)
 static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
 		     uint64_t max_entries, int depth)
 {
-	_cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d < 0)
-		return -errno;
-	DIR *dp = fdopendir(d);
+	DIR *dp = opendir_at(dir, ".");
 	if (!dp)
 		return -errno;
-	d = -1;
 	struct dirent *de;
 	int r = 0;
 	while (r == 0 && (de = readdir(dp))) {
@@ -1380,13 +1376,9 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, const char *me,
 		      int *requeued, int *lost)
 {
-	_cleanup_close_ int d = openat(wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d < 0)
-		return -errno;
-	DIR *dir = fdopendir(d);
+	DIR *dir = opendir_at(wdir, ".");
 	if (!dir)
 		return -errno;
-	d = -1;
 	int busy = 0;
 	char **names = NULL;
 	size_t nn = 0;

@@ -64,14 +64,9 @@ bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t
  * left out. 0, cb's nonzero value, or -errno if it cannot be read. */
 static int walk_dir(int dirfd, struct spool_entry *e, bool dots, spool_walk_cb cb, void *arg)
 {
-	int d = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir) {
-		int r = -errno;
-		if (d >= 0)
-			close(d);
-		return r;
-	}
+	DIR *dir = opendir_at(dirfd, ".");
+	if (!dir)
+		return -errno;
 	struct dirent *de;
 	int r = 0;
 	char id[512];
@@ -94,11 +89,9 @@ static int walk_dir(int dirfd, struct spool_entry *e, bool dots, spool_walk_cb c
 static int walk_cur(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg)
 {
 	bool dots = areas & SPOOL_WALK_DOTS;
-	_cleanup_close_ int d = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	DIR *dir = opendir_at(sp->cur, ".");
 	if (!dir)
 		return -errno;
-	d = -1; /* the DIR owns it */
 	struct dirent *de;
 	int r = 0;
 	while (!r && (de = readdir(dir))) {
@@ -130,29 +123,26 @@ static int walk_cur(struct spool *sp, unsigned areas, spool_walk_cb cb, void *ar
 int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg)
 {
 	bool dots = areas & SPOOL_WALK_DOTS;
-	int first = 0, r;
-	struct spool_entry e = {0};
-	if (areas & SPOOL_WALK_TMP) {
-		e = (struct spool_entry){.area = SPOOL_WALK_TMP, .dirfd = sp->tmp, .dir = "tmp"};
+	/* In the order tasks move; cur/ (0 here) is walk_cur's. */
+	const struct {
+		unsigned area;
+		int fd;
+		const char *dir;
+	} dirs[] = {
+		{SPOOL_WALK_TMP, sp->tmp, "tmp"},
+		{SPOOL_WALK_NEW, sp->new, "new"},
+		{SPOOL_WALK_WORKERS | SPOOL_WALK_CUR, -1, NULL},
+		{SPOOL_WALK_DONE, sp->done, "done"},
+	};
+	int first = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		if (!(areas & dirs[i].area))
+			continue;
+		struct spool_entry e = {.area = dirs[i].area, .dirfd = dirs[i].fd, .dir = dirs[i].dir};
 		/* tmp/ names are the clients': a dot name is as much theirs. */
-		if ((r = walk_dir(sp->tmp, &e, true, cb, arg)) > 0)
-			return r;
-		first = first ? first : r;
-	}
-	if (areas & SPOOL_WALK_NEW) {
-		e = (struct spool_entry){.area = SPOOL_WALK_NEW, .dirfd = sp->new, .dir = "new"};
-		if ((r = walk_dir(sp->new, &e, dots, cb, arg)) > 0)
-			return r;
-		first = first ? first : r;
-	}
-	if (areas & (SPOOL_WALK_WORKERS | SPOOL_WALK_CUR)) {
-		if ((r = walk_cur(sp, areas, cb, arg)) > 0)
-			return r;
-		first = first ? first : r;
-	}
-	if (areas & SPOOL_WALK_DONE) {
-		e = (struct spool_entry){.area = SPOOL_WALK_DONE, .dirfd = sp->done, .dir = "done"};
-		if ((r = walk_dir(sp->done, &e, dots, cb, arg)) > 0)
+		int r = !dirs[i].dir ? walk_cur(sp, areas, cb, arg)
+				     : walk_dir(dirs[i].fd, &e, dots || dirs[i].area == SPOOL_WALK_TMP, cb, arg);
+		if (r > 0)
 			return r;
 		first = first ? first : r;
 	}
