@@ -53,12 +53,15 @@ B = build
 LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.c src/sandbox.c \
 	  src/run.c src/worker.c src/worker_task.c src/worker_commit.c \
 	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
-	  src/worker_capture.c src/hook.c src/acct.c src/held.c src/scratch.c src/prioq.c src/strset.c \
+	  src/worker_capture.c src/worker_wait.c src/hook.c src/acct.c src/held.c src/scratch.c \
+	  src/prioq.c src/strset.c \
 	  src/query.c src/spool_name.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c
+	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
+	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c \
+	  src/worker_control.c src/control.c
 CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
 	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
-	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c
+	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c src/cmd_control.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_SRC = src/sync.c src/sync_sqlite.c src/sync_pg.c src/cmd_sync.c src/cmd_feed.c
@@ -68,7 +71,7 @@ SYNC_OBJ = $(SYNC_SRC:src/%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm
+all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm $(B)/kart-credfwd
 
 # Installs what is missing, with apt-get: only when asked (make deps), or
 # by the targets below that need it to run at all.
@@ -129,6 +132,10 @@ $(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/la
 $(B)/kart-llm: src/kart-llm.py | $(B)
 	install -m 0755 $< $@
 
+# The worker's credential forwarder (credfwd.h), beside kart like kart-llm.
+$(B)/kart-credfwd: src/kart-credfwd.py | $(B)
+	install -m 0755 $< $@
+
 $(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
 	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
@@ -145,12 +152,14 @@ run-demo: all
 	@./tests/demo
 
 # The long reliability runs (make check runs short ones): crash-point
-# sweep, chaos, faults, hostile input. Figures: docs/RELIABILITY.md.
+# sweep, chaos, faults, hostile input, same-name ids. Figures: docs/RELIABILITY.md.
 run-torture: all
 	@KART=$(abspath $(B))/kart SWEEP_MAX=$${SWEEP_MAX:-80} ./tests/torture/crash-sweep.sh
 	@KART=$(abspath $(B))/kart CHAOS_N=$${CHAOS_N:-2000} ./tests/torture/chaos.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/faults.sh
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/ids.sh
 
 # libFuzzer targets (clang) on the checked-in seed corpus, long run.
 run-fuzz:
@@ -191,11 +200,13 @@ run-check-valgrind:
 	@./tests/valgrind/check $(VG_B) $(VG_UNIT)
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
-# floor, in one run: bench/out/results.md and throughput.png.
+# floor, in one run: bench/out/results.md and throughput.png; then the
+# container backend (container.md) and dependencies (deps.md).
 run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
 	@KART=$(abspath $(B))/kart ./bench/container
+	@KART=$(abspath $(B))/kart ./bench/deps
 
 # Backend container against bwrap, in one run (a dockerd of its own):
 # bench/out/container.md.
@@ -223,6 +234,7 @@ install: all
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
 	install -m 0755 $(B)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-sync
 	install -m 0755 $(B)/kart-llm $(DESTDIR)$(LIBEXECDIR)/kart-llm
+	install -m 0755 $(B)/kart-credfwd $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
@@ -239,7 +251,8 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch \
-	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm
+	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \

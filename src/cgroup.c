@@ -727,6 +727,19 @@ int cg_leaf_signal(const struct cg_leaf *l, int sig)
 	return 0;
 }
 
+int cg_leaf_freeze(const struct cg_leaf *l, bool on)
+{
+	/* cgroup.freeze is of the cgroup core, not a controller: the
+	 * controller-less unified leaf of a hybrid host has it too. */
+	if ((l->used & (1u << CG_UNIFIED)) &&
+	    write_file(l->path[CG_UNIFIED], "cgroup.freeze", on ? "1\n" : "0\n", l->fake) == 0)
+		return 0;
+	if ((l->used & (1u << CG_FREEZER)) &&
+	    write_file(l->path[CG_FREEZER], "freezer.state", on ? "FROZEN\n" : "THAWED\n", l->fake) == 0)
+		return 0;
+	return -ENODEV;
+}
+
 int cg_leaf_kill_start(struct cg_leaf *l)
 {
 	if (!l->used)

@@ -116,6 +116,13 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms);
  * how many. Not a kill: nothing is marked, the leaf stays reusable. */
 int cg_leaf_signal(const struct cg_leaf *l, int sig);
 
+/* Freeze (on) or thaw every process of the leaf: cgroup.freeze of its
+ * unified directory, else freezer.state of its v1 freezer one. -ENODEV
+ * when it has neither (the caller stops them by signal). A frozen leaf
+ * still takes cgroup.kill; a v1 freezer's must be thawed for a kill to
+ * land, which cg_leaf_kill's freeze_kill does. */
+int cg_leaf_freeze(const struct cg_leaf *l, bool on);
+
 /* The same in steps, for an event loop that must not wait: send the
  * kill (cgroup.kill where there is one: returns 1; else freeze and kill
  * what is listed: returns 0, and it is to be sent again at each retry),

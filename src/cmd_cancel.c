@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "control.h"
 #include "policy.h"
 #include "query.h"
 #include "task.h"
@@ -16,7 +17,7 @@
 static const char help[] =
 	"usage: kart [-s SPOOL] cancel ID...\n"
 	"\n"
-	"A queued task is taken out of new/ and never runs; a running task is\n"
+	"A queued (or held) task is taken out of new/ and never runs; a running task is\n"
 	"killed with its whole process tree. Either way its result says\n"
 	"`cancelled`.\n"
 	"\n"
@@ -78,6 +79,45 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 	}
 }
 
+/* On a shared spool, as a user: a worker is asked through our drop
+ * directory (control_request), then we wait for the result. */
+static int cancel_via_drop(struct spool *sp, const char *id)
+{
+	char p[4096];
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
+	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0)
+		return -errno;
+	int r = control_request(sp, "cancel", id, "", 0, 10000);
+	if (r < 0)
+		return r;
+	int64_t end = now_mono_ms() + 30000 + grace_ms(sp);
+	struct qinfo q;
+	while (query_done(sp, id, &q) < 0) {
+		int64_t rest = end - now_mono_ms();
+		if (rest <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)(rest > 500 ? 500 : rest)) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+	return 0;
+}
+
+/* Only a task's submitter, or root, may cancel it: false (said on
+ * stderr) when dirfd/path is a task of someone else's. */
+static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char *id)
+{
+	struct stat st;
+	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || control_may(sp, id, &st) == 0)
+		return true; /* gone: the claim that follows finds out */
+	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", id);
+	return false;
+}
+
 int cmd_cancel(struct ctx *c, int argc, char **argv)
 {
 	if (wants_help(argc, argv, help))
@@ -96,7 +136,8 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 	char me[128];
 	snprintf(me, sizeof me, "cancel.%d", getpid());
 	for (int i = first; i < argc; i++) {
-		const char *id = argv[i];
+		_cleanup_free_ char *own = spool_own_id(sp, argv[i]);
+		const char *id = own;
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
 			fprintf(stderr, "kart cancel: %s: no such task\n", id);
@@ -104,6 +145,34 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			continue;
 		}
 		int requeues = 0;
+		if (control_via_drop(sp)) {
+			struct qinfo q;
+			int r = query_id(sp, id, &q);
+			if (r == 0 && q.state == Q_UNKNOWN) {
+				fprintf(stderr, "kart cancel: %s: no such task\n", id);
+				rc = 1;
+				continue;
+			}
+			if (r == 0 && q.state == Q_DONE) {
+				printf("%s: had already finished: %s\n", id, q.status);
+				rc = 1;
+				continue;
+			}
+			r = cancel_via_drop(sp, id);
+			if (r < 0) {
+				fprintf(stderr, "kart cancel: %s: %s\n", id,
+					r == -EPERM	 ? "not your task (only its submitter or root may cancel it)"
+					: r == -ETIMEDOUT ? "no worker took the request, or no result came"
+							  : strerror(-r));
+				rc = 1;
+			} else if (query_done(sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
+				printf("%s: cancelled\n", id);
+			} else {
+				printf("%s: had already finished: %s\n", id, q.status);
+				rc = 1;
+			}
+			continue;
+		}
 		for (int attempt = 0; attempt < 3; attempt++) {
 			if (wdir < 0) {
 				int r = spool_worker_open(sp, me, &wdir, &lockfd);
@@ -112,8 +181,17 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 					return 1;
 				}
 			}
-			/* Queued: take it as a worker would, and finish it unrun. */
+			/* Queued (or held): take it as a worker would, and finish
+			 * it unrun. */
+			char held[TASK_NAME_MAX + 24];
+			if (!may_cancel(sp, sp->new, id, id) ||
+			    (spool_held_name(id, held, sizeof held) == 0 && !may_cancel(sp, sp->new, held, id))) {
+				rc = 1;
+				break;
+			}
 			int r = spool_claim(sp, wdir, id);
+			if (r == -ENOENT)
+				r = spool_claim_held(sp, wdir, id);
 			if (r == 0) {
 				char newid[256];
 				r = spool_finish_unrun(sp, wdir, id, "cancelled",
@@ -131,6 +209,12 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			if (query_id(sp, id, &q) < 0)
 				q.state = Q_UNKNOWN;
 			if (q.state == Q_RUNNING) {
+				char claim[512];
+				if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
+				    !may_cancel(sp, sp->cur, claim, id)) {
+					rc = 1;
+					break;
+				}
 				r = cancel_running(sp, q.worker, id);
 				struct qinfo d;
 				if (r < 0) {

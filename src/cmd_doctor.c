@@ -18,7 +18,9 @@
 #include "container.h"
 #include "policy.h"
 #include "space.h"
+#include "outdir.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] doctor [--json]\n"
@@ -298,6 +300,19 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			ok = false;
 	}
 	json_object_set_new(o, "user_namespaces", userns_facts());
+	{
+		/* $KART_OUTDIR bounded while a task runs (outdir.h): the
+		 * worker's holder, tried as the worker would. */
+		struct outdir_ns ons = OUTDIR_NS_INIT;
+		char oerr[256] = "";
+		bool bounded = pol.backend == BACKEND_BWRAP && outdir_ns_start(&ons, oerr, sizeof oerr) == 0;
+		outdir_ns_stop(&ons);
+		json_object_set_new(o, "outdir",
+				    json_pack("{s:b, s:s}", "bounded_while_running", bounded, "detail",
+					      bounded ? "a tmpfs per task in the worker's own namespace"
+					      : pol.backend != BACKEND_BWRAP ? "not with this backend: measured when the task ends"
+								      : oerr));
+	}
 	json_object_set_new(o, "cgroup", cgroup_facts(&pol, &ok));
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);
 	json_object_set_new(o, "landlock_abi", abi > 0 ? json_integer(abi) : json_string("unsupported"));
@@ -366,6 +381,13 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 					fprintf(stderr, "kart doctor: warning: %s\n", w);
 				}
 			}
+			/* Said, not a failure: someone paused it on purpose. */
+			if (wctl_spool_paused(sp.new)) {
+				const char *m = "paused (kart pause --all): workers claim nothing new "
+						"until kart resume --all";
+				json_object_set_new(s, "claiming", json_string(m));
+				fprintf(stderr, "kart doctor: the spool is %s\n", m);
+			}
 			spool_close(&sp);
 		}
 		json_object_set_new(o, "spool", s);
@@ -376,8 +398,17 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	/* A kind whose runner is not there: its tasks would all be refused. */
 	for (int i = 0; pj && i < pol.n_kinds; i++) {
 		bool found = access(pol.kinds[i].runner, X_OK) == 0;
-		json_object_set_new(json_object_get(json_object_get(pj, "kinds"), pol.kinds[i].name),
-				    "runner_found", json_boolean(found));
+		json_t *kj = json_object_get(json_object_get(pj, "kinds"), pol.kinds[i].name);
+		json_object_set_new(kj, "runner_found", json_boolean(found));
+		/* Its credentials need the forwarder that adds them
+		 * (credfwd.h): without it, its tasks are refused. */
+		if (pol.kinds[i].n_cred) {
+			char fwd[PATH_MAX];
+			find_libexec("kart-credfwd", fwd, sizeof fwd);
+			bool ffound = fwd[0] && access(fwd, X_OK) == 0;
+			json_object_set_new(kj, "forwarder_found", json_boolean(ffound));
+			found = found && ffound;
+		}
 		if (!found)
 			ok = false;
 	}

@@ -228,7 +228,7 @@ static int claim(struct feed *f, int n)
 		_cleanup_free_ char *body = NULL;
 		size_t blen = with_lane(PQgetvalue(res, i, 2), (size_t)PQgetlength(res, i, 2),
 					PQgetisnull(res, i, 3) ? NULL : PQgetvalue(res, i, 3), qid, &body);
-		int r = spool_submit(&f->sp, lid, body, blen, id, sizeof id);
+		int r = spool_submit(&f->sp, lid, body, blen, NULL, id, sizeof id);
 		if (r < 0) {
 			fprintf(stderr, "kart feed: row %s: cannot queue: %s\n", qid, strerror(-r));
 			const char *u[2] = {qid, f->me};

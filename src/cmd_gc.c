@@ -2,7 +2,10 @@
  * workers. What it removes, and why each removal cannot race a worker:
  *
  *  - tmp/ entries not modified for 36 hours: the maildir rule; no writer
- *    stages a file for that long. Dot files in new/ (never tasks) too.
+ *    stages a file for that long. Dot files in new/ (never tasks) too,
+ *    but held tasks (new/.held.ID, kart hold).
+ *  - ids/ reservations whose result exists, and those as old as tmp/'s
+ *    whose task is nowhere in the spool (gc_ids).
  *  - cur/.new.* (a claim directory being born) and done/.ID.json.PID.tmp
  *    (a result being written) older than that: left by a crash.
  *  - cur/<worker>/ with no claim in it, once we hold its .lock
@@ -29,20 +32,24 @@
 
 #include "cmd.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] gc [--older-than DUR] [--tmp-age DUR] [--dry-run] [--verbose]\n"
 	"\n"
 	"Keep a spool clean; safe to run from cron while workers run. Removes:\n"
 	"tmp/ entries, and dot files in new/, not modified for 36 hours (the\n"
-	"maildir rule); stale cur/.new.* directories and done/.*.json.*.tmp\n"
-	"files as old; the empty cur/<worker>/ directories of workers that are\n"
-	"gone (their .lock is not held); and leftovers of half-removed results.\n"
+	"maildir rule); ids/ reservations whose result exists, and those as old\n"
+	"whose task is no longer in the spool; stale cur/.new.* directories and\n"
+	"done/.*.json.*.tmp files as old; the empty cur/<worker>/ directories of\n"
+	"workers that are gone (their .lock is not held); and leftovers of\n"
+	"half-removed results.\n"
 	"\n"
 	"  --older-than DUR  also remove results written at least DUR ago (90s,\n"
 	"                    5m, 2h, 30d), with every file they name: the JSON\n"
 	"                    first, then stdout, stderr, artifacts, the task\n"
-	"  --tmp-age DUR     the age for tmp/ entries and new/ dot files (default 36h)\n"
+	"  --tmp-age DUR     the age for tmp/ entries, new/ dot files and ids/\n"
+	"                    reservations (default 36h)\n"
 	"  -n, --dry-run     print what would be removed, remove nothing\n"
 	"  -v, --verbose     print each path removed (relative to the spool)\n"
 	"\n"
@@ -57,6 +64,7 @@ struct gc {
 	bool dry, verbose;
 	int64_t now_ms, tmp_age_ms, result_age_ms; /* result_age_ms -1: keep results */
 	int removed, errors;
+	struct strv trash; /* trees renamed .rm-NAME, removed once the id is released */
 };
 
 static int64_t mtime_ms(const struct stat *st)
@@ -65,14 +73,34 @@ static int64_t mtime_ms(const struct stat *st)
 }
 
 
-/* Remove dirfd/name (a tree, never following links); say so. */
-static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name)
+/* Remove dirfd/name (a tree, never following links); say so. With
+ * defer, a tree is only renamed .rm-NAME and left in g->trash. */
+static void gc_remove_(struct gc *g, int dirfd, const char *dir, const char *name, bool defer)
 {
 	if (g->verbose || g->dry)
 		printf("%s%s/%s\n", g->dry ? "would remove " : "", dir, name);
 	if (g->dry) {
 		g->removed++;
 		return;
+	}
+	/* A tree is renamed to .rm-NAME first: a removal cut short (kill
+	 * -9, a crash: a big tree takes a while) leaves a name that says
+	 * so, which the next gc finishes whatever its age (gc_done), where
+	 * a half-removed ID.out would wait out the orphan rule. */
+	char trash[NAME_MAX + 8];
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    strncmp(name, ".rm-", 4) != 0 && pathfmt(trash, sizeof trash, ".rm-%s", name) == 0) {
+		int t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
+		if (t < 0 && errno == EEXIST && rm_rf_at(dirfd, trash) == 0)
+			t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
+		if (t == 0)
+			name = trash;
+		if (t == 0 && defer) {
+			strv_add(&g->trash, trash);
+			g->removed++;
+			return;
+		}
 	}
 	int r = rm_rf_at(dirfd, name);
 	if (r < 0 && r != -ENOENT) {
@@ -83,6 +111,11 @@ static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name
 	g->removed++;
 }
 
+static void gc_remove(struct gc *g, int dirfd, const char *dir, const char *name)
+{
+	gc_remove_(g, dirfd, dir, name, false);
+}
+
 static bool old(const struct gc *g, int dirfd, const char *name, int64_t age_ms)
 {
 	struct stat st;
@@ -90,15 +123,50 @@ static bool old(const struct gc *g, int dirfd, const char *name, int64_t age_ms)
 	       g->now_ms - mtime_ms(&st) >= age_ms;
 }
 
-/* The one age rule for leftovers: what was not modified for age_ms goes
- * (directories too, unless files_only). */
-static void gc_stale(struct gc *g, const struct spool_entry *e, int64_t age_ms, bool files_only)
+static void gc_tmp(struct gc *g)
 {
-	struct stat st;
-	if (fstatat(e->dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || (files_only && S_ISDIR(st.st_mode)) ||
-	    g->now_ms - mtime_ms(&st) < age_ms)
+	DIR *dir = opendir_at(g->sp->tmp, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: tmp/: %s\n", strerror(errno));
+		g->errors++;
 		return;
-	gc_remove(g, e->dirfd, e->dir, e->name);
+	}
+	while ((de = readdir(dir)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		    old(g, g->sp->tmp, de->d_name, g->tmp_age_ms))
+			gc_remove(g, g->sp->tmp, "tmp", de->d_name);
+	closedir(dir);
+}
+
+/* Dot files in new/ are never tasks (a worker skips them): what a writer
+ * staged there (rsync's .NAME.XXXXXX) and never renamed. By the rule and
+ * age of tmp/. Directories are left: new/ may hold some of the spool's
+ * own, and a task is never one. */
+static void gc_new_dots(struct gc *g)
+{
+	DIR *dir = opendir_at(g->sp->new, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: new/: %s\n", strerror(errno));
+		g->errors++;
+		return;
+	}
+	char held[16];
+	(void)spool_held_name("", held, sizeof held);
+	while ((de = readdir(dir))) {
+		struct stat st;
+		/* A held task (kart hold) is queued, however long; a paused
+		 * spool stays paused. */
+		if (strncmp(de->d_name, held, strlen(held)) == 0 || strcmp(de->d_name, WCTL_SPOOL_PAUSED) == 0)
+			continue;
+		if (de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(g->sp->new, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+		    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)
+			continue;
+		gc_remove(g, g->sp->new, "new", de->d_name);
+	}
+	closedir(dir);
 }
 
 /* A claim directory whose worker is gone and which holds no claim. */
@@ -148,6 +216,46 @@ static void gc_worker_dir(struct gc *g, const char *wid, bool born)
 	g->removed++;
 }
 
+static void gc_cur(struct gc *g)
+{
+	DIR *dir = opendir_at(g->sp->cur, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: cur/: %s\n", strerror(errno));
+		g->errors++;
+		return;
+	}
+	while ((de = readdir(dir))) {
+		if (strncmp(de->d_name, ".new.", 5) == 0) {
+			if (old(g, g->sp->cur, de->d_name, STALE_MS))
+				gc_worker_dir(g, de->d_name, true);
+			continue;
+		}
+		if (de->d_name[0] == '.')
+			continue;
+		gc_worker_dir(g, de->d_name, false);
+	}
+	closedir(dir);
+}
+
+/* The id a file of done/ belongs to: the name minus one known suffix. */
+static const char *const suffixes[] = {".json", ".task", ".stdout", ".stderr", ".rejected", ".out",
+				       ".attempts"};
+
+static bool id_of(const char *name, char *id, size_t idlen, const char **suffix)
+{
+	size_t l = strlen(name);
+	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+		size_t sl = strlen(suffixes[i]);
+		if (l > sl && strcmp(name + l - sl, suffixes[i]) == 0 && l - sl < idlen) {
+			snprintf(id, idlen, "%.*s", (int)(l - sl), name);
+			*suffix = suffixes[i];
+			return true;
+		}
+	}
+	return false;
+}
+
 static bool exists_at(int dirfd, const char *name)
 {
 	struct stat st;
@@ -171,11 +279,12 @@ static const char *named(json_t *o, const char *field, const char *id)
  * the .task reservation last. */
 static void gc_result(struct gc *g, const char *id)
 {
-	char jn[512], tn[512], rn[512], on[512];
+	char jn[512], tn[512], rn[512], on[512], an[512];
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	if (spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0 || spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
-	    spool_name_done(rn, sizeof rn, id, DONE_REJECTED) < 0 || spool_name_done(on, sizeof on, id, DONE_OUT) < 0)
+	if (pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
+	    pathfmt(rn, sizeof rn, "%s.rejected", id) < 0 || pathfmt(on, sizeof on, "%s.out", id) < 0 ||
+	    pathfmt(an, sizeof an, "%s.attempts", id) < 0)
 		return;
 	if (read_file_at(g->sp->done, jn, 1 << 20, &buf, &len) < 0)
 		return;
@@ -191,6 +300,7 @@ static void gc_result(struct gc *g, const char *id)
 	}
 	files[nf++] = rn;
 	files[nf++] = on;
+	files[nf++] = an; /* the earlier attempts of a retry_on= task */
 	if (g->dry) {
 		printf("would remove done/%s\n", jn);
 		for (size_t i = 0; i < nf; i++)
@@ -229,14 +339,24 @@ static void gc_result(struct gc *g, const char *id)
 		json_decref(o);
 		return;
 	}
+	/* Trees are only renamed here, the .task goes, and then they are
+	 * removed: what a kill leaves mid-way is .rm-* alone. */
 	for (size_t i = 0; i < nf; i++)
 		if (exists_at(g->sp->done, files[i]))
-			gc_remove(g, g->sp->done, "done", files[i]);
+			gc_remove_(g, g->sp->done, "done", files[i], true);
 	if (reserved) {
 		(void)unlinkat(g->sp->done, tn, 0);
 	} else if (exists_at(g->sp->done, tn)) {
 		gc_remove(g, g->sp->done, "done", tn);
 	}
+	for (size_t i = 0; i < g->trash.n; i++) {
+		int r = rm_rf_at(g->sp->done, g->trash.v[i]);
+		if (r < 0 && r != -ENOENT) {
+			fprintf(stderr, "kart gc: done/%s: %s\n", g->trash.v[i], strerror(-r));
+			g->errors++;
+		}
+	}
+	strv_free(&g->trash);
 	json_decref(o);
 }
 
@@ -248,10 +368,13 @@ static void gc_result(struct gc *g, const char *id)
 static bool orphan(const struct gc *g, const char *n)
 {
 	char id[512], jn[600], tn[600];
-	enum done_file kind;
+	const char *suffix;
 	struct stat st, ts;
-	if (!spool_done_id(n, id, sizeof id, &kind) || kind == DONE_JSON ||
-	    spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0 || spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
+	/* ID.attempts/ without a JSON is a task's that waits for its next
+	 * attempt, however long no worker runs: never an orphan here. */
+	if (!id_of(n, id, sizeof id, &suffix) || strcmp(suffix, ".json") == 0 ||
+	    strcmp(suffix, ".attempts") == 0 ||
+	    pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
 	    exists_at(g->sp->done, jn) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    g->now_ms - mtime_ms(&st) < STALE_MS)
 		return false;
@@ -260,87 +383,178 @@ static bool orphan(const struct gc *g, const char *n)
 	return ts.st_nlink == 1 && g->now_ms - mtime_ms(&ts) >= STALE_MS;
 }
 
-/* What each entry of the spool is to gc: stale leftovers by the age
- * rule (tmp/ entries, new/ dot files, cur/.new.*, done/.ID.json.PID.tmp),
- * claim directories of workers that may be gone, and done/'s results
- * and orphans, kept for after the walk. */
-struct gc_found {
-	struct gc *g;
-	struct strv expired, orphans;
-};
-
-static int gc_entry(const struct spool_entry *e, void *arg)
+static void gc_done(struct gc *g)
 {
-	struct gc_found *f = arg;
-	struct gc *g = f->g;
-	const char *n = e->name;
-	struct stat st;
-	switch (e->area) {
-	case SPOOL_WALK_TMP: gc_stale(g, e, g->tmp_age_ms, false); break;
-	/* Dot files in new/ are never tasks (a worker skips them): what a
-	 * writer staged there (rsync's .NAME.XXXXXX) and never renamed. By
-	 * the rule and age of tmp/. Directories are left: new/ may hold some
-	 * of the spool's own, and a task is never one. */
-	case SPOOL_WALK_NEW:
-		if (n[0] == '.')
-			gc_stale(g, e, g->tmp_age_ms, true);
-		break;
-	case SPOOL_WALK_WORKERS:
-		if (strncmp(n, ".new.", 5) == 0) {
-			if (old(g, e->dirfd, n, STALE_MS))
-				gc_worker_dir(g, n, true);
-		} else if (n[0] != '.') {
-			gc_worker_dir(g, n, false);
+	DIR *dir = opendir_at(g->sp->done, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: done/: %s\n", strerror(errno));
+		g->errors++;
+		return;
+	}
+	struct strv expired = {0}, orphans = {0};
+	while ((de = readdir(dir))) {
+		const char *n = de->d_name, *suffix;
+		char id[512];
+		struct stat st;
+		if (strncmp(n, ".rm-", 4) == 0) {
+			/* A removal cut short (gc_remove): finished now. */
+			gc_remove(g, g->sp->done, "done", n);
+			continue;
 		}
-		break;
-	case SPOOL_WALK_DONE:
 		if (n[0] == '.') {
 			size_t l = strlen(n);
-			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json."))
-				gc_stale(g, e, STALE_MS, false);
-		} else if (e->id && fstatat(e->dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-			if (e->done == DONE_JSON) {
-				if (g->result_age_ms >= 0 && g->now_ms - mtime_ms(&st) >= g->result_age_ms)
-					strv_add(&f->expired, e->id);
-			} else if (orphan(g, n)) {
-				strv_add(&f->orphans, n);
-			}
+			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json.") &&
+			    old(g, g->sp->done, n, STALE_MS))
+				gc_remove(g, g->sp->done, "done", n);
+			continue;
 		}
-		break;
-	}
-	return 0;
-}
-
-static void gc_walk(struct gc *g)
-{
-	static const struct {
-		unsigned area;
-		const char *dir;
-	} areas[] = {
-		{SPOOL_WALK_TMP, "tmp"}, {SPOOL_WALK_NEW, "new"}, {SPOOL_WALK_WORKERS, "cur"}, {SPOOL_WALK_DONE, "done"},
-	};
-	struct gc_found f = {.g = g};
-	for (size_t i = 0; i < ARRAY_SIZE(areas); i++) {
-		int r = spool_walk(g->sp, areas[i].area | SPOOL_WALK_DOTS, gc_entry, &f);
-		if (r < 0) {
-			fprintf(stderr, "kart gc: %s/: %s\n", areas[i].dir, strerror(-r));
-			g->errors++;
+		if (!id_of(n, id, sizeof id, &suffix) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (strcmp(suffix, ".json") == 0) {
+			if (g->result_age_ms >= 0 && g->now_ms - mtime_ms(&st) >= g->result_age_ms)
+				strv_add(&expired, id);
+			continue;
 		}
+		if (orphan(g, n))
+			strv_add(&orphans, n);
 	}
-	for (size_t i = 0; i < f.expired.n; i++)
-		gc_result(g, f.expired.v[i]);
+	closedir(dir);
+	for (size_t i = 0; i < expired.n; i++)
+		gc_result(g, expired.v[i]);
 	/* Orphans: the .task (the id's reservation) after the others, each
 	 * looked at again just before it goes. */
 	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < f.orphans.n; i++) {
-			char id[512];
-			enum done_file kind;
-			bool task = spool_done_id(f.orphans.v[i], id, sizeof id, &kind) && kind == DONE_TASK;
-			if (task == (pass == 1) && orphan(g, f.orphans.v[i]))
-				gc_remove(g, g->sp->done, "done", f.orphans.v[i]);
+		for (size_t i = 0; i < orphans.n; i++) {
+			size_t l = strlen(orphans.v[i]);
+			bool task = l > 5 && strcmp(orphans.v[i] + l - 5, ".task") == 0;
+			if (task == (pass == 1) && orphan(g, orphans.v[i]))
+				gc_remove(g, g->sp->done, "done", orphans.v[i]);
 		}
-	strv_free(&f.expired);
-	strv_free(&f.orphans);
+	strv_free(&expired);
+	strv_free(&orphans);
+}
+
+/* The inodes of every file in dir (depth 0), or in each directory of it
+ * (depth 1: cur/W/, drop/USER/), added to *v. */
+static void inodes_in(int at, const char *name, int depth, ino_t **v, size_t *n)
+{
+	DIR *dir = at < 0 ? NULL : opendir_at(at, name);
+	struct dirent *de;
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (depth > 0 && S_ISDIR(st.st_mode)) {
+			inodes_in(dirfd(dir), de->d_name, depth - 1, v, n);
+			continue;
+		}
+		*v = xrealloc(*v, (*n + 1) * sizeof **v);
+		(*v)[(*n)++] = st.st_ino;
+	}
+	closedir(dir);
+}
+
+static int ino_cmp(const void *a, const void *b)
+{
+	ino_t x = *(const ino_t *)a, y = *(const ino_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The inodes of the spool's tasks wherever a task can be (tmp/, new/,
+ * cur/W/, drop/USER/), sorted. */
+static size_t live_inodes(struct gc *g, ino_t **v)
+{
+	size_t n = 0;
+	*v = NULL;
+	inodes_in(g->sp->tmp, ".", 0, v, &n);
+	inodes_in(g->sp->new, ".", 0, v, &n);
+	inodes_in(g->sp->cur, ".", 1, v, &n);
+	inodes_in(g->sp->drop, ".", 1, v, &n);
+	if (n)
+		qsort(*v, n, sizeof **v, ino_cmp);
+	return n;
+}
+
+/* Is ids/name the reservation of a task that is still somewhere (its
+ * inode in v)? */
+static bool reserves_live(struct gc *g, const char *name, const ino_t *v, size_t n)
+{
+	char buf[32], *end;
+	ssize_t l = readlinkat(g->sp->ids, name, buf, sizeof buf - 1);
+	if (l <= 0)
+		return false;
+	buf[l] = '\0';
+	errno = 0;
+	unsigned long long ino = strtoull(buf, &end, 10);
+	if (errno || *end || end == buf)
+		return false;
+	ino_t key = (ino_t)ino;
+	return n && bsearch(&key, v, n, sizeof *v, ino_cmp) != NULL;
+}
+
+/* ids/: id reservations (spool-layout/README.md section 3.2). One whose
+ * result exists has done its work: a worker that died between the
+ * result and its removal leaves it. One not modified for the tmp/ age
+ * (36 hours, --tmp-age) that names no task's inode (none in tmp/, new/,
+ * cur/W/ or drop/USER/) is a submitter's that died before it published:
+ * its id is free again. A task queued or running keeps its reservation
+ * however long it waits. Its inode is looked for in two scans, so that a
+ * task moving between new/ and cur/ during one is seen in the other. */
+static void gc_ids(struct gc *g)
+{
+	if (g->sp->ids < 0)
+		return;
+	DIR *dir = opendir_at(g->sp->ids, ".");
+	struct dirent *de;
+	if (!dir) {
+		fprintf(stderr, "kart gc: ids/: %s\n", strerror(errno));
+		g->errors++;
+		return;
+	}
+	struct strv stale = {0};
+	ino_t *live = NULL;
+	size_t nlive = 0;
+	bool scanned = false;
+	while ((de = readdir(dir))) {
+		const char *n = de->d_name;
+		char p[512];
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		struct stat st;
+		if (pathfmt(p, sizeof p, "%s.json", n) == 0 &&
+		    fstatat(g->sp->done, p, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			strv_add(&stale, n);
+			continue;
+		}
+		if (!old(g, g->sp->ids, n, g->tmp_age_ms))
+			continue;
+		if (!scanned) {
+			nlive = live_inodes(g, &live);
+			scanned = true;
+		}
+		if (!reserves_live(g, n, live, nlive))
+			strv_add(&stale, n);
+	}
+	closedir(dir);
+	if (stale.n) {
+		/* The second scan, for the old ones only. */
+		free(live);
+		nlive = live_inodes(g, &live);
+		for (size_t i = 0; i < stale.n; i++) {
+			char p[512];
+			struct stat st;
+			bool done = pathfmt(p, sizeof p, "%s.json", stale.v[i]) == 0 &&
+				    fstatat(g->sp->done, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+			if (done || !reserves_live(g, stale.v[i], live, nlive))
+				gc_remove(g, g->sp->ids, "ids", stale.v[i]);
+		}
+	}
+	free(live);
+	strv_free(&stale);
 }
 
 int cmd_gc(struct ctx *c, int argc, char **argv)
@@ -377,7 +591,11 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	struct spool *sp = &c->sp;
 	g.sp = sp;
 	g.now_ms = now_realtime_ms();
-	gc_walk(&g);
+	gc_tmp(&g);
+	gc_ids(&g);
+	gc_new_dots(&g);
+	gc_cur(&g);
+	gc_done(&g);
 	fflush(stdout);
 	spool_close(sp);
 	return g.errors ? 1 : 0;

@@ -113,7 +113,7 @@ static int retry_one(struct spool *sp, const char *id)
 		task = steal_ptr(&text);
 	}
 	char nid[TASK_NAME_MAX + 16];
-	int r = spool_submit(sp, name, task, tlen, nid, sizeof nid);
+	int r = spool_submit(sp, name, task, tlen, NULL, nid, sizeof nid);
 	if (r < 0) {
 		fprintf(stderr, "kart retry: %s: cannot queue into %s/new: %s\n", id, sp->path, strerror(-r));
 		return 1;

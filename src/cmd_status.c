@@ -13,26 +13,30 @@
 #include "task.h"
 #include "space.h"
 #include "util.h"
+#include "worker_control.h"
 
 static const char help[] =
 	"usage: kart [-s SPOOL] status [--json | --ndjson] [--summary] [--state STATE]\n"
 	"                               [--older-than DUR] [--newer-than DUR]\n"
 	"                               [--sort time|id] [--last N] [--label L] [ID...]\n"
 	"\n"
-	"Each task's state: queued, running (and its worker), or its final status\n"
-	"(ok, failed, timeout, oom, killed, rejected, refused, cancelled, lost).\n"
+	"Each task's state: queued, scheduled (and until when), waiting (on the\n"
+	"after= ids without a result), held (kart hold), running or paused (kart\n"
+	"pause; and its worker), or its final status (ok, failed, timeout, oom,\n"
+	"killed, rejected, refused, cancelled, lost, skipped).\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
-	"('up-f0*'). Lines are ID, state, and the worker (running) or the exit code\n"
-	"(finished), separated by tabs, oldest first.\n"
+	"('up-f0*'). Lines are ID, state, and the time (scheduled), the worker\n"
+	"(running) or the exit code (finished), separated by tabs, oldest first.\n"
 	"\n"
 	"  --json              one JSON array of {\"id\", \"state\", \"worker\",\n"
-	"                      \"exit_code\", \"since\"} objects\n"
+	"                      \"not_before\", \"exit_code\", \"since\"} objects\n"
 	"  --ndjson            one such object per line, printed as found\n"
 	"  --summary           the number of tasks in each state (with --json: an\n"
 	"                      object)\n"
-	"  --state STATE       only tasks in STATE: queued, running, done (any final\n"
-	"                      status) or a final status; repeat or separate by commas\n"
+	"  --state STATE       only tasks in STATE: queued, scheduled, waiting, held,\n"
+	"                      running, paused, done (any final status) or a final\n"
+	"                      status; repeat or separate by commas\n"
 	"  --older-than DUR    only tasks that entered their state at least DUR ago\n"
 	"  --newer-than DUR    only tasks that entered their state less than DUR ago\n"
 	"                      (DUR: 90, 90s, 5m, 2h, 7d)\n"
@@ -45,8 +49,10 @@ static const char help[] =
 static const char *state_word(const struct qinfo *q)
 {
 	switch (q->state) {
-	case Q_QUEUED: return "queued";
-	case Q_RUNNING: return "running";
+	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
+	case Q_SCHEDULED: return "scheduled";
+	case Q_HELD: return "held";
+	case Q_RUNNING: return q->paused ? "paused" : "running";
 	case Q_DONE: return q->status;
 	default: return "unknown";
 	}
@@ -54,8 +60,8 @@ static const char *state_word(const struct qinfo *q)
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
-	"queued", "running", "ok", "failed", "timeout", "oom", "killed",
-	"rejected", "refused", "cancelled", "lost",
+	"queued", "scheduled", "waiting", "held", "running", "paused", "ok", "failed", "timeout",
+	"oom", "killed", "rejected", "refused", "cancelled", "lost", "skipped",
 };
 
 struct out {
@@ -119,8 +125,9 @@ static void task_label(struct spool *sp, const char *id, const struct qinfo *q, 
 		return;
 	}
 	char p[600];
-	int dir = q->state == Q_QUEUED ? sp->new : sp->cur;
-	if (q->state == Q_QUEUED ? pathfmt(p, sizeof p, "%s", id) < 0
+	int dir = q->state == Q_RUNNING ? sp->cur : sp->new;
+	if (q->state == Q_QUEUED || q->state == Q_SCHEDULED ? pathfmt(p, sizeof p, "%s", id) < 0
+	    : q->state == Q_HELD ? spool_held_name(id, p, sizeof p) < 0
 				 : pathfmt(p, sizeof p, "%s/%s", q->worker, id) < 0)
 		return;
 	struct task_spec spec;
@@ -185,6 +192,21 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", state_word(q));
 		if (q->state == Q_RUNNING)
 			json_object_set_new(e, "worker", json_string(q->worker));
+		if (q->state == Q_SCHEDULED) {
+			char nb[32];
+			fmt_rfc3339_ms(q->not_before_ms, nb);
+			json_object_set_new(e, "not_before", json_string(nb));
+		}
+		if (q->waiting[0]) {
+			json_t *on = json_array();
+			_cleanup_free_ char *copy = xstrdup(q->waiting);
+			char *save = NULL;
+			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				_cleanup_free_ char *u = utf8_sanitize(t, strlen(t));
+				json_array_append_new(on, json_string(u));
+			}
+			json_object_set_new(e, "waiting_on", on);
+		}
 		if (q->state == Q_DONE)
 			json_object_set_new(e, "exit_code",
 					    q->exit_code >= 0 ? json_integer(q->exit_code) : json_null());
@@ -204,7 +226,14 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		return;
 	}
 	if (q->state == Q_RUNNING)
-		printf("%s\trunning\t%s\n", clean, q->worker);
+		printf("%s\t%s\t%s\n", clean, state_word(q), q->worker);
+	else if (q->state == Q_SCHEDULED) {
+		char nb[32];
+		fmt_rfc3339_ms(q->not_before_ms, nb);
+		printf("%s\tscheduled\t%s\n", clean, nb);
+	}
+	else if (q->waiting[0])
+		printf("%s\twaiting\t%s\n", clean, q->waiting);
 	else if (q->state == Q_DONE && q->exit_code >= 0)
 		printf("%s\t%s\t%d\n", clean, q->status, q->exit_code);
 	else
@@ -336,6 +365,9 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	/* Named one by one, they come in the order named. */
 	if (globs)
 		qsort(sel.v, sel.n, sizeof *sel.v, sort_id ? by_id : by_time);
+	/* after=: a queued task whose upstreams lack a result waits. */
+	for (size_t k = 0; k < sel.n; k++)
+		query_waiting(sp, sel.v[k].id, &sel.v[k].q);
 	size_t kept = 0;
 	for (size_t k = 0; k < sel.n; k++) {
 		if (wanted(&o, &sel.v[k].q) && label_wanted(&o, sel.v[k].id, &sel.v[k].q))
@@ -358,7 +390,10 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		json_object_foreach(o.counts, k, v) total += json_integer_value(v);
 		json_object_set_new(o.counts, "total", json_integer(total));
 		char why[700];
-		if (claiming_stopped(sp, why, sizeof why))
+		if (wctl_spool_paused(sp->new))
+			json_object_set_new(o.counts, "claiming",
+					    json_string("stopped: the spool is paused (kart resume --all)"));
+		else if (claiming_stopped(sp, why, sizeof why))
 			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
 		if (o.json || o.ndjson) {
 			char *s = json_dumps(o.counts, JSON_PRESERVE_ORDER |

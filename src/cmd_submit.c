@@ -8,6 +8,8 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "query.h"
+#include "sched.h"
 #include "space.h"
 #include "task.h"
 #include "util.h"
@@ -38,6 +40,25 @@ static const char help[] =
 	"  --kill-grace DUR on a timeout or cancel, SIGTERM, then SIGKILL after\n"
 	"                   DUR (default: the policy's, 5s)\n"
 	"  --label LABEL    a label for a batch: kart status --label LABEL\n"
+	"  --hold           queue it held: no worker claims it until kart release\n"
+	"\n"
+	"When it starts, and again (see kart-task(5)):\n"
+	"  --at TIME        not before TIME: RFC 3339 (2026-12-01T02:00:00Z) or\n"
+	"                   HH:MM, the next such local time (not_before=)\n"
+	"  --in DUR         not before DUR from now: 90, 90s, 5m, 2h, 1d\n"
+	"  --retry-on LIST  run it again when it ends so: failed, timeout, oom,\n"
+	"                   exit=N, separated by commas (retry_on=)\n"
+	"  --retries N      at most N more runs, for any reason (retries=)\n"
+	"  --retry-delay DUR  wait DUR before the first retry, doubled for each\n"
+	"                   later one, at most 1h (retry_delay=; default 0)\n"
+	"  --unique[=KEY]   not queued while a task of yours with KEY (default: the\n"
+	"                   name) is queued, scheduled or running: prints that one's\n"
+	"                   id instead, exit 0 (unique=)\n"
+	"Dependencies (after=; see kart-task(5)):\n"
+	"  --after ID[,ID...]  run once each named task has its result, all ok;\n"
+	"                   their artifacts and stdout are under $KART_INPUTS/ID/.\n"
+	"                   One that did not end ok: this one ends `skipped`.\n"
+	"                   Each must exist now and be yours (repeatable)\n"
 	"\n"
 	"The task's files (each opened as you, when it starts; see kart-task(5)):\n"
 	"  (default)        it runs in the directory you submit from (cwd=), bound\n"
@@ -216,6 +237,60 @@ static bool net_refused(struct spool *sp, const struct task_spec *spec, const ch
 	return true;
 }
 
+/* The unique= key of dirfd/name, if it is a task file of ours. */
+static bool has_key(int dirfd, const char *name, const char *key)
+{
+	struct stat st;
+	struct task_spec spec;
+	char err[64];
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+		return false;
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	_cleanup_free_ char *text = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, text, want);
+	return n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0 &&
+	       strcmp(spec.unique, key) == 0;
+}
+
+/* A task of ours with unique=key in drop/ (ours), new/ or cur/: its id
+ * into id, and its state ("queued", "scheduled", "running"); NULL: none. */
+static const char *unique_existing(struct spool *sp, const char *key, char *id, size_t idlen)
+{
+	struct strv names = {0};
+	const char *found = NULL;
+	int dirs[] = {sp->dropd, sp->new};
+	for (size_t d = 0; d < ARRAY_SIZE(dirs) && !found; d++) {
+		if (dirs[d] < 0 || dir_names(dirs[d], ".", &names) < 0)
+			continue;
+		for (size_t i = 0; i < names.n && !found; i++)
+			if (has_key(dirs[d], names.v[i], key)) {
+				snprintf(id, idlen, "%s%s", d == 0 ? sp->idprefix : "", names.v[i]);
+				found = query_not_before(dirs[d], names.v[i], now_realtime_ms()) ? "scheduled"
+												   : "queued";
+			}
+		strv_free(&names);
+		names = (struct strv){0};
+	}
+	struct strv workers = {0};
+	if (!found && dir_names(sp->cur, ".", &workers) == 0) {
+		for (size_t w = 0; w < workers.n && !found; w++) {
+			_cleanup_close_ int wd = openat(sp->cur, workers.v[w], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (wd < 0 || dir_names(wd, ".", &names) < 0)
+				continue;
+			for (size_t i = 0; i < names.n && !found; i++)
+				if (has_key(wd, names.v[i], key)) {
+					snprintf(id, idlen, "%s", names.v[i]);
+					found = "running";
+				}
+			strv_free(&names);
+			names = (struct strv){0};
+		}
+	}
+	strv_free(&workers);
+	return found;
+}
+
 /* Queued all the same: the task waits until space returns. */
 static void warn_low_space(const struct spool *sp)
 {
@@ -225,6 +300,53 @@ static void warn_low_space(const struct spool *sp)
 	    space_low(sp->root, &pol, sp->path, why, sizeof why))
 		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new until space returns\n",
 			why);
+}
+
+/* --after: one after= line, each id as the spool names it (a plain NAME
+ * of a user on a shared spool is their USER:NAME), encoded. An id that
+ * is nowhere is refused now: the worker would reject the task. */
+static int after_line(struct spool *sp, const char *url, const struct strv *ids, struct strv *lines)
+{
+	if (url) {
+		fprintf(stderr, "kart submit: --after names tasks of a spool; the PostgreSQL queue "
+			"has no dependencies\n");
+		return -1;
+	}
+	if (ids->n > TASK_AFTER_MAX) {
+		fprintf(stderr, "kart submit: --after: at most %d tasks\n", TASK_AFTER_MAX);
+		return -1;
+	}
+	char line[16 + TASK_AFTER_MAX * (3 * (TASK_NAME_MAX + 80) + 1)];
+	size_t o = (size_t)snprintf(line, sizeof line, "#kart: after=");
+	for (size_t i = 0; i < ids->n; i++) {
+		_cleanup_free_ char *id = spool_own_id(sp, ids->v[i]);
+		const char *why;
+		uid_t owner;
+		if (task_name_check(id, &why) != 0) {
+			fprintf(stderr, "kart submit: --after %s: not a task id\n", ids->v[i]);
+			return -1;
+		}
+		if (!spool_id_taken(sp, id) && spool_id_pending(sp, id, getuid(), &owner) <= 0) {
+			fprintf(stderr, "kart submit: --after %s: no such task\n", id);
+			return -1;
+		}
+		char enc[3 * (TASK_NAME_MAX + 80) + 1];
+		ssize_t n = pct_encode(id, enc, sizeof enc);
+		if (n < 0)
+			return -1;
+		/* A comma would cut the id: after= splits there first. */
+		for (const char *p = enc; *p && o + 4 < sizeof line; p++)
+			o += (size_t)(*p == ',' ? snprintf(line + o, sizeof line - o, "%%2C")
+						: snprintf(line + o, sizeof line - o, "%c", *p));
+		if (i + 1 < ids->n && o + 2 < sizeof line)
+			line[o++] = ',';
+	}
+	if (o + 2 >= sizeof line)
+		return -1;
+	line[o++] = '\n';
+	line[o] = '\0';
+	strv_add(lines, line);
+	return 0;
 }
 
 int cmd_submit(struct ctx *c, int argc, char **argv)
@@ -244,9 +366,19 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		{"to", required_argument, NULL, 'T'},
 		{"cwd", required_argument, NULL, 'C'},
 		{"no-cwd", no_argument, NULL, 'W'},
+		{"hold", no_argument, NULL, 'H'},
 		{"bind", required_argument, NULL, 'B'},
 		{"ro", required_argument, NULL, 'R'},
 		{"env", required_argument, NULL, 'e'},
+		/* Scheduling (kart-task(5): not_before=, retry_on=, ...). */
+		{"at", required_argument, NULL, 1000},
+		{"in", required_argument, NULL, 1001},
+		{"retry-on", required_argument, NULL, 1002},
+		{"retries", required_argument, NULL, 1003},
+		{"retry-delay", required_argument, NULL, 1004},
+		{"unique", optional_argument, NULL, 1005},
+		/* dependencies */
+		{"after", required_argument, NULL, 'A'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -257,7 +389,10 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	/* cwd=, bind=, ro=, env=: one line each, their values encoded. */
 	struct strv lines = {0};
 	const char *cwd_opt = NULL;
-	bool no_cwd = false, has_env = false;
+	bool no_cwd = false, has_env = false, hold = false;
+	const char *unique = NULL; /* --unique: "" for the name */
+	bool timed = false;        /* --at, --in */
+	struct strv after = {0}; /* --after ids, as given */
 #define ADD(...) \
 	do { \
 		int _n = snprintf(directives + dl, sizeof directives - dl, __VA_ARGS__); \
@@ -300,6 +435,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			lane = optarg;
 			break;
 		case 'N': ADD(" net"); break;
+		case 'H': hold = true; break;
 		case 'P':
 			if (parse_int(optarg, -1000000, 1000000, &v) < 0)
 				return usage_error("submit", "--priority %s: not a number", optarg);
@@ -356,10 +492,65 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			has_env = true;
 			break;
 		}
+		/* Scheduling: written as absolute times and plain values. */
+		case 1000:
+		case 1001: {
+			int64_t at;
+			char ts[32];
+			if (ch == 1000 && sched_parse_at(optarg, now_realtime_ms(), &at) < 0)
+				return usage_error("submit", "--at %s: not a time (RFC 3339, "
+						   "2026-12-01T02:00:00Z, or HH:MM)", optarg);
+			if (ch == 1001) {
+				if (parse_duration_s(optarg, &d) < 0)
+					return usage_error("submit", "--in %s: not a duration (90, 90s, 5m, 2h, 1d)",
+							   optarg);
+				at = now_realtime_ms() + d * 1000;
+			}
+			fmt_rfc3339_ms(at, ts);
+			ADD(" not_before=%s", ts);
+			timed = true;
+			break;
+		}
+		case 1002: {
+			struct retry_on ro;
+			const char *why;
+			if (sched_parse_retry_on(optarg, &ro, &why) < 0)
+				return usage_error("submit", "--retry-on %s: %s (failed, timeout, oom, exit=N)",
+						   optarg, why);
+			ADD(" retry_on=%s", optarg);
+			break;
+		}
+		case 1003:
+			if (parse_int(optarg, 0, 100, &v) < 0)
+				return usage_error("submit", "--retries %s: not a number from 0 to 100", optarg);
+			ADD(" retries=%s", optarg);
+			break;
+		case 1004:
+			if (parse_duration_s(optarg, &d) < 0)
+				return usage_error("submit", "--retry-delay %s: not a duration (0, 10s, 5m)", optarg);
+			ADD(" retry_delay=%s", optarg);
+			break;
+		case 1005:
+			unique = optarg ? optarg : "";
+			if (optarg && (!*optarg || strlen(optarg) > TASK_NAME_MAX))
+				return usage_error("submit", "--unique=KEY: 1 to %d bytes", TASK_NAME_MAX);
+			break;
+		case 'A':
+			for (char *save = NULL, *tok = strtok_r(optarg, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save))
+				strv_add(&after, tok);
+			break;
 		case ':': return usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
 		default: return usage_error("submit", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	/* The queue between hosts has no time nor key of its own: a feeder
+	 * would hold a timed row (and its slot) until then, and a key holds
+	 * only within one spool. Said now rather than half honoured. */
+	if (url && (timed || unique))
+		return usage_error("submit", "%s: not with --to postgres (the queue has no %s; "
+				   "see docs/SYNC.md)", timed ? "--at/--in" : "--unique",
+				   timed ? "start time" : "unique keys");
 	if (url && !submit_to_queue) {
 		/* libpq is in kart-sync: the same command line, there (before
 		 * stdin is read). */
@@ -442,9 +633,18 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		base = xstrdup("task");
 	}
 
+	/* --unique: the key, as the directive holds it (encoded). */
+	char ukey[3 * TASK_NAME_MAX + 1] = "";
+	if (unique) {
+		if (pct_encode(*unique ? unique : base, ukey, sizeof ukey) < 0 || strlen(ukey) > TASK_NAME_MAX)
+			return usage_error("submit", "--unique: the key is longer than %d bytes, once encoded",
+					   TASK_NAME_MAX);
+		ADD(" unique=%s", ukey);
+	}
+
 	/* The queue's row keeps the name; the host's id is q<row>.<attempt>. */
 	_cleanup_spool_ struct spool sp = {.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1,
-						   .drop = -1, .dropd = -1};
+						   .drop = -1, .dropd = -1, .ids = -1};
 	char id[TASK_NAME_MAX + 16];
 	if (!url) {
 		ctx_open_spool(c, &sp);
@@ -453,21 +653,33 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			fprintf(stderr, "kart submit: %s\n", derr);
 			return 1;
 		}
-		if (spool_pick_id(&sp, base, id, sizeof id) < 0) {
-			fprintf(stderr, "kart submit: no free id for %s\n", base);
+		if (unique) {
+			/* A courtesy: the worker's check is the one that counts
+			 * (two racing submits both get here). */
+			char have[TASK_NAME_MAX + 80];
+			const char *state = unique_existing(&sp, ukey, have, sizeof have);
+			if (state) {
+				printf("%s\n", have);
+				fprintf(stderr, "kart submit: unique=%s: %s is already %s; not queued again\n",
+					ukey, have, state);
+				return 0;
+			}
+		}
+		if (hold && sp.dropd >= 0) {
+			fprintf(stderr, "kart submit: --hold: new/ is the workers' on a shared spool: only "
+					"root can hold there\n");
 			return 1;
 		}
-		/* On a shared spool the id is USER:NAME: the name travels. */
-		if (strcmp(id, base) != 0) {
-			/* Escaped: a value ends at a space (kart-task(5), "Values"). */
-			char enc[3 * TASK_NAME_MAX + 1];
-			if (pct_encode(base, enc, sizeof enc) < 0) {
-				fprintf(stderr, "kart submit: %s: name too long\n", base);
-				return 1;
-			}
-			ADD(" name=%s", enc);
-		}
+		sp.hold = hold;
+		/* The id is chosen, reserved and written into the task (as
+		 * name=BASE, when it is not BASE: on a shared spool the id is
+		 * USER:NAME) by spool_submit, before the task is published. */
 	}
+	if (after.n && after_line(&sp, url, &after, &lines) < 0) {
+		strv_free(&after);
+		return 1;
+	}
+	strv_free(&after);
 	if (cwd_opt) {
 		char line[TASK_BIND_PATH_MAX * 3 + 32];
 		if (no_cwd)
@@ -525,7 +737,7 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	 * 0600 (the worker reads it as root, or as you). */
 	mode_t um = has_env ? umask(077) : 0;
 	warn_low_space(&sp);
-	int r = spool_submit(&sp, base, task, tlen, id, sizeof id);
+	int r = spool_submit(&sp, base, task, tlen, base, id, sizeof id);
 	if (has_env)
 		(void)umask(um);
 	if (r < 0) {

@@ -26,28 +26,6 @@ static const char help[] =
 	"passed first (stderr says which); 125 if an ID is unknown or a result\n"
 	"unreadable; 2 usage error\n";
 
-/* One task's status as an exit status (kart(1), "kart wait"): a shell's
- * habits where a run ended (timeout(1)'s 124, 128+N), sysexits(3) for
- * the rest. */
-static int status_exit(const struct qinfo *q)
-{
-	static const struct {
-		const char *status;
-		int code;
-	} codes[] = {{"timeout", 124}, {"oom", 137}, {"cancelled", 130}, {"rejected", 65},
-		     {"refused", 69}, {"lost", 75}, {"skipped", 76}};
-	if (strcmp(q->status, "ok") == 0)
-		return 0;
-	if (strcmp(q->status, "failed") == 0)
-		return q->exit_code > 0 ? q->exit_code : 1;
-	for (size_t i = 0; i < ARRAY_SIZE(codes); i++)
-		if (strcmp(q->status, codes[i].status) == 0)
-			return codes[i].code;
-	if (q->signal > 0)
-		return 128 + q->signal;
-	return 1;
-}
-
 /* Name each task that did not end ok: with 200 ids, which ones. */
 static void report_not_ok(char **ids, const struct qinfo *q, int n)
 {
@@ -178,7 +156,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	spool_close(sp);
 	report_not_ok(ids, q, n);
 	if (n == 1)
-		return status_exit(&q[0]);
+		return query_exit_status(&q[0]);
 	for (int i = 0; i < n; i++)
 		if (strcmp(q[i].status, "ok") != 0)
 			return 1;

@@ -27,16 +27,23 @@ Values are plain text to the end of the line, "double-quoted" (JSON
 escapes), 'single-quoted', or a | block of the lines indented below.
 
 Each step is one POST $KART_LLM_ENDPOINT/chat/completions (the OpenAI
-chat API) with Authorization: Bearer $KART_LLM_API_KEY (if set);
+chat API). With $KART_LLM_SOCKET (a kind with credentials), it goes to
+that Unix socket, where the worker's forwarder adds the key and sends it
+on to the endpoint: the key is never in this process. Without it, it
+goes to the endpoint itself, with Authorization: Bearer
+$KART_LLM_API_KEY if that is set (a runner used outside kart);
 {{previous}} in a prompt is the answer of the step before. The last
 answer goes to stdout, a line per step to stderr. Exit 0 on success;
 1 on an HTTP, network or answer-format error; 2 on a bad task file or a
 missing endpoint; each with one line on stderr saying what went wrong.
 Standard library only; https works.
 """
+import http.client
 import json
 import os
+import socket
 import sys
+import urllib.parse
 import urllib.error
 import urllib.request
 
@@ -175,7 +182,33 @@ def workflow(text):
     return wf
 
 
-def complete(url, key, model, system, prompt):
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over the forwarder's Unix socket; the Host is the endpoint's."""
+
+    def __init__(self, path, host, timeout):
+        super().__init__(host, timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def post_unix(path, url, body, headers):
+    """(status, reason, raw body) of POST url, sent through the socket."""
+    u = urllib.parse.urlsplit(url)
+    c = UnixHTTPConnection(path, u.netloc, TIMEOUT_S)
+    try:
+        c.request("POST", u.path + ("?" + u.query if u.query else ""), body=body, headers=headers)
+        r = c.getresponse()
+        return r.status, r.reason, r.read()
+    finally:
+        c.close()
+
+
+def complete(url, key, model, system, prompt, sock=None):
     messages = [{"role": "system", "content": system}] if system else []
     messages.append({"role": "user", "content": prompt})
     body = {"messages": messages}
@@ -184,6 +217,15 @@ def complete(url, key, model, system, prompt):
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if key:
         headers["Authorization"] = "Bearer " + key
+    if sock:
+        try:
+            status, reason, raw = post_unix(sock, url, json.dumps(body).encode(), headers)
+        except (OSError, http.client.HTTPException) as e:
+            die(1, "POST %s (through %s): %s" % (url, sock, e))
+        if status // 100 != 2:
+            detail = raw[:2000].decode("utf-8", "replace").strip().replace("\n", " ")
+            die(1, "POST %s: HTTP %d %s%s" % (url, status, reason, ": " + detail[:500] if detail else ""))
+        return answer_of(url, raw)
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers,
                                  method="POST")
     # No proxy from the environment: the sandbox clears it anyway.
@@ -196,6 +238,10 @@ def complete(url, key, model, system, prompt):
         die(1, "POST %s: HTTP %d %s%s" % (url, e.code, e.reason, ": " + detail[:500] if detail else ""))
     except (urllib.error.URLError, OSError) as e:
         die(1, "POST %s: %s" % (url, getattr(e, "reason", e)))
+    return answer_of(url, raw)
+
+
+def answer_of(url, raw):
     try:
         content = json.loads(raw)["choices"][0]["message"]["content"]
         if not isinstance(content, str):
@@ -219,13 +265,15 @@ def main():
         die(2, "no endpoint: $KART_LLM_ENDPOINT is %r (kart.conf: [kind.llm] endpoint = URL)"
             % endpoint)
     url = endpoint.rstrip("/") + "/chat/completions"
-    key = os.environ.get("KART_LLM_API_KEY", "")
+    sock = os.environ.get("KART_LLM_SOCKET", "")
+    key = "" if sock else os.environ.get("KART_LLM_API_KEY", "")
     answer = ""
     steps = wf["steps"]
     for i, st in enumerate(steps, 1):
         model = st.get("model") or wf.get("model") or os.environ.get("KART_LLM_MODEL", "")
         system = st.get("system") or wf.get("system")
-        answer = complete(url, key, model, system, st["prompt"].replace("{{previous}}", answer))
+        answer = complete(url, key, model, system, st["prompt"].replace("{{previous}}", answer),
+                          sock)
         print("kart-llm: step %d/%d: %d characters" % (i, len(steps), len(answer)),
               file=sys.stderr)
     sys.stdout.write(answer if answer.endswith("\n") else answer + "\n")

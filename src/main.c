@@ -18,8 +18,13 @@ static const char main_help[] =
 	"  worker               run tasks from the spool\n"
 	"  status [ID...]       queued, running (worker) or the final status\n"
 	"  wait ID...           block until each task has a result\n"
-	"  cat [--stderr] ID    print a task's captured output\n"
+	"  cat [-f] ID          print a task's captured output (-f: as it grows)\n"
 	"  cancel ID...         cancel queued or running tasks\n"
+	"  hold ID...           keep queued tasks from being claimed\n"
+	"  release ID...        let held tasks be claimed again\n"
+	"  edit ID              change a queued task ($EDITOR, or --set KEY=VALUE)\n"
+	"  pause ID...|--all    freeze running tasks, or stop claims on the spool\n"
+	"  resume ID...|--all   undo kart pause\n"
 	"  doctor               what this host can enforce\n"
 	"  setup-cgroup         delegate memory, pids and cpu to workers; check it\n"
 	"  retry ID...          queue finished tasks again, under new ids\n"
@@ -85,6 +90,11 @@ static const struct verb {
 	{"cat", cmd_cat, VERB_SPOOL},
 	{"cancel", cmd_cancel, VERB_SPOOL},
 	{"doctor", cmd_doctor, 0},
+	{"hold", cmd_hold, VERB_SPOOL},
+	{"release", cmd_release, VERB_SPOOL},
+	{"edit", cmd_edit, VERB_SPOOL},
+	{"pause", cmd_pause, VERB_SPOOL},
+	{"resume", cmd_resume, VERB_SPOOL},
 	{"setup-cgroup", cmd_setup_cgroup, 0},
 	{"retry", cmd_retry, VERB_SPOOL},
 	{"watch", cmd_watch, VERB_SPOOL},
@@ -194,7 +204,7 @@ int main(int argc, char **argv)
 			int sub_argc = argc - optind;
 			char **sub_argv = argv + optind;
 			optind = 1;
-			c.sp = (struct spool){.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1, .drop = -1, .dropd = -1};
+			c.sp = (struct spool){.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1, .drop = -1, .dropd = -1, .ids = -1};
 			if ((verbs[i].flags & VERB_SPOOL) && !asks_help(sub_argc, sub_argv))
 				ctx_open_spool(&c, &c.sp);
 			int rc = verbs[i].fn(&c, sub_argc, sub_argv);

@@ -14,6 +14,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "outdir.h"
 #include "space.h"
 #include "util.h"
 
@@ -216,7 +217,7 @@ static bool env_name_kind_reserved(const char *s)
 {
 	static const char *const set[] = {"PATH", "HOME", "TMPDIR", "LANG", "KART_TASK_ID",
 					  "KART_ATTEMPT", "KART_OUTDIR", "KART_LLM_ENDPOINT",
-					  "KART_LLM_MODEL"};
+					  "KART_LLM_MODEL", "KART_LLM_SOCKET"};
 	for (size_t i = 0; i < ARRAY_SIZE(set); i++)
 		if (strcmp(s, set[i]) == 0)
 			return true;
@@ -299,8 +300,10 @@ static int conf_kind(struct policy *pol, const char *name, const char *key, cons
 }
 
 /* After the whole file: every kind has a runner (llm: our kart-llm by
- * default), no extension names two kinds, and a kind's credential is
- * neither passed to every task nor to every network task. */
+ * default), no extension names two kinds, a kind's credential is
+ * neither passed to every task nor to every network task, and it has
+ * an endpoint, to which the worker's forwarder adds it (credfwd.h): no
+ * task is ever handed it. */
 static int kinds_check(struct policy *pol, const char *fname, char *err, size_t errlen)
 {
 	for (int i = 0; i < pol->n_kinds; i++) {
@@ -322,6 +325,10 @@ static int kinds_check(struct policy *pol, const char *fname, char *err, size_t 
 					   k->cred[j], k->name,
 					   plist_has(&pol->env_pass, k->cred[j]) ? "[sandbox] env_pass"
 										 : "[network] cred_env");
+		if (k->n_cred && !k->endpoint[0])
+			return ERR(-1, "%s: [kind.%s] has credentials but no endpoint: they are added to the "
+				   "requests the worker forwards there, never handed to a task", fname,
+				   k->name);
 	}
 	return 0;
 }
@@ -645,6 +652,10 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
 			return ERR(-1, "%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
 				   where, val);
+	} else if (strcmp(k, "worker.results") == 0) {
+		if (strcmp(val, "owner") && strcmp(val, "group"))
+			return ERR(-1, "%s: results = %s: not owner or group", where, val);
+		pol->results_group = val[0] == 'g';
 	} else if (strcmp(k, "worker.retries") == 0) {
 		if (parse_int(val, 0, 100, &n) < 0)
 			return ERR(-1, "%s: retries = %s: not a number from 0 to 100", where, val);
@@ -676,6 +687,15 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 			pol->artifacts_max = sz;
 		else
 			pol->task_max_bytes = sz;
+	} else if (strcmp(k, "limits.artifacts_files") == 0) {
+		if (parse_int(val, 1, 100000000, &n) < 0)
+			return ERR(-1, "%s: artifacts_files = %s: not a number from 1 to 100000000", where, val);
+		pol->artifacts_files = (uint64_t)n;
+	} else if (strcmp(k, "limits.artifacts_depth") == 0) {
+		if (parse_int(val, 1, OUTDIR_DEPTH_MAX, &n) < 0)
+			return ERR(-1, "%s: artifacts_depth = %s: not a number from 1 to %d", where, val,
+				   OUTDIR_DEPTH_MAX);
+		pol->artifacts_depth = (int)n;
 	} else if (strcmp(k, "network.allow_uids") == 0) {
 		return set_net_uids(pol, val, err, errlen, where);
 	} else if (strcmp(k, "network.allow_groups") == 0) {
@@ -831,7 +851,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->slots[1] = 1;
 	pol->output_default = 8ull << 20;
 	pol->output_max = 1ull << 30;
-	pol->artifacts_max = 1ull << 30;
+	/* $KART_OUTDIR is RAM while the task runs (a tmpfs, outdir.h), as
+	 * /tmp is: the same 256M. */
+	pol->artifacts_max = 256ull << 20;
+	pol->artifacts_files = 10000;
+	pol->artifacts_depth = 32;
 	pol->task_max_bytes = 16ull << 20;
 	pol->retries_default = 2;
 	pol->timeout_max_s = -1;
@@ -1100,6 +1124,9 @@ char *policy_describe(const struct policy *pol)
 		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
 	if (!o)
 		return NULL;
+	json_t *lim = json_object_get(o, "limits");
+	json_object_set_new(lim, "artifacts_files", json_integer((json_int_t)pol->artifacts_files));
+	json_object_set_new(lim, "artifacts_depth", json_integer(pol->artifacts_depth));
 	json_t *kinds = json_object();
 	for (int i = 0; i < pol->n_kinds; i++) {
 		const struct kind *k = &pol->kinds[i];
@@ -1115,6 +1142,8 @@ char *policy_describe(const struct policy *pol)
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(json_object_get(o, "worker"), "results",
+			    json_string(pol->results_group ? "group" : "owner"));
 	json_object_set_new(json_object_get(o, "worker"), "min_free",
 			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
 				      "percent", (int)pol->min_free_pct));

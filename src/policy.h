@@ -67,7 +67,14 @@ struct policy {
 	uint64_t output_max;
 	uint64_t task_max_bytes; /* larger task files are rejected */
 	uint64_t artifacts_max;  /* $KART_OUTDIR kept only up to this */
+	/* and up to this many entries, nested this deep at most; under
+	 * bwrap the bytes and entries bound it while the task runs (outdir.h) */
+	uint64_t artifacts_files;
+	int artifacts_depth;
 	int retries_default;     /* re-queues after an interrupted run */
+	/* [worker] results = group: results and outputs readable by the
+	 * spool's group too (else by their submitter and root alone). */
+	bool results_group;
 	int64_t timeout_default_s; /* -1: none */
 	int64_t timeout_max_s;     /* -1: none */
 	uint64_t memory_max;       /* ceiling; the host's memory */

@@ -2,10 +2,13 @@
 #define _GNU_SOURCE
 #include "query.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
+#include "task.h"
 #include "util.h"
 
 /* When an entry got where it is: a rename into new/ or cur/ sets ctime;
@@ -60,13 +63,87 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q)
 	return 0;
 }
 
+/* One task's status as an exit status (kart(1), "kart wait"): a shell's
+ * habits where a run ended (timeout(1)'s 124, 128+N), sysexits(3) for
+ * the rest. */
+int query_exit_status(const struct qinfo *q)
+{
+	static const struct {
+		const char *status;
+		int code;
+	} codes[] = {{"timeout", 124}, {"oom", 137}, {"cancelled", 130}, {"rejected", 65},
+		     {"refused", 69}, {"lost", 75}, {"skipped", 76}};
+	if (strcmp(q->status, "ok") == 0)
+		return 0;
+	if (strcmp(q->status, "failed") == 0)
+		return q->exit_code > 0 ? q->exit_code : 1;
+	for (size_t i = 0; i < ARRAY_SIZE(codes); i++)
+		if (strcmp(q->status, codes[i].status) == 0)
+			return codes[i].code;
+	if (q->signal > 0)
+		return 128 + q->signal;
+	return 1;
+}
+
 static bool exists_at(int dirfd, const char *name)
 {
 	struct stat st;
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int query_id(struct spool *sp, const char *id, struct qinfo *q)
+
+static bool find_running(struct spool *sp, const char *id, char *worker, size_t wlen)
+{
+	DIR *dir = opendir_at(sp->cur, ".");
+	struct dirent *de;
+	bool found = false;
+	if (!dir)
+		return false;
+	while (!found && (de = readdir(dir))) {
+		char p[512];
+		if (de->d_name[0] == '.')
+			continue;
+		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0 && exists_at(sp->cur, p)) {
+			snprintf(worker, wlen, "%s", de->d_name);
+			found = true;
+		}
+	}
+	closedir(dir);
+	return found;
+}
+
+/* A queued task that waits for its time: Q_SCHEDULED, and until when.
+ * The later of its not_before= and a retry's (user.kart), as the worker
+ * reads them (worker_sched.c). */
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
+{
+	/* Never blocks: a FIFO or a device is no task of anyone's. */
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	char kattr[512], err[64];
+	struct claim_meta m;
+	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
+	kattr[kn > 0 ? kn : 0] = '\0';
+	claim_meta_parse(kattr, &m);
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	_cleanup_free_ char *text = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, text, want);
+	struct task_spec spec;
+	int64_t nb = m.not_before_ms;
+	if (n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0 && spec.not_before_ms > nb)
+		nb = spec.not_before_ms;
+	return nb > now_ms ? nb : 0;
+}
+
+static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qinfo *q)
+{
+	q->not_before_ms = query_not_before(dirfd, name, now_ms);
+	q->state = q->not_before_ms ? Q_SCHEDULED : Q_QUEUED;
+}
+
+static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 {
 	memset(q, 0, sizeof *q);
 	q->exit_code = -1;
@@ -76,10 +153,12 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 	 * finishing task writes its result before it leaves cur/ (and a new/
 	 * entry of a finished id will finish under another one): done/ wins. */
 	bool plain = id[0] != '.' && !strchr(id, '/');
+	char hn[512];
 	bool queued = plain && exists_at(sp->new, id);
-	int64_t qsince = queued ? stat_ms(sp->new, id, true) : 0;
+	bool held = !queued && plain && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
+	int64_t qsince = queued ? stat_ms(sp->new, id, true) : held ? stat_ms(sp->new, hn, true) : 0;
 	char worker[sizeof q->worker];
-	bool running = plain && spool_find_claim(sp, id, worker, sizeof worker);
+	bool running = plain && find_running(sp, id, worker, sizeof worker);
 	int r = query_done(sp, id, q);
 	if (r != -ENOENT)
 		return r;
@@ -91,8 +170,12 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 		char p[512];
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
-	} else if (queued) {
-		q->state = Q_QUEUED;
+		q->paused = pathfmt(p, sizeof p, "%s/.%s.paused", q->worker, id) == 0 && exists_at(sp->cur, p);
+	} else if (queued || held) {
+		if (held)
+			q->state = Q_HELD;
+		else
+			queued_state(sp->new, id, now_realtime_ms(), q);
 		q->since_ms = qsince;
 	} else {
 		q->state = Q_UNKNOWN;
@@ -100,10 +183,21 @@ int query_id(struct spool *sp, const char *id, struct qinfo *q)
 	return 0;
 }
 
+int query_id(struct spool *sp, const char *id, struct qinfo *q)
+{
+	/* A hold and a release move a task between two names of new/ in
+	 * either direction, so one pass can miss it: look twice. */
+	int r = query_once(sp, id, q);
+	if (r == 0 && q->state == Q_UNKNOWN)
+		r = query_once(sp, id, q);
+	return r;
+}
+
 struct qent {
 	char *id;
 	char *worker; /* cur/ entries */
 	int64_t since_ms;
+	bool held;    /* new/.held.ID */
 };
 
 struct qlist {
@@ -117,7 +211,7 @@ static void qlist_add(struct qlist *l, const char *id, const char *worker, int64
 		l->cap = l->cap ? 2 * l->cap : 256;
 		l->v = xrealloc(l->v, l->cap * sizeof *l->v);
 	}
-	l->v[l->n++] = (struct qent){xstrdup(id), worker ? xstrdup(worker) : NULL, since};
+	l->v[l->n++] = (struct qent){xstrdup(id), worker ? xstrdup(worker) : NULL, since, false};
 }
 
 static void qlist_free(struct qlist *l)
@@ -140,35 +234,64 @@ static bool qlist_has(const struct qlist *sorted, const char *id)
 	return sorted->n && bsearch(&key, sorted->v, sorted->n, sizeof key, qent_cmp);
 }
 
-struct listing {
-	struct qlist nl, cl, dl; /* new/, cur/W/, done/ */
-};
-
-static int list_one(const struct spool_entry *e, void *arg)
-{
-	struct listing *l = arg;
-	switch (e->area) {
-	case SPOOL_WALK_NEW: qlist_add(&l->nl, e->id, NULL, stat_ms(e->dirfd, e->name, true)); break;
-	case SPOOL_WALK_CUR: qlist_add(&l->cl, e->id, e->worker, stat_ms(e->dirfd, e->name, true)); break;
-	case SPOOL_WALK_DONE:
-		if (e->id && e->done == DONE_JSON)
-			qlist_add(&l->dl, e->id, NULL, 0);
-		break;
-	}
-	return 0;
-}
-
 int query_all(struct spool *sp, query_cb cb, void *arg)
 {
 	/* Every listing is read first, in the order tasks move (new, cur,
 	 * done), so that one in motion is seen at least once; then each id
 	 * is reported once, in the furthest state it was found in, as
 	 * query_id does. */
-	struct listing l = {0};
-	int r = spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE, list_one, &l);
-	struct qlist nl = l.nl, cl = l.cl, dl = l.dl;
-	if (r < 0)
+	struct qlist nl = {0}, cl = {0}, dl = {0};
+	struct dirent *de;
+	int r = 0;
+	DIR *dir = opendir_at(sp->new, ".");
+	if (!dir)
+		return -errno;
+	char held[16];
+	(void)spool_held_name("", held, sizeof held);
+	size_t hl = strlen(held);
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] != '.')
+			qlist_add(&nl, de->d_name, NULL, stat_ms(sp->new, de->d_name, true));
+		else if (strncmp(de->d_name, held, hl) == 0 && de->d_name[hl]) {
+			qlist_add(&nl, de->d_name + hl, NULL, stat_ms(sp->new, de->d_name, true));
+			nl.v[nl.n - 1].held = true;
+		}
+	}
+	closedir(dir);
+	if (!(dir = opendir_at(sp->cur, "."))) {
+		r = -errno;
 		goto out;
+	}
+	while ((de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		DIR *wdir = wd >= 0 ? fdopendir(wd) : NULL;
+		if (!wdir) {
+			if (wd >= 0)
+				close(wd);
+			continue;
+		}
+		struct dirent *te;
+		while ((te = readdir(wdir)))
+			if (te->d_name[0] != '.')
+				qlist_add(&cl, te->d_name, de->d_name, stat_ms(wd, te->d_name, true));
+		closedir(wdir);
+	}
+	closedir(dir);
+	if (!(dir = opendir_at(sp->done, "."))) {
+		r = -errno;
+		goto out;
+	}
+	while ((de = readdir(dir))) {
+		size_t l = strlen(de->d_name);
+		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0)
+			continue;
+		char id[512];
+		snprintf(id, sizeof id, "%.*s", (int)(l - 5), de->d_name);
+		qlist_add(&dl, id, NULL, 0);
+	}
+	closedir(dir);
 
 	qsort(dl.v, dl.n, sizeof *dl.v, qent_cmp);
 	struct qlist cs = {0}; /* cur/ ids, sorted, each once */
@@ -180,7 +303,10 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		if (qlist_has(&cs, nl.v[i].id) || qlist_has(&dl, nl.v[i].id))
 			continue;
 		memset(&q, 0, sizeof q);
-		q.state = Q_QUEUED;
+		if (nl.v[i].held)
+			q.state = Q_HELD;
+		else
+			queued_state(sp->new, nl.v[i].id, now_realtime_ms(), &q);
 		q.exit_code = -1;
 		q.since_ms = nl.v[i].since_ms;
 		cb(nl.v[i].id, &q, arg);
@@ -200,6 +326,9 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		q.exit_code = -1;
 		q.since_ms = cl.v[i].since_ms;
 		snprintf(q.worker, sizeof q.worker, "%s", cl.v[i].worker);
+		char pp[600];
+		q.paused = pathfmt(pp, sizeof pp, "%s/.%s.paused", q.worker, cl.v[i].id) == 0 &&
+			   exists_at(sp->cur, pp);
 		cb(cl.v[i].id, &q, arg);
 	}
 	qlist_free(&seen);
@@ -214,4 +343,38 @@ out:
 	qlist_free(&cl);
 	qlist_free(&dl);
 	return r;
+}
+
+void query_waiting(struct spool *sp, const char *id, struct qinfo *q)
+{
+	q->waiting[0] = '\0';
+	if (q->state != Q_QUEUED)
+		return;
+	struct task_spec spec;
+	struct stat st;
+	char err[256];
+	/* Only a regular file is opened (a device's open may do something),
+	 * never blocking, and checked again once open. */
+	if (fstatat(sp->new, id, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return;
+	_cleanup_close_ int fd = openat(sp->new, id, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	_cleanup_free_ char *text = xmalloc(TASK_HEADER_MAX);
+	ssize_t n = read_upto(fd, text, TASK_HEADER_MAX);
+	if (n <= 0 || task_parse(text, (size_t)n, &spec, err, sizeof err) < 0)
+		return;
+	size_t o = 0;
+	for (int i = 0; i < spec.n_after; i++) {
+		char p[512];
+		if (pathfmt(p, sizeof p, "%s.json", spec.after[i]) < 0 || exists_at(sp->done, p))
+			continue;
+		int w = snprintf(q->waiting + o, sizeof q->waiting - o, "%s%s", o ? "," : "",
+				 spec.after[i]);
+		if (w < 0 || (size_t)w >= sizeof q->waiting - o) {
+			q->waiting[o] = '\0';
+			break;
+		}
+		o += (size_t)w;
+	}
 }

@@ -7,26 +7,44 @@
 
 #include "spool.h"
 
-enum qstate { Q_UNKNOWN, Q_QUEUED, Q_RUNNING, Q_DONE };
+/* Q_HELD: queued, but held (new/.held.ID, kart hold). Q_SCHEDULED:
+ * queued, not before its time (not_before=, a retry's delay). */
+enum qstate { Q_UNKNOWN, Q_QUEUED, Q_HELD, Q_RUNNING, Q_DONE, Q_SCHEDULED };
 
 struct qinfo {
 	enum qstate state;
 	char worker[256];  /* Q_RUNNING */
+	bool paused;       /* Q_RUNNING: frozen by kart pause (cur/W/.ID.paused) */
 	char status[32];   /* Q_DONE */
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */
 	char out_path[512], err_path[512]; /* Q_DONE, relative to the spool */
+	int64_t not_before_ms; /* Q_SCHEDULED: until then */
 	int64_t since_ms;  /* entered this state (queued, claimed, result
 			    * written), ms since the epoch; 0: unknown */
+	/* Q_QUEUED whose after= names ids without a result: those ids,
+	 * comma-separated (query_waiting); "": none, or not looked at. */
+	char waiting[512];
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
+/* A queued task's time, when it is ahead of now_ms (scheduled: its
+ * not_before=, or a retry's in user.kart); else 0. */
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms);
+/* A finished task's status as kart wait's exit status (kart(1)):
+ * ok 0, failed its exit code, timeout 124, cancelled 130, ... */
+int query_exit_status(const struct qinfo *q);
 /* Read done/<id>.json into q; -ENOENT if absent. */
 int query_done(struct spool *sp, const char *id, struct qinfo *q);
 /* Parse done/<id>.json: 0 with *out (caller json_decref), -ENOENT,
  * -EBADMSG, or another -errno. The one reader of result files. */
 struct json_t;
 int query_load(struct spool *sp, const char *id, struct json_t **out);
+
+/* For a queued id: fill q->waiting from its task file's after= (the
+ * ids named that have no done/ID.json yet). A file the caller cannot
+ * read leaves it "". */
+void query_waiting(struct spool *sp, const char *id, struct qinfo *q);
 
 typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
 /* Every task in the spool: queued, running, then finished. */

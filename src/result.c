@@ -126,18 +126,23 @@ char *result_dumps(const struct result *r)
 	json_object_set_new(o, "duration_ms",
 			    jint_or_null(r->finished_ms - r->started_ms,
 					 r->started_ms <= 0 || r->finished_ms <= 0));
+	json_object_set_new(o, "paused_ms", jint_or_null(r->paused_ms, r->started_ms <= 0));
 	json_object_set_new(o, "stdout", jstream(&r->out));
 	json_object_set_new(o, "stderr", jstream(&r->err));
 	json_object_set_new(o, "task", r->task_path ? json_pack("{s:o}", "path", jstr(r->task_path))
 						     : json_null());
-	json_object_set_new(o, "artifacts", r->artifacts_dropped
-				    ? json_pack("{s:n, s:I, s:b}", "path", "bytes",
-						(json_int_t)r->artifacts_bytes, "truncated", 1)
-				    : r->artifacts_path
-						 ? json_pack("{s:o, s:I, s:b}", "path", jstr(r->artifacts_path),
-							     "bytes", (json_int_t)r->artifacts_bytes,
-							     "truncated", 0)
-						 : json_null());
+	json_t *art = r->artifacts_dropped
+			      ? json_pack("{s:n, s:I, s:b}", "path", "bytes",
+					  (json_int_t)r->artifacts_bytes, "truncated", 1)
+		      : r->artifacts_path
+			      ? json_pack("{s:o, s:I, s:b}", "path", jstr(r->artifacts_path), "bytes",
+					  (json_int_t)r->artifacts_bytes, "truncated", r->artifacts_lost > 0)
+			      : json_null();
+	if (json_is_object(art) && r->artifacts_files)
+		json_object_set_new(art, "files", json_integer((json_int_t)r->artifacts_files));
+	if (json_is_object(art) && r->artifacts_lost)
+		json_object_set_new(art, "lost_files", json_integer((json_int_t)r->artifacts_lost));
+	json_object_set_new(o, "artifacts", art);
 	json_t *cpu = r->cpu_milli ? json_real(r->cpu_milli / 1000.0) : json_null();
 	json_object_set_new(o, "limits",
 			    json_pack("{s:o, s:o, s:o, s:o, s:o}", "timeout_s",
@@ -181,6 +186,10 @@ char *result_dumps(const struct result *r)
 		json_object_set_new(o, "env", env);
 		json_object_set_new(o, "home", jstr(r->home));
 		json_object_set_new(o, "work_discarded", json_boolean(r->work_discarded));
+	}
+	if (r->attempts_json) {
+		json_t *a = json_loads(r->attempts_json, 0, NULL);
+		json_object_set_new(o, "attempts", a ? a : json_null());
 	}
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);

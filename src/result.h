@@ -22,6 +22,8 @@ struct result {
 	const char *name; /* bytes, whatever they are */
 	const char *kind; /* the task kind that ran it; NULL: none (no field) */
 	const char *label; /* label=, as written; NULL: null */
+	/* ok failed timeout oom killed rejected refused cancelled lost
+	 * skipped (spool-layout/README.md §8) */
 	const char *status;
 	int exit_code;      /* -1: null */
 	int signal;         /* 0: null */
@@ -31,12 +33,15 @@ struct result {
 	const char *lane;
 	int attempt;
 	int64_t submitted_ms, started_ms, finished_ms; /* 0: null */
+	int64_t paused_ms;  /* time the run spent paused (kart pause) */
 	struct result_stream out, err;
 	const char *task_path; /* the task file kept beside the result */
 	const char *artifacts_path; /* $KART_OUTDIR kept beside the result; NULL: none */
 	uint64_t artifacts_max;     /* in: the policy's cap on it (0: none) */
 	uint64_t artifacts_bytes;   /* out: what the task left there */
 	bool artifacts_dropped;     /* out: over artifacts_max, not kept */
+	uint64_t artifacts_files;   /* entries in it, when known (0: no field) */
+	uint64_t artifacts_lost;    /* entries not kept of a set that was (FIFOs...) */
 	bool outdir_gone;           /* in: $KART_OUTDIR was left empty, and is gone */
 	const char *outdir_scratch; /* in: its name in the claim directory, if not .NAME.out */
 	/* limits as applied */
@@ -61,6 +66,9 @@ struct result {
 	const struct task_spec *task;
 	const char *home;
 	bool work_discarded;
+	/* retry_on= (sched.h): every attempt's outcome, as the text of a JSON
+	 * array (spool_finish_stage fills it); NULL: no such field. */
+	char *attempts_json;
 };
 
 void result_init(struct result *r);

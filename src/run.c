@@ -3,6 +3,7 @@
  * passed down to bwrap and the launcher (but not to the task). */
 #define _GNU_SOURCE
 #include "run.h"
+#include "outdir.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -176,6 +177,10 @@ static int child_main(struct child_args *a)
 		child_fail(-1, "stdin");
 	if (dup2(a->outw, 1) < 0 || dup2(a->errw, 2) < 0)
 		child_fail(-1, "stdout");
+	/* Now (stderr is the capture), while the holder's descriptors keep
+	 * their numbers: the fixed ones below may take them. */
+	if (a->extra && a->extra->join_ns && outdir_join(a->extra->userns_fd, a->extra->mntns_fd) < 0)
+		child_fail(-1, "join the $KART_OUTDIR namespace");
 	/* Out of the way of the fixed numbers before they are taken. */
 	if (seccomp_fd >= 0 && seccomp_fd <= SANDBOX_SECCOMP_FD &&
 	    (seccomp_fd = fcntl(seccomp_fd, F_DUPFD_CLOEXEC, SANDBOX_SECCOMP_FD + 1)) < 0)

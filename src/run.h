@@ -99,6 +99,10 @@ struct run_extra {
 	const int *fds;
 	int nfds, fd_base;
 	int umask; /* -1: keep ours */
+	/* join_ns: into these namespaces first (outdir.h: where the task's
+	 * $KART_OUTDIR is mounted), before any descriptor is moved */
+	bool join_ns;
+	int userns_fd, mntns_fd;
 };
 int run_spawn_join(struct run *r, char *const argv[], char *const envp[], int wdir,
 		   const char *name, int out_file, int err_file, uint64_t cap, const char *cwd,

@@ -26,6 +26,16 @@ static const char *host_var(char *const *env, const char *name)
 	return NULL;
 }
 
+/* NAME is a credential of some kind: only its forwarder has it. */
+static bool kind_cred(const struct policy *pol, const char *name)
+{
+	for (int i = 0; i < pol->n_kinds; i++)
+		for (int j = 0; j < pol->kinds[i].n_cred; j++)
+			if (strcmp(pol->kinds[i].cred[j], name) == 0)
+				return true;
+	return false;
+}
+
 /* The task's kind (task_resolve_kind), NULL for none. */
 static const struct kind *req_kind(const struct sandbox_req *req)
 {
@@ -51,22 +61,22 @@ static const char *kind_runner_bound(const struct sandbox_req *req)
 	return k->runner;
 }
 
-/* What a kind gives its tasks: where to send requests, and (with network
- * only) the kind's own credentials, which no other task receives. */
+/* What a kind gives its tasks: where to send requests, and the socket of
+ * the forwarder that adds the kind's credentials. Never the credentials:
+ * the runner and the host-side bwrap run as the submitter, who could
+ * read them there (/proc/PID/environ). */
 static void env_kind(const struct sandbox_req *req, struct strv *envp)
 {
 	const struct kind *k = req_kind(req);
-	const char *kv;
 	if (!k)
 		return;
 	if (k->endpoint[0])
 		strv_addf(envp, "KART_LLM_ENDPOINT=%s", k->endpoint);
 	if (k->model[0])
 		strv_addf(envp, "KART_LLM_MODEL=%s", k->model);
-	if (req->spec->net)
-		for (int i = 0; i < k->n_cred; i++)
-			if ((kv = host_var(req->host_env, k->cred[i])))
-				strv_add(envp, kv);
+	if (req->cred_socket)
+		strv_addf(envp, "KART_LLM_SOCKET=%s", req->pol->backend == BACKEND_NONE
+							      ? req->cred_socket : SANDBOX_CRED_SOCKET);
 }
 
 /* Through envp only: never as --setenv, where argv (ps, logs) shows it. */
@@ -141,6 +151,9 @@ static void env_common(const struct sandbox_req *req, struct strv *envp, const c
 	strv_addf(envp, "KART_TASK_ID=%s", req->task_id);
 	strv_addf(envp, "KART_ATTEMPT=%d", req->attempt);
 	strv_addf(envp, "KART_OUTDIR=%s", out);
+	if (req->n_inputs)
+		strv_addf(envp, "KART_INPUTS=%s",
+			  req->pol->backend == BACKEND_NONE ? req->in_dir : SANDBOX_INPUTS);
 	env_policy(req, envp);
 	env_task(req, envp);
 }
@@ -195,6 +208,18 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	/* The task's own binds, with the access they were bound with. */
 	for (int i = 0; i < req->spec->n_binds; i++)
 		ll_rule(argv, req->spec->binds[i].mode != BIND_RO, req->spec->binds[i].path);
+	/* after='s inputs: read only, where they are bound (none: the links'
+	 * directory and the upstreams' outputs themselves). */
+	if (req->n_inputs && !none)
+		ll_rule(argv, false, SANDBOX_INPUTS);
+	for (int i = 0; none && i < req->n_inputs; i++) {
+		if (req->inputs[i].out_path)
+			ll_rule(argv, false, req->inputs[i].out_path);
+		if (req->inputs[i].stdout_path)
+			ll_rule(argv, false, req->inputs[i].stdout_path);
+	}
+	if (none && req->n_inputs)
+		ll_rule(argv, false, req->in_dir);
 	if (none) {
 		/* The host's /dev and /tmp are shared: only the harmless
 		 * devices, and a private TMPDIR. */
@@ -258,7 +283,7 @@ char *container_env_input(const struct strv *named)
 	for (size_t i = 0; i < named->n; i++) {
 		const char *kv = named->v[i], *eq = strchr(kv, '=');
 		if (!eq || strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 ||
-		    strncmp(kv, "KART_LLM_MODEL=", 15) == 0)
+		    strncmp(kv, "KART_LLM_MODEL=", 15) == 0 || strncmp(kv, "KART_LLM_SOCKET=", 16) == 0)
 			continue;
 		/* Single quotes hold anything but a single quote: '\'' */
 		size_t qn = 0;
@@ -346,6 +371,12 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		strv_add(argv, "--mount");
 		strv_addf(argv, "type=bind,source=%s,target=%s,readonly", runner, runner);
 	}
+	if (req->cred_socket) {
+		if (mount_path_ok(req->cred_socket, err, errlen) < 0)
+			return -1;
+		strv_add(argv, "--mount");
+		strv_addf(argv, "type=bind,source=%s,target=%s", req->cred_socket, SANDBOX_CRED_SOCKET);
+	}
 	/* The task's own binds: the engine mounts them by path (it takes no
 	 * descriptor), after they were checked as the submitter; the task
 	 * runs as the submitter (--user), whose permissions apply inside.
@@ -364,6 +395,24 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		}
 		strv_add(argv, "-v");
 		strv_addf(argv, "%s:%s%s", b->path, b->path, b->mode == BIND_RO ? ":ro" : "");
+	}
+	/* after=: the upstreams' outputs, read-only, by path: done/ is
+	 * written by the workers alone. */
+	for (int i = 0; i < req->n_inputs; i++) {
+		const struct sandbox_input *in = &req->inputs[i];
+		const char *src[2] = {in->out_path, in->stdout_path};
+		for (int k = 0; k < 2; k++) {
+			if (!src[k])
+				continue;
+			if (mount_path_ok(src[k], err, errlen) < 0 || strpbrk(in->id, ",\n")) {
+				snprintf(err, errlen, "the input %.200s cannot be given to the container "
+					 "CLI's --mount", in->id);
+				return -1;
+			}
+			strv_add(argv, "--mount");
+			strv_addf(argv, "type=bind,source=%s,target=" SANDBOX_INPUTS "/%s/%s,readonly",
+				  src[k], in->id, k ? "stdout" : "out");
+		}
 	}
 	strv_add(argv, "--workdir");
 	strv_add(argv, spec->cwd >= 0 ? spec->binds[spec->cwd].path : SANDBOX_WORK);
@@ -403,6 +452,10 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	strv_addf(argv, "KART_ATTEMPT=%d", req->attempt);
 	strv_add(argv, "--env");
 	strv_add(argv, "KART_OUTDIR=" SANDBOX_OUT);
+	if (req->n_inputs) {
+		strv_add(argv, "--env");
+		strv_add(argv, "KART_INPUTS=" SANDBOX_INPUTS);
+	}
 	struct strv named = {0};
 	env_policy(req, &named);
 	bool input = false;
@@ -410,7 +463,8 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		const char *kv = named.v[i];
 		/* A kind's endpoint and model are the policy's, and no
 		 * secret: by value. */
-		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0) {
+		if (strncmp(kv, "KART_LLM_ENDPOINT=", 18) == 0 || strncmp(kv, "KART_LLM_MODEL=", 15) == 0 ||
+		    strncmp(kv, "KART_LLM_SOCKET=", 16) == 0) {
 			strv_add(argv, "--env");
 			strv_add(argv, kv);
 		} else {
@@ -458,6 +512,8 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 			snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
 			if (task_sets(spec, name))
 				continue; /* the task's value wins */
+			if (kind_cred(pol, name))
+				continue; /* the forwarder's alone */
 		}
 		strv_add(envp, *e);
 	}
@@ -574,6 +630,13 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, runner);
 		strv_add(argv, runner);
 	}
+	/* The socket of the kind's credential forwarder: its submitter's
+	 * (0600), in a directory no one else can list (credfwd_open). */
+	if (req->cred_socket) {
+		strv_add(argv, "--bind");
+		strv_add(argv, req->cred_socket);
+		strv_add(argv, SANDBOX_CRED_SOCKET);
+	}
 	/* The task's own, by the descriptors opened as its submitter
 	 * (binds_open): bwrap mounts the very file that was checked, never
 	 * the path again, and checks that what it mounted is that file. */
@@ -592,6 +655,28 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, b->mode == BIND_RO ? "--ro-bind-fd" : "--bind-fd");
 		strv_addf(argv, "%d", SANDBOX_BIND_FD + k);
 		strv_add(argv, b->path);
+	}
+	/* after=: each upstream's output, by the descriptors the worker
+	 * opened in done/ (the upstream was checked to be the submitter's
+	 * and to have ended ok), read-only; nothing else of it. */
+	if (req->n_inputs) {
+		strv_add(argv, "--dir");
+		strv_add(argv, SANDBOX_INPUTS);
+	}
+	for (int i = 0, fd = SANDBOX_BIND_FD + req->spec->n_binds; i < req->n_inputs; i++) {
+		const struct sandbox_input *in = &req->inputs[i];
+		strv_add(argv, "--dir");
+		strv_addf(argv, SANDBOX_INPUTS "/%s", in->id);
+		if (in->out_path) {
+			strv_add(argv, "--ro-bind-fd");
+			strv_addf(argv, "%d", fd++);
+			strv_addf(argv, SANDBOX_INPUTS "/%s/out", in->id);
+		}
+		if (in->stdout_path) {
+			strv_add(argv, "--ro-bind-fd");
+			strv_addf(argv, "%d", fd++);
+			strv_addf(argv, SANDBOX_INPUTS "/%s/stdout", in->id);
+		}
 	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */

@@ -22,6 +22,21 @@
 #define SANDBOX_LAUNCH "/run/kart/launch"
 #define SANDBOX_WORK "/work"
 #define SANDBOX_OUT "/run/kart/out"
+/* The kind's forwarder, which adds its credentials (credfwd.h). */
+#define SANDBOX_CRED_SOCKET "/run/kart/llm.sock"
+#define SANDBOX_INPUTS "/run/kart/inputs" /* $KART_INPUTS: after='s upstreams */
+
+/* after=: one upstream's kept output, bound read-only at
+ * SANDBOX_INPUTS/ID/out/ (its done/ID.out/) and SANDBOX_INPUTS/ID/stdout
+ * (its done/ID.stdout), each where it has one. bwrap binds descriptors:
+ * the inputs' come after the task's own binds, from SANDBOX_BIND_FD +
+ * spec->n_binds on, for each input its out then its stdout, those it
+ * has. The container engine mounts the host paths; backend none has no
+ * mounts: $KART_INPUTS is a directory of symbolic links (in_dir). */
+struct sandbox_input {
+	const char *id;
+	const char *out_path, *stdout_path; /* host paths; NULL: it has none */
+};
 
 struct sandbox_req {
 	const struct policy *pol;
@@ -52,6 +67,15 @@ struct sandbox_req {
 	/* The submitter's home directory ("" or NULL: unknown): HOME where
 	 * one of the task's binds holds it, else the private work dir. */
 	const char *home;
+	/* The host path of the task's socket to its kind's credential
+	 * forwarder (credfwd_open), or NULL: bound at SANDBOX_CRED_SOCKET
+	 * (backend none: this path), named by $KART_LLM_SOCKET. A kind's
+	 * credentials are never in envp. */
+	const char *cred_socket;
+	/* after=: the upstreams' outputs (n_inputs == spec->n_after). */
+	const struct sandbox_input *inputs;
+	int n_inputs;
+	const char *in_dir; /* backend none: the host directory for $KART_INPUTS */
 };
 
 /* The policy's variables (NAME=value, a kind's endpoint and model left

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/magic.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -70,6 +71,10 @@ int spool_init(const char *path, char *err, size_t errlen)
 		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			return ERR(-1, "%s/%s: exists and is not a directory", path, subdirs[i]);
 	}
+	/* ids/: reservations (section 3.2); apart from subdirs, because a
+	 * spool made before it existed still opens (without reservations). */
+	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
+		return ERR(-1, "%s/ids: %s", path, strerror(errno));
 	if (fsync(root) < 0)
 		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
 	return 0;
@@ -78,7 +83,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 {
 	memset(sp, 0, sizeof *sp);
-	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = -1;
+	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = sp->ids = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sp->root < 0 && errno == ENOENT)
 		return ERR(-1, "%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
@@ -97,13 +102,15 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	}
 	/* drop/ is optional: only a shared spool has it (kart.tmpfiles). */
 	sp->drop = openat(sp->root, "drop", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	/* ids/ too: a spool made before reservations has none. */
+	sp->ids = openat(sp->root, "ids", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	sp->path = xstrdup(path);
 	return 0;
 }
 
 void spool_close(struct spool *sp)
 {
-	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done, &sp->drop, &sp->dropd};
+	int *fds[] = {&sp->root, &sp->tmp, &sp->new, &sp->cur, &sp->done, &sp->drop, &sp->dropd, &sp->ids};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (*fds[i] >= 0) {
 			(void)close(*fds[i]);
@@ -119,7 +126,8 @@ static bool exists_at(int dirfd, const char *name)
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
-static bool done_has(struct spool *sp, const char *id)
+/* A result, or the reservation of one (.task), under id. */
+static bool done_has_result(struct spool *sp, const char *id)
 {
 	char p[512];
 	if (pathfmt(p, sizeof p, "%s.task", id) < 0)
@@ -131,11 +139,29 @@ static bool done_has(struct spool *sp, const char *id)
 	return exists_at(sp->done, p);
 }
 
+/* The same, or the earlier attempts of a task that holds id for its
+ * final result (spool_retry). */
+static bool done_has(struct spool *sp, const char *id)
+{
+	char p[512];
+	if (done_has_result(sp, id))
+		return true;
+	return pathfmt(p, sizeof p, "%s.attempts", id) < 0 || exists_at(sp->done, p);
+}
+
+int spool_held_name(const char *id, char *buf, size_t len)
+{
+	return pathfmt(buf, len, ".held.%s", id);
+}
+
 bool spool_id_taken(struct spool *sp, const char *id)
 {
 	/* Look in the order tasks move (new, cur, done), so that one moving
-	 * while we look is seen in at least one place. */
-	if (exists_at(sp->new, id))
+	 * while we look is seen in at least one place. A held task is
+	 * queued under its dot name and comes back under its id. */
+	char held[TASK_NAME_MAX + 16];
+	if (exists_at(sp->new, id) ||
+	    (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)))
 		return true;
 	_cleanup_close_ int cfd = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = cfd >= 0 ? fdopendir(steal_fd(&cfd)) : NULL;
@@ -154,6 +180,109 @@ bool spool_id_taken(struct spool *sp, const char *id)
 			return true;
 	}
 	return done_has(sp, id);
+}
+
+/* Reservations (spool-layout/README.md section 3.2). ids/ID is a
+ * symbolic link that a submitter makes before it publishes, whose target
+ * is the task file's inode number in decimal. symlink(2) is exclusive
+ * (EEXIST) in every language, and its target is there the moment the
+ * name is: no reader ever finds half a reservation. Nothing follows it. */
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
+{
+	char buf[32], *end;
+	struct stat ls;
+	if (sp->ids < 0)
+		return IDS_NONE;
+	ssize_t n = readlinkat(sp->ids, id, buf, sizeof buf - 1);
+	if (n < 0)
+		/* Too long to be a name there: nobody could reserve it. Any
+		 * other entry (EINVAL: not a link) still holds the id. */
+		return errno == ENOENT || errno == ENAMETOOLONG ? IDS_NONE : IDS_OTHER;
+	buf[n] = '\0';
+	if (!st || n == 0 || buf[strspn(buf, "0123456789")] != '\0')
+		return IDS_OTHER;
+	errno = 0;
+	unsigned long long ino = strtoull(buf, &end, 10);
+	/* Made by the file's owner: no one reserves an id for another's
+	 * task (on a shared spool ids are USER:NAME in any case). */
+	if (errno || ino != (unsigned long long)st->st_ino ||
+	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != st->st_uid)
+		return IDS_OTHER;
+	return IDS_MINE;
+}
+
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
+		      size_t outlen)
+{
+	char cand[512];
+	if (sp->ids < 0 || pathfmt(cand, sizeof cand, "%s", name) < 0)
+		return 0;
+	/* A re-queue that found new/NAME taken put it back as NAME.2 (and
+	 * a move from drop/ as USER:NAME.2): its reservation is NAME's. */
+	for (;;) {
+		if (spool_ids_state(sp, cand, st) == IDS_MINE)
+			return pathfmt(out, outlen, "%s", cand) < 0 ? 0 : 1;
+		char *dot = strrchr(cand, '.');
+		if (!dot || dot == cand || !dot[1] || dot[1 + strspn(dot + 1, "0123456789")] != '\0')
+			return 0;
+		*dot = '\0';
+	}
+}
+
+/* Remove ids/ID once the result it promised is durable, if it is the
+ * reservation of this file (st). */
+static void ids_release(struct spool *sp, const char *id, const struct stat *st)
+{
+	if (spool_ids_state(sp, id, st) == IDS_MINE)
+		(void)unlinkat(sp->ids, id, 0);
+}
+
+/* ---- after=: where an upstream without a result is ---- */
+
+/* 1 with *owner when the entry is there, 0 when it is not, -errno when
+ * it cannot be told (the caller must not call that "absent"). */
+static int owner_at(int dirfd, const char *name, uid_t *owner)
+{
+	struct stat st;
+	if (dirfd < 0)
+		return 0;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		*owner = st.st_uid;
+		return 1;
+	}
+	return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+}
+
+int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
+{
+	char p[512];
+	int r;
+	/* In the order tasks move: drop/USER/NAME, new/.hoist.UID.ID (only
+	 * uid's can be of interest: another's is not to be named anyway),
+	 * new/ID, cur/W/ID. */
+	const char *colon = sp->drop >= 0 ? strchr(id, ':') : NULL;
+	if (colon && colon > id && pathfmt(p, sizeof p, "%.*s/%s", (int)(colon - id), id, colon + 1) == 0 &&
+	    (r = owner_at(sp->drop, p, owner)) != 0)
+		return r;
+	if (colon && pathfmt(p, sizeof p, ".hoist.%u.%s", (unsigned)uid, id) == 0 &&
+	    owner_at(sp->new, p, owner) > 0)
+		return 1;
+	if ((r = owner_at(sp->new, id, owner)) != 0)
+		return r;
+	_cleanup_close_ int cfd = openat(sp->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = cfd >= 0 ? fdopendir(steal_fd(&cfd)) : NULL;
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	r = 0;
+	while (r == 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue; /* a worker being born holds no claim */
+		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0)
+			r = owner_at(sp->cur, p, owner);
+	}
+	closedir(d);
+	return r;
 }
 
 static int next_id(const char *base, int n, char *out, size_t outlen)
@@ -348,11 +477,40 @@ int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino)
 	return found;
 }
 
-int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
-		 size_t idlen)
+/* The task as published: data, with `#kart: name=KEEP` after its #!
+ * line (or first) when named; again: over what an earlier round wrote. */
+static int write_task(int fd, const char *data, size_t len, const char *keep, bool named,
+		      bool again)
 {
-	char tname[128];
+	if (again && (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0))
+		return -errno;
+	if (!named)
+		return write_all(fd, data, len);
+	size_t split = 0;
+	if (len >= 2 && data[0] == '#' && data[1] == '!') {
+		const char *nl = memchr(data, '\n', len);
+		split = nl ? (size_t)(nl - data) + 1 : len;
+	}
+	/* Escaped: a value ends at a space (section 3.1). */
+	char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
+	if (pct_encode(keep, enc, sizeof enc) < 0)
+		return -ENAMETOOLONG;
+	int ll = snprintf(line, sizeof line, "%s#kart: name=%s\n",
+			  split && data[split - 1] != '\n' ? "\n" : "", enc);
+	int r = write_all(fd, data, split);
+	if (r == 0)
+		r = write_all(fd, line, (size_t)ll);
+	if (r == 0)
+		r = write_all(fd, data + split, len - split);
+	return r;
+}
+
+int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
+		 const char *keep, char *id, size_t idlen)
+{
+	char tname[128], ino[32];
 	uint64_t rnd = 0;
+	struct stat st;
 	if (getrandom(&rnd, sizeof rnd, 0) < 0)
 		rnd = (uint64_t)now_mono_ms();
 	snprintf(tname, sizeof tname, "%lld.%d.%016llx", (long long)now_realtime_ms(), getpid(),
@@ -362,16 +520,23 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		openat(sp->tmp, tname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, data, len);
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (r < 0) {
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
 		(void)unlinkat(sp->tmp, tname, 0);
-		return r;
+		return -e;
+	}
+	/* The reservation names this inode: it is what the task will be. */
+	snprintf(ino, sizeof ino, "%llu", (unsigned long long)st.st_ino);
+	if (sp->ids < 0) {
+		/* A spool made before ids/: ours to add where we may. */
+		(void)mkdirat(sp->root, "ids", 0755);
+		sp->ids = openat(sp->root, "ids", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	int into = sp->dropd >= 0 ? sp->dropd : sp->new;
 	size_t pl = sp->dropd >= 0 ? strlen(sp->idprefix) : 0;
 	char name[TASK_NAME_MAX + 16];
+	int r = 0, written = -1; /* what fd holds: -1 nothing, 0 data, 1 data with name= */
+	bool reserved = false, published = false;
 	for (int n = 1; n < 1000000; n++) {
 		r = next_id(base, n, name, sizeof name);
 		if (r == 0 && strlen(name) + pl > TASK_NAME_MAX)
@@ -380,14 +545,65 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			r = pathfmt(id, idlen, "%s%s", pl ? sp->idprefix : "", name);
 		if (r < 0)
 			break;
-		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
+		/* Reserve the id first (section 3.2): a symlink ids/ID -> INO,
+		 * which fails with EEXIST when anyone holds it. */
+		reserved = false;
+		if (sp->ids >= 0) {
+			/* An id seen taken needs no reservation (a name reused a
+			 * thousand times would cost two calls an id); the look
+			 * after the reservation is the one that counts. */
+			if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
+				continue;
+			if (symlinkat(ino, sp->ids, id) == 0)
+				reserved = true;
+			else if (errno == EEXIST)
+				continue;
+			else if (errno != EACCES && errno != EPERM) {
+				r = -errno;
+				break;
+			}
+			/* ids/ not ours to write: no reservation, as before it. */
+		}
+		/* Then look where a task of that id can be. A finisher links
+		 * done/ID.task before it looks at ids/: either it sees our
+		 * reservation and moves on, or we see its link here. */
+		if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id)) {
+			if (reserved)
+				(void)unlinkat(sp->ids, id, 0);
+			reserved = false;
 			continue;
-		if (renameat2(sp->tmp, tname, into, name, RENAME_NOREPLACE) == 0) {
-			r = 0;
+		}
+		/* The file's content waits for its id: name= only when the id
+		 * is not the name to keep. */
+		bool named = keep && strcmp(id, keep) != 0;
+		if (written != (int)named) {
+			r = write_task(fd, data, len, keep, named, written >= 0);
+			if (r == 0 && fsync(fd) < 0)
+				r = -errno;
+			if (r < 0)
+				break;
+			written = named;
+		}
+		/* The reservation is on disk before the task can be. */
+		if (reserved && fsync(sp->ids) < 0) {
+			r = -errno;
+			break;
+		}
+		/* kart submit --hold: queued under the held name, which no
+		 * worker claims, until kart release. */
+		char held[TASK_NAME_MAX + 24];
+		const char *dst = name;
+		if (sp->hold && !pl) {
+			if ((r = spool_held_name(name, held, sizeof held)) < 0)
+				break;
+			dst = held;
+		}
+		if (renameat2(sp->tmp, tname, into, dst, RENAME_NOREPLACE) == 0) {
+			published = true;
 			break;
 		}
 		if (errno == EEXIST)
-			continue;
+			goto next;
 		if (errno != EINVAL && errno != ENOSYS) {
 			r = -errno;
 			break;
@@ -396,16 +612,25 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		 * the task with two links until the unlink, busy to a worker,
 		 * and for ever after a crash in between; check, then rename
 		 * (the id was just seen free). */
-		if (exists_at(into, name))
-			continue;
-		if (renameat(sp->tmp, tname, into, name) == 0) {
-			r = 0;
+		if (exists_at(into, dst))
+			goto next;
+		if (renameat(sp->tmp, tname, into, dst) == 0) {
+			published = true;
 			break;
 		}
 		r = -errno;
 		break;
+	next:
+		/* A task copied in under that name meanwhile: it keeps it. */
+		if (reserved)
+			(void)unlinkat(sp->ids, id, 0);
+		reserved = false;
 	}
+	if (r == 0 && !published)
+		r = -EEXIST; /* no free id in a million */
 	if (r < 0) {
+		if (reserved)
+			(void)unlinkat(sp->ids, id, 0);
 		(void)unlinkat(sp->tmp, tname, 0);
 		return r;
 	}
@@ -513,15 +738,20 @@ int spool_claim(struct spool *sp, int wdir, const char *name)
 	return -errno;
 }
 
-int claim_meta_get(int fd, struct claim_meta *m)
+int spool_claim_held(struct spool *sp, int wdir, const char *id)
+{
+	char held[TASK_NAME_MAX + 24];
+	if (spool_held_name(id, held, sizeof held) < 0)
+		return -ENAMETOOLONG;
+	return renameat2(sp->new, held, wdir, id, RENAME_NOREPLACE) == 0 ? 0 : -errno;
+}
+
+void claim_meta_parse(const char *text, struct claim_meta *m)
 {
 	char buf[512];
 	memset(m, 0, sizeof *m);
 	m->attempt = 1;
-	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
-	if (n < 0)
-		return errno == ENODATA ? 0 : -errno;
-	buf[n] = '\0';
+	snprintf(buf, sizeof buf, "%s", text);
 	char *save = NULL;
 	for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
 		long long v;
@@ -532,7 +762,24 @@ int claim_meta_get(int fd, struct claim_meta *m)
 			m->submitted_ms = v;
 		else if (strncmp(t, "id=", 3) == 0)
 			snprintf(m->id, sizeof m->id, "%s", t + 3);
+		else if (strncmp(t, "not_before=", 11) == 0 &&
+			 parse_int(t + 11, 0, INT64_MAX, &v) == 0)
+			m->not_before_ms = v;
+		else if (strncmp(t, "hold=", 5) == 0)
+			snprintf(m->hold, sizeof m->hold, "%s", t + 5);
 	}
+}
+
+int claim_meta_get(int fd, struct claim_meta *m)
+{
+	char buf[512];
+	memset(m, 0, sizeof *m);
+	m->attempt = 1;
+	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
+	if (n < 0)
+		return errno == ENODATA ? 0 : -errno;
+	buf[n] = '\0';
+	claim_meta_parse(buf, m);
 	return 0;
 }
 
@@ -541,6 +788,14 @@ int claim_meta_set(int fd, const struct claim_meta *m)
 	char buf[512];
 	int n = snprintf(buf, sizeof buf, "attempt=%d\nsubmitted=%lld\nid=%s\n", m->attempt,
 			 (long long)m->submitted_ms, m->id);
+	/* Written only when set: a file never retried keeps the three lines. */
+	if (n < (int)sizeof buf && m->not_before_ms)
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "not_before=%lld\n",
+			      (long long)m->not_before_ms);
+	if (n < (int)sizeof buf && m->hold[0])
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "hold=%s\n", m->hold);
+	if (n >= (int)sizeof buf)
+		return -ENAMETOOLONG;
 	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)
 		return -errno;
 	return 0;
@@ -780,6 +1035,16 @@ static void json_pending_free(struct json_pending *jp)
 	*jp = JSON_PENDING_NONE;
 }
 
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader)
+{
+	struct stat d, f;
+	/* Fails closed: a file that cannot be given done/'s group is its
+	 * reader's alone, never its present group's. */
+	bool group = sp->results_group && fstat(sp->done, &d) == 0 && fstat(fd, &f) == 0 &&
+		     (f.st_gid == d.st_gid || fchown(fd, (uid_t)-1, d.st_gid) == 0);
+	return grant_read(fd, reader, group);
+}
+
 /* The first half of writing done/<id>.json: the file made and written,
  * unnamed where that is as durable (unnamed_durable) and there is
  * O_TMPFILE, else under a temporary name. Nothing is left in jp on an
@@ -795,7 +1060,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && sp->unnamed > 0) {
 		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = grant_read(fd, reader, false);
+			int r = spool_result_grant(sp, fd, reader);
 			if (r == 0)
 				r = write_all(fd, json, strlen(json));
 			if (r < 0) {
@@ -820,7 +1085,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (fd < 0)
 		return -errno;
-	int r = grant_read(fd, reader, false);
+	int r = spool_result_grant(sp, fd, reader);
 	if (r == 0)
 		r = write_all(fd, json, strlen(json));
 	if (r < 0) {
@@ -988,11 +1253,82 @@ static int link_empty(struct spool *sp, const char *to, bool *checked)
 	return r;
 }
 
+/* One attempt's record, as done/HOLD.attempts/N.json and the entries
+ * of the result's `attempts`. */
+static json_t *attempt_json(const struct attempt_rec *a, const char *out, uint64_t out_bytes,
+			    const char *err, uint64_t err_bytes)
+{
+	char st[32], ft[32];
+	fmt_rfc3339_ms(a->started_ms, st);
+	fmt_rfc3339_ms(a->finished_ms, ft);
+	json_t *o = json_object();
+	json_object_set_new(o, "attempt", json_integer(a->attempt));
+	json_object_set_new(o, "status", json_string(a->status));
+	json_object_set_new(o, "exit_code", a->exit_code >= 0 ? json_integer(a->exit_code) : json_null());
+	json_object_set_new(o, "signal", a->signal ? json_string(signal_name(a->signal)) : json_null());
+	json_object_set_new(o, "started_at", a->started_ms > 0 ? json_string(st) : json_null());
+	json_object_set_new(o, "finished_at", a->finished_ms > 0 ? json_string(ft) : json_null());
+	json_t *po = out ? json_string(out) : NULL, *pe = err ? json_string(err) : NULL;
+	json_object_set_new(o, "stdout", json_pack("{s:o, s:I}", "path", po ? po : json_null(),
+						   "bytes", (json_int_t)out_bytes));
+	json_object_set_new(o, "stderr", json_pack("{s:o, s:I}", "path", pe ? pe : json_null(),
+						   "bytes", (json_int_t)err_bytes));
+	return o;
+}
+
+static int attempt_cmp(const void *x, const void *y)
+{
+	json_int_t a = json_integer_value(json_object_get(*(json_t *const *)x, "attempt"));
+	json_int_t b = json_integer_value(json_object_get(*(json_t *const *)y, "attempt"));
+	return a < b ? -1 : a > b;
+}
+
+/* The result's `attempts`: the records in done/HOLD.attempts/ (none
+ * without a hold), in order, then this last one. An attempt whose
+ * worker died has no record: `attempt` still counts it. */
+static char *attempts_list(struct spool *sp, const char *hold, const struct result *res)
+{
+	json_t *arr = json_array();
+	char p[512];
+	DIR *d = hold[0] && pathfmt(p, sizeof p, "%s.attempts", hold) == 0 ? opendir_at(sp->done, p) : NULL;
+	json_t **v = NULL;
+	size_t n = 0;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		size_t l = strlen(de->d_name);
+		if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".json") != 0)
+			continue;
+		_cleanup_free_ char *buf = NULL;
+		size_t len;
+		json_t *o;
+		if (read_file_at(dirfd(d), de->d_name, 1 << 16, &buf, &len) < 0 ||
+		    !(o = json_loadb(buf, len, 0, NULL)))
+			continue;
+		v = xrealloc(v, (n + 1) * sizeof *v);
+		v[n++] = o;
+	}
+	if (d)
+		closedir(d);
+	if (n)
+		qsort(v, n, sizeof *v, attempt_cmp);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, v[i]);
+	free(v);
+	struct attempt_rec last = {res->attempt, res->status, res->exit_code, res->signal,
+				   res->started_ms, res->finished_ms};
+	json_array_append_new(arr, attempt_json(&last, res->out.present ? res->out.path : NULL,
+						res->out.bytes, res->err.present ? res->err.path : NULL,
+						res->err.bytes));
+	char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(arr);
+	return s;
+}
+
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
 		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend)
 {
 	bool redo = false; /* an earlier attempt of this publish got this far */
 	char p[512], q[512];
+	char hold[256] = ""; /* the id its earlier attempts hold (spool_retry) */
 	const char *base = res->id ? res->id : name;
 	_cleanup_free_ char *base_copy = xstrdup(base);
 	int r;
@@ -1003,9 +1339,16 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			return -errno;
 		struct claim_meta m;
 		struct stat cst, dst;
+		if (fstat(fd, &cst) < 0)
+			return -errno;
 		(void)claim_meta_get(fd, &m);
+		snprintf(hold, sizeof hold, "%s", m.hold);
+		if (hold[0]) {
+			free(base_copy);
+			base_copy = xstrdup(hold);
+		}
 		/* A retry after a failed publish: the id is already ours. */
-		if (m.id[0] && fstat(fd, &cst) == 0 && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
+		if (m.id[0] && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
 		    fstatat(sp->done, p, &dst, AT_SYMLINK_NOFOLLOW) == 0 && dst.st_ino == cst.st_ino &&
 		    dst.st_dev == cst.st_dev) {
 			snprintf(idbuf, idlen, "%s", m.id);
@@ -1014,9 +1357,18 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return r;
 			goto reserved;
 		}
+		/* The id its submitter reserved, where there is one (section
+		 * 3.2): the claim's name, or that name before a re-queue or a
+		 * move from drop/ suffixed it. */
+		char rid[TASK_NAME_MAX + 80];
+		if (spool_reserved_id(sp, name, &cst, rid, sizeof rid) == 1) {
+			free(base_copy);
+			base_copy = xstrdup(rid);
+		}
 		/* Reserve the id with a second link to the task file, recorded
 		 * on the file first, so recovery can tell a finish in progress
-		 * from a run in progress. */
+		 * from a run in progress. An id reserved in ids/ for another
+		 * task is never taken. */
 		for (int n = 1;; n++) {
 			if (n > 1000000)
 				return -EEXIST;
@@ -1024,15 +1376,30 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return r;
 			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
 				return -ENAMETOOLONG;
-			if (done_has(sp, idbuf))
+			/* The id its own earlier attempts hold is its own. */
+			if (n == 1 && hold[0] ? done_has_result(sp, idbuf) : done_has(sp, idbuf))
+				continue;
+			int held = spool_ids_state(sp, idbuf, &cst);
+			if (held == IDS_OTHER)
 				continue;
 			snprintf(m.id, sizeof m.id, "%s", idbuf);
 			if ((r = claim_meta_set(fd, &m)) < 0 && r != -ENOTSUP)
 				return r;
-			if (linkat(wdir, name, sp->done, p, 0) == 0)
-				break;
-			if (errno != EEXIST)
-				return -errno;
+			if (linkat(wdir, name, sp->done, p, 0) < 0) {
+				if (errno != EEXIST)
+					return -errno;
+				continue;
+			}
+			/* A submitter reserves, then looks in done/; we link,
+			 * then look in ids/: one of the two sees the other. A
+			 * reservation made since our first look wins: give the
+			 * id back (a crash here is a finish cut short, §11). */
+			if (held == IDS_NONE && spool_ids_state(sp, idbuf, &cst) == IDS_OTHER) {
+				if (unlinkat(sp->done, p, 0) < 0)
+					return -errno;
+				continue;
+			}
+			break;
 		}
 	reserved:
 		res->id = idbuf;
@@ -1117,7 +1484,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return -EEXIST;
 			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
 				return r;
-			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
+			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0 ||
+			    spool_ids_state(sp, idbuf, NULL) != IDS_NONE)
 				continue;
 			int fd = openat(sp->done, p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (fd < 0 && errno == EEXIST)
@@ -1125,6 +1493,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			if (fd < 0)
 				return -errno;
 			close(fd);
+			/* As for a task: a reservation made meanwhile wins. */
+			if (spool_ids_state(sp, idbuf, NULL) != IDS_NONE) {
+				if (unlinkat(sp->done, p, 0) < 0)
+					return -errno;
+				continue;
+			}
 			break;
 		}
 		res->id = idbuf;
@@ -1140,7 +1514,11 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			return r;
 	}
 	if (regular) {
+		if (hold[0] || (res->task && sched_retry_set(&res->task->retry_on)))
+			res->attempts_json = attempts_list(sp, hold, res);
 		_cleanup_free_ char *json = result_dumps(res);
+		free(res->attempts_json);
+		res->attempts_json = NULL;
 		free((char *)res->task_path);
 		free((char *)res->artifacts_path);
 		res->task_path = res->artifacts_path = NULL;
@@ -1160,6 +1538,10 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		 * touch. A crash in between leaves a claim whose JSON exists,
 		 * which recovery completes (§11). */
 		spool_clean_scratch(wdir, name, gone);
+		/* The result is durable: its reservation has done its work. */
+		struct stat st;
+		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			ids_release(sp, idbuf, &st);
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		return 0;
@@ -1262,6 +1644,95 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 	return -EEXIST;
 }
 
+int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta *m,
+		const struct attempt_rec *a, int64_t not_before_ms, uid_t reader)
+{
+	char dir[512], p[512], q[512], id[TASK_NAME_MAX + 16];
+	int r;
+	/* Set up front: the exits below jump past where they are filled. */
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int jfd = -1, dfd = -1;
+	char *path[2] = {NULL, NULL};
+	_cleanup_close_ int fd = open_regular(wdir, name);
+	if (fd < 0)
+		return -errno;
+	if (!m->hold[0]) {
+		/* Reserve the final result's id: done/ID.attempts/ counts as
+		 * taken for every finisher and kart submit (done_has). Made
+		 * first and recorded next: a crash between leaves a directory
+		 * nobody holds (spool-layout §12), never a hold of nothing. */
+		for (int n = 1;; n++) {
+			if (n > 1000000)
+				return -EEXIST;
+			if ((r = next_id(name, n, id, sizeof id)) < 0 ||
+			    (r = pathfmt(dir, sizeof dir, "%s.attempts", id)) < 0)
+				return r;
+			if (done_has(sp, id))
+				continue;
+			if (mkdirat(sp->done, dir, 0755) == 0)
+				break;
+			if (errno != EEXIST)
+				return -errno;
+		}
+		if (fsync(sp->done) < 0)
+			return -errno;
+		snprintf(m->hold, sizeof m->hold, "%s", id);
+		if ((r = claim_meta_set(fd, m)) < 0)
+			return r;
+	}
+	if ((r = pathfmt(dir, sizeof dir, "%s.attempts", m->hold)) < 0)
+		return r;
+	dfd = openat(sp->done, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	/* The outputs, durable before the record that names them. */
+	static const char *const sfx[] = {"stdout", "stderr"};
+	uint64_t bytes[2] = {0, 0};
+	for (int i = 0; i < 2; i++) {
+		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
+		    pathfmt(q, sizeof q, "%d.%s", a->attempt, sfx[i]) < 0)
+			goto toolong;
+		_cleanup_close_ int ofd = openat(wdir, p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (ofd < 0 && errno == ENOENT)
+			continue; /* it wrote nothing there */
+		if (ofd < 0 || fstat(ofd, &st) < 0 || fsync(ofd) < 0 || renameat(wdir, p, dfd, q) < 0) {
+			r = -errno;
+			goto out;
+		}
+		bytes[i] = (uint64_t)st.st_size;
+		path[i] = xasprintf("done/%s/%s", dir, q);
+	}
+	json_t *o = attempt_json(a, path[0], bytes[0], path[1], bytes[1]);
+	text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	if (!text || pathfmt(p, sizeof p, ".%d.json.tmp", a->attempt) < 0 ||
+	    pathfmt(q, sizeof q, "%d.json", a->attempt) < 0)
+		goto toolong;
+	(void)unlinkat(dfd, p, 0);
+	jfd = openat(dfd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (jfd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((r = grant_read(jfd, reader, false)) < 0 || (r = write_all(jfd, text, strlen(text))) < 0)
+		goto out;
+	if (fsync(jfd) < 0 || renameat(dfd, p, dfd, q) < 0 || fsync(dfd) < 0) {
+		r = -errno;
+		goto out;
+	}
+	m->attempt = a->attempt + 1;
+	m->not_before_ms = not_before_ms;
+	r = spool_requeue(sp, wdir, name, m);
+	goto out;
+toolong:
+	r = -ENAMETOOLONG;
+out:
+	free(path[0]);
+	free(path[1]);
+	return r;
+}
+
 /* A finish that got as far as done/ID.json, by a worker that died: make
  * it durable without trusting anything that worker wrote to done/. */
 static int republish(struct spool *sp, const char *id)
@@ -1342,6 +1813,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					 * and done/ fsynced before the claim goes. */
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
+					ids_release(sp, m.id, &st);
 					(void)unlinkat(wdir, name, 0);
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;

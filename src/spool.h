@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct result;
@@ -21,9 +22,18 @@ struct spool {
 	 * id of the form idprefix + name ("alice:"). -1 / "": into new/. */
 	int dropd;
 	char idprefix[72];
+	/* ids/: id reservations (spool-layout/README.md section 3.2), or -1
+	 * on a spool made before it existed. */
+	int ids;
+	/* spool_submit publishes the task held (kart submit --hold): under
+	 * spool_held_name in new/. Only without a drop directory. */
+	bool hold;
 	/* Results are written unnamed and linked into done/ (1), or under a
 	 * temporary name (-1); 0 until the first is written. */
 	_Atomic int unnamed;
+	/* Results readable by done/'s group too ([worker] results = group);
+	 * set by the worker, read by its commit thread. */
+	_Atomic bool results_group;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
@@ -32,7 +42,13 @@ struct claim_meta {
 	int attempt;          /* 1 on the first run */
 	int64_t submitted_ms; /* first arrival; 0 if unknown */
 	char id[256];         /* set while finishing */
+	/* Automatic retry (retry_on=, sched.h): */
+	int64_t not_before_ms; /* the retry waits until then; 0: none */
+	char hold[256];        /* the id whose done/ID.attempts/ keeps the earlier attempts */
 };
+
+/* The text of user.kart into m (defaults for what it lacks). */
+void claim_meta_parse(const char *text, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
 
@@ -51,6 +67,10 @@ bool spool_new_shared(const struct spool *sp);
  * prefix where it names one (on a shared spool, who dropped the task,
  * even when it was rejected for not being theirs), else owner. */
 uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner);
+/* A result's file (its JSON, a capture) readable by reader and root;
+ * with [worker] results = group, by done/'s group too, which it is
+ * given. 0 or -errno. */
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader);
 /* Is `name` under drop/ the drop directory of uid (its account's name,
  * or the uid in decimal)? */
 bool spool_drop_name_ok(const char *name, uid_t uid);
@@ -73,23 +93,47 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
  * tell, so must not treat it as "no"). Dot names count: a client may use
  * any name in tmp/ (spool-layout §2). */
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
+/* A held task's name in new/ (kart hold): ".held.ID". A dot name, so
+ * that no worker claims it; kart release renames it back. */
+int spool_held_name(const char *id, char *buf, size_t len);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
+/* after=: is id a task without a result yet (drop/USER/, new/, any
+ * cur/W/)? 1 with *owner its file's owner, 0 if absent, -errno when it
+ * cannot be told. uid: the asker's, for its own hoist in progress. */
+int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner);
 /* The first free id of base, base.2, base.3, ... into out. */
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
 /* A safe id from arbitrary entry bytes (for rejected bad names). */
 void spool_id_from_bytes(const char *name, char *out, size_t outlen);
 
-/* Publish data into new/ under a free id derived from base: tmp/, fsync,
- * renameat2(RENAME_NOREPLACE) (or link) into new/, fsync new/. */
-int spool_submit(struct spool *sp, const char *base, const void *data, size_t len, char *id,
-		 size_t idlen);
+/* Publish data into new/ (or the drop directory) under a free id derived
+ * from base, reserved first in ids/ so that it is the result's id: tmp/,
+ * the reservation, the data (with `#kart: name=KEEP` after its #! line
+ * when keep is given and the id is not keep), fsync, renameat2
+ * (RENAME_NOREPLACE) into new/, fsync new/. */
+int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
+		 const char *keep, char *id, size_t idlen);
+/* The reservation ids/<id>, for a task file whose stat is st: 0 none,
+ * 1 it names this file (its inode, made by its owner), 2 it is someone
+ * else's (or not a reservation at all: it still holds the id). */
+enum { IDS_NONE = 0, IDS_MINE = 1, IDS_OTHER = 2 };
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
+/* The id reserved for the claim name in wdir (st its stat): name itself,
+ * or name without the .N suffixes a re-queue or a move from drop/ gave
+ * it, when ids/ holds a reservation of that id naming this file. 1 with
+ * out set, 0 when there is none. */
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
+		      size_t outlen);
 
 /* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
 int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);
 /* Claim new/<name> into the claim directory: -ENOENT if another took it,
  * -EEXIST if the claim directory already holds that name. */
 int spool_claim(struct spool *sp, int wdir, const char *name);
+/* The same for a held task (new/.held.ID -> claim directory/ID): kart
+ * cancel of a held task. */
+int spool_claim_held(struct spool *sp, int wdir, const char *id);
 
 int claim_meta_get(int fd, struct claim_meta *m);
 int claim_meta_set(int fd, const struct claim_meta *m);
@@ -129,6 +173,25 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
 			  const char *idbuf, unsigned gone);
 
+/* An attempt that retry_on= tries again: what it was, for the record
+ * kept of it (done/HOLD.attempts/N.json) and the final result's
+ * `attempts`. */
+struct attempt_rec {
+	int attempt;
+	const char *status;
+	int exit_code; /* -1: null */
+	int signal;    /* 0: null */
+	int64_t started_ms, finished_ms;
+};
+/* Keep that attempt and queue the next: the first time, reserve the id
+ * the final result will have by making done/HOLD.attempts/ (recorded as
+ * m->hold on the file); move the run's outputs there as N.stdout and
+ * N.stderr (fsynced), write N.json; then re-queue the claim with
+ * attempt N+1 and not_before (spool_requeue). reader may read the record.
+ * See spool-layout §7a for its crash states. */
+int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta *m,
+		const struct attempt_rec *a, int64_t not_before_ms, uid_t reader);
+
 /* Put a claim back into new/ with its attempt counted up. */
 int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);
 
@@ -166,12 +229,13 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone);
 /* ---- names on disk (spool_name.c): the one list of them ------------------ */
 
 /* A result's files in done/: ID followed by one of these suffixes. */
-enum done_file { DONE_JSON, DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_REJECTED, DONE_OUT, DONE_NFILES };
+enum done_file { DONE_JSON, DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_REJECTED, DONE_OUT,
+		DONE_ATTEMPTS, DONE_NFILES };
 extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
 /* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
 enum scratch_file {
 	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
-	SCRATCH_LOCK, SCRATCH_NFILES
+	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_LOCK, SCRATCH_NFILES
 };
 extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
 

@@ -12,11 +12,13 @@
 const char *const spool_done_suffix[DONE_NFILES] = {
 	[DONE_JSON] = ".json",         [DONE_TASK] = ".task", [DONE_STDOUT] = ".stdout",
 	[DONE_STDERR] = ".stderr",     [DONE_REJECTED] = ".rejected", [DONE_OUT] = ".out",
+	[DONE_ATTEMPTS] = ".attempts", /* a retry_on= task's earlier attempts (a directory) */
 };
 
 const char *const spool_scratch_suffix[SCRATCH_NFILES] = {
 	[SCRATCH_STDOUT] = "stdout", [SCRATCH_STDERR] = "stderr", [SCRATCH_WORK] = "work",
 	[SCRATCH_TMP] = "tmp",       [SCRATCH_OUT] = "out",       [SCRATCH_CANCEL] = "cancel",
+	[SCRATCH_PAUSE] = "pause",   [SCRATCH_PAUSED] = "paused",
 	[SCRATCH_LOCK] = "lock",
 };
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include "query.h"
 #include "util.h"
 
 enum {
@@ -175,7 +176,10 @@ static void row_pending(int dirfd, const char *dir, const char *worker, const ch
 	read_meta(dirfd, id, &attempt, &submitted);
 	r->v[C_ID] = xstrdup(id);
 	r->v[C_NAME] = xstrdup(id);
-	r->v[C_STATE] = xstrdup(worker ? "running" : "queued");
+	/* scheduled: queued, not before its time (kart-spool(5), STATES). */
+	r->v[C_STATE] = xstrdup(worker ? "running"
+				: query_not_before(dirfd, id, now_realtime_ms()) ? "scheduled"
+										  : "queued");
 	r->v[C_ATTEMPT] = xasprintf("%lld", attempt);
 	r->v[C_SINCE] = ms_text(since);
 	r->v[C_SUBMITTED] = ms_text(submitted ? submitted : (worker ? 0 : since));

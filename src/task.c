@@ -11,8 +11,10 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include "policy.h"
+#include "spool.h"
 #include "util.h"
 
 const char *lane_name(enum lane l) { return l == LANE_BATCH ? "batch" : "fast"; }
@@ -161,7 +163,50 @@ int task_name_check(const char *name, const char **why)
 /* Said by every "unknown directive" error: keep in step with kart-task(5). */
 #define KNOWN_DIRECTIVES                                                                   \
 	"(known: timeout= memory= pids= cpu= lane= net priority= retries= output= kind= "  \
-	"name= kill_grace= label= cwd= bind= ro= env= umask=)"
+	"name= kill_grace= label= cwd= bind= ro= env= umask= not_before= retry_on= "  \
+	"retry_delay= unique= "  \
+	"after=)"
+
+/* after=ID[,ID...]: cut at the commas first, then each id decoded, so
+ * that an id holding a comma is written %2C. Repeated items add up. */
+static int parse_after(const char *raw, int lineno, struct task_spec *spec, char *err,
+		       size_t errlen)
+{
+	for (const char *p = raw;;) {
+		const char *e = strchrnul(p, ',');
+		char enc[3 * TASK_NAME_MAX + 1], id[TASK_NAME_MAX + 1];
+		const char *why;
+		if (e == p)
+			return ERR(-1, "line %d: after=%s has an empty id", lineno, raw);
+		if ((size_t)(e - p) >= sizeof enc)
+			return ERR(-1, "line %d: after=: an id longer than %d bytes", lineno, TASK_NAME_MAX);
+		memcpy(enc, p, (size_t)(e - p));
+		enc[e - p] = '\0';
+		ssize_t n = pct_decode(enc, id, sizeof id);
+		if (n == -ENAMETOOLONG)
+			return ERR(-1, "line %d: after=%s: an id longer than %d bytes", lineno, enc,
+				   TASK_NAME_MAX);
+		if (n < 0)
+			return ERR(-1, "line %d: after=%s: a '%%' must be followed by two hex digits, not %%00",
+				   lineno, enc);
+		if (task_name_check(id, &why) != 0)
+			return ERR(-1, "line %d: after=%s is not a task id (%s)", lineno, enc,
+				   id[0] == '.' ? "it starts with '.'" : why);
+		bool dup = false;
+		for (int i = 0; i < spec->n_after; i++)
+			dup |= strcmp(spec->after[i], id) == 0;
+		if (!dup) {
+			if (spec->n_after == TASK_AFTER_MAX)
+				return ERR(-1, "line %d: after= names more than %d tasks", lineno,
+					   TASK_AFTER_MAX);
+			memcpy(spec->after[spec->n_after++], id, (size_t)n + 1);
+		}
+		spec->line_after = lineno;
+		if (!*e)
+			return 0;
+		p = e + 1;
+	}
+}
 
 static int parse_item(const char *item, int lineno, struct task_spec *spec, char *err,
 		      size_t errlen)
@@ -192,7 +237,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 	/* cwd=, bind=, ro= and env= decode their own: a path has its own
 	 * limit, and an error must never quote an env= value (a secret). */
 	if (strcmp(key, "env") == 0 || strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 ||
-	    strcmp(key, "ro") == 0) {
+	    strcmp(key, "ro") == 0 || strcmp(key, "after") == 0) {
 		val = raw;
 	} else {
 		ssize_t vlen = pct_decode(raw, vbuf, sizeof vbuf);
@@ -345,6 +390,34 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		if (errno || *end || m < 0 || m > 0777 || !isdigit((unsigned char)*val))
 			return ERR(-1, "line %d: umask=%s is not an octal mask from 0 to 777", lineno, val);
 		spec->umask = (int)m;
+	} else if (strcmp(key, "not_before") == 0) {
+		/* Absolute only: a relative time would move each time the
+		 * file is read (kart submit --at HH:MM and --in write this). */
+		int64_t ms;
+		if (sched_parse_rfc3339(val, &ms) < 0)
+			return ERR(-1, "line %d: not_before=%s is not an RFC 3339 time "
+				   "(2026-12-01T02:00:00Z, or with an offset: +01:00)", lineno, raw);
+		spec->not_before_ms = ms;
+	} else if (strcmp(key, "retry_on") == 0) {
+		const char *why;
+		if (sched_parse_retry_on(val, &spec->retry_on, &why) < 0)
+			return ERR(-1, "line %d: retry_on=%s: %s (use failed, timeout, oom, exit=N, "
+				   "separated by commas)", lineno, raw, why);
+		spec->line_retry_on = lineno;
+	} else if (strcmp(key, "unique") == 0) {
+		/* Kept as written, as label= is: tasks compare it so. */
+		if (strlen(raw) >= sizeof spec->unique)
+			return ERR(-1, "line %d: unique= is longer than %zu bytes", lineno,
+				   sizeof spec->unique - 1);
+		snprintf(spec->unique, sizeof spec->unique, "%s", raw);
+	} else if (strcmp(key, "retry_delay") == 0) {
+		int64_t s;
+		if (parse_duration_s(val, &s) < 0)
+			return ERR(-1, "line %d: retry_delay=%s is not a duration (use 0, 10s, 5m or 1h)",
+				   lineno, raw);
+		spec->retry_delay_ms = s * 1000;
+	} else if (strcmp(key, "after") == 0) {
+		return parse_after(val, lineno, spec, err, errlen);
 	} else {
 		return ERR(-1, "line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
@@ -682,6 +755,8 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *buf = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, buf, want);
+	ssize_t kn = fgetxattr(fd, KART_XATTR, out->kattr, sizeof out->kattr - 1);
+	out->kattr[kn > 0 ? kn : 0] = '\0';
 	if (leased)
 		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
 	if (n < 0) {

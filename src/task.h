@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "sched.h"
+
 struct policy;
 
 enum lane { LANE_FAST = 0, LANE_BATCH = 1, LANE__N };
@@ -18,6 +20,7 @@ const char *lane_name(enum lane l);
 #define TASK_BINDS_MAX 16     /* cwd=, bind= and ro= together */
 #define TASK_BIND_PATH_MAX 1024
 #define TASK_ENV_BYTES 8192   /* env= items, decoded, NUL after each */
+#define TASK_AFTER_MAX 16     /* after= ids: each binds two inputs (sandbox.h) */
 
 /* A host path the task asked for (cwd=, bind=, ro=), bound at the same
  * path. Opened as the submitter when the task starts (binds.h). */
@@ -62,6 +65,18 @@ struct task_spec {
 	size_t env_len;
 	int n_env, line_env_first;
 	int umask; /* umask=, octal; -1: 022 */
+	/* When it may start, and whether it runs again (sched.h). */
+	int64_t not_before_ms;   /* not_before=, RFC 3339; 0: at once */
+	struct retry_on retry_on; /* retry_on=; nothing set: never retried for its outcome */
+	int64_t retry_delay_ms;  /* retry_delay=; doubled for each later attempt */
+	int line_retry_on;
+	/* unique=KEY, as written (percent-encoded): at most one task of its
+	 * submitter with this key queued, scheduled or running. "": none. */
+	char unique[TASK_NAME_MAX + 1];
+	/* after=ID[,ID...] (dependencies, depend.h): the upstream ids,
+	 * decoded, each a task name, without repeats, in their order. */
+	char after[TASK_AFTER_MAX][TASK_NAME_MAX + 1];
+	int n_after, line_after;
 };
 
 /* Why a bind at path (clean, absolute) is refused whoever asks: the
@@ -125,6 +140,9 @@ struct inspect {
 	int64_t arrived_ms; /* ctime: when it was linked or renamed in */
 	nlink_t nlink;      /* set when rejected for having more than one link */
 	struct task_spec spec;
+	/* user.kart as it was with the header (claim_meta_parse): a pending
+	 * retry's not_before is there. "" when there is none. */
+	char kattr[512];
 	int fd;             /* task_inspect_open, INSPECT_OK: the file, read-only; else -1 */
 };
 

@@ -534,6 +534,37 @@ int grant_read(int fd, uid_t uid, bool group)
 	return 0;
 }
 
+int grant_read_dir(int fd, uid_t uid)
+{
+	if (uid == 0 || uid == geteuid())
+		return 0;
+	/* As grant_read, with search: user::rwx user:UID:r-x group::---
+	 * mask::r-x other::---. */
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} __attribute__((packed)) e[5] = {
+		{0x01, 7, (uint32_t)-1},
+		{0x02, 5, (uint32_t)uid},
+		{0x04, 0, (uint32_t)-1},
+		{0x10, 5, (uint32_t)-1},
+		{0x20, 0, (uint32_t)-1},
+	};
+	unsigned char buf[4 + sizeof e];
+	uint32_t version = 2;
+	memcpy(buf, &version, 4);
+	memcpy(buf + 4, e, sizeof e);
+	if (fsetxattr(fd, "system.posix_acl_access", buf, sizeof buf, 0) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return -1;
+	/* No ACLs here: the reader's own, read-only (its owner could
+	 * chmod it back: the best this filesystem allows). */
+	if (fchown(fd, uid, (gid_t)-1) < 0 || fchmod(fd, 0500) < 0)
+		return -1;
+	return 0;
+}
+
 int dir_names(int dirfd, const char *name, struct strv *out)
 {
 	DIR *dir = opendir_at(dirfd, name);

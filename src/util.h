@@ -135,6 +135,9 @@ int dir_names(int dirfd, const char *name, struct strv *out);
  * and by the file's group too with group. uid 0 (or a filesystem without ACLs, where
  * the file is given to uid, mode 0400): no ACL. */
 int grant_read(int fd, uid_t uid, bool group);
+/* The same for a directory the worker owns (0700): uid may list and
+ * enter it. 0, or -1 with errno. */
+int grant_read_dir(int fd, uid_t uid);
 
 const char *signal_name(int sig);
 int signal_from_name(const char *name);

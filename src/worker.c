@@ -158,6 +158,7 @@ void arm_timer(struct worker *w)
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
+	EARLIER(sched_next_mono(w));
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -206,6 +207,8 @@ static void on_timer(struct worker *w)
 		dispatch(w);
 	}
 	if (w->space_mono && w->space_mono <= now)
+		dispatch(w);
+	if (sched_ring(w))
 		dispatch(w);
 	arm_timer(w);
 }
@@ -259,8 +262,12 @@ static void on_inotify(struct worker *w)
 				continue;
 			if (!ev->len)
 				continue;
-			if (ev->wd == w->wd_new) {
-				if (!rescan) {
+			if (ev->wd == w->wd_done) {
+				dep_result(w, ev->name);
+			} else if (ev->wd == w->wd_new && strcmp(ev->name, WCTL_SPOOL_PAUSED) == 0) {
+				scan_pauses(w);
+			} else if (ev->wd == w->wd_new) {
+				if (!rescan && !(ev->mask & IN_DELETE)) {
 					w->busy_seen = false;
 					consider(w, ev->name);
 					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
@@ -271,10 +278,15 @@ static void on_inotify(struct worker *w)
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				char name[NAME_MAX + 1];
+				char pn[TASK_NAME_MAX + 1];
 				if (spool_scratch_of(ev->name, SCRATCH_CANCEL, name, sizeof name)) {
 					struct task *t = find_task(w, name);
 					if (t)
 						task_event(w, t, TE_CANCEL);
+				} else if (wctl_pause_entry(ev->name, pn, sizeof pn)) {
+					struct task *t = find_task(w, pn);
+					if (t)
+						task_pause_look(w, t);
 				}
 			} else if (ev->wd == w->wd_cur) {
 				watch_peer(w, ev->name);
@@ -289,6 +301,8 @@ static void on_inotify(struct worker *w)
 		scan_new(w);
 		scan_drops(w);
 		scan_cancels(w);
+		dep_recheck(w);
+		scan_pauses(w);
 	}
 	if (peers)
 		scan_peers(w);
@@ -303,6 +317,13 @@ static void begin_stop(struct worker *w, const char *why)
 	} else {
 		w->stopping = true;
 		w->grace_mono = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
+		/* A paused task would not finish in the grace: killed and
+		 * queued again now, thawed first (task_event). */
+		for (struct task *t = w->tasks, *nx; t; t = nx) {
+			nx = t->next;
+			if (t->pause.how != PAUSE_NONE)
+				task_event(w, t, TE_GRACE_OVER);
+		}
 		logmsg("%s: no more claims; %d running task(s) get %ds to finish", why, w->nrunning,
 		       w->pol->term_grace_s);
 		(void)notify_send("STOPPING=1");
@@ -373,6 +394,7 @@ static void on_signal(struct worker *w)
 				break;
 			}
 			*w->pol = np;
+			w->sp->results_group = np.results_group;
 			w->held_stale = true;
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
@@ -412,6 +434,8 @@ static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
+	       w->sched.n == 0 &&
+	       depwait_count(w->dwait) == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
@@ -442,6 +466,8 @@ static void build_seccomp(struct worker *w)
  * (make check-valgrind) reports only memory lost while it ran. */
 static void worker_release(struct worker *w)
 {
+	depwait_free(w->dwait);
+	dep_cache_free(w->dcache);
 	for (int l = 0; l < LANE__N; l++) {
 		for (size_t i = 0; i < w->heap[l].n; i++)
 			free(w->heap[l].v[i].name);
@@ -468,7 +494,11 @@ static void worker_release(struct worker *w)
 int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
 {
 	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
+	sp->results_group = pol->results_group;
 	char p[PATH_MAX];
+	w.dwait = depwait_new();
+	w.dcache = dep_cache_new();
+	w.wd_done = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
 	fd_budget(&w);
@@ -500,7 +530,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	/* The watch first, then the scans: nothing that lands in between
 	 * can be missed. */
 	if (pathfmt(p, sizeof p, "%s/new", sp->path) < 0 ||
-	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE |
+	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |
 							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	new_mode(&w);
@@ -518,7 +548,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
-	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
+	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
 	    (w.wd_cur = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
@@ -587,6 +617,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	}
 	scan_peers(&w);
 	scan_drops(&w);
+	scan_pauses(&w);
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
@@ -596,6 +627,14 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	_cleanup_close_ int wdog = notify_watchdog_fd();
 	if (wdog >= 0)
 		ep_add(&w, wdog, &s_wdog);
+	{
+		/* Before the threads: the holder is forked (outdir.h). */
+		char oerr[256];
+		w.ons = (struct outdir_ns)OUTDIR_NS_INIT;
+		if (outdir_ns_start(&w.ons, oerr, sizeof oerr) < 0)
+			logmsg("$KART_OUTDIR cannot be bounded while tasks run (%s): it is measured "
+			       "when each ends", oerr);
+	}
 	/* After the capabilities were dropped: they are per thread, and the
 	 * commit thread inherits what the loop kept. */
 	commit_start(&w);
@@ -651,6 +690,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	}
 	spawner_stop(&w);
 	commit_stop(&w);
+	outdir_ns_stop(&w.ons);
 	hooks_finish(&w);
 	spares_drop(&w);
 	leaves_drop();

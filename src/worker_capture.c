@@ -3,8 +3,9 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
-/* Readable by the submitter and root alone, while it runs and after
- * (renamed into done/ as it is). */
+/* Readable by the submitter and root alone (or also the spool's group,
+ * [worker] results = group), while it runs and after (renamed into
+ * done/ as it is). */
 static int open_capture(struct worker *w, const char *name, enum scratch_file kind, uid_t reader)
 {
 	char p[512];
@@ -13,7 +14,7 @@ static int open_capture(struct worker *w, const char *name, enum scratch_file ki
 	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = grant_read(fd, reader, false);
+	int r = spool_result_grant(w->sp, fd, reader);
 	if (r < 0) {
 		close(fd);
 		return r;

@@ -73,7 +73,7 @@ static void *commit_main(void *arg)
 	struct commit *c = arg;
 	pthread_mutex_lock(&c->h.mu);
 	for (;;) {
-		while (!c->todo && !c->h.quit)
+		while (!c->todo && (!c->h.quit || c->moving))
 			pthread_cond_wait(&c->h.cv, &c->h.mu);
 		if (!c->todo)
 			break;
@@ -84,6 +84,13 @@ static void *commit_main(void *arg)
 			struct task *batch = NULL;
 			for (struct task *t = c->todo, *nx; t; t = nx) {
 				nx = t->cnext;
+				if (t->mv.src >= 0) {
+					/* Its artifacts first, by the mover: a
+					 * big tree would hold up every result. */
+					c->moving++;
+					outdir_mover_add(&c->mover, &t->mv);
+					continue;
+				}
 				t->cnext = batch;
 				batch = t;
 				n++;
@@ -97,6 +104,8 @@ static void *commit_main(void *arg)
 				tail = &(*tail)->cnext;
 			pthread_mutex_lock(&c->h.mu);
 		}
+		if (!all)
+			continue; /* all of it went to the mover */
 		pthread_mutex_unlock(&c->h.mu);
 		commit_finish(c, all);
 		pthread_mutex_lock(&c->h.mu);
@@ -182,7 +191,38 @@ void commit_start(struct worker *w)
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
+	int e = outdir_mover_start(&c->mover);
+	if (e < 0)
+		die("cannot start the outdir thread: %s", strerror(-e));
 	helper_start(w, &c->h, commit_main, c, SRC_COMMIT, "commit");
 }
 
-void commit_stop(struct worker *w) { helper_stop(&w->commit.h); }
+/* The mover copied a task's $KART_OUTDIR (its thread): what the result
+ * says of it, then back to the commit thread. */
+void outdir_moved(struct outdir_move *m)
+{
+	struct task *t = (struct task *)(void *)((char *)m - offsetof(struct task, mv));
+	struct commit *c = m->arg;
+	struct result *r = &t->res;
+	r->artifacts_max = 0; /* measured: spool_finish_stage moves it as it is */
+	r->artifacts_files = m->kept ? m->c.files : m->files;
+	r->artifacts_bytes = m->kept ? m->c.bytes : m->bytes;
+	r->artifacts_lost = m->kept ? m->c.lost_files : 0;
+	r->artifacts_dropped = !m->kept;
+	if (m->why[0] && !r->error) {
+		snprintf(t->errbuf, sizeof t->errbuf, "%s", m->why);
+		r->error = t->errbuf;
+	}
+	pthread_mutex_lock(&c->h.mu);
+	t->cnext = c->todo;
+	c->todo = t;
+	c->moving--;
+	pthread_mutex_unlock(&c->h.mu);
+	pthread_cond_signal(&c->h.cv);
+}
+
+void commit_stop(struct worker *w)
+{
+	helper_stop(&w->commit.h);
+	outdir_mover_stop(&w->commit.mover);
+}

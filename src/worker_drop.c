@@ -167,6 +167,11 @@ void drop_key(struct worker *w, const char *key)
 
 void drop_entry(struct worker *w, struct drop *d, const char *name)
 {
+	/* kart hold, edit, pause ... of a user of a shared spool. */
+	if (wctl_drop_entry(name)) {
+		wctl_drop_request(w->sp, w->pol, w->id, w->wdir, d->fd, d->name, d->uid, name);
+		return;
+	}
 	char key[NAME_MAX * 2 + 3];
 	if (name[0] == '.' || pathfmt(key, sizeof key, "/%s/%s", d->name, name) < 0)
 		return;

@@ -33,10 +33,13 @@
 
 #include "caps.h"
 #include "cgroup.h"
+#include "worker_control.h"
 #include "confine.h"
 #include "container.h"
+#include "credfwd.h"
 #include "rlimits.h"
 #include "log.h"
+#include "outdir.h"
 #include "result.h"
 #include "binds.h"
 #include "run.h"
@@ -46,7 +49,9 @@
 #include "task.h"
 #include "util.h"
 #include "prioq.h"
+#include "worker_sched.h"
 #include "strset.h"
+#include "depend.h"
 
 struct hook;
 
@@ -78,11 +83,13 @@ struct task {
 	char *name;
 	struct task_spec spec;
 	struct claim_meta meta;
+	int uniq_fd;         /* unique=: its key's lock (worker_sched.h), or -1 */
 	enum tstate state;
 	enum tend end;
 	uid_t uid;
 	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
 	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
+	struct pause_state pause; /* kart pause: frozen, its clock stopped (worker_control.c) */
 	int64_t retry_mono; /* publishing failed: try again then */
 	struct run run;
 	struct run_end rend;
@@ -117,12 +124,17 @@ struct task {
 	char idbuf[256];
 	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
+	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
 	/* With the commit thread (from publish() until it hands the task
 	 * back, the loop does not touch it): */
 	struct task *cnext;
 	int commit_err;     /* 0: published; else -errno of the failed step */
 	bool commit_output; /* the failure was an fsync of its output */
 	struct json_pending jpend; /* its JSON, staged and not yet committed */
+	/* Its $KART_OUTDIR's tmpfs (outdir.h), or -1; once the run is over,
+	 * the copy the commit thread hands to the mover first (mv.src >= 0). */
+	int out_mfd;
+	struct outdir_move mv;
 };
 
 /* ---- the commit thread: results made durable off the event loop --------
@@ -154,6 +166,10 @@ struct commit {
 	struct spool *sp;
 	int wdir;
 	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
+	/* $KART_OUTDIR copies, off this thread (outdir.h): tasks with the
+	 * mover (under h.mu), which come back into todo */
+	struct outdir_mover mover;
+	int moving;
 };
 
 /* Results written at once before their fsyncs (json_pending): enough
@@ -198,6 +214,20 @@ struct spawn_job {
 	int bind_rc; /* binds_open's: -EACCES rejects the task */
 	char bind_err[640];
 	int umask;
+	/* $KART_OUTDIR's tmpfs, mounted here by the holder (outdir.h: a
+	 * mount and its reply take about 0.4 ms, not the loop's); the child
+	 * then joins the holder's namespaces first (outdir_join) */
+	bool outdir, join_ns;
+	struct outdir_ns *ons;
+	char outpath[PATH_MAX];
+	uint64_t obytes, ofiles;
+	uid_t ouid;
+	gid_t ogid;
+	int userns, mntns;
+	/* after=: the upstreams' outputs, opened in done/ (sandbox.h
+	 * struct sandbox_input), handed down after the binds. */
+	int in_fd[2 * TASK_AFTER_MAX];
+	int n_in_fd;
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
@@ -254,8 +284,10 @@ struct fair {
 
 /* ---- the worker ---------------------------------------------------------- */
 
-/* What the worker knows of a name of new/ (w->known, a strset). */
-enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED };
+/* What the worker knows of a name of new/ (w->known, a strset).
+ * K_SCHEDULED: it waits for its time (w->sched, worker_sched.c);
+ * K_WAITING: its after= names an id without a result (worker_wait.c). */
+enum kstate { K_QUEUED = 1, K_BUSY, K_DEFERRED, K_SCHEDULED, K_WAITING };
 
 struct peer {
 	int wd;
@@ -284,6 +316,7 @@ struct worker {
 	bool budgeted;            /* fd_budget has run once */
 	int backlog_max;          /* results waiting for the commit thread, at most */
 	bool drain, stopping;
+	bool spool_paused;   /* new/.paused: claim nothing (kart pause --all) */
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
 	unsigned long long bset;  /* our bounding set, read once after the drop */
@@ -303,9 +336,16 @@ struct worker {
 	size_t npeers;
 	struct src s_ino, s_sig, s_timer;
 	struct prioq heap[LANE__N];
+	struct sched_queue sched; /* K_SCHEDULED names, by time (worker_sched.c) */
+	struct uniq_index uniq;   /* queued and scheduled tasks with unique= */
 	struct fair fair;
 	struct strset known;
 	size_t nbusy, ndeferred;
+	/* after=: the tasks of new/ waiting on others' results, and the
+	 * results read; done/ is watched (wd_done) while any waits. */
+	struct depwait *dwait;
+	struct dep_cache *dcache;
+	int wd_done;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
@@ -332,6 +372,7 @@ struct worker {
 	unsigned long cseq;
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
+	struct outdir_ns ons; /* where $KART_OUTDIR is a bounded tmpfs (bwrap) */
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
@@ -367,6 +408,10 @@ void arm_timer(struct worker *w);
  * task and of finishing it */
 struct task *find_task(struct worker *w, const char *name);
 void scan_cancels(struct worker *w);
+/* kart pause / resume: do what cur/W/.NAME.pause says; scan_pauses
+ * does it for every task, and reads new/.paused. */
+void task_pause_look(struct worker *w, struct task *t);
+void scan_pauses(struct worker *w);
 void task_unlink(struct worker *w, struct task *t);
 void task_free(struct worker *w, struct task *t);
 void abandon(struct worker *w, struct task *t);
@@ -383,6 +428,8 @@ void publish(struct worker *w, struct task *t);
 void commit_done(struct worker *w);
 void commit_start(struct worker *w);
 void commit_stop(struct worker *w);
+/* The mover's done(): a task's $KART_OUTDIR copied, back to the commit thread. */
+void outdir_moved(struct outdir_move *m);
 
 /* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
 void spawn_job_free(struct spawn_job *j);
@@ -394,7 +441,28 @@ void spawner_stop(struct worker *w);
 /* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
  * still busy */
 void finish_rejected(struct worker *w, const char *name, const char *why);
+
+/* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
+/* consider: true when name was a duplicate of a unique= key (finished
+ * `cancelled`) or waits for its time (kept in w->sched): not queued. */
+bool sched_consider(struct worker *w, const char *name, const struct inspect *ins);
+/* start_claimed: true when the claim was handled here (given back to
+ * wait for its time, or a duplicate finished); else *ufd is its key's
+ * lock (-1: none), for the task to hold until its result. */
+bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd);
+/* dispatch: name was claimed; forget it among the keys' queued ones. */
+void sched_claim_done(struct worker *w, const char *name);
+/* task_complete: true when the attempt is kept and the task re-queued
+ * for its retry (retry_on=); the task is freed. */
+bool sched_retry(struct worker *w, struct task *t);
+/* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
+ * none), and what to do when it rings (true: dispatch). */
+int64_t sched_next_mono(const struct worker *w);
+bool sched_ring(struct worker *w);
 void consider(struct worker *w, const char *name);
+int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
+void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
+		int64_t arrived_ms);
 void new_mode(struct worker *w);
 void scan_new(struct worker *w);
 void busy_arm(struct worker *w);
@@ -453,6 +521,26 @@ void held_drop(void);
 void held_apply(struct worker *w, struct confine *c);
 void task_paths_held(const struct task *t, struct confine *c, const char *task,
 		     const char *const dirs[SCR_NDIRS]);
+
+/* after=, when a run starts: what the sandbox is given of each
+ * upstream (sandbox.h), and the descriptors of it opened in done/. */
+struct dep_inputs {
+	struct sandbox_input in[TASK_AFTER_MAX];
+	char *path[2 * TASK_AFTER_MAX]; /* the host paths in[] points at */
+	int fd[2 * TASK_AFTER_MAX];
+	int nfd, npath;
+	char in_dir[PATH_MAX]; /* backend none: the links' directory */
+};
+
+/* ---- worker_wait.c: after=: tasks waiting on other tasks' results, released by each
+ * result; a run's inputs opened in done/ */
+bool deps_ready(struct worker *w, const char *name, const struct inspect *ins);
+void dep_result(struct worker *w, const char *fname);
+void dep_recheck(struct worker *w);
+int deps_start(struct worker *w, const char *name, const struct inspect *ins,
+	       struct dep_inputs *di);
+void dep_inputs_free(struct dep_inputs *di);
+int dep_links(struct worker *w, struct dep_inputs *di, const char *work, int n);
 
 /* ---- scratch.c: spare scratch directories, reused from one run to the next */
 int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,

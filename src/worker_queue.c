@@ -95,7 +95,7 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 /* A priority below 0 goes ahead of everyone's work: only for the users
  * and groups [limits] priority_allow names. Others are clamped to 0 (the
  * task runs, in its turn), and the log says so once per task seen. */
-static int cand_priority(struct worker *w, const char *name, const struct inspect *ins)
+int cand_priority(struct worker *w, const char *name, const struct inspect *ins)
 {
 	int p = ins->spec.priority;
 	if (p >= 0 || policy_priority_allowed(w->pol, ins->uid))
@@ -112,7 +112,7 @@ void consider(struct worker *w, const char *name)
 		return;
 	}
 	enum kstate ks = strset_get(&w->known, name);
-	if (ks == K_QUEUED || ks == K_DEFERRED)
+	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_SCHEDULED || ks == K_WAITING)
 		return;
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
@@ -173,6 +173,10 @@ void consider(struct worker *w, const char *name)
 	}
 	if (ks == K_BUSY)
 		w->nbusy--;
+	if (ins.spec.n_after && !deps_ready(w, name, &ins))
+		return; /* waiting, skipped or rejected (worker_wait.c) */
+	if (sched_consider(w, name, &ins))
+		return;
 	strset_put(&w->known, name, K_QUEUED);
 	prioq_push(&w->heap[ins.spec.lane], (struct cand){.name = xstrdup(name),
 							 .prio = cand_priority(w, name, &ins),
@@ -180,6 +184,18 @@ void consider(struct worker *w, const char *name)
 							 .arrived_ms = ins.arrived_ms,
 							 .seq = w->seq++,
 							 .uid = ins.uid});
+}
+
+/* A task released from waiting on after= (worker_wait.c), queued as
+ * consider would have: it was looked at when it was filed, and is
+ * again at its claim. */
+void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
+		int64_t arrived_ms)
+{
+	strset_put(&w->known, name, K_QUEUED);
+	prioq_push(&w->heap[lane], (struct cand){.name = xstrdup(name), .prio = prio,
+						 .turn = fair_turn(&w->fair, uid),
+						 .arrived_ms = arrived_ms, .seq = w->seq++, .uid = uid});
 }
 
 struct seen {
@@ -336,7 +352,7 @@ static bool any_claimable(const struct worker *w)
 
 void dispatch(struct worker *w)
 {
-	if (w->stopping)
+	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
 	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {
@@ -362,6 +378,7 @@ void dispatch(struct worker *w)
 				continue;
 			}
 			strset_del(&w->known, c.name);
+			sched_claim_done(w, c.name);
 			if (r == 0)
 				log_task("claimed", c.name, NULL, -1, NULL);
 			if (r == 0)

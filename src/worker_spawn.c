@@ -23,8 +23,28 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		struct binds_opened bo = {.n = 0};
 		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool, &bo,
 					j->bind_err, sizeof j->bind_err);
-		struct run_extra x = {.fds = bo.fd, .nfds = j->is_direct ? 0 : bo.n,
-				      .fd_base = SANDBOX_BIND_FD, .umask = j->umask};
+		if (j->outdir && j->bind_rc >= 0) {
+			int fd = outdir_mount(j->ons, j->outpath, j->obytes, j->ofiles, j->ouid, j->ogid);
+			if (fd < 0) {
+				/* Refused, never rejected: not the task's doing. */
+				j->bind_rc = fd == -EACCES ? -EIO : fd;
+				snprintf(j->bind_err, sizeof j->bind_err,
+					 "cannot mount the tmpfs of $KART_OUTDIR: %s", strerror(-fd));
+			} else {
+				t->out_mfd = fd;
+				j->join_ns = true;
+			}
+		}
+		/* The inputs of after= follow the binds (sandbox.h). */
+		int xfd[TASK_BINDS_MAX + 2 * TASK_AFTER_MAX];
+		int nx = j->is_direct ? 0 : bo.n;
+		for (int i = 0; i < nx; i++)
+			xfd[i] = bo.fd[i];
+		for (int i = 0; j->bind_rc == 0 && !j->is_direct && i < j->n_in_fd; i++)
+			xfd[nx++] = j->in_fd[i];
+		struct run_extra x = {.fds = xfd, .nfds = nx, .fd_base = SANDBOX_BIND_FD,
+				      .umask = j->umask, .join_ns = j->join_ns,
+				      .userns_fd = j->userns, .mntns_fd = j->mntns};
 		/* Backend none binds nothing: its cwd= is entered by the
 		 * descriptor that was checked, not by the path. */
 		char fdcwd[64];
@@ -82,6 +102,8 @@ void spawn_job_free(struct spawn_job *j)
 		close(j->ifd);
 	if (j->ufd_owned && j->ufd >= 0)
 		close(j->ufd);
+	for (int i = 0; i < j->n_in_fd; i++)
+		close(j->in_fd[i]);
 	free(j);
 }
 
@@ -94,6 +116,11 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	int bind_rc = j->bind_rc;
 	if (bind_rc < 0)
 		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
+	if (j->outdir && (bind_rc == -EPIPE || bind_rc == -ECONNRESET) && outdir_ns_ok(&w->ons)) {
+		logmsg("the $KART_OUTDIR holder is gone: from now on $KART_OUTDIR is measured when "
+		       "each task ends");
+		outdir_ns_lost(&w->ons);
+	}
 	spawn_job_free(j);
 	if (r < 0) {
 		w->used[t->spec.lane]--;
@@ -123,11 +150,15 @@ static void spawn_finish(struct worker *w, struct spawn_job *j)
 	ep_add(w, t->run.err.pipe, &t->s_err);
 	if (t->spec.timeout_s > 0)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
+	if ((r = credfwd_start(&t->fwd, t->run.pidfd, environ)) < 0)
+		logmsg("%s: cannot start its kind's credential forwarder: %s", t->name, strerror(-r));
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
 	if (t->pending_ev)
 		task_event(w, t, (enum tevent)(t->pending_ev - 1));
+	else
+		task_pause_look(w, t); /* kart pause while it spawned */
 }
 
 void spawn_done(struct worker *w)

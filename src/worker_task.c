@@ -65,6 +65,41 @@ void scan_cancels(struct worker *w)
 	}
 }
 
+static void task_thaw(struct worker *w, struct task *t)
+{
+	wctl_resume(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+	wctl_ack(w->wdir, t->name, false);
+	log_task("resumed", t->name, NULL, -1, NULL);
+}
+
+void task_pause_look(struct worker *w, struct task *t)
+{
+	bool want = wctl_pause_wanted(w->wdir, t->name);
+	if (want && t->pause.how == PAUSE_NONE && t->state == TS_RUNNING) {
+		int r = wctl_pause(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+		if (r < 0) {
+			logmsg("%s: cannot pause it: %s", t->name, strerror(-r));
+			return;
+		}
+		wctl_ack(w->wdir, t->name, true);
+		log_task("paused", t->name, NULL, -1, NULL);
+	} else if (!want && t->pause.how != PAUSE_NONE) {
+		task_thaw(w, t);
+	}
+	arm_timer(w);
+}
+
+void scan_pauses(struct worker *w)
+{
+	for (struct task *t = w->tasks; t; t = t->next)
+		task_pause_look(w, t);
+	bool was = w->spool_paused;
+	w->spool_paused = wctl_spool_paused(w->sp->new);
+	if (was != w->spool_paused)
+		logmsg("spool %s: %s", w->spool_paused ? "paused" : "resumed",
+		       w->spool_paused ? "no more claims until kart resume --all" : "claiming again");
+}
+
 /* ---- starting a task ------------------------------------------------------ */
 
 static void fill_result(struct worker *w, struct task *t)
@@ -140,11 +175,18 @@ void task_free(struct worker *w, struct task *t)
 		if (t->scr_fd[i] >= 0)
 			close(t->scr_fd[i]);
 	}
+	if (t->uniq_fd >= 0)
+		close(t->uniq_fd); /* its key is free: the result is written */
+	if (t->out_mfd >= 0) {
+		(void)outdir_release(&w->ons, t->out_mfd);
+		close(t->out_mfd);
+	}
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
 		close(t->run.err.file);
 	cg_files_close(&t->cgf);
+	credfwd_close(&t->fwd);
 	free(t->name);
 	free(t);
 }
@@ -276,7 +318,14 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 			run_hook(w, id);
 		return;
 	}
+	/* after=: its upstreams' outputs, opened now (or it ends here). */
+	__attribute__((cleanup(dep_inputs_free))) struct dep_inputs di = {.nfd = 0};
+	if (ins.spec.n_after && deps_start(w, name, &ins, &di) < 0)
+		return;
 
+	_cleanup_close_ int ufd = -1;
+	if (sched_claimed(w, name, &ins, &ufd))
+		return;
 	struct task *t = xcalloc(1, sizeof *t);
 	t->name = xstrdup(name);
 	t->spec = ins.spec;
@@ -290,7 +339,10 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		t->spec.kill_grace_s = w->pol->kill_grace_s;
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
+	t->uniq_fd = steal_fd(&ufd);
 	t->scr_fd[SCR_WORK] = t->scr_fd[SCR_TMP] = t->scr_fd[SCR_OUT] = -1;
+	t->fwd = (struct credfwd)CREDFWD_INIT;
+	t->out_mfd = t->mv.src = t->mv.dst = -1;
 	cg_files_init(&t->cgf);
 	t->uid = ins.uid;
 	t->run.out.file = t->run.err.file = -1;
@@ -375,8 +427,13 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 			return;
 		}
 	}
-	/* $KART_OUTDIR is the submitter's to write; the worker moves it. */
-	if (as_user && !own_o && fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
+	/* Under bwrap, a tmpfs of its own on it, bounded while the task
+	 * runs (outdir.h), mounted by the spawn thread: the directory under
+	 * it stays the worker's. Else $KART_OUTDIR is the submitter's to
+	 * write; the worker moves it. */
+	bool bounded = w->pol->backend == BACKEND_BWRAP && outdir_ns_ok(&w->ons);
+	if (!bounded && as_user && !own_o &&
+	    fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		snprintf(t->errbuf, sizeof t->errbuf, "cannot give $KART_OUTDIR to uid %u: %s",
 			 (unsigned)cred.uid, strerror(errno));
 		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
@@ -411,6 +468,12 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	if (container)
 		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
 	const struct acct *ha = acct_get(t->run_uid);
+	if (credfwd_open(&t->fwd, w->pol, &t->spec, t->run_uid, as_user ? cred.gid : getegid(), err,
+			 sizeof err) < 0) {
+		strv_free(&lopts);
+		finish_refused(w, t, "sandbox_setup_failed", err);
+		return;
+	}
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
 				  .home = ha->found ? ha->home : NULL,
 				  .seccomp = want_scmp,
@@ -420,7 +483,19 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
 				  .container_name = t->cname, .container_label = w->clabel,
 				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
-				  .input = &input};
+				  .input = &input,
+				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL,
+				  .inputs = di.in, .n_inputs = t->spec.n_after, .in_dir = di.in_dir};
+	if (none && t->spec.n_after) {
+		int lr = dep_links(w, &di, t->scr[0], t->spec.n_after);
+		if (lr < 0) {
+			strv_free(&lopts);
+			snprintf(t->errbuf, sizeof t->errbuf, "cannot link the inputs of after=: %s",
+				 strerror(-lr));
+			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+			return;
+		}
+	}
 	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	/* The policy's variables, for the container's shell to read: in
@@ -472,6 +547,20 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		j->bcred = cred;
 	j->spool = w->sp->path;
 	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
+	if ((j->outdir = bounded)) {
+		j->ons = &w->ons;
+		snprintf(j->outpath, sizeof j->outpath, "%s", outhost);
+		j->obytes = w->pol->artifacts_max;
+		j->ofiles = w->pol->artifacts_files;
+		j->ouid = t->run_uid;
+		j->ogid = as_user ? cred.gid : getegid();
+		j->userns = w->ons.userns;
+		j->mntns = w->ons.mntns;
+	}
+	/* The inputs' descriptors go with the job (bwrap binds them). */
+	memcpy(j->in_fd, di.fd, (size_t)di.nfd * sizeof *di.fd);
+	j->n_in_fd = di.nfd;
+	di.nfd = 0;
 	/* Backend none: kart-launch's command line, run by the spawned
 	 * child itself, which then execs the task (confine.h). */
 	if (none) {
@@ -641,6 +730,7 @@ void task_complete(struct worker *w, struct task *t)
 	char *errbuf = t->errbuf;
 	const size_t errlen = sizeof t->errbuf;
 	r->finished_ms = now_realtime_ms();
+	r->paused_ms = wctl_paused_ms(&t->pause);
 	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
 	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
 	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
@@ -752,9 +842,31 @@ void task_complete(struct worker *w, struct task *t)
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
 			t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
 					      scratch_retire(w, t, p, false, NULL, NULL);
-		r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
-				 scratch_retire(w, t, p, true, NULL, NULL);
+		if (t->out_mfd >= 0)
+			(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
+		if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
+		    spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0) {
+			/* Copied into .NAME.out by the mover, for the commit
+			 * thread to move beside the result. */
+			t->mv = (struct outdir_move){
+				.src = t->out_mfd, .dst_at = w->wdir, .dst = -1,
+				.reader = spool_reader(w->sp, t->name, t->uid),
+				.c = {.bytes_max = w->pol->artifacts_max, .files_max = w->pol->artifacts_files,
+				      .depth_max = w->pol->artifacts_depth},
+				.done = outdir_moved, .arg = &w->commit};
+			snprintf(t->mv.dst_name, sizeof t->mv.dst_name, "%s", p);
+			t->out_mfd = -1;
+			r->outdir_gone = false;
+		} else {
+			if (t->out_mfd >= 0)
+				close(t->out_mfd); /* nothing in it */
+			t->out_mfd = -1;
+			r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
+					 scratch_retire(w, t, p, true, NULL, NULL);
+		}
 	}
+	if (sched_retry(w, t))
+		return;
 	publish(w, t);
 }
 
@@ -807,6 +919,11 @@ static void stop_begin(struct worker *w, struct task *t)
 
 void task_event(struct worker *w, struct task *t, enum tevent ev)
 {
+	/* A cancel, a timeout or a stop ends a paused task as any other:
+	 * thawed first, so that its SIGTERM is heard and nothing is left
+	 * frozen. */
+	if (t->pause.how != PAUSE_NONE)
+		task_thaw(w, t);
 	if (t->state == TS_SPAWNING) {
 		/* Not ours to kill yet: done once it is back (spawn_finish). */
 		if ((ev == TE_CANCEL || ev == TE_GRACE_OVER) && !t->pending_ev)

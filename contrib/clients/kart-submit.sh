@@ -7,14 +7,19 @@
 #
 #   kart-submit.sh SPOOL [NAME] < task        prints the id
 #
-# 1. pick the id as kart submit does: the first of NAME, NAME.2, ...
-#    absent from new/, every cur/*/ and done/; if it is not NAME, the task
-#    gets `#kart: name=NAME` after its #! line (the value %XX-escaped,
-#    spool-layout/README.md section 3.1), so its result keeps NAME;
-# 2. write the task into SPOOL/tmp/ under a fresh name, fsync it;
-# 3. mv -n it into SPOOL/new/ID (the next id if one is taken meanwhile);
-# 4. fsync SPOOL/new/.
-# On a shared spool (new/ not ours alone, drop/ present) steps 3 and 4 use
+# 1. make the task's file in SPOOL/tmp/ under a fresh name (mktemp); its
+#    inode number is INO;
+# 2. for ID = NAME, NAME.2, ...: reserve ID with `ln -sT INO SPOOL/ids/ID`
+#    (symlink(2): it fails when anyone holds ID); then if new/, a
+#    worker's cur/ or done/ has ID, remove the reservation and take the
+#    next ID (spool-layout/README.md section 3.2);
+# 3. write the task into the file, with `#kart: name=NAME` after its #!
+#    line (the value %XX-escaped, section 3.1) when ID is not NAME, so
+#    that its result keeps NAME; fsync it, and fsync SPOOL/ids/;
+# 4. mv -n it into SPOOL/new/ID; if a task copied in took that name
+#    meanwhile, remove the reservation and go back to 2;
+# 5. fsync SPOOL/new/. The id printed is the id of the result.
+# On a shared spool (new/ not ours alone, drop/ present) steps 4 and 5 use
 # our own drop directory SPOOL/drop/USER/ (0700), and the id is USER:NAME
 # (spool-layout/README.md, "Shared spools").
 # Without NAME a unique one is made: seconds.pid.random.host.
@@ -69,49 +74,89 @@ taken() {
 	done
 	[ -e "$spool/done/$prefix$1.json" ] || [ -e "$spool/done/$prefix$1.task" ]
 }
+# The task as read, kept aside: the file published is written from it
+# once its id is known.
+src=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
+tmp=
+rid=
+trap 'rm -f "$src" ${tmp:+"$tmp"} ${rid:+"$spool/ids/$rid"}' EXIT
+trap 'exit 1' INT TERM HUP
+chmod 0600 "$src"
+cat >"$src"
+tmp=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
+chmod 0600 "$tmp"
+ino=$(stat -c %i "$tmp")
+
+# ids/: the reservations. A spool made before it has none: made where we
+# may; where we may not write it, no reservation (and no final id).
+[ -d "$spool/ids" ] || mkdir -m 0755 "$spool/ids" 2>/dev/null || true
+reserve=
+[ -d "$spool/ids" ] && [ -w "$spool/ids" ] && reserve=1
+
+# write: the file, from the task kept aside, with name= when the id is
+# not the name; `>` keeps the file (the inode the reservation names).
+written=
+write() {
+	want=plain
+	[ "$prefix$id" != "$name" ] && want=named
+	[ "$written" = "$want" ] && return 0
+	if [ $want = plain ]; then
+		cat "$src" >"$tmp"
+	else
+		# %XX for '%', space, '#' (a name holds no other byte to escape).
+		enc=$(printf '%s' "$name" | sed 's/%/%25/g; s/ /%20/g; s/#/%23/g')
+		if [ "$(head -c 2 "$src")" = '#!' ]; then
+			first=$(head -n 1 "$src"; echo x)
+			first=${first%x}
+			{
+				case $first in *'
+') printf '%s' "$first" ;; *) printf '%s\n' "$first" ;; esac
+				printf '#kart: name=%s\n' "$enc"
+				tail -n +2 "$src"
+			} >"$tmp"
+		else
+			{ printf '#kart: name=%s\n' "$enc"; cat "$src"; } >"$tmp"
+		fi
+	fi
+	sync "$tmp" # fsync: the task is on disk before it can be seen in new/
+	written=$want
+}
+
 id=$name
 n=1
-while taken "$id"; do
-	n=$((n + 1))
-	[ $n -lt 1000 ] || { echo "kart-submit.sh: no free name for $name" >&2; exit 1; }
-	id=$name.$n
-done
-
-tmp=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
-body=
-trap 'rm -f "$tmp" ${body:+"$body"}' EXIT
-trap 'exit 1' INT TERM HUP
-chmod 0600 "$tmp"
-cat >"$tmp"
-if [ "$prefix$id" != "$name" ]; then
-	# %XX for '%', space, '#' (a name holds no other byte to escape).
-	enc=$(printf '%s' "$name" | sed 's/%/%25/g; s/ /%20/g; s/#/%23/g')
-	body=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
-	if [ "$(head -c 2 "$tmp")" = '#!' ]; then
-		first=$(head -n 1 "$tmp"; echo x)
-		first=${first%x}
-		case $first in *'
-') printf '%s' "$first" ;; *) printf '%s\n' "$first" ;; esac >"$body"
-		printf '#kart: name=%s\n' "$enc" >>"$body"
-		tail -n +2 "$tmp" >>"$body"
-	else
-		printf '#kart: name=%s\n' "$enc" >"$body"
-		cat "$tmp" >>"$body"
-	fi
-	chmod 0600 "$body"
-	mv -f "$body" "$tmp"
-fi
-sync "$tmp" # fsync: the task is on disk before it can be seen in new/
-
 while :; do
-	if ! taken "$id"; then
-		mv -n "$tmp" "$into/$id" 2>/dev/null || true
-		[ -e "$tmp" ] || break # moved: queued
-	fi
+	if [ $n -gt 1 ]; then id=$name.$n; fi
 	n=$((n + 1))
 	[ $n -lt 1000 ] || { echo "kart-submit.sh: no free name for $name" >&2; exit 1; }
-	id=$name.$n
+	rid=
+	if [ -n "$reserve" ]; then
+		# An id seen taken needs no reservation (a name reused many
+		# times would cost two commands an id); the look after it counts.
+		if taken "$id"; then continue; fi
+		if ! err=$(LC_ALL=C ln -sT "$ino" "$spool/ids/$prefix$id" 2>&1); then
+			# Held (it may be gone by now: the next id is as good).
+			case $err in *'File exists'*) continue ;; esac
+			echo "kart-submit.sh: cannot reserve $spool/ids/$prefix$id: $err" >&2
+			exit 1
+		fi
+		rid=$prefix$id
+	fi
+	# After the reservation: a finisher links done/ID.task, then looks
+	# at ids/, so one of the two sees the other.
+	if taken "$id"; then
+		[ -n "$rid" ] && rm -f "$spool/ids/$rid"
+		rid=
+		continue
+	fi
+	write
+	[ -n "$rid" ] && sync "$spool/ids"
+	mv -n "$tmp" "$into/$id" 2>/dev/null || true
+	[ -e "$tmp" ] || break # moved: queued
+	# A task copied in under that name meanwhile keeps it.
+	[ -n "$rid" ] && rm -f "$spool/ids/$rid"
+	rid=
 done
-trap - EXIT
+rid= # queued: the worker removes the reservation with the result
+tmp=
 sync "$into"
 printf '%s%s\n' "$prefix" "$id"

@@ -3,17 +3,22 @@
 // task, read its state, wait for its result. Written from
 // spool-layout/README.md; the same shape as kart_submit.py.
 //
-// submit (section 3): Node has no renameat2, so the task is published the
-// maildir way the document allows without RENAME_NOREPLACE:
-//   1. pick the id as kart submit does: the first of NAME, NAME.2, ...
-//      absent from new/, every cur/*/ and done/ (.task, .json), looked at
-//      in that order; if it is not NAME, add `#kart: name=NAME` (the value
-//      %XX-escaped, section 3.1) after the #! line;
-//   2. write the task in tmp/ (O_EXCL), fsync it, close it;
-//   3. link(tmp/T, new/ID), which never replaces: on EEXIST (or an id now
-//      taken) try the next id; then unlink(tmp/T). Between the two the
-//      file has two links, and a worker holds it as busy (section 9);
-//   4. fsync new/.
+// submit (section 3.2): the id is reserved before the task is published,
+// so the id printed is the id of the result. Node has no renameat2, so the
+// task is published the maildir way the document allows without
+// RENAME_NOREPLACE:
+//   1. create the file in tmp/ (O_EXCL); its inode number is INO;
+//   2. for ID = NAME, NAME.2, ...: reserve ID with symlink(INO, ids/ID),
+//      on EEXIST the next ID; then if ID is in new/, any cur/*/ or done/
+//      (.task, .json), looked at in that order, unlink the reservation
+//      and take the next ID;
+//   3. write the task into the file, with `#kart: name=NAME` (the value
+//      %XX-escaped, section 3.1) after the #! line when ID is not NAME;
+//      fsync it, close it; fsync ids/;
+//   4. link(tmp/T, new/ID), which never replaces: on EEXIST unlink the
+//      reservation and go back to 2; then unlink(tmp/T). Between the two
+//      the file has two links, and a worker holds it as busy (section 9);
+//   5. fsync new/. The worker removes the reservation with the result.
 // wait (section 8): a watch on done/ (inotify, through fs.watch), and a
 // look for done/ID.json after every event, with a slow poll beside it.
 //
@@ -130,10 +135,6 @@ export class Spool {
     else throw new TypeError('data must be a string or a Buffer');
     const why = nameCheck(name);
     if (why) throw new RangeError(`not a task name: ${JSON.stringify(name)} (${why})`);
-    let id = null;
-    for (const c of this.ids(name)) if (!this.idTaken(c)) { id = c; break; }
-    if (Buffer.byteLength(id) > NAME_MAX) throw new RangeError(`no id for ${name} fits in 200 bytes`);
-    if (id !== name) data = withName(data, name);
     let tmp, fd;
     for (;;) {
       tmp = this.p('tmp', `${Date.now()}.${process.pid}.${crypto.randomBytes(8).toString('hex')}`);
@@ -144,22 +145,67 @@ export class Spool {
         if (e.code !== 'EEXIST') throw e;
       }
     }
+    let ino;
     try {
-      try {
-        for (let off = 0; off < data.length;) off += fs.writeSync(fd, data, off);
-        fs.fsyncSync(fd); // a failed fsync is a failed submit: never retried
-      } finally {
-        fs.closeSync(fd);
-      }
+      ino = fs.fstatSync(fd, { bigint: true }).ino.toString(); // what the reservation names
+    } finally {
+      fs.closeSync(fd);
+    }
+    const ids = this.idsDir();
+    let rid = null; // the id reserved in ids/, while it is ours to give back
+    const release = () => {
+      if (rid) try { fs.unlinkSync(path.join(ids, rid)); } catch { /* gone already */ }
+      rid = null;
+    };
+    try {
+      let written = null; // what the file holds: null, data, or data with name=
       for (const c of this.ids(name)) {
-        if (c !== id && this.idTaken(c)) continue;
         if (Buffer.byteLength(c) > NAME_MAX) throw new Error(`no free id for ${name}`);
+        rid = null;
+        if (ids) {
+          // An id seen taken needs no reservation; the look after the
+          // reservation is the one that counts.
+          if (this.idTaken(c)) continue;
+          // Reserve first: symlink() fails when anyone holds it.
+          try {
+            fs.symlinkSync(ino, path.join(ids, c));
+            rid = c;
+          } catch (e) {
+            if (e.code === 'EEXIST') continue;
+            if (e.code !== 'EACCES' && e.code !== 'EPERM') throw e;
+            // ids/ not ours to write: no reservation
+          }
+        }
+        // Then look (a finisher links done/ID.task, then looks at ids/:
+        // one of us sees the other).
+        if (this.idTaken(c)) {
+          release();
+          continue;
+        }
+        const named = c !== name;
+        if (written !== named) {
+          // The same file (the same inode), rewritten.
+          const body = named ? withName(data, name) : data;
+          const wfd = fs.openSync(tmp, C.O_WRONLY | C.O_TRUNC | C.O_NOFOLLOW);
+          try {
+            for (let off = 0; off < body.length;) off += fs.writeSync(wfd, body, off);
+            fs.fsyncSync(wfd); // a failed fsync is a failed submit: never retried
+          } finally {
+            fs.closeSync(wfd);
+          }
+          written = named;
+        }
+        if (rid) fsyncPath(ids); // the reservation is on disk before the task
         try {
           fs.linkSync(tmp, this.p('new', c));
         } catch (e) {
-          if (e.code === 'EEXIST') continue;
+          if (e.code === 'EEXIST') {
+            release(); // a task copied in under that name keeps it
+            continue;
+          }
           throw e;
         }
+        rid = null; // published: the worker removes it with the result
         fs.unlinkSync(tmp);
         tmp = null;
         fsyncPath(this.p('new'));
@@ -167,7 +213,22 @@ export class Spool {
       }
       throw new Error(`no free id for ${name}`);
     } finally {
+      release();
       if (tmp) try { fs.unlinkSync(tmp); } catch { /* gone already */ }
+    }
+  }
+
+  // SPOOL/ids/ (section 3.2), made if missing where we may (a spool made
+  // before it existed); null where there is none.
+  idsDir() {
+    const d = this.p('ids');
+    try {
+      fs.mkdirSync(d, 0o755);
+    } catch { /* there already, or not ours to make */ }
+    try {
+      return fs.lstatSync(d).isDirectory() ? d : null;
+    } catch {
+      return null;
     }
   }
 

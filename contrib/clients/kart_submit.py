@@ -2,28 +2,32 @@
 """A Kartikeya client with the standard library only: submit a task, read
 its state, wait for its result. It follows spool-layout/README.md:
 
-submit (section 3, what `kart submit` does):
-  1. pick the id: the first of NAME, NAME.2, NAME.3, ... absent from new/,
-     from every cur/*/ and from done/ (as .task or .json), looked at in
-     that order; if it is not NAME, add `#kart: name=NAME` (the value
-     %XX-escaped, section 3.1) after the #! line, so that the result's
-     name is NAME;
-  2. create a file in SPOOL/tmp/ with O_EXCL, write the task, fsync it,
-     close it;
-  3. rename it into SPOOL/new/ID with renameat2(RENAME_NOREPLACE): a queued
-     task of that name is never replaced; on EEXIST (or an id now taken)
-     try the next id;
-  4. fsync SPOOL/new/.
+submit (section 3.2, what `kart submit` does), so that the id printed
+is the id of the result:
+  1. create a file in SPOOL/tmp/ with O_EXCL; its inode number is INO;
+  2. for ID = NAME, NAME.2, NAME.3, ...: reserve ID with
+     symlink(INO, SPOOL/ids/ID), on EEXIST the next ID; then if ID is in
+     new/, any cur/*/ or done/ (.task, .json), looked at in that order,
+     unlink the reservation and take the next ID;
+  3. write the task into the file, with `#kart: name=NAME` (the value
+     %XX-escaped, section 3.1) after the #! line when ID is not NAME, so
+     that the result's name is NAME; fsync it, close it; fsync ids/;
+  4. rename it into SPOOL/new/ID with renameat2(RENAME_NOREPLACE): a queued
+     task of that name is never replaced; on EEXIST, unlink the
+     reservation and go back to 2 with the next ID;
+  5. fsync SPOOL/new/. The worker gives the result the id ID, and removes
+     the reservation once the result is written.
 
 wait (section 8): an inotify watch on done/ (IN_MOVED_TO, IN_CREATE), then
 look for done/ID.json, and again after every event; polling where inotify
 cannot be had.
 
-On a shared spool (new/ is not ours alone) steps 3 and 4 use our own
-drop directory SPOOL/drop/USER/ instead of new/, and the id is USER:NAME
-(spool-layout/README.md, "Shared spools"): see drop_target().
+On a shared spool (new/ is not ours alone) steps 4 and 5 use our own
+drop directory SPOOL/drop/USER/ instead of new/, and the id (reserved as
+ids/USER:NAME) is USER:NAME (spool-layout/README.md, "Shared spools"):
+see drop_target().
 
-A task is queued the moment step 3 succeeds; a worker never sees a
+A task is queued the moment step 4 succeeds; a worker never sees a
 half-written file, because nothing is ever written in new/.
 
     kart_submit.py SPOOL FILE|- [NAME]      submit; prints the id
@@ -164,14 +168,17 @@ class Spool:
             return self.id_taken(prefix + cand) or (prefix != "" and (
                 os.path.lexists(os.path.join(target, cand)) or
                 os.path.lexists(self._p("new", prefix + cand))))
-        ids = self._ids(name)
-        id = next(i for i in ids if not taken(i))
-        if len(id.encode()) > NAME_MAX:
-            raise ValueError("no id for %r fits in 200 bytes" % name)
-        if prefix + id != name:
-            data = _with_name(data, name)
         tmpdir = os.open(self._p("tmp"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         newdir = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        idsdir = self._ids_dir()
+        rid = None  # the id reserved in ids/, while it is ours to give back
+
+        def release():
+            if rid is not None:
+                try:
+                    os.unlink(rid, dir_fd=idsdir)
+                except FileNotFoundError:
+                    pass
         try:
             while True:
                 tmpname = "%d.%d.%s" % (time.time_ns() // 10**6, os.getpid(), secrets.token_hex(8))
@@ -182,22 +189,55 @@ class Spool:
                 except FileExistsError:
                     continue
             try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fsync(fd)  # a failed fsync is a failed submit: never retried
-                finally:
-                    os.close(fd)
-                ids = self._ids(name)
-                for cand in ids:
-                    if cand != id and taken(cand):
-                        continue
+                ino = str(os.fstat(fd).st_ino)  # what the reservation names
+            finally:
+                os.close(fd)
+            try:
+                written = None  # what the file holds: None, data, or data with name=
+                for cand in self._ids(name):
                     if len(cand.encode()) > NAME_MAX:
                         raise FileExistsError(errno.EEXIST, "no free id", name)
+                    rid = None
+                    if idsdir is not None:
+                        # An id seen taken needs no reservation; the look
+                        # after the reservation is the one that counts.
+                        if taken(cand):
+                            continue
+                        # Reserve first: symlink() fails when anyone holds it.
+                        try:
+                            os.symlink(ino, prefix + cand, dir_fd=idsdir)
+                            rid = prefix + cand
+                        except FileExistsError:
+                            continue
+                        except PermissionError:
+                            pass  # ids/ not ours to write: no reservation
+                    # Then look (a finisher links done/ID.task, then
+                    # looks at ids/: one of us sees the other).
+                    if taken(cand):
+                        release()
+                        rid = None
+                        continue
+                    named = prefix + cand != name
+                    if written != named:
+                        body = _with_name(data, name) if named else data
+                        # The same file (the same inode), rewritten.
+                        wfd = os.open(tmpname, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                                      dir_fd=tmpdir)
+                        try:
+                            view = memoryview(body)
+                            while view:
+                                view = view[os.write(wfd, view):]
+                            os.fsync(wfd)  # a failed fsync is a failed submit: never retried
+                        finally:
+                            os.close(wfd)
+                        written = named
+                    if rid is not None:
+                        os.fsync(idsdir)  # the reservation is on disk before the task
                     try:
                         _renameat2(tmpdir, tmpname, newdir, cand)
                     except FileExistsError:
+                        release()  # a task copied in under that name keeps it
+                        rid = None
                         continue
                     except OSError as e:
                         if e.errno not in (errno.EINVAL, errno.ENOSYS):
@@ -205,12 +245,16 @@ class Spool:
                         # No RENAME_NOREPLACE here: look, then rename,
                         # as kart submit does.
                         if os.path.lexists(os.path.join(target, cand)):
+                            release()
+                            rid = None
                             continue
                         os.rename(tmpname, cand, src_dir_fd=tmpdir, dst_dir_fd=newdir)
+                    rid = None  # published: the worker removes it with the result
                     os.fsync(newdir)
                     return prefix + cand
                 raise FileExistsError(errno.EEXIST, "no free id", name)
             except BaseException:
+                release()
                 try:
                     os.unlink(tmpname, dir_fd=tmpdir)
                 except FileNotFoundError:
@@ -219,6 +263,24 @@ class Spool:
         finally:
             os.close(tmpdir)
             os.close(newdir)
+            if idsdir is not None:
+                os.close(idsdir)
+
+    def _ids_dir(self):
+        """SPOOL/ids/ (section 3.2), made if missing where we may (a spool
+        made before it existed); None where there is none."""
+        for attempt in (0, 1):
+            try:
+                return os.open(self._p("ids"), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW |
+                               os.O_CLOEXEC)
+            except FileNotFoundError:
+                if attempt:
+                    return None
+                try:
+                    os.mkdir(self._p("ids"), 0o755)
+                except (FileExistsError, PermissionError):
+                    pass
+        return None
 
     def result(self, id):
         """done/ID.json as a dict, or None while the task is not finished."""

@@ -10,6 +10,9 @@ _kart_ids()
 		for f in "$spool"/new/* "$spool"/cur/*/*; do
 			[ -e "$f" ] && printf '%s\n' "${f##*/}"
 		done
+		for f in "$spool"/new/.held.*; do
+			[ -e "$f" ] && printf '%s\n' "${f##*/.held.}"
+		done
 	fi
 	for f in "$spool"/done/*.json; do
 		[ -e "$f" ] || continue
@@ -21,7 +24,7 @@ _kart_ids()
 _kart()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local verbs="init submit worker status wait cat cancel doctor setup-cgroup retry watch gc sync feed"
+	local verbs="init submit worker status wait cat cancel hold release edit pause resume doctor setup-cgroup retry watch gc sync feed"
 	local spool=${KART_SPOOL:-} verb="" i
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -46,10 +49,10 @@ _kart()
 	--log)
 		COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--state)
-		COMPREPLY=($(compgen -W $'queued\nrunning\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost' -- "$cur"))
+		COMPREPLY=($(compgen -W $'queued\nscheduled\nwaiting\nheld\nrunning\npaused\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost\nskipped' -- "$cur"))
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
-	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last)
+	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last | --set)
 		return ;;
 	-C | --cwd)
 		COMPREPLY=($(compgen -d -- "$cur")); return ;;
@@ -69,15 +72,18 @@ _kart()
 	local opts=""
 	case $verb in
 	init) opts="--personal --help" ;;
-	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --kill-grace --label --to --cwd --no-cwd --bind --ro --env --help" ;;
+	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --kill-grace --label --to --cwd --no-cwd --bind --ro --env --hold --help" ;;
 	worker) opts="--id --slots --batch-slots --drain --log-format --daemon --log --help" ;;
 	status) opts="--json --ndjson --summary --state --older-than --newer-than --sort --last --label --help" ;;
 	wait) opts="--timeout --help" ;;
-	cat) opts="--stderr --help" ;;
-	cancel | retry) opts="--help" ;;
+	cat) opts="--follow --stderr --help" ;;
+	cancel | retry | hold | release) opts="--help" ;;
+	edit) opts="--set --help" ;;
+	pause) opts="--all --freeze --help" ;;
+	resume) opts="--all --help" ;;
 	doctor) opts="--json --help" ;;
 	setup-cgroup) opts="--user --system --dry-run --check --help" ;;
-	watch) opts="--json --all --help" ;;
+	watch) opts="--json --all --events --help" ;;
 	gc) opts="--older-than --tmp-age --dry-run --verbose --help" ;;
 	sync) opts="--follow --verbose --help" ;;
 	feed) opts="--slots --id --lease --verbose --help" ;;
@@ -87,7 +93,7 @@ _kart()
 		return
 	fi
 	case $verb in
-	status | wait | cat | cancel)
+	status | wait | cat | cancel | hold | release | edit | pause | resume)
 		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" all)" -- "$cur")) ;;
 	retry)
 		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" done)" -- "$cur")) ;;

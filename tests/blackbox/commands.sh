@@ -35,7 +35,7 @@ test_help_and_version() {
 	assert_eq 0 "$RC" "kart --version: exit status"
 	assert_match "^kart [0-9]+\.[0-9]+" "$OUT" "kart --version"
 	local v
-	for v in init submit worker status wait cat cancel doctor; do
+	for v in init submit worker status wait cat cancel hold release edit pause resume doctor; do
 		run_cmd "$v" --help
 		assert_eq 0 "$RC" "kart $v --help: exit status"
 		has_line "^usage: kart .*$v" "$OUT" "kart $v --help: a usage line"
@@ -58,6 +58,12 @@ test_usage_errors() {
 	assert_usage_error "unknown option of cat" -s "$s" cat --frobnicate x
 	assert_usage_error "wait without an id" -s "$s" wait
 	assert_usage_error "cancel without an id" -s "$s" cancel
+	assert_usage_error "hold without an id" -s "$s" hold
+	assert_usage_error "release without an id" -s "$s" release
+	assert_usage_error "edit without an id" -s "$s" edit
+	assert_usage_error "pause without an id" -s "$s" pause
+	assert_usage_error "pause --all with an id" -s "$s" pause --all x
+	assert_usage_error "resume --freeze" -s "$s" resume --all --freeze
 	assert_usage_error "worker --slots 0" -s "$s" worker --slots 0
 	assert_eq 0 "$(n_queued "$s")" "tasks queued by usage errors"
 	# No -s and no KART_SPOOL.

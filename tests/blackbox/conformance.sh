@@ -3,11 +3,10 @@
 # kart-submit.sh, kart_submit.mjs). Each scenario is written once against
 # the adapters of tests/conformance/clients.sh and run for each client.
 #
-# KART_CONFORMANCE_IDS=1 also fails the same-name race on a printed id
-# that is not the result's id (and so on a wait by that id that returns
-# another submission's result). That holds only once ids are reserved at
-# submit time; until then the counts are printed, not checked.
-# KART_CONFORMANCE_LONG=1: the race at 8 processes x 25 submits.
+# The same-name race fails on a printed id that is not the result's id,
+# and on a wait by that id that returns another submission's result.
+# KART_CONFORMANCE_LONG=1: the race at 8 processes x 25 submits, for each
+# client alone (tests/torture/ids.sh, in make torture).
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/conformance/clients.sh"
 
@@ -127,19 +126,23 @@ test_wait_and_status_each_state() {
 	done
 }
 
-# Several processes of every client submit one name at once, against two
-# workers: every submission gets exactly one result, and a wait by a
-# printed id returns a result of that id.
-test_same_name_race() {
-	local c s procs=2 per=4 p i tok pred res got pids=()
-	[ "${KART_CONFORMANCE_LONG:-0}" = 1 ] && procs=8 per=25
+# race CLIENTS PROCS PER: PROCS processes of each of CLIENTS submit PER
+# tasks each, all of one name ("dup two"), at once, on one fresh spool
+# with two workers; each task prints its own token. Then, per client:
+# every submission has exactly one result; the id each printed is the id
+# of its own result (the id is reserved before the task is published,
+# spool-layout/README.md section 3.2); and a wait by that id, the client's
+# own for a few and done/ID.json for all, returns that task's result.
+# Prints one line of figures per client; RACE_WRONG gets the total wrong.
+race() {
+	local clients=$1 procs=$2 per=$3 c s p i tok pred res got pids=()
 	s=$(mkspool)
 	start_worker "$s" --id w0
 	local w0=$WPID
 	start_worker "$s" --id w1
 	local w1=$WPID
-	local log=$T_ROOT/race
-	for c in $(conf_clients); do
+	local log=$T_ROOT/race.$$.$RANDOM
+	for c in $clients; do
 		for ((p = 0; p < procs; p++)); do
 			(
 				for ((i = 0; i < per; i++)); do
@@ -151,9 +154,10 @@ test_same_name_race() {
 			pids+=($!)
 		done
 	done
-	for p in "${pids[@]}"; do wait_gone 300 "$p" || fail "a submitter hangs"; done
+	# Each process makes PER submits in turn: the bound grows with PER.
+	for p in "${pids[@]}"; do wait_gone $((60 + 40 * per)) "$p" || fail "a submitter hangs"; done
 	cat "$log".* >"$log"
-	local n=$((procs * per * $(wc -w <<<"$(conf_clients)")))
+	local n=$((procs * per * $(wc -w <<<"$clients")))
 	assert_eq "$n" "$(grep -vc ' FAILED$' "$log")" "submits that printed an id"
 	conf_results() { [ "$(find "$s/done" -name 'dup two*.json' | wc -l)" -ge "$n" ]; }
 	wait_until 120 conf_results || fail "only $(find "$s/done" -name 'dup two*.json' | wc -l) of $n results"
@@ -163,31 +167,45 @@ test_same_name_race() {
 	assert_eq "$n" "$(find "$s/done" -name 'dup two*.json' | wc -l)" "results"
 	assert_eq "$n" "$(cat "$s"/done/dup\ two*.stdout | sort -u | wc -l)" "distinct tokens in the results"
 	assert_eq "" "$(cat "$s"/done/dup\ two*.stdout | sort | uniq -d)" "tokens with two results"
+	# Every reservation went with its result.
+	assert_eq "" "$(ls -A "$s/ids")" "reservations left in ids/"
 	# token -> the id of its result, for every submission at once.
-	local map=$T_ROOT/race.map
+	local map=$log.map
 	grep -H . "$s"/done/dup\ two*.stdout | sed 's|^.*/\(dup two[^/]*\)\.stdout:\(.*\)$|\2 \1|' >"$map"
-	for c in $(conf_clients); do
+	RACE_WRONG=0
+	for c in $clients; do
 		local wrong_id=0 wrong_wait=0 subs=0 k=0
 		while read -r tok pred; do
 			[ "$pred" = FAILED ] && continue
 			subs=$((subs + 1))
 			got=$(grep -m1 "^$tok " "$map" | cut -d' ' -f2-)
 			[ "$got" = "$pred" ] || wrong_id=$((wrong_id + 1))
-			# The client's own wait, for a few (each is a process):
-			# it returns the result of that id, whosever it is.
-			if [ $((k++)) -lt 3 ]; then
+			# The client's own wait, for a few (each is a process).
+			if [ $((k++)) -lt 2 ]; then
 				res=$(c_wait "$c" "$s" "$pred" 10)
-				assert_eq "$pred" "$(jq -r .id <<<"$res" 2>/dev/null)" "$c: wait $pred returns a result of that id"
+				assert_eq "$tok" "$(stdout_of "$s" "$res")" "$c: wait $pred returns its own task's result"
 			fi
 			# A wait by the printed id returns done/PRED.json: its token.
 			[ "$(grep -m1 " $pred\$" "$map" | cut -d' ' -f1)" = "$tok" ] || wrong_wait=$((wrong_wait + 1))
 		done < <(grep "^$c\." "$log")
-		echo "    same-name race ($c): $procs x $per submits ($subs with an id), $wrong_id printed ids not the result's, $wrong_wait waits returned another submission's result" >&2
-		if [ "${KART_CONFORMANCE_IDS:-0}" = 1 ]; then
-			assert_eq 0 "$wrong_id" "$c: printed ids that are not the result's"
-			assert_eq 0 "$wrong_wait" "$c: waits that returned another submission's result"
-		fi
+		echo "    same-name race ($c$([ "$clients" = "$c" ] && echo " alone")): $procs x $per submits ($subs with an id), $wrong_id printed ids not the result's, $wrong_wait waits by id returned another submission's result" >&2
+		assert_eq 0 "$wrong_id" "$c: printed ids that are not the result's"
+		assert_eq 0 "$wrong_wait" "$c: waits that returned another submission's result"
+		RACE_WRONG=$((RACE_WRONG + wrong_id + wrong_wait))
 	done
+}
+
+# Several processes of every client submit one name at once, against two
+# workers: each printed id is its own result's. KART_CONFORMANCE_LONG=1
+# (make torture, tests/torture/ids.sh): each client alone, 8 processes x
+# 25 submits.
+test_same_name_race() {
+	if [ "${KART_CONFORMANCE_LONG:-0}" = 1 ]; then
+		local c
+		for c in $(conf_clients); do race "$c" 8 25; done
+	else
+		race "$(conf_clients)" 3 3
+	fi
 }
 
 # The module interfaces of the Python and Node clients, against a worker:

@@ -75,7 +75,7 @@ def man_statuses():
 def code_statuses():
     src = open(root + "/src/cmd_status.c", encoding="utf-8").read()
     m = re.search(r"summary_states\[\] = \{(.*?)\};", src, re.S)
-    return set(re.findall(r'"(\w+)"', m.group(1))) - {"queued", "running"}
+    return set(re.findall(r'"(\w+)"', m.group(1))) - {"queued", "scheduled", "waiting", "held", "running", "paused"}
 
 if what == "names":
     sets = {"readme": readme_names(), "man": man_names()}

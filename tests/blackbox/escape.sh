@@ -165,9 +165,10 @@ run_battery() {
 
 	# A neighbour: another task of the same owner, running beside the
 	# probes in the same worker, with a file in its work directory and
-	# one in its $KART_OUTDIR (which is on the host, in the claim
-	# directory). Its command line carries a tag the probes look for; its
-	# pid is the host's.
+	# one in its $KART_OUTDIR (a tmpfs of its own, mounted on its claim
+	# directory's .NAME.out in the worker's namespace: the probes try the
+	# host path and the neighbour's /proc). Its command line carries a
+	# tag the probes look for; its pid is the host's.
 	local ntag=neighbour-$nonce
 	printf '#!/bin/sh\n#kart: timeout=110s\necho %s >./mark\necho %s >"$KART_OUTDIR/mark"\nexec /usr/bin/python3 -c "import time; time.sleep(100)" %s\n' \
 		"$ntag" "$ntag" "$ntag" >"$s/tmp/neighbour"
@@ -177,7 +178,8 @@ run_battery() {
 	wait_until 30 eval 'npid=$(pgrep -f -n "time\.sleep\(100\) $ntag\$")' ||
 		fail "the neighbour task did not start: $(tail -3 "$base/worker.log")"
 	nout=$(echo "$s"/cur/*/.neighbour.out)
-	wait_until 10 test -s "$nout/mark" || fail "the neighbour's mark is not at $nout/mark"
+	wait_until 10 sh -c 'test -s "$1/mark" || test -s "/proc/$2/root/run/kart/out/mark"' _ "$nout" "$npid" ||
+		fail "the neighbour's mark is not in its \$KART_OUTDIR ($nout)"
 
 	# The task: probe.py, with what the host knows in front of it.
 	local params

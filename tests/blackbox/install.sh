@@ -10,6 +10,7 @@ test_install_prefix_and_destdir() {
 	assert_file "$p/libexec/kart/kart-sync"
 	assert_file "$p/libexec/kart/kart-llm"
 	[ -x "$p/libexec/kart/kart-llm" ] || fail "kart-llm is not executable"
+	[ -x "$p/libexec/kart/kart-credfwd" ] || fail "kart-credfwd is missing or not executable"
 	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" install >/dev/null || fail "DESTDIR install"
 	assert_file "$d/usr/bin/kart"
 	assert_file "$d/usr/libexec/kart/kart-launch"
@@ -33,6 +34,7 @@ test_install_prefix_and_destdir() {
 	assert_no_file "$d/usr/bin/kart"
 	assert_no_file "$d/usr/libexec/kart/kart-sync"
 	assert_no_file "$d/usr/libexec/kart/kart-llm"
+	assert_no_file "$d/usr/libexec/kart/kart-credfwd"
 }
 
 # Everything else make install puts in place, and make uninstall takes

@@ -14,44 +14,12 @@ KEY=sk-kinds-$RANDOM-$RANDOM-5d0c
 MOCK_LOG=$T_ROOT/mock.log
 MOCK_PORT=
 
-# A chat-completions endpoint: 401 without "Bearer $KEY"; the answer is
-# "answer to [PROMPT]", so a step's input shows in the next one's output.
+# The fake chat-completions endpoint (tests/fake/llm-endpoint.py): 401
+# without "Bearer $KEY"; the answer is "answer to [PROMPT]".
 start_mock() {
 	[ -n "$MOCK_PORT" ] && return 0
-	cat >"$T_ROOT/mock.py" <<'EOF'
-import http.server, json, os, sys
-key, portfile, log = sys.argv[1:4]
-class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, code, obj):
-        out = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        auth = self.headers.get("Authorization")
-        with open(log, "a") as f:
-            f.write(json.dumps({"path": self.path, "auth_ok": auth == "Bearer " + key,
-                                "body": body}) + "\n")
-        if self.path != "/v1/chat/completions":
-            return self.reply(404, {"error": "no such path"})
-        if auth != "Bearer " + key:
-            return self.reply(401, {"error": {"message": "invalid api key"}})
-        prompt = body["messages"][-1]["content"]
-        self.reply(200, {"object": "chat.completion", "choices": [
-            {"index": 0, "finish_reason": "stop",
-             "message": {"role": "assistant", "content": "answer to [" + prompt + "]"}}]})
-    def log_message(self, *a):
-        pass
-srv = http.server.HTTPServer(("127.0.0.1", 0), H)
-with open(portfile + ".tmp", "w") as f:
-    f.write(str(srv.server_port))
-os.rename(portfile + ".tmp", portfile)
-srv.serve_forever()
-EOF
-	/usr/bin/python3 "$T_ROOT/mock.py" "$KEY" "$T_ROOT/mock.port" "$MOCK_LOG" 2>>"$T_ROOT/mock.err" &
+	/usr/bin/python3 "$ROOT/tests/fake/llm-endpoint.py" "$KEY" "$T_ROOT/mock.port" "$MOCK_LOG" \
+		2>>"$T_ROOT/mock.err" &
 	T_PIDS+=("$!")
 	wait_until 10 test -s "$T_ROOT/mock.port" || { fail "the mock server did not start"; return 1; }
 	MOCK_PORT=$(cat "$T_ROOT/mock.port")
@@ -191,6 +159,74 @@ test_llm_errors() {
 	assert_eq "" "$(cat "$s/done/badkey.prompt.stdout" 2>/dev/null)" "wrong key: no answer"
 	assert_eq 2 "$(field "$s" badjson.prompt .exit_code)" "bad workflow: exit 2"
 	assert_match "not valid JSON" "$(cat "$s/done/badjson.prompt.stderr")" "bad workflow: stderr"
+}
+
+# A kind's credential goes through the worker's forwarder, never into
+# the sandbox: a kind whose runner is /bin/sh finds no key in its
+# environment, only $KART_LLM_SOCKET; through it, a request under the
+# endpoint's path reaches the endpoint with the key added (the task's
+# own Authorization and Host replaced), and nothing else is forwarded:
+# another path, an absolute URL, "..", "%2e%2e", a chunked body. Each
+# forwarder ends with its task, however it ends (here also a timeout,
+# while the forwarder waits for requests), and takes its socket along.
+test_credentials_only_through_the_forwarder() {
+	llm_spool || return
+	local s=$LLM_SPOOL
+	cat >>"$s/kart.conf" <<EOF
+[kind.probe]
+runner = /bin/sh
+net = yes
+credentials = KART_LLM_API_KEY
+endpoint = http://127.0.0.1:$MOCK_PORT/v1
+EOF
+	cat >"$s/new/probe" <<'EOF'
+#kart: kind=probe timeout=60s
+env | sort
+exec /usr/bin/python3 -c '
+import os, socket
+def ask(raw):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["KART_LLM_SOCKET"])
+    s.sendall(raw.encode())
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+    return out.split(b" ")[1].decode()
+body = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}"
+def post(target, extra=""):
+    return ask("POST %s HTTP/1.1\r\n%sContent-Type: application/json\r\n"
+               "Content-Length: %d\r\n\r\n%s" % (target, extra, len(body), body))
+print("good", post("/v1/chat/completions", "Host: x\r\n"))
+print("own-host", post("/v1/chat/completions", "Host: evil.example\r\nAuthorization: Bearer mine\r\n"))
+print("other-path", post("/admin/keys"))
+print("absolute", post("http://127.0.0.1:1/v1/chat/completions"))
+print("dotdot", post("/v1/../admin"))
+print("encoded", post("/v1/%2e%2e/admin"))
+print("chunked", ask("POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+'
+EOF
+	printf '#kart: kind=probe timeout=1s kill_grace=0\ntest -S "$KART_LLM_SOCKET" && echo has-socket\nsleep 60\n' \
+		>"$s/new/sleeper"
+	: >"$MOCK_LOG"
+	KART_LLM_API_KEY=$KEY drain "$s"
+	assert_eq "timeout has-socket" "$(field "$s" sleeper .status) $(cat "$s/done/sleeper.stdout")" "sleeper"
+	local out=$s/done/probe.stdout
+	assert_eq ok "$(field "$s" probe .status)" "status ($(cat "$s/done/probe.stderr" 2>/dev/null))"
+	grep -q "$KEY" "$out" && fail "the key is in the runner's environment"
+	assert_eq "KART_LLM_SOCKET=/run/kart/llm.sock" "$(grep '^KART_LLM_SOCKET=' "$out")" "the socket, named"
+	assert_eq "good 200|own-host 200|other-path 403|absolute 403|dotdot 403|encoded 403|chunked 411" \
+		"$(grep -E '^[a-z-]+ [0-9]+$' "$out" | paste -sd'|')" "what the forwarder answered"
+	assert_eq "/v1/chat/completions true|/v1/chat/completions true" \
+		"$(jq -r '"\(.path) \(.auth_ok)"' "$MOCK_LOG" | paste -sd'|')" "what reached the endpoint"
+	# (Functions, not sh -c: a shell's own command line would match.)
+	fwd_pids() { grep -lsa ":$MOCK_PORT/v1" /proc/[0-9]*/cmdline | xargs -r grep -lsa kart-credfwd | cut -d/ -f3; }
+	no_fwd() { [ -z "$(fwd_pids)" ]; }
+	wait_until 10 no_fwd || fail "a forwarder outlived its task: $(fwd_pids)"
+	wait_until 10 sh -c '! ls -d /tmp/kart-credfwd.* >/dev/null 2>&1' ||
+		fail "a forwarder's socket was left behind: $(ls -d /tmp/kart-credfwd.*)"
 }
 
 # The kind's credential reaches tasks of that kind only: a shell task
@@ -340,6 +376,7 @@ test_doctor_shows_kinds() {
 	assert_eq mock-model "$(jq -r .policy.kinds.llm.model <<<"$out")" "model"
 	[[ $out == *"$KEY"* ]] && fail "kart doctor shows the key"
 	assert_eq true "$(jq -r .policy.kinds.llm.runner_found <<<"$out")" "the built kart-llm is found"
+	assert_eq true "$(jq -r .policy.kinds.llm.forwarder_found <<<"$out")" "the built kart-credfwd is found"
 	printf '[kind.ghost]\nrunner = %s/no-such-runner\n' "$T_ROOT" >"$s/kart.conf"
 	run_cmd -s "$s" doctor --json
 	assert_eq 1 "$RC" "kart doctor fails with a runner that is not there"

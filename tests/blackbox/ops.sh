@@ -128,6 +128,7 @@ test_readme_system_spool() {
 	assert_eq "drwxr-xr-x $gid" "$(stat -c '%A %g' "$s/new")" "new/ (the workers' alone)"
 	assert_eq "drwxrwx--T $gid" "$(stat -c '%A %g' "$s/drop")" "drop/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/tmp")" "tmp/"
+	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/ids")" "ids/ (reservations; sticky)"
 	# The unit's ExecStartPre and ExecStart, %f being the spool.
 	unit=$ROOT/contrib/systemd/kart-worker@.service
 	pre=$(sed -n 's/^ExecStartPre=//p' "$unit" | sed "s|@BINDIR@|$KART_BUILD|; s|%f|$s|")
@@ -662,13 +663,13 @@ test_clients_against_a_worker() {
 		python3 "$py" "$s" "$T_ROOT/t.sh" same >"$T_ROOT/idout/c$i" &
 		subs+=($!)
 	done
-	for i in "${subs[@]}"; do wait_gone 30 "$i" || fail "a submit hangs"; done
+	for i in "${subs[@]}"; do wait_gone 60 "$i" || fail "a submit hangs"; done
 	cat "$T_ROOT"/idout/* >>"$T_ROOT/ids"
 	assert_eq 30 "$(lines "$T_ROOT/ids")" "ids printed by 30 concurrent submits"
-	# Unnamed sh submits get unique names; ten racing for one name may be
-	# told the same id when the worker claims the first in between (the
-	# documented window; the worker then suffixes at finish).
+	# Unnamed sh submits get unique names; ten racing for one name each
+	# reserve their own id (spool-layout section 3.2): 30 distinct ids.
 	assert_eq 10 "$(grep -v '^same\|^t\.sh' "$T_ROOT/ids" | sort -u | wc -l)" "distinct ids of 10 concurrent unnamed sh submits"
+	assert_eq 30 "$(sort -u "$T_ROOT/ids" | wc -l)" "distinct ids of all 30"
 	assert_eq 10 "$(grep -c '^t\.sh' "$T_ROOT/ids")" "python submits named after their file"
 	for id in $(cat "$T_ROOT/ids"); do
 		wait_until 30 has_result "$s" "$id" || fail "$id: no result"
@@ -680,12 +681,12 @@ test_clients_against_a_worker() {
 	strace -f -o "$T_ROOT/py.strace" -e trace=renameat2,fsync,rename,link,linkat \
 		python3 "$py" "$s" "$T_ROOT/t.sh" straced >/dev/null || fail "python client under strace"
 	assert_match "renameat2\(.*RENAME_NOREPLACE\) = 0" "$(cat "$T_ROOT/py.strace")" "python: renameat2"
-	assert_eq 2 "$(grep -c 'fsync(.*= 0' "$T_ROOT/py.strace")" "python: fsyncs (file, new/)"
+	assert_eq 3 "$(grep -c 'fsync(.*= 0' "$T_ROOT/py.strace")" "python: fsyncs (file, ids/, new/)"
 	grep -q 'link(' "$T_ROOT/py.strace" && fail "python client uses link()"
 	strace -f -o "$T_ROOT/sh.strace" -e trace=renameat2,fsync,rename,link,linkat \
 		sh "$sh" "$s" shstraced </dev/null >/dev/null || fail "sh client under strace"
 	assert_match "renameat2\(.*RENAME_NOREPLACE\) = 0" "$(cat "$T_ROOT/sh.strace")" "sh: renameat2"
-	assert_eq 2 "$(grep -c 'fsync(.*= 0' "$T_ROOT/sh.strace")" "sh: fsyncs (file, new/)"
+	assert_eq 3 "$(grep -c 'fsync(.*= 0' "$T_ROOT/sh.strace")" "sh: fsyncs (file, ids/, new/)"
 	grep -q 'link(' "$T_ROOT/sh.strace" && fail "sh client uses link()"
 	python3 "$py" "$s" "$T_ROOT/t.sh" .hidden >/dev/null 2>&1 && fail "python client took a dot name"
 	echo true | "$sh" "$s" a/b >/dev/null 2>&1 && fail "sh client took a name with /"

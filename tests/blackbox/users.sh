@@ -4,7 +4,9 @@
 # docs/RELIABILITY.md, "Between users".
 . "$(dirname "$0")/../lib.sh"
 
-U_ALICE=kt26alice U_MALLORY=kt26mallory U_BOB=kt26bob G_KART=kt26kart
+# KART_TEST_USER_TAG: the accounts' prefix (kt26), for runs side by side.
+U_TAG=${KART_TEST_USER_TAG:-kt26}
+U_ALICE=${U_TAG}alice U_MALLORY=${U_TAG}mallory U_BOB=${U_TAG}bob G_KART=${U_TAG}kart
 U_MADE=0
 
 users_cleanup() {
@@ -247,6 +249,30 @@ test_output_readable_by_its_submitter_alone() {
 	stop_workers
 }
 
+# [worker] results = group: alice's result and outputs are readable by
+# the spool's group too (mallory), while her task runs and after; still
+# not by bob, outside it; her task file and artifacts stay hers. The
+# default (owner) is the test above.
+test_results_group_readable_by_policy() {
+	users_make && tmpfiles_spool || return
+	printf "[worker]\nresults = group\n" >"$S/kart.conf"
+	two_workers || return
+	local id=$U_ALICE:grp got
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho SECRET-out\necho SECRET-err >&2\necho SECRET-art >\"\$KART_OUTDIR/a\"\nsleep 2\n# SECRET-task\n' |
+		kart submit --no-cwd --name grp -" >/dev/null || fail "alice cannot submit"
+	wait_until 20 sh -c "cat $S/cur/*/.'$id'.stdout 2>/dev/null | grep -q SECRET" || fail "not running"
+	got=$(as "$U_MALLORY" sh -c "cat $S/cur/*/.'$id'.stdout" 2>/dev/null)
+	assert_eq "SECRET-out" "$got" "mallory (the group) reads the running capture"
+	assert_eq "" "$(every_read "$U_BOB" "$id" | grep -o 'SECRET[a-z-]*' | sort -u | tr '\n' ' ')" "bob while it runs"
+	assert_eq "ok" "$(result "$id" .status)" "status"
+	got=$(every_read "$U_MALLORY" "$id")
+	assert_eq "SECRET-err SECRET-out " "$(grep -o 'SECRET[a-z-]*' <<<"$got" | sort -u | tr '\n' ' ')" \
+		"mallory after: the result and outputs, not the task file or artifacts"
+	assert_eq "ok" "$(as "$U_MALLORY" jq -r .status "$S/done/$id.json" 2>&1)" "mallory reads the JSON"
+	assert_eq "" "$(every_read "$U_BOB" "$id" | grep -o 'SECRET[a-z-]*' | sort -u | tr '\n' ' ')" "bob after"
+	stop_workers
+}
+
 # kart status across users shows each their own; root sees all. The cron
 # walkthrough (contrib/cron/kart-consume) works for each user over their
 # own results, and for root over all.
@@ -382,6 +408,165 @@ test_id_squat_two_workers() {
 	assert_eq "forged" "$(as "$U_MALLORY" kart cat "report5")" "mallory's own report5"
 	as "$U_MALLORY" kart cat "$U_ALICE:report5" >/dev/null 2>&1 && fail "mallory read alice's report5"
 	stop_workers
+}
+
+# ---- 5. credentials that never touch a submitter's process ---------------------------------
+
+# Break 2 as written: alice runs an llm task (a workflow of 3 steps
+# against the fake endpoint, 0.3 s an answer) while a poller of hers,
+# started before she submits and stopped after the result, reads every
+# /proc/*/environ and /proc/*/cmdline it can, over and over. It never
+# sees the key; it did see the runner's own environment (so it looked
+# where the key used to be). mallory, who can read the forwarder's
+# command line, cannot connect to alice's socket. And the task works end
+# to end through the worker's forwarder: the endpoint got the key in
+# Authorization on every request, the runner got each answer.
+test_llm_key_never_reaches_the_submitter() {
+	[ -x /usr/bin/python3 ] || { skip "no /usr/bin/python3 (contrib/install-deps installs it)"; return; }
+	users_make && tmpfiles_spool || return
+	local key=sk-users-$RANDOM$RANDOM-$RANDOM-9f1e log=$T_ROOT/llm.log port
+	FAKE_LLM_KEY=$key /usr/bin/python3 "$ROOT/tests/fake/llm-endpoint.py" - "$T_ROOT/llm.port" "$log" 0.3 \
+		2>>"$T_ROOT/llm.err" &
+	T_PIDS+=("$!")
+	wait_until 10 test -s "$T_ROOT/llm.port" || { fail "the fake endpoint did not start"; return; }
+	port=$(cat "$T_ROOT/llm.port")
+	cat >"$S/kart.conf" <<EOF
+[kind.llm]
+extensions = .prompt
+net = yes
+credentials = KART_LLM_API_KEY
+endpoint = http://127.0.0.1:$port/v1
+model = mock-model
+[network]
+allow_uids = $(id -u "$U_ALICE")
+EOF
+	export KART_LLM_API_KEY=$key
+	two_workers
+	local rc=$?
+	unset KART_LLM_API_KEY
+	[ $rc = 0 ] || return
+	# The poller: each distinct environ and cmdline it reads, once, NUL-
+	# separated in a file of its own; "ready" once it has been round.
+	local dump=$T_ROOT/poll/dump stop=$T_ROOT/poll.stop
+	mkdir -p "$T_ROOT/poll" && chown "$U_ALICE" "$T_ROOT/poll" && chmod 0700 "$T_ROOT/poll"
+	as "$U_ALICE" /usr/bin/python3 -c '
+import hashlib, os, sys
+dump, stop = sys.argv[1:3]
+seen, rounds, reads = set(), 0, 0
+with open(dump + ".data", "wb") as out:
+    while True:
+        last = os.path.exists(stop)
+        for p in os.listdir("/proc"):
+            if not p.isdigit() or int(p) == os.getpid():
+                continue
+            for f in ("environ", "cmdline"):
+                try:
+                    with open("/proc/%s/%s" % (p, f), "rb") as fh:
+                        b = fh.read()
+                except OSError:
+                    continue
+                reads += 1
+                h = hashlib.sha1(b).digest()
+                if h not in seen:
+                    seen.add(h)
+                    out.write(("%s %s " % (p, f)).encode() + b + b"\n\0")
+        rounds += 1
+        if rounds == 1:
+            print("ready", flush=True)
+        if last:
+            break
+print("rounds %d reads %d" % (rounds, reads), flush=True)
+' "$dump" "$stop" >"$dump.log" 2>&1 &
+	local pp=$!
+	T_PIDS+=("$pp")
+	wait_until 20 grep -q ready "$dump.log" || { fail "the poller did not start: $(cat "$dump.log")"; return; }
+	local id
+	id=$(printf '#kart: kind=llm timeout=60s\n{"steps": [{"prompt": "one"}, {"prompt": "two {{previous}}"},
+{"prompt": "three {{previous}}"}]}\n' |
+		as "$U_ALICE" kart submit --no-cwd --name ask -) || fail "alice cannot submit: $id"
+	# mallory finds alice's socket in her forwarder's command line (all
+	# may read it) while the task runs: she cannot connect to it.
+	assert_eq denied "$(as "$U_MALLORY" /usr/bin/python3 -c '
+import glob, socket, sys, time
+end = time.time() + 20
+while time.time() < end:
+    for c in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            a = open(c, "rb").read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        i = [n for n, x in enumerate(a) if x.endswith("/kart-credfwd")]
+        if i and len(a) > i[0] + 2 and sys.argv[1] in a[i[0] + 2]:
+            try:
+                socket.socket(socket.AF_UNIX).connect(a[i[0] + 1])
+                print("connected")
+            except PermissionError:
+                print("denied")
+            except OSError as e:
+                print("error", e)
+            sys.exit()
+    time.sleep(0.01)
+print("no forwarder seen")
+' ":$port/" 2>&1)" "mallory connects to alice's forwarder"
+	assert_eq ok "$(result "$U_ALICE:ask" .status)" \
+		"status ($(jq -r .error "$S/done/$U_ALICE:ask.json" 2>/dev/null); $(as "$U_ALICE" kart cat --stderr "$U_ALICE:ask" 2>&1))"
+	touch "$stop"
+	wait_gone 30 "$pp" || fail "the poller did not stop"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    poller: $(tail -1 "$dump.log"), $(tr -cd '\0' <"$dump.data" | wc -c) distinct reads kept"
+	# It looked while the task ran: it read the runner's own environment,
+	# where the key used to be, or, where a bwrap task runs in the
+	# worker's namespaces (its bounded $KART_OUTDIR, outdir.c) and alice
+	# may not read that environment at all, the forwarder's command line,
+	# which lives exactly as long as the task. (kinds.sh
+	# credentials_only_through_the_forwarder reads the runner's
+	# environment from inside: no key there either.)
+	grep -aq -e "KART_TASK_ID=$U_ALICE:ask" -e "kart-credfwd" "$dump.data" ||
+		fail "the poller never saw the running task: it proves nothing ($(tail -1 "$dump.log"))"
+	if grep -aq -e "$key" "$dump.data"; then
+		fail "the poller read the key: $(tr '\0' '\n' <"$dump.data" | grep -a -e "$key" | sort | uniq -c | cut -c1-120)"
+	fi
+	# End to end through the forwarder.
+	assert_eq "answer to [three answer to [two answer to [one]]]" \
+		"$(as "$U_ALICE" kart cat "$U_ALICE:ask")" "the runner's answer"
+	assert_eq "3 3" "$(jq -rs '"\(length) \([.[] | select(.auth_ok)] | length)"' "$log")" \
+		"requests the endpoint got, and with the key in Authorization"
+	grep -rqs -e "$key" "$S/done" "$S.worker.log" && fail "the key is in a result or the log"
+	stop_workers
+}
+
+# Ids reserved between users (spool-layout/README.md section 3.2): alice's
+# concurrent submits of one name, against two workers, each get the id
+# they printed; mallory can squat a reservation name of alice's (alice
+# then gets the next id, and it is hers), but cannot remove one of hers
+# (ids/ is sticky), and nothing of hers is ever under alice's id.
+test_ids_reserved_between_users() {
+	setup || return
+	assert_eq "drwxrws--T" "$(stat -c %A "$S/ids")" "ids/ as tmpfiles makes it"
+	as "$U_MALLORY" ln -s 1 "$S/ids/$U_ALICE:squat" || fail "mallory's squat"
+	as "$U_ALICE" ln -s 2 "$S/ids/$U_ALICE:keep" || fail "alice's own link"
+	as "$U_MALLORY" rm -f "$S/ids/$U_ALICE:keep" 2>/dev/null
+	[ -L "$S/ids/$U_ALICE:keep" ] || fail "mallory removed a reservation of alice's"
+	local id p i log=$T_ROOT/ids26 pids=()
+	id=$(as "$U_ALICE" kart submit --name squat -- echo alice-squat) || fail "alice's submit"
+	assert_eq "$U_ALICE:squat.2" "$id" "past mallory's squat"
+	for p in 1 2 3; do
+		(for i in 1 2; do
+			as "$U_ALICE" kart submit --name same -- echo "alice-$p-$i" >"$log.$p.$i" 2>/dev/null
+		done) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait_gone 120 "$p" || fail "a submitter hangs"; done
+	assert_eq "alice-squat" "$(result "$id" .status >/dev/null; cat "$S/done/$id.stdout" 2>/dev/null)" "$id"
+	for p in 1 2 3; do
+		for i in 1 2; do
+			id=$(cat "$log.$p.$i")
+			assert_match "^$U_ALICE:same(\.[0-9]+)?\$" "$id" "an id of alice's"
+			result "$id" .status >/dev/null
+			assert_eq "alice-$p-$i" "$(as "$U_ALICE" kart cat "$id" 2>&1)" "$id is alice-$p-$i's"
+		done
+	done
+	stop_workers
+	assert_eq "$U_ALICE:keep $U_ALICE:squat" "$(ls "$S/ids" | xargs)" "only the hand-made links are left"
 }
 
 # ---- 6. smaller holes ------------------------------------------------------------------------

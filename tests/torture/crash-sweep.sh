@@ -4,9 +4,15 @@
 # touches the spool (strace inject), in turn; restart; check the invariant:
 #   every acknowledged task ends with exactly one result in done/, every
 #   result is valid JSON, nothing is left in new/ or cur/, and a task that
+#   ran twice says attempt > 1; an id printed by kart submit (reserved in
+#   ids/) is its result's, and no reservation outlives its result (a
+#   killed client's goes with kart gc).
 #   ran twice says attempt > 1.
+# kart hold, release and edit are swept too (sweep_control).
 # Prints: "N crash points survived, L tasks lost, D run twice unflagged".
 #   SWEEP_MAX  highest call number tried per syscall (default 60)
+#   SWEEP_PARTS  which sweeps (default "submit worker commit retry deps";
+#                SWEEP_RETRY=0 also leaves out retry)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -44,14 +50,28 @@ check() {
 	done
 	local left; left=$(find "$s/new" "$s/cur" -mindepth 1 -not -name '.*' -not -path '*/.*' | wc -l)
 	[ "$left" -eq 0 ] || { echo "  left behind: $(find "$s/new" "$s/cur" -mindepth 1 -not -path '*/.*')"; bad=$((bad + 1)); }
+	# A killed client's reservation (with its tmp/ file) is gc's; any
+	# other went with its result.
+	"$kart" -s "$s" gc --tmp-age 0s >/dev/null 2>&1
+	[ -z "$(ls -A "$s/ids" 2>/dev/null)" ] || { echo "  reservations left: $(ls -A "$s/ids")"; bad=$((bad + 1)); }
+}
+
+# reserved_ok SPOOL ID TEXT: the acknowledged submission printed ID, and
+# done/ID is its result (its stdout is TEXT).
+reserved_ok() {
+	[ "$(cat "$1/done/$2.stdout" 2>/dev/null)" = "$3" ] ||
+		{ echo "  the id printed, $2, is not its result's"; bad=$((bad + 1)); }
 }
 
 sweep_submit() {
 	local sc n s=$work/sub
-	for sc in openat write fsync renameat2 unlinkat; do
+	for sc in openat symlinkat write fsync renameat2 unlinkat; do
 		for ((n = 1; n <= max; n++)); do
 			mkspool "$s"
 			printf '#!/bin/sh\necho hi\n' >"$work/task.sh"
+			# An earlier result under the id t (named pre): the id is
+			# t.2, and the file gets name=t.
+			echo '{"id": "t", "name": "pre", "status": "ok"}' >"$s/done/t.json"
 			out=$(strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
 				"$kart" -s "$s" submit --name t "$work/task.sh" 2>/dev/null)
 			rc=$?
@@ -62,6 +82,7 @@ sweep_submit() {
 			[ -n "$out" ] && names=(t)
 			for f in "$s"/new/*; do [ -e "$f" ] && names=(t); done
 			check "$s" "${names[@]}"
+			[ -z "$out" ] || reserved_ok "$s" "$out" hi
 		done
 		echo "submit: $sc: $((n - 1)) call(s) killed"
 	done
@@ -78,12 +99,16 @@ sweep_worker() {
 				mv "$s/tmp/t$i" "$s/new/t$i"
 				names+=("t$i")
 			done
+			# And one with its id reserved: the id printed is final.
+			"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
+			names+=(r)
 			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
 				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
 			rc=$?
 			[ $rc -eq 0 ] && break
 			points=$((points + 1))
 			check "$s" "${names[@]}"
+			reserved_ok "$s" "$(cat "$work/r.id")" r
 		done
 		echo "worker: $sc: $((n - 1)) call(s) killed"
 	done
@@ -120,9 +145,11 @@ sweep_commit() {
 				mv "$s/tmp/t$i" "$s/new/t$i"
 				names+=("t$i")
 			done
+			"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
+			names+=(r)
 			for ((i = 0; i < 300; i++)); do
 				kill -0 "$w" 2>/dev/null || break
-				[ "$(find "$s/done" -maxdepth 1 -name 't*.json' | wc -l)" -ge 3 ] && break
+				[ "$(find "$s/done" -maxdepth 1 -name '[tr]*.json' | wc -l)" -ge 4 ] && break
 				sleep 0.02
 			done
 			local killed=1
@@ -136,14 +163,139 @@ sweep_commit() {
 			[ $killed = 0 ] && break
 			points=$((points + 1))
 			check "$s" "${names[@]}"
+			reserved_ok "$s" "$(cat "$work/r.id")" r
 		done
 		echo "commit: $sc: $((n - 1)) call(s) killed"
 	done
 }
 
-sweep_submit
-sweep_worker
-sweep_commit 2>/dev/null # (bash reports each killed worker)
+# retry_on= (spool-layout §7a): the worker's loop keeps a failed run in
+# done/ID.attempts/ and re-queues the task with its delay; killed at each
+# of those calls, every task still ends with one result, whose attempts
+# are in order and never more than retries= allows (1 + 1 + a re-queue
+# per crash, bounded by retries=2). SWEEP_RETRY=0 skips it.
+sweep_retry() {
+	local sc n s=$work/rty
+	for sc in openat fsync renameat renameat2 mkdirat fsetxattr; do
+		for ((n = 1; n <= max; n++)); do
+			mkspool "$s"
+			local i names=()
+			for i in 1 2; do
+				printf '#!/bin/sh\n#kart: retry_on=failed retries=2\necho %s\nexit 1\n' "$i" >"$s/tmp/r$i"
+				mv "$s/tmp/r$i" "$s/new/r$i"
+				names+=("r$i")
+			done
+			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
+			rc=$?
+			[ $rc -eq 0 ] && break
+			points=$((points + 1))
+			check "$s" "${names[@]}"
+			for i in "${names[@]}"; do
+				local f="$s/done/$i.json"
+				[ -e "$f" ] || continue
+				jq -e '(.attempt <= 3) and ([.attempts[].attempt] | . == sort) and
+					(.attempts[-1].attempt == .attempt)' "$f" >/dev/null 2>&1 ||
+					{ echo "  bad attempts in $f"; bad=$((bad + 1)); }
+			done
+		done
+		echo "retry: $sc: $((n - 1)) call(s) killed"
+	done
+}
+
+# after=: the worker's loop killed while it files, releases, skips and
+# binds. t2 reads t1's output; t3 fails, so t4 and t5 (after t4) are
+# skipped. Besides the invariant: a dependant is skipped exactly when one
+# of its upstreams' results is not ok, and a skipped one never ran.
+deps_check() {
+	local s=$1 d u st ust
+	for d in t2:t1 t4:t3 t5:t4; do
+		u=${d#*:} d=${d%:*}
+		st=$(cat "$s"/done/*.json 2>/dev/null | jq -r --arg n "$d" 'select(.name == $n) | .status' | head -1)
+		ust=$(cat "$s"/done/*.json 2>/dev/null | jq -r --arg n "$u" 'select(.name == $n) | .status' | head -1)
+		[ -n "$st" ] && [ -n "$ust" ] || continue # lost: counted by check
+		if { [ "$ust" = ok ] && [ "$st" = skipped ]; } || { [ "$ust" != ok ] && [ "$st" != skipped ]; }; then
+			echo "  $d ended $st after $u ended $ust"; bad=$((bad + 1))
+		fi
+	done
+	if cat "$s"/done/*.json 2>/dev/null | jq -e 'select(.status == "skipped" and .started_at != null)' >/dev/null; then
+		echo "  a skipped task ran"; bad=$((bad + 1))
+	fi
+}
+
+sweep_deps() {
+	local sc n s=$work/dep
+	for sc in openat renameat2 linkat unlinkat mkdirat fsetxattr inotify_add_watch; do
+		for ((n = 1; n <= max; n++)); do
+			mkspool "$s"
+			local names=(t1 t2 t3 t4 t5) i
+			printf '#!/bin/sh
+echo one >"$KART_OUTDIR/o"
+' >"$s/tmp/t1"
+			printf '#!/bin/sh
+#kart: after=t1
+cat "$KART_INPUTS/t1/out/o"
+' >"$s/tmp/t2"
+			printf '#!/bin/sh
+exit 3
+' >"$s/tmp/t3"
+			printf '#!/bin/sh
+#kart: after=t3
+echo four
+' >"$s/tmp/t4"
+			printf '#!/bin/sh
+#kart: after=t4
+echo five
+' >"$s/tmp/t5"
+			for i in "${names[@]}"; do mv "$s/tmp/$i" "$s/new/$i"; done
+			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
+			rc=$?
+			[ $rc -eq 0 ] && break
+			points=$((points + 1))
+			check "$s" "${names[@]}"
+			deps_check "$s"
+		done
+		echo "deps: $sc: $((n - 1)) call(s) killed"
+	done
+}
+
+# kart hold, release and edit killed at each call: the task is queued or
+# held, whole (its old text or its new, never a mix), and runs once.
+sweep_control() {
+	local verb sc n s=$work/ctl
+	for verb in hold release edit; do
+		for sc in openat write fsync renameat2 unlinkat; do
+			for ((n = 1; n <= max; n++)); do
+				mkspool "$s"
+				printf '#!/bin/sh\necho hi\n' >"$s/new/t"
+				[ "$verb" = release ] && "$kart" -s "$s" hold t >/dev/null
+				local args=("$verb" t)
+				[ "$verb" = edit ] && args=(edit --set timeout=5m t)
+				strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+					"$kart" -s "$s" "${args[@]}" >/dev/null 2>&1
+				[ $? -eq 0 ] && break
+				points=$((points + 1))
+				"$kart" -s "$s" release t >/dev/null 2>&1 # held or not
+				check "$s" t
+				local out; out=$(cat "$s/done/t.stdout" 2>/dev/null)
+				[ "$out" = hi ] || { echo "  $verb/$sc/$n: output '$out'"; bad=$((bad + 1)); }
+			done
+			echo "$verb: $sc: $((n - 1)) call(s) killed"
+		done
+	done
+}
+
+for part in ${SWEEP_PARTS:-submit worker commit control retry deps}; do
+	case $part in
+	submit) sweep_submit ;;
+	worker) sweep_worker ;;
+	commit) sweep_commit 2>/dev/null ;; # (bash reports each killed worker)
+	control) sweep_control 2>/dev/null ;; # (bash reports each killed command)
+	retry) [ "${SWEEP_RETRY:-1}" = 0 ] || sweep_retry ;;
+	deps) sweep_deps ;;
+	esac
+done
 echo
 echo "$points crash points survived, $lost tasks lost, $twice run twice unflagged, $bad other violations"
 [ $((lost + twice + bad)) -eq 0 ]

@@ -634,6 +634,39 @@ static void test_v1_kill_in_steps(void **state)
 	assert_false(is_there("pids/kart.7.3"));
 }
 
+/* kart pause: cgroup.freeze of the unified leaf, written 1 then 0; on v1
+ * without a unified tree, the freezer's state; with neither, -ENODEV
+ * (the worker then stops the processes by signal). */
+static void test_freeze(void **state)
+{
+	(void)state;
+	struct cg_host h;
+	struct cg_leaf l;
+	char err[256] = "";
+	v2_tree("cpu memory pids\n");
+	host(&h, "0::/work.slice/kart.service\n", NULL);
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.4", &no_limits, err, sizeof err), 0);
+	assert_int_equal(cg_leaf_freeze(&l, true), 0);
+	assert_int_equal(cg_leaf_freeze(&l, false), 0);
+	assert_file_is(V2 "kart.7.4/cgroup.freeze", "1\n0\n");
+	struct cg_leaf none = {.mode = CG_MODE_NONE};
+	assert_int_equal(cg_leaf_freeze(&none, true), -ENODEV);
+}
+
+static void test_freeze_v1(void **state)
+{
+	(void)state;
+	struct cg_host h;
+	struct cg_leaf l;
+	char err[256] = "";
+	v1_tree(false, false);
+	host(&h, self_v1, NULL);
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.5", &no_limits, err, sizeof err), 0);
+	assert_int_equal(cg_leaf_freeze(&l, true), 0);
+	assert_int_equal(cg_leaf_freeze(&l, false), 0);
+	assert_file_is("freezer/kart.7.5/freezer.state", "FROZEN\nTHAWED\n");
+}
+
 /* A worker that is a zombie (killed, not yet reaped) is gone: its leaf
  * goes. Recovery runs at that very moment. */
 static void test_sweep_zombie(void **state)
@@ -774,6 +807,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sweep_stale, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_kill_in_steps, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_v1_kill_in_steps, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_freeze, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_freeze_v1, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_zombie, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_no_cgroupfs, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_join_before_exec, tree_setup, tree_teardown),

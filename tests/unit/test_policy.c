@@ -54,13 +54,34 @@ static void test_defaults(void **state)
 	load_defaults(&p);
 	assert_int_equal(p.landlock, LL_MODE_AUTO);
 	assert_false(p.allow_root);
+	assert_false(p.results_group); /* results: owner-only by default */
 	assert_int_equal(p.tmpfs_size, 256ull << 20); /* a shared machine's default */
+	/* $KART_OUTDIR: RAM while the task runs, as /tmp is */
+	assert_int_equal(p.artifacts_max, 256ull << 20);
+	assert_int_equal(p.artifacts_files, 10000);
+	assert_int_equal(p.artifacts_depth, 32);
 	assert_int_equal(count(&p.ro_binds), 0);
 	assert_int_equal(count(&p.rw_binds), 0);
 	assert_int_equal(count(&p.env_pass), 0);
 	assert_int_equal(count(&p.cred_env), 0);
 	assert_int_equal(count(&p.cred_files), 0);
 	assert_string_equal(p.on_done, "");
+}
+
+static void test_artifacts_keys(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	assert_int_equal(parse(&p, "[limits]\nartifacts_max = 1M\nartifacts_files = 100\nartifacts_depth = 4\n",
+			       err, sizeof err), 0);
+	assert_int_equal(p.artifacts_max, 1u << 20);
+	assert_int_equal(p.artifacts_files, 100);
+	assert_int_equal(p.artifacts_depth, 4);
+	/* defaults = none keeps them: a bound on what is kept, not a
+	 * default a task could raise */
+	assert_int_equal(parse(&p, "[limits]\ndefaults = none\n", err, sizeof err), 0);
+	assert_int_equal(p.artifacts_files, 10000);
 }
 
 static void test_sandbox_section(void **state)
@@ -82,10 +103,13 @@ static void test_sandbox_section(void **state)
 		      "cred_env = API_TOKEN, AWS_SECRET_ACCESS_KEY\n"
 		      "cred_files = /etc/kart/netrc\n"
 		      "[hooks]\n"
-		      "on_done = /usr/local/bin/kart-push\n",
+		      "on_done = /usr/local/bin/kart-push\n"
+		      "[worker]\n"
+		      "results = group\n",
 		      err, sizeof err);
 	if (r != 0)
 		fail_msg("%s", err);
+	assert_true(p.results_group);
 	assert_int_equal(p.landlock, LL_MODE_ENFORCE);
 	assert_true(p.allow_root);
 	assert_int_equal(p.tmpfs_size, 256ull << 20);
@@ -125,6 +149,8 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nlandlock = maybe\n", "kart.conf line 2: landlock = maybe: not a mode"},
 		{"[sandbox]\n\nallow_root = sure\n", "kart.conf line 3: allow_root = sure"},
 		{"[sandbox]\ntmpfs_size = big\n", "kart.conf line 2: tmpfs_size = big"},
+		{"[limits]\nartifacts_files = 0\n", "line 2: artifacts_files = 0: not a number from 1"},
+		{"[limits]\nartifacts_depth = 257\n", "line 2: artifacts_depth = 257: not a number from 1 to 256"},
 		{"[sandbox]\nro_binds = /ok, relative/path\n", "line 2: ro_binds: 'relative/path'"},
 		{"[sandbox]\nrw_binds = /\n", "line 2: rw_binds: '/'"},
 		{"[sandbox]\nrw_binds = /srv/../etc\n", "line 2: rw_binds: '/srv/../etc'"},
@@ -139,6 +165,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nbackend = none\n", "line 2: unknown key 'backend' in section [sandbox]"},
 		{"[sandbox]\nlandlock =\n", "line 2: landlock has no value"},
 		{"[jail]\n", "line 1: unknown section [jail]"},
+		{"[worker]\nresults = everyone\n", "line 2: results = everyone: not owner or group"},
 		{"[worker]\nbackend = lxc\n", "line 2: backend = lxc: not a backend (bwrap, container or none)"},
 		{"[container]\ncommand = bin/docker\n", "line 2: command = bin/docker: not a program"},
 		{"[container]\ncommand = docker;id\n", "line 2: command = docker;id: not a program"},
@@ -398,6 +425,8 @@ static void test_kind_errors(void **state)
 		{"[kind.llm]\ncredentials = KART_LLM_ENDPOINT\n",
 		 "line 2: credentials: 'KART_LLM_ENDPOINT' is set by the sandbox"},
 		{"[kind.llm]\ncredentials = PATH\n", "line 2: credentials: 'PATH' is set by the sandbox"},
+		{"[kind.llm]\ncredentials = KART_LLM_SOCKET\n",
+		 "line 2: credentials: 'KART_LLM_SOCKET' is set by the sandbox"},
 		{"[kind.llm]\nendpoint = 127.0.0.1:8080\n", "line 2: endpoint = 127.0.0.1:8080: not an http"},
 		{"[kind.llm]\nmodel = two words\n", "line 2: model = two words"},
 		{"[kind.llm]\ntemperature = 0\n",
@@ -410,6 +439,10 @@ static void test_kind_errors(void **state)
 		{"[network]\ncred_env = KEY\n[kind.llm]\ncredentials = KEY\n",
 		 "KEY is a credential of [kind.llm] and also in [network] cred_env"},
 		{"[kind.runner]\nrunner =\n", "line 2: runner has no value"},
+		/* A credential is added by the worker's forwarder, to requests
+		 * to the endpoint: never handed to a task. */
+		{"[kind.py]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n",
+		 "[kind.py] has credentials but no endpoint"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct policy p;
@@ -435,7 +468,7 @@ static void test_describe_kinds(void **state)
 	(void)state;
 	json_t *o = describe("[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
 			     "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-			     "credentials = LLM_KEY\nmodel = m1\n",
+			     "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n",
 			     "LLM_KEY");
 	json_t *k = json_object_get(o, "kinds");
 	assert_int_equal(json_object_size(k), 2);
@@ -455,6 +488,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_defaults, clean_env),
+		cmocka_unit_test_setup(test_artifacts_keys, clean_env),
 		cmocka_unit_test_setup(test_sandbox_section, clean_env),
 		cmocka_unit_test_setup(test_errors_name_the_line, clean_env),
 		cmocka_unit_test_setup(test_env_overrides, clean_env),

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "container.h"
+#include "credfwd.h"
 #include "seccomp.h"
 #include "policy.h"
 #include "sandbox.h"
@@ -22,6 +23,8 @@
 #define WORK_HOST SPOOL "/cur/w1/.job-7.work"
 #define OUT_HOST SPOOL "/cur/w1/.job-7.out"
 #define CANARY "KART_TEST_CANARY_7f3a"
+/* The task's socket to its kind's forwarder, as credfwd_open makes it. */
+#define FWD_HOST "/tmp/kart-credfwd.Ab12Cd/s"
 
 struct built {
 	struct policy pol;
@@ -56,6 +59,8 @@ static void build_ex(struct built *b, enum backend backend, const char *task_tex
 		.task_id = "job-7",
 		.attempt = 2,
 		.host_env = env,
+		/* as the worker does: where credfwd_kind says so */
+		.cred_socket = credfwd_kind(&b->pol, &b->spec) ? FWD_HOST : NULL,
 	};
 	assert_int_equal(sandbox_build(&req, &b->argv, &b->envp, err, sizeof err), 0);
 	assert_non_null(b->argv.v);
@@ -536,14 +541,27 @@ static void test_credentials_only_with_net(void **state)
 
 /* A kind's task: its runner is the program (bound at its own path, with
  * a Landlock rule, when it is outside /usr), it gets the kind's endpoint
- * and model, and its credentials with network only. No other task gets
- * any of it. */
+ * and model, and with network the socket of the forwarder that adds the
+ * kind's credentials: never the credentials themselves, in no backend.
+ * No other task gets any of it. */
+static bool canary_anywhere(const struct built *b)
+{
+	for (size_t i = 0; i < b->argv.n; i++)
+		if (strstr(b->argv.v[i], CANARY))
+			return true;
+	for (size_t i = 0; i < b->envp.n; i++)
+		if (strstr(b->envp.v[i], CANARY))
+			return true;
+	return false;
+}
+
 static void test_kind_runner_and_credentials(void **state)
 {
 	(void)state;
 	static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
 				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n"
 				   "[kind.python]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n"
+				   "endpoint = http://127.0.0.1:9/py\n"
 				   "[network]\ncred_env = API_TOKEN\n";
 	char *const env[] = {"LLM_KEY=llm-" CANARY, "PY_KEY=py-" CANARY, "API_TOKEN=general", NULL};
 	struct built b;
@@ -555,42 +573,50 @@ static void test_kind_runner_and_credentials(void **state)
 	assert_true(has_rule(&b, false, "/opt/kart/kart-llm"));
 	assert_string_equal(b.argv.v[b.argv.n - 2], "/opt/kart/kart-llm");
 	assert_string_equal(b.argv.v[b.argv.n - 1], SANDBOX_TASK);
-	assert_string_equal(env_get(&b, "LLM_KEY"), "llm-" CANARY);
+	assert_null(env_get(&b, "LLM_KEY"));
+	assert_opt(&b, "--bind", FWD_HOST, SANDBOX_CRED_SOCKET);
+	assert_string_equal(env_get(&b, "KART_LLM_SOCKET"), SANDBOX_CRED_SOCKET);
 	assert_string_equal(env_get(&b, "API_TOKEN"), "general");
 	assert_string_equal(env_get(&b, "KART_LLM_ENDPOINT"), "http://127.0.0.1:9/v1");
 	assert_string_equal(env_get(&b, "KART_LLM_MODEL"), "m1");
 	assert_null(env_get(&b, "PY_KEY"));
-	for (size_t i = 0; i < b.argv.n; i++)
-		assert_null(strstr(b.argv.v[i], CANARY));
+	assert_false(canary_anywhere(&b));
 	built_free(&b);
 
+	/* Backend none: the socket at its host path. */
 	build_ex(&b, BACKEND_NONE, "#kart: kind=llm\n", conf, env);
 	assert_true(has_rule(&b, false, "/opt/kart/kart-llm"));
-	assert_string_equal(env_get(&b, "LLM_KEY"), "llm-" CANARY);
+	assert_null(env_get(&b, "LLM_KEY"));
+	assert_string_equal(env_get(&b, "KART_LLM_SOCKET"), FWD_HOST);
+	assert_false(canary_anywhere(&b));
 	built_free(&b);
 
-	/* A shell task with network: the general credential, not the kind's. */
+	/* A shell task with network: the general credential, nothing of
+	 * the kind's. */
 	build_ex(&b, BACKEND_BWRAP, "#!/bin/sh\n#kart: net\n", conf, env);
 	assert_string_equal(env_get(&b, "API_TOKEN"), "general");
 	assert_null(env_get(&b, "LLM_KEY"));
 	assert_null(env_get(&b, "PY_KEY"));
 	assert_null(env_get(&b, "KART_LLM_ENDPOINT"));
 	assert_null(env_get(&b, "KART_LLM_MODEL"));
+	assert_null(env_get(&b, "KART_LLM_SOCKET"));
 	assert_false(has_arg(&b, "/opt/kart/kart-llm"));
+	assert_false(has_arg(&b, FWD_HOST));
 	built_free(&b);
 
 	/* A runner under /usr is visible already: no bind, no rule; a kind
-	 * without net gives its credentials to no task without net. */
+	 * without net gives its forwarder to no task without net. */
 	build_ex(&b, BACKEND_BWRAP, "#kart: kind=python\n", conf, env);
 	assert_true(OPT(&b, "--ro-bind", "/usr/bin/python3", "/usr/bin/python3") < 0);
 	assert_false(has_rule(&b, false, "/usr/bin/python3"));
 	assert_string_equal(b.argv.v[b.argv.n - 2], "/usr/bin/python3");
-	assert_null(env_get(&b, "PY_KEY"));
-	assert_null(env_get(&b, "LLM_KEY"));
+	assert_null(env_get(&b, "KART_LLM_SOCKET"));
+	assert_false(has_arg(&b, FWD_HOST));
+	assert_false(canary_anywhere(&b));
 	built_free(&b);
 	build_ex(&b, BACKEND_BWRAP, "#kart: kind=python net\n", conf, env);
-	assert_string_equal(env_get(&b, "PY_KEY"), "py-" CANARY);
-	assert_null(env_get(&b, "LLM_KEY"));
+	assert_string_equal(env_get(&b, "KART_LLM_SOCKET"), SANDBOX_CRED_SOCKET);
+	assert_false(canary_anywhere(&b));
 	built_free(&b);
 
 	/* A kind the policy lost (SIGHUP between look and start): refused. */
@@ -607,9 +633,9 @@ static void test_kind_runner_and_credentials(void **state)
 }
 
 /* Backend container: a kind's runner outside /usr is mounted from the
- * host, its endpoint and model go by value, its credential neither by
- * value nor by name in argv (an engine records an --env NAME's value):
- * on the CLI's stdin, read by the container's shell first. */
+ * host, its endpoint, model and the forwarder's socket go by value and
+ * the socket is mounted; its credential is nowhere, neither by value nor
+ * by name, nor on the CLI's stdin. */
 static void test_kind_container(void **state)
 {
 	(void)state;
@@ -633,35 +659,33 @@ static void test_kind_container(void **state)
 		char *input = NULL;
 		struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
 					  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
-					  .host_env = env, .container_name = "kart-x-1", .input = &input};
+					  .host_env = env, .container_name = "kart-x-1", .input = &input,
+					  .cred_socket = credfwd_kind(&pol, &spec) ? FWD_HOST : NULL};
+		assert_int_equal(t == 0, req.cred_socket != NULL);
 		assert_int_equal(sandbox_build(&req, &argv, &envp, err, sizeof err), 0);
-		bool mount = false, ep = false, model = false, key = false, inter = false;
+		bool mount = false, ep = false, model = false, key = false, inter = false, sock = false,
+		     sockenv = false;
 		for (size_t i = 0; i < argv.n; i++) {
 			assert_null(strstr(argv.v[i], CANARY));
 			mount |= strcmp(argv.v[i], "type=bind,source=/opt/kart/kart-llm,"
 						   "target=/opt/kart/kart-llm,readonly") == 0;
+			sock |= strcmp(argv.v[i], "type=bind,source=" FWD_HOST ",target=" SANDBOX_CRED_SOCKET) == 0;
 			ep |= strcmp(argv.v[i], "KART_LLM_ENDPOINT=http://127.0.0.1:9/v1") == 0;
 			model |= strcmp(argv.v[i], "KART_LLM_MODEL=m1") == 0;
+			sockenv |= strcmp(argv.v[i], "KART_LLM_SOCKET=" SANDBOX_CRED_SOCKET) == 0;
 			key |= strstr(argv.v[i], "LLM_KEY") != NULL;
 			inter |= strcmp(argv.v[i], "--interactive") == 0;
 		}
+		for (size_t i = 0; i < envp.n; i++)
+			assert_null(strstr(envp.v[i], CANARY));
 		assert_int_equal(mount, t == 0);
+		assert_int_equal(sock, t == 0);
 		assert_int_equal(ep, t == 0);
 		assert_int_equal(model, t == 0);
+		assert_int_equal(sockenv, t == 0);
 		assert_false(key);
-		assert_int_equal(inter, t == 0);
-		if (t == 0) {
-			assert_non_null(input);
-			assert_string_equal(input, "LLM_KEY='llm-" CANARY "'\n");
-			/* the container's shell reads it, then runs the task */
-			assert_string_equal(argv.v[argv.n - 6], "/bin/sh");
-			assert_string_equal(argv.v[argv.n - 5], "-c");
-			assert_non_null(strstr(argv.v[argv.n - 4], ". /dev/stdin"));
-			assert_string_equal(argv.v[argv.n - 3], "kart-env");
-		} else {
-			assert_null(input);
-		}
-		free(input);
+		assert_false(inter);
+		assert_null(input);
 		assert_string_equal(argv.v[argv.n - 2], t == 0 ? "/opt/kart/kart-llm" : "/usr/bin/python3");
 		assert_string_equal(argv.v[argv.n - 1], SANDBOX_TASK);
 		strv_free(&argv);
@@ -985,6 +1009,63 @@ static void test_task_binds_container(void **state)
 	built_free(&b);
 }
 
+/* after=: each upstream's out/ and stdout, by descriptors numbered after
+ * the task's own binds, read-only under $KART_INPUTS/ID/, before the root
+ * turns read-only; one without artifacts gets its stdout alone; Landlock
+ * reads them; the container engine mounts the paths read-only. */
+static void test_inputs(void **state)
+{
+	(void)state;
+	struct built b;
+	char err[256] = "";
+	memset(&b, 0, sizeof b);
+	b.pol.backend = BACKEND_BWRAP;
+	snprintf(b.pol.bwrap, sizeof b.pol.bwrap, "/usr/bin/bwrap");
+	snprintf(b.pol.launcher, sizeof b.pol.launcher, "/opt/kart/libexec/kart-launch");
+	snprintf(b.pol.container_cmd, sizeof b.pol.container_cmd, "/usr/bin/docker");
+	snprintf(b.pol.container_image, sizeof b.pol.container_image, "img:1");
+	const char *text = "#kart: ro=/srv/in after=up1,up2\necho\n";
+	assert_int_equal(task_parse(text, strlen(text), &b.spec, err, sizeof err), 0);
+	const struct sandbox_input in[] = {
+		{.id = "up1", .out_path = SPOOL "/done/up1.out", .stdout_path = SPOOL "/done/up1.stdout"},
+		{.id = "up2", .stdout_path = SPOOL "/done/up2.stdout"},
+	};
+	struct sandbox_req req = {.pol = &b.pol, .spec = &b.spec, .task_path = TASK_HOST,
+				  .work_dir = WORK_HOST, .out_dir = OUT_HOST, .task_id = "job-7",
+				  .attempt = 1, .inputs = in, .n_inputs = 2, .container_name = "kart-x-1"};
+	assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), 0);
+	assert_opt(&b, "--ro-bind-fd", "6", "/srv/in");
+	assert_opt(&b, "--ro-bind-fd", "7", SANDBOX_INPUTS "/up1/out");
+	assert_opt(&b, "--ro-bind-fd", "8", SANDBOX_INPUTS "/up1/stdout");
+	assert_opt(&b, "--ro-bind-fd", "9", SANDBOX_INPUTS "/up2/stdout");
+	assert_true(OPT(&b, "--ro-bind-fd", "9", SANDBOX_INPUTS "/up2/stdout") < OPT(&b, "--remount-ro", "/"));
+	/* Never writable, never by path. */
+	assert_true(OPT(&b, "--bind-fd", "7", SANDBOX_INPUTS "/up1/out") < 0);
+	for (size_t i = 0; i < b.argv.n; i++)
+		assert_null(strstr(b.argv.v[i], SPOOL "/done"));
+	assert_string_equal(env_get(&b, "KART_INPUTS"), SANDBOX_INPUTS);
+	assert_true(has_rule(&b, false, SANDBOX_INPUTS));
+	assert_false(has_rule(&b, true, SANDBOX_INPUTS));
+	built_free(&b);
+	/* No after=: no $KART_INPUTS. */
+	build_home(&b, BACKEND_BWRAP, "#kart: ro=/srv/in\necho\n", NULL, NULL);
+	assert_null(env_get(&b, "KART_INPUTS"));
+	assert_true(OPT(&b, "--dir", SANDBOX_INPUTS) < 0);
+	built_free(&b);
+	/* The container engine: the paths, read-only. */
+	b.pol.backend = BACKEND_CONTAINER;
+	assert_int_equal(sandbox_build(&req, &b.argv, &b.envp, err, sizeof err), 0);
+	bool out = false, so = false;
+	for (size_t i = 0; i < b.argv.n; i++) {
+		out |= strcmp(b.argv.v[i], "type=bind,source=" SPOOL "/done/up1.out,target=" SANDBOX_INPUTS
+					   "/up1/out,readonly") == 0;
+		so |= strcmp(b.argv.v[i], "type=bind,source=" SPOOL "/done/up2.stdout,target=" SANDBOX_INPUTS
+					  "/up2/stdout,readonly") == 0;
+	}
+	assert_true(out && so);
+	built_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -993,6 +1074,7 @@ int main(void)
 		cmocka_unit_test(test_task_home),
 		cmocka_unit_test(test_task_env),
 		cmocka_unit_test(test_task_binds_container),
+		cmocka_unit_test(test_inputs),
 		cmocka_unit_test(test_bwrap_no_net),
 		cmocka_unit_test(test_bwrap_net),
 		cmocka_unit_test(test_bwrap_nothing_writable_but_out),

@@ -1149,6 +1149,31 @@ static void test_binds_policy(void **state)
 					   sizeof perr), -1);
 }
 
+/* after=: ids cut at commas, each decoded; repeats add up, duplicates
+ * drop; a bad id or too many is rejected with the line. */
+static void test_after(void **state)
+{
+	(void)state;
+	struct task_spec s;
+	assert_parses("#!/bin/sh\n#kart: after=a,b%2Cc\n#kart: after=d,a\necho\n", &s);
+	assert_int_equal(s.n_after, 3);
+	assert_string_equal(s.after[0], "a");
+	assert_string_equal(s.after[1], "b,c");
+	assert_string_equal(s.after[2], "d");
+	assert_int_equal(s.line_after, 3);
+	assert_parses("#kart: after=alice:step1\n", &s);
+	assert_string_equal(s.after[0], "alice:step1");
+	assert_parses("#kart: timeout=5\n", &s);
+	assert_int_equal(s.n_after, 0);
+	assert_rejected("#kart: after=a,,b\n", "line 1", "empty id");
+	assert_rejected("#kart: after=.hidden\n", "line 1", "not a task id");
+	assert_rejected("#kart: after=a%2Fb\n", "not a task id", "'/'");
+	assert_rejected("#kart: after=a%zz\n", "line 1", "two hex digits");
+	assert_rejected("#\n#kart: after=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n", "line 2",
+			"more than 16");
+	assert_rejected("#kart: afterx=a\n", "after=");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1186,6 +1211,7 @@ int main(void)
 		cmocka_unit_test(test_policy_no_timeout_ceiling),
 		cmocka_unit_test(test_policy_net),
 		cmocka_unit_test(test_argv),
+		cmocka_unit_test(test_after),
 		cmocka_unit_test(test_kind_directive),
 		cmocka_unit_test(test_kind_precedence),
 		cmocka_unit_test(test_kind_unknown),
