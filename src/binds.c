@@ -197,7 +197,6 @@ void binds_close(struct binds_opened *b)
 	b->n = 0;
 }
 
-#define ERR(e, ...) (snprintf(err, errlen, __VA_ARGS__), (e))
 
 int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
 	       struct binds_opened *out, char *err, size_t errlen)

@@ -29,13 +29,13 @@
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
+#include "util.h"
+
 static const cap_value_t keep[] = {
 	CAP_SETUID, CAP_SETGID, CAP_DAC_OVERRIDE, CAP_FOWNER,
 	CAP_CHOWN,  CAP_LEASE,  CAP_KILL,         CAP_SETFCAP,
 	CAP_SETPCAP,
 };
-
-#define ERR(...) ((void)snprintf(err, errlen, __VA_ARGS__))
 
 static int kept_cap(cap_value_t c)
 {
@@ -72,8 +72,7 @@ int caps_drop_worker(unsigned long long *kept, char *err, size_t errlen)
 	cap_t cur = cap_get_proc();
 	if (!cur) {
 		r = -errno;
-		ERR("cap_get_proc: %s", strerror(errno));
-		return r;
+		return ERR(r, "cap_get_proc: %s", strerror(errno));
 	}
 	cap_value_t max = (cap_value_t)cap_max_bits();
 	unsigned long long have = 0;
@@ -92,20 +91,17 @@ int caps_drop_worker(unsigned long long *kept, char *err, size_t errlen)
 			continue;
 		if (cap_drop_bound(c) < 0) {
 			r = -errno;
-			ERR("dropping capability %d from the bounding set: %s", (int)c, strerror(errno));
-			return r;
+			return ERR(r, "dropping capability %d from the bounding set: %s", (int)c, strerror(errno));
 		}
 	}
 	if (CAP_AMBIENT_SUPPORTED() && cap_reset_ambient() < 0) {
 		r = -errno;
-		ERR("clearing the ambient set: %s", strerror(errno));
-		return r;
+		return ERR(r, "clearing the ambient set: %s", strerror(errno));
 	}
 	cap_t want = cap_init(); /* everything clear, inheritable included */
 	if (!want) {
 		r = -errno;
-		ERR("cap_init: %s", strerror(errno));
-		return r;
+		return ERR(r, "cap_init: %s", strerror(errno));
 	}
 	cap_value_t list[sizeof keep / sizeof keep[0]];
 	int n = 0;
@@ -116,7 +112,7 @@ int caps_drop_worker(unsigned long long *kept, char *err, size_t errlen)
 		   cap_set_flag(want, CAP_EFFECTIVE, n, list, CAP_SET) < 0)) ||
 	    cap_set_proc(want) < 0) {
 		r = -errno;
-		ERR("cap_set_proc: %s", strerror(errno));
+		ERR(r, "cap_set_proc: %s", strerror(errno));
 		cap_free(want);
 		return r;
 	}
@@ -126,8 +122,7 @@ int caps_drop_worker(unsigned long long *kept, char *err, size_t errlen)
 	cur = cap_get_proc();
 	if (!cur) {
 		r = -errno;
-		ERR("cap_get_proc: %s", strerror(errno));
-		return r;
+		return ERR(r, "cap_get_proc: %s", strerror(errno));
 	}
 	for (cap_value_t c = 0; c < max; c++) {
 		cap_flag_value_t p = CAP_CLEAR, e = CAP_CLEAR, i = CAP_CLEAR;
@@ -136,7 +131,7 @@ int caps_drop_worker(unsigned long long *kept, char *err, size_t errlen)
 		(void)cap_get_flag(cur, c, CAP_INHERITABLE, &i);
 		int b = cap_get_bound(c);
 		if (i == CAP_SET || (!kept_cap(c) && (p == CAP_SET || e == CAP_SET || b > 0))) {
-			ERR("capability %d is still held after the drop", (int)c);
+			ERR(-EPERM, "capability %d is still held after the drop", (int)c);
 			cap_free(cur);
 			return -EPERM;
 		}

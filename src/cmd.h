@@ -9,16 +9,26 @@
 struct ctx {
 	const char *spool_path; /* -s, --spool or $KART_SPOOL */
 	const char *prog;
+	/* Opened by main before a verb marked VERB_SPOOL runs (as git's
+	 * RUN_SETUP), closed after it returns. */
+	struct spool sp;
 };
+
+/* Flags of the verb table (main.c). */
+enum { VERB_SPOOL = 1 }; /* needs the spool: main opens it into ctx.sp */
 
 #define EXIT_USAGE 2
 
 int usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Open the spool named by -s / $KART_SPOOL, or exit with a message. */
+/* Open the spool named by -s / $KART_SPOOL, or exit with a message: for a
+ * verb that needs it only sometimes (submit without --to). */
 void ctx_open_spool(struct ctx *c, struct spool *sp);
 /* A spool closed when it goes out of scope, however the verb returns
  * (spool_close is idempotent): declare it just before ctx_open_spool. */
 #define _cleanup_spool_ __attribute__((cleanup(spool_close)))
+/* Is --help or -h among the arguments (before any "--")? wants_help
+ * also prints help then. */
+bool asks_help(int argc, char **argv);
 bool wants_help(int argc, char **argv, const char *help);
 /* Say on stderr when no live worker holds the spool (its tasks wait for
  * one), with the command that starts one. Quiet where it cannot tell. */

@@ -35,17 +35,22 @@ static int64_t grace_ms(struct spool *sp)
 	return (pol.kill_grace_max_s > pol.kill_grace_s ? pol.kill_grace_max_s : pol.kill_grace_s) * 1000;
 }
 
+/* A task that keeps going back to new/ as we cancel it (its workers
+ * stopping one after another) is chased this many times, then given up:
+ * each round waits out a run, and a command must end. */
+enum { REQUEUES_MAX = 5 };
+
 /* Ask the worker running `id` to kill it, and wait until it is out of
  * the claim directory. */
 static int cancel_running(struct spool *sp, const char *worker, const char *id)
 {
-	char p[PATH_MAX], req[512];
+	char p[PATH_MAX], req[512], name[512];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0 || pathfmt(p, sizeof p, "%s/cur/%s", sp->path, worker) < 0)
 		return -errno;
 	if (inotify_add_watch(ino, p, IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
 		return -errno;
-	if (pathfmt(req, sizeof req, "%s/.%s.cancel", worker, id) < 0)
+	if (spool_name_cancel(name, sizeof name, id) < 0 || pathfmt(req, sizeof req, "%s/%s", worker, name) < 0)
 		return -ENAMETOOLONG;
 	int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
@@ -126,13 +131,12 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 		if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0 && first == 1)
 			return usage_error("cancel", "unknown option '%s'", argv[i]);
 
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	int rc = 0, wdir = -1, lockfd = -1;
 	char me[128];
 	snprintf(me, sizeof me, "cancel.%d", getpid());
 	for (int i = first; i < argc; i++) {
-		_cleanup_free_ char *own = spool_own_id(&sp, argv[i]);
+		_cleanup_free_ char *own = spool_own_id(sp, argv[i]);
 		const char *id = own;
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
@@ -140,9 +144,10 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			rc = 1;
 			continue;
 		}
-		if (control_via_drop(&sp)) {
+		int requeues = 0;
+		if (control_via_drop(sp)) {
 			struct qinfo q;
-			int r = query_id(&sp, id, &q);
+			int r = query_id(sp, id, &q);
 			if (r == 0 && q.state == Q_UNKNOWN) {
 				fprintf(stderr, "kart cancel: %s: no such task\n", id);
 				rc = 1;
@@ -153,14 +158,14 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				rc = 1;
 				continue;
 			}
-			r = cancel_via_drop(&sp, id);
+			r = cancel_via_drop(sp, id);
 			if (r < 0) {
 				fprintf(stderr, "kart cancel: %s: %s\n", id,
 					r == -EPERM	 ? "not your task (only its submitter or root may cancel it)"
 					: r == -ETIMEDOUT ? "no worker took the request, or no result came"
 							  : strerror(-r));
 				rc = 1;
-			} else if (query_done(&sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
+			} else if (query_done(sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
 				printf("%s: cancelled\n", id);
 			} else {
 				printf("%s: had already finished: %s\n", id, q.status);
@@ -170,7 +175,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 		}
 		for (int attempt = 0; attempt < 3; attempt++) {
 			if (wdir < 0) {
-				int r = spool_worker_open(&sp, me, &wdir, &lockfd);
+				int r = spool_worker_open(sp, me, &wdir, &lockfd);
 				if (r < 0) {
 					fprintf(stderr, "kart cancel: cannot create cur/%s: %s\n", me, strerror(-r));
 					return 1;
@@ -179,17 +184,17 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			/* Queued (or held): take it as a worker would, and finish
 			 * it unrun. */
 			char held[TASK_NAME_MAX + 24];
-			if (!may_cancel(&sp, sp.new, id, id) ||
-			    (spool_held_name(id, held, sizeof held) == 0 && !may_cancel(&sp, sp.new, held, id))) {
+			if (!may_cancel(sp, sp->new, id, id) ||
+			    (spool_held_name(id, held, sizeof held) == 0 && !may_cancel(sp, sp->new, held, id))) {
 				rc = 1;
 				break;
 			}
-			int r = spool_claim(&sp, wdir, id);
+			int r = spool_claim(sp, wdir, id);
 			if (r == -ENOENT)
-				r = spool_claim_held(&sp, wdir, id);
+				r = spool_claim_held(sp, wdir, id);
 			if (r == 0) {
 				char newid[256];
-				r = spool_finish_unrun(&sp, wdir, id, "cancelled",
+				r = spool_finish_unrun(sp, wdir, id, "cancelled",
 						       "cancelled by kart cancel before it ran", me, newid,
 						       sizeof newid);
 				if (r < 0) {
@@ -201,25 +206,33 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				break;
 			}
 			struct qinfo q;
-			if (query_id(&sp, id, &q) < 0)
+			if (query_id(sp, id, &q) < 0)
 				q.state = Q_UNKNOWN;
 			if (q.state == Q_RUNNING) {
 				char claim[512];
 				if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
-				    !may_cancel(&sp, sp.cur, claim, id)) {
+				    !may_cancel(sp, sp->cur, claim, id)) {
 					rc = 1;
 					break;
 				}
-				r = cancel_running(&sp, q.worker, id);
+				r = cancel_running(sp, q.worker, id);
 				struct qinfo d;
 				if (r < 0) {
 					fprintf(stderr, "kart cancel: %s: %s\n", id, strerror(-r));
 					rc = 1;
 					break;
 				}
-				if (query_done(&sp, id, &d) < 0) {
+				if (query_done(sp, id, &d) < 0) {
 					/* It left the claim without a result: re-queued
 					 * (its worker stopped). Take it from new/. */
+					if (++requeues > REQUEUES_MAX) {
+						fprintf(stderr,
+							"kart cancel: %s: re-queued %d times while being cancelled "
+							"(its workers keep stopping); giving up\n",
+							id, REQUEUES_MAX);
+						rc = 1;
+						break;
+					}
 					attempt = -1;
 					continue;
 				}
@@ -244,10 +257,10 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 	}
 	if (wdir >= 0) {
 		(void)unlinkat(wdir, ".lock", 0);
-		(void)unlinkat(sp.cur, me, AT_REMOVEDIR);
+		(void)unlinkat(sp->cur, me, AT_REMOVEDIR);
 		close(wdir);
 		close(lockfd);
 	}
-	spool_close(&sp);
+	spool_close(sp);
 	return rc;
 }

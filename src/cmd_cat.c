@@ -231,15 +231,14 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage_error("cat", "give exactly one task ID");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
-	_cleanup_free_ char *own = spool_own_id(&sp, argv[optind]);
+	struct spool *sp = &c->sp;
+	_cleanup_free_ char *own = spool_own_id(sp, argv[optind]);
 	const char *id = own;
 	if (follow)
-		return cat_follow(&sp, id, err);
+		return cat_follow(sp, id, err);
 	struct qinfo q;
-	int r = query_id(&sp, id, &q);
-	char p[4096];
+	int r = query_id(sp, id, &q);
+	char p[4096], name[512];
 	_cleanup_close_ int fd = -1;
 	if (r < 0 || q.state == Q_UNKNOWN) {
 		fprintf(stderr, "kart cat: %s: %s\n", id, r < 0 ? strerror(-r) : "no such task");
@@ -251,21 +250,22 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 		return 1;
 	}
 	if (q.state == Q_RUNNING) {
-		if (pathfmt(p, sizeof p, "%s/.%s.%s", q.worker, id, err ? "stderr" : "stdout") == 0)
-			fd = openat(sp.cur, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (spool_name_scratch(name, sizeof name, id, err ? SCRATCH_STDERR : SCRATCH_STDOUT) == 0 &&
+		    pathfmt(p, sizeof p, "%s/%s", q.worker, name) == 0)
+			fd = openat(sp->cur, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		/* The file is made at the run's first byte: none yet. */
 		if (fd < 0 && errno == ENOENT)
 			return 0;
 	} else {
 		const char *rel = err ? q.err_path : q.out_path;
 		if (strncmp(rel, "done/", 5) == 0 && !strchr(rel + 5, '/'))
-			fd = openat(sp.done, rel + 5, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			fd = openat(sp->done, rel + 5, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	if (fd < 0) {
 		fprintf(stderr, "kart cat: %s: no captured %s\n", id, err ? "stderr" : "stdout");
 		return 1;
 	}
 	r = drain(fd);
-	spool_close(&sp);
+	spool_close(sp);
 	return r < 0 ? 1 : 0;
 }

@@ -85,11 +85,10 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 				return usage_error(verb, "unknown option '%s'", argv[i]);
 	if (first >= argc)
 		return usage_error(verb, "no task ID given");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	int rc = 0;
 	for (int i = first; i < argc; i++) {
-		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
+		_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
 			fprintf(stderr, "kart %s: %s: no such task\n", verb, id);
@@ -97,15 +96,15 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 			continue;
 		}
 		int r;
-		if (control_via_drop(&sp)) {
+		if (control_via_drop(sp)) {
 			/* A shared spool: a worker does it, and the spool says
 			 * how it went. */
 			struct qinfo q;
-			r = control_request(&sp, verb, id, "", 0, ANSWER_MS);
-			if (r == 0 && (query_id(&sp, id, &q) < 0 || (q.state == Q_HELD) != hold))
+			r = control_request(sp, verb, id, "", 0, ANSWER_MS);
+			if (r == 0 && (query_id(sp, id, &q) < 0 || (q.state == Q_HELD) != hold))
 				r = -ENOENT;
 		} else {
-			r = hold ? control_hold(&sp, id) : control_release(&sp, id);
+			r = hold ? control_hold(sp, id) : control_release(sp, id);
 		}
 		if (r == 0) {
 			printf("%s: %s\n", id, hold ? "held" : "released");
@@ -115,14 +114,14 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 			/* Not where we looked: claimed, or already so, or gone. */
 			if (!hold) {
 				struct qinfo q;
-				if (query_id(&sp, id, &q) == 0 && q.state == Q_HELD)
-					r = control_release(&sp, id); /* in motion: once more */
+				if (query_id(sp, id, &q) == 0 && q.state == Q_HELD)
+					r = control_release(sp, id); /* in motion: once more */
 				if (r == 0) {
 					printf("%s: released\n", id);
 					continue;
 				}
 			}
-			if (say_state(&sp, verb, id) != 0 || !hold)
+			if (say_state(sp, verb, id) != 0 || !hold)
 				rc = 1;
 			continue;
 		}
@@ -138,7 +137,7 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 		else
 			fprintf(stderr, "kart %s: %s: %s\n", verb, id, strerror(-r));
 	}
-	spool_close(&sp);
+	spool_close(sp);
 	return rc;
 }
 
@@ -211,17 +210,16 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage_error("edit", "give exactly one task ID");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
-	_cleanup_free_ char *id = spool_own_id(&sp, argv[optind]);
+	struct spool *sp = &c->sp;
+	_cleanup_free_ char *id = spool_own_id(sp, argv[optind]);
 	struct qinfo q;
-	if (query_id(&sp, id, &q) < 0)
+	if (query_id(sp, id, &q) < 0)
 		q.state = Q_UNKNOWN;
 	if (q.state != Q_QUEUED && q.state != Q_SCHEDULED && q.state != Q_HELD) {
 		if (q.state == Q_UNKNOWN)
 			fprintf(stderr, "kart edit: %s: no such task\n", id);
 		else
-			(void)say_state(&sp, "edit", id);
+			(void)say_state(sp, "edit", id);
 		return 1;
 	}
 	char name[TASK_NAME_MAX + 24];
@@ -230,16 +228,16 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 		return 1;
 	struct policy pol;
 	char err[1024];
-	if (policy_load(&pol, sp.path, err, sizeof err) < 0) {
+	if (policy_load(&pol, sp->path, err, sizeof err) < 0) {
 		fprintf(stderr, "kart edit: %s\n", err);
 		return 1;
 	}
 	/* Read as a worker would: never blocking, never following a link. */
-	_cleanup_close_ int orig = openat(sp.new, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	_cleanup_close_ int orig = openat(sp->new, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	if (orig < 0 || fstat(orig, &st) < 0) {
 		if (errno == ENOENT)
-			return say_state(&sp, "edit", id);
+			return say_state(sp, "edit", id);
 		fprintf(stderr, "kart edit: %s: %s\n", id, strerror(errno));
 		return 1;
 	}
@@ -247,7 +245,7 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 		fprintf(stderr, "kart edit: %s: not a task file a worker would run\n", id);
 		return 1;
 	}
-	if (control_may(&sp, id, &st) < 0) {
+	if (control_may(sp, id, &st) < 0) {
 		fprintf(stderr, "kart edit: %s: not your task (only its submitter or root may edit it)\n", id);
 		return 1;
 	}
@@ -301,7 +299,7 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	}
 	/* The directives, checked as the worker will, before the swap. */
 	struct task_spec spec;
-	uid_t submitter = spool_reader(&sp, id, st.st_uid);
+	uid_t submitter = spool_reader(sp, id, st.st_uid);
 	if (task_parse(edited, elen < TASK_HEADER_MAX ? elen : TASK_HEADER_MAX, &spec, err, sizeof err) < 0 ||
 	    task_resolve_kind(&spec, &pol, id, err, sizeof err) < 0 ||
 	    task_check_policy(&spec, &pol, submitter, err, sizeof err) < 0) {
@@ -310,22 +308,22 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 			kept[0] ? " (your copy: " : "", kept, kept[0] ? ")" : "");
 		return 1;
 	}
-	if (control_via_drop(&sp)) {
+	if (control_via_drop(sp)) {
 		/* A worker swaps it in; done if new/ now holds this text. */
-		r = control_request(&sp, "edit", id, edited, elen, ANSWER_MS);
+		r = control_request(sp, "edit", id, edited, elen, ANSWER_MS);
 		_cleanup_free_ char *now = NULL;
 		size_t nlen = 0;
 		struct qinfo q2;
-		if (r == 0 && query_id(&sp, id, &q2) == 0 &&
+		if (r == 0 && query_id(sp, id, &q2) == 0 &&
 		    (q2.state == Q_QUEUED || q2.state == Q_SCHEDULED || q2.state == Q_HELD) &&
 		    (q2.state == Q_HELD ? spool_held_name(id, name, sizeof name)
 					: pathfmt(name, sizeof name, "%s", id)) == 0 &&
-		    read_file_at(sp.new, name, pol.task_max_bytes, &now, &nlen) == 0)
+		    read_file_at(sp->new, name, pol.task_max_bytes, &now, &nlen) == 0)
 			r = nlen == elen && memcmp(now, edited, elen) == 0 ? 0 : -ESTALE;
 		else if (r == 0)
 			r = -ENOENT;
 	} else {
-		r = control_replace(&sp, name, orig, edited, elen);
+		r = control_replace(sp, name, orig, edited, elen);
 	}
 	if (r == 0) {
 		if (kept[0])
@@ -335,7 +333,7 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	}
 	keep_copy(edited, elen, kept, sizeof kept);
 	if (r == -ENOENT) {
-		(void)say_state(&sp, "edit", id);
+		(void)say_state(sp, "edit", id);
 		fprintf(stderr, "kart edit: %s: no longer queued; nothing changed (your copy: %s)\n", id, kept);
 	} else if (r == -ESTALE) {
 		fprintf(stderr, "kart edit: %s: changed by someone else meanwhile; nothing changed "
@@ -491,28 +489,27 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 		return usage_error(verb, "--freeze goes with --all");
 	if (all != (optind == argc))
 		return usage_error(verb, all ? "--all takes no ID" : "no task ID given");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	if (all) {
-		int r = spool_pause(&sp, on);
+		int r = spool_pause(sp, on);
 		if (r < 0) {
-			fprintf(stderr, "kart %s: %s/new/%s: %s\n", verb, sp.path, WCTL_SPOOL_PAUSED, strerror(-r));
+			fprintf(stderr, "kart %s: %s/new/%s: %s\n", verb, sp->path, WCTL_SPOOL_PAUSED, strerror(-r));
 			return 1;
 		}
 		printf("spool %s\n", on ? "paused: workers claim nothing new" : "resumed");
-		struct all_arg a = {&sp, on, 0};
+		struct all_arg a = {sp, on, 0};
 		/* resume --all ends every task's pause, --freeze makes one. */
 		if (!on || freeze)
-			(void)query_all(&sp, pause_each, &a);
+			(void)query_all(sp, pause_each, &a);
 		return a.rc;
 	}
 	int rc = 0;
 	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
+		_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
 		struct qinfo q;
 		char claim[600];
 		struct stat st;
-		if (query_id(&sp, id, &q) < 0)
+		if (query_id(sp, id, &q) < 0)
 			q.state = Q_UNKNOWN;
 		if (q.state == Q_QUEUED || q.state == Q_SCHEDULED || q.state == Q_HELD) {
 			printf("%s: not running (%s)%s\n", id,
@@ -522,25 +519,25 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 			continue;
 		}
 		if (q.state != Q_RUNNING) {
-			if (say_state(&sp, verb, id) != 0)
+			if (say_state(sp, verb, id) != 0)
 				rc = 1;
 			continue;
 		}
 		if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
-		    fstatat(sp.cur, claim, &st, AT_SYMLINK_NOFOLLOW) == 0 && control_may(&sp, id, &st) < 0) {
+		    fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) == 0 && control_may(sp, id, &st) < 0) {
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
 				verb, id, verb);
 			rc = 1;
 			continue;
 		}
-		int r = pause_one(&sp, q.worker, id, on);
+		int r = pause_one(sp, q.worker, id, on);
 		if (r == 0) {
 			printf("%s: %s\n", id, on ? "paused" : "resumed");
 			continue;
 		}
 		rc = 1;
 		if (r == -ENOENT)
-			(void)say_state(&sp, verb, id);
+			(void)say_state(sp, verb, id);
 		else if (r == -EPERM)
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
 				verb, id, verb);
@@ -549,7 +546,7 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 				r == -ETIMEDOUT ? "its worker did not answer (no cgroup to freeze it by?)"
 						: strerror(-r));
 	}
-	spool_close(&sp);
+	spool_close(sp);
 	return rc;
 }
 

@@ -588,9 +588,8 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("gc", "unexpected argument '%s'", argv[optind]);
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
-	g.sp = &sp;
+	struct spool *sp = &c->sp;
+	g.sp = sp;
 	g.now_ms = now_realtime_ms();
 	gc_tmp(&g);
 	gc_ids(&g);
@@ -598,6 +597,6 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	gc_cur(&g);
 	gc_done(&g);
 	fflush(stdout);
-	spool_close(&sp);
+	spool_close(sp);
 	return g.errors ? 1 : 0;
 }

@@ -138,10 +138,9 @@ int cmd_retry(struct ctx *c, int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("retry", "no task ID given");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	for (int i = optind; i < argc; i++)
-		rc |= retry_one(&sp, argv[i]);
-	spool_close(&sp);
+		rc |= retry_one(sp, argv[i]);
+	spool_close(sp);
 	return rc;
 }

@@ -316,8 +316,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	}
 	if (o.json && o.ndjson)
 		return usage_error("status", "--json and --ndjson exclude each other");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	o.now_ms = now_realtime_ms();
 	if (o.json)
 		o.arr = json_array();
@@ -326,13 +325,13 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		for (size_t i = 0; i < ARRAY_SIZE(summary_states); i++)
 			json_object_set_new(o.counts, summary_states[i], json_integer(0));
 	}
-	o.sp = &sp;
+	o.sp = sp;
 	struct entries all = {0}, sel = {0};
 	bool globs = optind == argc;
 	for (int i = optind; i < argc; i++)
 		globs = globs || is_glob(argv[i]);
 	if (globs) {
-		int r = query_all(&sp, collect, &all);
+		int r = query_all(sp, collect, &all);
 		if (r < 0) {
 			fprintf(stderr, "kart status: %s\n", strerror(-r));
 			rc = 1;
@@ -353,8 +352,8 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 			continue;
 		}
 		struct qinfo q;
-		_cleanup_free_ char *id = spool_own_id(&sp, argv[i]);
-		int r = query_id(&sp, id, &q);
+		_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
+		int r = query_id(sp, id, &q);
 		if (r < 0 || q.state == Q_UNKNOWN) {
 			fprintf(stderr, "kart status: %s: %s\n", id,
 				r < 0 ? strerror(-r) : "no such task");
@@ -368,7 +367,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		qsort(sel.v, sel.n, sizeof *sel.v, sort_id ? by_id : by_time);
 	/* after=: a queued task whose upstreams lack a result waits. */
 	for (size_t k = 0; k < sel.n; k++)
-		query_waiting(&sp, sel.v[k].id, &sel.v[k].q);
+		query_waiting(sp, sel.v[k].id, &sel.v[k].q);
 	size_t kept = 0;
 	for (size_t k = 0; k < sel.n; k++) {
 		if (wanted(&o, &sel.v[k].q) && label_wanted(&o, sel.v[k].id, &sel.v[k].q))
@@ -391,10 +390,10 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		json_object_foreach(o.counts, k, v) total += json_integer_value(v);
 		json_object_set_new(o.counts, "total", json_integer(total));
 		char why[700];
-		if (wctl_spool_paused(sp.new))
+		if (wctl_spool_paused(sp->new))
 			json_object_set_new(o.counts, "claiming",
 					    json_string("stopped: the spool is paused (kart resume --all)"));
-		else if (claiming_stopped(&sp, why, sizeof why))
+		else if (claiming_stopped(sp, why, sizeof why))
 			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
 		if (o.json || o.ndjson) {
 			char *s = json_dumps(o.counts, JSON_PRESERVE_ORDER |
@@ -411,7 +410,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		}
 		json_decref(o.counts);
 		json_decref(o.arr);
-		spool_close(&sp);
+		spool_close(sp);
 		return rc;
 	}
 	if (o.json) {
@@ -420,6 +419,6 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		free(s);
 		json_decref(o.arr);
 	}
-	spool_close(&sp);
+	spool_close(sp);
 	return rc;
 }

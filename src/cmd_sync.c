@@ -54,18 +54,17 @@ int cmd_sync(struct ctx *c, int argc, char **argv)
 		open_db = o.reopen = sync_pg_open;
 	else
 		return usage_error("sync", "'%s': not a database kind (sqlite, postgres)", kind);
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	char err[512];
 	struct sync_db *db = open_db(o.target, err, sizeof err);
 	if (!db) {
 		fprintf(stderr, "kart sync: %s\n", err);
-		spool_close(&sp);
+		spool_close(sp);
 		return 1;
 	}
-	int r = sync_run(&sp, &db, &o);
+	int r = sync_run(sp, &db, &o);
 	if (db)
 		db->ops->close(db);
-	spool_close(&sp);
+	spool_close(sp);
 	return r < 0 ? 1 : 0;
 }

@@ -64,17 +64,16 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	int n = argc - optind;
 	if (n <= 0)
 		return usage_error("wait", "no task ID given");
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	/* A plain NAME on a shared spool is the caller's own USER:NAME. */
 	char **ids = xcalloc((size_t)n, sizeof *ids);
 	for (int i = 0; i < n; i++)
-		ids[i] = spool_own_id(&sp, argv[optind + i]);
+		ids[i] = spool_own_id(sp, argv[optind + i]);
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];
-	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
 	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0) {
-		fprintf(stderr, "kart wait: inotify on %s/done: %s\n", sp.path, strerror(errno));
+		fprintf(stderr, "kart wait: inotify on %s/done: %s\n", sp->path, strerror(errno));
 		return 125;
 	}
 	_cleanup_free_ struct qinfo *q = xcalloc((size_t)n, sizeof *q);
@@ -90,7 +89,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 		for (int i = 0; full && i < n; i++) {
 			if (fin[i])
 				continue;
-			int r = query_id(&sp, ids[i], &q[i]);
+			int r = query_id(sp, ids[i], &q[i]);
 			if (r < 0) {
 				fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", ids[i], strerror(-r));
 				return 125;
@@ -105,7 +104,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 			}
 		}
 		if (full && left && !warned) {
-			warn_no_worker(&sp, "wait");
+			warn_no_worker(sp, "wait");
 			warned = true;
 		}
 		full = false;
@@ -147,14 +146,14 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 				ev->name[l - 5] = '\0';
 				for (int i = 0; i < n; i++)
 					if (!fin[i] && strcmp(ids[i], ev->name) == 0 &&
-					    query_done(&sp, ids[i], &q[i]) == 0) {
+					    query_done(sp, ids[i], &q[i]) == 0) {
 						fin[i] = true;
 						left--;
 					}
 			}
 		}
 	}
-	spool_close(&sp);
+	spool_close(sp);
 	report_not_ok(ids, q, n);
 	if (n == 1)
 		return query_exit_status(&q[0]);

@@ -321,8 +321,7 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage_error("watch", "unexpected argument '%s'", argv[optind]);
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 
 	/* Signals through a signalfd: the loop ends cleanly, no handler. */
 	_cleanup_close_ int sfd = stop_signalfd();
@@ -330,9 +329,9 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];
 	int done_wd = -1;
-	if (sfd < 0 || ino < 0 || pathfmt(p, sizeof p, "%s/done", sp.path) < 0 ||
+	if (sfd < 0 || ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
 	    (done_wd = inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR | IN_DONT_FOLLOW)) < 0) {
-		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp.path, strerror(errno));
+		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp->path, strerror(errno));
 		return 1;
 	}
 	struct seen st = {0};
@@ -340,13 +339,13 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	/* Workers' directories first: a task claimed while done/ is listed
 	 * is then told, rather than missed. */
 	if (events_mode &&
-	    (pathfmt(p, sizeof p, "%s/cur", sp.path) < 0 ||
+	    (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
 	     (ws.cur_wd = inotify_add_watch(ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0 ||
-	     watch_workers(&sp, &ws, ino, json, false) < 0)) {
-		fprintf(stderr, "kart watch: inotify on %s/cur: %s\n", sp.path, strerror(errno));
+	     watch_workers(sp, &ws, ino, json, false) < 0)) {
+		fprintf(stderr, "kart watch: inotify on %s/cur: %s\n", sp->path, strerror(errno));
 		return 1;
 	}
-	int r = scan(&sp, &st, all, json);
+	int r = scan(sp, &st, all, json);
 	while (r == 0) {
 		struct pollfd pfd[2] = {{.fd = ino, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
 		if (poll(pfd, 2, -1) < 0) {
@@ -371,7 +370,7 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 					continue;
 				}
 				if (events_mode && ev->wd != done_wd) {
-					r = on_event(&sp, &ws, ino, ev, json);
+					r = on_event(sp, &ws, ino, ev, json);
 					continue;
 				}
 				size_t l = ev->len ? strlen(ev->name) : 0;
@@ -380,15 +379,15 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 				ev->name[l - 5] = '\0';
 				struct qinfo q;
 				/* An event for a JSON already gone (gc) prints nothing. */
-				if (query_done(&sp, ev->name, &q) == 0 && seen_add(&st, ev->name) &&
-				    !print_result(&sp, ev->name, json))
+				if (query_done(sp, ev->name, &q) == 0 && seen_add(&st, ev->name) &&
+				    !print_result(sp, ev->name, json))
 					r = -EPIPE;
 			}
 		}
 		if (r == 0 && overflow && events_mode)
-			r = watch_workers(&sp, &ws, ino, json, true);
+			r = watch_workers(sp, &ws, ino, json, true);
 		if (r == 0 && overflow)
-			r = scan(&sp, &st, true, json);
+			r = scan(sp, &st, true, json);
 	}
 	for (size_t i = 0; i < ws.n; i++)
 		free(ws.v[i].worker);
@@ -400,8 +399,8 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 		free(st.slot[i]);
 	free(st.slot);
 	if (r < 0 && r != -EPIPE)
-		fprintf(stderr, "kart watch: %s/done: %s\n", sp.path, strerror(-r));
-	spool_close(&sp);
+		fprintf(stderr, "kart watch: %s/done: %s\n", sp->path, strerror(-r));
+	spool_close(sp);
 	/* -EPIPE: the reader went away (kart watch | head): done. */
 	return r < 0 && r != -EPIPE ? 1 : 0;
 }

@@ -172,23 +172,22 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	log_setup(logf, wo.id);
 	struct policy pol;
 	char err[512];
-	_cleanup_spool_ struct spool sp;
-	ctx_open_spool(c, &sp);
+	struct spool *sp = &c->sp;
 	/* A policy that cannot be read stops the worker: never run on
 	 * silently with defaults. */
-	if (policy_load(&pol, sp.path, err, sizeof err) < 0) {
+	if (policy_load(&pol, sp->path, err, sizeof err) < 0) {
 		fprintf(stderr, "kart worker: policy: %s\n", err);
 		return 1;
 	}
 	/* Tasks see the spool through absolute paths. */
-	char *abs = realpath(sp.path, NULL);
+	char *abs = realpath(sp->path, NULL);
 	if (!abs)
-		die("%s: %s", sp.path, strerror(errno));
-	free(sp.path);
-	sp.path = abs;
+		die("%s: %s", sp->path, strerror(errno));
+	free(sp->path);
+	sp->path = abs;
 	/* The backend's program, resolved from the worker's PATH (tasks get
 	 * their own); the hosted-posture gate; a container backend's image. */
-	if (policy_prepare(&pol, sp.path, err, sizeof err) < 0) {
+	if (policy_prepare(&pol, sp->path, err, sizeof err) < 0) {
 		fprintf(stderr, "kart worker: %s\n", err);
 		return 1;
 	}
@@ -200,9 +199,9 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 		pol.slots[LANE_BATCH] = 0, wo.slots[LANE_BATCH] = 0;
 	if (daemon) {
 		char lp[4096];
-		if (!logfile && pathfmt(lp, sizeof lp, "%s/worker.log", sp.path) < 0)
-			die("%s/worker.log: path too long", sp.path);
-		int d = daemonize(&sp, logfile ? logfile : lp);
+		if (!logfile && pathfmt(lp, sizeof lp, "%s/worker.log", sp->path) < 0)
+			die("%s/worker.log: path too long", sp->path);
+		int d = daemonize(sp, logfile ? logfile : lp);
 		if (d >= 0)
 			return d; /* the parent */
 		if (wo.id == defid) {
@@ -212,7 +211,7 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 			log_setup(logf, wo.id);
 		}
 	}
-	int r = worker_main(&sp, &pol, &wo);
-	spool_close(&sp);
+	int r = worker_main(sp, &pol, &wo);
+	spool_close(sp);
 	return r;
 }

@@ -198,14 +198,14 @@ use:;
  * each by path. (The task file is opened by path: the run lock is a
  * file of its own now, .NAME.lock.) */
 void task_paths_held(const struct task *t, struct confine *c, const char *task,
-		     const char *const dirs[3])
+		     const char *const dirs[SCR_NDIRS])
 {
 	(void)task;
 	for (size_t i = 0; i < c->npaths; i++) {
 		struct ll_path *p = &c->paths[i];
 		if (p->held)
 			continue;
-		for (int k = 0; k < 3; k++)
+		for (int k = 0; k < SCR_NDIRS; k++)
 			if (t->scr_fd[k] >= 0 && strcmp(p->path, dirs[k]) == 0) {
 				*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
 						      .dir = true, .fd = t->scr_fd[k]};

@@ -12,6 +12,49 @@
 #include "result.h"
 #include "util.h"
 
+static const char *log_prog = "kart";
+
+void log_set_prog(const char *prog) { log_prog = prog; }
+
+void (*log_sink)(const char *level, const char *msg);
+
+void logmsg(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	if (log_sink) {
+		(void)vsnprintf(buf, sizeof buf, fmt, ap);
+		va_end(ap);
+		log_sink("info", buf);
+		return;
+	}
+	int n = snprintf(buf, sizeof buf, "%s: ", log_prog);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n < sizeof buf)
+		(void)vsnprintf(buf + n, sizeof buf - n, fmt, ap);
+	va_end(ap);
+	size_t l = strlen(buf);
+	if (l + 1 < sizeof buf)
+		buf[l++] = '\n';
+	(void)write_all(STDERR_FILENO, buf, l);
+}
+
+void die(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	(void)vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	if (log_sink)
+		log_sink("error", buf);
+	else
+		logmsg("%s", buf);
+	exit(1);
+}
+
 static enum log_format log_fmt = LOG_TEXT;
 static const char *log_worker;
 

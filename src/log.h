@@ -6,6 +6,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Logging for long-running commands: "kart[worker]: ..." on stderr. */
+void log_set_prog(const char *prog);
+void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* When set (logfmt or JSON), logmsg() and die() hand it the bare
+ * message instead of writing "prog: message". */
+extern void (*log_sink)(const char *level, const char *msg);
+_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 enum log_format { LOG_TEXT, LOG_LOGFMT, LOG_JSON };
 
 /* "text", "logfmt" or "json"; -EINVAL otherwise. */

@@ -68,20 +68,39 @@ static int cmd_in_sync(struct ctx *c, int argc, char **argv)
 }
 #define cmd_sync cmd_in_sync
 #define cmd_feed cmd_in_sync
+/* kart-sync opens the spool itself, in its own process. */
+#define SYNC_SPOOL 0
+#else
+#define SYNC_SPOOL VERB_SPOOL
 #endif
 
+/* VERB_SPOOL: main opens the spool before the verb runs (unless help is
+ * asked for), so no verb repeats the opening and its errors. submit opens
+ * it only without --to, and feed keeps it in its own state. */
 static const struct verb {
 	const char *name;
 	int (*fn)(struct ctx *, int, char **);
+	unsigned flags;
 } verbs[] = {
-	{"init", cmd_init},     {"submit", cmd_submit}, {"worker", cmd_worker},
-	{"status", cmd_status}, {"wait", cmd_wait},     {"cat", cmd_cat},
-	{"cancel", cmd_cancel}, {"doctor", cmd_doctor},
-	{"hold", cmd_hold},     {"release", cmd_release}, {"edit", cmd_edit},
-	{"pause", cmd_pause},   {"resume", cmd_resume},
-	{"setup-cgroup", cmd_setup_cgroup},
-	{"retry", cmd_retry},   {"watch", cmd_watch},   {"gc", cmd_gc},
-	{"sync", cmd_sync},     {"feed", cmd_feed},
+	{"init", cmd_init, 0},
+	{"submit", cmd_submit, 0},
+	{"worker", cmd_worker, VERB_SPOOL},
+	{"status", cmd_status, VERB_SPOOL},
+	{"wait", cmd_wait, VERB_SPOOL},
+	{"cat", cmd_cat, VERB_SPOOL},
+	{"cancel", cmd_cancel, VERB_SPOOL},
+	{"doctor", cmd_doctor, 0},
+	{"hold", cmd_hold, VERB_SPOOL},
+	{"release", cmd_release, VERB_SPOOL},
+	{"edit", cmd_edit, VERB_SPOOL},
+	{"pause", cmd_pause, VERB_SPOOL},
+	{"resume", cmd_resume, VERB_SPOOL},
+	{"setup-cgroup", cmd_setup_cgroup, 0},
+	{"retry", cmd_retry, VERB_SPOOL},
+	{"watch", cmd_watch, VERB_SPOOL},
+	{"gc", cmd_gc, VERB_SPOOL},
+	{"sync", cmd_sync, SYNC_SPOOL},
+	{"feed", cmd_feed, 0},
 };
 
 int usage_error(const char *verb, const char *fmt, ...)
@@ -98,17 +117,23 @@ int usage_error(const char *verb, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-bool wants_help(int argc, char **argv, const char *help)
+bool asks_help(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0)
 			break;
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(help, stdout);
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 			return true;
-		}
 	}
 	return false;
+}
+
+bool wants_help(int argc, char **argv, const char *help)
+{
+	if (!asks_help(argc, argv))
+		return false;
+	fputs(help, stdout);
+	return true;
 }
 
 void ctx_open_spool(struct ctx *c, struct spool *sp)
@@ -179,7 +204,12 @@ int main(int argc, char **argv)
 			int sub_argc = argc - optind;
 			char **sub_argv = argv + optind;
 			optind = 1;
-			return verbs[i].fn(&c, sub_argc, sub_argv);
+			c.sp = (struct spool){.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1, .drop = -1, .dropd = -1, .ids = -1};
+			if ((verbs[i].flags & VERB_SPOOL) && !asks_help(sub_argc, sub_argv))
+				ctx_open_spool(&c, &c.sp);
+			int rc = verbs[i].fn(&c, sub_argc, sub_argv);
+			spool_close(&c.sp);
+			return rc;
 		}
 	}
 	return usage_error(NULL, "unknown command '%s'", verb);

@@ -122,30 +122,28 @@ static int write_at(const char *path, const char *s)
 	return write_all(fd, s, strlen(s)) < 0 ? -errno : 0;
 }
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), r)
-
 int outdir_ns_start(struct outdir_ns *o, char *err, size_t errlen)
 {
 	int sv[2], up[2], go[2];
 	int r;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return r = -errno, ERR("socketpair: %s", strerror(-r));
+		return r = -errno, ERR(r, "socketpair: %s", strerror(-r));
 	if (pipe2(up, O_CLOEXEC) < 0) {
 		r = -errno;
 		close(sv[0]), close(sv[1]);
-		return ERR("pipe: %s", strerror(-r));
+		return ERR(r, "pipe: %s", strerror(-r));
 	}
 	if (pipe2(go, O_CLOEXEC) < 0) {
 		r = -errno;
 		close(sv[0]), close(sv[1]), close(up[0]), close(up[1]);
-		return ERR("pipe: %s", strerror(-r));
+		return ERR(r, "pipe: %s", strerror(-r));
 	}
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		r = -errno;
 		close(sv[0]), close(sv[1]), close(up[0]), close(up[1]), close(go[0]), close(go[1]);
-		return ERR("fork: %s", strerror(-r));
+		return ERR(r, "fork: %s", strerror(-r));
 	}
 	if (pid == 0) {
 		char c = 'x';

@@ -41,7 +41,6 @@ const char *cgroup_use_name(enum cgroup_use c)
 	return c == CGROUP_REQUIRE ? "require" : c == CGROUP_OFF ? "off" : "auto";
 }
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 void find_libexec(const char *name, char *out, size_t len)
 {
@@ -75,9 +74,9 @@ static int set_net_uids(struct policy *pol, const char *v, char *err, size_t err
 			continue;
 		}
 		if (parse_int(t, 0, UINT32_MAX - 1, &u) < 0)
-			return ERR("%s: '%s' is not a uid", where, t);
+			return ERR(-1, "%s: '%s' is not a uid", where, t);
 		if (pol->n_net_uids >= (int)ARRAY_SIZE(pol->net_uids))
-			return ERR("%s: more than %zu uids", where, ARRAY_SIZE(pol->net_uids));
+			return ERR(-1, "%s: more than %zu uids", where, ARRAY_SIZE(pol->net_uids));
 		pol->net_uids[pol->n_net_uids++] = (uid_t)u;
 	}
 	return 0;
@@ -139,26 +138,26 @@ static int set_plist(struct plist *l, const char *v, enum plist_kind kind, char 
 	memset(l, 0, sizeof *l);
 	for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
 		if (kind == PL_PATHS && !bind_path_ok(t))
-			return ERR("%s: %s: '%s' is not an absolute path (without . or .., not /)", where,
+			return ERR(-1, "%s: %s: '%s' is not an absolute path (without . or .., not /)", where,
 				   key, t);
 		if (kind == PL_ENV && !env_name_ok(t))
-			return ERR("%s: %s: '%s' is not a variable name", where, key, t);
+			return ERR(-1, "%s: %s: '%s' is not a variable name", where, key, t);
 		if (kind == PL_ENV_PAT) {
 			/* A name, or a prefix and '*'. */
 			size_t tl = strlen(t);
 			char nm[256];
 			snprintf(nm, sizeof nm, "%.*s", (int)(tl && t[tl - 1] == '*' ? tl - 1 : tl), t);
 			if (tl >= sizeof nm || (nm[0] && !env_name_ok(nm)) || (!nm[0] && tl != 1))
-				return ERR("%s: %s: '%s' is not a variable name (or PREFIX*)", where, key, t);
+				return ERR(-1, "%s: %s: '%s' is not a variable name (or PREFIX*)", where, key, t);
 		}
 		if (kind == PL_ENV && env_name_reserved(t))
-			return ERR("%s: %s: '%s' is set by the sandbox itself", where, key, t);
+			return ERR(-1, "%s: %s: '%s' is set by the sandbox itself", where, key, t);
 		const char *why = kind == PL_ARGS ? container_arg_denied(t) : NULL;
 		if (why)
-			return ERR("%s: %s: '%s' refused: %s", where, key, t, why);
+			return ERR(-1, "%s: %s: '%s' refused: %s", where, key, t, why);
 		size_t len = strlen(t) + 1;
 		if (used + len + 1 > sizeof l->buf)
-			return ERR("%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
+			return ERR(-1, "%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
 		memcpy(l->buf + used, t, len);
 		used += len;
 		l->n++;
@@ -229,12 +228,12 @@ static int kind_open(struct policy *pol, const char *name, char *err, size_t err
 		     const char *where)
 {
 	if (!kind_name_ok(name))
-		return ERR("%s: [kind.%s]: a kind's name is 1 to %d of a-z 0-9 _ -", where, name,
+		return ERR(-1, "%s: [kind.%s]: a kind's name is 1 to %d of a-z 0-9 _ -", where, name,
 			   KIND_NAME_MAX - 1);
 	if (policy_kind(pol, name))
 		return 0; /* a second [kind.NAME] adds to the first */
 	if (pol->n_kinds >= KIND_MAX)
-		return ERR("%s: more than %d [kind.*] sections", where, KIND_MAX);
+		return ERR(-1, "%s: more than %d [kind.*] sections", where, KIND_MAX);
 	struct kind *k = &pol->kinds[pol->n_kinds++];
 	memset(k, 0, sizeof *k);
 	memcpy(k->name, name, strlen(name) + 1); /* checked: it fits */
@@ -246,10 +245,10 @@ static int conf_kind(struct policy *pol, const char *name, const char *key, cons
 {
 	struct kind *k = (struct kind *)policy_kind(pol, name);
 	if (!k)
-		return ERR("%s: [kind.%s] is not open", where, name);
+		return ERR(-1, "%s: [kind.%s] is not open", where, name);
 	if (strcmp(key, "runner") == 0) {
 		if (!bind_path_ok(val) || strlen(val) >= sizeof k->runner || strpbrk(val, " \t"))
-			return ERR("%s: runner = %s: not an absolute path to a program (under %zu "
+			return ERR(-1, "%s: runner = %s: not an absolute path to a program (under %zu "
 				   "bytes, without spaces, . or ..)", where, val, sizeof k->runner);
 		snprintf(k->runner, sizeof k->runner, "%s", val);
 	} else if (strcmp(key, "extensions") == 0 || strcmp(key, "credentials") == 0) {
@@ -260,7 +259,7 @@ static int conf_kind(struct policy *pol, const char *name, const char *key, cons
 		*n = 0;
 		for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
 			if (*n >= (ext ? KIND_EXT_MAX : KIND_CRED_MAX))
-				return ERR("%s: %s: more than %d", where, key,
+				return ERR(-1, "%s: %s: more than %d", where, key,
 					   ext ? KIND_EXT_MAX : KIND_CRED_MAX);
 			if (ext) {
 				bool ok = t[0] == '.' && t[1] && strlen(t) < sizeof k->ext[0];
@@ -268,33 +267,33 @@ static int conf_kind(struct policy *pol, const char *name, const char *key, cons
 					ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
 					     (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.';
 				if (!ok)
-					return ERR("%s: extensions: '%s' is not an extension (.py: a dot, "
+					return ERR(-1, "%s: extensions: '%s' is not an extension (.py: a dot, "
 						   "then up to %zu of A-Z a-z 0-9 _ - .)", where, t,
 						   sizeof k->ext[0] - 2);
 				snprintf(k->ext[(*n)++], sizeof k->ext[0], "%s", t);
 			} else {
 				if (!env_name_ok(t) || strlen(t) >= sizeof k->cred[0])
-					return ERR("%s: credentials: '%s' is not a variable name", where, t);
+					return ERR(-1, "%s: credentials: '%s' is not a variable name", where, t);
 				if (env_name_kind_reserved(t))
-					return ERR("%s: credentials: '%s' is set by the sandbox itself",
+					return ERR(-1, "%s: credentials: '%s' is set by the sandbox itself",
 						   where, t);
 				snprintf(k->cred[(*n)++], sizeof k->cred[0], "%s", t);
 			}
 		}
 	} else if (strcmp(key, "net") == 0) {
 		if (parse_bool(val, &k->net) < 0)
-			return ERR("%s: net = %s: not yes or no", where, val);
+			return ERR(-1, "%s: net = %s: not yes or no", where, val);
 	} else if (strcmp(key, "endpoint") == 0 || strcmp(key, "model") == 0) {
 		bool ep = key[0] == 'e';
 		size_t cap = ep ? sizeof k->endpoint : sizeof k->model;
 		if (strlen(val) >= cap || strpbrk(val, " \t"))
-			return ERR("%s: %s = %s: longer than %zu bytes, or with a space", where, key, val,
+			return ERR(-1, "%s: %s = %s: longer than %zu bytes, or with a space", where, key, val,
 				   cap - 1);
 		if (ep && strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
-			return ERR("%s: endpoint = %s: not an http:// or https:// URL", where, val);
+			return ERR(-1, "%s: endpoint = %s: not an http:// or https:// URL", where, val);
 		snprintf(ep ? k->endpoint : k->model, cap, "%s", val);
 	} else {
-		return ERR("%s: unknown key '%s' in section [kind.%s] (known: runner, extensions, net, "
+		return ERR(-1, "%s: unknown key '%s' in section [kind.%s] (known: runner, extensions, net, "
 			   "credentials, endpoint, model)", where, key, name);
 	}
 	return 0;
@@ -312,22 +311,22 @@ static int kinds_check(struct policy *pol, const char *fname, char *err, size_t 
 		if (!k->runner[0] && strcmp(k->name, "llm") == 0)
 			find_libexec("kart-llm", k->runner, sizeof k->runner);
 		if (!k->runner[0])
-			return ERR("%s: [kind.%s] has no runner", fname, k->name);
+			return ERR(-1, "%s: [kind.%s] has no runner", fname, k->name);
 		for (int j = 0; j < k->n_ext; j++)
 			for (int m = i + 1; m < pol->n_kinds; m++)
 				for (int e = 0; e < pol->kinds[m].n_ext; e++)
 					if (strcmp(pol->kinds[m].ext[e], k->ext[j]) == 0)
-						return ERR("%s: extension %s is in both [kind.%s] and "
+						return ERR(-1, "%s: extension %s is in both [kind.%s] and "
 							   "[kind.%s]", fname, k->ext[j], k->name,
 							   pol->kinds[m].name);
 		for (int j = 0; j < k->n_cred; j++)
 			if (plist_has(&pol->env_pass, k->cred[j]) || plist_has(&pol->cred_env, k->cred[j]))
-				return ERR("%s: %s is a credential of [kind.%s] and also in %s", fname,
+				return ERR(-1, "%s: %s is a credential of [kind.%s] and also in %s", fname,
 					   k->cred[j], k->name,
 					   plist_has(&pol->env_pass, k->cred[j]) ? "[sandbox] env_pass"
 										 : "[network] cred_env");
 		if (k->n_cred && !k->endpoint[0])
-			return ERR("%s: [kind.%s] has credentials but no endpoint: they are added to the "
+			return ERR(-1, "%s: [kind.%s] has credentials but no endpoint: they are added to the "
 				   "requests the worker forwards there, never handed to a task", fname,
 				   k->name);
 	}
@@ -372,15 +371,15 @@ static int conf_limit(struct policy *pol, const char *sec, const char *key, cons
 	uint32_t m;
 	if (strcmp(key, "memory_default") == 0 || strcmp(key, "memory_max") == 0) {
 		if (parse_size(val, &sz) < 0 || sz == 0)
-			return ERR("%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
 		*(dflt ? &ll->memory_default : &ll->memory_max) = sz;
 	} else if (strcmp(key, "pids_default") == 0 || strcmp(key, "pids_max") == 0) {
 		if (parse_int(val, 1, INT32_MAX, &n) < 0)
-			return ERR("%s: %s = %s: not a number from 1", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a number from 1", where, key, val);
 		*(dflt ? &ll->pids_default : &ll->pids_max) = n;
 	} else if (strcmp(key, "cpu_default") == 0 || strcmp(key, "cpu_max") == 0) {
 		if (parse_cpu_milli(val, &m) < 0 || m == 0)
-			return ERR("%s: %s = %s: not a number of cores (0.5, 2)", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a number of cores (0.5, 2)", where, key, val);
 		*(dflt ? &ll->cpu_default_milli : &ll->cpu_max_milli) = m;
 	} else {
 		return 0;
@@ -425,11 +424,11 @@ static int set_net_gids(struct policy *pol, const char *v, char *err, size_t err
 			struct group gr, *gp = NULL;
 			char buf[4096];
 			if (getgrnam_r(t, &gr, buf, sizeof buf, &gp) != 0 || !gp)
-				return ERR("%s: '%s' is not a group", where, t);
+				return ERR(-1, "%s: '%s' is not a group", where, t);
 			gid = gp->gr_gid;
 		}
 		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
-			return ERR("%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
+			return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
 		pol->net_gids[pol->n_net_gids++] = gid;
 	}
 	return 0;
@@ -454,9 +453,9 @@ static int set_prio_allow(struct policy *pol, const char *v, char *err, size_t e
 			else if (getgrnam_r(t + 1, &gr, buf, sizeof buf, &gp) == 0 && gp)
 				gid = gp->gr_gid;
 			else
-				return ERR("%s: '%s' is not a group", where, t + 1);
+				return ERR(-1, "%s: '%s' is not a group", where, t + 1);
 			if (pol->n_prio_gids >= (int)ARRAY_SIZE(pol->prio_gids))
-				return ERR("%s: more than %zu groups", where, ARRAY_SIZE(pol->prio_gids));
+				return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->prio_gids));
 			pol->prio_gids[pol->n_prio_gids++] = gid;
 			continue;
 		}
@@ -467,9 +466,9 @@ static int set_prio_allow(struct policy *pol, const char *v, char *err, size_t e
 		else if (getpwnam_r(t, &pw, buf, sizeof buf, &pp) == 0 && pp)
 			uid = pp->pw_uid;
 		else
-			return ERR("%s: '%s' is not a user", where, t);
+			return ERR(-1, "%s: '%s' is not a user", where, t);
 		if (pol->n_prio_uids >= (int)ARRAY_SIZE(pol->prio_uids))
-			return ERR("%s: more than %zu users", where, ARRAY_SIZE(pol->prio_uids));
+			return ERR(-1, "%s: more than %zu users", where, ARRAY_SIZE(pol->prio_uids));
 		pol->prio_uids[pol->n_prio_uids++] = uid;
 	}
 	return 0;
@@ -614,63 +613,63 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		if (strcmp(val, "none") == 0) {
 			defaults_none(pol);
 		} else if (strcmp(val, "shared") != 0) {
-			return ERR("%s: defaults = %s: not shared or none", where, val);
+			return ERR(-1, "%s: defaults = %s: not shared or none", where, val);
 		}
 	} else if (strcmp(k, "limits.leaf_memory") == 0) {
 		if (parse_bool(val, &pol->leaf_memory) < 0)
-			return ERR("%s: leaf_memory = %s: not yes or no", where, val);
+			return ERR(-1, "%s: leaf_memory = %s: not yes or no", where, val);
 	} else if (strcmp(k, "limits.priority_allow") == 0) {
 		return set_prio_allow(pol, val, err, errlen, where);
 	} else if (strcmp(k, "limits.slots_per_user") == 0) {
 		if (parse_int(val, 0, 4096, &n) < 0)
-			return ERR("%s: slots_per_user = %s: not a number from 0 to 4096", where, val);
+			return ERR(-1, "%s: slots_per_user = %s: not a number from 0 to 4096", where, val);
 		pol->slots_per_user = (int)n;
 	} else if (strcmp(k, "limits.cgroup") == 0) {
 		if (cgroup_use_parse(val, &pol->cgroup) < 0)
-			return ERR("%s: cgroup = %s: not require, auto or off", where, val);
+			return ERR(-1, "%s: cgroup = %s: not require, auto or off", where, val);
 	} else if (strcmp(k, "limits.cgroup_parent") == 0) {
 		if (val[0] != '/' || strlen(val) >= sizeof pol->cgroup_parent)
-			return ERR("%s: cgroup_parent = %s: not a cgroup path (/kart.slice)", where, val);
+			return ERR(-1, "%s: cgroup_parent = %s: not a cgroup path (/kart.slice)", where, val);
 		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", val);
 	} else if (strcmp(k, "limits.rlimit_as") == 0) {
 		if (parse_bool(val, &pol->rlimit_as) < 0)
-			return ERR("%s: rlimit_as = %s: not yes or no", where, val);
+			return ERR(-1, "%s: rlimit_as = %s: not yes or no", where, val);
 	} else if (strcmp(k, "worker.backend") == 0) {
 		int b = backend_parse(val);
 		if (b < 0)
-			return ERR("%s: backend = %s: not a backend (bwrap, container or none)", where,
+			return ERR(-1, "%s: backend = %s: not a backend (bwrap, container or none)", where,
 				   val);
 		pol->backend = (enum backend)b;
 	} else if (strcmp(k, "worker.slots") == 0 || strcmp(k, "worker.batch_slots") == 0) {
 		if (parse_int(val, 0, 4096, &n) < 0)
-			return ERR("%s: %s = %s: not a number from 0 to 4096", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a number from 0 to 4096", where, key, val);
 		pol->slots[key[0] == 'b' ? 1 : 0] = (int)n;
 	} else if (strcmp(k, "worker.term_grace") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d > 3600)
-			return ERR("%s: term_grace = %s: not a duration up to 1h", where, val);
+			return ERR(-1, "%s: term_grace = %s: not a duration up to 1h", where, val);
 		pol->term_grace_s = (int)d;
 	} else if (strcmp(k, "worker.min_free") == 0) {
 		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
-			return ERR("%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
+			return ERR(-1, "%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
 				   where, val);
 	} else if (strcmp(k, "worker.results") == 0) {
 		if (strcmp(val, "owner") && strcmp(val, "group"))
-			return ERR("%s: results = %s: not owner or group", where, val);
+			return ERR(-1, "%s: results = %s: not owner or group", where, val);
 		pol->results_group = val[0] == 'g';
 	} else if (strcmp(k, "worker.retries") == 0) {
 		if (parse_int(val, 0, 100, &n) < 0)
-			return ERR("%s: retries = %s: not a number from 0 to 100", where, val);
+			return ERR(-1, "%s: retries = %s: not a number from 0 to 100", where, val);
 		pol->retries_default = (int)n;
 	} else if (strcmp(k, "limits.kill_grace") == 0 || strcmp(k, "limits.kill_grace_max") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d > 3600)
-			return ERR("%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, key, val);
 		if (key[10] == '\0')
 			pol->kill_grace_s = d;
 		else
 			pol->kill_grace_max_s = d;
 	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
 		if (parse_duration_s(val, &d) < 0 || d == 0)
-			return ERR("%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
 		if (key[8] == 'd') {
 			pol->timeout_default_s = d;
 			pol->builtin_timeout = false;
@@ -679,7 +678,7 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	} else if (strcmp(k, "limits.output_default") == 0 || strcmp(k, "limits.output_max") == 0 ||
 		   strcmp(k, "limits.task_max") == 0 || strcmp(k, "limits.artifacts_max") == 0) {
 		if (parse_size(val, &sz) < 0 || sz == 0)
-			return ERR("%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
+			return ERR(-1, "%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
 		if (strcmp(key, "output_default") == 0)
 			pol->output_default = sz;
 		else if (strcmp(key, "output_max") == 0)
@@ -690,11 +689,11 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 			pol->task_max_bytes = sz;
 	} else if (strcmp(k, "limits.artifacts_files") == 0) {
 		if (parse_int(val, 1, 100000000, &n) < 0)
-			return ERR("%s: artifacts_files = %s: not a number from 1 to 100000000", where, val);
+			return ERR(-1, "%s: artifacts_files = %s: not a number from 1 to 100000000", where, val);
 		pol->artifacts_files = (uint64_t)n;
 	} else if (strcmp(k, "limits.artifacts_depth") == 0) {
 		if (parse_int(val, 1, OUTDIR_DEPTH_MAX, &n) < 0)
-			return ERR("%s: artifacts_depth = %s: not a number from 1 to %d", where, val,
+			return ERR(-1, "%s: artifacts_depth = %s: not a number from 1 to %d", where, val,
 				   OUTDIR_DEPTH_MAX);
 		pol->artifacts_depth = (int)n;
 	} else if (strcmp(k, "network.allow_uids") == 0) {
@@ -708,14 +707,14 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 	} else if (strcmp(k, "sandbox.landlock") == 0) {
 		int m = ll_mode_parse(val);
 		if (m < 0)
-			return ERR("%s: landlock = %s: not a mode (auto, enforce or off)", where, val);
+			return ERR(-1, "%s: landlock = %s: not a mode (auto, enforce or off)", where, val);
 		pol->landlock = (enum ll_mode)m;
 	} else if (strcmp(k, "sandbox.allow_root") == 0) {
 		if (parse_bool(val, &pol->allow_root) < 0)
-			return ERR("%s: allow_root = %s: not yes or no", where, val);
+			return ERR(-1, "%s: allow_root = %s: not yes or no", where, val);
 	} else if (strcmp(k, "sandbox.tmpfs_size") == 0) {
 		if (parse_size(val, &sz) < 0 || sz == 0)
-			return ERR("%s: tmpfs_size = %s: not a size (512K, 256M, 2G)", where, val);
+			return ERR(-1, "%s: tmpfs_size = %s: not a size (512K, 256M, 2G)", where, val);
 		pol->tmpfs_size = sz;
 	} else if (strcmp(k, "sandbox.ro_binds") == 0) {
 		return set_plist(&pol->ro_binds, val, PL_PATHS, err, errlen, where, key);
@@ -723,7 +722,7 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		return set_plist(&pol->rw_binds, val, PL_PATHS, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.task_binds") == 0) {
 		if (parse_bool(val, &pol->task_binds) < 0)
-			return ERR("%s: task_binds = %s: not yes or no", where, val);
+			return ERR(-1, "%s: task_binds = %s: not yes or no", where, val);
 	} else if (strcmp(k, "sandbox.task_bind_roots") == 0) {
 		return set_plist(&pol->task_bind_roots, val, PL_PATHS, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.env_deny") == 0) {
@@ -732,25 +731,25 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 		return set_plist(&pol->env_pass, val, PL_ENV, err, errlen, where, key);
 	} else if (strcmp(k, "sandbox.allow_unsandboxed") == 0) {
 		if (parse_bool(val, &pol->allow_unsandboxed) < 0)
-			return ERR("%s: allow_unsandboxed = %s: not yes or no", where, val);
+			return ERR(-1, "%s: allow_unsandboxed = %s: not yes or no", where, val);
 	} else if (strcmp(k, "container.command") == 0) {
 		if (container_cmd_set(pol, val) < 0)
-			return ERR("%s: command = %s: not a program name or an absolute path", where,
+			return ERR(-1, "%s: command = %s: not a program name or an absolute path", where,
 				   val);
 	} else if (strcmp(k, "container.image") == 0) {
 		if (container_image_set(pol, val) < 0)
-			return ERR("%s: image = %s: not an image reference", where, val);
+			return ERR(-1, "%s: image = %s: not an image reference", where, val);
 	} else if (strcmp(k, "container.extra_args") == 0) {
 		return set_plist(&pol->container_extra, val, PL_ARGS, err, errlen, where, key);
 	} else if (strcmp(k, "container.seccomp") == 0) {
 		if (parse_bool(val, &pol->container_seccomp) < 0)
-			return ERR("%s: seccomp = %s: not yes or no", where, val);
+			return ERR(-1, "%s: seccomp = %s: not yes or no", where, val);
 	} else if (strcmp(k, "hooks.on_done") == 0) {
 		if (!bind_path_ok(val))
-			return ERR("%s: on_done = %s: not an absolute path to a program", where, val);
+			return ERR(-1, "%s: on_done = %s: not an absolute path to a program", where, val);
 		snprintf(pol->on_done, sizeof pol->on_done, "%s", val);
 	} else {
-		return ERR("%s: unknown key '%s' in section [%s]", where, key, sec);
+		return ERR(-1, "%s: unknown key '%s' in section [%s]", where, key, sec);
 	}
 	return 0;
 }
@@ -784,7 +783,7 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 		if (*line == '[') {
 			char *end = strchr(line, ']');
 			if (!end || end[1] || end - line - 1 >= (long)sizeof sec)
-				return ERR("%s: malformed section header '%s'", where, line);
+				return ERR(-1, "%s: malformed section header '%s'", where, line);
 			*end = '\0';
 			snprintf(sec, sizeof sec, "%s", trim(line + 1));
 			if (strncmp(sec, "kind.", 5) == 0) {
@@ -795,19 +794,19 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 			if (strcmp(sec, "worker") && strcmp(sec, "limits") && strcmp(sec, "network") &&
 			    strcmp(sec, "sandbox") && strcmp(sec, "hooks") && strcmp(sec, "lane.fast") &&
 			    strcmp(sec, "lane.batch") && strcmp(sec, "container"))
-				return ERR("%s: unknown section [%s] (known: worker, limits, lane.fast, "
+				return ERR(-1, "%s: unknown section [%s] (known: worker, limits, lane.fast, "
 					   "lane.batch, network, sandbox, container, hooks, kind.NAME)", where, sec);
 			continue;
 		}
 		char *eq = strchr(line, '=');
 		if (!eq)
-			return ERR("%s: expected 'key = value', got '%s'", where, line);
+			return ERR(-1, "%s: expected 'key = value', got '%s'", where, line);
 		if (!*sec)
-			return ERR("%s: '%s' is outside any section", where, line);
+			return ERR(-1, "%s: '%s' is outside any section", where, line);
 		*eq = '\0';
 		char *key = trim(line), *val = trim(eq + 1);
 		if (!*val)
-			return ERR("%s: %s has no value", where, key);
+			return ERR(-1, "%s: %s has no value", where, key);
 		if (conf_set(pol, sec, key, val, err, errlen, where) < 0)
 			return -1;
 	}
@@ -815,7 +814,7 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 	/* A credential must not reach tasks without network. */
 	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));)
 		if (plist_has(&pol->env_pass, e))
-			return ERR("%s: %s is both in [sandbox] env_pass and in [network] cred_env", fname,
+			return ERR(-1, "%s: %s is both in [sandbox] env_pass and in [network] cred_env", fname,
 				   e);
 	return kinds_check(pol, fname, err, errlen);
 }
@@ -895,16 +894,16 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		char path[4096];
 		_cleanup_free_ char *text = NULL;
 		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
-			return ERR("%s/kart.conf: path too long", spool_dir);
+			return ERR(-1, "%s/kart.conf: path too long", spool_dir);
 		snprintf(pol->conf_path, sizeof pol->conf_path, "%s", path);
 		/* One byte more than allowed: a longer file is an error, not
 		 * a policy cut short (mid-line, a grant could change). */
 		size_t len = 0;
 		int r = read_file_at(AT_FDCWD, path, (1 << 20) + 1, &text, &len);
 		if (r < 0 && r != -ENOENT)
-			return ERR("%s: cannot read: %s", path, strerror(-r));
+			return ERR(-1, "%s: cannot read: %s", path, strerror(-r));
 		if (r == 0 && len > 1 << 20)
-			return ERR("%s: larger than 1M", path);
+			return ERR(-1, "%s: larger than 1M", path);
 		if (r == 0 && policy_parse_conf(pol, text, path, err, errlen) < 0)
 			return -1;
 	}
@@ -912,49 +911,49 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	if ((v = getenv("KART_BACKEND")) && *v) {
 		int b = backend_parse(v);
 		if (b < 0)
-			return ERR("KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
+			return ERR(-1, "KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
 		pol->backend = (enum backend)b;
 	}
 	if ((v = getenv("KART_CONTAINER_CMD")) && *v && container_cmd_set(pol, v) < 0)
-		return ERR("KART_CONTAINER_CMD=%s: not a program name or an absolute path", v);
+		return ERR(-1, "KART_CONTAINER_CMD=%s: not a program name or an absolute path", v);
 	if ((v = getenv("KART_CONTAINER_IMAGE")) && *v && container_image_set(pol, v) < 0)
-		return ERR("KART_CONTAINER_IMAGE=%s: not an image reference", v);
+		return ERR(-1, "KART_CONTAINER_IMAGE=%s: not an image reference", v);
 	if ((v = getenv("KART_ALLOW_UNSANDBOXED")) && *v && parse_bool(v, &pol->allow_unsandboxed) < 0)
-		return ERR("KART_ALLOW_UNSANDBOXED=%s: not yes or no", v);
+		return ERR(-1, "KART_ALLOW_UNSANDBOXED=%s: not yes or no", v);
 	if ((v = getenv("KART_BWRAP")) && *v) {
 		if (strlen(v) >= sizeof pol->bwrap)
-			return ERR("KART_BWRAP: path too long");
+			return ERR(-1, "KART_BWRAP: path too long");
 		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", v);
 	}
 	if ((v = getenv("KART_TERM_GRACE")) && *v) {
 		int64_t s;
 		if (parse_duration_s(v, &s) < 0 || s > 3600)
-			return ERR("KART_TERM_GRACE=%s: not a duration up to 1h", v);
+			return ERR(-1, "KART_TERM_GRACE=%s: not a duration up to 1h", v);
 		pol->term_grace_s = (int)s;
 	}
 	if ((v = getenv("KART_KILL_GRACE")) && *v) {
 		if (parse_duration_s(v, &pol->kill_grace_s) < 0 || pol->kill_grace_s > 3600)
-			return ERR("KART_KILL_GRACE=%s: not a duration up to 1h", v);
+			return ERR(-1, "KART_KILL_GRACE=%s: not a duration up to 1h", v);
 	}
 	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
 		if (parse_duration_s(v, &pol->timeout_max_s) < 0)
-			return ERR("KART_TIMEOUT_MAX=%s: not a duration", v);
+			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration", v);
 	}
 	if ((v = getenv("KART_NET_UIDS")) && *v && set_net_uids(pol, v, err, errlen, "KART_NET_UIDS") < 0)
 		return -1;
 	if ((v = getenv("KART_LANDLOCK")) && *v) {
 		int m = ll_mode_parse(v);
 		if (m < 0)
-			return ERR("KART_LANDLOCK=%s: not a mode (auto, enforce or off)", v);
+			return ERR(-1, "KART_LANDLOCK=%s: not a mode (auto, enforce or off)", v);
 		pol->landlock = (enum ll_mode)m;
 	}
 	if ((v = getenv("KART_ALLOW_ROOT")) && *v && parse_bool(v, &pol->allow_root) < 0)
-		return ERR("KART_ALLOW_ROOT=%s: not yes or no", v);
+		return ERR(-1, "KART_ALLOW_ROOT=%s: not yes or no", v);
 	if ((v = getenv("KART_CGROUP")) && *v && cgroup_use_parse(v, &pol->cgroup) < 0)
-		return ERR("KART_CGROUP=%s: not require, auto or off", v);
+		return ERR(-1, "KART_CGROUP=%s: not require, auto or off", v);
 	if ((v = getenv("KART_CGROUP_PARENT")) && *v) {
 		if (strlen(v) >= sizeof pol->cgroup_parent)
-			return ERR("KART_CGROUP_PARENT: path too long");
+			return ERR(-1, "KART_CGROUP_PARENT: path too long");
 		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", v);
 	}
 	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
@@ -966,11 +965,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		const char *ln = l ? "batch" : "fast";
 		policy_lane_limits(pol, l, &ll);
 		if (ll.memory_default > ll.memory_max)
-			return ERR("lane %s: memory_default is above memory_max", ln);
+			return ERR(-1, "lane %s: memory_default is above memory_max", ln);
 		if (ll.pids_default > ll.pids_max)
-			return ERR("lane %s: pids_default is above pids_max", ln);
+			return ERR(-1, "lane %s: pids_default is above pids_max", ln);
 		if (ll.cpu_default_milli > ll.cpu_max_milli)
-			return ERR("lane %s: cpu_default is above cpu_max", ln);
+			return ERR(-1, "lane %s: cpu_default is above cpu_max", ln);
 	}
 	return 0;
 }
@@ -1045,13 +1044,13 @@ int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t 
 	char cand[PATH_MAX];
 	if (pol->backend == BACKEND_BWRAP && !strchr(pol->bwrap, '/')) {
 		if (find_in_path(pol->bwrap, cand, sizeof cand) < 0)
-			return ERR("bwrap not found in PATH; install bubblewrap, or set "
+			return ERR(-1, "bwrap not found in PATH; install bubblewrap, or set "
 				   "KART_BACKEND=none for trusted tasks");
 		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", cand);
 	}
 	if (pol->backend == BACKEND_CONTAINER) {
 		if (find_in_path(pol->container_cmd, cand, sizeof cand) < 0)
-			return ERR("backend container: %s not found in PATH; set [container] command "
+			return ERR(-1, "backend container: %s not found in PATH; set [container] command "
 				   "in kart.conf", pol->container_cmd);
 		snprintf(pol->container_cmd, sizeof pol->container_cmd, "%s", cand);
 	}
@@ -1062,7 +1061,7 @@ int policy_backend_check(const struct policy *pol, const char *spool_dir, char *
 			 size_t errlen)
 {
 	if (pol->backend == BACKEND_CONTAINER && !pol->container_image[0])
-		return ERR("backend container needs an image: set [container] image in kart.conf "
+		return ERR(-1, "backend container needs an image: set [container] image in kart.conf "
 			   "(or KART_CONTAINER_IMAGE)");
 	if (pol->backend != BACKEND_NONE || pol->allow_unsandboxed || !spool_dir)
 		return 0;
@@ -1076,7 +1075,7 @@ int policy_backend_check(const struct policy *pol, const char *spool_dir, char *
 		if (pathfmt(p, sizeof p, "%s/%s", spool_dir, dirs[i]) < 0 || stat(p, &st) < 0)
 			continue;
 		if (st.st_mode & (S_IWGRP | S_IWOTH))
-			return ERR("backend none refused: %s is writable by %s (mode %04o), so several "
+			return ERR(-1, "backend none refused: %s is writable by %s (mode %04o), so several "
 				   "users can submit, and their tasks would run unsandboxed; use "
 				   "backend bwrap, or set [sandbox] allow_unsandboxed = yes deliberately",
 				   p, st.st_mode & S_IWOTH ? "everyone" : "its group",

@@ -309,8 +309,8 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd, int *pidfd)
  * only then, to be cut off from that terminal. Without one, its own
  * process group is all it needs (to be signalled with its tree), and
  * setsid would also give it a scheduler autogroup of its own
- * (sched_autogroup_enabled), made and torn down for each task: 8.8 us of
- * CPU a task here (docs/PERFORMANCE.md, tenth pass). */
+ * (sched_autogroup_enabled), made and torn down for each task, at a cost
+ * measurable per task (docs/PERFORMANCE.md). */
 static bool ctty = true;
 static void ctty_probe(void)
 {

@@ -42,8 +42,6 @@
 #define TIOCLINUX 0x541C
 #endif
 
-#define ERR(...) ((void)snprintf(err, errlen, __VA_ARGS__))
-
 /* Denied outright. x86_64 numbers for calls newer than some libseccomp
  * releases know (0: rely on the name). */
 static const struct {
@@ -138,20 +136,19 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 	 * linear list. Same decisions; what changes is the cost of loading
 	 * the filter, once per task: at attach the kernel runs the program
 	 * for every syscall number to fill its action cache, and with a
-	 * list each run walks half of it (about 0.2 ms per load here, against
-	 * about 0.05 ms with the tree; docs/PERFORMANCE.md, fifth pass). An
-	 * older libseccomp without the attribute keeps the list. */
+	 * list each run walks half of it (docs/PERFORMANCE.md has the
+	 * figures). An older libseccomp without the attribute keeps the list. */
 	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	/* Not for our own process: the worker never loads it. */
 	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
-		return ERR("seccomp_attr_set(NNP): %s", strerror(-r)), r;
+		return ERR(r, "seccomp_attr_set(NNP): %s", strerror(-r));
 	*nrules = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
 		int nr = denied_nr(i);
 		if (nr <= 0)
-			return ERR("seccomp: this libseccomp does not know %s", denied[i].name), -ENOSYS;
+			return ERR(-ENOSYS, "seccomp: this libseccomp does not know %s", denied[i].name);
 		if ((r = deny(ctx, nr, 0, NULL, EPERM)) < 0)
-			return ERR("seccomp rule for %s: %s", denied[i].name, strerror(-r)), r;
+			return ERR(r, "seccomp rule for %s: %s", denied[i].name, strerror(-r));
 		++*nrules;
 	}
 	/* The namespace flags: one rule per flag, as a rule holds one
@@ -161,18 +158,18 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 		struct scmp_arg_cmp c = SCMP_A0_64(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
 		if ((r = deny(ctx, SCMP_SYS(clone), 1, &c, EPERM)) < 0 ||
 		    (r = deny(ctx, SCMP_SYS(unshare), 1, &c, EPERM)) < 0)
-			return ERR("seccomp rule for clone/unshare: %s", strerror(-r)), r;
+			return ERR(r, "seccomp rule for clone/unshare: %s", strerror(-r));
 		*nrules += 2;
 	}
 	if ((r = deny(ctx, SCMP_SYS(clone3), 0, NULL, ENOSYS)) < 0)
-		return ERR("seccomp rule for clone3: %s", strerror(-r)), r;
+		return ERR(r, "seccomp rule for clone3: %s", strerror(-r));
 	++*nrules;
 	/* ioctl's request is an unsigned int to the kernel: compare the low
 	 * 32 bits only, or TIOCSTI | 1 << 32 would slip through. */
 	for (size_t i = 0; i < ARRAY_SIZE(tty_reqs); i++) {
 		struct scmp_arg_cmp c = SCMP_A1_64(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_reqs[i]);
 		if ((r = deny(ctx, SCMP_SYS(ioctl), 1, &c, EPERM)) < 0)
-			return ERR("seccomp rule for ioctl: %s", strerror(-r)), r;
+			return ERR(r, "seccomp rule for ioctl: %s", strerror(-r));
 		++*nrules;
 	}
 	return 0;
@@ -183,34 +180,31 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
 	memset(p, 0, sizeof *p);
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
 		/* The prologue and the fallback numbers are x86_64's. */
-		ERR("seccomp: only x86_64 is supported");
-		return -ENOTSUP;
+		return ERR(-ENOTSUP, "seccomp: only x86_64 is supported");
 	}
 	/* Anything not of the native arch (i386, x32) is killed. */
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx) {
-		ERR("seccomp_init failed");
-		return -ENOMEM;
+		return ERR(-ENOMEM, "seccomp_init failed");
 	}
 	int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (r < 0)
-		ERR("seccomp_attr_set(BADARCH): %s", strerror(-r));
+		ERR(r, "seccomp_attr_set(BADARCH): %s", strerror(-r));
 	else
 		r = build(ctx, &p->nrules, err, errlen);
 	_cleanup_close_ int mfd = -1;
 	if (r == 0 && (mfd = memfd_create("kart-seccomp-build", MFD_CLOEXEC)) < 0) {
 		r = -errno;
-		ERR("memfd_create: %s", strerror(errno));
+		ERR(r, "memfd_create: %s", strerror(errno));
 	}
 	if (r == 0 && (r = seccomp_export_bpf(ctx, mfd)) < 0)
-		ERR("seccomp_export_bpf: %s", strerror(-r));
+		ERR(r, "seccomp_export_bpf: %s", strerror(-r));
 	seccomp_release(ctx);
 	if (r < 0)
 		return r;
 	off_t end = lseek(mfd, 0, SEEK_END);
 	if (end <= 0 || end % sizeof(struct sock_filter) || end > BPF_MAXINSNS * 8) {
-		ERR("seccomp_export_bpf: a program of %lld bytes", (long long)end);
-		return -EINVAL;
+		return ERR(-EINVAL, "seccomp_export_bpf: a program of %lld bytes", (long long)end);
 	}
 	size_t pro = sizeof persona_prologue;
 	p->len = pro + (size_t)end;
@@ -219,12 +213,12 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
 	ssize_t n = pread(mfd, p->bpf + pro, (size_t)end, 0);
 	if (n != end) {
 		r = n < 0 ? -errno : -EIO;
-		ERR("reading the exported filter back: %s", strerror(-r));
+		ERR(r, "reading the exported filter back: %s", strerror(-r));
 		seccomp_prog_free(p);
 		return r;
 	}
 	if (p->len / sizeof(struct sock_filter) > BPF_MAXINSNS) {
-		ERR("seccomp: the filter is too long");
+		ERR(-E2BIG, "seccomp: the filter is too long");
 		seccomp_prog_free(p);
 		return -E2BIG;
 	}
@@ -238,10 +232,9 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
  * grows with the length) and fills its action cache by running it once
  * for every syscall number (its cost grows with the steps each walk
  * takes). libseccomp's tree, with the personality prologue in front,
- * is 141 instructions and walks 18 steps per number; this one is a
- * binary search over the ranges of numbers that share an action,
- * about half as long and walking about half as far (docs/PERFORMANCE.md,
- * sixth pass). The rules are the same table; the unit test runs both
+ * is longer and walks further per number than this one, a binary search
+ * over the ranges of numbers that share an action (docs/PERFORMANCE.md
+ * has the figures). The rules are the same table; the unit test runs both
  * programs over every syscall number, arch and argument pattern that
  * decides anything and requires the same answer from each.
  *
@@ -312,8 +305,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64) {
 		/* The layout, the argument offsets and the fallback numbers
 		 * are x86_64's. */
-		ERR("seccomp: only x86_64 is supported");
-		return -ENOTSUP;
+		return ERR(-ENOTSUP, "seccomp: only x86_64 is supported");
 	}
 	/* The numbers with an action other than allow. */
 	struct span one[ARRAY_SIZE(denied) + 8];
@@ -321,7 +313,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
 		int nr = denied_nr(i);
 		if (nr <= 0)
-			return ERR("seccomp: this libseccomp does not know %s", denied[i].name), -ENOSYS;
+			return ERR(-ENOSYS, "seccomp: this libseccomp does not know %s", denied[i].name);
 		one[n1++] = (struct span){(uint32_t)nr, ACT_EPERM};
 	}
 	one[n1++] = (struct span){SCMP_SYS(clone), ACT_NSFLAGS};
@@ -338,7 +330,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 	uint32_t next = 0;
 	for (size_t i = 0; i < n1; i++) {
 		if (i > 0 && one[i].lo == one[i - 1].lo)
-			return ERR("seccomp: syscall %u is in the table twice", one[i].lo), -EINVAL;
+			return ERR(-EINVAL, "seccomp: syscall %u is in the table twice", one[i].lo);
 		if (one[i].lo > next && (ns == 0 || sp[ns - 1].act != ACT_ALLOW))
 			sp[ns++] = (struct span){next, ACT_ALLOW};
 		if (ns == 0 || sp[ns - 1].act != one[i].act)
@@ -412,7 +404,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 			long to = t < 0 ? (long)i + 1 : t < ACT__N ? a->block[t] : t - ACT__N;
 			long off = to - (long)i - 1;
 			if (off < 0 || off > (BPF_OP(f->code) == BPF_JA ? (long)UINT32_MAX : 255)) {
-				ERR("seccomp: a jump of %ld at instruction %zu", off, i);
+				ERR(-E2BIG, "seccomp: a jump of %ld at instruction %zu", off, i);
 				r = -E2BIG;
 			}
 			if (BPF_OP(f->code) == BPF_JA)
@@ -424,7 +416,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 		}
 	}
 	if (a->overflow) {
-		ERR("seccomp: the filter is too long");
+		ERR(-E2BIG, "seccomp: the filter is too long");
 		r = -E2BIG;
 	}
 	if (r == 0) {

@@ -28,7 +28,6 @@
 #define CIFS_MAGIC_NUMBER 0xFF534D42
 #endif
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 static const char *const subdirs[] = {"tmp", "new", "cur", "done"};
 
@@ -48,9 +47,9 @@ static int check_fs(const char *path, char *err, size_t errlen)
 {
 	struct statfs sf;
 	if (statfs(path, &sf) < 0)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	if (spool_fs_network((unsigned long)sf.f_type))
-		return ERR("%s: is on a network filesystem; rename() and flock() there do not "
+		return ERR(-1, "%s: is on a network filesystem; rename() and flock() there do not "
 			   "give the guarantees a spool needs; use a local filesystem",
 			   path);
 	return 0;
@@ -59,25 +58,25 @@ static int check_fs(const char *path, char *err, size_t errlen)
 int spool_init(const char *path, char *err, size_t errlen)
 {
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	if (check_fs(path, err, errlen) < 0)
 		return -1;
 	_cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
 		if (mkdirat(root, subdirs[i], 0755) < 0 && errno != EEXIST)
-			return ERR("%s/%s: %s", path, subdirs[i], strerror(errno));
+			return ERR(-1, "%s/%s: %s", path, subdirs[i], strerror(errno));
 		struct stat st;
 		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-			return ERR("%s/%s: exists and is not a directory", path, subdirs[i]);
+			return ERR(-1, "%s/%s: exists and is not a directory", path, subdirs[i]);
 	}
 	/* ids/: reservations (section 3.2); apart from subdirs, because a
 	 * spool made before it existed still opens (without reservations). */
 	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
-		return ERR("%s/ids: %s", path, strerror(errno));
+		return ERR(-1, "%s/ids: %s", path, strerror(errno));
 	if (fsync(root) < 0)
-		return ERR("%s: fsync: %s", path, strerror(errno));
+		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -87,17 +86,17 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	sp->root = sp->tmp = sp->new = sp->cur = sp->done = sp->drop = sp->dropd = sp->ids = -1;
 	sp->root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sp->root < 0 && errno == ENOENT)
-		return ERR("%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
+		return ERR(-1, "%s: %s (no spool there yet: create one with 'kart -s %s init')", path,
 			   strerror(errno), path);
 	if (sp->root < 0)
-		return ERR("%s: %s", path, strerror(errno));
+		return ERR(-1, "%s: %s", path, strerror(errno));
 	int *fds[] = {&sp->tmp, &sp->new, &sp->cur, &sp->done};
 	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
 		*fds[i] = openat(sp->root, subdirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (*fds[i] < 0) {
 			int e = errno;
 			spool_close(sp);
-			return ERR("%s/%s: %s (is this a spool? create one with 'kart init')", path,
+			return ERR(-1, "%s/%s: %s (is this a spool? create one with 'kart init')", path,
 				   subdirs[i], strerror(e));
 		}
 	}
@@ -391,12 +390,12 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 	struct stat st;
 	uid_t me = geteuid();
 	if (fstat(sp->new, &st) < 0)
-		return ERR("%s/new: %s", sp->path, strerror(errno));
+		return ERR(-1, "%s/new: %s", sp->path, strerror(errno));
 	if (st.st_uid == me && !(st.st_mode & 022))
 		return 0; /* our own single-writer new/: the file's owner is who put it there */
 	if (sp->drop < 0) {
 		if (st.st_mode & 022)
-			return ERR("%s/new is writable by others than its owner and the spool has no "
+			return ERR(-1, "%s/new is writable by others than its owner and the spool has no "
 				   "drop/: a worker rejects what is put there; ask the administrator to "
 				   "apply kart.tmpfiles (drop/ 1770, new/ 0755)", sp->path);
 		return 0; /* another's single-user spool: new/ decides (EACCES) */
@@ -413,16 +412,16 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 	 * as soon as it sees it: wait a little for that. */
 	for (int tries = 0;; tries++) {
 		if (mkdirat(sp->drop, user, 0700) < 0 && errno != EEXIST)
-			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		int d = openat(sp->drop, user, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
-			return ERR("%s/drop/%s: %s", sp->path, user, strerror(errno));
+			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == me) {
 			/* Writable by us alone, or a worker trusts nothing in it. */
 			if ((st.st_mode & 07777) != 0700 && fchmod(d, 0700) < 0) {
 				int e = errno;
 				close(d);
-				return ERR("%s/drop/%s: chmod 0700: %s", sp->path, user, strerror(e));
+				return ERR(-1, "%s/drop/%s: chmod 0700: %s", sp->path, user, strerror(e));
 			}
 			sp->dropd = d;
 			snprintf(sp->idprefix, sizeof sp->idprefix, "%s:", user);
@@ -431,7 +430,7 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		if (d >= 0)
 			close(d);
 		if (tries >= 50)
-			return ERR("%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
+			return ERR(-1, "%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
 				   "directory away when it sees it; is a worker running?",
 				   sp->path, user, d >= 0 ? (unsigned)st.st_uid : 0u);
 		usleep(100000);
@@ -809,16 +808,15 @@ static int open_regular(int dirfd, const char *name)
 
 void spool_clean_scratch(int wdir, const char *name, unsigned gone)
 {
-	static const struct {
-		const char *sfx;
-		unsigned gone;
-	} e[] = {{"stdout", SCRATCH_RUN_GONE}, {"stderr", SCRATCH_RUN_GONE}, {"work", SCRATCH_RUN_GONE},
-		 {"tmp", SCRATCH_RUN_GONE},    {"out", SCRATCH_OUT_GONE},    {"cancel", 0},
-		 {"pause", 0},                 {"paused", 0},
-		 {"lock", 0}};
+	/* What the caller may know gone, by kind: the rest is always tried. */
+	static const unsigned known[SCRATCH_NFILES] = {
+		[SCRATCH_STDOUT] = SCRATCH_RUN_GONE, [SCRATCH_STDERR] = SCRATCH_RUN_GONE,
+		[SCRATCH_WORK] = SCRATCH_RUN_GONE,   [SCRATCH_TMP] = SCRATCH_RUN_GONE,
+		[SCRATCH_OUT] = SCRATCH_OUT_GONE,
+	};
 	char p[512];
-	for (size_t i = 0; i < ARRAY_SIZE(e); i++)
-		if (!(gone & e[i].gone) && pathfmt(p, sizeof p, ".%s.%s", name, e[i].sfx) == 0)
+	for (int i = 0; i < SCRATCH_NFILES; i++)
+		if (!(gone & known[i]) && spool_name_scratch(p, sizeof p, name, (enum scratch_file)i) == 0)
 			(void)rm_rf_at(wdir, p);
 }
 
@@ -927,13 +925,9 @@ int rm_rf_at(int at, const char *name)
 static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
 		     uint64_t max_entries, int depth)
 {
-	_cleanup_close_ int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d < 0)
-		return -errno;
-	DIR *dp = fdopendir(d);
+	DIR *dp = opendir_at(dir, ".");
 	if (!dp)
 		return -errno;
-	d = -1;
 	struct dirent *de;
 	int r = 0;
 	while (r == 0 && (de = readdir(dp))) {
@@ -1411,11 +1405,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		res->id = idbuf;
 		res->task_path = xasprintf("done/%s.task", idbuf);
 		struct result_stream *st[] = {&res->out, &res->err};
-		const char *sfx[] = {"stdout", "stderr"};
+		const enum scratch_file scr[] = {SCRATCH_STDOUT, SCRATCH_STDERR};
+		const enum done_file kept[] = {DONE_STDOUT, DONE_STDERR};
 		bool empty_ok = false; /* done/.empty looked at (link_empty) */
 		for (int i = 0; i < 2; i++) {
-			if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
-			    pathfmt(q, sizeof q, "%s.%s", idbuf, sfx[i]) < 0)
+			if (spool_name_scratch(p, sizeof p, name, scr[i]) < 0 ||
+			    spool_name_done(q, sizeof q, idbuf, kept[i]) < 0)
 				return -ENAMETOOLONG;
 			if (!redo && st[i]->unmade) {
 				/* The run never made the file (it wrote nothing). */
@@ -1461,8 +1456,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		if (res->outdir_gone && !redo)
 			; /* the worker took it back empty */
 		else if ((res->outdir_scratch ? pathfmt(p, sizeof p, "%s", res->outdir_scratch)
-					      : pathfmt(p, sizeof p, ".%s.out", name)) == 0 &&
-			 pathfmt(q, sizeof q, "%s.out", idbuf) == 0 &&
+					      : spool_name_scratch(p, sizeof p, name, SCRATCH_OUT)) == 0 &&
+			 spool_name_done(q, sizeof q, idbuf, DONE_OUT) == 0 &&
 		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
 		    (!res->artifacts_max ||
 		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
@@ -1743,10 +1738,10 @@ out:
 static int republish(struct spool *sp, const char *id)
 {
 	char p[512];
-	const char *sfx[] = {"task", "stdout", "stderr", "out"};
-	for (int i = 0; i < 4; i++) {
+	const enum done_file files[] = {DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_OUT};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		int r;
-		if (pathfmt(p, sizeof p, "%s.%s", id, sfx[i]) < 0)
+		if (spool_name_done(p, sizeof p, id, files[i]) < 0)
 			return -ENAMETOOLONG;
 		if ((r = redirty(sp, p)) < 0)
 			return r;
@@ -1823,9 +1818,9 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;
 				}
-				const char *sfx[] = {"task", "stdout", "stderr"};
-				for (int i = 0; i < 3; i++)
-					if (pathfmt(p, sizeof p, "%s.%s", m.id, sfx[i]) == 0)
+				const enum done_file files[] = {DONE_TASK, DONE_STDOUT, DONE_STDERR};
+				for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+					if (spool_name_done(p, sizeof p, m.id, files[i]) == 0)
 						(void)unlinkat(sp->done, p, 0);
 			}
 		}
@@ -1853,13 +1848,9 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, const char *me,
 		      int *requeued, int *lost)
 {
-	_cleanup_close_ int d = openat(wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d < 0)
-		return -errno;
-	DIR *dir = fdopendir(d);
+	DIR *dir = opendir_at(wdir, ".");
 	if (!dir)
 		return -errno;
-	d = -1;
 	int busy = 0;
 	char **names = NULL;
 	size_t nn = 0;

@@ -226,6 +226,61 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 enum { SCRATCH_RUN_GONE = 1, SCRATCH_OUT_GONE = 2 };
 void spool_clean_scratch(int wdir, const char *name, unsigned gone);
 
+/* ---- names on disk (spool_name.c): the one list of them ------------------ */
+
+/* A result's files in done/: ID followed by one of these suffixes. */
+enum done_file { DONE_JSON, DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_REJECTED, DONE_OUT,
+		DONE_ATTEMPTS, DONE_NFILES };
+extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
+/* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
+enum scratch_file {
+	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
+	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_LOCK, SCRATCH_NFILES
+};
+extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
+
+/* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
+int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
+int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);
+/* .ID.cancel: `kart cancel`'s request to the worker running ID. */
+int spool_name_cancel(char *buf, size_t n, const char *id);
+/* The id and kind of a done/ name (ID + a known suffix): false if it has
+ * none, or the id does not fit idlen. */
+bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f);
+/* The claim a scratch entry of kind f belongs to (.NAME.SUFFIX -> NAME):
+ * false if entry is not one. */
+bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t n);
+
+/* What spool_walk visits, one bit each, in the order tasks move. */
+enum {
+	SPOOL_WALK_TMP = 1,     /* tmp/NAME: a client's staged files (any name) */
+	SPOOL_WALK_NEW = 2,     /* new/NAME: queued tasks */
+	SPOOL_WALK_WORKERS = 4, /* cur/WID: the claim directories themselves */
+	SPOOL_WALK_CUR = 8,     /* cur/WID/NAME: claims */
+	SPOOL_WALK_DONE = 16,   /* done/ID.SUFFIX: results and their files */
+	SPOOL_WALK_DOTS = 32,   /* dot names too (never tasks); cur/.X is not entered */
+};
+struct spool_entry {
+	unsigned area;      /* one SPOOL_WALK_ bit */
+	int dirfd;          /* the directory that holds name */
+	const char *dir;    /* its name in the spool: "new", "cur/WID", "done" */
+	const char *worker; /* SPOOL_WALK_CUR: WID; else NULL */
+	const char *name;
+	/* The task's id: name in new/ and cur/WID/; in done/, name less its
+	 * suffix (kind in done), or NULL when it has no known one. */
+	const char *id;
+	enum done_file done;
+};
+/* Visit the entries of areas, directory by directory in the order tasks
+ * move (tmp, new, cur, done), so that a task in motion is seen at least
+ * once. A cb returning a positive value ends the walk with it. Else 0,
+ * or the first -errno of a directory of the spool that could not be read
+ * (the others are still walked; a vanished cur/WID/ is no error). */
+typedef int (*spool_walk_cb)(const struct spool_entry *e, void *arg);
+int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg);
+/* The worker holding a claim of id (cur/WID/ID) into worker: true if any. */
+bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen);
+
 /* Remove a tree under dirfd/name, never following links. */
 int rm_rf_at(int dirfd, const char *name);
 

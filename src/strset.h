@@ -1,6 +1,6 @@
 /* strset.h - a set of names, each with a small int of its user's (the
- * worker's: what it knows of an entry of new/). Chained FNV-1a buckets, a
- * power of two of them, doubled when the set outgrows them. */
+ * worker's: what it knows of an entry of new/). Chained FNV-1a buckets, a power of two of them, doubled
+ * when the set outgrows them. */
 #ifndef KART_STRSET_H
 #define KART_STRSET_H
 

@@ -186,8 +186,12 @@ static void row_pending(int dirfd, const char *dir, const char *worker, const ch
 	if (worker) {
 		r->v[C_WORKER] = xstrdup(worker);
 		r->v[C_STARTED] = ms_text(since);
-		r->v[C_STDOUT] = xasprintf("%s/.%s.stdout", dir, id);
-		r->v[C_STDERR] = xasprintf("%s/.%s.stderr", dir, id);
+		char o[512], e[512];
+		if (spool_name_scratch(o, sizeof o, id, SCRATCH_STDOUT) == 0 &&
+		    spool_name_scratch(e, sizeof e, id, SCRATCH_STDERR) == 0) {
+			r->v[C_STDOUT] = xasprintf("%s/%s", dir, o);
+			r->v[C_STDERR] = xasprintf("%s/%s", dir, e);
+		}
 	}
 	r->v[C_TASK] = xasprintf("%s/%s", dir, id);
 }
@@ -215,33 +219,22 @@ static int resolve(struct spool *sp, const char *id, struct sync_row *r)
 			row_pending(sp->new, "new", NULL, id, r);
 			return 1;
 		}
-		DIR *cur = opendir_at(sp->cur, ".");
-		struct dirent *de;
-		bool running = false;
-		while (cur && !running && (de = readdir(cur))) {
-			char p[600];
-			if (de->d_name[0] == '.' || pathfmt(p, sizeof p, "%s/%s", de->d_name, id) < 0 ||
-			    !exists_at(sp->cur, p))
-				continue;
+		char worker[256];
+		if (spool_find_claim(sp, id, worker, sizeof worker)) {
 			/* A finishing task writes its result before it leaves cur/. */
-			int rc = row_done(sp, id, r);
-			if (rc == 0)
-				break;
+			if (row_done(sp, id, r) == 0)
+				return 1;
 			sync_row_clear(r);
-			int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-			if (wd >= 0) {
-				char dir[512];
-				if (pathfmt(dir, sizeof dir, "cur/%s", de->d_name) == 0) {
-					row_pending(wd, dir, de->d_name, id, r);
-					running = true;
-				}
+			int wd = openat(sp->cur, worker, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			char dir[512];
+			bool running = wd >= 0 && pathfmt(dir, sizeof dir, "cur/%s", worker) == 0;
+			if (running)
+				row_pending(wd, dir, worker, id, r);
+			if (wd >= 0)
 				close(wd);
-			}
+			if (running)
+				return 1;
 		}
-		if (cur)
-			closedir(cur);
-		if (running || r->v[C_ID])
-			return 1;
 		int rc = row_done(sp, id, r);
 		if (rc == 0)
 			return 1;
@@ -258,6 +251,7 @@ enum { BATCH = 5000 };
 
 struct scan {
 	struct sync_db *db;
+	struct spool *sp;
 	long n, inbatch;
 	int err;
 };
@@ -277,70 +271,37 @@ static int scan_put(struct scan *s, struct sync_row *r)
 	return 0;
 }
 
+/* One entry of the full pass: a row for each task, wherever it is. */
+static int scan_one(const struct spool_entry *e, void *arg)
+{
+	struct scan *s = arg;
+	struct sync_row r = {0};
+	if (e->area == SPOOL_WALK_DONE) {
+		if (!e->id || e->done != DONE_JSON)
+			return 0;
+		if (row_done(s->sp, e->id, &r) < 0) {
+			sync_row_clear(&r);
+			return 0; /* removed meanwhile, or not a result: not ours to judge */
+		}
+	} else {
+		char jn[600];
+		/* The result is the truth; done/ comes next in any case. */
+		if (e->area == SPOOL_WALK_CUR && spool_name_done(jn, sizeof jn, e->id, DONE_JSON) == 0 &&
+		    exists_at(s->sp->done, jn))
+			return 0;
+		row_pending(e->dirfd, e->dir, e->worker, e->id, &r);
+	}
+	return scan_put(s, &r) < 0 ? 1 : 0;
+}
+
 static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
 {
-	struct scan s = {.db = db};
-	struct sync_row r = {0};
-	struct dirent *de;
+	struct scan s = {.db = db, .sp = sp};
 	int64_t t0 = now_mono_ms();
 	if (db->ops->begin(db) < 0 || db->ops->scan_begin(db) < 0)
 		return -1;
-	DIR *dir = opendir_at(sp->new, ".");
-	while (dir && (de = readdir(dir))) {
-		if (!task_name_ok(de->d_name))
-			continue;
-		row_pending(sp->new, "new", NULL, de->d_name, &r);
-		if (scan_put(&s, &r) < 0)
-			goto fail;
-	}
-	if (dir)
-		closedir(dir);
-	dir = opendir_at(sp->cur, ".");
-	while (dir && (de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		char wname[512];
-		DIR *w = opendir_at(sp->cur, de->d_name);
-		if (!w || pathfmt(wname, sizeof wname, "cur/%s", de->d_name) < 0) {
-			if (w)
-				closedir(w);
-			continue;
-		}
-		struct dirent *te;
-		while ((te = readdir(w))) {
-			if (!task_name_ok(te->d_name))
-				continue;
-			/* The result is the truth; done/ comes next in any case. */
-			char jn[600];
-			if (pathfmt(jn, sizeof jn, "%s.json", te->d_name) == 0 && exists_at(sp->done, jn))
-				continue;
-			row_pending(dirfd(w), wname, de->d_name, te->d_name, &r);
-			if (scan_put(&s, &r) < 0) {
-				closedir(w);
-				goto fail;
-			}
-		}
-		closedir(w);
-	}
-	if (dir)
-		closedir(dir);
-	dir = opendir_at(sp->done, ".");
-	while (dir && (de = readdir(dir))) {
-		size_t l = strlen(de->d_name);
-		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0)
-			continue;
-		char id[512];
-		snprintf(id, sizeof id, "%.*s", (int)(l - 5), de->d_name);
-		if (row_done(sp, id, &r) < 0) {
-			sync_row_clear(&r);
-			continue; /* removed meanwhile, or not a result: not ours to judge */
-		}
-		if (scan_put(&s, &r) < 0)
-			goto fail;
-	}
-	if (dir)
-		closedir(dir);
-	dir = NULL;
+	if (spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE, scan_one, &s) > 0)
+		return -1;
 	long gone = 0;
 	if (db->ops->scan_end(db, &gone) < 0 || db->ops->commit(db) < 0)
 		return -1;
@@ -348,10 +309,6 @@ static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
 		fprintf(stderr, "kart sync: %ld tasks, %ld newly gone, %lld ms\n", s.n, gone,
 			(long long)(now_mono_ms() - t0));
 	return 0;
-fail:
-	if (dir)
-		closedir(dir);
-	return -1;
 }
 
 /* ids touched by a batch of events, deduplicated. */

@@ -159,7 +159,6 @@ int task_name_check(const char *name, const char **why)
 	return 0;
 }
 
-#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
 /* Said by every "unknown directive" error: keep in step with kart-task(5). */
 #define KNOWN_DIRECTIVES                                                                   \
@@ -178,27 +177,27 @@ static int parse_after(const char *raw, int lineno, struct task_spec *spec, char
 		char enc[3 * TASK_NAME_MAX + 1], id[TASK_NAME_MAX + 1];
 		const char *why;
 		if (e == p)
-			return ERR("line %d: after=%s has an empty id", lineno, raw);
+			return ERR(-1, "line %d: after=%s has an empty id", lineno, raw);
 		if ((size_t)(e - p) >= sizeof enc)
-			return ERR("line %d: after=: an id longer than %d bytes", lineno, TASK_NAME_MAX);
+			return ERR(-1, "line %d: after=: an id longer than %d bytes", lineno, TASK_NAME_MAX);
 		memcpy(enc, p, (size_t)(e - p));
 		enc[e - p] = '\0';
 		ssize_t n = pct_decode(enc, id, sizeof id);
 		if (n == -ENAMETOOLONG)
-			return ERR("line %d: after=%s: an id longer than %d bytes", lineno, enc,
+			return ERR(-1, "line %d: after=%s: an id longer than %d bytes", lineno, enc,
 				   TASK_NAME_MAX);
 		if (n < 0)
-			return ERR("line %d: after=%s: a '%%' must be followed by two hex digits, not %%00",
+			return ERR(-1, "line %d: after=%s: a '%%' must be followed by two hex digits, not %%00",
 				   lineno, enc);
 		if (task_name_check(id, &why) != 0)
-			return ERR("line %d: after=%s is not a task id (%s)", lineno, enc,
+			return ERR(-1, "line %d: after=%s is not a task id (%s)", lineno, enc,
 				   id[0] == '.' ? "it starts with '.'" : why);
 		bool dup = false;
 		for (int i = 0; i < spec->n_after; i++)
 			dup |= strcmp(spec->after[i], id) == 0;
 		if (!dup) {
 			if (spec->n_after == TASK_AFTER_MAX)
-				return ERR("line %d: after= names more than %d tasks", lineno,
+				return ERR(-1, "line %d: after= names more than %d tasks", lineno,
 					   TASK_AFTER_MAX);
 			memcpy(spec->after[spec->n_after++], id, (size_t)n + 1);
 		}
@@ -221,7 +220,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 	const char *val = vbuf;
 	size_t klen = eq ? (size_t)(eq - item) : strlen(item);
 	if (klen == 0 || klen >= sizeof key)
-		return ERR("line %d: unknown directive item '%s'", lineno, item);
+		return ERR(-1, "line %d: unknown directive item '%s'", lineno, item);
 	memcpy(key, item, klen);
 	key[klen] = '\0';
 
@@ -231,10 +230,10 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 			spec->line_net = lineno;
 			return 0;
 		}
-		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
+		return ERR(-1, "line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
 	if (*raw == '\0')
-		return ERR("line %d: %s= needs a value", lineno, key);
+		return ERR(-1, "line %d: %s= needs a value", lineno, key);
 	/* cwd=, bind=, ro= and env= decode their own: a path has its own
 	 * limit, and an error must never quote an env= value (a secret). */
 	if (strcmp(key, "env") == 0 || strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 ||
@@ -243,10 +242,10 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 	} else {
 		ssize_t vlen = pct_decode(raw, vbuf, sizeof vbuf);
 		if (vlen < 0)
-			return ERR("line %d: %s=%s: a '%%' must be followed by two hex digits, not %%00",
+			return ERR(-1, "line %d: %s=%s: a '%%' must be followed by two hex digits, not %%00",
 				   lineno, key, raw);
 		if ((size_t)vlen != strlen(vbuf))
-			return ERR("line %d: %s=%s holds a NUL byte", lineno, key, raw);
+			return ERR(-1, "line %d: %s=%s holds a NUL byte", lineno, key, raw);
 	}
 
 	int r;
@@ -254,23 +253,23 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		int64_t s;
 		r = parse_duration_s(val, &s);
 		if (r == -ERANGE || (r == 0 && s == 0))
-			return ERR("line %d: timeout=%s is out of range (1s to 10 years)", lineno, raw);
+			return ERR(-1, "line %d: timeout=%s is out of range (1s to 10 years)", lineno, raw);
 		if (r < 0)
-			return ERR("line %d: timeout=%s is not a duration (use 90, 90s, 5m or 2h)",
+			return ERR(-1, "line %d: timeout=%s is not a duration (use 90, 90s, 5m or 2h)",
 				   lineno, raw);
 		spec->timeout_s = s;
 		spec->line_timeout = lineno;
 	} else if (strcmp(key, "kill_grace") == 0) {
 		int64_t s;
 		if (parse_duration_s(val, &s) < 0)
-			return ERR("line %d: kill_grace=%s is not a duration (use 0, 10s or 1m)",
+			return ERR(-1, "line %d: kill_grace=%s is not a duration (use 0, 10s or 1m)",
 				   lineno, val);
 		spec->kill_grace_s = s;
 		spec->line_kill_grace = lineno;
 	} else if (strcmp(key, "label") == 0) {
 		/* Kept as written: `kart status --label` compares it so. */
 		if (strlen(val) >= sizeof spec->label)
-			return ERR("line %d: label= is longer than %zu bytes", lineno,
+			return ERR(-1, "line %d: label= is longer than %zu bytes", lineno,
 				   sizeof spec->label - 1);
 		snprintf(spec->label, sizeof spec->label, "%s", val);
 	} else if (strcmp(key, "memory") == 0 || strcmp(key, "output") == 0) {
@@ -278,10 +277,10 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		bool mem = key[0] == 'm';
 		r = parse_size(val, &v);
 		if (r == -EINVAL)
-			return ERR("line %d: %s=%s is not a size (use 512K, 256M, 2G or bytes)",
+			return ERR(-1, "line %d: %s=%s is not a size (use 512K, 256M, 2G or bytes)",
 				   lineno, key, raw);
 		if (r < 0 || (mem && v < 1 << 20))
-			return ERR("line %d: %s=%s is out of range%s", lineno, key, raw,
+			return ERR(-1, "line %d: %s=%s is out of range%s", lineno, key, raw,
 				   mem ? " (at least 1M)" : "");
 		if (mem) {
 			spec->memory = v;
@@ -294,14 +293,14 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		long long v;
 		r = parse_int(val, 1, 4194304, &v);
 		if (r < 0)
-			return ERR("line %d: pids=%s is not a number from 1 to 4194304", lineno, raw);
+			return ERR(-1, "line %d: pids=%s is not a number from 1 to 4194304", lineno, raw);
 		spec->pids = v;
 		spec->line_pids = lineno;
 	} else if (strcmp(key, "cpu") == 0) {
 		uint32_t m;
 		r = parse_cpu_milli(val, &m);
 		if (r < 0)
-			return ERR("line %d: cpu=%s is not a core count (decimal, e.g. 0.5 or 2, "
+			return ERR(-1, "line %d: cpu=%s is not a core count (decimal, e.g. 0.5 or 2, "
 				   "at most 3 decimals, above 0)", lineno, raw);
 		spec->cpu_milli = m;
 		spec->line_cpu = lineno;
@@ -311,22 +310,22 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		else if (strcmp(val, "batch") == 0)
 			spec->lane = LANE_BATCH;
 		else
-			return ERR("line %d: lane=%s is not a lane (fast or batch)", lineno, raw);
+			return ERR(-1, "line %d: lane=%s is not a lane (fast or batch)", lineno, raw);
 	} else if (strcmp(key, "priority") == 0) {
 		long long v;
 		if (parse_int(val, -1000000, 1000000, &v) < 0)
-			return ERR("line %d: priority=%s is not a number from -1000000 to 1000000",
+			return ERR(-1, "line %d: priority=%s is not a number from -1000000 to 1000000",
 				   lineno, raw);
 		spec->priority = (int)v;
 	} else if (strcmp(key, "retries") == 0) {
 		long long v;
 		if (parse_int(val, 0, 100, &v) < 0)
-			return ERR("line %d: retries=%s is not a number from 0 to 100", lineno, raw);
+			return ERR(-1, "line %d: retries=%s is not a number from 0 to 100", lineno, raw);
 		spec->retries = (int)v;
 		spec->line_retries = lineno;
 	} else if (strcmp(key, "kind") == 0) {
 		if (!kind_name_ok(val))
-			return ERR("line %d: kind=%s is not a kind name (1 to 31 of a-z 0-9 _ -)",
+			return ERR(-1, "line %d: kind=%s is not a kind name (1 to 31 of a-z 0-9 _ -)",
 				   lineno, raw);
 		snprintf(spec->kind, sizeof spec->kind, "%s", val);
 		spec->line_kind = lineno;
@@ -334,7 +333,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		const char *why;
 		int nc = task_name_check(val, &why);
 		if (nc != 0)
-			return ERR("line %d: name=%s is not a task name (%s)", lineno, raw,
+			return ERR(-1, "line %d: name=%s is not a task name (%s)", lineno, raw,
 				   nc > 0 ? "starts with '.'" : why);
 		snprintf(spec->name, sizeof spec->name, "%s", val);
 	} else if (strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 || strcmp(key, "ro") == 0) {
@@ -342,24 +341,24 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		 * hands every value over as it was written. */
 		const char *why, *refused;
 		if (spec->n_binds >= TASK_BINDS_MAX)
-			return ERR("line %d: more than %d of cwd=, bind= and ro=", lineno,
+			return ERR(-1, "line %d: more than %d of cwd=, bind= and ro=", lineno,
 				   TASK_BINDS_MAX);
 		struct task_bind *b = &spec->binds[spec->n_binds];
 		if (bind_path_clean(val, b->path, sizeof b->path, &why) < 0)
-			return ERR("line %d: %s=%.300s is %s", lineno, key, val, why);
+			return ERR(-1, "line %d: %s=%.300s is %s", lineno, key, val, why);
 		if ((refused = bind_path_refused(b->path)))
-			return ERR("line %d: %s=%.300s is refused: %s", lineno, key, b->path, refused);
+			return ERR(-1, "line %d: %s=%.300s is refused: %s", lineno, key, b->path, refused);
 		b->mode = key[0] == 'c' ? BIND_CWD : key[0] == 'b' ? BIND_RW : BIND_RO;
 		b->line = lineno;
 		if (b->mode == BIND_CWD) {
 			if (spec->cwd >= 0)
-				return ERR("line %d: a second cwd= (the first is on line %d)", lineno,
+				return ERR(-1, "line %d: a second cwd= (the first is on line %d)", lineno,
 					   spec->binds[spec->cwd].line);
 			spec->cwd = spec->n_binds;
 		}
 		for (int i = 0; i < spec->n_binds; i++)
 			if (strcmp(spec->binds[i].path, b->path) == 0)
-				return ERR("line %d: %s is asked for twice (also on line %d)", lineno,
+				return ERR(-1, "line %d: %s is asked for twice (also on line %d)", lineno,
 					   b->path, spec->binds[i].line);
 		spec->n_binds++;
 	} else if (strcmp(key, "env") == 0) {
@@ -369,17 +368,17 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		/* The value is never echoed: it may be a secret. */
 		const char *eqv = n >= 0 ? strchr(dst, '=') : NULL;
 		if (n == -ENAMETOOLONG)
-			return ERR("line %d: the env= items are longer than %zu bytes in all", lineno,
+			return ERR(-1, "line %d: the env= items are longer than %zu bytes in all", lineno,
 				   sizeof spec->env - 1);
 		if (n < 0)
-			return ERR("line %d: env= has a '%%' not followed by two hex digits (or a %%00)",
+			return ERR(-1, "line %d: env= has a '%%' not followed by two hex digits (or a %%00)",
 				   lineno);
 		if (!eqv || !env_name_valid(dst, (size_t)(eqv - dst)))
-			return ERR("line %d: env= needs NAME=VALUE, NAME of A-Z a-z 0-9 _", lineno);
+			return ERR(-1, "line %d: env= needs NAME=VALUE, NAME of A-Z a-z 0-9 _", lineno);
 		size_t nl = (size_t)(eqv - dst);
 		for (const char *e = NULL; (e = task_env_next(spec, e));)
 			if (strncmp(e, dst, nl + 1) == 0)
-				return ERR("line %d: env=%.*s is set twice", lineno, (int)nl, dst);
+				return ERR(-1, "line %d: env=%.*s is set twice", lineno, (int)nl, dst);
 		if (!spec->n_env)
 			spec->line_env_first = lineno;
 		spec->env_len += (size_t)n + 1;
@@ -389,38 +388,38 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		errno = 0;
 		long m = strtol(val, &end, 8);
 		if (errno || *end || m < 0 || m > 0777 || !isdigit((unsigned char)*val))
-			return ERR("line %d: umask=%s is not an octal mask from 0 to 777", lineno, val);
+			return ERR(-1, "line %d: umask=%s is not an octal mask from 0 to 777", lineno, val);
 		spec->umask = (int)m;
 	} else if (strcmp(key, "not_before") == 0) {
 		/* Absolute only: a relative time would move each time the
 		 * file is read (kart submit --at HH:MM and --in write this). */
 		int64_t ms;
 		if (sched_parse_rfc3339(val, &ms) < 0)
-			return ERR("line %d: not_before=%s is not an RFC 3339 time "
+			return ERR(-1, "line %d: not_before=%s is not an RFC 3339 time "
 				   "(2026-12-01T02:00:00Z, or with an offset: +01:00)", lineno, raw);
 		spec->not_before_ms = ms;
 	} else if (strcmp(key, "retry_on") == 0) {
 		const char *why;
 		if (sched_parse_retry_on(val, &spec->retry_on, &why) < 0)
-			return ERR("line %d: retry_on=%s: %s (use failed, timeout, oom, exit=N, "
+			return ERR(-1, "line %d: retry_on=%s: %s (use failed, timeout, oom, exit=N, "
 				   "separated by commas)", lineno, raw, why);
 		spec->line_retry_on = lineno;
 	} else if (strcmp(key, "unique") == 0) {
 		/* Kept as written, as label= is: tasks compare it so. */
 		if (strlen(raw) >= sizeof spec->unique)
-			return ERR("line %d: unique= is longer than %zu bytes", lineno,
+			return ERR(-1, "line %d: unique= is longer than %zu bytes", lineno,
 				   sizeof spec->unique - 1);
 		snprintf(spec->unique, sizeof spec->unique, "%s", raw);
 	} else if (strcmp(key, "retry_delay") == 0) {
 		int64_t s;
 		if (parse_duration_s(val, &s) < 0)
-			return ERR("line %d: retry_delay=%s is not a duration (use 0, 10s, 5m or 1h)",
+			return ERR(-1, "line %d: retry_delay=%s is not a duration (use 0, 10s, 5m or 1h)",
 				   lineno, raw);
 		spec->retry_delay_ms = s * 1000;
 	} else if (strcmp(key, "after") == 0) {
 		return parse_after(val, lineno, spec, err, errlen);
 	} else {
-		return ERR("line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
+		return ERR(-1, "line %d: unknown directive item '%s' " KNOWN_DIRECTIVES, lineno, item);
 	}
 	return 0;
 }
@@ -430,16 +429,16 @@ static int parse_shebang(const char *line, size_t len, struct task_spec *spec, c
 {
 	const char *p = line + 2, *end = line + len;
 	if (len >= TASK_INTERP_MAX)
-		return ERR("line 1: the #! line is longer than %d bytes", TASK_INTERP_MAX - 1);
+		return ERR(-1, "line 1: the #! line is longer than %d bytes", TASK_INTERP_MAX - 1);
 	while (p < end && (*p == ' ' || *p == '\t'))
 		p++;
 	const char *i0 = p;
 	while (p < end && *p != ' ' && *p != '\t')
 		p++;
 	if (p == i0)
-		return ERR("line 1: the #! line names no interpreter");
+		return ERR(-1, "line 1: the #! line names no interpreter");
 	if (*i0 != '/')
-		return ERR("line 1: the #! interpreter must be an absolute path");
+		return ERR(-1, "line 1: the #! interpreter must be an absolute path");
 	memcpy(spec->interp, i0, (size_t)(p - i0));
 	spec->interp[p - i0] = '\0';
 	while (p < end && (*p == ' ' || *p == '\t'))
@@ -469,7 +468,7 @@ int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, s
 		if (llen == 0 || line[0] != '#')
 			break; /* the leading comment block is over */
 		if (!nl && len >= TASK_HEADER_MAX)
-			return ERR("line %d: the leading comment block is longer than %d bytes",
+			return ERR(-1, "line %d: the leading comment block is longer than %d bytes",
 				   lineno, TASK_HEADER_MAX);
 		if (lineno == 1 && llen >= 2 && line[1] == '!') {
 			if (parse_shebang(line, llen, spec, err, errlen) < 0)
@@ -485,7 +484,7 @@ int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, s
 			while (q < line + llen && (*q == ' ' || *q == '\t'))
 				q++;
 			if (line + llen - q >= 5 && memcmp(q, "kart:", 5) == 0)
-				return ERR("line %d: the directive line is longer than %zu bytes",
+				return ERR(-1, "line %d: the directive line is longer than %zu bytes",
 					   lineno, sizeof tmp - 1);
 			continue;
 		}
@@ -533,55 +532,55 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 	struct lane_limits ll; /* memory, pids and cpu: the lane's own ceilings */
 	policy_lane_limits(pol, spec->lane, &ll);
 	if (pol->timeout_max_s >= 0 && spec->timeout_s > pol->timeout_max_s)
-		return ERR("line %d: timeout=%llds is above the policy's ceiling of %llds",
+		return ERR(-1, "line %d: timeout=%llds is above the policy's ceiling of %llds",
 			   spec->line_timeout, (long long)spec->timeout_s,
 			   (long long)pol->timeout_max_s);
 	if (spec->kill_grace_s > pol->kill_grace_max_s)
-		return ERR("line %d: kill_grace=%llds is above the policy's ceiling of %llds",
+		return ERR(-1, "line %d: kill_grace=%llds is above the policy's ceiling of %llds",
 			   spec->line_kill_grace, (long long)spec->kill_grace_s,
 			   (long long)pol->kill_grace_max_s);
 	if (spec->memory > ll.memory_max) {
 		fmt_size(spec->memory, a, sizeof a);
 		fmt_size(ll.memory_max, b, sizeof b);
-		return ERR("line %d: memory=%s is above the policy's ceiling of %s (lane %s)",
+		return ERR(-1, "line %d: memory=%s is above the policy's ceiling of %s (lane %s)",
 			   spec->line_memory, a, b, lane_name(spec->lane));
 	}
 	if (spec->pids > ll.pids_max)
-		return ERR("line %d: pids=%lld is above the policy's ceiling of %lld (lane %s)",
+		return ERR(-1, "line %d: pids=%lld is above the policy's ceiling of %lld (lane %s)",
 			   spec->line_pids, (long long)spec->pids, (long long)ll.pids_max,
 			   lane_name(spec->lane));
 	if (spec->cpu_milli > ll.cpu_max_milli)
-		return ERR("line %d: cpu=%u.%03u is above the policy's ceiling of %u.%03u cores (lane %s)",
+		return ERR(-1, "line %d: cpu=%u.%03u is above the policy's ceiling of %u.%03u cores (lane %s)",
 			   spec->line_cpu, spec->cpu_milli / 1000, spec->cpu_milli % 1000,
 			   ll.cpu_max_milli / 1000, ll.cpu_max_milli % 1000, lane_name(spec->lane));
 	if (spec->output > pol->output_max) {
 		fmt_size(spec->output, a, sizeof a);
 		fmt_size(pol->output_max, b, sizeof b);
-		return ERR("line %d: output=%s is above the policy's ceiling of %s",
+		return ERR(-1, "line %d: output=%s is above the policy's ceiling of %s",
 			   spec->line_output, a, b);
 	}
 	/* Where the grant would go: the user's next step. */
 	const char *conf = pol->conf_path[0] ? pol->conf_path : "the spool's kart.conf";
 	if (spec->kind_net && !policy_net_allowed(pol, uid)) {
 		if (spec->line_kind)
-			return ERR("line %d: kind=%s needs network, but the policy grants no network "
+			return ERR(-1, "line %d: kind=%s needs network, but the policy grants no network "
 				   "to uid %u (" NET_GRANT_HINT ")", spec->line_kind, spec->kind,
 				   (unsigned)uid, conf);
-		return ERR("the file's extension makes it kind %s, which needs network, but the "
+		return ERR(-1, "the file's extension makes it kind %s, which needs network, but the "
 			   "policy grants no network to uid %u (" NET_GRANT_HINT ")", spec->kind,
 			   (unsigned)uid, conf);
 	}
 	if (spec->net && !policy_net_allowed(pol, uid))
-		return ERR("line %d: net requested, but the policy grants no network to uid %u "
+		return ERR(-1, "line %d: net requested, but the policy grants no network to uid %u "
 			   "(" NET_GRANT_HINT ")", spec->line_net, (unsigned)uid, conf);
 	static const char *const bkey[] = {"cwd", "bind", "ro"};
 	for (int i = 0; i < spec->n_binds; i++) {
 		const struct task_bind *tb = &spec->binds[i];
 		if (!pol->task_binds)
-			return ERR("line %d: %s=%.300s asked for, but the policy binds no path of a "
+			return ERR(-1, "line %d: %s=%.300s asked for, but the policy binds no path of a "
 				   "task's ([sandbox] task_binds = no)", tb->line, bkey[tb->mode], tb->path);
 		if (!task_bind_root_ok(pol, tb->path))
-			return ERR("line %d: %s=%.300s is outside the trees the policy allows binds "
+			return ERR(-1, "line %d: %s=%.300s is outside the trees the policy allows binds "
 				   "in ([sandbox] task_bind_roots)", tb->line, bkey[tb->mode], tb->path);
 	}
 	for (const char *e = NULL; (e = task_env_next(spec, e));) {
@@ -589,7 +588,7 @@ int task_check_policy(const struct task_spec *spec, const struct policy *pol, ui
 		snprintf(name, sizeof name, "%.*s", (int)(strchr(e, '=') - e), e);
 		const char *why = task_env_denied(name, pol);
 		if (why)
-			return ERR("env=%s is refused: %s", name, why);
+			return ERR(-1, "env=%s is refused: %s", name, why);
 	}
 	return 0;
 }
@@ -616,7 +615,7 @@ int task_resolve_kind(struct task_spec *spec, const struct policy *pol, const ch
 			for (int i = 0; i < pol->n_kinds && o < sizeof known; i++)
 				o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", i ? ", " : "",
 						      pol->kinds[i].name);
-			return ERR("line %d: kind=%s is not a kind of the policy (%s%s)",
+			return ERR(-1, "line %d: kind=%s is not a kind of the policy (%s%s)",
 				   spec->line_kind, spec->kind, pol->n_kinds ? "known: " : "",
 				   pol->n_kinds ? known : "it defines none");
 		}

@@ -60,13 +60,12 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int pathfmt(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Logging for long-running commands: "kart[worker]: ..." on stderr. */
-void log_set_prog(const char *prog);
-void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* When set (log.c: logfmt or JSON), logmsg() and die() hand it the bare
- * message instead of writing "prog: message". */
-extern void (*log_sink)(const char *level, const char *msg);
-_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A library function's error: the message into the caller's err/errlen
+ * buffer (both in scope), and e, the value to return: return ERR(-1, ...). */
+#define ERR(e, ...) ({ (void)snprintf(err, errlen, __VA_ARGS__); (e); })
+
+/* logmsg() and die(), which every module may call, are log.c's. */
+#include "log.h"
 
 int write_all(int fd, const void *buf, size_t len);
 /* A sealed, read-only memfd holding data at offset 0 (O_CLOEXEC): the fd

@@ -313,11 +313,10 @@ static void on_inotify(struct worker *w)
 				if (w->nbusy) /* a link() publisher's tmp/ name went */
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
-				size_t l = strlen(ev->name);
+				char name[NAME_MAX + 1];
 				char pn[TASK_NAME_MAX + 1];
-				if (ev->name[0] == '.' && l > 8 && strcmp(ev->name + l - 7, ".cancel") == 0) {
-					ev->name[l - 7] = '\0';
-					struct task *t = find_task(w, ev->name + 1);
+				if (spool_scratch_of(ev->name, SCRATCH_CANCEL, name, sizeof name)) {
+					struct task *t = find_task(w, name);
 					if (t)
 						task_event(w, t, TE_CANCEL);
 				} else if (wctl_pause_entry(ev->name, pn, sizeof pn)) {
@@ -636,7 +635,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	container_label(sp->path, w.id, w.clabel, sizeof w.clabel);
 	sweep_containers(&w, w.id);
 	spares_drop(&w);
-	int rq = 0, lost = 0;
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		DIR *dir = d >= 0 ? fdopendir(d) : NULL;
@@ -653,8 +651,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		}
 		recover_own(&w);
 	}
-	(void)rq;
-	(void)lost;
 	scan_peers(&w);
 	scan_drops(&w);
 	scan_pauses(&w);
@@ -719,10 +715,10 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 				helper_done(&w, (struct helper *)((char *)s - offsetof(struct helper, src)));
 				break;
 			case SRC_STDOUT:
-				on_capture(&w, s->t, &s->t->run.out, "stdout", evs[i].events);
+				on_capture(&w, s->t, &s->t->run.out, SCRATCH_STDOUT, evs[i].events);
 				break;
 			case SRC_STDERR:
-				on_capture(&w, s->t, &s->t->run.err, "stderr", evs[i].events);
+				on_capture(&w, s->t, &s->t->run.err, SCRATCH_STDERR, evs[i].events);
 				break;
 			}
 		}

@@ -6,10 +6,10 @@
 /* Readable by the submitter and root alone (or also the spool's group,
  * [worker] results = group), while it runs and after (renamed into
  * done/ as it is). */
-static int open_capture(struct worker *w, const char *name, const char *sfx, uid_t reader)
+static int open_capture(struct worker *w, const char *name, enum scratch_file kind, uid_t reader)
 {
 	char p[512];
-	if (pathfmt(p, sizeof p, ".%s.%s", name, sfx) < 0)
+	if (spool_name_scratch(p, sizeof p, name, kind) < 0)
 		return -ENAMETOOLONG;
 	int fd = openat(w->wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
@@ -24,14 +24,14 @@ static int open_capture(struct worker *w, const char *name, const char *sfx, uid
 
 /* Make the capture file once there is something to put in it. If it
  * cannot be made, the output is read and dropped, and marked truncated. */
-void capture_file(struct worker *w, struct task *t, struct capture *c, const char *sfx)
+void capture_file(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind)
 {
 	int n = 0;
 	if (c->file >= 0 || c->pipe < 0 || ioctl(c->pipe, FIONREAD, &n) < 0 || n <= 0)
 		return;
-	int fd = open_capture(w, t->name, sfx, spool_reader(w->sp, t->name, t->uid));
+	int fd = open_capture(w, t->name, kind, spool_reader(w->sp, t->name, t->uid));
 	if (fd < 0) {
-		logmsg("%s: cannot create its %s file: %s; output dropped", t->name, sfx,
+		logmsg("%s: cannot create its %s file: %s; output dropped", t->name, spool_scratch_suffix[kind],
 		       strerror(-fd));
 		c->cap = c->bytes;
 		c->truncated = true;
@@ -45,7 +45,7 @@ void capture_file(struct worker *w, struct task *t, struct capture *c, const cha
  * pipe polls EPOLLIN only while it holds data: hung up without it, it
  * is at its end, and no read is needed to say so (most runs write
  * nothing). */
-void on_capture(struct worker *w, struct task *t, struct capture *c, const char *sfx,
+void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind,
 		uint32_t events)
 {
 	if (!(events & EPOLLIN) && (events & EPOLLHUP)) {
@@ -53,7 +53,7 @@ void on_capture(struct worker *w, struct task *t, struct capture *c, const char 
 		capture_close(c);
 		return;
 	}
-	capture_file(w, t, c, sfx);
+	capture_file(w, t, c, kind);
 	if (capture_pump(c) == 1) {
 		ep_del(w, c->pipe);
 		capture_close(c);
@@ -79,7 +79,7 @@ static const char *errno_name(int e)
 void capture_loss(struct worker *w, struct task *t)
 {
 	const struct capture *caps[] = {&t->run.out, &t->run.err};
-	static const char *const names[] = {"stdout", "stderr"};
+	const char *const names[] = {spool_scratch_suffix[SCRATCH_STDOUT], spool_scratch_suffix[SCRATCH_STDERR]};
 	struct result *r = &t->res;
 	char *buf = t->errbuf;
 	const size_t len = sizeof t->errbuf;

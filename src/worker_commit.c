@@ -7,9 +7,8 @@
  * the entries linked, the JSON written and fsynced. Up to
  * writes_max at a time, each step for all of them before the
  * next: the outputs' data and then the JSONs' are sent to the disk
- * together, and each fsync mostly finds its writes done (drains of
- * 2,000 tasks here: about 200 us a result one after the other, about 70
- * in groups; docs/PERFORMANCE.md, ninth pass). */
+ * together, and each fsync mostly finds its writes done, where one result
+ * after the other would wait on the disk each time (docs/PERFORMANCE.md). */
 static void commit_stage(struct commit *c, struct task *batch, int writes_max)
 {
 	for (struct task *first = batch, *end; first; first = end) {

@@ -105,6 +105,9 @@ struct cg_cpu {
 	int64_t user_us, system_us;
 };
 
+/* A task's scratch directories with backend none (struct task's scr). */
+enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
+
 struct task {
 	struct task *next;
 	char *name;
@@ -132,13 +135,14 @@ struct task {
 	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
-	/* Backend none: its work, tmp and $KART_OUTDIR directories, spares
-	 * used under their own names (scratch_dir); "" once handed on. */
-	char scr[3][24];
+	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
+	 * by enum scr_dir), spares used under their own names (scratch_dir);
+	 * "" once handed on. */
+	char scr[SCR_NDIRS][24];
 	/* and the change time each had as a spare, when it was older than
 	 * the run (scratch_dir); {0, 0} if not */
-	struct timespec scr_ct[3];
-	int scr_fd[3]; /* and an O_PATH descriptor of each, or -1 */
+	struct timespec scr_ct[SCR_NDIRS];
+	int scr_fd[SCR_NDIRS]; /* and an O_PATH descriptor of each, or -1 */
 	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
 	bool seccomp;        /* its sandbox was handed the filter */
@@ -267,8 +271,7 @@ struct spawn_job {
 };
 
 /* Two: while one sleeps through a child's set-up, the other starts the
- * next task (drains of 3,000 tasks with backend none, one against two in
- * turns: +5-9 %, and the cores' idle time from 11 % to 7 %). */
+ * next task (docs/PERFORMANCE.md has the measurement). */
 #define SPAWN_THREADS 2
 
 /* Backend none has SPAWN_THREADS more, started at its first task, that
@@ -276,8 +279,8 @@ struct spawn_job {
  * Every child they clone is born under it, shared and not copied, and
  * loads only the seven instructions of the inner half before its exec:
  * the whole program's load (its JIT, the action cache filled by running
- * it for every syscall number, and its free at exit) cost each task
- * about 0.1 ms of CPU here (docs/PERFORMANCE.md, seventh pass). The
+ * it for every syscall number, and its free at exit) is paid once per
+ * thread instead of once per task (docs/PERFORMANCE.md). The
  * outer half lets clone3 through, so these threads can still clone
  * into a cgroup; the inner half refuses it to the task. They take only
  * jobs of backend none (nothing else may be born under that filter);
@@ -289,10 +292,10 @@ struct spawner {
 	int nmore;
 	struct spawn_job *todo; /* in order */
 	int wdir;
-	pthread_cond_t cvf;		/* the filtered threads' */
-	struct spawn_job *todof;	/* their queue, in order */
-	pthread_t fth[SPAWN_THREADS];
-	int nf;
+	pthread_cond_t cv_filtered;		/* the filtered threads' */
+	struct spawn_job *todo_filtered;	/* their queue, in order */
+	pthread_t filtered_th[SPAWN_THREADS]; /* the filtered threads, nfiltered of them */
+	int nfiltered;
 	const struct sock_fprog *outer, *inner; /* what they load, what their children do */
 };
 
@@ -532,8 +535,8 @@ bool drain_poll(struct worker *w, struct task *t);
 bool drain_event(struct worker *w, int wd);
 
 /* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */
-void capture_file(struct worker *w, struct task *t, struct capture *c, const char *sfx);
-void on_capture(struct worker *w, struct task *t, struct capture *c, const char *sfx,
+void capture_file(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind);
+void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind,
 		uint32_t events);
 void capture_loss(struct worker *w, struct task *t);
 
@@ -554,7 +557,7 @@ int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char *
 void held_drop(void);
 void held_apply(struct worker *w, struct confine *c);
 void task_paths_held(const struct task *t, struct confine *c, const char *task,
-		     const char *const dirs[3]);
+		     const char *const dirs[SCR_NDIRS]);
 
 /* after=, when a run starts: what the sandbox is given of each
  * upstream (sandbox.h), and the descriptors of it opened in done/. */

@@ -5,8 +5,8 @@
 static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 {
 	pthread_mutex_lock(&sp->h.mu);
-	struct spawn_job **q = filtered ? &sp->todof : &sp->todo;
-	pthread_cond_t *cv = filtered ? &sp->cvf : &sp->h.cv;
+	struct spawn_job **q = filtered ? &sp->todo_filtered : &sp->todo;
+	pthread_cond_t *cv = filtered ? &sp->cv_filtered : &sp->h.cv;
 	for (;;) {
 		while (!*q && !sp->h.quit)
 			pthread_cond_wait(cv, &sp->h.mu);
@@ -156,13 +156,13 @@ void spawner_start_filtered(struct worker *w)
 	sp->outer = &w->fp_outer;
 	sp->inner = &w->fp_inner;
 	for (int i = 0; i < SPAWN_THREADS; i++) {
-		int e = pthread_create(&sp->fth[sp->nf], NULL, spawn_main_filtered, sp);
+		int e = pthread_create(&sp->filtered_th[sp->nfiltered], NULL, spawn_main_filtered, sp);
 		if (e) {
 			logmsg("cannot start a spawn thread: %s", strerror(e));
 			break;
 		}
-		thread_name(sp->fth[sp->nf], "spawn");
-		sp->nf++;
+		thread_name(sp->filtered_th[sp->nfiltered], "spawn");
+		sp->nfiltered++;
 	}
 }
 
@@ -170,7 +170,7 @@ void spawner_start(struct worker *w)
 {
 	struct spawner *sp = &w->spawner;
 	sp->wdir = w->wdir;
-	pthread_cond_init(&sp->cvf, NULL);
+	pthread_cond_init(&sp->cv_filtered, NULL);
 	helper_start(w, &sp->h, spawn_main, sp, "spawn");
 	for (int i = 0; i < SPAWN_THREADS - 1; i++) {
 		int e = pthread_create(&sp->more[i], NULL, spawn_main, sp);
@@ -189,14 +189,14 @@ void spawner_stop(struct worker *w)
 		pthread_mutex_lock(&sp->h.mu);
 		sp->h.quit = true;
 		pthread_cond_broadcast(&sp->h.cv);
-		pthread_cond_broadcast(&sp->cvf);
+		pthread_cond_broadcast(&sp->cv_filtered);
 		pthread_mutex_unlock(&sp->h.mu);
 	}
 	for (int i = 0; i < sp->nmore; i++)
 		pthread_join(sp->more[i], NULL);
 	sp->nmore = 0;
-	for (int i = 0; i < sp->nf; i++)
-		pthread_join(sp->fth[i], NULL);
-	sp->nf = 0;
+	for (int i = 0; i < sp->nfiltered; i++)
+		pthread_join(sp->filtered_th[i], NULL);
+	sp->nfiltered = 0;
 	helper_stop(&sp->h);
 }

@@ -176,7 +176,7 @@ void scan_cancels(struct worker *w)
 	for (struct task *t = w->tasks; t; t = t->next) {
 		char p[512];
 		struct stat st;
-		if (pathfmt(p, sizeof p, ".%s.cancel", t->name) == 0 &&
+		if (spool_name_cancel(p, sizeof p, t->name) == 0 &&
 		    fstatat(w->wdir, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			task_event(w, t, TE_CANCEL);
 	}
@@ -422,7 +422,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	/* `kart cancel` found it here just after our claim: it never runs. */
 	char creq[512];
 	struct stat cst;
-	if (pathfmt(creq, sizeof creq, ".%s.cancel", name) == 0 &&
+	if (spool_name_cancel(creq, sizeof creq, name) == 0 &&
 	    fstatat(w->wdir, creq, &cst, AT_SYMLINK_NOFOLLOW) == 0) {
 		char id[256];
 		int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled",
@@ -457,7 +457,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	limits_apply_defaults(&t->spec, w->pol);
 	t->cg_wd = -1;
 	t->uniq_fd = steal_fd(&ufd);
-	t->scr_fd[0] = t->scr_fd[1] = t->scr_fd[2] = -1;
+	t->scr_fd[SCR_WORK] = t->scr_fd[SCR_TMP] = t->scr_fd[SCR_OUT] = -1;
 	t->fwd = (struct credfwd)CREDFWD_INIT;
 	t->out_mfd = t->mv.src = t->mv.dst = -1;
 	cg_files_init(&t->cgf);
@@ -506,10 +506,10 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	/* Backend none runs in spares under their own names (scratch_dir):
 	 * no rename per directory into place and back. */
 	bool inplace = w->pol->backend == BACKEND_NONE;
-	char *outdir = inplace ? t->scr[2] : outname;
-	if ((!inplace && pathfmt(outname, sizeof outname, ".%s.out", name) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[2],
-			&t->scr_fd[2]) < 0 ||
+	char *outdir = inplace ? t->scr[SCR_OUT] : outname;
+	if ((!inplace && spool_name_scratch(outname, sizeof outname, name, SCRATCH_OUT) < 0) ||
+	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[SCR_OUT],
+			&t->scr_fd[SCR_OUT]) < 0 ||
 	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
@@ -522,7 +522,7 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		/* Its /work, bound into the container; /tmp is the engine's
 		 * tmpfs. */
 		char wd[512];
-		if (pathfmt(wd, sizeof wd, ".%s.work", name) < 0 ||
+		if (spool_name_scratch(wd, sizeof wd, name, SCRATCH_WORK) < 0 ||
 		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL, NULL) < 0 ||
 		    (as_user && !own_w &&
 		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
@@ -531,11 +531,11 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 		}
 	} else if (inplace) {
 		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		const char *wd = t->scr[0], *td = t->scr[1];
-		if (scratch_dir(w, t->scr[0], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[0],
-				&t->scr_fd[0]) < 0 ||
-		    scratch_dir(w, t->scr[1], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[1],
-				&t->scr_fd[1]) < 0 ||
+		const char *wd = t->scr[SCR_WORK], *td = t->scr[SCR_TMP];
+		if (scratch_dir(w, t->scr[SCR_WORK], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[SCR_WORK],
+				&t->scr_fd[SCR_WORK]) < 0 ||
+		    scratch_dir(w, t->scr[SCR_TMP], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[SCR_TMP],
+				&t->scr_fd[SCR_TMP]) < 0 ||
 		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
@@ -712,16 +712,16 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	t->seccomp = want_scmp;
 	t->job = j;
 	task_event(w, t, TE_SPAWN);
-	if (j->inherit && !w->spawner.nf)
+	if (j->inherit && !w->spawner.nfiltered)
 		spawner_start_filtered(w);
-	bool f = j->inherit && w->spawner.nf;
+	bool f = j->inherit && w->spawner.nfiltered;
 	pthread_mutex_lock(&w->spawner.h.mu);
-	struct spawn_job **tail = f ? &w->spawner.todof : &w->spawner.todo;
+	struct spawn_job **tail = f ? &w->spawner.todo_filtered : &w->spawner.todo;
 	while (*tail)
 		tail = &(*tail)->next;
 	*tail = j;
 	pthread_mutex_unlock(&w->spawner.h.mu);
-	pthread_cond_signal(f ? &w->spawner.cvf : &w->spawner.h.cv); /* as in publish */
+	pthread_cond_signal(f ? &w->spawner.cv_filtered : &w->spawner.h.cv); /* as in publish */
 }
 
 /* ---- ending a task ----------------------------------------------------------- */
@@ -762,8 +762,8 @@ static bool task_ended(struct worker *w, struct task *t)
 	ep_del(w, t->run.out.pipe);
 	ep_del(w, t->run.err.pipe);
 	/* What is still in the pipes is read by run_collect. */
-	capture_file(w, t, &t->run.out, "stdout");
-	capture_file(w, t, &t->run.err, "stderr");
+	capture_file(w, t, &t->run.out, SCRATCH_STDOUT);
+	capture_file(w, t, &t->run.err, SCRATCH_STDERR);
 	if (run_collect(&t->run, e) < 0)
 		logmsg("%s: wait: %s", t->name, strerror(errno));
 	run_close(&t->run);
@@ -857,7 +857,7 @@ static void task_complete(struct worker *w, struct task *t)
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
 	t->scratch_retired = true;
-	if (t->scr[0][0] || t->scr[2][0]) {
+	if (t->scr[SCR_WORK][0] || t->scr[SCR_OUT][0]) {
 		/* Backend none's, by their names: each gone is forgotten. */
 		for (int i = 0; i < 2; i++) {
 			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i], &t->scr_fd[i]);
@@ -865,20 +865,20 @@ static void task_complete(struct worker *w, struct task *t)
 			if (gone)
 				t->scr[i][0] = '\0';
 		}
-		r->outdir_gone = !t->scr[2][0] || scratch_retire(w, t, t->scr[2], true, &t->scr_ct[2], &t->scr_fd[2]);
+		r->outdir_gone = !t->scr[SCR_OUT][0] || scratch_retire(w, t, t->scr[SCR_OUT], true, &t->scr_ct[SCR_OUT], &t->scr_fd[SCR_OUT]);
 		if (r->outdir_gone)
-			t->scr[2][0] = '\0';
+			t->scr[SCR_OUT][0] = '\0';
 		else
-			r->outdir_scratch = t->scr[2]; /* the commit moves or removes it */
+			r->outdir_scratch = t->scr[SCR_OUT]; /* the commit moves or removes it */
 	} else {
-		static const char *const gone[] = {"work", "tmp"};
+		static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
 		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
-			t->scratch_retired &= pathfmt(p, sizeof p, ".%s.%s", t->name, gone[i]) == 0 &&
+			t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
 					      scratch_retire(w, t, p, false, NULL, NULL);
 		if (t->out_mfd >= 0)
 			(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
 		if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
-		    pathfmt(p, sizeof p, ".%s.out", t->name) == 0) {
+		    spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0) {
 			/* Copied into .NAME.out by the mover, for the commit
 			 * thread to move beside the result. */
 			t->mv = (struct outdir_move){
@@ -894,7 +894,7 @@ static void task_complete(struct worker *w, struct task *t)
 			if (t->out_mfd >= 0)
 				close(t->out_mfd); /* nothing in it */
 			t->out_mfd = -1;
-			r->outdir_gone = pathfmt(p, sizeof p, ".%s.out", t->name) == 0 &&
+			r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
 					 scratch_retire(w, t, p, true, NULL, NULL);
 		}
 	}
