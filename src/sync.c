@@ -20,7 +20,9 @@ enum {
 	C_ID, C_NAME, C_STATE, C_STATUS, C_EXIT, C_SIGNAL, C_ERROR, C_WORKER, C_LANE,
 	C_ATTEMPT, C_SINCE, C_SUBMITTED, C_STARTED, C_FINISHED, C_WAIT, C_DURATION,
 	C_TIMEOUT, C_MEMORY, C_PIDS, C_CPU, C_CPU_USER, C_CPU_SYS, C_MEM_PEAK,
-	C_STDOUT, C_STDERR, C_TASK, C_RESULT, C_N
+	C_STDOUT, C_STDERR, C_TASK, C_RESULT,
+	/* schema version 2 (docs/SYNC.md): scheduling and live control */
+	C_NOT_BEFORE, C_WAITING_ON, C_ATTEMPTS, C_PAUSED_MS, C_N
 };
 
 const struct sync_col sync_cols[] = {
@@ -51,7 +53,14 @@ const struct sync_col sync_cols[] = {
 	[C_STDERR] = {"stderr_path", COL_TEXT},
 	[C_TASK] = {"task_path", COL_TEXT},
 	[C_RESULT] = {"result", COL_JSON},
+	[C_NOT_BEFORE] = {"not_before", COL_TEXT},
+	[C_WAITING_ON] = {"waiting_on", COL_TEXT},
+	[C_ATTEMPTS] = {"attempts", COL_JSON},
+	[C_PAUSED_MS] = {"paused_ms", COL_INT},
 };
+/* The first column of each later schema version, in order: a mirror of
+ * version v gets the columns from sync_since[v - 1] on (ALTER TABLE). */
+const size_t sync_since[] = {C_NOT_BEFORE};
 const size_t sync_ncols = C_N;
 
 _Static_assert(C_N <= ARRAY_SIZE(((struct sync_row *)0)->v), "sync_row too small");
@@ -121,7 +130,7 @@ static int row_done(struct spool *sp, const char *id, struct sync_row *r)
 		{C_ERROR, "error"}, {C_WORKER, "worker"}, {C_LANE, "lane"},
 		{C_ATTEMPT, "attempt"}, {C_SUBMITTED, "submitted_at"},
 		{C_STARTED, "started_at"}, {C_FINISHED, "finished_at"},
-		{C_WAIT, "wait_ms"}, {C_DURATION, "duration_ms"},
+		{C_WAIT, "wait_ms"}, {C_DURATION, "duration_ms"}, {C_PAUSED_MS, "paused_ms"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(top); i++)
 		r->v[top[i].col] = jtext(json_object_get(o, top[i].key));
@@ -135,12 +144,21 @@ static int row_done(struct spool *sp, const char *id, struct sync_row *r)
 	for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
 		r->v[sub[i].col] = jtext(json_object_get(json_object_get(o, sub[i].obj), sub[i].key));
 	r->v[C_SINCE] = ms_text(stat_ms(sp->done, p, false));
+	json_t *att = json_object_get(o, "attempts");
+	if (json_is_array(att))
+		r->v[C_ATTEMPTS] = json_dumps(att, JSON_COMPACT);
 	json_decref(o);
 	/* The document as written, not re-serialised. */
 	while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
 		buf[--len] = '\0';
 	r->v[C_RESULT] = steal_ptr(&buf);
 	return 0;
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* user.kart on dirfd/name: attempt and first submission (0: unknown). */
@@ -165,21 +183,42 @@ static void read_meta(int dirfd, const char *name, long long *attempt, long long
 	}
 }
 
-/* A queued (worker NULL) or running entry: what the spool says before a
- * result exists. The name is the entry's; a name= directive is seen only
- * in the result. */
-static void row_pending(int dirfd, const char *dir, const char *worker, const char *id,
-			struct sync_row *r)
+/* A queued (worker NULL), held or running entry: what the spool says
+ * before a result exists. The name is the entry's; a name= directive is
+ * seen only in the result. name is the entry in dirfd (new/.held.ID for
+ * a held task), id the task's. */
+static void row_pending(struct spool *sp, int dirfd, const char *dir, const char *worker,
+			const char *name, const char *id, struct sync_row *r)
 {
 	long long attempt, submitted;
-	int64_t since = stat_ms(dirfd, id, true);
-	read_meta(dirfd, id, &attempt, &submitted);
+	int64_t since = stat_ms(dirfd, name, true);
+	read_meta(dirfd, name, &attempt, &submitted);
 	r->v[C_ID] = xstrdup(id);
 	r->v[C_NAME] = xstrdup(id);
-	/* scheduled: queued, not before its time (kart-spool(5), STATES). */
-	r->v[C_STATE] = xstrdup(worker ? "running"
-				: query_not_before(dirfd, id, now_realtime_ms()) ? "scheduled"
-										  : "queued");
+	/* The states of kart-spool(5), STATES, as kart status says them. */
+	const char *state = "queued";
+	char p[600];
+	if (worker)
+		state = spool_name_scratch(p, sizeof p, id, SCRATCH_PAUSED) == 0 && exists_at(dirfd, p)
+				? "paused"
+				: "running";
+	else if (strcmp(name, id) != 0)
+		state = "held";
+	else {
+		int64_t nb = query_not_before(dirfd, name, now_realtime_ms());
+		struct qinfo q = {.state = Q_QUEUED};
+		query_waiting(sp, id, &q);
+		if (nb) {
+			state = "scheduled";
+			r->v[C_NOT_BEFORE] = ms_text(nb);
+		}
+		if (q.waiting[0]) {
+			if (!nb)
+				state = "waiting";
+			r->v[C_WAITING_ON] = xstrdup(q.waiting);
+		}
+	}
+	r->v[C_STATE] = xstrdup(state);
 	r->v[C_ATTEMPT] = xasprintf("%lld", attempt);
 	r->v[C_SINCE] = ms_text(since);
 	r->v[C_SUBMITTED] = ms_text(submitted ? submitted : (worker ? 0 : since));
@@ -193,14 +232,7 @@ static void row_pending(int dirfd, const char *dir, const char *worker, const ch
 			r->v[C_STDERR] = xasprintf("%s/%s", dir, e);
 		}
 	}
-	r->v[C_TASK] = xasprintf("%s/%s", dir, id);
-}
-
-
-static bool exists_at(int dirfd, const char *name)
-{
-	struct stat st;
-	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	r->v[C_TASK] = xasprintf("%s/%s", dir, name);
 }
 
 static bool task_name_ok(const char *n)
@@ -215,8 +247,13 @@ static int resolve(struct spool *sp, const char *id, struct sync_row *r)
 	if (!task_name_ok(id))
 		return 0;
 	for (int pass = 0; pass < 2; pass++) {
+		char held[NAME_MAX + 1];
 		if (exists_at(sp->new, id)) {
-			row_pending(sp->new, "new", NULL, id, r);
+			row_pending(sp, sp->new, "new", NULL, id, id, r);
+			return 1;
+		}
+		if (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)) {
+			row_pending(sp, sp->new, "new", NULL, held, id, r);
 			return 1;
 		}
 		char worker[256];
@@ -229,7 +266,7 @@ static int resolve(struct spool *sp, const char *id, struct sync_row *r)
 			char dir[512];
 			bool running = wd >= 0 && pathfmt(dir, sizeof dir, "cur/%s", worker) == 0;
 			if (running)
-				row_pending(wd, dir, worker, id, r);
+				row_pending(sp, wd, dir, worker, id, id, r);
 			if (wd >= 0)
 				close(wd);
 			if (running)
@@ -289,9 +326,33 @@ static int scan_one(const struct spool_entry *e, void *arg)
 		if (e->area == SPOOL_WALK_CUR && spool_name_done(jn, sizeof jn, e->id, DONE_JSON) == 0 &&
 		    exists_at(s->sp->done, jn))
 			return 0;
-		row_pending(e->dirfd, e->dir, e->worker, e->id, &r);
+		row_pending(s->sp, e->dirfd, e->dir, e->worker, e->id, e->id, &r);
 	}
 	return scan_put(s, &r) < 0 ? 1 : 0;
+}
+
+/* Held tasks (kart hold): new/.held.ID, a dot name the walk leaves out. */
+static int scan_held(struct scan *s)
+{
+	char pre[16];
+	DIR *d = opendir_at(s->sp->new, ".");
+	struct dirent *de;
+	int rc = 0;
+	if (!d || spool_held_name("", pre, sizeof pre) < 0) {
+		if (d)
+			closedir(d);
+		return 0; /* new/ is read by the walk, which said so */
+	}
+	size_t pl = strlen(pre);
+	while (rc == 0 && (de = readdir(d))) {
+		if (strncmp(de->d_name, pre, pl) != 0 || !task_name_ok(de->d_name + pl))
+			continue;
+		struct sync_row r = {0};
+		row_pending(s->sp, s->sp->new, "new", NULL, de->d_name, de->d_name + pl, &r);
+		rc = scan_put(s, &r);
+	}
+	closedir(d);
+	return rc;
 }
 
 static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
@@ -300,7 +361,8 @@ static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
 	int64_t t0 = now_mono_ms();
 	if (db->ops->begin(db) < 0 || db->ops->scan_begin(db) < 0)
 		return -1;
-	if (spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE, scan_one, &s) > 0)
+	if (spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE, scan_one, &s) > 0 ||
+	    scan_held(&s) < 0)
 		return -1;
 	long gone = 0;
 	if (db->ops->scan_end(db, &gone) < 0 || db->ops->commit(db) < 0)
@@ -421,8 +483,17 @@ static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
 				overflow = 1;
 				continue;
 			}
-			if (!ev->len || ev->name[0] == '.')
+			if (!ev->len)
 				continue;
+			if (ev->name[0] == '.') {
+				/* new/.held.ID: a hold or a release changes ID's row. */
+				char pre[16];
+				size_t pl;
+				if (ev->wd == w->new && spool_held_name("", pre, sizeof pre) == 0 &&
+				    strncmp(ev->name, pre, pl = strlen(pre)) == 0 && task_name_ok(ev->name + pl))
+					idset_add(s, ev->name + pl);
+				continue;
+			}
 			if (ev->wd == w->cur) {
 				if (ev->mask & IN_ISDIR)
 					watch_worker(sp, w, ev->name, s);

@@ -10,7 +10,7 @@
 
 #include "spool.h"
 
-#define SYNC_SCHEMA_VERSION 1
+#define SYNC_SCHEMA_VERSION 2
 
 enum sync_type { COL_TEXT, COL_INT, COL_REAL, COL_JSON };
 
@@ -22,6 +22,9 @@ struct sync_col {
 /* The columns of table `tasks`, in order; the first is the key (id). */
 extern const struct sync_col sync_cols[];
 extern const size_t sync_ncols;
+/* sync_since[v - 1]: the first column that schema version v + 1 added
+ * (each later version's columns follow its predecessor's). */
+extern const size_t sync_since[];
 
 /* One row: each value as text (as the JSON or the spool gives it), or
  * NULL for SQL NULL. Backends convert by the column's type. */

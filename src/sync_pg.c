@@ -229,6 +229,7 @@ static int pg_migrate(struct pg *p)
 		return -1;
 	}
 	if (v < 1) {
+		/* A new mirror: every column of this version at once. */
 		char *ddl = xstrdup("CREATE TABLE tasks (id text PRIMARY KEY");
 		for (size_t i = 1; i < sync_ncols; i++)
 			ddl = append(ddl, ", %s %s%s", sync_cols[i].name, pg_type(sync_cols[i].type),
@@ -236,7 +237,23 @@ static int pg_migrate(struct pg *p)
 		ddl = append(ddl, "); CREATE INDEX tasks_state ON tasks (state, status);"
 				  "CREATE INDEX tasks_name ON tasks (name);"
 				  "CREATE INDEX tasks_finished ON tasks (finished_at);"
-				  "INSERT INTO schema_version VALUES (1)");
+				  "INSERT INTO schema_version VALUES (%d)", SYNC_SCHEMA_VERSION);
+		int r = pg_exec(p, ddl);
+		free(ddl);
+		if (r < 0)
+			return -1;
+		v = SYNC_SCHEMA_VERSION;
+	}
+	/* An older mirror: each later version's columns, added in order
+	 * (version 2: not_before, waiting_on, attempts, paused_ms), under
+	 * the advisory lock, so two feeds never migrate twice. */
+	for (; v < SYNC_SCHEMA_VERSION; v++) {
+		size_t end = v + 1 < SYNC_SCHEMA_VERSION ? sync_since[v] : sync_ncols;
+		char *ddl = xstrdup("");
+		for (size_t i = sync_since[v - 1]; i < end; i++)
+			ddl = append(ddl, "ALTER TABLE tasks ADD COLUMN %s %s; ", sync_cols[i].name,
+				     pg_type(sync_cols[i].type));
+		ddl = append(ddl, "INSERT INTO schema_version VALUES (%d)", v + 1);
 		int r = pg_exec(p, ddl);
 		free(ddl);
 		if (r < 0)

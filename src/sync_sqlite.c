@@ -138,6 +138,7 @@ static int migrate(struct sq *q)
 		return -1;
 	}
 	if (v < 1) {
+		/* A new mirror: every column of this version at once. */
 		_cleanup_free_ char *ddl = xstrdup("CREATE TABLE tasks (id TEXT PRIMARY KEY NOT NULL");
 		for (size_t i = 1; i < sync_ncols; i++) {
 			char *n = xasprintf("%s, %s %s%s", ddl, sync_cols[i].name, sq_type(sync_cols[i].type),
@@ -148,13 +149,27 @@ static int migrate(struct sq *q)
 		char *n = xasprintf("%s); CREATE INDEX tasks_state ON tasks (state, status);"
 				    "CREATE INDEX tasks_name ON tasks (name);"
 				    "CREATE INDEX tasks_finished ON tasks (finished_at);"
-				    "INSERT INTO schema_version VALUES (1)", ddl);
+				    "INSERT INTO schema_version VALUES (%d)", ddl, SYNC_SCHEMA_VERSION);
 		free(ddl);
 		ddl = n;
 		if (exec(q, ddl) < 0)
 			return -1;
+		v = SYNC_SCHEMA_VERSION;
 	}
-	/* Later versions: `if (v < 2) ALTER TABLE ...; INSERT ... (2)`. */
+	/* An older mirror: each later version's columns, added in order
+	 * (version 2: not_before, waiting_on, attempts, paused_ms). */
+	for (; v < SYNC_SCHEMA_VERSION; v++) {
+		size_t end = v + 1 < SYNC_SCHEMA_VERSION ? sync_since[v] : sync_ncols;
+		for (size_t i = sync_since[v - 1]; i < end; i++) {
+			_cleanup_free_ char *alter = xasprintf("ALTER TABLE tasks ADD COLUMN %s %s",
+							      sync_cols[i].name, sq_type(sync_cols[i].type));
+			if (exec(q, alter) < 0)
+				return -1;
+		}
+		_cleanup_free_ char *ins = xasprintf("INSERT INTO schema_version VALUES (%d)", v + 1);
+		if (exec(q, ins) < 0)
+			return -1;
+	}
 	return exec(q, "COMMIT");
 }
 

@@ -126,8 +126,41 @@ test_sqlite_mirror_equality() {
 	assert_eq "done/t0.stdout|ok|1" "$(sq "$db" "SELECT stdout_path, status, attempt FROM tasks WHERE id = 't0'")" "t0's row"
 	rows_eq "$db" "state = 'done' AND (finished_at IS NULL OR duration_ms IS NULL OR json_extract(result, '\$.status') <> status)" 0 ||
 		fail "done rows lack times or their JSON"
-	assert_eq "1" "$(sq "$db" "SELECT max(version) FROM schema_version")" "schema version"
+	assert_eq "2" "$(sq "$db" "SELECT max(version) FROM schema_version")" "schema version"
 	assert_eq "wal" "$(sq "$db" "PRAGMA journal_mode")" "journal mode"
+}
+
+# Schema version 2: the states of scheduling and live control, with the
+# time, the ids waited on and every attempt, agreeing with kart status;
+# and a version 1 mirror (its four columns dropped, its version set to 1)
+# migrated in place, then filled by the next pass.
+test_sqlite_v2_states_and_migration() {
+	need_sqlite || return
+	local s db=$T_ROOT/v2.db
+	s=$(mkspool)
+	"$KART" -s "$s" submit --name flaky --retry-on failed --retries 1 -- sh -c 'exit 1' >/dev/null || fail "submit flaky"
+	KART_BACKEND=none drain "$s"
+	"$KART" -s "$s" submit --name up -- true >/dev/null || fail "submit up"
+	"$KART" -s "$s" submit --name later --in 1h -- true >/dev/null || fail "submit later"
+	"$KART" -s "$s" submit --name down --after up -- true >/dev/null || fail "submit down"
+	"$KART" -s "$s" submit --name kept --hold -- true >/dev/null || fail "submit --hold"
+	"$KART" -s "$s" sync sqlite "$db" || fail "kart sync exited $?"
+	local d; d=$(mirror_diff "$s" "$db")
+	[ -z "$d" ] || fail "mirror differs: $d"
+	local cols="state, coalesce(not_before, '') <> '', coalesce(waiting_on, ''), coalesce(json_array_length(attempts), 0), coalesce(paused_ms, -1)"
+	assert_eq "scheduled|1||0|-1" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'later'")" "the scheduled row"
+	assert_eq "waiting|0|up|0|-1" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'down'")" "the waiting row"
+	assert_eq "held|0||0|-1" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'kept'")" "the held row"
+	assert_eq "done|0||2|0" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'flaky'")" "the retried row"
+	# Back to version 1, then a pass: the columns come back, filled.
+	sq "$db" "ALTER TABLE tasks DROP COLUMN not_before; ALTER TABLE tasks DROP COLUMN waiting_on;
+		ALTER TABLE tasks DROP COLUMN attempts; ALTER TABLE tasks DROP COLUMN paused_ms;
+		DELETE FROM schema_version; INSERT INTO schema_version VALUES (1)" || fail "cannot make a version 1 mirror"
+	assert_eq "1" "$(sq "$db" "SELECT max(version) FROM schema_version")" "made version 1"
+	"$KART" -s "$s" sync sqlite "$db" || fail "kart sync of a version 1 mirror exited $?"
+	assert_eq "1 2" "$(sq "$db" "SELECT version FROM schema_version ORDER BY version" | xargs)" "migrated to 2"
+	assert_eq "waiting|0|up|0|-1" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'down'")" "the waiting row, migrated"
+	assert_eq "done|0||2|0" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'flaky'")" "the retried row, migrated"
 }
 
 test_sqlite_idempotent() {
@@ -316,7 +349,17 @@ test_postgres_mirror_idempotent_gone() {
 	"$KART" -s "$s" gc --older-than 1s >/dev/null || fail "kart gc"
 	"$KART" -s "$s" sync postgres "$PG_URL" || fail "sync after gc"
 	rows_eq "$PG_URL" "state = 'gone'" 250 || fail "gone rows: $(rows "$PG_URL" "state = 'gone'")"
-	assert_eq 1 "$(psql -X -At "$PG_URL" -c 'SELECT max(version) FROM schema_version')" "schema version"
+	assert_eq 2 "$(psql -X -At "$PG_URL" -c 'SELECT max(version) FROM schema_version')" "schema version"
+	# A version 1 mirror (version 2's columns dropped) is migrated in place.
+	psql -X -q "$PG_URL" -c 'ALTER TABLE tasks DROP COLUMN not_before, DROP COLUMN waiting_on,
+		DROP COLUMN attempts, DROP COLUMN paused_ms; DELETE FROM schema_version;
+		INSERT INTO schema_version VALUES (1)' || fail "cannot make a version 1 mirror"
+	"$KART" -s "$s" sync postgres "$PG_URL" || fail "sync of a version 1 mirror"
+	assert_eq "1 2" "$(psql -X -At "$PG_URL" -c 'SELECT version FROM schema_version ORDER BY 1' | xargs)" \
+		"migrated to 2"
+	assert_eq 4 "$(psql -X -At "$PG_URL" -c "SELECT count(*) FROM information_schema.columns WHERE
+		table_name = 'tasks' AND column_name IN ('not_before', 'waiting_on', 'attempts', 'paused_ms')")" \
+		"version 2's columns"
 	pg_stop
 }
 
