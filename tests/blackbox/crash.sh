@@ -9,7 +9,7 @@ test_crash_points_short_sweep() {
 	local out
 	# The retry and after= sweeps (retry, deps) only in make torture: each of its points
 	# drains several tasks, too long for make check's budget.
-	out=$(SWEEP_MAX=${KART_SWEEP_MAX:-6} SWEEP_RETRY=0 SWEEP_PARTS="submit worker commit" KART=$KART \
+	out=$(SWEEP_MAX=${KART_SWEEP_MAX:-4} SWEEP_RETRY=0 SWEEP_PARTS="submit worker commit" KART=$KART \
 		bash "$ROOT/tests/torture/crash-sweep.sh" 2>&1) ||
 		fail "the invariant broke: $(grep -v '^submit:\|^worker:' <<<"$out" | tail -15)"
 	local last; last=$(tail -n 1 <<<"$out")

@@ -634,7 +634,7 @@ test_startup_race() {
 # it points to is left as it was. Prints "link race: N published, N
 # results, R rejected, hostile: STATUS" for the report.
 test_link_publish_race() {
-	local s n=2000 procs=8 i; s=$(mkspool)
+	local s n=1000 procs=8 i; s=$(mkspool)
 	[ "$LONG" = 1 ] && n=10000
 	local per=$((n / procs)); n=$((per * procs))
 	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s" --id w0 --slots 4
