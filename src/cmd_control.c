@@ -378,7 +378,8 @@ static const char resume_help[] =
 /* Ask the worker running id (in cur/worker/) to pause it (or resume
  * it), and wait for its answer: .ID.paused made (or removed). 0; -ENOENT
  * the claim left meanwhile; -ETIMEDOUT no answer. */
-static int pause_one(struct spool *sp, const char *worker, const char *id, bool on)
+static int pause_one(struct spool *sp, const char *worker, const char *id, bool on, char *refusal,
+		     size_t refusal_len)
 {
 	/* On a shared spool a worker makes (or removes) the request. */
 	bool ask = !control_via_drop(sp);
@@ -387,14 +388,16 @@ static int pause_one(struct spool *sp, const char *worker, const char *id, bool 
 		if (r < 0)
 			return r;
 	}
-	char dir[4096], req[600], ack[600], claim[600];
+	char dir[4096], req[600], ack[600], claim[600], nopause[600];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0 || pathfmt(dir, sizeof dir, "%s/cur/%s", sp->path, worker) < 0 ||
 	    pathfmt(req, sizeof req, "%s/.%s.pause", worker, id) < 0 ||
 	    pathfmt(ack, sizeof ack, "%s/.%s.paused", worker, id) < 0 ||
+	    pathfmt(nopause, sizeof nopause, "%s/.%s.nopause", worker, id) < 0 ||
 	    pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
 		return -ENAMETOOLONG;
-	if (inotify_add_watch(ino, dir, IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
+	if (inotify_add_watch(ino, dir, IN_CREATE | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF |
+					   IN_ONLYDIR) < 0)
 		return -errno;
 	int64_t end = now_mono_ms() + ANSWER_MS;
 	for (;;) {
@@ -414,6 +417,17 @@ static int pause_one(struct spool *sp, const char *worker, const char *id, bool 
 		bool acked = fstatat(sp->cur, ack, &st, AT_SYMLINK_NOFOLLOW) == 0;
 		if (acked == on)
 			return 0;
+		/* The worker could not freeze it, and said why. */
+		_cleanup_free_ char *why = NULL;
+		size_t wl = 0;
+		if (on && read_file_at(sp->cur, nopause, 1024, &why, &wl) == 0 && wl) {
+			while (wl && why[wl - 1] == '\n')
+				why[--wl] = '\0';
+			snprintf(refusal, refusal_len, "%s", why);
+			if (ask)
+				(void)unlinkat(sp->cur, req, 0); /* not left to be tried again */
+			return -EOPNOTSUPP;
+		}
 		int64_t rest = end - now_mono_ms();
 		if (rest <= 0)
 			return -ETIMEDOUT;
@@ -451,12 +465,16 @@ static void pause_each(const char *id, const struct qinfo *q, void *arg)
 	struct all_arg *a = arg;
 	if (q->state != Q_RUNNING || q->paused == a->on)
 		return;
-	int r = pause_one(a->sp, q->worker, id, a->on);
+	char refusal[1024] = "";
+	int r = pause_one(a->sp, q->worker, id, a->on, refusal, sizeof refusal);
 	if (r == 0)
 		printf("%s: %s\n", id, a->on ? "paused" : "resumed");
 	else if (r != -ENOENT) {
-		fprintf(stderr, "kart %s: %s: %s\n", a->on ? "pause" : "resume", id,
-			r == -ETIMEDOUT ? "its worker did not answer" : strerror(-r));
+		fprintf(stderr, "kart %s: %s: %s%s\n", a->on ? "pause" : "resume", id,
+			r == -EOPNOTSUPP && refusal[0] ? "its worker cannot pause it: " : "",
+			r == -EOPNOTSUPP && refusal[0] ? refusal
+			: r == -ETIMEDOUT		 ? "its worker did not answer"
+							 : strerror(-r));
 		a->rc = 1;
 	}
 }
@@ -530,7 +548,8 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 			rc = 1;
 			continue;
 		}
-		int r = pause_one(sp, q.worker, id, on);
+		char refusal[1024] = "";
+		int r = pause_one(sp, q.worker, id, on, refusal, sizeof refusal);
 		if (r == 0) {
 			printf("%s: %s\n", id, on ? "paused" : "resumed");
 			continue;
@@ -538,6 +557,8 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 		rc = 1;
 		if (r == -ENOENT)
 			(void)say_state(sp, verb, id);
+		else if (r == -EOPNOTSUPP && refusal[0])
+			fprintf(stderr, "kart %s: %s: its worker cannot pause it: %s\n", verb, id, refusal);
 		else if (r == -EPERM)
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
 				verb, id, verb);

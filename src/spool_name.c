@@ -19,6 +19,7 @@ const char *const spool_scratch_suffix[SCRATCH_NFILES] = {
 	[SCRATCH_STDOUT] = "stdout", [SCRATCH_STDERR] = "stderr", [SCRATCH_WORK] = "work",
 	[SCRATCH_TMP] = "tmp",       [SCRATCH_OUT] = "out",       [SCRATCH_CANCEL] = "cancel",
 	[SCRATCH_PAUSE] = "pause",   [SCRATCH_PAUSED] = "paused",
+	[SCRATCH_NOPAUSE] = "nopause", /* a pause refused, and why (worker_task.c) */
 	[SCRATCH_LOCK] = "lock",
 };
 

@@ -111,6 +111,27 @@ void wctl_ack(int wdir, const char *name, bool paused)
 		close(fd);
 }
 
+void wctl_refuse(int wdir, const char *name, int err)
+{
+	char p[512], why[256];
+	if (spool_name_scratch(p, sizeof p, name, SCRATCH_NOPAUSE) < 0)
+		return;
+	if (err == 0) {
+		(void)unlinkat(wdir, p, 0);
+		return;
+	}
+	int n = snprintf(why, sizeof why, "%s%s\n", strerror(-err),
+			 err == -EOPNOTSUPP || err == -ENOTSUP
+				 ? ": the run has no cgroup leaf to freeze (a bwrap task needs cgroup.freeze "
+				   "or the v1 freezer; kart doctor)"
+				 : "");
+	int fd = openat(wdir, p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd >= 0) {
+		(void)write_all(fd, why, (size_t)(n < (int)sizeof why ? n : (int)sizeof why - 1));
+		close(fd);
+	}
+}
+
 bool wctl_spool_paused(int newdir)
 {
 	struct stat st;

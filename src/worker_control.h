@@ -43,6 +43,9 @@ int64_t wctl_paused_ms(const struct pause_state *ps);
 /* The worker's answer, for kart pause and kart status: .NAME.paused
  * exists while the run is frozen. */
 void wctl_ack(int wdir, const char *name, bool paused);
+/* A pause refused (err < 0): cur/W/.NAME.nopause holds why, for kart
+ * pause to say; err 0 removes it. */
+void wctl_refuse(int wdir, const char *name, int err);
 /* Is the spool paused (new/.paused: kart pause --all)? */
 bool wctl_spool_paused(int newdir);
 #define WCTL_SPOOL_PAUSED ".paused"

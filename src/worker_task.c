@@ -195,9 +195,14 @@ void task_pause_look(struct worker *w, struct task *t)
 	if (want && t->pause.how == PAUSE_NONE && t->state == TS_RUNNING) {
 		int r = wctl_pause(&t->pause, &t->cg, &t->run, &t->deadline_mono);
 		if (r < 0) {
+			/* The refusal is an answer too, with its reason: kart
+			 * pause says it rather than wait for one that never
+			 * comes. It goes with the claim's scratch entries. */
 			logmsg("%s: cannot pause it: %s", t->name, strerror(-r));
+			wctl_refuse(w->wdir, t->name, r);
 			return;
 		}
+		wctl_refuse(w->wdir, t->name, 0);
 		wctl_ack(w->wdir, t->name, true);
 		log_task("paused", t->name, NULL, -1, NULL);
 	} else if (!want && t->pause.how != PAUSE_NONE) {

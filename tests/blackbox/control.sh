@@ -152,6 +152,28 @@ test_edit_race_with_claim() {
 	assert_eq BBB "$(cat "$s/done/$id.stdout")" "the edited task ran"
 }
 
+# A run its worker cannot freeze (bwrap, no cgroup leaf: cgroup = off):
+# kart pause says so at once, with the reason, exit 1; the task runs on
+# and nothing of the refusal is left once it ends.
+test_pause_refused_says_why() {
+	local s id t0
+	s=$(mkspool)
+	printf '[limits]\ncgroup = off\ndefaults = none\n' >"$s/kart.conf"
+	start_worker "$s"
+	id=$("$KART" -s "$s" submit --no-cwd -- sh -c 'sleep 2; echo woke' 2>/dev/null) || { fail submit; return; }
+	wait_until 10 sh -c "ls '$s'/cur/*/'$id' >/dev/null 2>&1" || { fail "not started"; return; }
+	sleep 0.3
+	t0=$(date +%s%N)
+	run_cmd -s "$s" pause "$id"
+	assert_eq 1 "$RC" "pause of a run that cannot be frozen"
+	assert_match "its worker cannot pause it: .*no cgroup leaf" "$ERR" "says why"
+	[ $((($(date +%s%N) - t0) / 1000000)) -lt 5000 ] || fail "the refusal took the whole wait"
+	wait_until 20 has_result "$s" "$id" || fail "no result"
+	assert_eq ok "$(field "$s" "$id" .status)" "the task ran on"
+	assert_eq "" "$(ls -A "$s"/cur/*/ 2>/dev/null | grep nopause)" "the refusal is gone with the claim"
+	stop_worker "$WPID"
+}
+
 # Holds racing three workers: every task a hold said "held" never ran
 # and is still held; every other one ran; after release, each ran once.
 # HOLD_RACE_N=200 for the issue's full size (30 here, for make check).
