@@ -503,31 +503,33 @@ int find_in_path(const char *name, char *out, size_t len)
 	return -ENOENT;
 }
 
-int grant_read(int fd, uid_t uid, bool group)
+/* linux/posix_acl_xattr.h: a version, then entries sorted by tag:
+ * user::OWN user:UID:RD group::GRP mask::RD other::---. 0, -EOPNOTSUPP
+ * where the filesystem has no ACLs, or another -errno. */
+static int set_acl(int fd, uid_t uid, uint16_t own, uint16_t rd, uint16_t grp)
 {
-	/* (Made 0600: nothing to change for its owner alone.) */
-	if (uid == 0 || uid == geteuid())
-		return group && fchmod(fd, 0640) < 0 ? -errno : 0;
-	/* linux/posix_acl_xattr.h: a version, then entries sorted by tag:
-	 * user::rw- user:UID:r-- group::r--|--- mask::r-- other::---. */
 	struct {
 		uint16_t tag, perm;
 		uint32_t id;
 	} __attribute__((packed)) e[5] = {
-		{0x01, 6, (uint32_t)-1},
-		{0x02, 4, (uint32_t)uid},
-		{0x04, group ? 4 : 0, (uint32_t)-1},
-		{0x10, 4, (uint32_t)-1},
-		{0x20, 0, (uint32_t)-1},
+		{0x01, own, (uint32_t)-1}, {0x02, rd, (uint32_t)uid}, {0x04, grp, (uint32_t)-1},
+		{0x10, rd, (uint32_t)-1},  {0x20, 0, (uint32_t)-1},
 	};
 	unsigned char buf[4 + sizeof e];
 	uint32_t version = 2;
 	memcpy(buf, &version, 4);
 	memcpy(buf + 4, e, sizeof e);
-	if (fsetxattr(fd, "system.posix_acl_access", buf, sizeof buf, 0) == 0)
-		return 0;
-	if (errno != EOPNOTSUPP)
-		return -errno;
+	return fsetxattr(fd, "system.posix_acl_access", buf, sizeof buf, 0) == 0 ? 0 : -errno;
+}
+
+int grant_read(int fd, uid_t uid, bool group)
+{
+	/* (Made 0600: nothing to change for its owner alone.) */
+	if (uid == 0 || uid == geteuid())
+		return group && fchmod(fd, 0640) < 0 ? -errno : 0;
+	int r = set_acl(fd, uid, 6, 4, group ? 4 : 0);
+	if (r != -EOPNOTSUPP)
+		return r;
 	/* No ACLs here: the reader's own, read-only. */
 	if (fchown(fd, uid, (gid_t)-1) < 0 || fchmod(fd, group ? 0440 : 0400) < 0)
 		return -errno;
@@ -538,30 +540,14 @@ int grant_read_dir(int fd, uid_t uid)
 {
 	if (uid == 0 || uid == geteuid())
 		return 0;
-	/* As grant_read, with search: user::rwx user:UID:r-x group::---
-	 * mask::r-x other::---. */
-	struct {
-		uint16_t tag, perm;
-		uint32_t id;
-	} __attribute__((packed)) e[5] = {
-		{0x01, 7, (uint32_t)-1},
-		{0x02, 5, (uint32_t)uid},
-		{0x04, 0, (uint32_t)-1},
-		{0x10, 5, (uint32_t)-1},
-		{0x20, 0, (uint32_t)-1},
-	};
-	unsigned char buf[4 + sizeof e];
-	uint32_t version = 2;
-	memcpy(buf, &version, 4);
-	memcpy(buf + 4, e, sizeof e);
-	if (fsetxattr(fd, "system.posix_acl_access", buf, sizeof buf, 0) == 0)
-		return 0;
-	if (errno != EOPNOTSUPP)
-		return -1;
+	/* As grant_read, with search. */
+	int r = set_acl(fd, uid, 7, 5, 0);
+	if (r != -EOPNOTSUPP)
+		return r;
 	/* No ACLs here: the reader's own, read-only (its owner could
 	 * chmod it back: the best this filesystem allows). */
 	if (fchown(fd, uid, (gid_t)-1) < 0 || fchmod(fd, 0500) < 0)
-		return -1;
+		return -errno;
 	return 0;
 }
 
