@@ -21,6 +21,11 @@
 /* ---- a fake tree ------------------------------------------------------------ */
 
 static char root[256];
+/* The fixture of the tests on a fake tree, fresh for each (tree_setup):
+ * the worker's host, a task's leaf, and the error of the last call. */
+static struct cg_host h;
+static struct cg_leaf l;
+static char err[256];
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
@@ -35,6 +40,9 @@ static int tree_setup(void **state)
 	snprintf(root, sizeof root, "%s/kart-cgtest.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(root))
 		return -1;
+	memset(&h, 0, sizeof h);
+	memset(&l, 0, sizeof l);
+	err[0] = '\0';
 	return 0;
 }
 
@@ -97,10 +105,10 @@ static bool is_there(const char *rel)
 	return lstat(p, &st) == 0;
 }
 
-static void host(struct cg_host *h, const char *self, const char *parent)
+static void host(struct cg_host *hp, const char *self, const char *parent)
 {
-	assert_int_equal(cg_host_init(h, root, self, parent), 0);
-	h->fake = true;
+	assert_int_equal(cg_host_init(hp, root, self, parent), 0);
+	hp->fake = true;
 }
 
 static const struct cg_limits all_limits = {.memory = 64ull << 20, .pids = 32, .cpu_milli = 250};
@@ -192,14 +200,18 @@ static void v2_tree(const char *controllers)
 
 #define V2 "work.slice/kart.service/"
 
+/* The worker's host on that tree, in /work.slice/kart.service. */
+static void v2_host(struct cg_host *hp, const char *controllers)
+{
+	v2_tree(controllers);
+	host(hp, "0::/work.slice/kart.service\n", NULL);
+}
+
 static void test_v2_writes(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "", want[64];
-	v2_tree("cpuset cpu io memory pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	char want[64];
+	v2_host(&h, "cpuset cpu io memory pids\n");
 	assert_int_equal(h.mode, CG_MODE_V2);
 	assert_true(h.self_in_parent);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
@@ -236,12 +248,8 @@ static void test_v2_writes(void **state)
 static void test_v2_usage_kill_remove(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
 	struct cg_usage u;
-	char err[256] = "";
-	v2_tree("cpu memory pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	v2_host(&h, "cpu memory pids\n");
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
 	put(V2 "kart.7.1/memory.peak", "67100672\n");
 	/* oom, oom_kill and oom_group_kill differ: only oom_kill counts. */
@@ -272,12 +280,8 @@ static void test_v2_usage_kill_remove(void **state)
 static void test_v2_usage_unknown(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
 	struct cg_usage u;
-	char err[256] = "";
-	v2_tree("cpu memory pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	v2_host(&h, "cpu memory pids\n");
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &no_limits, err, sizeof err), 0);
 	put(V2 "kart.7.1/memory.peak", "max\n");
 	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
@@ -292,11 +296,7 @@ static void test_v2_usage_unknown(void **state)
 static void test_v2_controller_missing(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
-	v2_tree("cpu pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	v2_host(&h, "cpu pids\n");
 	struct cg_limits mem = {.memory = 1 << 20};
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &mem, err, sizeof err), -EOPNOTSUPP);
 	assert_non_null(strstr(err, "memory"));
@@ -311,11 +311,7 @@ static void test_v2_controller_missing(void **state)
 static void test_v2_write_fails(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
-	v2_tree("cpu memory pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	v2_host(&h, "cpu memory pids\n");
 	/* pids.max cannot be written (a directory is in its place: as root,
 	 * a read-only mode would not stop the write). */
 	mkd(V2 "kart.7.1/pids.max");
@@ -332,7 +328,6 @@ static void test_v2_write_fails(void **state)
 static void test_v2_namespace_root(void **state)
 {
 	(void)state;
-	struct cg_host h;
 	put("cgroup.controllers", "cpu memory pids\n");
 	host(&h, "0::/\n", NULL);
 	assert_false(h.self_in_parent);
@@ -345,9 +340,6 @@ static void test_v2_namespace_root(void **state)
 static void test_v2_parent_override(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
 	v2_tree("cpu memory pids\n");
 	mkd("kart.slice");
 	put("kart.slice/cgroup.controllers", "memory pids cpu\n");
@@ -388,14 +380,17 @@ static void v1_tree(bool memsw, bool unified)
 	}
 }
 
+/* The worker's host on that tree, as self_v1 places it. */
+static void v1_host(struct cg_host *hp, bool memsw, bool unified)
+{
+	v1_tree(memsw, unified);
+	host(hp, self_v1, NULL);
+}
+
 static void test_v1_writes(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
-	v1_tree(true, true);
-	host(&h, self_v1, NULL);
+	v1_host(&h, true, true);
 	assert_int_equal(h.mode, CG_MODE_V1);
 	assert_true(h.memsw);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
@@ -450,12 +445,8 @@ static void test_v1_writes(void **state)
 static void test_v1_plain(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
 	struct cg_usage u;
-	char err[256] = "";
-	v1_tree(false, false);
-	host(&h, self_v1, NULL);
+	v1_host(&h, false, false);
 	assert_false(h.memsw);
 	assert_int_equal(h.parent[CG_UNIFIED][0], '\0');
 	struct cg_limits mem = {.memory = 1 << 30};
@@ -482,10 +473,8 @@ static void test_v1_plain(void **state)
 static void test_v1_comounted(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
 	struct cg_usage u;
-	char err[256] = "", a[1024], b[1024];
+	char a[1024], b[1024];
 	mkd("cpu,cpuacct");
 	mkd("pids");
 	snprintf(a, sizeof a, "%s/cpu", root);
@@ -511,11 +500,7 @@ static void test_v1_comounted(void **state)
 static void test_v1_write_fails(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
-	v1_tree(true, true);
-	host(&h, self_v1, NULL);
+	v1_host(&h, true, true);
 	mkd("cpu/kart.7.1/cpu.cfs_quota_us");
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), -EISDIR);
 	assert_non_null(strstr(err, "cpu.cfs_quota_us"));
@@ -531,9 +516,6 @@ static void test_v1_write_fails(void **state)
 static void test_v1_hierarchy_missing(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
 	mkd("memory/process_api/653f");
 	host(&h, self_v1, NULL);
 	struct cg_limits pids = {.pids = 10};
@@ -556,11 +538,9 @@ static void test_v1_hierarchy_missing(void **state)
 static void test_sweep_stale(void **state)
 {
 	(void)state;
-	struct cg_host h;
 	char own[64];
 	int n = -1;
-	v1_tree(false, true);
-	host(&h, self_v1, NULL);
+	v1_host(&h, false, true);
 	mkd("pids/kart.2147483646.1"); /* no such pid, ever */
 	put("pids/kart.2147483646.1/pids.max", "32\n");
 	mkd("unified/kart.2147483646.1");
@@ -589,11 +569,8 @@ static void test_sweep_stale(void **state)
 static void test_v2_kill_in_steps(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "", ev[CG_PATH_MAX + 32], want[CG_PATH_MAX + 64];
-	v2_tree("cpu memory pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	char ev[CG_PATH_MAX + 32], want[CG_PATH_MAX + 64];
+	v2_host(&h, "cpu memory pids\n");
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.2", &no_limits, err, sizeof err), 0);
 	assert_int_equal(cg_leaf_events(&l, ev, sizeof ev), -ENOENT); /* no file: poll */
 	put(V2 "kart.7.2/cgroup.events", "populated 1\nfrozen 0\n");
@@ -617,11 +594,8 @@ static void test_v2_kill_in_steps(void **state)
 static void test_v1_kill_in_steps(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "", ev[CG_PATH_MAX + 32];
-	v1_tree(false, false);
-	host(&h, self_v1, NULL);
+	char ev[CG_PATH_MAX + 32];
+	v1_host(&h, false, false);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.3", &no_limits, err, sizeof err), 0);
 	assert_int_equal(cg_leaf_events(&l, ev, sizeof ev), -ENOENT);
 	put("pids/kart.7.3/cgroup.procs", "2147483646\n");
@@ -640,11 +614,7 @@ static void test_v1_kill_in_steps(void **state)
 static void test_freeze(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
-	v2_tree("cpu memory pids\n");
-	host(&h, "0::/work.slice/kart.service\n", NULL);
+	v2_host(&h, "cpu memory pids\n");
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.4", &no_limits, err, sizeof err), 0);
 	assert_int_equal(cg_leaf_freeze(&l, true), 0);
 	assert_int_equal(cg_leaf_freeze(&l, false), 0);
@@ -656,11 +626,7 @@ static void test_freeze(void **state)
 static void test_freeze_v1(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
-	v1_tree(false, false);
-	host(&h, self_v1, NULL);
+	v1_host(&h, false, false);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.5", &no_limits, err, sizeof err), 0);
 	assert_int_equal(cg_leaf_freeze(&l, true), 0);
 	assert_int_equal(cg_leaf_freeze(&l, false), 0);
@@ -672,7 +638,6 @@ static void test_freeze_v1(void **state)
 static void test_sweep_zombie(void **state)
 {
 	(void)state;
-	struct cg_host h;
 	char leaf[64];
 	int n = -1;
 	pid_t z = fork();
@@ -688,8 +653,7 @@ static void test_sweep_zombie(void **state)
 			break;
 		usleep(5000);
 	}
-	v1_tree(false, true);
-	host(&h, self_v1, NULL);
+	v1_host(&h, false, true);
 	snprintf(leaf, sizeof leaf, "pids/kart.%d.1", (int)z);
 	mkd(leaf);
 	assert_int_equal(cg_sweep(&h, &n), 0);
@@ -701,9 +665,6 @@ static void test_sweep_zombie(void **state)
 static void test_no_cgroupfs(void **state)
 {
 	(void)state;
-	struct cg_host h;
-	struct cg_leaf l;
-	char err[256] = "";
 	host(&h, "0::/\n", NULL);
 	assert_int_equal(h.mode, CG_MODE_NONE);
 	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &no_limits, err, sizeof err), -ENODEV);

@@ -70,15 +70,45 @@ static int in_ns(const char *dir, const char *sh)
 	return WEXITSTATUS(st);
 }
 
+/* A bounded $KART_OUTDIR of BYTES and FILES mounted on a fresh BASE/NAME
+ * (its path in P); its descriptor. Skips where there is no holder. */
+static int bounded(char p[128], const char *name, uint64_t bytes, uint64_t files)
+{
+	need_ns();
+	snprintf(p, 128, "%s/%s", base, name);
+	assert_int_equal(mkdir(p, 0700), 0);
+	int fd = outdir_mount(&ns, p, bytes, files, getuid(), getgid());
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* The mover copies the tree under FD back to P, within these bounds. */
+static void move(struct outdir_move *m, int fd, const char *p, uint64_t bytes_max,
+		 uint64_t files_max, int depth_max)
+{
+	*m = (struct outdir_move){.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
+				  .c = {.bytes_max = bytes_max, .files_max = files_max,
+					.depth_max = depth_max}};
+	snprintf(m->dst_name, sizeof m->dst_name, "%s", p);
+	outdir_move_run(m);
+}
+
+/* A bounded $KART_OUTDIR at BASE/NAME (its path in P) where SH, run as
+ * a task would, exits 0; unmounted, then moved back to P by the mover. */
+static void filled_and_moved(struct outdir_move *m, char p[128], const char *name, uint64_t bytes,
+			     uint64_t files, int depth_max, const char *sh)
+{
+	int fd = bounded(p, name, bytes, files);
+	assert_int_equal(in_ns(p, sh), 0);
+	assert_int_equal(outdir_umount(&ns, p), 0);
+	move(m, fd, p, bytes, files, depth_max);
+}
+
 static void test_bytes_bound(void **state)
 {
 	(void)state;
-	need_ns();
 	char p[128];
-	snprintf(p, sizeof p, "%s/bytes", base);
-	assert_int_equal(mkdir(p, 0700), 0);
-	int fd = outdir_mount(&ns, p, 1 << 20, 100, getuid(), getgid());
-	assert_true(fd >= 0);
+	int fd = bounded(p, "bytes", 1 << 20, 100);
 	/* The host sees its own empty directory; the namespace, the tmpfs. */
 	assert_int_equal(in_ns(p, "head -c 3000000 /dev/zero >big"), 1);
 	struct stat st;
@@ -102,10 +132,8 @@ static void test_bytes_bound(void **state)
 	/* Detached, and still there through the descriptor. */
 	assert_int_equal(fstatat(fd, "big", &st, 0), 0);
 
-	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
-				.c = {.bytes_max = 1 << 20, .files_max = 100, .depth_max = 8}};
-	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
-	outdir_move_run(&m);
+	struct outdir_move m;
+	move(&m, fd, p, 1 << 20, 100, 8);
 	assert_false(m.kept);
 	assert_true(m.c.full);
 	assert_non_null(strstr(m.why, "artifacts_max"));
@@ -116,21 +144,12 @@ static void test_bytes_bound(void **state)
 static void test_files_bound(void **state)
 {
 	(void)state;
-	need_ns();
 	char p[128];
-	snprintf(p, sizeof p, "%s/files", base);
-	assert_int_equal(mkdir(p, 0700), 0);
-	int fd = outdir_mount(&ns, p, 1 << 20, 20, getuid(), getgid());
-	assert_true(fd >= 0);
+	struct outdir_move m;
 	/* The 21st entry fails with ENOSPC. */
-	assert_int_equal(in_ns(p, "i=0; while [ $i -lt 20 ]; do (: >f$i) || exit 2; i=$((i+1)); done; "
-				  "(: >one_more) 2>/dev/null && exit 3; exit 0"),
-			 0);
-	assert_int_equal(outdir_umount(&ns, p), 0);
-	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
-				.c = {.bytes_max = 1 << 20, .files_max = 20, .depth_max = 8}};
-	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
-	outdir_move_run(&m);
+	filled_and_moved(&m, p, "files", 1 << 20, 20, 8,
+			 "i=0; while [ $i -lt 20 ]; do (: >f$i) || exit 2; i=$((i+1)); done; "
+			 "(: >one_more) 2>/dev/null && exit 3; exit 0");
 	assert_false(m.kept);
 	assert_int_equal(m.files, 20);
 	assert_non_null(strstr(m.why, "artifacts_files"));
@@ -140,20 +159,11 @@ static void test_files_bound(void **state)
 static void test_copy_kept_whole(void **state)
 {
 	(void)state;
-	need_ns();
 	char p[128];
-	snprintf(p, sizeof p, "%s/kept", base);
-	assert_int_equal(mkdir(p, 0700), 0);
-	int fd = outdir_mount(&ns, p, 4 << 20, 100, getuid(), getgid());
-	assert_true(fd >= 0);
-	assert_int_equal(in_ns(p, "mkdir -p a/b/c && echo hi >a/b/c/f && ln -s /etc/passwd a/l && "
-				  "mkfifo a/fifo && printf x >x && chmod 755 x"),
-			 0);
-	assert_int_equal(outdir_umount(&ns, p), 0);
-	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
-				.c = {.bytes_max = 4 << 20, .files_max = 100, .depth_max = 8}};
-	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
-	outdir_move_run(&m);
+	struct outdir_move m;
+	filled_and_moved(&m, p, "kept", 4 << 20, 100, 8,
+			 "mkdir -p a/b/c && echo hi >a/b/c/f && ln -s /etc/passwd a/l && "
+			 "mkfifo a/fifo && printf x >x && chmod 755 x");
 	assert_true(m.kept);
 	assert_int_equal(m.c.files, 6); /* a a/b a/b/c a/b/c/f a/l x */
 	assert_int_equal(m.c.lost_files, 1); /* the FIFO */
@@ -179,18 +189,10 @@ static void test_copy_kept_whole(void **state)
 static void test_copy_too_deep(void **state)
 {
 	(void)state;
-	need_ns();
 	char p[128];
-	snprintf(p, sizeof p, "%s/deep", base);
-	assert_int_equal(mkdir(p, 0700), 0);
-	int fd = outdir_mount(&ns, p, 4 << 20, 100, getuid(), getgid());
-	assert_true(fd >= 0);
-	assert_int_equal(in_ns(p, "mkdir -p 1/2/3/4/5/6 && echo x >1/2/3/4/5/6/f && echo y >top"), 0);
-	assert_int_equal(outdir_umount(&ns, p), 0);
-	struct outdir_move m = {.src = fd, .dst_at = AT_FDCWD, .dst = -1, .reader = getuid(),
-				.c = {.bytes_max = 4 << 20, .files_max = 100, .depth_max = 4}};
-	snprintf(m.dst_name, sizeof m.dst_name, "%s", p);
-	outdir_move_run(&m);
+	struct outdir_move m;
+	filled_and_moved(&m, p, "deep", 4 << 20, 100, 4,
+			 "mkdir -p 1/2/3/4/5/6 && echo x >1/2/3/4/5/6/f && echo y >top");
 	assert_false(m.kept);
 	assert_true(m.c.too_deep);
 	assert_non_null(strstr(m.why, "artifacts_depth"));

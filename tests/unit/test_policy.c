@@ -140,12 +140,27 @@ static void test_sandbox_section(void **state)
 	assert_false(q.allow_root);
 }
 
+/* Each kart.conf is refused, and the error holds its want. */
+struct bad_conf {
+	const char *conf, *want;
+};
+
+static void assert_confs_rejected(const struct bad_conf *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct policy p;
+		char err[512];
+		if (parse(&p, t[i].conf, err, sizeof err) == 0)
+			fail_msg("accepted: %s", t[i].conf);
+		if (!strstr(err, t[i].want))
+			fail_msg("for %s\n  error '%s'\n  lacks '%s'", t[i].conf, err, t[i].want);
+	}
+}
+
 static void test_errors_name_the_line(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *conf, *want;
-	} cases[] = {
+	static const struct bad_conf cases[] = {
 		{"[sandbox]\nlandlock = maybe\n", "kart.conf line 2: landlock = maybe: not a mode"},
 		{"[sandbox]\n\nallow_root = sure\n", "kart.conf line 3: allow_root = sure"},
 		{"[sandbox]\ntmpfs_size = big\n", "kart.conf line 2: tmpfs_size = big"},
@@ -177,14 +192,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nenv_pass = TOKEN\n[network]\ncred_env = TOKEN\n",
 		 "TOKEN is both in [sandbox] env_pass and in [network] cred_env"},
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		struct policy p;
-		char err[512];
-		if (parse(&p, cases[i].conf, err, sizeof err) == 0)
-			fail_msg("accepted: %s", cases[i].conf);
-		if (!strstr(err, cases[i].want))
-			fail_msg("for %s\n  error '%s'\n  lacks '%s'", cases[i].conf, err, cases[i].want);
-	}
+	assert_confs_rejected(cases, ARRAY_SIZE(cases));
 }
 
 static void test_env_overrides(void **state)
@@ -404,9 +412,7 @@ static void test_kind_sections(void **state)
 static void test_kind_errors(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *conf, *want;
-	} cases[] = {
+	static const struct bad_conf cases[] = {
 		{"[kind.Python]\nrunner = /usr/bin/python3\n", "line 1: [kind.Python]: a kind's name"},
 		{"[kind.]\n", "line 1: [kind.]: a kind's name"},
 		{"[kind.a/b]\n", "line 1: [kind.a/b]"},
@@ -444,14 +450,7 @@ static void test_kind_errors(void **state)
 		{"[kind.py]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n",
 		 "[kind.py] has credentials but no endpoint"},
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		struct policy p;
-		char err[512];
-		if (parse(&p, cases[i].conf, err, sizeof err) == 0)
-			fail_msg("accepted: %s", cases[i].conf);
-		if (!strstr(err, cases[i].want))
-			fail_msg("for %s\n  error '%s'\n  lacks '%s'", cases[i].conf, err, cases[i].want);
-	}
+	assert_confs_rejected(cases, ARRAY_SIZE(cases));
 	/* More than KIND_MAX kinds. */
 	char conf[4096] = "";
 	for (int k = 0; k <= KIND_MAX; k++)

@@ -32,6 +32,17 @@ struct built {
 	struct strv argv, envp;
 };
 
+/* The test policy's own settings, over kart.conf's: BACKEND, where bwrap
+ * and the launcher are, and ceilings of 1G of memory and one CPU. */
+static void base_policy(struct policy *pol, enum backend backend)
+{
+	pol->backend = backend;
+	snprintf(pol->bwrap, sizeof pol->bwrap, "/usr/bin/bwrap");
+	snprintf(pol->launcher, sizeof pol->launcher, "/opt/kart/libexec/kart-launch");
+	pol->memory_max = 1ull << 30;
+	pol->cpu_max_milli = 1000;
+}
+
 /* conf: kart.conf text over the test policy; env: the worker's
  * environment as the sandbox sees it. */
 static void build_ex(struct built *b, enum backend backend, const char *task_text,
@@ -41,11 +52,7 @@ static void build_ex(struct built *b, enum backend backend, const char *task_tex
 	memset(b, 0, sizeof *b);
 	if (conf && policy_parse_conf(&b->pol, conf, "kart.conf", err, sizeof err) != 0)
 		fail_msg("kart.conf rejected: %s", err);
-	b->pol.backend = backend;
-	snprintf(b->pol.bwrap, sizeof b->pol.bwrap, "/usr/bin/bwrap");
-	snprintf(b->pol.launcher, sizeof b->pol.launcher, "/opt/kart/libexec/kart-launch");
-	b->pol.memory_max = 1ull << 30;
-	b->pol.cpu_max_milli = 1000;
+	base_policy(&b->pol, backend);
 	if (task_parse(task_text, strlen(task_text), &b->spec, err, sizeof err) != 0)
 		fail_msg("task text rejected: %s", err);
 	if (task_resolve_kind(&b->spec, &b->pol, "job-7", err, sizeof err) != 0)
@@ -632,6 +639,17 @@ static void test_kind_runner_and_credentials(void **state)
 	built_free(&b);
 }
 
+/* The policy of kart.conf CONF on the container backend: docker, img:1. */
+static void container_policy(struct policy *pol, const char *conf)
+{
+	char err[256] = "";
+	memset(pol, 0, sizeof *pol);
+	assert_int_equal(policy_parse_conf(pol, conf, "kart.conf", err, sizeof err), 0);
+	pol->backend = BACKEND_CONTAINER;
+	snprintf(pol->container_cmd, sizeof pol->container_cmd, "/usr/bin/docker");
+	snprintf(pol->container_image, sizeof pol->container_image, "img:1");
+}
+
 /* Backend container: a kind's runner outside /usr is mounted from the
  * host, its endpoint, model and the forwarder's socket go by value and
  * the socket is mounted; its credential is nowhere, neither by value nor
@@ -647,11 +665,7 @@ static void test_kind_container(void **state)
 	struct task_spec spec;
 	struct strv argv = {0}, envp = {0};
 	char err[256] = "";
-	memset(&pol, 0, sizeof pol);
-	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
-	pol.backend = BACKEND_CONTAINER;
-	snprintf(pol.container_cmd, sizeof pol.container_cmd, "/usr/bin/docker");
-	snprintf(pol.container_image, sizeof pol.container_image, "img:1");
+	container_policy(&pol, conf);
 	static const char *const texts[] = {"#kart: kind=llm\n", "#kart: kind=python\n"};
 	for (int t = 0; t < 2; t++) {
 		assert_int_equal(task_parse(texts[t], strlen(texts[t]), &spec, err, sizeof err), 0);
@@ -707,11 +721,7 @@ static void test_container_env_and_extra(void **state)
 	struct task_spec spec;
 	struct strv argv = {0}, envp = {0};
 	char err[256] = "";
-	memset(&pol, 0, sizeof pol);
-	assert_int_equal(policy_parse_conf(&pol, conf, "kart.conf", err, sizeof err), 0);
-	pol.backend = BACKEND_CONTAINER;
-	snprintf(pol.container_cmd, sizeof pol.container_cmd, "/usr/bin/docker");
-	snprintf(pol.container_image, sizeof pol.container_image, "img:1");
+	container_policy(&pol, conf);
 	assert_int_equal(task_parse("echo\n", 5, &spec, err, sizeof err), 0);
 	char *input = NULL;
 	struct sandbox_req req = {.pol = &pol, .spec = &spec, .task_path = TASK_HOST,
@@ -886,13 +896,9 @@ static void build_home(struct built *b, enum backend backend, const char *text, 
 {
 	char err[256] = "";
 	memset(b, 0, sizeof *b);
-	b->pol.backend = backend;
-	snprintf(b->pol.bwrap, sizeof b->pol.bwrap, "/usr/bin/bwrap");
-	snprintf(b->pol.launcher, sizeof b->pol.launcher, "/opt/kart/libexec/kart-launch");
+	base_policy(&b->pol, backend);
 	snprintf(b->pol.container_cmd, sizeof b->pol.container_cmd, "/usr/bin/docker");
 	snprintf(b->pol.container_image, sizeof b->pol.container_image, "img:1");
-	b->pol.memory_max = 1ull << 30;
-	b->pol.cpu_max_milli = 1000;
 	if (task_parse(text, strlen(text), &b->spec, err, sizeof err) != 0)
 		fail_msg("task text rejected: %s", err);
 	struct sandbox_req req = {.pol = &b->pol, .spec = &b->spec, .task_path = TASK_HOST,

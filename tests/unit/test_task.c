@@ -345,83 +345,104 @@ static void test_crlf(void **state)
 
 /* ---- bad values ---------------------------------------------------------- */
 
+/* Each text is rejected, and the message holds every needle. */
+struct rejected {
+	const char *text;
+	const char *needle[3];
+};
+
+static void assert_rejected_all(const struct rejected *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct task_spec s;
+		if (parse(t[i].text, &s) != -1)
+			fail_msg("accepted: \"%s\"", t[i].text);
+		for (size_t k = 0; k < ARRAY_SIZE(t[i].needle) && t[i].needle[k]; k++)
+			if (!strstr(err, t[i].needle[k]))
+				fail_msg("\"%s\": error \"%s\" lacks \"%s\"", t[i].text, err,
+					 t[i].needle[k]);
+	}
+}
+
 static void test_bad_values(void **state)
 {
 	(void)state;
-	/* empty values */
-	assert_rejected("#kart: timeout=\n", "line 1:", "timeout=", "needs a value");
-	assert_rejected("#kart: memory=\n", "line 1:", "memory= needs a value");
-	assert_rejected("#kart: cpu=\n", "line 1:", "cpu= needs a value");
-	assert_rejected("#kart: lane=\n", "line 1:", "lane= needs a value");
-	assert_rejected("#kart: pids=\n", "line 1:", "pids= needs a value");
-	assert_rejected("#kart: name=\n", "line 1:", "name= needs a value");
-	/* negatives */
-	assert_rejected("#kart: timeout=-5\n", "line 1:", "timeout=-5");
-	assert_rejected("#kart: memory=-1M\n", "line 1:", "memory=-1M");
-	assert_rejected("#kart: pids=-1\n", "line 1:", "pids=-1");
-	assert_rejected("#kart: cpu=-0.5\n", "line 1:", "cpu=-0.5");
-	assert_rejected("#kart: retries=-1\n", "line 1:", "retries=-1");
-	assert_rejected("#kart: output=-1\n", "line 1:", "output=-1");
-	/* overflow */
-	assert_rejected("#kart: timeout=99999999999999999999999\n", "line 1:", "out of range");
-	assert_rejected("#kart: timeout=3661d\n", "line 1:", "out of range");
-	assert_rejected("#kart: memory=99999999999999999999999\n", "line 1:", "out of range");
-	assert_rejected("#kart: memory=17179869184G\n", "line 1:", "out of range");
-	assert_rejected("#kart: output=18446744073709551616\n", "line 1:", "out of range");
-	assert_rejected("#kart: pids=4194305\n", "line 1:", "pids=4194305");
-	assert_rejected("#kart: pids=99999999999999999999999\n", "line 1:", "pids=");
-	assert_rejected("#kart: cpu=4097\n", "line 1:", "cpu=4097");
-	assert_rejected("#kart: priority=1000001\n", "line 1:", "priority=1000001");
-	assert_rejected("#kart: retries=101\n", "line 1:", "retries=101");
-	/* garbage suffixes and non-numbers */
-	assert_rejected("#kart: timeout=5x\n", "line 1:", "timeout=5x", "not a duration");
-	assert_rejected("#kart: timeout=5M\n", "line 1:", "not a duration");
-	assert_rejected("#kart: timeout=1.5h\n", "line 1:", "not a duration");
-	assert_rejected("#kart: memory=256MB\n", "line 1:", "memory=256MB", "not a size");
-	assert_rejected("#kart: memory=1.5G\n", "line 1:", "not a size");
-	assert_rejected("#kart: output=10X\n", "line 1:", "output=10X", "not a size");
-	assert_rejected("#kart: pids=64k\n", "line 1:", "pids=64k");
-	assert_rejected("#kart: cpu=1c\n", "line 1:", "cpu=1c");
-	assert_rejected("#kart: priority=high\n", "line 1:", "priority=high");
-	assert_rejected("#kart: retries=two\n", "line 1:", "retries=two");
-	/* cpu: at most 3 decimals, above zero */
-	assert_rejected("#kart: cpu=0.0001\n", "line 1:", "cpu=0.0001", "at most 3 decimals");
-	assert_rejected("#kart: cpu=1.2345\n", "line 1:", "cpu=1.2345");
-	assert_rejected("#kart: cpu=0\n", "line 1:", "cpu=0");
-	assert_rejected("#kart: cpu=0.000\n", "line 1:", "cpu=0.000");
-	assert_rejected("#kart: cpu=1.\n", "line 1:", "cpu=1.");
-	/* zero where zero means nothing */
-	assert_rejected("#kart: timeout=0\n", "line 1:", "timeout=0", "out of range");
-	assert_rejected("#kart: timeout=0s\n", "line 1:", "timeout=0s");
-	assert_rejected("#kart: pids=0\n", "line 1:", "pids=0");
-	/* memory below 1M */
-	assert_rejected("#kart: memory=512K\n", "line 1:", "memory=512K", "at least 1M");
-	assert_rejected("#kart: memory=1048575\n", "line 1:", "at least 1M");
-	assert_rejected("#kart: memory=0\n", "line 1:", "memory=0");
-	/* unknown items */
-	assert_rejected("#kart: colour=blue\n", "line 1:", "unknown directive item 'colour=blue'");
-	assert_rejected("#kart: bogus\n", "line 1:", "unknown directive item 'bogus'");
-	assert_rejected("#kart: net=1\n", "line 1:", "unknown directive item 'net=1'");
-	assert_rejected("#kart: =5\n", "line 1:", "unknown directive item '=5'");
-	assert_rejected("#kart: TIMEOUT=5\n", "line 1:", "unknown directive item");
-	assert_rejected("#kart: timeout\n", "line 1:", "unknown directive item 'timeout'");
-	assert_rejected("#kart: averyveryveryveryverylongdirectivename=1\n", "line 1:",
-			"unknown directive item");
-	/* unknown lane */
-	assert_rejected("#kart: lane=slow\n", "line 1:", "lane=slow", "fast or batch");
-	assert_rejected("#kart: lane=FAST\n", "line 1:", "lane=FAST");
-	/* bad names */
-	assert_rejected("#kart: name=.hidden\n", "line 1:", "name=.hidden");
-	assert_rejected("#kart: name=a/b\n", "line 1:", "name=a/b");
-	assert_rejected("#kart: name=\xFF\n", "line 1:", "not a task name");
-	assert_rejected("#kart: name=%2Ehidden\n", "line 1:", "starts with '.'");
-	assert_rejected("#kart: name=a%2Fb\n", "line 1:", "name=a%2Fb", "'/'");
-	assert_rejected("#kart: name=a%0Ab\n", "line 1:", "control character");
-	/* bad escapes */
-	assert_rejected("#kart: name=a%2\n", "line 1:", "two hex digits");
-	assert_rejected("#kart: name=a%zzb\n", "line 1:", "two hex digits");
-	assert_rejected("#kart: name=a%00b\n", "line 1:", "%00");
-	assert_rejected("#kart: bogus=1\n", "line 1:", "name=");
+	static const struct rejected t[] = {
+		/* empty values */
+		{"#kart: timeout=\n", {"line 1:", "timeout=", "needs a value"}},
+		{"#kart: memory=\n", {"line 1:", "memory= needs a value"}},
+		{"#kart: cpu=\n", {"line 1:", "cpu= needs a value"}},
+		{"#kart: lane=\n", {"line 1:", "lane= needs a value"}},
+		{"#kart: pids=\n", {"line 1:", "pids= needs a value"}},
+		{"#kart: name=\n", {"line 1:", "name= needs a value"}},
+		/* negatives */
+		{"#kart: timeout=-5\n", {"line 1:", "timeout=-5"}},
+		{"#kart: memory=-1M\n", {"line 1:", "memory=-1M"}},
+		{"#kart: pids=-1\n", {"line 1:", "pids=-1"}},
+		{"#kart: cpu=-0.5\n", {"line 1:", "cpu=-0.5"}},
+		{"#kart: retries=-1\n", {"line 1:", "retries=-1"}},
+		{"#kart: output=-1\n", {"line 1:", "output=-1"}},
+		/* overflow */
+		{"#kart: timeout=99999999999999999999999\n", {"line 1:", "out of range"}},
+		{"#kart: timeout=3661d\n", {"line 1:", "out of range"}},
+		{"#kart: memory=99999999999999999999999\n", {"line 1:", "out of range"}},
+		{"#kart: memory=17179869184G\n", {"line 1:", "out of range"}},
+		{"#kart: output=18446744073709551616\n", {"line 1:", "out of range"}},
+		{"#kart: pids=4194305\n", {"line 1:", "pids=4194305"}},
+		{"#kart: pids=99999999999999999999999\n", {"line 1:", "pids="}},
+		{"#kart: cpu=4097\n", {"line 1:", "cpu=4097"}},
+		{"#kart: priority=1000001\n", {"line 1:", "priority=1000001"}},
+		{"#kart: retries=101\n", {"line 1:", "retries=101"}},
+		/* garbage suffixes and non-numbers */
+		{"#kart: timeout=5x\n", {"line 1:", "timeout=5x", "not a duration"}},
+		{"#kart: timeout=5M\n", {"line 1:", "not a duration"}},
+		{"#kart: timeout=1.5h\n", {"line 1:", "not a duration"}},
+		{"#kart: memory=256MB\n", {"line 1:", "memory=256MB", "not a size"}},
+		{"#kart: memory=1.5G\n", {"line 1:", "not a size"}},
+		{"#kart: output=10X\n", {"line 1:", "output=10X", "not a size"}},
+		{"#kart: pids=64k\n", {"line 1:", "pids=64k"}},
+		{"#kart: cpu=1c\n", {"line 1:", "cpu=1c"}},
+		{"#kart: priority=high\n", {"line 1:", "priority=high"}},
+		{"#kart: retries=two\n", {"line 1:", "retries=two"}},
+		/* cpu: at most 3 decimals, above zero */
+		{"#kart: cpu=0.0001\n", {"line 1:", "cpu=0.0001", "at most 3 decimals"}},
+		{"#kart: cpu=1.2345\n", {"line 1:", "cpu=1.2345"}},
+		{"#kart: cpu=0\n", {"line 1:", "cpu=0"}},
+		{"#kart: cpu=0.000\n", {"line 1:", "cpu=0.000"}},
+		{"#kart: cpu=1.\n", {"line 1:", "cpu=1."}},
+		/* zero where zero means nothing */
+		{"#kart: timeout=0\n", {"line 1:", "timeout=0", "out of range"}},
+		{"#kart: timeout=0s\n", {"line 1:", "timeout=0s"}},
+		{"#kart: pids=0\n", {"line 1:", "pids=0"}},
+		/* memory below 1M */
+		{"#kart: memory=512K\n", {"line 1:", "memory=512K", "at least 1M"}},
+		{"#kart: memory=1048575\n", {"line 1:", "at least 1M"}},
+		{"#kart: memory=0\n", {"line 1:", "memory=0"}},
+		/* unknown items */
+		{"#kart: colour=blue\n", {"line 1:", "unknown directive item 'colour=blue'"}},
+		{"#kart: bogus\n", {"line 1:", "unknown directive item 'bogus'"}},
+		{"#kart: net=1\n", {"line 1:", "unknown directive item 'net=1'"}},
+		{"#kart: =5\n", {"line 1:", "unknown directive item '=5'"}},
+		{"#kart: TIMEOUT=5\n", {"line 1:", "unknown directive item"}},
+		{"#kart: timeout\n", {"line 1:", "unknown directive item 'timeout'"}},
+		{"#kart: averyveryveryveryverylongdirectivename=1\n", {"line 1:", "unknown directive item"}},
+		/* unknown lane */
+		{"#kart: lane=slow\n", {"line 1:", "lane=slow", "fast or batch"}},
+		{"#kart: lane=FAST\n", {"line 1:", "lane=FAST"}},
+		/* bad names */
+		{"#kart: name=.hidden\n", {"line 1:", "name=.hidden"}},
+		{"#kart: name=a/b\n", {"line 1:", "name=a/b"}},
+		{"#kart: name=\xFF\n", {"line 1:", "not a task name"}},
+		{"#kart: name=%2Ehidden\n", {"line 1:", "starts with '.'"}},
+		{"#kart: name=a%2Fb\n", {"line 1:", "name=a%2Fb", "'/'"}},
+		{"#kart: name=a%0Ab\n", {"line 1:", "control character"}},
+		/* bad escapes */
+		{"#kart: name=a%2\n", {"line 1:", "two hex digits"}},
+		{"#kart: name=a%zzb\n", {"line 1:", "two hex digits"}},
+		{"#kart: name=a%00b\n", {"line 1:", "%00"}},
+		{"#kart: bogus=1\n", {"line 1:", "name="}},
+	};
+	assert_rejected_all(t, ARRAY_SIZE(t));
 }
 
 static void test_error_names_line(void **state)
@@ -601,33 +622,39 @@ static void assert_name_rejected(const char *name, const char *needle)
 static void test_name_bad(void **state)
 {
 	(void)state;
-	assert_name_rejected("", "empty");
+	static const struct {
+		const char *name, *needle;
+	} t[] = {
+		{"", "empty"},
+		/* invalid UTF-8 */
+		{"bad\xFF", "UTF-8"},
+		{"\x80job", "UTF-8"},
+		{"caf\xC3", "UTF-8"},
+		{"\xED\xA0\x80", "UTF-8"}, /* surrogate */
+		{"\xF4\x90\x80\x80", "UTF-8"},
+		/* overlong encodings: of '/', of NUL, of '.' */
+		{"a\xC0\xAF" "b", "UTF-8"},
+		{"a\xE0\x80\xAF" "b", "UTF-8"},
+		{"a\xF0\x80\x80\xAF" "b", "UTF-8"},
+		{"\xC0\x80", "UTF-8"},
+		{"\xC0\xAE" "hidden", "UTF-8"},
+		/* control characters and DEL */
+		{"a\x01" "b", "control"},
+		{"a\tb", "control"},
+		{"a\nb", "control"},
+		{"a\rb", "control"},
+		{"\x1b[31m", "control"},
+		{"x\x1f", "control"},
+		{"del\x7f", "control"},
+		/* a slash */
+		{"a/b", "'/'"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+		assert_name_rejected(t[i].name, t[i].needle);
 	char name[TASK_NAME_MAX + 2];
 	memset(name, 'n', TASK_NAME_MAX + 1);
 	name[TASK_NAME_MAX + 1] = '\0';
 	assert_name_rejected(name, "longer than 200");
-	/* invalid UTF-8 */
-	assert_name_rejected("bad\xFF", "UTF-8");
-	assert_name_rejected("\x80job", "UTF-8");
-	assert_name_rejected("caf\xC3", "UTF-8");
-	assert_name_rejected("\xED\xA0\x80", "UTF-8"); /* surrogate */
-	assert_name_rejected("\xF4\x90\x80\x80", "UTF-8");
-	/* overlong encodings: of '/', of NUL, of '.' */
-	assert_name_rejected("a\xC0\xAF" "b", "UTF-8");
-	assert_name_rejected("a\xE0\x80\xAF" "b", "UTF-8");
-	assert_name_rejected("a\xF0\x80\x80\xAF" "b", "UTF-8");
-	assert_name_rejected("\xC0\x80", "UTF-8");
-	assert_name_rejected("\xC0\xAE" "hidden", "UTF-8");
-	/* control characters and DEL */
-	assert_name_rejected("a\x01" "b", "control");
-	assert_name_rejected("a\tb", "control");
-	assert_name_rejected("a\nb", "control");
-	assert_name_rejected("a\rb", "control");
-	assert_name_rejected("\x1b[31m", "control");
-	assert_name_rejected("x\x1f", "control");
-	assert_name_rejected("del\x7f", "control");
-	/* a slash */
-	assert_name_rejected("a/b", "'/'");
 }
 
 /* ---- task_check_policy --------------------------------------------------- */
@@ -814,6 +841,18 @@ static void put(int dirfd, const char *name, const char *text)
 	close(fd);
 }
 
+/* task_inspect rejects NAME in DIRFD, and says why. */
+static void assert_inspect_rejects(int dirfd, const char *name, const struct policy *p,
+				   const char *why)
+{
+	struct inspect in;
+	task_inspect(dirfd, name, p, &in);
+	if (in.kind != INSPECT_REJECT)
+		fail_msg("%s: kind %d, not rejected", name, (int)in.kind);
+	if (!strstr(in.error, why))
+		fail_msg("%s: error \"%s\" lacks \"%s\"", name, in.error, why);
+}
+
 static void test_inspect(void **state)
 {
 	struct tmpdir *t = *state;
@@ -835,41 +874,27 @@ static void test_inspect(void **state)
 	assert_int_equal(in.kind, INSPECT_GONE);
 
 	assert_int_equal(symlinkat("ok", t->fd, "link"), 0);
-	task_inspect(t->fd, "link", &p, &in);
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "symbolic link"));
+	assert_inspect_rejects(t->fd, "link", &p, "symbolic link");
 
 	assert_int_equal(mkfifoat(t->fd, "fifo", 0644), 0);
-	task_inspect(t->fd, "fifo", &p, &in); /* must not block */
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "FIFO"));
+	assert_inspect_rejects(t->fd, "fifo", &p, "FIFO"); /* must not block */
 
 	assert_int_equal(mkdirat(t->fd, "dir", 0755), 0);
-	task_inspect(t->fd, "dir", &p, &in);
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "directory"));
+	assert_inspect_rejects(t->fd, "dir", &p, "directory");
 
 	put(t->fd, "hard1", "echo\n");
 	assert_int_equal(linkat(t->fd, "hard1", t->fd, "hard2", 0), 0);
-	task_inspect(t->fd, "hard2", &p, &in);
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "hard links"));
+	assert_inspect_rejects(t->fd, "hard2", &p, "hard links");
 
 	put(t->fd, "big", "#!/bin/sh\n# padding padding padding padding padding padding padding "
 			  "padding padding padding padding padding padding padding padding\n");
-	task_inspect(t->fd, "big", &p, &in);
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "above the limit of 100 bytes"));
+	assert_inspect_rejects(t->fd, "big", &p, "above the limit of 100 bytes");
 
 	put(t->fd, "bad", "#kart: pids=0\n");
-	task_inspect(t->fd, "bad", &p, &in);
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "line 1: pids=0"));
+	assert_inspect_rejects(t->fd, "bad", &p, "line 1: pids=0");
 
 	put(t->fd, "cap", "#kart: pids=101\n");
-	task_inspect(t->fd, "cap", &p, &in);
-	assert_int_equal(in.kind, INSPECT_REJECT);
-	assert_non_null(strstr(in.error, "ceiling of 100"));
+	assert_inspect_rejects(t->fd, "cap", &p, "ceiling of 100");
 
 	task_inspect(t->fd, "bad\nname", &p, &in);
 	assert_int_equal(in.kind, INSPECT_GONE); /* nothing there to reject */

@@ -101,6 +101,19 @@ static void test_size_units(void **state)
 	}
 }
 
+/* FN refuses each string of the array IN with WANT, and leaves its
+ * output (of TYPE) untouched. */
+#define assert_all_refused(fn, type, in, want)                                               \
+	do {                                                                                 \
+		for (size_t i_ = 0; i_ < ARRAY_SIZE(in); i_++) {                             \
+			type v_ = 42;                                                        \
+			int r_ = fn((in)[i_], &v_);                                          \
+			if (r_ != (want))                                                    \
+				fail_msg(#fn "(\"%s\") = %d, want " #want, (in)[i_], r_);    \
+			assert_int_equal(v_, 42);                                            \
+		}                                                                            \
+	} while (0)
+
 static void test_size_bad(void **state)
 {
 	(void)state;
@@ -108,24 +121,12 @@ static void test_size_bad(void **state)
 		"", "K", "M", "-1", "-1M", "+1M", "1.5G", "512KB", "512Ki", "2X", " 2G", "2G ",
 		"1e6", "0x100", "1MM", "G2",
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(inval); i++) {
-		uint64_t v = 42;
-		int r = parse_size(inval[i], &v);
-		if (r != -EINVAL)
-			fail_msg("parse_size(\"%s\") = %d, want -EINVAL", inval[i], r);
-		assert_int_equal(v, 42);
-	}
+	assert_all_refused(parse_size, uint64_t, inval, -EINVAL);
 	static const char *const range[] = {
 		"18446744073709551616", "99999999999999999999999", "16777216T", "17179869184G",
 		"17592186044416M", "18014398509481984K",
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(range); i++) {
-		uint64_t v = 42;
-		int r = parse_size(range[i], &v);
-		if (r != -ERANGE)
-			fail_msg("parse_size(\"%s\") = %d, want -ERANGE", range[i], r);
-		assert_int_equal(v, 42);
-	}
+	assert_all_refused(parse_size, uint64_t, range, -ERANGE);
 }
 
 /* ---- parse_cpu_milli ----------------------------------------------------- */
@@ -157,22 +158,10 @@ static void test_cpu_bad(void **state)
 		"", ".", "5.", "0.0001", "1.2345", "-1", "-0.5", "+1", "1,5", "1.5.0", "abc", "1x",
 		" 1", "1 ", "1.-5", "..5",
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(inval); i++) {
-		uint32_t v = 42;
-		int r = parse_cpu_milli(inval[i], &v);
-		if (r != -EINVAL)
-			fail_msg("parse_cpu_milli(\"%s\") = %d, want -EINVAL", inval[i], r);
-		assert_int_equal(v, 42);
-	}
+	assert_all_refused(parse_cpu_milli, uint32_t, inval, -EINVAL);
 	static const char *const range[] = {"0", "0.0", "0.000", ".000", "4097",
 					    "99999999999999999999999"};
-	for (size_t i = 0; i < ARRAY_SIZE(range); i++) {
-		uint32_t v = 42;
-		int r = parse_cpu_milli(range[i], &v);
-		if (r != -ERANGE)
-			fail_msg("parse_cpu_milli(\"%s\") = %d, want -ERANGE", range[i], r);
-		assert_int_equal(v, 42);
-	}
+	assert_all_refused(parse_cpu_milli, uint32_t, range, -ERANGE);
 }
 
 /* ---- parse_int ----------------------------------------------------------- */
