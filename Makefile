@@ -136,7 +136,7 @@ $(B)/kart-llm: src/kart-llm.py | $(B)
 $(B)/kart-credfwd: src/kart-credfwd.py | $(B)
 	install -m 0755 $< $@
 
-$(B)/test_%: tests/unit/test_%.c $(LIB_OBJ) | $(B)
+$(B)/test_%: tests/unit/test_%.c tests/unit/unit.h $(LIB_OBJ) | $(B)
 	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 

@@ -16,6 +16,7 @@
 #include "policy.h"
 #include "task.h"
 #include "util.h"
+#include "unit.h"
 
 static char err[512];
 
@@ -47,18 +48,7 @@ static void conf_bad(const char *text, const char *needle)
 /* policy_load on a spool holding kart.conf = text. */
 static int load_conf(struct policy *pol, const char *text)
 {
-	char dir[] = "/tmp/kart-limits.XXXXXX", p[64];
-	if (!mkdtemp(dir))
-		fail_msg("mkdtemp: %s", strerror(errno));
-	snprintf(p, sizeof p, "%s/kart.conf", dir);
-	FILE *f = fopen(p, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	int r = policy_load(pol, dir, err, sizeof err);
-	unlink(p);
-	rmdir(dir);
-	return r;
+	return load_conf_text(pol, text, err, sizeof err);
 }
 
 /* ---- [limits] cgroup ------------------------------------------------------ */

@@ -16,24 +16,28 @@
 #include "policy.h"
 #include "space.h"
 #include "util.h"
+#include "unit.h"
 
 static void test_min_free_parse(void **state)
 {
 	(void)state;
+	static const struct {
+		const char *text;
+		uint64_t bytes;
+		unsigned pct;
+	} ok[] = {
+		{"64M", 64ull << 20, 0},
+		{"1%", 0, 1},
+		{"64M, 1%", 64ull << 20, 1},
+		{"0", 0, 0},
+	};
 	uint64_t b = 7;
 	unsigned p = 7;
-	assert_int_equal(min_free_parse("64M", &b, &p), 0);
-	assert_int_equal(b, 64ull << 20);
-	assert_int_equal(p, 0);
-	assert_int_equal(min_free_parse("1%", &b, &p), 0);
-	assert_int_equal(b, 0);
-	assert_int_equal(p, 1);
-	assert_int_equal(min_free_parse("64M, 1%", &b, &p), 0);
-	assert_int_equal(b, 64ull << 20);
-	assert_int_equal(p, 1);
-	assert_int_equal(min_free_parse("0", &b, &p), 0);
-	assert_int_equal(b, 0);
-	assert_int_equal(p, 0);
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		assert_int_equal(min_free_parse(ok[i].text, &b, &p), 0);
+		assert_int_equal(b, ok[i].bytes);
+		assert_int_equal(p, ok[i].pct);
+	}
 	static const char *const bad[] = {"", "%", "100%", "-1%", "64X", "1%, 2%", "1M 2M", "x"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		assert_int_equal(min_free_parse(bad[i], &b, &p), -EINVAL);
@@ -68,17 +72,8 @@ static void test_space_check_threshold(void **state)
 
 static void load_conf(struct policy *p, const char *conf)
 {
-	char dir[] = "/tmp/test_space.XXXXXX", path[64], err[512] = "";
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/kart.conf", dir);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(conf, f);
-	fclose(f);
-	int r = policy_load(p, dir, err, sizeof err);
-	unlink(path);
-	rmdir(dir);
-	if (r != 0)
+	char err[512] = "";
+	if (load_conf_text(p, conf, err, sizeof err) != 0)
 		fail_msg("policy_load: %s", err);
 }
 
