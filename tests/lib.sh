@@ -26,6 +26,7 @@ _cleanup() {
 	for p in "${T_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$T_ROOT"
+	users_cleanup
 }
 trap _cleanup EXIT
 
@@ -136,6 +137,89 @@ stop_worker() {
 have_bwrap() {
 	bwrap --unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib \
 		--symlink usr/lib64 /lib64 --proc /proc --dev /dev /bin/true 2>/dev/null
+}
+
+# ---- real accounts on a shared spool -------------------------------------
+# The scripts between users (deps.sh, outdir.sh, users.sh, control.sh) name
+# their accounts before they call users_make: G_KART, the spool's group;
+# U_IN, the accounts in it; U_OUT, accounts outside it. Each script names
+# them with a prefix of its own, after $KART_TEST_USER_TAG if set (for
+# runs side by side). The accounts are made once per run, removed at exit.
+G_KART= U_IN= U_OUT= U_MADE=0
+
+users_cleanup() {
+	[ "$U_MADE" = 1 ] || return 0
+	local u
+	for u in $U_IN $U_OUT; do
+		pkill -9 -u "$u" 2>/dev/null
+		userdel "$u" 2>/dev/null
+	done
+	groupdel "$G_KART" 2>/dev/null
+	return 0
+}
+
+# users_make: the accounts, at the first call of a run. Where one of
+# these names is taken (a killed run's), it fails; the exit trap removes
+# them all the same.
+users_make() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (real users, a root worker)"; return 1; }
+	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
+		{ skip "setpriv or useradd is missing"; return 1; }
+	[ "$U_MADE" = 1 ] && return 0
+	U_MADE=1
+	local u
+	groupadd "$G_KART" || { fail "groupadd $G_KART"; return 1; }
+	for u in $U_IN; do
+		useradd -M -d / -s /bin/sh -U -G "$G_KART" "$u" || { fail "useradd $u"; return 1; }
+	done
+	for u in $U_OUT; do
+		useradd -M -d / -s /bin/sh -U "$u" || { fail "useradd $u"; return 1; }
+	done
+	chmod 0755 "$T_ROOT"
+}
+
+# as USER CMD...: run CMD as USER with their groups, in /, on the spool $S.
+as() {
+	local u=$1; shift
+	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
+		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
+}
+
+# tmpfiles_spool: the spool as contrib/systemd/kart.tmpfiles lays it out:
+# its `d` lines, read by a small parser, with /var/spool/kart moved under
+# $T_ROOT and the group kart renamed to G_KART. Sets S. A root worker runs
+# a shared spool's tasks in bwrap, so it skips where bwrap cannot run.
+tmpfiles_spool() {
+	have_bwrap || { skip "bwrap cannot run here (a shared spool's tasks need it)"; return 1; }
+	S=$T_ROOT/var/spool/kart
+	rm -rf "$T_ROOT/var"
+	local type path mode user group rest n=0
+	while read -r type path mode user group rest; do
+		case $type in d) ;; *) continue ;; esac
+		path=$T_ROOT${path}
+		[ "$group" = kart ] && group=$G_KART
+		mkdir -p "$path" && chown "$user:$group" "$path" && chmod "$mode" "$path" ||
+			{ fail "tmpfiles: $path"; return 1; }
+		n=$((n + 1))
+	done < <(grep -v '^#' "$ROOT/contrib/systemd/kart.tmpfiles")
+	[ "$n" -ge 5 ] || { fail "kart.tmpfiles: only $n directories"; return 1; }
+	chmod 0755 "$T_ROOT/var" "$T_ROOT/var/spool"
+}
+
+# shared_spool: the accounts and a fresh shared spool $S.
+shared_spool() { users_make && tmpfiles_spool; }
+
+# llm_kind PORT: the [kind.llm] section of a kart.conf whose endpoint is
+# the fake one (tests/fake/llm-endpoint.py) listening on 127.0.0.1:PORT.
+llm_kind() {
+	cat <<EOF
+[kind.llm]
+extensions = .prompt
+net = yes
+credentials = KART_LLM_API_KEY
+endpoint = http://127.0.0.1:$1/v1
+model = mock-model
+EOF
 }
 
 run_tests() {

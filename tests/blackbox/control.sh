@@ -4,18 +4,9 @@
 # another user's hold, edit and cancel refused.
 . "$(dirname "$0")/../lib.sh"
 
-U_A=l21alice U_M=l21mallory G_K=l21kart
-U_MADE=0
-users_cleanup() {
-	[ "$U_MADE" = 1 ] || return 0
-	pkill -9 -u "$U_A" 2>/dev/null
-	pkill -9 -u "$U_M" 2>/dev/null
-	userdel "$U_A" 2>/dev/null
-	userdel "$U_M" 2>/dev/null
-	groupdel "$G_K" 2>/dev/null
-	return 0
-}
-trap '_cleanup; users_cleanup' EXIT
+U_TAG=${KART_TEST_USER_TAG:-}l21
+U_A=${U_TAG}alice U_M=${U_TAG}mallory G_KART=${U_TAG}kart
+U_IN="$U_A $U_M"
 
 has_result() { [ -e "$1/done/$2.json" ]; }
 n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
@@ -217,25 +208,6 @@ test_hold_races_workers() {
 	stop_worker "$w3"
 }
 
-users_make() {
-	[ "$(id -u)" = 0 ] || { skip "needs root (real users)"; return 1; }
-	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
-		{ skip "setpriv or useradd is missing"; return 1; }
-	[ "$U_MADE" = 1 ] && return 0
-	U_MADE=1
-	users_cleanup
-	U_MADE=1
-	groupadd "$G_K" && useradd -M -d / -s /bin/sh -U -G "$G_K" "$U_A" &&
-		useradd -M -d / -s /bin/sh -U -G "$G_K" "$U_M" || { fail "useradd"; return 1; }
-	chmod 0755 "$T_ROOT"
-}
-# as USER CMD...: CMD as USER, in /, on the spool $S.
-as() {
-	local u=$1; shift
-	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
-		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
-}
-
 # A shared spool as contrib/systemd/kart.tmpfiles lays it out (new/ and
 # cur/ the workers'): a user holds, edits, releases, pauses and cancels
 # their own tasks through their drop directory; another member of the
@@ -246,7 +218,7 @@ test_shared_spool_own_tasks_only() {
 	rm -rf "$S"
 	have_bwrap || { skip "bwrap cannot run here (a shared spool's tasks need it)"; return; }
 	mkdir -p "$S/tmp" "$S/drop" "$S/new" "$S/cur" "$S/done" && chmod 0755 "$S" &&
-		chgrp "$G_K" "$S/tmp" "$S/drop" "$S/new" "$S/cur" "$S/done" &&
+		chgrp "$G_KART" "$S/tmp" "$S/drop" "$S/new" "$S/cur" "$S/done" &&
 		chmod 3770 "$S/tmp" && chmod 1770 "$S/drop" && chmod 0755 "$S/new" "$S/cur" &&
 		chmod 2750 "$S/done" || { fail "the shared layout"; return; }
 	"$KART" -s "$S" pause --all >/dev/null || fail "pause --all"

@@ -6,20 +6,9 @@
 # See spool-layout/README.md §3.2.
 . "$(dirname "$0")/../lib.sh"
 
-U_ALICE=d20alice U_MALLORY=d20mallory G_KART=d20kart
-U_MADE=0
-
-users_cleanup() {
-	[ "$U_MADE" = 1 ] || return 0
-	local u
-	for u in "$U_ALICE" "$U_MALLORY"; do
-		pkill -9 -u "$u" 2>/dev/null
-		userdel "$u" 2>/dev/null
-	done
-	groupdel "$G_KART" 2>/dev/null
-	return 0
-}
-trap '_cleanup; users_cleanup' EXIT
+U_TAG=${KART_TEST_USER_TAG:-}d20
+U_ALICE=${U_TAG}alice U_MALLORY=${U_TAG}mallory G_KART=${U_TAG}kart
+U_IN="$U_ALICE $U_MALLORY"
 
 # sub SPOOL ARGS...: kart submit, no cwd; prints the id.
 sub() {
@@ -137,46 +126,11 @@ test_kill9_while_waiting() {
 
 # ---- between users --------------------------------------------------------
 
-users_make() {
-	[ "$(id -u)" = 0 ] || { skip "needs root (real users, a root worker)"; return 1; }
-	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
-		{ skip "setpriv or useradd is missing"; return 1; }
-	have_bwrap || { skip "bwrap cannot run here"; return 1; }
-	[ "$U_MADE" = 1 ] && return 0
-	users_cleanup
-	U_MADE=1
-	groupadd "$G_KART" || { fail "groupadd $G_KART"; return 1; }
-	useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_ALICE" &&
-		useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_MALLORY" || { fail "useradd"; return 1; }
-	chmod 0755 "$T_ROOT"
-}
-
-as() {
-	local u=$1; shift
-	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
-		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
-}
-
-# The shared layout of contrib/systemd/kart.tmpfiles under $T_ROOT.
-tmpfiles_spool() {
-	S=$T_ROOT/var/spool/kart
-	rm -rf "$T_ROOT/var"
-	local type path mode user group rest
-	while read -r type path mode user group rest; do
-		case $type in d) ;; *) continue ;; esac
-		path=$T_ROOT${path}
-		[ "$group" = kart ] && group=$G_KART
-		mkdir -p "$path" && chown "$user:$group" "$path" && chmod "$mode" "$path" ||
-			{ fail "tmpfiles: $path"; return 1; }
-	done < <(grep -v '^#' "$ROOT/contrib/systemd/kart.tmpfiles")
-	chmod 0755 "$T_ROOT/var" "$T_ROOT/var/spool"
-}
-
 # On a shared spool, alice's pipeline names her own task by its plain
 # name and reads it; mallory naming alice's task (by kart submit, and by
 # a file dropped by hand) is rejected, and never sees alice's output.
 test_other_users_task_rejected() {
-	users_make && tmpfiles_spool || return
+	shared_spool || return
 	start_worker "$S" --id d20w
 	local out
 	out=$(as "$U_ALICE" kart submit --no-cwd --name secret -- \
@@ -200,7 +154,7 @@ test_other_users_task_rejected() {
 		assert_eq rejected "$(field "$S" "$U_MALLORY:$id" .status)" "mallory's $id"
 		assert_match "is not a task of the submitter" "$(field "$S" "$U_MALLORY:$id" .error)" \
 			"mallory's $id: the error"
-		grep -rqs 42 "$S/done/$U_MALLORY:$id".* && fail "mallory's $id saw alice's output"
+		grep -rqsE 'alice-(secret|stdout)-42' "$S/done/$U_MALLORY:$id".* && fail "mallory's $id saw alice's output"
 	done
 	stop_worker "$WPID"
 }

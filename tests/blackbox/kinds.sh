@@ -29,19 +29,9 @@ start_mock() {
 # the default: the build tree's kart-llm); network for NET-UIDS if given.
 kind_conf() {
 	{
-		cat <<EOF
-[kind.python]
-runner = /usr/bin/python3
-extensions = .py
-[kind.llm]
-extensions = .prompt
-net = yes
-credentials = KART_LLM_API_KEY
-endpoint = http://127.0.0.1:$MOCK_PORT/v1
-model = mock-model
-[network]
-cred_env = KINDS_GENERAL_TOKEN
-EOF
+		printf '[kind.python]\nrunner = /usr/bin/python3\nextensions = .py\n'
+		llm_kind "$MOCK_PORT"
+		printf '[network]\ncred_env = KINDS_GENERAL_TOKEN\n'
 		[ -n "${2:-}" ] && printf 'allow_uids = %s\n' "$2"
 	} >"$1/kart.conf"
 }

@@ -9,54 +9,9 @@
 . "$(dirname "$0")/../lib.sh"
 LONG=${OUTDIR_LONG:-0}
 
-U_ALICE=o27alice U_BOB=o27bob G_KART=o27kart
-U_MADE=0
-
-users_cleanup() {
-	[ "$U_MADE" = 1 ] || return 0
-	local u
-	for u in "$U_ALICE" "$U_BOB"; do
-		pkill -9 -u "$u" 2>/dev/null
-		userdel "$u" 2>/dev/null
-	done
-	groupdel "$G_KART" 2>/dev/null
-	return 0
-}
-trap '_cleanup; users_cleanup' EXIT
-
-users_make() {
-	[ "$(id -u)" = 0 ] || { skip "needs root (real users, a root worker)"; return 1; }
-	have_bwrap || { skip "bwrap cannot run here"; return 1; }
-	[ "$U_MADE" = 1 ] && return 0
-	users_cleanup
-	U_MADE=1
-	groupadd "$G_KART" || { fail "groupadd $G_KART"; return 1; }
-	useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_ALICE" &&
-		useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_BOB" || { fail "useradd"; return 1; }
-	chmod 0755 "$T_ROOT"
-}
-
-# as USER CMD...: run CMD as USER on the spool $S.
-as() {
-	local u=$1; shift
-	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
-		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
-}
-
-# A shared spool as contrib/systemd/kart.tmpfiles lays it out. Sets S.
-shared_spool() {
-	S=$T_ROOT/var/spool/kart
-	rm -rf "$T_ROOT/var"
-	local type path mode user group rest
-	while read -r type path mode user group rest; do
-		case $type in d) ;; *) continue ;; esac
-		path=$T_ROOT${path}
-		[ "$group" = kart ] && group=$G_KART
-		mkdir -p "$path" && chown "$user:$group" "$path" && chmod "$mode" "$path" ||
-			{ fail "tmpfiles: $path"; return 1; }
-	done < <(grep -v '^#' "$ROOT/contrib/systemd/kart.tmpfiles")
-	chmod 0755 "$T_ROOT/var" "$T_ROOT/var/spool"
-}
+U_TAG=${KART_TEST_USER_TAG:-}o27
+U_ALICE=${U_TAG}alice U_BOB=${U_TAG}bob G_KART=${U_TAG}kart
+U_IN="$U_ALICE $U_BOB"
 
 result() {
 	wait_until 30 test -e "$S/done/$1.json" || { echo "(no result for $1)"; return; }
@@ -68,7 +23,7 @@ result() {
 # result says what was lost. What is kept is the worker's, readable by
 # its submitter and no one else, and not writable by them.
 test_bounded_while_running() {
-	users_make && shared_spool || return
+	shared_spool || return
 	printf '[limits]\nartifacts_max = 1M\nartifacts_files = 100\nartifacts_depth = 4\n' >"$S/kart.conf"
 	as "$U_ALICE" kart submit --name big -- sh -c \
 		'stat -f -c %T $KART_OUTDIR; head -c 3000000 /dev/zero >$KART_OUTDIR/big; echo rc=$?' \
@@ -118,17 +73,25 @@ test_bounded_while_running() {
 	assert_eq "" "$(grep -c ' kart-out ' /proc/self/mountinfo | grep -v '^0$')" "no tmpfs left on the host"
 }
 
+# alice_tree NAME N MAX: a fresh shared spool, artifacts_files = MAX, a
+# worker w1, and alice's task NAME that makes N files in $KART_OUTDIR.
+alice_tree() {
+	shared_spool || return
+	printf '[limits]\nartifacts_files = %s\n' "$3" >"$S/kart.conf"
+	start_worker "$S" --id w1
+	as "$U_ALICE" kart submit --name "$1" -- sh -c "cd \$KART_OUTDIR && seq $2 | xargs touch" \
+		>/dev/null || fail "submit $1"
+}
+
+# copy_began TIMEOUT NAME: the mover is at work on alice's NAME (the
+# claim's .NAME.out fills) within TIMEOUT seconds.
+copy_began() { wait_until "$1" sh -c "ls -A $S/cur/w1/.$U_ALICE:$2.out 2>/dev/null | grep -q ."; }
+
 # A full $KART_OUTDIR takes a while to copy (thousands of files); bob's
 # result, finished meanwhile, is not held up behind it.
 test_copy_holds_up_no_other_result() {
-	users_make && shared_spool || return
-	printf '[limits]\nartifacts_files = 20000\n' >"$S/kart.conf"
-	start_worker "$S" --id w1
-	as "$U_ALICE" kart submit --name tree -- sh -c 'cd $KART_OUTDIR && seq 8000 | xargs touch' \
-		>/dev/null || fail "submit tree"
-	# The mover is at work once the claim's .NAME.out fills.
-	wait_until 30 sh -c "ls -A $S/cur/w1/.$U_ALICE:tree.out 2>/dev/null | grep -q ." ||
-		{ fail "alice's copy never began"; stop_worker "$WPID"; return; }
+	alice_tree tree 8000 20000 || return
+	copy_began 30 tree || { fail "alice's copy never began"; stop_worker "$WPID"; return; }
 	as "$U_BOB" kart submit --name quick -- echo hi >/dev/null || fail "submit quick"
 	wait_until 30 test -e "$S/done/$U_BOB:quick.json" || fail "bob's result never came"
 	[ -e "$S/done/$U_ALICE:tree.json" ] && fail "alice's copy ended before bob's result: no evidence either way"
@@ -176,26 +139,36 @@ except OSError:
     pass
 print(n)'
 
+# bob_meanwhile PREFIX N: bob's tasks PREFIX1..PREFIXN, one at a time,
+# each result within 30 s while alice's are under way. Sets WORST, the
+# slowest in ms, and MAX_FDS, the most descriptors the worker held.
+bob_meanwhile() {
+	local i t0 t1 fds
+	WORST=0 MAX_FDS=0
+	for i in $(seq 1 "$2"); do
+		t0=$(date +%s%N)
+		as "$U_BOB" kart submit --name "$1$i" -- true >/dev/null || fail "submit $1$i"
+		wait_until 30 test -e "$S/done/$U_BOB:$1$i.json" || fail "bob's $1$i never came"
+		t1=$(( ($(date +%s%N) - t0) / 1000000 ))
+		[ "$t1" -gt "$WORST" ] && WORST=$t1
+		fds=$(ls /proc/"$WPID"/fd | wc -l)
+		[ "$fds" -gt "$MAX_FDS" ] && MAX_FDS=$fds
+	done
+}
+
 # The issue's sizes, under the default bounds: 400,000 files and a
 # 25,000-deep tree each stop at artifacts_files (ENOSPC inside), the
 # worker's descriptors stay few, bob's results meanwhile come within
 # seconds, and kart gc leaves nothing.
 long_sizes_bounded() {
-	users_make && shared_spool || return
+	shared_spool || return
 	start_worker "$S" --id w1
 	as "$U_ALICE" kart submit --name wide -- sh -c \
 		'cd $KART_OUTDIR && seq 400000 | xargs touch 2>/dev/null; ls | wc -l' >/dev/null || fail "submit wide"
 	as "$U_ALICE" kart submit --name deep -- python3 -c "$DEEP" >/dev/null || fail "submit deep"
-	local i t0 t1 worst=0 fds max_fds=0
-	for i in 1 2 3 4 5 6 7 8 9 10; do
-		t0=$(date +%s%N)
-		as "$U_BOB" kart submit --name "q$i" -- true >/dev/null || fail "submit q$i"
-		wait_until 30 test -e "$S/done/$U_BOB:q$i.json" || fail "bob's q$i never came"
-		t1=$(( ($(date +%s%N) - t0) / 1000000 ))
-		[ "$t1" -gt "$worst" ] && worst=$t1
-		fds=$(ls /proc/"$WPID"/fd | wc -l)
-		[ "$fds" -gt "$max_fds" ] && max_fds=$fds
-	done
+	local worst max_fds
+	bob_meanwhile q 10
+	worst=$WORST max_fds=$MAX_FDS
 	wait_until 1200 test -e "$S/done/$U_ALICE:wide.json" -a -e "$S/done/$U_ALICE:deep.json" ||
 		fail "alice's results never came"
 	assert_eq "ok 10000" "$(result "$U_ALICE:wide" '"\(.status) \(.artifacts.files)"')" "wide: stopped at the bound"
@@ -216,24 +189,12 @@ long_sizes_bounded() {
 # seconds; a 25,000-deep one is not kept (artifacts_depth), and neither
 # exhausts the worker's descriptors.
 long_copy_off_the_commit_thread() {
-	users_make && shared_spool || return
-	printf '[limits]\nartifacts_files = 400000\n' >"$S/kart.conf"
-	start_worker "$S" --id w1
-	as "$U_ALICE" kart submit --name wide -- sh -c 'cd $KART_OUTDIR && seq 100000 | xargs touch' \
-		>/dev/null || fail "submit wide"
+	alice_tree wide 100000 400000 || return
 	as "$U_ALICE" kart submit --name deep -- python3 -c "$DEEP" >/dev/null || fail "submit deep"
-	wait_until 120 sh -c "ls -A $S/cur/w1/.$U_ALICE:wide.out 2>/dev/null | grep -q ." ||
-		fail "alice's copy never began"
-	local i t0 t1 worst=0 fds max_fds=0
-	for i in 1 2 3 4 5; do
-		t0=$(date +%s%N)
-		as "$U_BOB" kart submit --name "c$i" -- true >/dev/null || fail "submit c$i"
-		wait_until 30 test -e "$S/done/$U_BOB:c$i.json" || fail "bob's c$i never came"
-		t1=$(( ($(date +%s%N) - t0) / 1000000 ))
-		[ "$t1" -gt "$worst" ] && worst=$t1
-		fds=$(ls /proc/"$WPID"/fd | wc -l)
-		[ "$fds" -gt "$max_fds" ] && max_fds=$fds
-	done
+	copy_began 120 wide || fail "alice's copy never began"
+	local worst max_fds
+	bob_meanwhile c 5
+	worst=$WORST max_fds=$MAX_FDS
 	[ -e "$S/done/$U_ALICE:wide.json" ] && fail "the copy ended before bob's results: no evidence"
 	echo "    bob's slowest result during a 100,000-file copy: ${worst} ms; descriptors at most $max_fds"
 	[ "$worst" -lt 5000 ] || fail "bob waited ${worst} ms"

@@ -4,64 +4,10 @@
 # docs/RELIABILITY.md, "Between users".
 . "$(dirname "$0")/../lib.sh"
 
-# KART_TEST_USER_TAG: the accounts' prefix (kt26), for runs side by side.
-U_TAG=${KART_TEST_USER_TAG:-kt26}
+# The accounts' prefix: kt26, after KART_TEST_USER_TAG if set (tests/lib.sh).
+U_TAG=${KART_TEST_USER_TAG:-}kt26
 U_ALICE=${U_TAG}alice U_MALLORY=${U_TAG}mallory U_BOB=${U_TAG}bob G_KART=${U_TAG}kart
-U_MADE=0
-
-users_cleanup() {
-	[ "$U_MADE" = 1 ] || return 0
-	local u
-	for u in "$U_ALICE" "$U_MALLORY" "$U_BOB"; do
-		pkill -9 -u "$u" 2>/dev/null
-		userdel "$u" 2>/dev/null
-	done
-	groupdel "$G_KART" 2>/dev/null
-	return 0
-}
-trap '_cleanup; users_cleanup' EXIT
-
-# Make the accounts once per run (removed at exit).
-users_make() {
-	[ "$(id -u)" = 0 ] || { skip "needs root (real users, a root worker)"; return 1; }
-	command -v setpriv >/dev/null && command -v useradd >/dev/null ||
-		{ skip "setpriv or useradd is missing"; return 1; }
-	have_bwrap || { skip "bwrap cannot run here"; return 1; }
-	[ "$U_MADE" = 1 ] && return 0
-	users_cleanup
-	U_MADE=1
-	groupadd "$G_KART" || { fail "groupadd $G_KART"; return 1; }
-	useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_ALICE" &&
-		useradd -M -d / -s /bin/sh -U -G "$G_KART" "$U_MALLORY" &&
-		useradd -M -d / -s /bin/sh -U "$U_BOB" || { fail "useradd"; return 1; }
-	chmod 0755 "$T_ROOT"
-}
-
-# as USER CMD...: run CMD as USER with their groups, in /, on the spool $S.
-as() {
-	local u=$1; shift
-	(cd / && env -i PATH="$KART_BUILD:/usr/bin:/bin" KART_SPOOL="$S" HOME=/ \
-		setpriv --reuid="$u" --regid="$u" --init-groups -- "$@")
-}
-
-# The spool as contrib/systemd/kart.tmpfiles lays it out: its `d` lines,
-# read by a small parser, with /var/spool/kart moved under $T_ROOT and
-# the group kart renamed to this run's group. Sets S.
-tmpfiles_spool() {
-	S=$T_ROOT/var/spool/kart
-	rm -rf "$T_ROOT/var"
-	local type path mode user group rest n=0
-	while read -r type path mode user group rest; do
-		case $type in d) ;; *) continue ;; esac
-		path=$T_ROOT${path}
-		[ "$group" = kart ] && group=$G_KART
-		mkdir -p "$path" && chown "$user:$group" "$path" && chmod "$mode" "$path" ||
-			{ fail "tmpfiles: $path"; return 1; }
-		n=$((n + 1))
-	done < <(grep -v '^#' "$ROOT/contrib/systemd/kart.tmpfiles")
-	[ "$n" -ge 5 ] || { fail "kart.tmpfiles: only $n directories"; return 1; }
-	chmod 0755 "$T_ROOT/var" "$T_ROOT/var/spool"
-}
+U_IN="$U_ALICE $U_MALLORY" U_OUT=$U_BOB
 
 # Two root workers on $S.
 two_workers() {
@@ -76,7 +22,7 @@ two_workers() {
 
 stop_workers() { stop_worker "$W1"; stop_worker "$W2"; }
 
-setup() { users_make && tmpfiles_spool && two_workers; }
+setup() { shared_spool && two_workers; }
 
 # result ID JQ: a field of done/ID.json, once it is there.
 result() {
@@ -185,7 +131,7 @@ test_mv_of_anothers_file_never_runs_as_them() {
 # and does not block her: the worker moves it away, and kart submit goes
 # on. mallory's file in it never runs, as anyone.
 test_squatted_drop_directory() {
-	users_make && tmpfiles_spool || return
+	shared_spool || return
 	local auid
 	auid=$(id -u "$U_ALICE")
 	as "$U_MALLORY" sh -c "mkdir -m 0777 $S/drop/$U_ALICE && printf '#!/bin/sh\necho PWNED\n' >$S/drop/$U_ALICE/sq && chmod 0644 $S/drop/$U_ALICE/sq" ||
@@ -206,7 +152,7 @@ test_squatted_drop_directory() {
 # A new/ that others may write (a layout made by hand, or the old one):
 # a member's file put straight there is rejected, with where to drop it.
 test_shared_new_rejects_members_files() {
-	users_make && tmpfiles_spool || return
+	shared_spool || return
 	chmod 3770 "$S/new"
 	as "$U_MALLORY" sh -c "printf '#!/bin/sh\necho hi\n' >$S/new/direct; chmod 0644 $S/new/direct"
 	two_workers || return
@@ -254,7 +200,7 @@ test_output_readable_by_its_submitter_alone() {
 # not by bob, outside it; her task file and artifacts stay hers. The
 # default (owner) is the test above.
 test_results_group_readable_by_policy() {
-	users_make && tmpfiles_spool || return
+	shared_spool || return
 	printf "[worker]\nresults = group\n" >"$S/kart.conf"
 	two_workers || return
 	local id=$U_ALICE:grp got
@@ -423,23 +369,17 @@ test_id_squat_two_workers() {
 # Authorization on every request, the runner got each answer.
 test_llm_key_never_reaches_the_submitter() {
 	[ -x /usr/bin/python3 ] || { skip "no /usr/bin/python3 (contrib/install-deps installs it)"; return; }
-	users_make && tmpfiles_spool || return
+	shared_spool || return
 	local key=sk-users-$RANDOM$RANDOM-$RANDOM-9f1e log=$T_ROOT/llm.log port
 	FAKE_LLM_KEY=$key /usr/bin/python3 "$ROOT/tests/fake/llm-endpoint.py" - "$T_ROOT/llm.port" "$log" 0.3 \
 		2>>"$T_ROOT/llm.err" &
 	T_PIDS+=("$!")
 	wait_until 10 test -s "$T_ROOT/llm.port" || { fail "the fake endpoint did not start"; return; }
 	port=$(cat "$T_ROOT/llm.port")
-	cat >"$S/kart.conf" <<EOF
-[kind.llm]
-extensions = .prompt
-net = yes
-credentials = KART_LLM_API_KEY
-endpoint = http://127.0.0.1:$port/v1
-model = mock-model
-[network]
-allow_uids = $(id -u "$U_ALICE")
-EOF
+	{
+		llm_kind "$port"
+		printf '[network]\nallow_uids = %s\n' "$(id -u "$U_ALICE")"
+	} >"$S/kart.conf"
 	export KART_LLM_API_KEY=$key
 	two_workers
 	local rc=$?
