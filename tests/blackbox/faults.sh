@@ -26,6 +26,22 @@ tiny_spool() {
 	echo "$m"
 }
 
+# tmpfs_spool OPTS: a tiny_spool, or a skip where none can be mounted
+# (it takes root); sets TS.
+tmpfs_spool() {
+	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return 1; }
+	TS=$(tiny_spool "$1")
+	[ -n "$TS" ] || { skip "cannot mount a tmpfs"; return 1; }
+}
+
+# full_spool SIZE FILL: a tmpfs_spool for FILL to fill: of SIZE, or for
+# fill_inodes of 8m and 64 inodes; sets TS.
+full_spool() {
+	local opts=size=$1
+	[ "$2" = fill_inodes ] && opts=size=8m,nr_inodes=64
+	tmpfs_spool "$opts"
+}
+
 # fill DIR: use every byte (and, with inodes, every inode) of DIR's filesystem.
 fill_bytes() { head -c 64M /dev/zero >"$1/filler" 2>/dev/null; true; }
 fill_inodes() { local i=0; while : 2>/dev/null >"$1/f$i"; do i=$((i + 1)); done; }
@@ -44,11 +60,8 @@ nothing_left() { # SPOOL
 }
 
 submit_on_full() { # fill-function
-	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
-	local opts=size=1m
-	[ "$1" = fill_inodes ] && opts=size=8m,nr_inodes=64
-	local s; s=$(tiny_spool "$opts")
-	[ -n "$s" ] || { skip "cannot mount a tmpfs"; return; }
+	full_spool 1m "$1" || return
+	local s=$TS
 	"$1" "$s"
 	local big; big=$T_ROOT/big.sh
 	{ printf '#!/bin/sh\necho x\n'; head -c 200000 /dev/zero | tr '\0' '\n'; } >"$big"
@@ -70,11 +83,8 @@ test_enospc_submit_inodes() { submit_on_full fill_inodes; }
 # The worker cannot write the result, or claims nothing below min_free:
 # it survives, keeps the task, and publishes it once space returns.
 worker_on_full() { # fill-function
-	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
-	local opts=size=2m
-	[ "$1" = fill_inodes ] && opts=size=8m,nr_inodes=64
-	local s; s=$(tiny_spool "$opts")
-	[ -n "$s" ] || { skip "cannot mount a tmpfs"; return; }
+	full_spool 2m "$1" || return
+	local s=$TS
 	# The worker starts while there is room (a worker that cannot create its
 	# claim directory refuses to start), then the disk fills under it.
 	KART_BACKEND=none start_worker "$s"
@@ -111,9 +121,8 @@ test_enospc_worker_inodes() { worker_on_full fill_inodes; }
 # off as complete; claiming stops below min_free, is said once, and
 # resumes by itself as results are collected and removed (kart gc).
 test_full_spool_blames_no_task() {
-	[ "$(id -u)" = 0 ] || { skip "mounting a tmpfs needs root"; return; }
-	local s; s=$(tiny_spool size=8m)
-	[ -n "$s" ] || { skip "cannot mount a tmpfs"; return; }
+	tmpfs_spool size=8m || return
+	local s=$TS
 	local keep=$T_ROOT/full.results i f
 	mkdir -p "$keep"
 	for i in $(seq 1 30); do

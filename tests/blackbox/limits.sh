@@ -405,6 +405,27 @@ test_leaves_removed() {
 	wait "$WPID"
 }
 
+# ---- kept leaves ----------------------------------------------------------
+
+# SHOW_LEAF: a task's line that prints the name of its leaf (kart.PID.N).
+SHOW_LEAF='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
+
+# leaf_spool: a spool whose tasks have no limits unless they ask (leaves
+# are kept for tasks without limits: none by default); sets LS.
+leaf_spool() {
+	LS=$(mkspool)
+	printf '[limits]\ndefaults = none\n' >"$LS/kart.conf"
+}
+
+# drain_all_ok SPOOL TASK...: drain on one slot; each TASK ends ok.
+drain_all_ok() {
+	local s=$1 t; shift
+	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
+	for t in "$@"; do
+		assert_eq ok "$(field "$s" "$t" .status)" "$t: status ($(field "$s" "$t" .error))"
+	done
+}
+
 # ---- refusal -----------------------------------------------------------------
 
 # Where the leaf cannot be made, a task with a limit never runs without
@@ -415,21 +436,15 @@ test_leaves_removed() {
 # own; and no leaf is left once the worker has nothing to run.
 test_leaf_kept_for_the_next_task() {
 	have_cgroups || return
-	local s; s=$(mkspool)
-	# Leaves are kept for tasks without limits: none by default.
-	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
-	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
+	leaf_spool
+	local s=$LS show=$SHOW_LEAF
 	printf '#!/bin/sh\n#kart: priority=1\n%s\n' "$show" >"$s/new/a"
 	# About half a second of CPU, in the shell itself.
 	printf '#!/bin/sh\n#kart: priority=2\n%s\ni=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done\n' \
 		"$show" >"$s/new/burn"
 	printf '#!/bin/sh\n#kart: priority=3\n%s\n' "$show" >"$s/new/c"
 	printf '#!/bin/sh\n#kart: priority=4 pids=50\n%s\n' "$show" >"$s/new/lim"
-	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
-	local t
-	for t in a burn c lim; do
-		assert_eq ok "$(field "$s" $t .status)" "$t: status ($(field "$s" $t .error))"
-	done
+	drain_all_ok "$s" a burn c lim
 	local la; la=$(cat "$s/done/a.stdout")
 	[ -n "$la" ] || { fail "a did not see its leaf in /proc/self/cgroup"; return; }
 	assert_eq "$la" "$(cat "$s/done/burn.stdout")" "burn ran in a's leaf, kept"
@@ -452,18 +467,12 @@ test_leaf_kept_for_the_next_task() {
 # that leaf if it were kept.
 test_killed_leaf_not_kept() {
 	have_cgroups || return
-	local s; s=$(mkspool)
-	# Leaves are kept for tasks without limits: none by default.
-	printf '[limits]\ndefaults = none\n' >"$s/kart.conf"
-	local show='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
+	leaf_spool
+	local s=$LS show=$SHOW_LEAF
 	printf '#!/bin/sh\n#kart: priority=1\n%s\nsleep 300 &\n' "$show" >"$s/new/daemon"
 	printf '#!/bin/sh\n#kart: priority=2 pids=50\n%s\nsleep 1\n' "$show" >"$s/new/limited"
 	printf '#!/bin/sh\n#kart: priority=3\n%s\necho ran\n' "$show" >"$s/new/last"
-	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
-	local t
-	for t in daemon limited last; do
-		assert_eq ok "$(field "$s" $t .status)" "$t: status ($(field "$s" $t .error))"
-	done
+	drain_all_ok "$s" daemon limited last
 	assert_match "ran" "$(cat "$s/done/last.stdout")" "last ran"
 	[ "$(head -1 "$s/done/daemon.stdout")" != "$(head -1 "$s/done/last.stdout")" ] ||
 		fail "last ran in the daemon's leaf, which was killed"

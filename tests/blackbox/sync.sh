@@ -32,6 +32,14 @@ run_n() {
 	KART_BACKEND=none drain "$1"
 }
 
+# mirrored DB N: a spool of N finished tasks (run_n), mirrored once into
+# the SQLite file DB; sets MS.
+mirrored() {
+	MS=$(mkspool)
+	run_n "$MS" "$2" t
+	"$KART" -s "$MS" sync sqlite "$1" || fail "first sync"
+}
+
 # mirror_diff SPOOL DB: the differences between `kart status --json` and
 # the table's rows that are not gone (empty when they agree). DB is a
 # SQLite file or a postgresql:// URL.
@@ -185,9 +193,8 @@ test_sqlite_idempotent() {
 test_sqlite_newer_schema_refused() {
 	need_sqlite || return
 	local s db=$T_ROOT/newer.db
-	s=$(mkspool)
-	run_n "$s" 3 t
-	"$KART" -s "$s" sync sqlite "$db" || fail "first sync"
+	mirrored "$db" 3
+	s=$MS
 	sq "$db" 'INSERT INTO schema_version VALUES (99)'
 	sq "$db" .dump >"$T_ROOT/newer1"
 	run_n "$s" 2 u
@@ -201,9 +208,8 @@ test_sqlite_newer_schema_refused() {
 test_sqlite_gone() {
 	need_sqlite || return
 	local s db=$T_ROOT/gone.db
-	s=$(mkspool)
-	run_n "$s" 10 t
-	"$KART" -s "$s" sync sqlite "$db" || fail "sync"
+	mirrored "$db" 10
+	s=$MS
 	sleep 1.1
 	"$KART" -s "$s" gc --older-than 1s >/dev/null || fail "kart gc"
 	submit_n "$s" 2 n
