@@ -88,30 +88,47 @@ sweep_submit() {
 	done
 }
 
-sweep_worker() {
-	local sc n s=$work/wrk
-	for sc in openat write fsync renameat2 linkat unlinkat mkdirat fsetxattr; do
+# sweep_drain PART SPOOL SYSCALLS QUEUE AFTER: for each syscall, each of
+# its calls in turn: a fresh SPOOL, QUEUE SPOOL puts its tasks there (and
+# their names in NAMES), a --drain worker is killed at that call, then the
+# invariant (check) and AFTER SPOOL. A run that ends by itself has no
+# more calls of that syscall.
+sweep_drain() {
+	local part=$1 s=$2 syscalls=$3 queue=$4 after=$5 sc n rc
+	for sc in $syscalls; do
 		for ((n = 1; n <= max; n++)); do
 			mkspool "$s"
-			local i names=()
-			for i in 1 2 3; do
-				printf '#!/bin/sh\necho %s\n' "$i" >"$s/tmp/t$i"
-				mv "$s/tmp/t$i" "$s/new/t$i"
-				names+=("t$i")
-			done
-			# And one with its id reserved: the id printed is final.
-			"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
-			names+=(r)
+			NAMES=()
+			"$queue" "$s"
 			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
 				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
 			rc=$?
 			[ $rc -eq 0 ] && break
 			points=$((points + 1))
-			check "$s" "${names[@]}"
-			reserved_ok "$s" "$(cat "$work/r.id")" r
+			check "$s" "${NAMES[@]}"
+			"$after" "$s"
 		done
-		echo "worker: $sc: $((n - 1)) call(s) killed"
+		echo "$part: $sc: $((n - 1)) call(s) killed"
 	done
+}
+
+# Three tasks dropped in, and one with its id reserved: the id printed is
+# final (the worker's and the commit thread's sweeps).
+worker_queue() {
+	local s=$1 i
+	for i in 1 2 3; do
+		printf '#!/bin/sh\necho %s\n' "$i" >"$s/tmp/t$i"
+		mv "$s/tmp/t$i" "$s/new/t$i"
+		NAMES+=("t$i")
+	done
+	"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
+	NAMES+=(r)
+}
+worker_after() { reserved_ok "$1" "$(cat "$work/r.id")" r; }
+
+sweep_worker() {
+	sweep_drain worker "$work/wrk" "openat write fsync renameat2 linkat unlinkat mkdirat fsetxattr" \
+		worker_queue worker_after
 }
 
 # The commit thread's calls (the thread named kart-commit: it publishes
@@ -139,14 +156,8 @@ sweep_commit() {
 			done
 			# Not traced, the run would end as one with no more calls.
 			[ "$i" -lt 100 ] || { echo "  strace never attached to the commit thread"; bad=$((bad + 1)); }
-			local names=()
-			for i in 1 2 3; do
-				printf '#!/bin/sh\necho %s\n' "$i" >"$s/tmp/t$i"
-				mv "$s/tmp/t$i" "$s/new/t$i"
-				names+=("t$i")
-			done
-			"$kart" -s "$s" submit --name r -- echo r >"$work/r.id" 2>/dev/null
-			names+=(r)
+			NAMES=()
+			worker_queue "$s"
 			for ((i = 0; i < 300; i++)); do
 				kill -0 "$w" 2>/dev/null || break
 				[ "$(find "$s/done" -maxdepth 1 -name '[tr]*.json' | wc -l)" -ge 4 ] && break
@@ -162,8 +173,8 @@ sweep_commit() {
 			wait "$sp" 2>/dev/null
 			[ $killed = 0 ] && break
 			points=$((points + 1))
-			check "$s" "${names[@]}"
-			reserved_ok "$s" "$(cat "$work/r.id")" r
+			check "$s" "${NAMES[@]}"
+			worker_after "$s"
 		done
 		echo "commit: $sc: $((n - 1)) call(s) killed"
 	done
@@ -174,33 +185,29 @@ sweep_commit() {
 # of those calls, every task still ends with one result, whose attempts
 # are in order and never more than retries= allows (1 + 1 + a re-queue
 # per crash, bounded by retries=2). SWEEP_RETRY=0 skips it.
-sweep_retry() {
-	local sc n s=$work/rty
-	for sc in openat fsync renameat renameat2 mkdirat fsetxattr; do
-		for ((n = 1; n <= max; n++)); do
-			mkspool "$s"
-			local i names=()
-			for i in 1 2; do
-				printf '#!/bin/sh\n#kart: retry_on=failed retries=2\necho %s\nexit 1\n' "$i" >"$s/tmp/r$i"
-				mv "$s/tmp/r$i" "$s/new/r$i"
-				names+=("r$i")
-			done
-			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
-				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
-			rc=$?
-			[ $rc -eq 0 ] && break
-			points=$((points + 1))
-			check "$s" "${names[@]}"
-			for i in "${names[@]}"; do
-				local f="$s/done/$i.json"
-				[ -e "$f" ] || continue
-				jq -e '(.attempt <= 3) and ([.attempts[].attempt] | . == sort) and
-					(.attempts[-1].attempt == .attempt)' "$f" >/dev/null 2>&1 ||
-					{ echo "  bad attempts in $f"; bad=$((bad + 1)); }
-			done
-		done
-		echo "retry: $sc: $((n - 1)) call(s) killed"
+retry_queue() {
+	local s=$1 i
+	for i in 1 2; do
+		printf '#!/bin/sh\n#kart: retry_on=failed retries=2\necho %s\nexit 1\n' "$i" >"$s/tmp/r$i"
+		mv "$s/tmp/r$i" "$s/new/r$i"
+		NAMES+=("r$i")
 	done
+}
+
+retry_after() {
+	local s=$1 i f
+	for i in "${NAMES[@]}"; do
+		f="$s/done/$i.json"
+		[ -e "$f" ] || continue
+		jq -e '(.attempt <= 3) and ([.attempts[].attempt] | . == sort) and
+			(.attempts[-1].attempt == .attempt)' "$f" >/dev/null 2>&1 ||
+			{ echo "  bad attempts in $f"; bad=$((bad + 1)); }
+	done
+}
+
+sweep_retry() {
+	sweep_drain retry "$work/rty" "openat fsync renameat renameat2 mkdirat fsetxattr" \
+		retry_queue retry_after
 }
 
 # after=: the worker's loop killed while it files, releases, skips and
@@ -223,41 +230,33 @@ deps_check() {
 	fi
 }
 
-sweep_deps() {
-	local sc n s=$work/dep
-	for sc in openat renameat2 linkat unlinkat mkdirat fsetxattr inotify_add_watch; do
-		for ((n = 1; n <= max; n++)); do
-			mkspool "$s"
-			local names=(t1 t2 t3 t4 t5) i
-			printf '#!/bin/sh
+deps_queue() {
+	local s=$1 i
+	NAMES=(t1 t2 t3 t4 t5)
+	printf '#!/bin/sh
 echo one >"$KART_OUTDIR/o"
 ' >"$s/tmp/t1"
-			printf '#!/bin/sh
+	printf '#!/bin/sh
 #kart: after=t1
 cat "$KART_INPUTS/t1/out/o"
 ' >"$s/tmp/t2"
-			printf '#!/bin/sh
+	printf '#!/bin/sh
 exit 3
 ' >"$s/tmp/t3"
-			printf '#!/bin/sh
+	printf '#!/bin/sh
 #kart: after=t3
 echo four
 ' >"$s/tmp/t4"
-			printf '#!/bin/sh
+	printf '#!/bin/sh
 #kart: after=t4
 echo five
 ' >"$s/tmp/t5"
-			for i in "${names[@]}"; do mv "$s/tmp/$i" "$s/new/$i"; done
-			{ timeout 60 strace -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
-				"$kart" -s "$s" worker --drain --id w1 >/dev/null 2>&1; } 2>/dev/null
-			rc=$?
-			[ $rc -eq 0 ] && break
-			points=$((points + 1))
-			check "$s" "${names[@]}"
-			deps_check "$s"
-		done
-		echo "deps: $sc: $((n - 1)) call(s) killed"
-	done
+	for i in "${NAMES[@]}"; do mv "$s/tmp/$i" "$s/new/$i"; done
+}
+
+sweep_deps() {
+	sweep_drain deps "$work/dep" "openat renameat2 linkat unlinkat mkdirat fsetxattr inotify_add_watch" \
+		deps_queue deps_check
 }
 
 # kart hold, release and edit killed at each call: the task is queued or
