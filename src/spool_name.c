@@ -63,6 +63,40 @@ bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t
 	return true;
 }
 
+const char *spool_held_id(const char *name)
+{
+	char pre[16];
+	if (spool_held_name("", pre, sizeof pre) < 0)
+		return NULL;
+	size_t pl = strlen(pre);
+	return strncmp(name, pre, pl) == 0 && name[pl] ? name + pl : NULL;
+}
+
+/* A tree being removed is first renamed .rm-NAME (kart gc), so that a
+ * removal cut short says so. */
+static const char trash_prefix[] = ".rm-";
+
+int spool_name_trash(char *buf, size_t n, const char *name)
+{
+	return pathfmt(buf, n, "%s%s", trash_prefix, name) < 0 ? -ENAMETOOLONG : 0;
+}
+
+bool spool_is_trash(const char *name)
+{
+	return strncmp(name, trash_prefix, sizeof trash_prefix - 1) == 0;
+}
+
+bool spool_is_result_tmp(const char *name)
+{
+	size_t l = strlen(name);
+	return name[0] == '.' && l > 5 && strcmp(name + l - 4, ".tmp") == 0 && strstr(name, ".json.");
+}
+
+bool spool_is_newborn(const char *name)
+{
+	return strncmp(name, ".new.", 5) == 0;
+}
+
 /* One directory's entries to cb; "." and "..", and dot names unless dots,
  * left out. 0, cb's nonzero value, or -errno if it cannot be read. */
 static int walk_dir(int dirfd, struct spool_entry *e, bool dots, spool_walk_cb cb, void *arg)
