@@ -175,9 +175,9 @@ static void queued_state(struct spool *sp, const char *id, int64_t now_ms, struc
 /* cur/WORKER/.ID.paused: kart pause froze it. */
 static bool is_paused(struct spool *sp, const char *worker, const char *id)
 {
-	char s[512], p[600];
-	return spool_name_scratch(s, sizeof s, id, SCRATCH_PAUSED) == 0 &&
-	       pathfmt(p, sizeof p, "%s/%s", worker, s) == 0 && exists_at(sp->cur, p);
+	char p[600];
+	return spool_name_claim_scratch(p, sizeof p, worker, id, SCRATCH_PAUSED) == 0 &&
+	       exists_at(sp->cur, p);
 }
 
 static int query_once(struct spool *sp, const char *id, struct qinfo *q)

@@ -242,6 +242,11 @@ extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... 
 /* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
 int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
 int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);
+/* WORKER/.NAME.SUFFIX: a claim's scratch entry, relative to cur/. */
+int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
+			     enum scratch_file f);
+/* cur/.uniq.UID.HASH: the lock of a unique= key (HASH: FNV-1a of the key). */
+int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
 /* .ID.cancel: `kart cancel`'s request to the worker running ID. */
 int spool_name_cancel(char *buf, size_t n, const char *id);
 /* The id and kind of a done/ name (ID + a known suffix): false if it has

@@ -33,6 +33,19 @@ int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file 
 	return pathfmt(buf, n, ".%s.%s", name, spool_scratch_suffix[f]) < 0 ? -ENAMETOOLONG : 0;
 }
 
+int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
+			     enum scratch_file f)
+{
+	return pathfmt(buf, n, "%s/.%s.%s", worker, name, spool_scratch_suffix[f]) < 0 ? -ENAMETOOLONG
+											: 0;
+}
+
+int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash)
+{
+	return pathfmt(buf, n, ".uniq.%u.%016llx", uid, (unsigned long long)key_hash) < 0 ? -ENAMETOOLONG
+											   : 0;
+}
+
 int spool_name_cancel(char *buf, size_t n, const char *id)
 {
 	return spool_name_scratch(buf, n, id, SCRATCH_CANCEL);
