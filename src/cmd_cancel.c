@@ -44,13 +44,13 @@ enum { REQUEUES_MAX = 5 };
  * the claim directory. */
 static int cancel_running(struct spool *sp, const char *worker, const char *id)
 {
-	char p[PATH_MAX], req[512], name[512];
+	char p[PATH_MAX], req[512];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0 || pathfmt(p, sizeof p, "%s/cur/%s", sp->path, worker) < 0)
 		return -errno;
 	if (inotify_add_watch(ino, p, IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
 		return -errno;
-	if (spool_name_cancel(name, sizeof name, id) < 0 || pathfmt(req, sizeof req, "%s/%s", worker, name) < 0)
+	if (spool_name_claim_scratch(req, sizeof req, worker, id, SCRATCH_CANCEL) < 0)
 		return -ENAMETOOLONG;
 	int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)

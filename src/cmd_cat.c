@@ -39,7 +39,7 @@ static const char help[] =
 struct follow {
 	struct spool *sp;
 	const char *id;
-	const char *sfx;   /* "stdout" or "stderr" */
+	enum scratch_file cap; /* SCRATCH_STDOUT or SCRATCH_STDERR */
 	int ino;           /* the inotify instance */
 	int fd;            /* the capture being read, or -1 */
 	int fd_wd;         /* its watch (IN_MODIFY), or -1 */
@@ -93,7 +93,7 @@ static int follow_look(struct follow *f, struct qinfo *q)
 	case Q_SCHEDULED:
 		return 0; /* new/'s IN_MOVED_FROM says when it is claimed */
 	case Q_DONE: {
-		const char *rel = strcmp(f->sfx, "stderr") == 0 ? q->err_path : q->out_path;
+		const char *rel = f->cap == SCRATCH_STDERR ? q->err_path : q->out_path;
 		struct stat a, b;
 		_cleanup_close_ int fd = -1;
 		if (strncmp(rel, "done/", 5) == 0 && !strchr(rel + 5, '/'))
@@ -134,7 +134,7 @@ static int follow_look(struct follow *f, struct qinfo *q)
 			unfollow_file(f);
 		}
 	}
-	if (f->fd < 0 && pathfmt(p, sizeof p, "%s/.%s.%s", q->worker, f->id, f->sfx) == 0) {
+	if (f->fd < 0 && spool_name_claim_scratch(p, sizeof p, q->worker, f->id, f->cap) == 0) {
 		int fd = openat(f->sp->cur, p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd >= 0)
 			follow_file(f, fd);
@@ -148,7 +148,7 @@ static int follow_look(struct follow *f, struct qinfo *q)
 
 static int cat_follow(struct spool *sp, const char *id, bool err)
 {
-	struct follow f = {.sp = sp, .id = id, .sfx = err ? "stderr" : "stdout", .fd = -1,
+	struct follow f = {.sp = sp, .id = id, .cap = err ? SCRATCH_STDERR : SCRATCH_STDOUT, .fd = -1,
 			   .fd_wd = -1, .worker_wd = -1};
 	char p[4096];
 	_cleanup_close_ int sfd = stop_signalfd();

@@ -391,9 +391,9 @@ static int pause_one(struct spool *sp, const char *worker, const char *id, bool 
 	char dir[4096], req[600], ack[600], claim[600], nopause[600];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0 || pathfmt(dir, sizeof dir, "%s/cur/%s", sp->path, worker) < 0 ||
-	    pathfmt(req, sizeof req, "%s/.%s.pause", worker, id) < 0 ||
-	    pathfmt(ack, sizeof ack, "%s/.%s.paused", worker, id) < 0 ||
-	    pathfmt(nopause, sizeof nopause, "%s/.%s.nopause", worker, id) < 0 ||
+	    spool_name_claim_scratch(req, sizeof req, worker, id, SCRATCH_PAUSE) < 0 ||
+	    spool_name_claim_scratch(ack, sizeof ack, worker, id, SCRATCH_PAUSED) < 0 ||
+	    spool_name_claim_scratch(nopause, sizeof nopause, worker, id, SCRATCH_NOPAUSE) < 0 ||
 	    pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
 		return -ENAMETOOLONG;
 	if (inotify_add_watch(ino, dir, IN_CREATE | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF |

@@ -90,7 +90,7 @@ static void gc_remove_(struct gc *g, int dirfd, const char *dir, const char *nam
 	char trash[NAME_MAX + 8];
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-	    strncmp(name, ".rm-", 4) != 0 && pathfmt(trash, sizeof trash, ".rm-%s", name) == 0) {
+	    !spool_is_trash(name) && spool_name_trash(trash, sizeof trash, name) == 0) {
 		int t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
 		if (t < 0 && errno == EEXIST && rm_rf_at(dirfd, trash) == 0)
 			t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
@@ -123,50 +123,43 @@ static bool old(const struct gc *g, int dirfd, const char *name, int64_t age_ms)
 	       g->now_ms - mtime_ms(&st) >= age_ms;
 }
 
-static void gc_tmp(struct gc *g)
+/* Walk one area of the spool with cb; a directory that cannot be read
+ * is said and counted. */
+static void gc_walk(struct gc *g, unsigned area, const char *dir, spool_walk_cb cb, void *arg)
 {
-	DIR *dir = opendir_at(g->sp->tmp, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: tmp/: %s\n", strerror(errno));
+	int r = spool_walk(g->sp, area | SPOOL_WALK_DOTS, cb, arg);
+	if (r < 0) {
+		fprintf(stderr, "kart gc: %s/: %s\n", dir, strerror(-r));
 		g->errors++;
-		return;
 	}
-	while ((de = readdir(dir)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-		    old(g, g->sp->tmp, de->d_name, g->tmp_age_ms))
-			gc_remove(g, g->sp->tmp, "tmp", de->d_name);
-	closedir(dir);
+}
+
+static int gc_tmp_one(const struct spool_entry *e, void *arg)
+{
+	struct gc *g = arg;
+	if (old(g, e->dirfd, e->name, g->tmp_age_ms))
+		gc_remove(g, e->dirfd, e->dir, e->name);
+	return 0;
 }
 
 /* Dot files in new/ are never tasks (a worker skips them): what a writer
  * staged there (rsync's .NAME.XXXXXX) and never renamed. By the rule and
  * age of tmp/. Directories are left: new/ may hold some of the spool's
  * own, and a task is never one. */
-static void gc_new_dots(struct gc *g)
+static int gc_new_dot(const struct spool_entry *e, void *arg)
 {
-	DIR *dir = opendir_at(g->sp->new, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: new/: %s\n", strerror(errno));
-		g->errors++;
-		return;
-	}
+	struct gc *g = arg;
+	struct stat st;
+	/* A held task (kart hold) is queued, however long; a paused
+	 * spool stays paused. */
 	char held[16];
 	(void)spool_held_name("", held, sizeof held);
-	while ((de = readdir(dir))) {
-		struct stat st;
-		/* A held task (kart hold) is queued, however long; a paused
-		 * spool stays paused. */
-		if (strncmp(de->d_name, held, strlen(held)) == 0 || strcmp(de->d_name, WCTL_SPOOL_PAUSED) == 0)
-			continue;
-		if (de->d_name[0] != '.' || !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-		    fstatat(g->sp->new, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
-		    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)
-			continue;
-		gc_remove(g, g->sp->new, "new", de->d_name);
-	}
-	closedir(dir);
+	if (e->id || strncmp(e->name, held, strlen(held)) == 0 || strcmp(e->name, WCTL_SPOOL_PAUSED) == 0 ||
+	    fstatat(e->dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+	    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)
+		return 0;
+	gc_remove(g, e->dirfd, e->dir, e->name);
+	return 0;
 }
 
 /* A claim directory whose worker is gone and which holds no claim. */
@@ -216,44 +209,16 @@ static void gc_worker_dir(struct gc *g, const char *wid, bool born)
 	g->removed++;
 }
 
-static void gc_cur(struct gc *g)
+static int gc_cur_one(const struct spool_entry *e, void *arg)
 {
-	DIR *dir = opendir_at(g->sp->cur, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: cur/: %s\n", strerror(errno));
-		g->errors++;
-		return;
+	struct gc *g = arg;
+	if (spool_is_newborn(e->name)) {
+		if (old(g, e->dirfd, e->name, STALE_MS))
+			gc_worker_dir(g, e->name, true);
+	} else if (e->name[0] != '.') {
+		gc_worker_dir(g, e->name, false);
 	}
-	while ((de = readdir(dir))) {
-		if (strncmp(de->d_name, ".new.", 5) == 0) {
-			if (old(g, g->sp->cur, de->d_name, STALE_MS))
-				gc_worker_dir(g, de->d_name, true);
-			continue;
-		}
-		if (de->d_name[0] == '.')
-			continue;
-		gc_worker_dir(g, de->d_name, false);
-	}
-	closedir(dir);
-}
-
-/* The id a file of done/ belongs to: the name minus one known suffix. */
-static const char *const suffixes[] = {".json", ".task", ".stdout", ".stderr", ".rejected", ".out",
-				       ".attempts"};
-
-static bool id_of(const char *name, char *id, size_t idlen, const char **suffix)
-{
-	size_t l = strlen(name);
-	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
-		size_t sl = strlen(suffixes[i]);
-		if (l > sl && strcmp(name + l - sl, suffixes[i]) == 0 && l - sl < idlen) {
-			snprintf(id, idlen, "%.*s", (int)(l - sl), name);
-			*suffix = suffixes[i];
-			return true;
-		}
-	}
-	return false;
+	return 0;
 }
 
 static bool exists_at(int dirfd, const char *name)
@@ -282,9 +247,11 @@ static void gc_result(struct gc *g, const char *id)
 	char jn[512], tn[512], rn[512], on[512], an[512];
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	if (pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
-	    pathfmt(rn, sizeof rn, "%s.rejected", id) < 0 || pathfmt(on, sizeof on, "%s.out", id) < 0 ||
-	    pathfmt(an, sizeof an, "%s.attempts", id) < 0)
+	if (spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0 ||
+	    spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
+	    spool_name_done(rn, sizeof rn, id, DONE_REJECTED) < 0 ||
+	    spool_name_done(on, sizeof on, id, DONE_OUT) < 0 ||
+	    spool_name_done(an, sizeof an, id, DONE_ATTEMPTS) < 0)
 		return;
 	if (read_file_at(g->sp->done, jn, 1 << 20, &buf, &len) < 0)
 		return;
@@ -368,13 +335,13 @@ static void gc_result(struct gc *g, const char *id)
 static bool orphan(const struct gc *g, const char *n)
 {
 	char id[512], jn[600], tn[600];
-	const char *suffix;
+	enum done_file f;
 	struct stat st, ts;
 	/* ID.attempts/ without a JSON is a task's that waits for its next
 	 * attempt, however long no worker runs: never an orphan here. */
-	if (!id_of(n, id, sizeof id, &suffix) || strcmp(suffix, ".json") == 0 ||
-	    strcmp(suffix, ".attempts") == 0 ||
-	    pathfmt(jn, sizeof jn, "%s.json", id) < 0 || pathfmt(tn, sizeof tn, "%s.task", id) < 0 ||
+	if (!spool_done_id(n, id, sizeof id, &f) || f == DONE_JSON || f == DONE_ATTEMPTS ||
+	    spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0 ||
+	    spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
 	    exists_at(g->sp->done, jn) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    g->now_ms - mtime_ms(&st) < STALE_MS)
 		return false;
@@ -383,61 +350,77 @@ static bool orphan(const struct gc *g, const char *n)
 	return ts.st_nlink == 1 && g->now_ms - mtime_ms(&ts) >= STALE_MS;
 }
 
+/* What one walk of done/ finds for later: a result is removed, and an
+ * orphan looked at again, once the listing is read. */
+struct gc_done {
+	struct gc *g;
+	struct strv expired, orphans;
+};
+
+static int gc_done_one(const struct spool_entry *e, void *arg)
+{
+	struct gc_done *d = arg;
+	struct gc *g = d->g;
+	struct stat st;
+	if (spool_is_trash(e->name)) {
+		/* A removal cut short (gc_remove): finished now. */
+		gc_remove(g, e->dirfd, e->dir, e->name);
+		return 0;
+	}
+	if (e->name[0] == '.') {
+		if (spool_is_result_tmp(e->name) && old(g, e->dirfd, e->name, STALE_MS))
+			gc_remove(g, e->dirfd, e->dir, e->name);
+		return 0;
+	}
+	if (!e->id || fstatat(e->dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (e->done == DONE_JSON) {
+		if (g->result_age_ms >= 0 && g->now_ms - mtime_ms(&st) >= g->result_age_ms)
+			strv_add(&d->expired, e->id);
+		return 0;
+	}
+	if (orphan(g, e->name))
+		strv_add(&d->orphans, e->name);
+	return 0;
+}
+
 static void gc_done(struct gc *g)
 {
-	DIR *dir = opendir_at(g->sp->done, ".");
-	struct dirent *de;
-	if (!dir) {
-		fprintf(stderr, "kart gc: done/: %s\n", strerror(errno));
-		g->errors++;
-		return;
-	}
-	struct strv expired = {0}, orphans = {0};
-	while ((de = readdir(dir))) {
-		const char *n = de->d_name, *suffix;
-		char id[512];
-		struct stat st;
-		if (strncmp(n, ".rm-", 4) == 0) {
-			/* A removal cut short (gc_remove): finished now. */
-			gc_remove(g, g->sp->done, "done", n);
-			continue;
-		}
-		if (n[0] == '.') {
-			size_t l = strlen(n);
-			if (l > 5 && strcmp(n + l - 4, ".tmp") == 0 && strstr(n, ".json.") &&
-			    old(g, g->sp->done, n, STALE_MS))
-				gc_remove(g, g->sp->done, "done", n);
-			continue;
-		}
-		if (!id_of(n, id, sizeof id, &suffix) || fstatat(g->sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (strcmp(suffix, ".json") == 0) {
-			if (g->result_age_ms >= 0 && g->now_ms - mtime_ms(&st) >= g->result_age_ms)
-				strv_add(&expired, id);
-			continue;
-		}
-		if (orphan(g, n))
-			strv_add(&orphans, n);
-	}
-	closedir(dir);
-	for (size_t i = 0; i < expired.n; i++)
-		gc_result(g, expired.v[i]);
+	struct gc_done d = {.g = g};
+	gc_walk(g, SPOOL_WALK_DONE, "done", gc_done_one, &d);
+	for (size_t i = 0; i < d.expired.n; i++)
+		gc_result(g, d.expired.v[i]);
 	/* Orphans: the .task (the id's reservation) after the others, each
 	 * looked at again just before it goes. */
 	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < orphans.n; i++) {
-			size_t l = strlen(orphans.v[i]);
-			bool task = l > 5 && strcmp(orphans.v[i] + l - 5, ".task") == 0;
-			if (task == (pass == 1) && orphan(g, orphans.v[i]))
-				gc_remove(g, g->sp->done, "done", orphans.v[i]);
+		for (size_t i = 0; i < d.orphans.n; i++) {
+			char id[512];
+			enum done_file f;
+			bool task = spool_done_id(d.orphans.v[i], id, sizeof id, &f) && f == DONE_TASK;
+			if (task == (pass == 1) && orphan(g, d.orphans.v[i]))
+				gc_remove(g, g->sp->done, "done", d.orphans.v[i]);
 		}
-	strv_free(&expired);
-	strv_free(&orphans);
+	strv_free(&d.expired);
+	strv_free(&d.orphans);
 }
 
-/* The inodes of every file in dir (depth 0), or in each directory of it
- * (depth 1: cur/W/, drop/USER/), added to *v. */
-static void inodes_in(int at, const char *name, int depth, ino_t **v, size_t *n)
+struct inodes {
+	ino_t *v;
+	size_t n;
+};
+
+static void inode_add(struct inodes *in, int dirfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	in->v = xrealloc(in->v, (in->n + 1) * sizeof *in->v);
+	in->v[in->n++] = st.st_ino;
+}
+
+/* The inodes of every file in dir, or in each directory of it (depth 1:
+ * drop/USER/), added to *in. */
+static void inodes_in(int at, const char *name, int depth, struct inodes *in)
 {
 	DIR *dir = at < 0 ? NULL : opendir_at(at, name);
 	struct dirent *de;
@@ -449,13 +432,30 @@ static void inodes_in(int at, const char *name, int depth, ino_t **v, size_t *n)
 		    fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (depth > 0 && S_ISDIR(st.st_mode)) {
-			inodes_in(dirfd(dir), de->d_name, depth - 1, v, n);
+			inodes_in(dirfd(dir), de->d_name, depth - 1, in);
 			continue;
 		}
-		*v = xrealloc(*v, (*n + 1) * sizeof **v);
-		(*v)[(*n)++] = st.st_ino;
+		in->v = xrealloc(in->v, (in->n + 1) * sizeof *in->v);
+		in->v[in->n++] = st.st_ino;
 	}
 	closedir(dir);
+}
+
+/* Everything in tmp/, new/ and cur/W/; what cur/ holds but a claim
+ * directory (a file, a link, cur/.new.* being born) too. */
+static int inode_one(const struct spool_entry *e, void *arg)
+{
+	struct inodes *in = arg;
+	struct stat st;
+	if (e->area != SPOOL_WALK_WORKERS)
+		inode_add(in, e->dirfd, e->name);
+	else if (fstatat(e->dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	else if (!S_ISDIR(st.st_mode))
+		inode_add(in, e->dirfd, e->name);
+	else if (e->name[0] == '.')
+		inodes_in(e->dirfd, e->name, 0, in); /* the walk enters no cur/.X */
+	return 0;
 }
 
 static int ino_cmp(const void *a, const void *b)
@@ -468,15 +468,14 @@ static int ino_cmp(const void *a, const void *b)
  * cur/W/, drop/USER/), sorted. */
 static size_t live_inodes(struct gc *g, ino_t **v)
 {
-	size_t n = 0;
-	*v = NULL;
-	inodes_in(g->sp->tmp, ".", 0, v, &n);
-	inodes_in(g->sp->new, ".", 0, v, &n);
-	inodes_in(g->sp->cur, ".", 1, v, &n);
-	inodes_in(g->sp->drop, ".", 1, v, &n);
-	if (n)
-		qsort(*v, n, sizeof **v, ino_cmp);
-	return n;
+	struct inodes in = {0};
+	(void)spool_walk(g->sp, SPOOL_WALK_TMP | SPOOL_WALK_NEW | SPOOL_WALK_WORKERS | SPOOL_WALK_CUR |
+				 SPOOL_WALK_DOTS, inode_one, &in);
+	inodes_in(g->sp->drop, ".", 1, &in);
+	if (in.n)
+		qsort(in.v, in.n, sizeof *in.v, ino_cmp);
+	*v = in.v;
+	return in.n;
 }
 
 /* Is ids/name the reservation of a task that is still somewhere (its
@@ -591,10 +590,10 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	struct spool *sp = &c->sp;
 	g.sp = sp;
 	g.now_ms = now_realtime_ms();
-	gc_tmp(&g);
+	gc_walk(&g, SPOOL_WALK_TMP, "tmp", gc_tmp_one, &g);
 	gc_ids(&g);
-	gc_new_dots(&g);
-	gc_cur(&g);
+	gc_walk(&g, SPOOL_WALK_NEW, "new", gc_new_dot, &g);
+	gc_walk(&g, SPOOL_WALK_WORKERS, "cur", gc_cur_one, &g);
 	gc_done(&g);
 	fflush(stdout);
 	spool_close(sp);

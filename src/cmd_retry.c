@@ -31,7 +31,7 @@ static int load(struct spool *sp, const char *id, char **text, size_t *len, char
 	char jn[512];
 	_cleanup_free_ char *buf = NULL;
 	size_t blen;
-	if (pathfmt(jn, sizeof jn, "%s.json", id) < 0)
+	if (spool_name_done(jn, sizeof jn, id, DONE_JSON) < 0)
 		return snprintf(err, errlen, "id too long"), -1;
 	int r = read_file_at(sp->done, jn, 1 << 20, &buf, &blen);
 	if (r == -ENOENT)

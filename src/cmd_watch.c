@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "query.h"
 #include "result.h"
+#include "strset.h"
 #include "util.h"
 
 static const char help[] =
@@ -34,43 +35,13 @@ static const char help[] =
 	"\n"
 	"exit status: 0 on SIGINT or SIGTERM; 1 if done/ cannot be watched; 2 usage\n";
 
-/* The ids already printed (or there at start): an open-addressing set. */
-struct seen {
-	char **slot;
-	size_t cap, n;
-};
-
-static uint64_t hash(const char *s)
+/* Add id to the ids already printed (or there at start); false if it
+ * was there already. */
+static bool seen_add(struct strset *st, const char *id)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-/* Add id; false if it was there already. */
-static bool seen_add(struct seen *st, const char *id)
-{
-	if ((st->n + 1) * 2 > st->cap) {
-		struct seen big = {.cap = st->cap ? st->cap * 2 : 256};
-		big.slot = xcalloc(big.cap, sizeof *big.slot);
-		for (size_t i = 0; i < st->cap; i++)
-			if (st->slot[i]) {
-				size_t j = hash(st->slot[i]) & (big.cap - 1);
-				while (big.slot[j])
-					j = (j + 1) & (big.cap - 1);
-				big.slot[j] = st->slot[i];
-			}
-		big.n = st->n;
-		free(st->slot);
-		*st = big;
-	}
-	size_t j = hash(id) & (st->cap - 1);
-	for (; st->slot[j]; j = (j + 1) & (st->cap - 1))
-		if (strcmp(st->slot[j], id) == 0)
-			return false;
-	st->slot[j] = xstrdup(id);
-	st->n++;
+	if (strset_get(st, id))
+		return false;
+	strset_put(st, id, 1);
 	return true;
 }
 
@@ -129,33 +100,38 @@ static bool print_result(struct spool *sp, const char *id, bool json)
 	return fflush(stdout) == 0;
 }
 
-/* Look at done/: every result not yet seen, oldest first. */
-static int scan(struct spool *sp, struct seen *st, bool print, bool json)
+struct ents {
+	struct ent *v;
+	size_t n;
+};
+
+static int list_result(const struct spool_entry *e, void *arg)
 {
-	int d = openat(sp->done, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir) {
-		if (d >= 0)
-			close(d);
-		return -errno;
+	struct ents *l = arg;
+	struct stat s;
+	if (!e->id || e->done != DONE_JSON || fstatat(e->dirfd, e->name, &s, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	l->v = xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+	l->v[l->n].id = xstrdup(e->id);
+	l->v[l->n].mtime_ms = (int64_t)s.st_mtim.tv_sec * 1000 + s.st_mtim.tv_nsec / 1000000;
+	l->n++;
+	return 0;
+}
+
+/* Look at done/: every result not yet seen, oldest first. */
+static int scan(struct spool *sp, struct strset *st, bool print, bool json)
+{
+	struct ents l = {0};
+	int r = spool_walk(sp, SPOOL_WALK_DONE, list_result, &l);
+	if (r < 0) {
+		for (size_t i = 0; i < l.n; i++)
+			free(l.v[i].id);
+		free(l.v);
+		return r;
 	}
-	struct ent *v = NULL;
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(dir))) {
-		size_t l = strlen(de->d_name);
-		struct stat s;
-		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0 ||
-		    fstatat(sp->done, de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		v = xrealloc(v, (n + 1) * sizeof *v);
-		v[n].id = xasprintf("%.*s", (int)(l - 5), de->d_name);
-		v[n].mtime_ms = (int64_t)s.st_mtim.tv_sec * 1000 + s.st_mtim.tv_nsec / 1000000;
-		n++;
-	}
-	closedir(dir);
+	struct ent *v = l.v;
+	size_t n = l.n;
 	qsort(v, n, sizeof *v, by_mtime);
-	int r = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (seen_add(st, v[i].id) && print && r == 0 && !print_result(sp, v[i].id, json))
 			r = -EPIPE;
@@ -173,7 +149,7 @@ struct wdirs {
 	} *v;
 	size_t n;
 	int cur_wd;   /* cur/ itself: a worker directory appears */
-	struct seen pending; /* "W/NAME" printed by a scan; its event is skipped */
+	struct strset pending; /* "W/NAME" printed by a scan; its event is skipped */
 };
 
 static bool print_event(const char *event, const char *id, const char *worker, bool json)
@@ -196,37 +172,23 @@ static bool print_event(const char *event, const char *id, const char *worker, b
 	return fflush(stdout) == 0;
 }
 
-static bool seen_del(struct seen *st, const char *key)
+static bool seen_del(struct strset *st, const char *key)
 {
-	if (!st->cap)
+	if (!strset_get(st, key))
 		return false;
-	size_t j = hash(key) & (st->cap - 1);
-	for (; st->slot[j]; j = (j + 1) & (st->cap - 1))
-		if (strcmp(st->slot[j], key) == 0) {
-			/* Leave a tombstone that matches nothing: ids never start
-			 * with '/'. */
-			st->slot[j][0] = '/';
-			st->slot[j][1] = '\0';
-			return true;
-		}
-	return false;
+	strset_del(st, key);
+	return true;
 }
 
 /* The name of a claim directory's entry as an event: a claim (NAME) or a
  * run's start (.NAME.lock, made by the run's child before it execs). */
 static const char *entry_event(const char *name, char *id, size_t idlen)
 {
-	size_t l = strlen(name);
 	if (name[0] != '.') {
 		snprintf(id, idlen, "%s", name);
 		return "claimed";
 	}
-	if (l > 6 && strcmp(name + l - 5, ".lock") == 0 && l - 6 < idlen) {
-		memcpy(id, name + 1, l - 6);
-		id[l - 6] = '\0';
-		return "started";
-	}
-	return NULL;
+	return spool_scratch_of(name, SCRATCH_LOCK, id, idlen) ? "started" : NULL;
 }
 
 /* Watch cur/W/, then print what it already holds that no event will
@@ -293,7 +255,7 @@ static int on_event(struct spool *sp, struct wdirs *ws, int ino, const struct in
 	const char *what = worker ? entry_event(ev->name, id, sizeof id) : NULL;
 	if (!what || pathfmt(key, sizeof key, "%c%s/%s", what[0], worker, id) < 0)
 		return 0;
-	if (ws->pending.n && seen_del(&ws->pending, key))
+	if (seen_del(&ws->pending, key))
 		return 0;
 	return print_event(what, id, worker, json) ? 0 : -EPIPE;
 }
@@ -334,7 +296,7 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 		fprintf(stderr, "kart watch: inotify on %s/done: %s\n", sp->path, strerror(errno));
 		return 1;
 	}
-	struct seen st = {0};
+	struct strset st = {0};
 	struct wdirs ws = {.cur_wd = -1};
 	/* Workers' directories first: a task claimed while done/ is listed
 	 * is then told, rather than missed. */
@@ -392,12 +354,8 @@ int cmd_watch(struct ctx *c, int argc, char **argv)
 	for (size_t i = 0; i < ws.n; i++)
 		free(ws.v[i].worker);
 	free(ws.v);
-	for (size_t i = 0; i < ws.pending.cap; i++)
-		free(ws.pending.slot[i]);
-	free(ws.pending.slot);
-	for (size_t i = 0; i < st.cap; i++)
-		free(st.slot[i]);
-	free(st.slot);
+	strset_free(&ws.pending);
+	strset_free(&st);
 	if (r < 0 && r != -EPIPE)
 		fprintf(stderr, "kart watch: %s/done: %s\n", sp->path, strerror(-r));
 	spool_close(sp);

@@ -2,7 +2,6 @@
 #define _GNU_SOURCE
 #include "query.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/stat.h>
@@ -22,19 +21,30 @@ static int64_t stat_ms(int dirfd, const char *name, bool ctime)
 	return (int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
 }
 
-int query_load(struct spool *sp, const char *id, json_t **out)
+int query_read(struct spool *sp, const char *id, json_t **out, char **text, size_t *len)
 {
 	char p[512];
 	_cleanup_free_ char *buf = NULL;
-	size_t len;
-	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
+	size_t n;
+	if (spool_name_done(p, sizeof p, id, DONE_JSON) < 0)
 		return -ENAMETOOLONG;
-	int r = read_file_at(sp->done, p, 1 << 20, &buf, &len);
+	int r = read_file_at(sp->done, p, 1 << 20, &buf, &n);
 	if (r < 0)
 		return r;
 	json_error_t je;
-	*out = json_loadb(buf, len, 0, &je);
-	return *out ? 0 : -EBADMSG;
+	*out = json_loadb(buf, n, 0, &je);
+	if (!*out)
+		return -EBADMSG;
+	if (text) {
+		*text = steal_ptr(&buf);
+		*len = n;
+	}
+	return 0;
+}
+
+int query_load(struct spool *sp, const char *id, json_t **out)
+{
+	return query_read(sp, id, out, NULL, NULL);
 }
 
 int query_done(struct spool *sp, const char *id, struct qinfo *q)
@@ -44,7 +54,7 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q)
 	int r = query_load(sp, id, &o);
 	if (r < 0)
 		return r;
-	(void)pathfmt(p, sizeof p, "%s.json", id);
+	(void)spool_name_done(p, sizeof p, id, DONE_JSON);
 	q->state = Q_DONE;
 	q->since_ms = stat_ms(sp->done, p, false);
 	const char *s = json_string_value(json_object_get(o, "status"));
@@ -92,37 +102,23 @@ static bool exists_at(int dirfd, const char *name)
 }
 
 
-static bool find_running(struct spool *sp, const char *id, char *worker, size_t wlen)
+/* A queued task's header, read once (kart status and kart sync read
+ * every queued task): when it may run, the later of its not_before= and
+ * a retry's (user.kart), as the worker reads them (worker_sched.c), and,
+ * if sp and waiting are given, the after= ids that have no result yet,
+ * comma-separated. nb 0: not ahead of now_ms. */
+static void read_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, int64_t *nb,
+			char *waiting, size_t wlen)
 {
-	DIR *dir = opendir_at(sp->cur, ".");
-	struct dirent *de;
-	bool found = false;
-	if (!dir)
-		return false;
-	while (!found && (de = readdir(dir))) {
-		char p[512];
-		if (de->d_name[0] == '.')
-			continue;
-		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0 && exists_at(sp->cur, p)) {
-			snprintf(worker, wlen, "%s", de->d_name);
-			found = true;
-		}
-	}
-	closedir(dir);
-	return found;
-}
-
-/* A queued task that waits for its time: Q_SCHEDULED, and until when.
- * The later of its not_before= and a retry's (user.kart), as the worker
- * reads them (worker_sched.c). */
-int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
-{
+	*nb = 0;
+	if (waiting)
+		waiting[0] = '\0';
 	/* Never blocks: a FIFO or a device is no task of anyone's. */
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return 0;
-	char kattr[512], err[64];
+		return;
+	char kattr[512], err[256];
 	struct claim_meta m;
 	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
 	kattr[kn > 0 ? kn : 0] = '\0';
@@ -131,16 +127,57 @@ int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
 	_cleanup_free_ char *text = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, text, want);
 	struct task_spec spec;
-	int64_t nb = m.not_before_ms;
-	if (n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0 && spec.not_before_ms > nb)
-		nb = spec.not_before_ms;
-	return nb > now_ms ? nb : 0;
+	bool parsed = n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0;
+	int64_t t = m.not_before_ms;
+	if (parsed && spec.not_before_ms > t)
+		t = spec.not_before_ms;
+	*nb = t > now_ms ? t : 0;
+	if (!parsed || !sp || !waiting)
+		return;
+	size_t o = 0;
+	for (int i = 0; i < spec.n_after; i++) {
+		char p[512];
+		if (spool_name_done(p, sizeof p, spec.after[i], DONE_JSON) < 0 || exists_at(sp->done, p))
+			continue;
+		int w = snprintf(waiting + o, wlen - o, "%s%s", o ? "," : "", spec.after[i]);
+		if (w < 0 || (size_t)w >= wlen - o) {
+			waiting[o] = '\0';
+			break;
+		}
+		o += (size_t)w;
+	}
 }
 
-static void queued_state(int dirfd, const char *name, int64_t now_ms, struct qinfo *q)
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
 {
-	q->not_before_ms = query_not_before(dirfd, name, now_ms);
+	int64_t nb;
+	read_queued(NULL, dirfd, name, now_ms, &nb, NULL, 0);
+	return nb;
+}
+
+int64_t query_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, char *waiting,
+		     size_t wlen)
+{
+	int64_t nb;
+	read_queued(sp, dirfd, name, now_ms, &nb, waiting, wlen);
+	return nb;
+}
+
+/* new/ID: scheduled, or queued (waiting: on after= ids without a result). */
+static void queued_state(struct spool *sp, const char *id, int64_t now_ms, struct qinfo *q)
+{
+	q->not_before_ms = query_queued(sp, sp->new, id, now_ms, q->waiting, sizeof q->waiting);
 	q->state = q->not_before_ms ? Q_SCHEDULED : Q_QUEUED;
+	if (q->state != Q_QUEUED)
+		q->waiting[0] = '\0';
+}
+
+/* cur/WORKER/.ID.paused: kart pause froze it. */
+static bool is_paused(struct spool *sp, const char *worker, const char *id)
+{
+	char p[600];
+	return spool_name_claim_scratch(p, sizeof p, worker, id, SCRATCH_PAUSED) == 0 &&
+	       exists_at(sp->cur, p);
 }
 
 static int query_once(struct spool *sp, const char *id, struct qinfo *q)
@@ -158,7 +195,7 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 	bool held = !queued && plain && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
 	int64_t qsince = queued ? stat_ms(sp->new, id, true) : held ? stat_ms(sp->new, hn, true) : 0;
 	char worker[sizeof q->worker];
-	bool running = plain && find_running(sp, id, worker, sizeof worker);
+	bool running = plain && spool_find_claim(sp, id, worker, sizeof worker);
 	int r = query_done(sp, id, q);
 	if (r != -ENOENT)
 		return r;
@@ -170,12 +207,12 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 		char p[512];
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
-		q->paused = pathfmt(p, sizeof p, "%s/.%s.paused", q->worker, id) == 0 && exists_at(sp->cur, p);
+		q->paused = is_paused(sp, q->worker, id);
 	} else if (queued || held) {
 		if (held)
 			q->state = Q_HELD;
 		else
-			queued_state(sp->new, id, now_realtime_ms(), q);
+			queued_state(sp, id, now_realtime_ms(), q);
 		q->since_ms = qsince;
 	} else {
 		q->state = Q_UNKNOWN;
@@ -234,147 +271,95 @@ static bool qlist_has(const struct qlist *sorted, const char *id)
 	return sorted->n && bsearch(&key, sorted->v, sorted->n, sizeof key, qent_cmp);
 }
 
+/* The listings query_all reads before it reports anything. */
+struct qlists {
+	struct qlist nl, cl, dl; /* new/ (queued and held), cur/W/, done/ID.json */
+};
+
+static int list_one(const struct spool_entry *e, void *arg)
+{
+	struct qlists *l = arg;
+	const char *held;
+	switch (e->area) {
+	case SPOOL_WALK_NEW:
+		if (e->id)
+			qlist_add(&l->nl, e->id, NULL, stat_ms(e->dirfd, e->name, true));
+		else if ((held = spool_held_id(e->name))) {
+			qlist_add(&l->nl, held, NULL, stat_ms(e->dirfd, e->name, true));
+			l->nl.v[l->nl.n - 1].held = true;
+		}
+		break;
+	case SPOOL_WALK_CUR:
+		if (e->id)
+			qlist_add(&l->cl, e->id, e->worker, stat_ms(e->dirfd, e->name, true));
+		break;
+	case SPOOL_WALK_DONE:
+		if (e->id && e->done == DONE_JSON)
+			qlist_add(&l->dl, e->id, NULL, 0);
+		break;
+	}
+	return 0;
+}
+
 int query_all(struct spool *sp, query_cb cb, void *arg)
 {
 	/* Every listing is read first, in the order tasks move (new, cur,
 	 * done), so that one in motion is seen at least once; then each id
 	 * is reported once, in the furthest state it was found in, as
-	 * query_id does. */
-	struct qlist nl = {0}, cl = {0}, dl = {0};
-	struct dirent *de;
-	int r = 0;
-	DIR *dir = opendir_at(sp->new, ".");
-	if (!dir)
-		return -errno;
-	char held[16];
-	(void)spool_held_name("", held, sizeof held);
-	size_t hl = strlen(held);
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] != '.')
-			qlist_add(&nl, de->d_name, NULL, stat_ms(sp->new, de->d_name, true));
-		else if (strncmp(de->d_name, held, hl) == 0 && de->d_name[hl]) {
-			qlist_add(&nl, de->d_name + hl, NULL, stat_ms(sp->new, de->d_name, true));
-			nl.v[nl.n - 1].held = true;
-		}
-	}
-	closedir(dir);
-	if (!(dir = opendir_at(sp->cur, "."))) {
-		r = -errno;
+	 * query_id does. A directory that cannot be read reports nothing. */
+	struct qlists l = {0};
+	struct qlist *nl = &l.nl, *cl = &l.cl, *dl = &l.dl;
+	int r = spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE | SPOOL_WALK_DOTS,
+			   list_one, &l);
+	if (r < 0)
 		goto out;
-	}
-	while ((de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		DIR *wdir = wd >= 0 ? fdopendir(wd) : NULL;
-		if (!wdir) {
-			if (wd >= 0)
-				close(wd);
-			continue;
-		}
-		struct dirent *te;
-		while ((te = readdir(wdir)))
-			if (te->d_name[0] != '.')
-				qlist_add(&cl, te->d_name, de->d_name, stat_ms(wd, te->d_name, true));
-		closedir(wdir);
-	}
-	closedir(dir);
-	if (!(dir = opendir_at(sp->done, "."))) {
-		r = -errno;
-		goto out;
-	}
-	while ((de = readdir(dir))) {
-		size_t l = strlen(de->d_name);
-		if (de->d_name[0] == '.' || l <= 5 || strcmp(de->d_name + l - 5, ".json") != 0)
-			continue;
-		char id[512];
-		snprintf(id, sizeof id, "%.*s", (int)(l - 5), de->d_name);
-		qlist_add(&dl, id, NULL, 0);
-	}
-	closedir(dir);
 
-	qsort(dl.v, dl.n, sizeof *dl.v, qent_cmp);
+	qsort(dl->v, dl->n, sizeof *dl->v, qent_cmp);
 	struct qlist cs = {0}; /* cur/ ids, sorted, each once */
-	for (size_t i = 0; i < cl.n; i++)
-		qlist_add(&cs, cl.v[i].id, NULL, 0);
+	for (size_t i = 0; i < cl->n; i++)
+		qlist_add(&cs, cl->v[i].id, NULL, 0);
 	qsort(cs.v, cs.n, sizeof *cs.v, qent_cmp);
 	struct qinfo q;
-	for (size_t i = 0; i < nl.n; i++) {
-		if (qlist_has(&cs, nl.v[i].id) || qlist_has(&dl, nl.v[i].id))
+	for (size_t i = 0; i < nl->n; i++) {
+		if (qlist_has(&cs, nl->v[i].id) || qlist_has(dl, nl->v[i].id))
 			continue;
 		memset(&q, 0, sizeof q);
-		if (nl.v[i].held)
+		if (nl->v[i].held)
 			q.state = Q_HELD;
 		else
-			queued_state(sp->new, nl.v[i].id, now_realtime_ms(), &q);
+			queued_state(sp, nl->v[i].id, now_realtime_ms(), &q);
 		q.exit_code = -1;
-		q.since_ms = nl.v[i].since_ms;
-		cb(nl.v[i].id, &q, arg);
+		q.since_ms = nl->v[i].since_ms;
+		cb(nl->v[i].id, &q, arg);
 	}
 	/* The same id under two workers' cur/ (a claim and a peer's
 	 * recovery of it) is reported once, for the first found. */
 	struct qlist seen = {0};
-	for (size_t i = 0; i < cl.n; i++) {
+	for (size_t i = 0; i < cl->n; i++) {
 		bool dup = false;
 		for (size_t j = 0; j < seen.n && !dup; j++)
-			dup = strcmp(seen.v[j].id, cl.v[i].id) == 0;
-		if (dup || qlist_has(&dl, cl.v[i].id))
+			dup = strcmp(seen.v[j].id, cl->v[i].id) == 0;
+		if (dup || qlist_has(dl, cl->v[i].id))
 			continue;
-		qlist_add(&seen, cl.v[i].id, NULL, 0); /* few: the running tasks */
+		qlist_add(&seen, cl->v[i].id, NULL, 0); /* few: the running tasks */
 		memset(&q, 0, sizeof q);
 		q.state = Q_RUNNING;
 		q.exit_code = -1;
-		q.since_ms = cl.v[i].since_ms;
-		snprintf(q.worker, sizeof q.worker, "%s", cl.v[i].worker);
-		char pp[600];
-		q.paused = pathfmt(pp, sizeof pp, "%s/.%s.paused", q.worker, cl.v[i].id) == 0 &&
-			   exists_at(sp->cur, pp);
-		cb(cl.v[i].id, &q, arg);
+		q.since_ms = cl->v[i].since_ms;
+		snprintf(q.worker, sizeof q.worker, "%s", cl->v[i].worker);
+		q.paused = is_paused(sp, q.worker, cl->v[i].id);
+		cb(cl->v[i].id, &q, arg);
 	}
 	qlist_free(&seen);
 	qlist_free(&cs);
-	for (size_t i = 0; i < dl.n; i++) {
+	for (size_t i = 0; i < dl->n; i++) {
 		memset(&q, 0, sizeof q);
-		if (query_done(sp, dl.v[i].id, &q) == 0)
-			cb(dl.v[i].id, &q, arg);
+		if (query_done(sp, dl->v[i].id, &q) == 0)
+			cb(dl->v[i].id, &q, arg);
 	}
 out:
-	qlist_free(&nl);
-	qlist_free(&cl);
-	qlist_free(&dl);
+	qlist_free(nl);
+	qlist_free(cl);
+	qlist_free(dl);
 	return r;
-}
-
-void query_waiting(struct spool *sp, const char *id, struct qinfo *q)
-{
-	q->waiting[0] = '\0';
-	if (q->state != Q_QUEUED)
-		return;
-	struct task_spec spec;
-	struct stat st;
-	char err[256];
-	/* Only a regular file is opened (a device's open may do something),
-	 * never blocking, and checked again once open. */
-	if (fstatat(sp->new, id, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-		return;
-	_cleanup_close_ int fd = openat(sp->new, id, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return;
-	_cleanup_free_ char *text = xmalloc(TASK_HEADER_MAX);
-	ssize_t n = read_upto(fd, text, TASK_HEADER_MAX);
-	if (n <= 0 || task_parse(text, (size_t)n, &spec, err, sizeof err) < 0)
-		return;
-	size_t o = 0;
-	for (int i = 0; i < spec.n_after; i++) {
-		char p[512];
-		if (pathfmt(p, sizeof p, "%s.json", spec.after[i]) < 0 || exists_at(sp->done, p))
-			continue;
-		int w = snprintf(q->waiting + o, sizeof q->waiting - o, "%s%s", o ? "," : "",
-				 spec.after[i]);
-		if (w < 0 || (size_t)w >= sizeof q->waiting - o) {
-			q->waiting[o] = '\0';
-			break;
-		}
-		o += (size_t)w;
-	}
 }

@@ -23,7 +23,7 @@ struct qinfo {
 	int64_t since_ms;  /* entered this state (queued, claimed, result
 			    * written), ms since the epoch; 0: unknown */
 	/* Q_QUEUED whose after= names ids without a result: those ids,
-	 * comma-separated (query_waiting); "": none, or not looked at. */
+	 * comma-separated (query_queued); "": none, or not looked at. */
 	char waiting[512];
 };
 
@@ -40,11 +40,15 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q);
  * -EBADMSG, or another -errno. The one reader of result files. */
 struct json_t;
 int query_load(struct spool *sp, const char *id, struct json_t **out);
+/* query_load, and the document's text as written (*text, caller frees). */
+int query_read(struct spool *sp, const char *id, struct json_t **out, char **text, size_t *len);
 
-/* For a queued id: fill q->waiting from its task file's after= (the
- * ids named that have no done/ID.json yet). A file the caller cannot
- * read leaves it "". */
-void query_waiting(struct spool *sp, const char *id, struct qinfo *q);
+/* A queued task's file dirfd/name, its header read once: returns its
+ * time as query_not_before does, and fills waiting with the after= ids
+ * that have no done/ID.json yet, comma-separated ("": none, or a file
+ * the caller cannot read). */
+int64_t query_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, char *waiting,
+		     size_t wlen);
 
 typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
 /* Every task in the spool: queued, running, then finished. */

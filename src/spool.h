@@ -242,6 +242,11 @@ extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... 
 /* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
 int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
 int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);
+/* WORKER/.NAME.SUFFIX: a claim's scratch entry, relative to cur/. */
+int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
+			     enum scratch_file f);
+/* cur/.uniq.UID.HASH: the lock of a unique= key (HASH: FNV-1a of the key). */
+int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
 /* .ID.cancel: `kart cancel`'s request to the worker running ID. */
 int spool_name_cancel(char *buf, size_t n, const char *id);
 /* The id and kind of a done/ name (ID + a known suffix): false if it has
@@ -250,6 +255,17 @@ bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f);
 /* The claim a scratch entry of kind f belongs to (.NAME.SUFFIX -> NAME):
  * false if entry is not one. */
 bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t n);
+/* The id a held task's name in new/ holds (.held.ID -> ID, spool_held_name's
+ * inverse): NULL if name is not one. */
+const char *spool_held_id(const char *name);
+/* .rm-NAME: a tree kart gc is removing (renamed first, so that a removal
+ * cut short says so and the next gc finishes it). */
+int spool_name_trash(char *buf, size_t n, const char *name);
+bool spool_is_trash(const char *name);
+/* done/.ID.json.PID.tmp: a result being written (spool.c). */
+bool spool_is_result_tmp(const char *name);
+/* cur/.new.WID.PID: a claim directory being born (spool_worker_open). */
+bool spool_is_newborn(const char *name);
 
 /* What spool_walk visits, one bit each, in the order tasks move. */
 enum {

@@ -33,6 +33,19 @@ int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file 
 	return pathfmt(buf, n, ".%s.%s", name, spool_scratch_suffix[f]) < 0 ? -ENAMETOOLONG : 0;
 }
 
+int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
+			     enum scratch_file f)
+{
+	return pathfmt(buf, n, "%s/.%s.%s", worker, name, spool_scratch_suffix[f]) < 0 ? -ENAMETOOLONG
+											: 0;
+}
+
+int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash)
+{
+	return pathfmt(buf, n, ".uniq.%u.%016llx", uid, (unsigned long long)key_hash) < 0 ? -ENAMETOOLONG
+											   : 0;
+}
+
 int spool_name_cancel(char *buf, size_t n, const char *id)
 {
 	return spool_name_scratch(buf, n, id, SCRATCH_CANCEL);
@@ -61,6 +74,40 @@ bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t
 		return false;
 	snprintf(name, n, "%.*s", (int)(l - sl - 2), entry + 1);
 	return true;
+}
+
+const char *spool_held_id(const char *name)
+{
+	char pre[16];
+	if (spool_held_name("", pre, sizeof pre) < 0)
+		return NULL;
+	size_t pl = strlen(pre);
+	return strncmp(name, pre, pl) == 0 && name[pl] ? name + pl : NULL;
+}
+
+/* A tree being removed is first renamed .rm-NAME (kart gc), so that a
+ * removal cut short says so. */
+static const char trash_prefix[] = ".rm-";
+
+int spool_name_trash(char *buf, size_t n, const char *name)
+{
+	return pathfmt(buf, n, "%s%s", trash_prefix, name) < 0 ? -ENAMETOOLONG : 0;
+}
+
+bool spool_is_trash(const char *name)
+{
+	return strncmp(name, trash_prefix, sizeof trash_prefix - 1) == 0;
+}
+
+bool spool_is_result_tmp(const char *name)
+{
+	size_t l = strlen(name);
+	return name[0] == '.' && l > 5 && strcmp(name + l - 4, ".tmp") == 0 && strstr(name, ".json.");
+}
+
+bool spool_is_newborn(const char *name)
+{
+	return strncmp(name, ".new.", 5) == 0;
 }
 
 /* One directory's entries to cb; "." and "..", and dot names unless dots,

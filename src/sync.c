@@ -111,17 +111,12 @@ static int row_done(struct spool *sp, const char *id, struct sync_row *r)
 	char p[512];
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	if (pathfmt(p, sizeof p, "%s.json", id) < 0)
-		return -ENAMETOOLONG;
-	/* The raw text is kept in the row, so this reads it itself rather
-	 * than through query_load. */
-	int rc = read_file_at(sp->done, p, 1 << 20, &buf, &len);
+	json_t *o;
+	/* The raw text is kept in the row. */
+	int rc = query_read(sp, id, &o, &buf, &len);
 	if (rc < 0)
 		return rc;
-	json_error_t je;
-	json_t *o = json_loadb(buf, len, 0, &je);
-	if (!o)
-		return -EBADMSG;
+	(void)spool_name_done(p, sizeof p, id, DONE_JSON);
 	r->v[C_ID] = xstrdup(id);
 	r->v[C_NAME] = jtext(json_object_get(o, "name"));
 	r->v[C_STATE] = xstrdup("done");
@@ -205,17 +200,16 @@ static void row_pending(struct spool *sp, int dirfd, const char *dir, const char
 	else if (strcmp(name, id) != 0)
 		state = "held";
 	else {
-		int64_t nb = query_not_before(dirfd, name, now_realtime_ms());
-		struct qinfo q = {.state = Q_QUEUED};
-		query_waiting(sp, id, &q);
+		char waiting[512];
+		int64_t nb = query_queued(sp, dirfd, name, now_realtime_ms(), waiting, sizeof waiting);
 		if (nb) {
 			state = "scheduled";
 			r->v[C_NOT_BEFORE] = ms_text(nb);
 		}
-		if (q.waiting[0]) {
+		if (waiting[0]) {
 			if (!nb)
 				state = "waiting";
-			r->v[C_WAITING_ON] = xstrdup(q.waiting);
+			r->v[C_WAITING_ON] = xstrdup(waiting);
 		}
 	}
 	r->v[C_STATE] = xstrdup(state);
@@ -320,6 +314,12 @@ static int scan_one(const struct spool_entry *e, void *arg)
 			sync_row_clear(&r);
 			return 0; /* removed meanwhile, or not a result: not ours to judge */
 		}
+	} else if (!e->id) {
+		/* Held tasks (kart hold): new/.held.ID. */
+		const char *id = e->area == SPOOL_WALK_NEW ? spool_held_id(e->name) : NULL;
+		if (!id || !task_name_ok(id))
+			return 0;
+		row_pending(s->sp, e->dirfd, e->dir, NULL, e->name, id, &r);
 	} else {
 		char jn[600];
 		/* The result is the truth; done/ comes next in any case. */
@@ -331,38 +331,14 @@ static int scan_one(const struct spool_entry *e, void *arg)
 	return scan_put(s, &r) < 0 ? 1 : 0;
 }
 
-/* Held tasks (kart hold): new/.held.ID, a dot name the walk leaves out. */
-static int scan_held(struct scan *s)
-{
-	char pre[16];
-	DIR *d = opendir_at(s->sp->new, ".");
-	struct dirent *de;
-	int rc = 0;
-	if (!d || spool_held_name("", pre, sizeof pre) < 0) {
-		if (d)
-			closedir(d);
-		return 0; /* new/ is read by the walk, which said so */
-	}
-	size_t pl = strlen(pre);
-	while (rc == 0 && (de = readdir(d))) {
-		if (strncmp(de->d_name, pre, pl) != 0 || !task_name_ok(de->d_name + pl))
-			continue;
-		struct sync_row r = {0};
-		row_pending(s->sp, s->sp->new, "new", NULL, de->d_name, de->d_name + pl, &r);
-		rc = scan_put(s, &r);
-	}
-	closedir(d);
-	return rc;
-}
-
 static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
 {
 	struct scan s = {.db = db, .sp = sp};
 	int64_t t0 = now_mono_ms();
 	if (db->ops->begin(db) < 0 || db->ops->scan_begin(db) < 0)
 		return -1;
-	if (spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE, scan_one, &s) > 0 ||
-	    scan_held(&s) < 0)
+	if (spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE | SPOOL_WALK_DOTS, scan_one,
+		       &s) > 0)
 		return -1;
 	long gone = 0;
 	if (db->ops->scan_end(db, &gone) < 0 || db->ops->commit(db) < 0)
@@ -487,23 +463,19 @@ static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
 				continue;
 			if (ev->name[0] == '.') {
 				/* new/.held.ID: a hold or a release changes ID's row. */
-				char pre[16];
-				size_t pl;
-				if (ev->wd == w->new && spool_held_name("", pre, sizeof pre) == 0 &&
-				    strncmp(ev->name, pre, pl = strlen(pre)) == 0 && task_name_ok(ev->name + pl))
-					idset_add(s, ev->name + pl);
+				const char *held = ev->wd == w->new ? spool_held_id(ev->name) : NULL;
+				if (held && task_name_ok(held))
+					idset_add(s, held);
 				continue;
 			}
 			if (ev->wd == w->cur) {
 				if (ev->mask & IN_ISDIR)
 					watch_worker(sp, w, ev->name, s);
 			} else if (ev->wd == w->done) {
-				size_t l = strlen(ev->name);
-				if (l > 5 && strcmp(ev->name + l - 5, ".json") == 0) {
-					char id[512];
-					snprintf(id, sizeof id, "%.*s", (int)(l - 5), ev->name);
+				char id[512];
+				enum done_file f;
+				if (spool_done_id(ev->name, id, sizeof id, &f) && f == DONE_JSON)
 					idset_add(s, id);
-				}
 			} else if (!(ev->mask & IN_ISDIR) || ev->wd == w->new) {
 				idset_add(s, ev->name);
 			}

@@ -32,7 +32,7 @@ bool wctl_pause_wanted(int wdir, const char *name)
 {
 	char p[512];
 	struct stat st;
-	return pathfmt(p, sizeof p, ".%s.pause", name) == 0 &&
+	return spool_name_scratch(p, sizeof p, name, SCRATCH_PAUSE) == 0 &&
 	       fstatat(wdir, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
@@ -100,7 +100,7 @@ int64_t wctl_paused_ms(const struct pause_state *ps)
 void wctl_ack(int wdir, const char *name, bool paused)
 {
 	char p[512];
-	if (pathfmt(p, sizeof p, ".%s.paused", name) < 0)
+	if (spool_name_scratch(p, sizeof p, name, SCRATCH_PAUSED) < 0)
 		return;
 	if (!paused) {
 		(void)unlinkat(wdir, p, 0);

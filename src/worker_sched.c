@@ -151,7 +151,7 @@ static int uniq_open(int curfd, uid_t uid, const char *key)
 	for (const char *p = key; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ull;
 	char n[64];
-	snprintf(n, sizeof n, ".uniq.%u.%016llx", (unsigned)uid, (unsigned long long)h);
+	(void)spool_name_uniq(n, sizeof n, (unsigned)uid, h); /* 64 bytes: always fits */
 	/* Read-only is enough for flock; 0644 lets workers of other users
 	 * on the spool take it too. */
 	int fd = openat(curfd, n, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);

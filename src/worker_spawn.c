@@ -54,7 +54,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 			cwd = fdcwd;
 		}
 		char lockname[NAME_MAX + 8];
-		if (pathfmt(lockname, sizeof lockname, ".%s.lock", t->name) < 0)
+		if (spool_name_scratch(lockname, sizeof lockname, t->name, SCRATCH_LOCK) < 0)
 			lockname[0] = '\0'; /* the child fails "run lock" */
 		struct run_req rq = RUN_REQ_INIT;
 		rq.argv = j->argv.v;

@@ -69,6 +69,40 @@ static void test_inverses(void **state)
 	assert_false(spool_scratch_of(".abcdef.cancel", SCRATCH_CANCEL, name, 4));
 }
 
+/* The names of kart hold, kart gc, a claim's scratch seen from cur/, and
+ * unique=: each built or parsed in spool_name.c alone. */
+static void test_more_names(void **state)
+{
+	(void)state;
+	char b[64];
+	assert_int_equal(spool_held_name("j.1", b, sizeof b), 0);
+	assert_string_equal(spool_held_id(b), "j.1"); /* round trip */
+	assert_null(spool_held_id(".held."));          /* no id */
+	assert_null(spool_held_id("j.1"));
+	assert_null(spool_held_id(".j.1.paused"));
+	assert_int_equal(spool_name_trash(b, sizeof b, "j.out"), 0);
+	assert_string_equal(b, ".rm-j.out");
+	assert_true(spool_is_trash(b));
+	assert_false(spool_is_trash("j.out"));
+	assert_false(spool_is_trash(".r-j.out"));
+	assert_int_equal(spool_name_trash(b, 6, "j.out"), -ENAMETOOLONG);
+	assert_true(spool_is_result_tmp(".j.json.123.tmp"));
+	assert_false(spool_is_result_tmp("j.json.123.tmp")); /* not a dot name */
+	assert_false(spool_is_result_tmp(".j.json.123"));
+	assert_false(spool_is_result_tmp(".j.task.1.tmp"));
+	assert_true(spool_is_newborn(".new.w1.42"));
+	assert_false(spool_is_newborn("w1"));
+	assert_false(spool_is_newborn(".newx"));
+	assert_int_equal(spool_name_claim_scratch(b, sizeof b, "w1", "j", SCRATCH_PAUSED), 0);
+	assert_string_equal(b, "w1/.j.paused");
+	assert_int_equal(spool_name_claim_scratch(b, sizeof b, "w1", "j", SCRATCH_CANCEL), 0);
+	assert_string_equal(b, "w1/.j.cancel");
+	assert_int_equal(spool_name_claim_scratch(b, 8, "w1", "j", SCRATCH_NOPAUSE), -ENAMETOOLONG);
+	assert_int_equal(spool_name_uniq(b, sizeof b, 1000, 0xabcULL), 0);
+	assert_string_equal(b, ".uniq.1000.0000000000000abc");
+	assert_int_equal(spool_name_uniq(b, 10, 1000, 1), -ENAMETOOLONG);
+}
+
 struct seen {
 	char log[1024];
 	int stop_after; /* 0: never */
@@ -154,6 +188,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_builders),
 		cmocka_unit_test(test_inverses),
+		cmocka_unit_test(test_more_names),
 		cmocka_unit_test(test_walk),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
