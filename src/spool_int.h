@@ -1,0 +1,36 @@
+/* spool_int.h - what spool.c, spool_submit.c, spool_finish.c and
+ * spool_recover.c share, one section per file. Nothing here is for the
+ * rest of kart (spool.h is). */
+#ifndef KART_SPOOL_INT_H
+#define KART_SPOOL_INT_H
+
+#include "spool.h"
+
+/* ---- spool.c ---- */
+
+/* Is there an entry dirfd/name (or no telling: true)? */
+bool exists_at(int dirfd, const char *name);
+/* done/ID.task or done/ID.json: a result, or its id reserved. */
+bool done_has_result(struct spool *sp, const char *id);
+/* The same, or done/ID.attempts/ (spool_retry's hold on the id). */
+bool done_has(struct spool *sp, const char *id);
+/* The n-th candidate id of base: base, base.2, base.3, ... */
+int next_id(const char *base, int n, char *out, size_t outlen);
+/* A claim's task file, opened to read, never following a link. */
+int open_regular(int dirfd, const char *name);
+
+/* ---- spool_submit.c ---- */
+
+/* Remove ids/ID if it is the reservation of the file st. */
+void ids_release(struct spool *sp, const char *id, const struct stat *st);
+
+/* ---- spool_finish.c ---- */
+
+/* Write done/<id>.json durably, never over an existing result but with
+ * redo; with pend, left pending there for the caller to commit. */
+int write_result_json(struct spool *sp, const char *id, const char *json, bool redo,
+		      uid_t reader, struct json_pending *pend);
+/* Make the entry done/name dirty again, for an fsync that can be trusted. */
+int redirty(struct spool *sp, const char *name);
+
+#endif
