@@ -204,6 +204,16 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
  * out set, 0 when there is none. */
 int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
 		      size_t outlen);
+/* kart edit's swap of a queued task (spool-layout §10a): tmp/STAGED, the
+ * new text's file (st its stat), exchanged with new/NAME (NAME: the id,
+ * or its held name) by RENAME_EXCHANGE, which fails once the task is
+ * claimed; kept only if what came out is old, the file the caller read,
+ * else put back. The id's reservation in ids/ then follows the new file
+ * (§3.2), and tmp/STAGED (the old file, or ours put back) is removed.
+ * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
+ * -errno. */
+int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
+			 const struct stat *old, const struct stat *st);
 
 /* ---- spool_finish.c: the result protocol (§7), re-queue and retry (§7a) ---- */
 

@@ -18,6 +18,11 @@ bool done_has(struct spool *sp, const char *id);
 int next_id(const char *base, int n, char *out, size_t outlen);
 /* A claim's task file, opened to read, never following a link. */
 int open_regular(int dirfd, const char *name);
+/* Are a and b the stat of one file? */
+static inline bool same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
 
 /* ---- spool_submit.c ---- */
 
