@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -146,6 +147,20 @@ bool done_has(struct spool *sp, const char *id)
 	return pathfmt(p, sizeof p, "%s.attempts", id) < 0 || exists_at(sp->done, p);
 }
 
+bool done_links(struct spool *sp, const char *name, const struct stat *st)
+{
+	struct stat dst;
+	return fstatat(sp->done, name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && same_inode(&dst, st);
+}
+
+bool uid_name(uid_t uid, char *name, size_t n)
+{
+	struct passwd p, *pp = NULL;
+	char buf[4096];
+	return getpwuid_r(uid, &p, buf, sizeof buf, &pp) == 0 && pp &&
+	       pathfmt(name, n, "%s", pp->pw_name) == 0;
+}
+
 int spool_held_name(const char *id, char *buf, size_t len)
 {
 	return pathfmt(buf, len, ".held.%s", id);
@@ -153,6 +168,8 @@ int spool_held_name(const char *id, char *buf, size_t len)
 
 int next_id(const char *base, int n, char *out, size_t outlen)
 {
+	if (n > 1000000)
+		return -EEXIST; /* no free id in a million: the caller gives up */
 	if (n <= 1)
 		return pathfmt(out, outlen, "%s", base);
 	return pathfmt(out, outlen, "%s.%d", base, n);

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/magic.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -141,6 +140,13 @@ static bool unnamed_durable(int dir)
 	return found;
 }
 
+/* A result's JSON into fd, readable by reader: 0 or -errno. */
+static int json_fill(struct spool *sp, int fd, const char *json, uid_t reader)
+{
+	int r = spool_result_grant(sp, fd, reader);
+	return r < 0 ? r : write_all(fd, json, strlen(json));
+}
+
 static void json_pending_free(struct json_pending *jp)
 {
 	if (jp->fd >= 0)
@@ -176,9 +182,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	if (!redo && sp->unnamed > 0) {
 		int fd = openat(sp->done, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
 		if (fd >= 0) {
-			int r = spool_result_grant(sp, fd, reader);
-			if (r == 0)
-				r = write_all(fd, json, strlen(json));
+			int r = json_fill(sp, fd, json, reader);
 			if (r < 0) {
 				close(fd);
 				return r;
@@ -201,9 +205,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 	}
 	if (fd < 0)
 		return -errno;
-	int r = spool_result_grant(sp, fd, reader);
-	if (r == 0)
-		r = write_all(fd, json, strlen(json));
+	int r = json_fill(sp, fd, json, reader);
 	if (r < 0) {
 		close(fd);
 		(void)unlinkat(sp->done, tmpn, 0);
@@ -276,13 +278,9 @@ int write_result_json(struct spool *sp, const char *id, const char *json, bool r
 
 static void fill_user(struct result *res, uid_t uid, char *buf, size_t len)
 {
-	struct passwd pw, *pp = NULL;
-	char pwbuf[1024];
 	res->uid = uid;
-	if (getpwuid_r(uid, &pw, pwbuf, sizeof pwbuf, &pp) == 0 && pp) {
-		snprintf(buf, len, "%s", pp->pw_name);
+	if (uid_name(uid, buf, len))
 		res->user = buf;
-	}
 }
 
 /* Make an entry of done/ dirty again. After an fsync of done/ failed, the
@@ -439,6 +437,13 @@ static char *attempts_list(struct spool *sp, const char *hold, const struct resu
 	return s;
 }
 
+/* A run's output kept as done/q: the result names it. */
+static void stream_kept(struct result_stream *s, const char *q)
+{
+	s->present = true;
+	snprintf(s->path, sizeof s->path, "done/%s", q);
+}
+
 int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
 		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend)
 {
@@ -454,7 +459,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		if (fd < 0)
 			return -errno;
 		struct claim_meta m;
-		struct stat cst, dst;
+		struct stat cst;
 		if (fstat(fd, &cst) < 0)
 			return -errno;
 		(void)claim_meta_get(fd, &m);
@@ -464,9 +469,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			base_copy = xstrdup(hold);
 		}
 		/* A retry after a failed publish: the id is already ours. */
-		if (m.id[0] && pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
-		    fstatat(sp->done, p, &dst, AT_SYMLINK_NOFOLLOW) == 0 && dst.st_ino == cst.st_ino &&
-		    dst.st_dev == cst.st_dev) {
+		if (m.id[0] && pathfmt(p, sizeof p, "%s.task", m.id) == 0 && done_links(sp, p, &cst)) {
 			snprintf(idbuf, idlen, "%s", m.id);
 			redo = true;
 			if ((r = redirty(sp, p)) < 0)
@@ -486,8 +489,6 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		 * from a run in progress. An id reserved in ids/ for another
 		 * task is never taken. */
 		for (int n = 1;; n++) {
-			if (n > 1000000)
-				return -EEXIST;
 			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
 				return r;
 			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
@@ -532,14 +533,12 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				/* The run never made the file (it wrote nothing). */
 				if ((r = link_empty(sp, q, &empty_ok)) < 0)
 					return r;
-				st[i]->present = true;
-				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+				stream_kept(st[i], q);
 			} else if (renameat(wdir, p, sp->done, q) == 0) {
 				struct stat os;
 				if (!st[i]->bytes && fstatat(sp->done, q, &os, 0) == 0)
 					st[i]->bytes = (uint64_t)os.st_size;
-				st[i]->present = true;
-				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+				stream_kept(st[i], q);
 			} else if (errno == ENOENT && (redo || st[i]->captured)) {
 				/* Moved (or linked) by an earlier attempt; or the run
 				 * wrote nothing, and the file was never made. */
@@ -549,16 +548,14 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 						continue;
 					if ((r = link_empty(sp, q, &empty_ok)) < 0)
 						return r;
-					st[i]->present = true;
-					snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+					stream_kept(st[i], q);
 					continue;
 				}
 				if ((r = redirty(sp, q)) < 0)
 					return r;
 				if (!st[i]->bytes)
 					st[i]->bytes = (uint64_t)os.st_size;
-				st[i]->present = true;
-				snprintf(st[i]->path, sizeof st[i]->path, "done/%s", q);
+				stream_kept(st[i], q);
 			} else if (errno != ENOENT && errno != ENAMETOOLONG)
 				/* ENAMETOOLONG: for a name near NAME_MAX (a rejected
 				 * one), the scratch name cannot exist. */
@@ -596,8 +593,6 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		 * The id is reserved as for a task: an (empty) done/<id>.task,
 		 * created exclusively. */
 		for (int n = 1;; n++) {
-			if (n > 1000000)
-				return -EEXIST;
 			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
 				return r;
 			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0 ||
@@ -721,8 +716,7 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	res.worker = worker;
 	res.lane = lane_name(spec.lane);
 	res.attempt = m.attempt;
-	res.submitted_ms = m.submitted_ms ? m.submitted_ms
-					  : (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+	res.submitted_ms = m.submitted_ms ? m.submitted_ms : ctime_ms(&st);
 	res.finished_ms = now_realtime_ms();
 	res.backend = "none";
 	fill_user(&res, st.st_uid, user, sizeof user);
@@ -778,8 +772,6 @@ int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta 
 		 * first and recorded next: a crash between leaves a directory
 		 * nobody holds (spool-layout §12), never a hold of nothing. */
 		for (int n = 1;; n++) {
-			if (n > 1000000)
-				return -EEXIST;
 			if ((r = next_id(name, n, id, sizeof id)) < 0 ||
 			    (r = pathfmt(dir, sizeof dir, "%s.attempts", id)) < 0)
 				return r;

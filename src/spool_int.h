@@ -14,7 +14,8 @@ bool exists_at(int dirfd, const char *name);
 bool done_has_result(struct spool *sp, const char *id);
 /* The same, or done/ID.attempts/ (spool_retry's hold on the id). */
 bool done_has(struct spool *sp, const char *id);
-/* The n-th candidate id of base: base, base.2, base.3, ... */
+/* The n-th candidate id of base: base, base.2, base.3, ...; -EEXIST
+ * past the millionth. */
 int next_id(const char *base, int n, char *out, size_t outlen);
 /* A claim's task file, opened to read, never following a link. */
 int open_regular(int dirfd, const char *name);
@@ -23,6 +24,15 @@ static inline bool same_inode(const struct stat *a, const struct stat *b)
 {
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
+/* Is done/name a link of the file st (a finish of it begun)? */
+bool done_links(struct spool *sp, const char *name, const struct stat *st);
+/* A file's ctime in ms: when a task without user.kart arrived. */
+static inline int64_t ctime_ms(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000 + st->st_ctim.tv_nsec / 1000000;
+}
+/* The account name of uid into name: false if none, or it does not fit. */
+bool uid_name(uid_t uid, char *name, size_t n);
 
 /* ---- spool_submit.c ---- */
 

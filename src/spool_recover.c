@@ -60,11 +60,9 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		 * a third link, done/.ID.task.redo: drop it, look again. */
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		struct claim_meta m3;
-		struct stat rt;
 		if (fd >= 0 && claim_meta_get(fd, &m3) == 0 && m3.id[0] &&
-		    pathfmt(p, sizeof p, ".%s.task.redo", m3.id) == 0 &&
-		    fstatat(sp->done, p, &rt, AT_SYMLINK_NOFOLLOW) == 0 && rt.st_ino == st.st_ino &&
-		    rt.st_dev == st.st_dev && unlinkat(sp->done, p, 0) == 0)
+		    pathfmt(p, sizeof p, ".%s.task.redo", m3.id) == 0 && done_links(sp, p, &st) &&
+		    unlinkat(sp->done, p, 0) == 0)
 			(void)fstat(fd, &st);
 	}
 	if (S_ISREG(st.st_mode) && st.st_nlink <= 2) {
@@ -85,10 +83,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 			return errno == EWOULDBLOCK ? RECOVER_BUSY : RECOVER_ERROR;
 		(void)claim_meta_get(fd, &m);
 		if (st.st_nlink == 2 && m.id[0]) {
-			struct stat dt;
-			if (pathfmt(p, sizeof p, "%s.task", m.id) == 0 &&
-			    fstatat(sp->done, p, &dt, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    dt.st_ino == st.st_ino && dt.st_dev == st.st_dev) {
+			if (pathfmt(p, sizeof p, "%s.task", m.id) == 0 && done_links(sp, p, &st)) {
 				/* Died while finishing. */
 				if (pathfmt(p, sizeof p, "%s.json", m.id) == 0 && exists_at(sp->done, p)) {
 					/* Its fsync of done/ may never have run, or
@@ -113,7 +108,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		if (n > 0 && task_parse(buf, (size_t)n, &spec, e, sizeof e) == 0 && spec.retries >= 0)
 			retries = spec.retries;
 		if (m.submitted_ms == 0)
-			m.submitted_ms = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+			m.submitted_ms = ctime_ms(&st);
 	}
 	if (m.attempt > retries) {
 		char idbuf[256], msg[200];

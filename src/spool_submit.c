@@ -186,23 +186,41 @@ bool spool_drop_name_ok(const char *name, uid_t uid)
 	snprintf(num, sizeof num, "%u", (unsigned)uid);
 	if (strcmp(name, num) == 0)
 		return true;
+	char acct[256];
+	return uid_name(uid, acct, sizeof acct) && strcmp(acct, name) == 0;
+}
+
+/* The USER of an id USER:NAME into user: false when it has no such
+ * prefix (or one too long for user). */
+static bool id_user(const char *id, char *user, size_t n)
+{
+	const char *colon = strchr(id, ':');
+	if (!colon || colon == id || (size_t)(colon - id) >= n)
+		return false;
+	memcpy(user, id, (size_t)(colon - id));
+	user[colon - id] = '\0';
+	return true;
+}
+
+/* The uid of the account named user: false if there is none. */
+static bool user_uid(const char *user, uid_t *uid)
+{
 	struct passwd p, *pp = NULL;
 	char buf[4096];
-	return getpwuid_r(uid, &p, buf, sizeof buf, &pp) == 0 && pp && strcmp(pp->pw_name, name) == 0;
+	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) != 0 || !pp)
+		return false;
+	*uid = pp->pw_uid;
+	return true;
 }
 
 uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner)
 {
-	const char *colon = strchr(id, ':');
 	char user[256];
-	if (sp->drop < 0 || !colon || colon == id || (size_t)(colon - id) >= sizeof user)
+	uid_t uid;
+	if (sp->drop < 0 || !id_user(id, user, sizeof user))
 		return owner;
-	memcpy(user, id, (size_t)(colon - id));
-	user[colon - id] = '\0';
-	struct passwd p, *pp = NULL;
-	char buf[4096];
-	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) == 0 && pp)
-		return pp->pw_uid;
+	if (user_uid(user, &uid))
+		return uid;
 	char *end;
 	unsigned long v = strtoul(user, &end, 10);
 	return *end == '\0' && end != user ? (uid_t)v : owner;
@@ -210,18 +228,14 @@ uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner)
 
 bool spool_prefix_owner_ok(const char *name, uid_t owner)
 {
-	const char *colon = strchr(name, ':');
 	char user[256];
-	if (!colon || colon == name || (size_t)(colon - name) >= sizeof user)
+	uid_t uid;
+	if (!id_user(name, user, sizeof user))
 		return true;
-	memcpy(user, name, (size_t)(colon - name));
-	user[colon - name] = '\0';
 	if (spool_drop_name_ok(user, owner))
 		return true;
 	/* Not the owner's: wrong only if the prefix names someone. */
-	struct passwd p, *pp = NULL;
-	char buf[4096];
-	if (getpwnam_r(user, &p, buf, sizeof buf, &pp) == 0 && pp)
+	if (user_uid(user, &uid))
 		return false;
 	return user[strspn(user, "0123456789")] != '\0';
 }
@@ -231,10 +245,9 @@ char *spool_own_id(const struct spool *sp, const char *id)
 	uid_t me = geteuid();
 	if (sp->drop < 0 || me == 0 || strchr(id, ':'))
 		return xstrdup(id);
-	struct passwd p, *pp = NULL;
-	char buf[4096], out[TASK_NAME_MAX + 80];
-	if (getpwuid_r(me, &p, buf, sizeof buf, &pp) == 0 && pp)
-		snprintf(out, sizeof out, "%s:%s", pp->pw_name, id);
+	char acct[256], out[TASK_NAME_MAX + 80];
+	if (uid_name(me, acct, sizeof acct))
+		snprintf(out, sizeof out, "%s:%s", acct, id);
 	else
 		snprintf(out, sizeof out, "%u:%s", (unsigned)me, id);
 	return xstrdup(out);
@@ -256,12 +269,7 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		return 0; /* another's single-user spool: new/ decides (EACCES) */
 	}
 	char user[64];
-	struct passwd p, *pp = NULL;
-	char buf[4096];
-	if (getpwuid_r(me, &p, buf, sizeof buf, &pp) == 0 && pp && strlen(pp->pw_name) < sizeof user &&
-	    !strchr(pp->pw_name, '/') && pp->pw_name[0] != '.')
-		snprintf(user, sizeof user, "%s", pp->pw_name);
-	else
+	if (!uid_name(me, user, sizeof user) || strchr(user, '/') || user[0] == '.')
 		snprintf(user, sizeof user, "%u", (unsigned)me);
 	/* A squatter's directory under our name is moved away by a worker
 	 * as soon as it sees it: wait a little for that. */
