@@ -72,37 +72,9 @@ int control_release(struct spool *sp, const char *id)
 	return control_move(sp, id, held, id);
 }
 
-/* The id's reservation names the task file's inode (spool-layout/README.md
- * section 3.2), and the edited task is a new file: the reservation
- * follows it, replaced in one rename (a new link under a dot name, then
- * over ids/ID), owned as the task is, or the finisher would give the
- * edited task another id than the one its submitter was told. */
-static void ids_follow(struct spool *sp, const char *name, const struct stat *old,
-		       const struct stat *now)
-{
-	char held[TASK_NAME_MAX + 24], tmp[64], ino[32];
-	const char *id = name;
-	if (sp->ids < 0)
-		return;
-	if (spool_held_name("", held, sizeof held) == 0 && strncmp(name, held, strlen(held)) == 0)
-		id = name + strlen(held);
-	if (spool_ids_state(sp, id, old) != IDS_MINE)
-		return;
-	snprintf(ino, sizeof ino, "%llu", (unsigned long long)now->st_ino);
-	snprintf(tmp, sizeof tmp, ".follow.%d.%llu", getpid(), (unsigned long long)now->st_ino);
-	if (symlinkat(ino, sp->ids, tmp) < 0)
-		return;
-	if ((geteuid() != now->st_uid &&
-	     fchownat(sp->ids, tmp, now->st_uid, now->st_gid, AT_SYMLINK_NOFOLLOW) < 0) ||
-	    renameat(sp->ids, tmp, sp->ids, id) < 0)
-		(void)unlinkat(sp->ids, tmp, 0);
-	else
-		(void)fsync(sp->ids);
-}
-
 int control_replace(struct spool *sp, const char *name, int orig, const char *text, size_t len)
 {
-	struct stat st, now;
+	struct stat st;
 	if (fstat(orig, &st) < 0)
 		return -errno;
 	char t[128];
@@ -136,22 +108,7 @@ int control_replace(struct spool *sp, const char *name, int orig, const char *te
 	}
 	/* Closed before the swap: a worker never meets it open for writing. */
 	close(steal_fd(&fd));
-	if (renameat2(sp->tmp, t, sp->new, name, RENAME_EXCHANGE) < 0) {
-		r = -errno;
-		(void)unlinkat(sp->tmp, t, 0);
-		return r;
-	}
-	/* What came out must be what the caller read: else another edit
-	 * went in between, and its file goes back. */
-	if (fstatat(sp->tmp, t, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(&st, &now)) {
-		if (renameat2(sp->tmp, t, sp->new, name, RENAME_EXCHANGE) == 0)
-			(void)unlinkat(sp->tmp, t, 0);
-		return -ESTALE;
-	}
-	ids_follow(sp, name, &st, &nst);
-	r = fsync(sp->new) < 0 ? -errno : 0;
-	(void)unlinkat(sp->tmp, t, 0);
-	return r;
+	return spool_replace_queued(sp, t, name, &st, &nst);
 }
 
 /* Is line (len bytes, no newline) a directive line? Then *items is

@@ -1,6 +1,7 @@
 /* spool.h - the on-disk protocol: layout, names, publish, claim, finish,
  * recover. The only code that knows the directory layout; see
- * spool-layout/ for the format and its crash states. */
+ * spool-layout/ for the format and its crash states. One section per
+ * file, in the order a task meets them. */
 #ifndef KART_SPOOL_H
 #define KART_SPOOL_H
 
@@ -11,6 +12,8 @@
 
 struct result;
 struct policy;
+
+/* ---- spool.c: the spool, its layout, worker locks, claims, user.kart ---- */
 
 struct spool {
 	char *path;
@@ -59,6 +62,107 @@ int spool_init(const char *path, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
 
+/* A held task's name in new/ (kart hold): ".held.ID". A dot name, so
+ * that no worker claims it; kart release renames it back. */
+int spool_held_name(const char *id, char *buf, size_t len);
+
+/* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
+int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);
+/* Claim new/<name> into the claim directory: -ENOENT if another took it,
+ * -EEXIST if the claim directory already holds that name. */
+int spool_claim(struct spool *sp, int wdir, const char *name);
+/* The same for a held task (new/.held.ID -> claim directory/ID): kart
+ * cancel of a held task. */
+int spool_claim_held(struct spool *sp, int wdir, const char *id);
+
+int claim_meta_get(int fd, struct claim_meta *m);
+int claim_meta_set(int fd, const struct claim_meta *m);
+
+/* Remove a per-claim scratch entry (.<name>.*) in wdir, but what gone
+ * says the caller knows is not there: SCRATCH_RUN_GONE, the run's work
+ * and tmp directories are gone and the stage moved (or never needed) its
+ * outputs; SCRATCH_OUT_GONE, its $KART_OUTDIR was taken back empty by the
+ * worker. .<name>.cancel, which kart cancel may make at any time, is
+ * always tried. */
+enum { SCRATCH_RUN_GONE = 1, SCRATCH_OUT_GONE = 2 };
+void spool_clean_scratch(int wdir, const char *name, unsigned gone);
+
+/* Remove a tree under dirfd/name, never following links. */
+int rm_rf_at(int dirfd, const char *name);
+
+/* ---- spool_name.c: every name on disk, and the walk over them ---- */
+
+/* A result's files in done/: ID followed by one of these suffixes. */
+enum done_file { DONE_JSON, DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_REJECTED, DONE_OUT,
+		DONE_ATTEMPTS, DONE_NFILES };
+extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
+/* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
+enum scratch_file {
+	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
+	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_NFILES
+};
+extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
+
+/* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
+int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
+int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);
+/* WORKER/.NAME.SUFFIX: a claim's scratch entry, relative to cur/. */
+int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
+			     enum scratch_file f);
+/* cur/.uniq.UID.HASH: the lock of a unique= key (HASH: FNV-1a of the key). */
+int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
+/* .ID.cancel: `kart cancel`'s request to the worker running ID. */
+int spool_name_cancel(char *buf, size_t n, const char *id);
+/* The id and kind of a done/ name (ID + a known suffix): false if it has
+ * none, or the id does not fit idlen. */
+bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f);
+/* The claim a scratch entry of kind f belongs to (.NAME.SUFFIX -> NAME):
+ * false if entry is not one. */
+bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t n);
+/* The id a held task's name in new/ holds (.held.ID -> ID, spool_held_name's
+ * inverse): NULL if name is not one. */
+const char *spool_held_id(const char *name);
+/* .rm-NAME: a tree kart gc is removing (renamed first, so that a removal
+ * cut short says so and the next gc finishes it). */
+int spool_name_trash(char *buf, size_t n, const char *name);
+bool spool_is_trash(const char *name);
+/* done/.ID.json.PID.tmp: a result being written (spool_finish.c). */
+bool spool_is_result_tmp(const char *name);
+/* cur/.new.WID.PID: a claim directory being born (spool_worker_open). */
+bool spool_is_newborn(const char *name);
+
+/* What spool_walk visits, one bit each, in the order tasks move. */
+enum {
+	SPOOL_WALK_TMP = 1,     /* tmp/NAME: a client's staged files (any name) */
+	SPOOL_WALK_NEW = 2,     /* new/NAME: queued tasks */
+	SPOOL_WALK_WORKERS = 4, /* cur/WID: the claim directories themselves */
+	SPOOL_WALK_CUR = 8,     /* cur/WID/NAME: claims */
+	SPOOL_WALK_DONE = 16,   /* done/ID.SUFFIX: results and their files */
+	SPOOL_WALK_DOTS = 32,   /* dot names too (never tasks); cur/.X is not entered */
+};
+struct spool_entry {
+	unsigned area;      /* one SPOOL_WALK_ bit */
+	int dirfd;          /* the directory that holds name */
+	const char *dir;    /* its name in the spool: "new", "cur/WID", "done" */
+	const char *worker; /* SPOOL_WALK_CUR: WID; else NULL */
+	const char *name;
+	/* The task's id: name in new/ and cur/WID/; in done/, name less its
+	 * suffix (kind in done), or NULL when it has no known one. */
+	const char *id;
+	enum done_file done;
+};
+/* Visit the entries of areas, directory by directory in the order tasks
+ * move (tmp, new, cur, done), so that a task in motion is seen at least
+ * once. A cb returning a positive value ends the walk with it. Else 0,
+ * or the first -errno of a directory of the spool that could not be read
+ * (the others are still walked; a vanished cur/WID/ is no error). */
+typedef int (*spool_walk_cb)(const struct spool_entry *e, void *arg);
+int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg);
+/* The worker holding a claim of id (cur/WID/ID) into worker: true if any. */
+bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen);
+
+/* ---- spool_submit.c: publish (§3), ids/ (§3.2), drop/ (§3a), after= (§3b) ---- */
+
 /* Is new/ writable by others than its owner (a shared spool without
  * the drop layout, or one set up by hand)? Then no one can tell who put
  * a file there, and a worker runs none that it did not move there itself. */
@@ -67,10 +171,6 @@ bool spool_new_shared(const struct spool *sp);
  * prefix where it names one (on a shared spool, who dropped the task,
  * even when it was rejected for not being theirs), else owner. */
 uid_t spool_reader(const struct spool *sp, const char *id, uid_t owner);
-/* A result's file (its JSON, a capture) readable by reader and root;
- * with [worker] results = group, by done/'s group too, which it is
- * given. 0 or -errno. */
-int spool_result_grant(const struct spool *sp, int fd, uid_t reader);
 /* Is `name` under drop/ the drop directory of uid (its account's name,
  * or the uid in decimal)? */
 bool spool_drop_name_ok(const char *name, uid_t uid);
@@ -93,9 +193,6 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
  * tell, so must not treat it as "no"). Dot names count: a client may use
  * any name in tmp/ (spool-layout §2). */
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
-/* A held task's name in new/ (kart hold): ".held.ID". A dot name, so
- * that no worker claims it; kart release renames it back. */
-int spool_held_name(const char *id, char *buf, size_t len);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
 /* after=: is id a task without a result yet (drop/USER/, new/, any
@@ -104,8 +201,6 @@ bool spool_id_taken(struct spool *sp, const char *id);
 int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner);
 /* The first free id of base, base.2, base.3, ... into out. */
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
-/* A safe id from arbitrary entry bytes (for rejected bad names). */
-void spool_id_from_bytes(const char *name, char *out, size_t outlen);
 
 /* Publish data into new/ (or the drop directory) under a free id derived
  * from base, reserved first in ids/ so that it is the result's id: tmp/,
@@ -125,18 +220,25 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
  * out set, 0 when there is none. */
 int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
 		      size_t outlen);
+/* kart edit's swap of a queued task (spool-layout §10a): tmp/STAGED, the
+ * new text's file (st its stat), exchanged with new/NAME (NAME: the id,
+ * or its held name) by RENAME_EXCHANGE, which fails once the task is
+ * claimed; kept only if what came out is old, the file the caller read,
+ * else put back. The id's reservation in ids/ then follows the new file
+ * (§3.2), and tmp/STAGED (the old file, or ours put back) is removed.
+ * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
+ * -errno. */
+int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
+			 const struct stat *old, const struct stat *st);
 
-/* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
-int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);
-/* Claim new/<name> into the claim directory: -ENOENT if another took it,
- * -EEXIST if the claim directory already holds that name. */
-int spool_claim(struct spool *sp, int wdir, const char *name);
-/* The same for a held task (new/.held.ID -> claim directory/ID): kart
- * cancel of a held task. */
-int spool_claim_held(struct spool *sp, int wdir, const char *id);
+/* ---- spool_finish.c: the result protocol (§7), re-queue and retry (§7a) ---- */
 
-int claim_meta_get(int fd, struct claim_meta *m);
-int claim_meta_set(int fd, const struct claim_meta *m);
+/* A safe id from arbitrary entry bytes (for rejected bad names). */
+void spool_id_from_bytes(const char *name, char *out, size_t outlen);
+/* A result's file (its JSON, a capture) readable by reader and root;
+ * with [worker] results = group, by done/'s group too, which it is
+ * given. 0 or -errno. */
+int spool_result_grant(const struct spool *sp, int fd, uid_t reader);
 
 /* Finish a claim: pick the id (res->id as base, suffixed if taken),
  * move the task file and the outputs (.<name>.stdout/.stderr in wdir, if
@@ -195,6 +297,13 @@ int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta 
 /* Put a claim back into new/ with its attempt counted up. */
 int spool_requeue(struct spool *sp, int wdir, const char *name, const struct claim_meta *m);
 
+/* Finish a claim that will not run (rejected, cancelled while queued,
+ * lost): a result with the given status and error. */
+int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
+		       const char *error, const char *worker, char *idbuf, size_t idlen);
+
+/* ---- spool_recover.c: dead workers' claims (§11), and live workers ---- */
+
 /* Outcome of recovering one claim of a dead (or restarted) worker. */
 enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BUSY, RECOVER_ERROR };
 
@@ -217,96 +326,6 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost);
 
-/* Remove a per-claim scratch entry (.<name>.*) in wdir, but what gone
- * says the caller knows is not there: SCRATCH_RUN_GONE, the run's work
- * and tmp directories are gone and the stage moved (or never needed) its
- * outputs; SCRATCH_OUT_GONE, its $KART_OUTDIR was taken back empty by the
- * worker. .<name>.cancel, which kart cancel may make at any time, is
- * always tried. */
-enum { SCRATCH_RUN_GONE = 1, SCRATCH_OUT_GONE = 2 };
-void spool_clean_scratch(int wdir, const char *name, unsigned gone);
-
-/* ---- names on disk (spool_name.c): the one list of them ------------------ */
-
-/* A result's files in done/: ID followed by one of these suffixes. */
-enum done_file { DONE_JSON, DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_REJECTED, DONE_OUT,
-		DONE_ATTEMPTS, DONE_NFILES };
-extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
-/* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
-enum scratch_file {
-	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
-	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_NFILES
-};
-extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
-
-/* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
-int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
-int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);
-/* WORKER/.NAME.SUFFIX: a claim's scratch entry, relative to cur/. */
-int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
-			     enum scratch_file f);
-/* cur/.uniq.UID.HASH: the lock of a unique= key (HASH: FNV-1a of the key). */
-int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
-/* .ID.cancel: `kart cancel`'s request to the worker running ID. */
-int spool_name_cancel(char *buf, size_t n, const char *id);
-/* The id and kind of a done/ name (ID + a known suffix): false if it has
- * none, or the id does not fit idlen. */
-bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f);
-/* The claim a scratch entry of kind f belongs to (.NAME.SUFFIX -> NAME):
- * false if entry is not one. */
-bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t n);
-/* The id a held task's name in new/ holds (.held.ID -> ID, spool_held_name's
- * inverse): NULL if name is not one. */
-const char *spool_held_id(const char *name);
-/* .rm-NAME: a tree kart gc is removing (renamed first, so that a removal
- * cut short says so and the next gc finishes it). */
-int spool_name_trash(char *buf, size_t n, const char *name);
-bool spool_is_trash(const char *name);
-/* done/.ID.json.PID.tmp: a result being written (spool.c). */
-bool spool_is_result_tmp(const char *name);
-/* cur/.new.WID.PID: a claim directory being born (spool_worker_open). */
-bool spool_is_newborn(const char *name);
-
-/* What spool_walk visits, one bit each, in the order tasks move. */
-enum {
-	SPOOL_WALK_TMP = 1,     /* tmp/NAME: a client's staged files (any name) */
-	SPOOL_WALK_NEW = 2,     /* new/NAME: queued tasks */
-	SPOOL_WALK_WORKERS = 4, /* cur/WID: the claim directories themselves */
-	SPOOL_WALK_CUR = 8,     /* cur/WID/NAME: claims */
-	SPOOL_WALK_DONE = 16,   /* done/ID.SUFFIX: results and their files */
-	SPOOL_WALK_DOTS = 32,   /* dot names too (never tasks); cur/.X is not entered */
-};
-struct spool_entry {
-	unsigned area;      /* one SPOOL_WALK_ bit */
-	int dirfd;          /* the directory that holds name */
-	const char *dir;    /* its name in the spool: "new", "cur/WID", "done" */
-	const char *worker; /* SPOOL_WALK_CUR: WID; else NULL */
-	const char *name;
-	/* The task's id: name in new/ and cur/WID/; in done/, name less its
-	 * suffix (kind in done), or NULL when it has no known one. */
-	const char *id;
-	enum done_file done;
-};
-/* Visit the entries of areas, directory by directory in the order tasks
- * move (tmp, new, cur, done), so that a task in motion is seen at least
- * once. A cb returning a positive value ends the walk with it. Else 0,
- * or the first -errno of a directory of the spool that could not be read
- * (the others are still walked; a vanished cur/WID/ is no error). */
-typedef int (*spool_walk_cb)(const struct spool_entry *e, void *arg);
-int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg);
-/* The worker holding a claim of id (cur/WID/ID) into worker: true if any. */
-bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen);
-
-/* Remove a tree under dirfd/name, never following links. */
-int rm_rf_at(int dirfd, const char *name);
-
-
-
-
-/* Finish a claim that will not run (rejected, cancelled while queued,
- * lost): a result with the given status and error. */
-int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
-		       const char *error, const char *worker, char *idbuf, size_t idlen);
 /* How many workers hold the spool (their flocks on cur/<id>/.lock, as
  * /proc/locks lists them), or -errno where that cannot be told. */
 int spool_live_workers(struct spool *sp);

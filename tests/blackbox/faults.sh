@@ -256,7 +256,7 @@ PY
 }
 
 # Which way the result JSON is written depends on the filesystem
-# (spool.c, unnamed_durable): unnamed and linked into done/ where the new
+# (spool_finish.c, unnamed_durable): unnamed and linked into done/ where the new
 # name and the file's link count reach the disk together (ext4 with a
 # journal, tmpfs); under a temporary name, then renamed, where they do
 # not (ext4 without a journal: the unnamed file's inode is on disk with
@@ -308,7 +308,7 @@ test_result_link_fallbacks() {
 	command -v strace >/dev/null || { skip "strace is not installed"; return; }
 	local when s
 	for when in 2 2+; do
-		# On tmpfs, where results are written unnamed (spool.c,
+		# On tmpfs, where results are written unnamed (spool_finish.c,
 		# unnamed_durable).
 		s=$(tiny_spool size=16m)
 		[ -n "$s" ] || { fail "cannot mount a tmpfs"; return; }
