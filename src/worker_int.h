@@ -59,7 +59,7 @@ struct hook;
 
 /* A task's states and the events that move it, in the order of a life.
  * What each event does in each state is transitions[][] in
- * worker_task.c, the one place that says it; docs/DESIGN.md prints it
+ * worker_state.c, the one place that says it; docs/DESIGN.md prints it
  * (test_lifecycle keeps the two equal). A new state is a row there, a
  * new event a column, and a name in tstate_names or tevent_names. */
 enum tstate {
@@ -442,8 +442,13 @@ void helper_back(struct helper *h, struct task *t, enum tevent ev);
 void helper_done(struct worker *w, struct helper *h);
 void arm_timer(struct worker *w);
 
-/* ---- worker_task.c: a task's life: the state machine, the steps of starting a claimed
- * task and of finishing it */
+/* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
+ * setter of a task's state */
+void task_event(struct worker *w, struct task *t, enum tevent ev);
+void task_table_markdown(FILE *f);
+
+/* ---- worker_task.c: a task's life: the steps of starting a claimed task and of finishing
+ * it */
 struct task *find_task(struct worker *w, const char *name);
 void scan_cancels(struct worker *w);
 /* kart pause / resume: do what cur/W/.NAME.pause says; scan_pauses
@@ -458,8 +463,15 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
 		    const char *error);
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
-void task_event(struct worker *w, struct task *t, enum tevent ev);
-void task_table_markdown(FILE *f);
+/* The actions of the state table, run by task_event alone (each named
+ * in worker_state.c's enum taction). */
+void task_thaw(struct worker *w, struct task *t);
+void task_started(struct worker *w, struct task *t);
+bool task_ended(struct worker *w, struct task *t);
+void task_complete(struct worker *w, struct task *t);
+void stop_begin(struct worker *w, struct task *t);
+void kill_now(struct worker *w, struct task *t);
+void commit_failed(struct worker *w, struct task *t);
 
 /* ---- worker_commit.c: the commit thread: results made durable off the event loop */
 void publish(struct worker *w, struct task *t);
