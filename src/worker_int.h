@@ -489,7 +489,13 @@ void spawner_stop(struct worker *w);
 
 /* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
  * still busy */
-void finish_rejected(struct worker *w, const char *name, const char *why);
+/* A claim (in cur/W/) that will not run, finished with its result
+ * (rejected, skipped, cancelled, refused before a task was made): no
+ * slot taken, the on_done hook run. */
+void finish_unrun(struct worker *w, const char *name, const char *status, const char *why);
+/* The same for an entry of new/, claimed first (another worker's
+ * claim wins). */
+void finish_from_new(struct worker *w, const char *name, const char *status, const char *why);
 
 /* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
 /* consider: true when name was a duplicate of a unique= key (finished

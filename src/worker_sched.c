@@ -150,20 +150,9 @@ bool uniq_held(int curfd, uid_t uid, const char *key)
 
 /* ---- the worker's hooks (worker_int.h) ------------------------------------ */
 
-/* A duplicate of a unique= task: finished `cancelled`, never run. */
-static void finish_cancelled(struct worker *w, const char *name, const char *why)
-{
-	char id[256];
-	int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled", why, w->id, id, sizeof id);
-	if (r < 0)
-		logmsg("%s: cannot write its result: %s (left in cur/%s/ for recovery)", name,
-		       strerror(-r), w->id);
-	else
-		log_task("finished", id, "cancelled", -1, why);
-	if (r == 0)
-		run_hook(w, id);
-}
-
+/* A duplicate of a unique= task: finished `cancelled`, never run. Not
+ * finish_from_new: a name we run already is deferred here, as dispatch
+ * does, where a rejection would only be logged. */
 static void cancel_from_new(struct worker *w, const char *name, const char *why)
 {
 	int r = spool_claim(w->sp, w->wdir, name);
@@ -181,7 +170,7 @@ static void cancel_from_new(struct worker *w, const char *name, const char *why)
 		logmsg("%s: cannot claim to cancel it: %s", name, strerror(-r));
 		return;
 	}
-	finish_cancelled(w, name, why);
+	finish_unrun(w, name, "cancelled", why);
 }
 
 /* unique=KEY: true when name is a duplicate, now finished `cancelled`.
@@ -249,7 +238,7 @@ bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins
 		char why[TASK_NAME_MAX + 96];
 		snprintf(why, sizeof why, "unique=%s: a task of its submitter with this key is running",
 			 ins->spec.unique);
-		finish_cancelled(w, name, why);
+		finish_unrun(w, name, "cancelled", why);
 		return true;
 	}
 	if (*ufd < 0) {

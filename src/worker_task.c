@@ -312,7 +312,7 @@ static bool claim_look(struct worker *w, const char *name, struct inspect *ins)
 		return false;
 	}
 	if (ins->kind == INSPECT_REJECT) {
-		finish_rejected(w, name, ins->error);
+		finish_unrun(w, name, "rejected", ins->error);
 		return false;
 	}
 	return ins->kind == INSPECT_OK;
