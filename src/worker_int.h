@@ -447,8 +447,14 @@ void arm_timer(struct worker *w);
 void task_event(struct worker *w, struct task *t, enum tevent ev);
 void task_table_markdown(FILE *f);
 
-/* ---- worker_task.c: a task's life: the steps of starting a claimed task and of finishing
- * it */
+/* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
+void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
+/* Is the task's memory (or pids) the policy's built-in default, which
+ * yields where nothing can hold it? (The result says so.) */
+bool memory_builtin(const struct policy *pol, const struct task_spec *spec);
+
+/* ---- worker_task.c: a task's life once it is made: its record, a run's end, its result,
+ * stop and kill, pause and cancel, its free */
 struct task *find_task(struct worker *w, const char *name);
 void scan_cancels(struct worker *w);
 /* kart pause / resume: do what cur/W/.NAME.pause says; scan_pauses
@@ -462,7 +468,6 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 		      const char *refusal, const char *error);
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
 		    const char *error);
-void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
 /* The actions of the state table, run by task_event alone (each named
  * in worker_state.c's enum taction). */
 void task_thaw(struct worker *w, struct task *t);
