@@ -9,6 +9,7 @@
 
 #include "query.h"
 #include "spool.h"
+#include "strset.h"
 #include "util.h"
 
 /* ---- the waiting set ---------------------------------------------------
@@ -21,30 +22,20 @@
  * unlinked from a second one. */
 
 struct dnode {
-	struct dnode *next; /* hash chain */
+	const char *name;   /* its entry's in the set */
 	char **ups;         /* what this name waits on; NULL: it does not */
 	int nups;
 	void *data;         /* the caller's, while it waits */
 	char **waiters;     /* names filed under this one */
 	size_t nw, capw;
 	unsigned mark;      /* cycle search: visited in search number mark */
-	char name[];
 };
 
 struct depwait {
-	struct dnode **b;
-	size_t nb, n;
+	struct strset set; /* every name, its dnode (strset_getp) */
 	size_t nwaiting;
 	unsigned search;
 };
-
-static size_t dhash(const char *s)
-{
-	size_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
 
 struct depwait *depwait_new(void) { return xcalloc(1, sizeof(struct depwait)); }
 
@@ -63,34 +54,21 @@ void depwait_free(struct depwait *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->nb; i++)
-		for (struct dnode *e = d->b[i], *nx; e; e = nx) {
-			nx = e->next;
-			node_clear_ups(e);
-			for (size_t k = 0; k < e->nw; k++)
-				free(e->waiters[k]);
-			free(e->waiters);
-			free(e);
-		}
-	free(d->b);
+	STRSET_EACH(&d->set, x) {
+		struct dnode *e = x->p;
+		node_clear_ups(e);
+		for (size_t k = 0; k < e->nw; k++)
+			free(e->waiters[k]);
+		free(e->waiters);
+		free(e);
+	}
+	strset_free(&d->set);
 	free(d);
-}
-
-static struct dnode **dfind(const struct depwait *d, const char *name)
-{
-	if (!d->nb)
-		return NULL;
-	struct dnode **pp = &d->b[dhash(name) & (d->nb - 1)];
-	for (; *pp; pp = &(*pp)->next)
-		if (strcmp((*pp)->name, name) == 0)
-			return pp;
-	return NULL;
 }
 
 static struct dnode *dget(const struct depwait *d, const char *name)
 {
-	struct dnode **pp = dfind(d, name);
-	return pp ? *pp : NULL;
+	return strset_getp(&d->set, name);
 }
 
 static struct dnode *dput(struct depwait *d, const char *name)
@@ -98,41 +76,20 @@ static struct dnode *dput(struct depwait *d, const char *name)
 	struct dnode *e = dget(d, name);
 	if (e)
 		return e;
-	if (d->n + 1 > d->nb) {
-		size_t nb = d->nb ? d->nb * 2 : 256;
-		struct dnode **b = xcalloc(nb, sizeof *b);
-		for (size_t i = 0; i < d->nb; i++)
-			for (struct dnode *x = d->b[i], *nx; x; x = nx) {
-				nx = x->next;
-				size_t j = dhash(x->name) & (nb - 1);
-				x->next = b[j];
-				b[j] = x;
-			}
-		free(d->b);
-		d->b = b;
-		d->nb = nb;
-	}
-	size_t len = strlen(name);
-	e = xcalloc(1, sizeof *e + len + 1);
-	memcpy(e->name, name, len + 1);
-	size_t j = dhash(name) & (d->nb - 1);
-	e->next = d->b[j];
-	d->b[j] = e;
-	d->n++;
+	e = xcalloc(1, sizeof *e);
+	e->name = strset_putp(&d->set, name, e);
 	return e;
 }
 
 /* A node neither waiting nor waited on is dropped. */
 static void dgc(struct depwait *d, const char *name)
 {
-	struct dnode **pp = dfind(d, name);
-	if (!pp || (*pp)->ups || (*pp)->nw)
+	struct dnode *e = dget(d, name);
+	if (!e || e->ups || e->nw)
 		return;
-	struct dnode *e = *pp;
-	*pp = e->next;
 	free(e->waiters);
 	free(e);
-	d->n--;
+	strset_del(&d->set, name);
 }
 
 /* Does `from` wait, through the set, on target? The path found is
@@ -268,10 +225,11 @@ size_t depwait_release(struct depwait *d, const char *id, depwait_fn fn, void *a
 
 void depwait_each_upstream(const struct depwait *d, void (*fn)(void *arg, const char *id), void *arg)
 {
-	for (size_t i = 0; i < d->nb; i++)
-		for (struct dnode *e = d->b[i]; e; e = e->next)
-			if (e->nw)
-				fn(arg, e->name);
+	STRSET_EACH(&d->set, x) {
+		const struct dnode *e = x->p;
+		if (e->nw)
+			fn(arg, e->name);
+	}
 }
 
 const char *depwait_on(const struct depwait *d, const char *name)
@@ -314,7 +272,7 @@ void dep_cache_free(struct dep_cache *c)
 static int result_of(struct spool *sp, struct dep_cache *c, const char *id, char *status,
 		     size_t slen, uid_t *uid)
 {
-	struct dep_cache_ent *ce = c ? &c->e[dhash(id) & (DEP_CACHE_SLOTS - 1)] : NULL;
+	struct dep_cache_ent *ce = c ? &c->e[strset_hash(id) & (DEP_CACHE_SLOTS - 1)] : NULL;
 	if (ce && ce->id && strcmp(ce->id, id) == 0) {
 		snprintf(status, slen, "%s", ce->status);
 		*uid = ce->uid;

@@ -663,6 +663,9 @@ void outdir_mover_add(struct outdir_mover *mv, struct outdir_move *m)
 	pthread_cond_signal(&mv->cv);
 }
 
+/* The same steps as the worker's helper_stop, over a struct of this
+ * layer's own: outdir.c is below the worker and knows no struct helper
+ * (see outdir_moved, worker_commit.c). */
 void outdir_mover_stop(struct outdir_mover *mv)
 {
 	if (!mv->started)

@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-static size_t strset_hash(const char *s)
+size_t strset_hash(const char *s)
 {
 	size_t h = 1469598103934665603ull;
 	for (; *s; s++)
@@ -14,7 +14,7 @@ static size_t strset_hash(const char *s)
 	return h;
 }
 
-static struct strset_ent **strset_find(struct strset *k, const char *name)
+static struct strset_ent **strset_find(const struct strset *k, const char *name)
 {
 	if (!k->nb)
 		return NULL;
@@ -31,13 +31,10 @@ int strset_get(struct strset *k, const char *name)
 	return pp ? (*pp)->st : 0;
 }
 
-void strset_put(struct strset *k, const char *name, int st)
+/* A new entry for name, not in the set yet: the buckets doubled first
+ * when the set has outgrown them. */
+static struct strset_ent *strset_add(struct strset *k, const char *name)
 {
-	struct strset_ent **pp = strset_find(k, name);
-	if (pp) {
-		(*pp)->st = st;
-		return;
-	}
 	if (k->n + 1 > k->nb) {
 		size_t nb = k->nb ? k->nb * 2 : 1024;
 		struct strset_ent **b = xcalloc(nb, sizeof *b);
@@ -55,11 +52,32 @@ void strset_put(struct strset *k, const char *name, int st)
 	size_t len = strlen(name);
 	struct strset_ent *e = xmalloc(sizeof *e + len + 1);
 	memcpy(e->name, name, len + 1);
-	e->st = st;
 	size_t j = strset_hash(name) & (k->nb - 1);
 	e->next = k->b[j];
 	k->b[j] = e;
 	k->n++;
+	return e;
+}
+
+void strset_put(struct strset *k, const char *name, int st)
+{
+	struct strset_ent **pp = strset_find(k, name);
+	struct strset_ent *e = pp ? *pp : strset_add(k, name);
+	e->st = st;
+}
+
+void *strset_getp(const struct strset *k, const char *name)
+{
+	struct strset_ent **pp = strset_find(k, name);
+	return pp ? (*pp)->p : NULL;
+}
+
+const char *strset_putp(struct strset *k, const char *name, void *p)
+{
+	struct strset_ent **pp = strset_find(k, name);
+	struct strset_ent *e = pp ? *pp : strset_add(k, name);
+	e->p = p;
+	return e->name;
 }
 
 void strset_del(struct strset *k, const char *name)

@@ -470,7 +470,7 @@ static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
-	       w->sched.n == 0 &&
+	       w->sched.h.n == 0 &&
 	       depwait_count(w->dwait) == 0 &&
 	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
 }

@@ -151,7 +151,14 @@ void commit_start(struct worker *w)
 }
 
 /* The mover copied a task's $KART_OUTDIR (its thread): what the result
- * says of it, then back to the commit thread. */
+ * says of it, then back to the commit thread.
+ * Not helper_back: that hands a task to the loop, with an event of the
+ * state table, through an eventfd. This task goes from one thread to
+ * another (the mover to the commit thread, whose condition it signals),
+ * its state unchanged (COMMITTING); through the loop it would take a
+ * wake-up, an event that changes nothing and a second hand-over to the
+ * commit thread. And outdir.c, below the worker, knows no struct task
+ * nor struct helper: done() is how it hands back to whoever called. */
 void outdir_moved(struct outdir_move *m)
 {
 	struct task *t = (struct task *)(void *)((char *)m - offsetof(struct task, mv));

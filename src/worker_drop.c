@@ -44,7 +44,7 @@ static void drop_reject(struct worker *w, int dirfd, const char *name, const cha
 			logmsg("%s: cannot claim for rejection: %s", claim, strerror(errno));
 		return;
 	}
-	finish_rejected(w, claim, why);
+	finish_unrun(w, claim, "rejected", why);
 }
 
 /* new/.hoist.UID.USER:NAME: check what arrived, then give it its name. */

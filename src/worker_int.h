@@ -59,7 +59,7 @@ struct hook;
 
 /* A task's states and the events that move it, in the order of a life.
  * What each event does in each state is transitions[][] in
- * worker_task.c, the one place that says it; docs/DESIGN.md prints it
+ * worker_state.c, the one place that says it; docs/DESIGN.md prints it
  * (test_lifecycle keeps the two equal). A new state is a row there, a
  * new event a column, and a name in tstate_names or tevent_names. */
 enum tstate {
@@ -442,8 +442,19 @@ void helper_back(struct helper *h, struct task *t, enum tevent ev);
 void helper_done(struct worker *w, struct helper *h);
 void arm_timer(struct worker *w);
 
-/* ---- worker_task.c: a task's life: the state machine, the steps of starting a claimed
- * task and of finishing it */
+/* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
+ * setter of a task's state */
+void task_event(struct worker *w, struct task *t, enum tevent ev);
+void task_table_markdown(FILE *f);
+
+/* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
+void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
+/* Is the task's memory (or pids) the policy's built-in default, which
+ * yields where nothing can hold it? (The result says so.) */
+bool memory_builtin(const struct policy *pol, const struct task_spec *spec);
+
+/* ---- worker_task.c: a task's life once it is made: its record, a run's end, its result,
+ * stop and kill, pause and cancel, its free */
 struct task *find_task(struct worker *w, const char *name);
 void scan_cancels(struct worker *w);
 /* kart pause / resume: do what cur/W/.NAME.pause says; scan_pauses
@@ -457,9 +468,15 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 		      const char *refusal, const char *error);
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
 		    const char *error);
-void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
-void task_event(struct worker *w, struct task *t, enum tevent ev);
-void task_table_markdown(FILE *f);
+/* The actions of the state table, run by task_event alone (each named
+ * in worker_state.c's enum taction). */
+void task_thaw(struct worker *w, struct task *t);
+void task_started(struct worker *w, struct task *t);
+bool task_ended(struct worker *w, struct task *t);
+void task_complete(struct worker *w, struct task *t);
+void stop_begin(struct worker *w, struct task *t);
+void kill_now(struct worker *w, struct task *t);
+void commit_failed(struct worker *w, struct task *t);
 
 /* ---- worker_commit.c: the commit thread: results made durable off the event loop */
 void publish(struct worker *w, struct task *t);
@@ -477,7 +494,13 @@ void spawner_stop(struct worker *w);
 
 /* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
  * still busy */
-void finish_rejected(struct worker *w, const char *name, const char *why);
+/* A claim (in cur/W/) that will not run, finished with its result
+ * (rejected, skipped, cancelled, refused before a task was made): no
+ * slot taken, the on_done hook run. */
+void finish_unrun(struct worker *w, const char *name, const char *status, const char *why);
+/* The same for an entry of new/, claimed first (another worker's
+ * claim wins). */
+void finish_from_new(struct worker *w, const char *name, const char *status, const char *why);
 
 /* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
 /* consider: true when name was a duplicate of a unique= key (finished

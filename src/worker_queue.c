@@ -23,31 +23,36 @@ static uint64_t fair_turn(struct fair *f, uid_t uid)
 	return u->last_turn;
 }
 
-void finish_rejected(struct worker *w, const char *name, const char *why)
+void finish_unrun(struct worker *w, const char *name, const char *status, const char *why)
 {
 	char id[256];
-	int r = spool_finish_unrun(w->sp, w->wdir, name, "rejected", why, w->id, id, sizeof id);
+	int r = spool_finish_unrun(w->sp, w->wdir, name, status, why, w->id, id, sizeof id);
 	if (r < 0)
-		logmsg("%s: cannot write its rejected result: %s (left in cur/%s/ for recovery)",
-		       name, strerror(-r), w->id);
+		logmsg("%s: cannot write its %s result: %s (left in cur/%s/ for recovery)",
+		       name, status, strerror(-r), w->id);
 	else
-		log_task("finished", id, "rejected", -1, why);
+		log_task("finished", id, status, -1, why);
 	if (r == 0)
 		run_hook(w, id);
+}
+
+void finish_from_new(struct worker *w, const char *name, const char *status, const char *why)
+{
+	int r = spool_claim(w->sp, w->wdir, name);
+	if (r == -ENOENT)
+		return; /* another worker has it */
+	if (r < 0) {
+		logmsg("%s: cannot claim to finish it %s: %s", name, status, strerror(-r));
+		return;
+	}
+	finish_unrun(w, name, status, why);
 }
 
 /* Take an entry of new/ that is not a runnable task (hostile, invalid)
  * and give it its `rejected` result. Rejection takes no slot. */
 static void reject_from_new(struct worker *w, const char *name, const char *why)
 {
-	int r = spool_claim(w->sp, w->wdir, name);
-	if (r == -ENOENT)
-		return; /* another worker has it */
-	if (r < 0) {
-		logmsg("%s: cannot claim for rejection: %s", name, strerror(-r));
-		return;
-	}
-	finish_rejected(w, name, why);
+	finish_from_new(w, name, "rejected", why);
 }
 
 /* new/NAME has two links. A link() publish has two until its writer

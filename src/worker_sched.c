@@ -10,68 +10,37 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "prioq.h"
 #include "spool.h"
 #include "task.h"
 #include "util.h"
 #include "worker_int.h"
 
-static bool ent_less(const struct sched_ent *a, const struct sched_ent *b)
-{
-	return a->at_ms < b->at_ms;
-}
-
+/* The queue is a prioq (prioq.c) whose candidates are doorbells: a
+ * name, and its time as the key (arrived_ms); seq keeps the order in
+ * which names were pushed among those due at the same ms. */
 void sched_queue_push(struct sched_queue *q, int64_t at_ms, const char *name)
 {
-	if (q->n == q->cap) {
-		q->cap = q->cap ? q->cap * 2 : 64;
-		q->v = xrealloc(q->v, q->cap * sizeof *q->v);
-	}
-	struct sched_ent e = {at_ms, xstrdup(name)};
-	size_t i = q->n++;
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-		if (!ent_less(&e, &q->v[p]))
-			break;
-		q->v[i] = q->v[p];
-		i = p;
-	}
-	q->v[i] = e;
+	prioq_push(&q->h, (struct cand){.name = xstrdup(name), .arrived_ms = at_ms, .seq = q->seq++});
 }
 
 int64_t sched_queue_next(const struct sched_queue *q)
 {
-	return q->n ? q->v[0].at_ms : 0;
+	return q->h.n ? q->h.v[0].arrived_ms : 0;
 }
 
 char *sched_queue_pop_due(struct sched_queue *q, int64_t now_ms)
 {
-	if (!q->n || q->v[0].at_ms > now_ms)
+	if (!q->h.n || q->h.v[0].arrived_ms > now_ms)
 		return NULL;
-	char *name = q->v[0].name;
-	struct sched_ent last = q->v[--q->n];
-	size_t i = 0;
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		const struct sched_ent *best = &last;
-		if (l < q->n && ent_less(&q->v[l], best))
-			m = l, best = &q->v[l];
-		if (r < q->n && ent_less(&q->v[r], best))
-			m = r;
-		if (m == i)
-			break;
-		q->v[i] = q->v[m];
-		i = m;
-	}
-	if (q->n)
-		q->v[i] = last;
-	return name;
+	return prioq_pop(&q->h).name;
 }
 
 void sched_queue_free(struct sched_queue *q)
 {
-	for (size_t i = 0; i < q->n; i++)
-		free(q->v[i].name);
-	free(q->v);
+	for (size_t i = 0; i < q->h.n; i++)
+		free(q->h.v[i].name);
+	free(q->h.v);
 	*q = (struct sched_queue){0};
 }
 
@@ -181,20 +150,9 @@ bool uniq_held(int curfd, uid_t uid, const char *key)
 
 /* ---- the worker's hooks (worker_int.h) ------------------------------------ */
 
-/* A duplicate of a unique= task: finished `cancelled`, never run. */
-static void finish_cancelled(struct worker *w, const char *name, const char *why)
-{
-	char id[256];
-	int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled", why, w->id, id, sizeof id);
-	if (r < 0)
-		logmsg("%s: cannot write its result: %s (left in cur/%s/ for recovery)", name,
-		       strerror(-r), w->id);
-	else
-		log_task("finished", id, "cancelled", -1, why);
-	if (r == 0)
-		run_hook(w, id);
-}
-
+/* A duplicate of a unique= task: finished `cancelled`, never run. Not
+ * finish_from_new: a name we run already is deferred here, as dispatch
+ * does, where a rejection would only be logged. */
 static void cancel_from_new(struct worker *w, const char *name, const char *why)
 {
 	int r = spool_claim(w->sp, w->wdir, name);
@@ -212,7 +170,7 @@ static void cancel_from_new(struct worker *w, const char *name, const char *why)
 		logmsg("%s: cannot claim to cancel it: %s", name, strerror(-r));
 		return;
 	}
-	finish_cancelled(w, name, why);
+	finish_unrun(w, name, "cancelled", why);
 }
 
 /* unique=KEY: true when name is a duplicate, now finished `cancelled`.
@@ -280,7 +238,7 @@ bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins
 		char why[TASK_NAME_MAX + 96];
 		snprintf(why, sizeof why, "unique=%s: a task of its submitter with this key is running",
 			 ins->spec.unique);
-		finish_cancelled(w, name, why);
+		finish_unrun(w, name, "cancelled", why);
 		return true;
 	}
 	if (*ufd < 0) {
@@ -329,7 +287,7 @@ bool sched_retry(struct worker *w, struct task *t)
 
 int64_t sched_next_mono(const struct worker *w)
 {
-	return w->sched.n ? sched_mono_for(sched_queue_next(&w->sched)) : 0;
+	return w->sched.h.n ? sched_mono_for(sched_queue_next(&w->sched)) : 0;
 }
 
 bool sched_ring(struct worker *w)

@@ -10,18 +10,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "prioq.h"
+
 struct inspect;
 
 /* Names of new/ that wait, earliest first. An entry is a doorbell, not
  * a record: when it rings the file is looked at again (it may have
- * gone, or been re-queued with another time). */
-struct sched_ent {
-	int64_t at_ms; /* CLOCK_REALTIME, ms */
-	char *name;
-};
+ * gone, or been re-queued with another time). A heap of prioq.h's,
+ * keyed by the time (CLOCK_REALTIME, ms) alone. */
 struct sched_queue {
-	struct sched_ent *v;
-	size_t n, cap;
+	struct prioq h;
+	uint64_t seq;
 };
 
 void sched_queue_push(struct sched_queue *q, int64_t at_ms, const char *name);

@@ -1,139 +1,10 @@
-/* worker_task.c - a task's life: the state machine, the steps of starting a
- * claimed task and of finishing it. */
+/* worker_task.c - a task's life once it is made: its record, a run's
+ * end, its result, stopping and killing it, pause and cancel, its free.
+ * Which step runs when is the state table's (worker_state.c); starting
+ * it is worker_start.c's. */
 #define _GNU_SOURCE
 #include "worker_int.h"
 #include "outcome.h"
-
-/* What each event does in each state, and the state it leads to
- * (s6-supervise's actions table): every change of a task's state is made
- * here, in task_event, and nowhere else. An event a state has no entry
- * for does nothing. The state is entered before the action runs: an
- * action that ends the task's life frees it, one whose outcome is not
- * known in advance raises the next event itself (stop_begin: TIMEOUT
- * when SIGTERM cannot be sent; task_ended: LEAF_EMPTY; task_complete:
- * RESULT). */
-enum taction {
-	TA_NONE,
-	TA_SPAWN,          /* its slot counted, the job queued for a spawn thread */
-	TA_STARTED,        /* its pidfd and pipes watched; what was kept applied */
-	TA_UNSPAWN,        /* its slot given back; refused (RESULT) */
-	TA_KEEP,           /* kept for when it runs (the first only) */
-	TA_REAP,           /* reaped, its leaf killed; LEAF_EMPTY once that is empty */
-	TA_STOP_TIMEOUT,   /* SIGTERM, end: timeout */
-	TA_STOP_CANCEL,    /* SIGTERM, end: cancelled */
-	TA_KILL,           /* SIGKILL, its end kept */
-	TA_KILL_REQUEUE,   /* SIGKILL, end: re-queue */
-	TA_DRAIN_LOOK,     /* its leaf looked at again */
-	TA_COMPLETE,       /* the result (RESULT), or the re-queue */
-	TA_PUBLISH,        /* handed to the commit thread */
-	TA_DONE,           /* logged, on_done run, freed */
-	TA_RETRY_LATER,    /* its task file kept for a retry_on attempt (RESULT if it cannot be), freed */
-	TA_COMMIT_FAILED,  /* retried in a second (or re-run, or left for recovery) */
-	TA_ABANDON,        /* left in cur/W/ for recovery, freed */
-	TA__N
-};
-
-struct tstep {
-	enum taction act;
-	enum tstate next;
-};
-
-static const struct tstep transitions[TS__N][TE__N] = {
-	[TS_CLAIMED] = {
-		[TE_SPAWN] = {TA_SPAWN, TS_SPAWNING},
-		[TE_RESULT] = {TA_PUBLISH, TS_COMMITTING},
-	},
-	/* Not ours to kill yet: a cancel or the grace's end waits for it. */
-	[TS_SPAWNING] = {
-		[TE_SPAWNED] = {TA_STARTED, TS_RUNNING},
-		[TE_SPAWN_FAILED] = {TA_UNSPAWN, TS_CLAIMED},
-		[TE_CANCEL] = {TA_KEEP, TS_SPAWNING},
-		[TE_GRACE_OVER] = {TA_KEEP, TS_SPAWNING},
-	},
-	[TS_RUNNING] = {
-		[TE_EXIT] = {TA_REAP, TS_DRAINING},
-		[TE_TIMEOUT] = {TA_STOP_TIMEOUT, TS_STOPPING},
-		[TE_CANCEL] = {TA_STOP_CANCEL, TS_STOPPING},
-		[TE_GRACE_OVER] = {TA_KILL_REQUEUE, TS_KILLING},
-	},
-	/* TE_TIMEOUT here is the end of its kill grace; a shutdown's grace
-	 * ending kills it too, keeping its end (it is not re-queued). */
-	[TS_STOPPING] = {
-		[TE_EXIT] = {TA_REAP, TS_DRAINING},
-		[TE_TIMEOUT] = {TA_KILL, TS_KILLING},
-		[TE_GRACE_OVER] = {TA_KILL, TS_KILLING},
-	},
-	[TS_KILLING] = {
-		[TE_EXIT] = {TA_REAP, TS_DRAINING},
-	},
-	[TS_DRAINING] = {
-		[TE_RETRY] = {TA_DRAIN_LOOK, TS_DRAINING},
-		[TE_LEAF_EMPTY] = {TA_COMPLETE, TS_DRAINING},
-		[TE_RESULT] = {TA_PUBLISH, TS_COMMITTING},
-		/* retry_on matched its attempt: the task file is back in
-		 * new/ for a later attempt (sched_retry), this one is done. */
-		[TE_RETRY_LATER] = {TA_RETRY_LATER, TS_DRAINING},
-	},
-	[TS_COMMITTING] = {
-		[TE_COMMITTED] = {TA_DONE, TS_COMMITTING},
-		[TE_COMMIT_FAILED] = {TA_COMMIT_FAILED, TS_PUBLISHING},
-	},
-	[TS_PUBLISHING] = {
-		[TE_RETRY] = {TA_PUBLISH, TS_COMMITTING},
-		[TE_GRACE_OVER] = {TA_ABANDON, TS_PUBLISHING},
-	},
-};
-
-static const char *const tstate_names[TS__N] = {
-	[TS_CLAIMED] = "CLAIMED", [TS_SPAWNING] = "SPAWNING", [TS_RUNNING] = "RUNNING",
-	[TS_STOPPING] = "STOPPING", [TS_KILLING] = "KILLING", [TS_DRAINING] = "DRAINING",
-	[TS_COMMITTING] = "COMMITTING", [TS_PUBLISHING] = "PUBLISHING",
-};
-
-static const char *const tevent_names[TE__N] = {
-	[TE_SPAWN] = "SPAWN", [TE_SPAWNED] = "SPAWNED", [TE_SPAWN_FAILED] = "SPAWN_FAILED",
-	[TE_EXIT] = "EXIT", [TE_TIMEOUT] = "TIMEOUT", [TE_CANCEL] = "CANCEL",
-	[TE_GRACE_OVER] = "GRACE_OVER", [TE_LEAF_EMPTY] = "LEAF_EMPTY", [TE_RESULT] = "RESULT",
-	[TE_COMMITTED] = "COMMITTED", [TE_COMMIT_FAILED] = "COMMIT_FAILED", [TE_RETRY] = "RETRY",
-	[TE_RETRY_LATER] = "RETRY_LATER",
-};
-
-static const char *const taction_names[TA__N] = {
-	[TA_NONE] = "", [TA_SPAWN] = "spawn", [TA_STARTED] = "watch it",
-	[TA_UNSPAWN] = "free its slot, refuse it", [TA_KEEP] = "keep the event",
-	[TA_REAP] = "reap, kill the leaf", [TA_STOP_TIMEOUT] = "SIGTERM (end: timeout)",
-	[TA_STOP_CANCEL] = "SIGTERM (end: cancelled)", [TA_KILL] = "SIGKILL",
-	[TA_KILL_REQUEUE] = "SIGKILL (end: re-queue)", [TA_DRAIN_LOOK] = "look at the leaf",
-	[TA_COMPLETE] = "make the result, or re-queue", [TA_PUBLISH] = "publish",
-	[TA_DONE] = "log, on_done, free", [TA_RETRY_LATER] = "keep for a retry, free", [TA_COMMIT_FAILED] = "retry in 1s",
-	[TA_ABANDON] = "leave for recovery, free",
-};
-
-/* The table as docs/DESIGN.md prints it: a row per state, a column per
- * event; "action → STATE" where the state changes. */
-void task_table_markdown(FILE *f)
-{
-	fputs("| state \\ event |", f);
-	for (int e = 0; e < TE__N; e++)
-		fprintf(f, " `%s` |", tevent_names[e]);
-	fputs("\n|---|", f);
-	for (int e = 0; e < TE__N; e++)
-		fputs("---|", f);
-	fputc('\n', f);
-	for (int st = 0; st < TS__N; st++) {
-		fprintf(f, "| `%s` |", tstate_names[st]);
-		for (int e = 0; e < TE__N; e++) {
-			const struct tstep *x = &transitions[st][e];
-			if (x->act == TA_NONE)
-				fputs(" – |", f);
-			else if ((int)x->next == st)
-				fprintf(f, " %s |", taction_names[x->act]);
-			else
-				fprintf(f, " %s → `%s` |", taction_names[x->act], tstate_names[x->next]);
-		}
-		fputc('\n', f);
-	}
-}
 
 /* The polite half: the runtime passes SIGTERM to the container's init. */
 static bool container_term(struct worker *w, struct task *t)
@@ -182,7 +53,7 @@ void scan_cancels(struct worker *w)
 	}
 }
 
-static void task_thaw(struct worker *w, struct task *t)
+void task_thaw(struct worker *w, struct task *t)
 {
 	wctl_resume(&t->pause, &t->cg, &t->run, &t->deadline_mono);
 	wctl_ack(w->wdir, t->name, false);
@@ -222,7 +93,7 @@ void scan_pauses(struct worker *w)
 		       w->spool_paused ? "no more claims until kart resume --all" : "claiming again");
 }
 
-/* ---- starting a task ------------------------------------------------------ */
+/* ---- a task's record ------------------------------------------------------- */
 
 static void fill_result(struct worker *w, struct task *t)
 {
@@ -347,388 +218,6 @@ void finish_refused(struct worker *w, struct task *t, const char *refusal,
 	finish_unstarted(w, t, "refused", refusal, error);
 }
 
-/* Is the task's memory or pids the built-in default of the policy (and
- * not its lane's own, nor the task's line)? Then it yields where nothing
- * can hold it. */
-static bool memory_builtin(const struct policy *pol, const struct task_spec *spec)
-{
-	return pol->builtin_memory && !pol->lane[spec->lane ? 1 : 0].memory_default &&
-	       spec->line_memory <= 0;
-}
-
-static void builtin_soft(const struct policy *pol, const struct task_spec *spec, struct rl_host *rh)
-{
-	int l = spec->lane ? 1 : 0;
-	rh->soft_memory = memory_builtin(pol, spec);
-	rh->soft_pids = pol->builtin_pids && !pol->lane[l].pids_default && spec->line_pids <= 0;
-}
-
-/* The task's leaf, or else the rlimit fallback, as [limits] cgroup says.
- * A limit is never dropped: where neither can hold it, the task is
- * refused. Returns 0 to go on, -1 when the task was finished refused. */
-static int task_limits(struct worker *w, struct task *t, uid_t run_uid)
-{
-	char cgerr[200], rlerr[160];
-	/* Read once (sysconf reads /sys for it each time). */
-	static long ncpu;
-	if (!ncpu)
-		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	/* Uid 0 of the host is exempt from RLIMIT_NPROC. */
-	struct rl_host rh = {.use_as = w->pol->rlimit_as, .nproc_binds = run_uid != 0,
-			     .ncpu = ncpu > 0 ? (int)ncpu : 1};
-	builtin_soft(w->pol, &t->spec, &rh);
-	if (w->pol->cgroup == CGROUP_OFF) {
-		snprintf(cgerr, sizeof cgerr, "cgroups are off in the policy");
-	} else if (task_cgroup(w, t, cgerr, sizeof cgerr) == 0) {
-		limits_always(&t->spec, &rh, &t->rl);
-		return 0;
-	}
-	if (w->pol->cgroup == CGROUP_REQUIRE) {
-		snprintf(t->errbuf, sizeof t->errbuf,
-			 "the policy requires a cgroup for every task (cgroup = require): %.180s",
-			 cgerr);
-		finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
-		return -1;
-	}
-	if (limits_fallback(&t->spec, &rh, &t->rl, rlerr, sizeof rlerr) < 0) {
-		snprintf(t->errbuf, sizeof t->errbuf, "%.120s; no cgroup: %.120s", rlerr, cgerr);
-		finish_refused(w, t, "cgroup_setup_failed", t->errbuf);
-		return -1;
-	}
-	if (w->pol->cgroup != CGROUP_OFF)
-		logmsg("%s: runs without a cgroup%s: %s", t->name,
-		       t->rl.as || t->rl.nproc ? " (rlimits stand in)" : "", cgerr);
-	return 0;
-}
-
-/* The claim is in our directory: look at it again (it may have changed
- * since it was seen in new/) and start it. */
-void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
-{
-	__attribute__((cleanup(inspect_close))) struct inspect ins;
-	task_inspect_open(w->wdir, name, w->pol, &ins);
-	if (ins.kind == INSPECT_BUSY) {
-		/* A writer opened it between our look and the claim: give it
-		 * back and wait for its close. */
-		struct claim_meta m = {.attempt = 1};
-		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0)
-			(void)claim_meta_get(fd, &m);
-		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
-			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
-		return;
-	}
-	if (ins.kind == INSPECT_REJECT) {
-		finish_rejected(w, name, ins.error);
-		return;
-	}
-	if (ins.kind != INSPECT_OK)
-		return;
-	/* `kart cancel` found it here just after our claim: it never runs. */
-	char creq[512];
-	struct stat cst;
-	if (spool_name_cancel(creq, sizeof creq, name) == 0 &&
-	    fstatat(w->wdir, creq, &cst, AT_SYMLINK_NOFOLLOW) == 0) {
-		char id[256];
-		int r = spool_finish_unrun(w->sp, w->wdir, name, "cancelled",
-					   "cancelled by kart cancel before it ran", w->id, id, sizeof id);
-		if (r < 0)
-			logmsg("%s: cannot write its result: %s", name, strerror(-r));
-		else
-			log_task("finished", id, "cancelled", -1, NULL);
-		if (r == 0)
-			run_hook(w, id);
-		return;
-	}
-	/* after=: its upstreams' outputs, opened now (or it ends here). */
-	__attribute__((cleanup(dep_inputs_free))) struct dep_inputs di = {.nfd = 0};
-	if (ins.spec.n_after && deps_start(w, name, &ins, &di) < 0)
-		return;
-
-	_cleanup_close_ int ufd = -1;
-	if (sched_claimed(w, name, &ins, &ufd))
-		return;
-	struct task *t = xcalloc(1, sizeof *t);
-	t->name = xstrdup(name);
-	t->spec = ins.spec;
-	/* No timeout given: the policy's default, and never beyond its
-	 * ceiling. */
-	if (t->spec.timeout_s < 0)
-		t->spec.timeout_s = w->pol->timeout_default_s;
-	if (t->spec.timeout_s < 0 || (w->pol->timeout_max_s >= 0 && t->spec.timeout_s > w->pol->timeout_max_s))
-		t->spec.timeout_s = w->pol->timeout_max_s;
-	if (t->spec.kill_grace_s < 0)
-		t->spec.kill_grace_s = w->pol->kill_grace_s;
-	limits_apply_defaults(&t->spec, w->pol);
-	t->cg_wd = -1;
-	t->uniq_fd = steal_fd(&ufd);
-	t->scr_fd[SCR_WORK] = t->scr_fd[SCR_TMP] = t->scr_fd[SCR_OUT] = -1;
-	t->fwd = (struct credfwd)CREDFWD_INIT;
-	t->out_mfd = t->mv.src = t->mv.dst = -1;
-	cg_files_init(&t->cgf);
-	t->uid = ins.uid;
-	t->run.out.file = t->run.err.file = -1;
-	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
-	t->next = w->tasks;
-	w->tasks = t;
-	if (ins.fd >= 0) /* the task file, opened by task_inspect */
-		(void)claim_meta_get(ins.fd, &t->meta);
-	/* From here on it is the spool's record of the task: readable by its
-	 * owner (and root) alone, like its output (and its env= values are
-	 * the submitter's). */
-	if (ins.fd >= 0 && (ins.mode & 077) && fchmod(ins.fd, ins.mode & 07700) < 0)
-		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
-	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
-	t->started_ms = now_realtime_ms();
-
-	struct run_cred cred;
-	const char *refusal = NULL;
-	int as_user = task_cred(w, t, &cred, &refusal);
-	gid_t gid = as_user > 0 ? cred.gid : (gid_t)-1; /* scratch_dir's, to compare */
-	if (as_user < 0) {
-		finish_refused(w, t, refusal, t->errbuf);
-		return;
-	}
-
-	/* Every task gets a leaf where the host has cgroups: it is what kills
-	 * a daemonized grandchild for sure, and measures the task. Without
-	 * one (cgroup = auto), rlimits stand in where they can, and a task
-	 * without limits runs as sandbox.cgroup "none". */
-	t->run_uid = as_user ? cred.uid : geteuid();
-	/* Backend container: the engine applies the limits (its own
-	 * cgroups); the CLI we run needs no leaf. */
-	bool container = w->pol->backend == BACKEND_CONTAINER;
-	if (!container && task_limits(w, t, t->run_uid) < 0)
-		return;
-
-	/* No clean-up of scratch entries here: finish, re-queue and
-	 * recovery remove them, the captures are truncated, and a leftover
-	 * directory is removed by scratch_dir. */
-	/* The capture files are made at the first byte (capture_file): a
-	 * silent run allocates no inode for them. */
-	char outname[512], workdir[PATH_MAX], taskpath[PATH_MAX], outhost[PATH_MAX];
-	bool own_o = false, own_w = false, own_t = false;
-	/* Backend none runs in spares under their own names (scratch_dir):
-	 * no rename per directory into place and back. */
-	bool inplace = w->pol->backend == BACKEND_NONE;
-	char *outdir = inplace ? t->scr[SCR_OUT] : outname;
-	if ((!inplace && spool_name_scratch(outname, sizeof outname, name, SCRATCH_OUT) < 0) ||
-	    scratch_dir(w, outdir, inplace, 0700, t->run_uid, gid, &own_o, &t->scr_ct[SCR_OUT],
-			&t->scr_fd[SCR_OUT]) < 0 ||
-	    pathfmt(taskpath, sizeof taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
-	    pathfmt(outhost, sizeof outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
-	    (!inplace && pathfmt(workdir, sizeof workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0)) {
-		finish_refused(w, t, "sandbox_setup_failed",
-			       "cannot prepare the task's output files in the claim directory");
-		return;
-	}
-	char tmpdir[PATH_MAX];
-	if (container) {
-		/* Its /work, bound into the container; /tmp is the engine's
-		 * tmpfs. */
-		char wd[512];
-		if (spool_name_scratch(wd, sizeof wd, name, SCRATCH_WORK) < 0 ||
-		    scratch_dir(w, wd, false, 0700, t->run_uid, gid, &own_w, NULL, NULL) < 0 ||
-		    (as_user && !own_w &&
-		     fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)) {
-			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
-			return;
-		}
-	} else if (inplace) {
-		/* A private TMPDIR too: the host's /tmp is everyone's. */
-		const char *wd = t->scr[SCR_WORK], *td = t->scr[SCR_TMP];
-		if (scratch_dir(w, t->scr[SCR_WORK], true, 0700, t->run_uid, gid, &own_w, &t->scr_ct[SCR_WORK],
-				&t->scr_fd[SCR_WORK]) < 0 ||
-		    scratch_dir(w, t->scr[SCR_TMP], true, 0700, t->run_uid, gid, &own_t, &t->scr_ct[SCR_TMP],
-				&t->scr_fd[SCR_TMP]) < 0 ||
-		    pathfmt(workdir, sizeof workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
-		    pathfmt(tmpdir, sizeof tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
-		    (as_user && ((!own_w && fchownat(w->wdir, wd, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) ||
-				 (!own_t && fchownat(w->wdir, td, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0)))) {
-			finish_refused(w, t, "sandbox_setup_failed", "cannot create the work directory");
-			return;
-		}
-	}
-	/* Under bwrap, a tmpfs of its own on it, bounded while the task
-	 * runs (outdir.h), mounted by the spawn thread: the directory under
-	 * it stays the worker's. Else $KART_OUTDIR is the submitter's to
-	 * write; the worker moves it. */
-	bool bounded = w->pol->backend == BACKEND_BWRAP && outdir_ns_ok(&w->ons);
-	if (!bounded && as_user && !own_o &&
-	    fchownat(w->wdir, outdir, cred.uid, cred.gid, AT_SYMLINK_NOFOLLOW) < 0) {
-		snprintf(t->errbuf, sizeof t->errbuf, "cannot give $KART_OUTDIR to uid %u: %s",
-			 (unsigned)cred.uid, strerror(errno));
-		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
-		return;
-	}
-
-	/* Every task gets the filter: one that cannot be handed over
-	 * refuses the task, which never runs without it. Backend container:
-	 * as a JSON profile, unless the policy says the runtime takes none. */
-	bool want_scmp = !container || w->pol->container_seccomp;
-	bool none = w->pol->backend == BACKEND_NONE;
-	/* Backend none hands over no descriptor: the child loads the
-	 * filter from our memory (no launcher). */
-	bool want_fd = want_scmp && !none;
-	_cleanup_close_ int sfd = !want_fd ? -1
-			      : container ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json,
-									 strlen(w->scmp_json))
-							  : -EINVAL)
-			      : w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL;
-	if (want_scmp && (want_fd ? sfd < 0 : !w->scmp.bpf)) {
-		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
-			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
-			 w->scmp.bpf ? strerror(-sfd) : w->scmp_err);
-		finish_refused(w, t, "seccomp_failed", t->errbuf);
-		return;
-	}
-
-	struct strv argv = {0}, envp = {0}, lopts = {0};
-	char err[256], *input = NULL;
-	t->rl.nofile = w->nofile_task;
-	limits_launch_opts(&t->rl, &lopts);
-	if (container)
-		container_name(w->clabel, ++w->cseq, t->cname, sizeof t->cname);
-	const struct acct *ha = acct_get(t->run_uid);
-	if (credfwd_open(&t->fwd, w->pol, &t->spec, t->run_uid, as_user ? cred.gid : getegid(), err,
-			 sizeof err) < 0) {
-		strv_free(&lopts);
-		finish_refused(w, t, "sandbox_setup_failed", err);
-		return;
-	}
-	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskpath,
-				  .home = ha->found ? ha->home : NULL,
-				  .seccomp = want_scmp,
-				  .work_dir = workdir, .out_dir = outhost, .task_id = name,
-				  .tmp_dir = w->pol->backend == BACKEND_NONE ? tmpdir : NULL,
-				  .host_env = environ,
-				  .attempt = t->meta.attempt, .launch_opts = lopts.v,
-				  .container_name = t->cname, .container_label = w->clabel,
-				  .run_uid = t->run_uid, .run_gid = as_user ? cred.gid : getegid(),
-				  .input = &input,
-				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL,
-				  .inputs = di.in, .n_inputs = t->spec.n_after, .in_dir = di.in_dir};
-	if (none && t->spec.n_after) {
-		int lr = dep_links(w, &di, t->scr[0], t->spec.n_after);
-		if (lr < 0) {
-			strv_free(&lopts);
-			snprintf(t->errbuf, sizeof t->errbuf, "cannot link the inputs of after=: %s",
-				 strerror(-lr));
-			finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
-			return;
-		}
-	}
-	int built = sandbox_build(&req, &argv, &envp, err, sizeof err);
-	strv_free(&lopts);
-	/* The policy's variables, for the container's shell to read: in
-	 * a sealed memfd, never on disk. */
-	int ifd = -1;
-	if (built == 0 && input) {
-		size_t il = strlen(input);
-		ifd = memfd_sealed("kart-env", input, il);
-		explicit_bzero(input, il);
-		if (ifd < 0) {
-			built = -1;
-			snprintf(err, sizeof err, "cannot pass the policy's variables: %s", strerror(-ifd));
-		}
-	}
-	free(input);
-	const char *home = sandbox_home(&req);
-	snprintf(t->home, sizeof t->home, "%s", home ? home : "");
-	if (built < 0) {
-		strv_free(&argv);
-		strv_free(&envp);
-		finish_refused(w, t, "sandbox_setup_failed", err);
-		return;
-	}
-	struct spawn_job *j = xcalloc(1, sizeof *j);
-	j->ifd = ifd;
-	j->t = t;
-	j->argv = argv;
-	j->envp = envp;
-	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
-	j->lj.rj.arg = &j->lj;
-	j->ufd_owned = !w->keep_fds;
-	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
-	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
-	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
-	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
-	j->use_join = t->cg.used != 0;
-	j->cap = t->spec.output ? t->spec.output : w->pol->output_default;
-	j->cwd = none ? xstrdup(workdir) : NULL;
-	/* The container CLI runs as the worker (it needs the engine's
-	 * socket); the container runs as the submitter (--user). */
-	j->pgroup = none || container;
-	j->use_cred = as_user && !container;
-	if (j->use_cred)
-		j->cred = cred;
-	j->sfd = sfd;
-	sfd = -1;
-	j->use_bcred = as_user > 0;
-	if (j->use_bcred)
-		j->bcred = cred;
-	j->spool = w->sp->path;
-	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
-	if ((j->outdir = bounded)) {
-		j->ons = &w->ons;
-		snprintf(j->outpath, sizeof j->outpath, "%s", outhost);
-		j->obytes = w->pol->artifacts_max;
-		j->ofiles = w->pol->artifacts_files;
-		j->ouid = t->run_uid;
-		j->ogid = as_user ? cred.gid : getegid();
-		j->userns = w->ons.userns;
-		j->mntns = w->ons.mntns;
-	}
-	/* The inputs' descriptors go with the job (bwrap binds them). */
-	memcpy(j->in_fd, di.fd, (size_t)di.nfd * sizeof *di.fd);
-	j->n_in_fd = di.nfd;
-	di.nfd = 0;
-	/* Backend none: kart-launch's command line, run by the spawned
-	 * child itself, which then execs the task (confine.h). */
-	if (none) {
-		if (confine_parse((int)j->argv.n, j->argv.v, &j->conf, err, sizeof err) < 0) {
-			spawn_job_free(j);
-			finish_refused(w, t, "sandbox_setup_failed", err);
-			return;
-		}
-		/* Asked once: a kernel's Landlock ABI does not change. */
-		static int abi;
-		if (j->conf.ll_mode != LL_MODE_OFF && !abi)
-			abi = ll_abi();
-		if (j->conf.ll_mode != LL_MODE_OFF) {
-			held_apply(w, &j->conf);
-			task_paths_held(t, &j->conf, taskpath, (const char *[]){workdir, tmpdir, outhost});
-		}
-		j->is_direct = true;
-		j->conf.bset_known = true;
-		j->conf.bset = w->bset;
-		j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
-		if (want_scmp) {
-			j->direct.filter = &w->fp_whole;
-			/* Born under the outer half: only where nothing is left
-			 * to do between the clone and the child's own steps (no
-			 * v1 join, which needs a fork of its own). */
-			/* (Not a task with binds: their opener forks, which that
-			 * filter is not made for.) */
-			j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
-				     !t->spec.n_binds;
-		}
-	}
-	t->seccomp = want_scmp;
-	t->job = j;
-	task_event(w, t, TE_SPAWN);
-	if (j->inherit && !w->spawner.nfiltered)
-		spawner_start_filtered(w);
-	bool f = j->inherit && w->spawner.nfiltered;
-	pthread_mutex_lock(&w->spawner.h.mu);
-	struct spawn_job **tail = f ? &w->spawner.todo_filtered : &w->spawner.todo;
-	while (*tail)
-		tail = &(*tail)->next;
-	*tail = j;
-	pthread_mutex_unlock(&w->spawner.h.mu);
-	pthread_cond_signal(f ? &w->spawner.cv_filtered : &w->spawner.h.cv); /* as in publish */
-}
-
 /* ---- ending a task ----------------------------------------------------------- */
 
 /* Backend container: no launcher reports from inside, so the CLI's own
@@ -760,7 +249,7 @@ static void container_end(struct worker *w, struct task *t)
 
 /* Reaped, and its leaf killed: true while it waits for the leaf to
  * empty (TS_DRAINING). */
-static bool task_ended(struct worker *w, struct task *t)
+bool task_ended(struct worker *w, struct task *t)
 {
 	struct run_end *e = &t->rend;
 	ep_del(w, t->run.pidfd);
@@ -789,38 +278,32 @@ static bool task_ended(struct worker *w, struct task *t)
 	return false;
 }
 
-/* The run is reaped and its leaf gone: the result (or the re-queue). */
-static void task_complete(struct worker *w, struct task *t)
+/* Interrupted by the shutdown: back into new/ for its next attempt, and
+ * no result; freed. */
+static void task_requeue(struct worker *w, struct task *t)
+{
+	t->meta.attempt++;
+	if (t->meta.submitted_ms == 0)
+		t->meta.submitted_ms = t->submitted_ms;
+	int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+	if (r < 0)
+		logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
+	else
+		logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
+		       t->meta.attempt);
+	task_free(w, t);
+}
+
+/* What the run used: the leaf counts the whole tree, reaped by us or
+ * not; without one, what wait4 said of what we reaped. */
+static void result_usage(struct task *t, struct result *r)
 {
 	struct run_end *e = &t->rend;
-	if (!t->slot_freed) {
-		w->used[t->spec.lane]--;
-		w->nrunning--;
-	}
-
-	if (t->end == END_REQUEUE) {
-		t->meta.attempt++;
-		if (t->meta.submitted_ms == 0)
-			t->meta.submitted_ms = t->submitted_ms;
-		int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
-		if (r < 0)
-			logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
-		else
-			logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
-			       t->meta.attempt);
-		task_free(w, t);
-		return;
-	}
-
-	fill_result(w, t);
-	struct result *r = &t->res;
-	r->finished_ms = now_realtime_ms();
 	r->paused_ms = wctl_paused_ms(&t->pause);
 	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
 	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
 	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
 	if (t->cg.mode != CG_MODE_NONE) {
-		/* The leaf counts the whole tree, reaped by us or not. */
 		if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
 			r->cpu_user_ms = t->cgu.cpu_user_us / 1000;
 			r->cpu_system_ms = t->cgu.cpu_system_us / 1000;
@@ -828,10 +311,15 @@ static void task_complete(struct worker *w, struct task *t)
 		if (t->cgu.memory_peak >= 0)
 			r->memory_peak = t->cgu.memory_peak;
 	}
+}
+
+/* The result's status, from what was observed (outcome.c decides). */
+static void result_outcome(struct worker *w, struct task *t, struct result *r)
+{
 	struct observed o = {
 		.end = t->end == END_TIMEOUT ? OUTCOME_TIMEOUT
 		       : t->end == END_CANCEL ? OUTCOME_CANCEL : OUTCOME_NATURAL,
-		.run = e,
+		.run = &t->rend,
 		.backend = backend_name(w->pol->backend),
 		.term_sent = t->term_sent,
 		.timeout_s = t->spec.timeout_s,
@@ -844,6 +332,11 @@ static void task_complete(struct worker *w, struct task *t)
 		.container_oom = t->coom,
 	};
 	outcome_decide(&o, t->seccomp, r, t->errbuf, sizeof t->errbuf);
+}
+
+/* Its stdout and stderr as the result describes them. */
+static void result_streams(struct worker *w, struct task *t, struct result *r)
+{
 	capture_loss(w, t);
 	struct capture *caps[] = {&t->run.out, &t->run.err};
 	struct result_stream *rs[] = {&r->out, &r->err};
@@ -855,9 +348,14 @@ static void task_complete(struct worker *w, struct task *t)
 		rs[i]->captured = true;
 		rs[i]->unmade = caps[i]->file < 0 && !caps[i]->truncated;
 	}
-	/* The outputs are fsynced by the commit thread, first. */
-	/* The work directory of backend none goes, whatever the outcome;
-	 * an empty $KART_OUTDIR too (a full one is kept with the result). */
+}
+
+/* Its scratch directories once the run is over: the work directory of
+ * backend none goes, whatever the outcome; an empty $KART_OUTDIR too
+ * (a full one is kept with the result, for the commit thread to move,
+ * by way of the mover where it is a tmpfs). */
+static void scratch_hand_on(struct worker *w, struct task *t, struct result *r)
+{
 	char p[512];
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
@@ -875,38 +373,59 @@ static void task_complete(struct worker *w, struct task *t)
 			t->scr[SCR_OUT][0] = '\0';
 		else
 			r->outdir_scratch = t->scr[SCR_OUT]; /* the commit moves or removes it */
-	} else {
-		static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
-		for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
-			t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
-					      scratch_retire(w, t, p, false, NULL, NULL);
-		if (t->out_mfd >= 0)
-			(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
-		if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
-		    spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0) {
-			/* Copied into .NAME.out by the mover, for the commit
-			 * thread to move beside the result. */
-			t->mv = (struct outdir_move){
-				.src = t->out_mfd, .dst_at = w->wdir, .dst = -1,
-				.reader = spool_reader(w->sp, t->name, t->uid),
-				.c = {.bytes_max = w->pol->artifacts_max, .files_max = w->pol->artifacts_files,
-				      .depth_max = w->pol->artifacts_depth},
-				.done = outdir_moved, .arg = &w->commit};
-			snprintf(t->mv.dst_name, sizeof t->mv.dst_name, "%s", p);
-			t->out_mfd = -1;
-			r->outdir_gone = false;
-		} else {
-			if (t->out_mfd >= 0)
-				close(t->out_mfd); /* nothing in it */
-			t->out_mfd = -1;
-			r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
-					 scratch_retire(w, t, p, true, NULL, NULL);
-		}
+		return;
 	}
+	static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
+	for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
+		t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
+				      scratch_retire(w, t, p, false, NULL, NULL);
+	if (t->out_mfd >= 0)
+		(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
+	if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
+	    spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0) {
+		/* Copied into .NAME.out by the mover, for the commit
+		 * thread to move beside the result. */
+		t->mv = (struct outdir_move){
+			.src = t->out_mfd, .dst_at = w->wdir, .dst = -1,
+			.reader = spool_reader(w->sp, t->name, t->uid),
+			.c = {.bytes_max = w->pol->artifacts_max, .files_max = w->pol->artifacts_files,
+			      .depth_max = w->pol->artifacts_depth},
+			.done = outdir_moved, .arg = &w->commit};
+		snprintf(t->mv.dst_name, sizeof t->mv.dst_name, "%s", p);
+		t->out_mfd = -1;
+		r->outdir_gone = false;
+	} else {
+		if (t->out_mfd >= 0)
+			close(t->out_mfd); /* nothing in it */
+		t->out_mfd = -1;
+		r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
+				 scratch_retire(w, t, p, true, NULL, NULL);
+	}
+}
+
+/* The run is reaped and its leaf gone: the result (or the re-queue). */
+void task_complete(struct worker *w, struct task *t)
+{
+	if (!t->slot_freed) {
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+	}
+	if (t->end == END_REQUEUE) {
+		task_requeue(w, t);
+		return;
+	}
+	fill_result(w, t);
+	struct result *r = &t->res;
+	r->finished_ms = now_realtime_ms();
+	result_usage(t, r);
+	result_outcome(w, t, r);
+	result_streams(w, t, r);
+	/* The outputs are fsynced by the commit thread, first. */
+	scratch_hand_on(w, t, r);
 	task_event(w, t, TE_RETRY_LATER);
 }
 
-static void kill_now(struct worker *w, struct task *t)
+void kill_now(struct worker *w, struct task *t)
 {
 	run_kill(&t->run);
 	/* The CLI is not the container: that goes by name (its --rm then
@@ -939,7 +458,7 @@ static bool term_tree(struct worker *w, struct task *t)
  * Its end comes when the task's main process ends; what it leaves
  * behind is killed then. No grace, or no SIGTERM to send: the grace is
  * over at once. */
-static void stop_begin(struct worker *w, struct task *t)
+void stop_begin(struct worker *w, struct task *t)
 {
 	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
 	if (g <= 0 || !term_tree(w, t)) {
@@ -953,7 +472,7 @@ static void stop_begin(struct worker *w, struct task *t)
 }
 
 /* Back from a spawn thread, its process running. */
-static void task_started(struct worker *w, struct task *t)
+void task_started(struct worker *w, struct task *t)
 {
 	t->s_pid = (struct src){SRC_PIDFD, t};
 	t->s_out = (struct src){SRC_STDOUT, t};
@@ -979,7 +498,7 @@ static void task_started(struct worker *w, struct task *t)
 /* Back from the commit thread, not published: retried (a full disk, an
  * I/O error: a task is never dropped), or, when its output could not be
  * made durable, run again; left for recovery once the worker stops. */
-static void commit_failed(struct worker *w, struct task *t)
+void commit_failed(struct worker *w, struct task *t)
 {
 	if (t->commit_output) {
 		logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
@@ -998,99 +517,5 @@ static void commit_failed(struct worker *w, struct task *t)
 		t->res.id = t->name;
 		t->next = w->tasks;
 		w->tasks = t;
-	}
-}
-
-void task_event(struct worker *w, struct task *t, enum tevent ev)
-{
-	/* A cancel, a timeout or a stop ends a paused task as any other:
-	 * thawed first, so that its SIGTERM is heard and nothing is left
-	 * frozen. */
-	if (t->pause.how != PAUSE_NONE)
-		task_thaw(w, t);
-	const struct tstep *x = &transitions[t->state][ev];
-	if (x->act == TA_NONE)
-		return;
-	t->state = x->next;
-	switch (x->act) {
-	case TA_NONE:
-	case TA__N:
-		return;
-	case TA_SPAWN:
-		w->used[t->spec.lane]++;
-		w->nrunning++;
-		return;
-	case TA_STARTED:
-		spawn_job_free(t->job);
-		t->job = NULL;
-		task_started(w, t);
-		return;
-	case TA_UNSPAWN:
-		w->used[t->spec.lane]--;
-		w->nrunning--;
-		t->run.out.file = t->run.err.file = -1;
-		spawn_refuse(w, t);
-		return;
-	case TA_KEEP:
-		if (!t->pending) {
-			t->pending = true;
-			t->pending_ev = ev;
-		}
-		return;
-	case TA_REAP:
-		if (!task_ended(w, t)) {
-			task_event(w, t, TE_LEAF_EMPTY);
-			return;
-		}
-		/* Draining: its slot may be free already (cgroup.kill). */
-		undefer(w);
-		dispatch(w);
-		return;
-	case TA_DRAIN_LOOK:
-		if (drain_poll(w, t))
-			task_event(w, t, TE_LEAF_EMPTY);
-		return;
-	case TA_COMPLETE:
-		/* Exits last: the task is published or freed. */
-		task_complete(w, t);
-		undefer(w);
-		dispatch(w);
-		return;
-	case TA_PUBLISH:
-		publish(w, t);
-		return;
-	case TA_DONE:
-		w->ncommit--;
-		log_task("finished", t->idbuf, t->res.status,
-			 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
-		run_hook(w, t->idbuf);
-		task_free(w, t);
-		return;
-	case TA_RETRY_LATER:
-		if (!sched_retry(w, t))
-			task_event(w, t, TE_RESULT);
-		return;
-	case TA_COMMIT_FAILED:
-		w->ncommit--;
-		commit_failed(w, t);
-		return;
-	case TA_ABANDON:
-		abandon(w, t);
-		return;
-	case TA_STOP_TIMEOUT:
-		t->end = END_TIMEOUT;
-		stop_begin(w, t);
-		return;
-	case TA_STOP_CANCEL:
-		t->end = END_CANCEL;
-		stop_begin(w, t);
-		return;
-	case TA_KILL_REQUEUE:
-		t->end = END_REQUEUE;
-		kill_now(w, t);
-		return;
-	case TA_KILL:
-		kill_now(w, t);
-		return;
 	}
 }

@@ -50,32 +50,36 @@ static void dep_unwatch(struct worker *w)
 	}
 }
 
-/* A claim finished without a run: skipped (its upstream did not end
- * ok), or rejected (no such upstream, another user's, a cycle). */
-static void finish_dep(struct worker *w, const char *name, const char *status, const char *why)
+/* What a lookup decided, done: true when it may be queued now; else it
+ * is filed as waiting (with f, kept for its release), or finished
+ * skipped (its upstream did not end ok) or rejected (no such upstream,
+ * another user's, a cycle). */
+static bool dep_decide(struct worker *w, const char *name, struct dep_check *dc,
+		       const struct dep_filed *f)
 {
-	char id[256];
-	int r = spool_finish_unrun(w->sp, w->wdir, name, status, why, w->id, id, sizeof id);
-	if (r < 0) {
-		logmsg("%s: cannot write its %s result: %s (left in cur/%s/ for recovery)", name,
-		       status, strerror(-r), w->id);
-		return;
+	char cycle[600];
+	switch (dc->v) {
+	case DEP_READY:
+		return true;
+	case DEP_WAIT:
+		if (depwait_add(w->dwait, name, dc->pending, dc->npending, f, sizeof *f, cycle,
+				sizeof cycle) == 0) {
+			strset_put(&w->known, name, K_WAITING);
+			return false;
+		}
+		snprintf(dc->why, sizeof dc->why,
+			 "line %d: after= closes a cycle (%.500s): none of them could ever run",
+			 f->line, cycle);
+		finish_from_new(w, name, "rejected", dc->why);
+		return false;
+	case DEP_SKIP:
+		finish_from_new(w, name, "skipped", dc->why);
+		return false;
+	case DEP_REJECT:
+		finish_from_new(w, name, "rejected", dc->why);
+		return false;
 	}
-	log_task("finished", id, status, -1, why);
-	run_hook(w, id);
-}
-
-static void dep_finish_from_new(struct worker *w, const char *name, const char *status,
-				const char *why)
-{
-	int r = spool_claim(w->sp, w->wdir, name);
-	if (r == -ENOENT)
-		return; /* another worker has it */
-	if (r < 0) {
-		logmsg("%s: cannot claim to finish it %s: %s", name, status, strerror(-r));
-		return;
-	}
-	finish_dep(w, name, status, why);
+	return false;
 }
 
 /* consider's step for a task with after=: true when it may be queued
@@ -95,39 +99,19 @@ bool deps_ready(struct worker *w, const char *name, const struct inspect *ins)
 	}
 	struct dep_check dc;
 	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
-	char cycle[600];
 	/* consider has counted a busy one out already: not known from here
 	 * on, unless filed as waiting. */
 	strset_del(&w->known, name);
 	/* No unwatch here: a release looks at thousands in a row, and the
 	 * watch goes at the end of it (dep_result), or at the next result. */
-	switch (dc.v) {
-	case DEP_READY:
-		return true;
-	case DEP_WAIT: {
-		/* What consider would queue it with, kept for its release. */
-		struct dep_filed f = {.lane = ins->spec.lane, .prio = cand_priority(w, name, ins),
-				      .uid = ins->uid, .arrived_ms = ins->arrived_ms,
-				      .line = ins->spec.line_after};
-		if (depwait_add(w->dwait, name, dc.pending, dc.npending, &f, sizeof f, cycle,
-				sizeof cycle) == 0) {
-			strset_put(&w->known, name, K_WAITING);
-			return false;
-		}
-		snprintf(dc.why, sizeof dc.why,
-			 "line %d: after= closes a cycle (%.500s): none of them could ever run",
-			 ins->spec.line_after, cycle);
-		dep_finish_from_new(w, name, "rejected", dc.why);
-		break;
-	}
-	case DEP_SKIP:
-		dep_finish_from_new(w, name, "skipped", dc.why);
-		break;
-	case DEP_REJECT:
-		dep_finish_from_new(w, name, "rejected", dc.why);
-		break;
-	}
-	return false;
+	/* What consider would queue it with, kept for its release (its
+	 * priority looked up only for one that waits). */
+	struct dep_filed f = {.line = ins->spec.line_after};
+	if (dc.v == DEP_WAIT)
+		f = (struct dep_filed){.lane = ins->spec.lane, .prio = cand_priority(w, name, ins),
+				       .uid = ins->uid, .arrived_ms = ins->arrived_ms,
+				       .line = ins->spec.line_after};
+	return dep_decide(w, name, &dc, &f);
 }
 
 /* A name released by a result: what it still waited on is looked up
@@ -145,30 +129,9 @@ static void dep_again(void *arg, const char *name, const char *const *ups, int n
 		return; /* no longer ours to release */
 	strset_del(&w->known, name);
 	struct dep_check dc;
-	char cycle[600];
 	dep_check_ids(w->sp, w->dcache, ups, n, f->line, f->uid, &dc);
-	switch (dc.v) {
-	case DEP_READY:
+	if (dep_decide(w, name, &dc, f))
 		queue_cand(w, name, f->lane, f->prio, f->uid, f->arrived_ms);
-		return;
-	case DEP_WAIT:
-		if (depwait_add(w->dwait, name, dc.pending, dc.npending, f, sizeof *f, cycle,
-				sizeof cycle) == 0) {
-			strset_put(&w->known, name, K_WAITING);
-			return;
-		}
-		snprintf(dc.why, sizeof dc.why,
-			 "line %d: after= closes a cycle (%.500s): none of them could ever run",
-			 f->line, cycle);
-		dep_finish_from_new(w, name, "rejected", dc.why);
-		return;
-	case DEP_SKIP:
-		dep_finish_from_new(w, name, "skipped", dc.why);
-		return;
-	case DEP_REJECT:
-		dep_finish_from_new(w, name, "rejected", dc.why);
-		return;
-	}
 }
 
 static int64_t thread_cpu_ms(void)
@@ -256,7 +219,7 @@ int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 	struct dep_check dc;
 	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
 	if (dc.v == DEP_SKIP || dc.v == DEP_REJECT) {
-		finish_dep(w, name, dc.v == DEP_SKIP ? "skipped" : "rejected", dc.why);
+		finish_unrun(w, name, dc.v == DEP_SKIP ? "skipped" : "rejected", dc.why);
 		return -1;
 	}
 	if (dc.v == DEP_WAIT) {
@@ -279,7 +242,7 @@ int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 			snprintf(why, sizeof why, "cannot open the output of upstream %s in done/: %s",
 				 id, strerror(-r));
 			dep_inputs_free(di);
-			finish_dep(w, name, "refused", why);
+			finish_unrun(w, name, "refused", why);
 			return -1;
 		}
 	}

@@ -211,9 +211,9 @@ static void test_queue(void **state)
 	}
 	assert_null(sched_queue_pop_due(&q, 450));
 	assert_true(sched_queue_next(&q) == 500);
-	assert_int_equal(q.n, 3);
+	assert_int_equal(q.h.n, 3);
 	sched_queue_free(&q);
-	assert_int_equal(q.n, 0);
+	assert_int_equal(q.h.n, 0);
 	/* Which of two with one key is the one: earlier, then by name. */
 	assert_true(uniq_first(1, "b", 2, "a"));
 	assert_false(uniq_first(2, "a", 1, "b"));

@@ -67,11 +67,48 @@ static void test_strset_grow(void **state)
 	strset_free(&k);
 }
 
+/* The pointer form (depend.c's nodes): the pointer put is the one got,
+ * replaced in place, gone with its name; the set's copy of the name
+ * stays put while the set grows. */
+static void test_strset_pointers(void **state)
+{
+	(void)state;
+	struct strset k = {0};
+	int v[3000];
+	const char *first = NULL;
+	char name[32];
+	assert_null(strset_getp(&k, "a"));
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof name, "n%d", i);
+		const char *kept = strset_putp(&k, name, &v[i]);
+		assert_string_equal(kept, name);
+		if (i == 0)
+			first = kept;
+	}
+	assert_string_equal(first, "n0"); /* not moved by the doubling */
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof name, "n%d", i);
+		assert_ptr_equal(strset_getp(&k, name), &v[i]);
+	}
+	assert_ptr_equal(strset_putp(&k, "n0", &v[1]), first);
+	assert_ptr_equal(strset_getp(&k, "n0"), &v[1]);
+	strset_del(&k, "n7");
+	assert_null(strset_getp(&k, "n7"));
+	size_t walked = 0;
+	STRSET_EACH(&k, e)
+		walked++;
+	assert_int_equal(walked, 2999);
+	assert_int_equal(strset_hash("a"), strset_hash("a"));
+	assert_true(strset_hash("a") != strset_hash("b"));
+	strset_free(&k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_strset_basic),
 		cmocka_unit_test(test_strset_grow),
+		cmocka_unit_test(test_strset_pointers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
