@@ -8,26 +8,7 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
-/* Counted up at every change in /etc the worker's watch sees; -1: there
- * is no watch, and /etc/passwd and /etc/group are looked at each time.
- * What was read from /etc (accounts, held paths) notes the count it was
- * read at, and is good while it is the same. */
-long etc_gen = -1;
-
 static void build_seccomp(struct worker *w);
-
-void ep_add(struct worker *w, int fd, struct src *s)
-{
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
-	if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-		die("epoll_ctl: %s", strerror(errno));
-}
-
-void ep_del(struct worker *w, int fd)
-{
-	if (fd >= 0)
-		(void)epoll_ctl(w->ep, EPOLL_CTL_DEL, fd, NULL);
-}
 
 /* Results the commit thread may have queued before the loop starts no
  * more tasks (a slot is free again before its result is durable). With
@@ -95,42 +76,6 @@ static void fd_budget(struct worker *w)
 	}
 }
 
-/* Start a helper thread, which wakes the loop through h->efd (src kind).
- * Every signal stays blocked in it: it inherits the mask the signalfd
- * needs. */
-/* "kart-commit", "kart-spawn": what ps -L, top -H and perf show, and how
- * the tests find the commit thread to slow or kill it. */
-void thread_name(pthread_t th, const char *what)
-{
-	char name[16];
-	snprintf(name, sizeof name, "kart-%s", what);
-	(void)pthread_setname_np(th, name);
-}
-
-void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
-		  const char *what)
-{
-	pthread_mutex_init(&h->mu, NULL);
-	pthread_cond_init(&h->cv, NULL);
-	if ((h->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-		die("eventfd: %s", strerror(errno));
-	int e = pthread_create(&h->th, NULL, fn, arg);
-	if (e)
-		die("cannot start the %s thread: %s", what, strerror(e));
-	thread_name(h->th, what);
-	h->started = true;
-	h->src = (struct src){SRC_HELPER, NULL};
-	ep_add(w, h->efd, &h->src);
-}
-
-/* In the thread, under h->mu: t is the loop's again, with ev for it. */
-void helper_back(struct helper *h, struct task *t, enum tevent ev)
-{
-	t->back_ev = ev;
-	t->cnext = h->done;
-	h->done = t;
-}
-
 /* The one hand-back from a thread to the loop (its eventfd was
  * written): each task it has done with gets its event, oldest first,
  * then what a slot or a claim freed allows is started. */
@@ -156,28 +101,15 @@ void helper_done(struct worker *w, struct helper *h)
 	/* A task of the same name may wait for this one's claim to go. */
 	undefer(w);
 	dispatch(w);
-	/* A retry's time (dispatch, which arms it too, does nothing once
-	 * the worker is stopping). */
-	arm_timer(w);
-}
-
-/* Ask it to quit once its queue is empty, and wait for it. */
-void helper_stop(struct helper *h)
-{
-	if (!h->started)
-		return;
-	pthread_mutex_lock(&h->mu);
-	h->quit = true;
-	pthread_cond_signal(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	pthread_join(h->th, NULL);
-	h->started = false;
-	close(h->efd);
 }
 
 /* ---- time ------------------------------------------------------------------- */
 
-void arm_timer(struct worker *w)
+/* The loop's one timer, set before each wait to the earliest deadline any
+ * part of the worker holds (each keeps its own and is asked here), as
+ * s6-supervise computes its deadline before each poll: a file that
+ * changes a deadline does not arm the timer itself. */
+static void arm_timer(struct worker *w)
 {
 	int64_t next = 0;
 #define EARLIER(x) \
@@ -216,7 +148,7 @@ static void on_timer(struct worker *w)
 	uint64_t x;
 	if (read(w->tfd, &x, sizeof x) < 0 && errno != EAGAIN)
 		logmsg("timerfd: %s", strerror(errno));
-	w->timer_at = 0; /* it fired: disarmed (arm_timer at the end sets it again) */
+	w->timer_at = 0; /* it fired: disarmed (arm_timer sets it again before the wait) */
 	int64_t now = now_mono_ms();
 	for (struct task *t = w->tasks, *nx; t; t = nx) {
 		nx = t->next;
@@ -246,7 +178,6 @@ static void on_timer(struct worker *w)
 		dispatch(w);
 	if (sched_ring(w))
 		dispatch(w);
-	arm_timer(w);
 }
 
 /* ---- inotify and signals -------------------------------------------------- */
@@ -364,7 +295,6 @@ static void begin_stop(struct worker *w, const char *why)
 		       w->pol->term_grace_s);
 		(void)notify_send("STOPPING=1");
 	}
-	arm_timer(w);
 }
 
 struct env_gap {
@@ -691,6 +621,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		if (w.nrunning == 0 && w.heap[0].n == 0 && w.heap[1].n == 0)
 			leaves_drop(); /* nothing to run: no leaf is kept */
 		hooks_sweep(&w);
+		arm_timer(&w);
 		struct epoll_event evs[32];
 		int n = epoll_wait(w.ep, evs, 32, -1);
 		if (n < 0) {

@@ -427,11 +427,15 @@ struct acct {
 	char home[TASK_BIND_PATH_MAX];
 };
 
-/* Counted up at every change in /etc (worker.c); -1: no watch. */
-extern long etc_gen;
-
 /* ---- worker.c: the event loop: worker_main, the epoll dispatch, inotify routed by watch,
- * signals, the timer, the descriptor budget and the helper threads' hand-back */
+ * signals, the timer (set before each wait from every file's deadline), the descriptor
+ * budget, and the helper threads' hand-back on the loop's side */
+void helper_done(struct worker *w, struct helper *h);
+
+/* ---- worker_ev.c: what the loop lends the other files: epoll registration, the helper
+ * threads and their hand-back on the thread's side; it calls nothing above it */
+/* Counted up at every change in /etc (the loop's watch); -1: no watch. */
+extern long etc_gen;
 void ep_add(struct worker *w, int fd, struct src *s);
 void ep_del(struct worker *w, int fd);
 void thread_name(pthread_t th, const char *what);
@@ -439,8 +443,6 @@ void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void 
 		  const char *what);
 void helper_stop(struct helper *h);
 void helper_back(struct helper *h, struct task *t, enum tevent ev);
-void helper_done(struct worker *w, struct helper *h);
-void arm_timer(struct worker *w);
 
 /* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
  * setter of a task's state */

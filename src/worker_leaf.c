@@ -237,7 +237,6 @@ bool drain_poll(struct worker *w, struct task *t)
 	if (drain_step(w, t))
 		return true;
 	t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
-	arm_timer(w);
 	return false;
 }
 

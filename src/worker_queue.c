@@ -360,10 +360,8 @@ void dispatch(struct worker *w)
 	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
-	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w)) {
-		arm_timer(w);
+	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w))
 		return;
-	}
 	for (int l = 0; l < LANE__N; l++) {
 		struct prioq capped = {0};
 		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max &&
@@ -397,7 +395,6 @@ void dispatch(struct worker *w)
 			prioq_push(&w->heap[l], capped.v[i]);
 		free(capped.v);
 	}
-	arm_timer(w);
 }
 
 void undefer(struct worker *w)

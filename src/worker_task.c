@@ -79,7 +79,6 @@ void task_pause_look(struct worker *w, struct task *t)
 	} else if (!want && t->pause.how != PAUSE_NONE) {
 		task_thaw(w, t);
 	}
-	arm_timer(w);
 }
 
 void scan_pauses(struct worker *w)
