@@ -9,7 +9,6 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 
-#include "result.h"
 #include "util.h"
 
 static const char *log_prog = "kart";

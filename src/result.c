@@ -22,37 +22,6 @@ void result_init(struct result *r)
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t left)
-{
-	if (s[0] < 0x80)
-		return 1;
-	size_t n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-	if (n == 0 || n > left)
-		return 0;
-	return utf8_valid((const char *)s, n) ? n : 0;
-}
-
-char *utf8_sanitize(const char *str, size_t len)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	char *out = xmalloc(len * 3 + 1), *o = out;
-	size_t i = 0;
-	while (i < len) {
-		size_t n = utf8_seq(s + i, len - i);
-		if (n == 0 || (n == 1 && s[i] == 0)) {
-			memcpy(o, "\xEF\xBF\xBD", 3); /* U+FFFD */
-			o += 3;
-			i++;
-		} else {
-			memcpy(o, s + i, n);
-			o += n;
-			i += n;
-		}
-	}
-	*o = '\0';
-	return out;
-}
-
 static json_t *jstr(const char *s)
 {
 	if (!s)
@@ -194,7 +163,7 @@ char *result_dumps(const struct result *r)
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	if (!s)
-		die("out of memory");
+		oom();
 	size_t l = strlen(s);
 	char *out = xmalloc(l + 2);
 	memcpy(out, s, l);

@@ -76,8 +76,4 @@ void result_init(struct result *r);
 /* The JSON text, UTF-8, ending in a newline; caller frees. */
 char *result_dumps(const struct result *r);
 
-/* A JSON string for arbitrary bytes: invalid UTF-8 sequences become
- * U+FFFD, so the document is always valid. */
-char *utf8_sanitize(const char *s, size_t len);
-
 #endif

@@ -14,11 +14,23 @@
 #include <sys/xattr.h>
 #include <time.h>
 
+/* Out of memory: said without allocating, since die()'s logfmt and JSON
+ * sinks allocate to clean their values (and would call us again), and
+ * without log.c, which sits above this file. */
+void oom(void)
+{
+	static const char msg[] = ": out of memory\n";
+	const char *p = program_invocation_short_name;
+	(void)write_all(STDERR_FILENO, p, strlen(p));
+	(void)write_all(STDERR_FILENO, msg, sizeof msg - 1);
+	exit(1);
+}
+
 void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		die("out of memory");
+		oom();
 	return p;
 }
 
@@ -26,7 +38,7 @@ void *xcalloc(size_t n, size_t m)
 {
 	void *p = calloc(n ? n : 1, m ? m : 1);
 	if (!p)
-		die("out of memory");
+		oom();
 	return p;
 }
 
@@ -34,7 +46,7 @@ void *xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
 	if (!p)
-		die("out of memory");
+		oom();
 	return p;
 }
 
@@ -42,7 +54,7 @@ char *xstrdup(const char *s)
 {
 	char *p = strdup(s);
 	if (!p)
-		die("out of memory");
+		oom();
 	return p;
 }
 
@@ -52,7 +64,7 @@ char *xasprintf(const char *fmt, ...)
 	char *s;
 	va_start(ap, fmt);
 	if (vasprintf(&s, fmt, ap) < 0)
-		die("out of memory");
+		oom();
 	va_end(ap);
 	return s;
 }
@@ -386,6 +398,37 @@ bool utf8_valid(const char *str, size_t len)
 	return true;
 }
 
+static size_t utf8_seq(const unsigned char *s, size_t left)
+{
+	if (s[0] < 0x80)
+		return 1;
+	size_t n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+	if (n == 0 || n > left)
+		return 0;
+	return utf8_valid((const char *)s, n) ? n : 0;
+}
+
+char *utf8_sanitize(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	char *out = xmalloc(len * 3 + 1), *o = out;
+	size_t i = 0;
+	while (i < len) {
+		size_t n = utf8_seq(s + i, len - i);
+		if (n == 0 || (n == 1 && s[i] == 0)) {
+			memcpy(o, "\xEF\xBF\xBD", 3); /* U+FFFD */
+			o += 3;
+			i++;
+		} else {
+			memcpy(o, s + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
 static const struct {
 	int sig;
 	const char *name;
@@ -434,7 +477,7 @@ void strv_addf(struct strv *s, const char *fmt, ...)
 	char *str;
 	va_start(ap, fmt);
 	if (vasprintf(&str, fmt, ap) < 0)
-		die("out of memory");
+		oom();
 	va_end(ap);
 	strv_add(s, str);
 	free(str);

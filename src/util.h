@@ -68,6 +68,9 @@ int pathfmt(char *buf, size_t len, const char *fmt, ...)
 #include "log.h"
 
 int write_all(int fd, const void *buf, size_t len);
+/* "PROG: out of memory" on stderr, and exit 1: what the x*() allocators
+ * do when they cannot. */
+_Noreturn void oom(void);
 /* A sealed, read-only memfd holding data at offset 0 (O_CLOEXEC): the fd
  * or -errno. */
 int memfd_sealed(const char *name, const void *data, size_t len);
@@ -115,6 +118,9 @@ ssize_t pct_decode(const char *in, char *out, size_t outlen);
 
 /* Valid UTF-8 (no overlongs, no surrogates)? */
 bool utf8_valid(const char *s, size_t len);
+/* A copy of arbitrary bytes as UTF-8, for JSON and log lines: invalid
+ * sequences and NUL become U+FFFD. Caller frees. */
+char *utf8_sanitize(const char *s, size_t len);
 
 /* A growable NULL-terminated vector of owned strings (argv, envp). */
 struct strv {

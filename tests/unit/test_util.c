@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "util.h"
@@ -441,6 +442,34 @@ static void test_pct_errors(void **state)
 	assert_int_equal(pct_encode("abcdefgh", out, sizeof out), -ENAMETOOLONG);
 }
 
+/* An allocation that fails says so on stderr, without allocating, and
+ * exits 1: also with the JSON log sink set, whose lines allocate. */
+static void test_oom(void **state)
+{
+	(void)state;
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], STDERR_FILENO);
+		log_setup(LOG_JSON, "w1");
+		volatile size_t huge = SIZE_MAX / 2;
+		(void)xmalloc(huge);
+		_exit(0);
+	}
+	close(pfd[1]);
+	char buf[256] = {0};
+	ssize_t n = read(pfd[0], buf, sizeof buf - 1);
+	close(pfd[0]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	assert_true(n > 0);
+	assert_non_null(strstr(buf, ": out of memory\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -462,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_strv),
 		cmocka_unit_test(test_pct_round_trip),
 		cmocka_unit_test(test_pct_errors),
+		cmocka_unit_test(test_oom),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
