@@ -1,0 +1,599 @@
+/* policy_conf.c - reading SPOOL/kart.conf into a policy: the INI
+ * reader, each key's setter, and the checks on its values. */
+#define _GNU_SOURCE
+#include "policy_int.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <pwd.h>
+#include <grp.h>
+
+#include "outdir.h"
+#include "space.h"
+#include "util.h"
+
+int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen,
+			const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->net_all = false;
+	pol->n_net_uids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long u;
+		if (strcmp(t, "*") == 0) {
+			pol->net_all = true;
+			continue;
+		}
+		if (parse_int(t, 0, UINT32_MAX - 1, &u) < 0)
+			return ERR(-1, "%s: '%s' is not a uid", where, t);
+		if (pol->n_net_uids >= (int)ARRAY_SIZE(pol->net_uids))
+			return ERR(-1, "%s: more than %zu uids", where, ARRAY_SIZE(pol->net_uids));
+		pol->net_uids[pol->n_net_uids++] = (uid_t)u;
+	}
+	return 0;
+}
+
+bool env_name_ok(const char *s)
+{
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+		      *s == '_'))
+			return false;
+	return true;
+}
+
+/* Set by the sandbox itself: a policy cannot pass or replace them. */
+static bool env_name_reserved(const char *s)
+{
+	return strcmp(s, "PATH") == 0 || strcmp(s, "HOME") == 0 || strcmp(s, "TMPDIR") == 0 ||
+	       strcmp(s, "LANG") == 0 || strncmp(s, "KART_", 5) == 0;
+}
+
+/* An absolute path with no "." or ".." component, not "/" itself. */
+bool bind_path_ok(const char *s)
+{
+	if (s[0] != '/' || !s[1] || strlen(s) >= PATH_MAX)
+		return false;
+	for (const char *c = s; *c; c++)
+		if (*c == '/' && c[1] == '.' && (!c[2] || c[2] == '/' || (c[2] == '.' && (!c[3] || c[3] == '/'))))
+			return false;
+	return true;
+}
+
+
+int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
+		     const char *where, const char *key)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	size_t used = 0;
+	memset(l, 0, sizeof *l);
+	for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+		if (kind == PL_PATHS && !bind_path_ok(t))
+			return ERR(-1, "%s: %s: '%s' is not an absolute path (without . or .., not /)", where,
+				   key, t);
+		if (kind == PL_ENV && !env_name_ok(t))
+			return ERR(-1, "%s: %s: '%s' is not a variable name", where, key, t);
+		if (kind == PL_ENV_PAT) {
+			/* A name, or a prefix and '*'. */
+			size_t tl = strlen(t);
+			char nm[256];
+			snprintf(nm, sizeof nm, "%.*s", (int)(tl && t[tl - 1] == '*' ? tl - 1 : tl), t);
+			if (tl >= sizeof nm || (nm[0] && !env_name_ok(nm)) || (!nm[0] && tl != 1))
+				return ERR(-1, "%s: %s: '%s' is not a variable name (or PREFIX*)", where, key, t);
+		}
+		if (kind == PL_ENV && env_name_reserved(t))
+			return ERR(-1, "%s: %s: '%s' is set by the sandbox itself", where, key, t);
+		const char *why = kind == PL_ARGS ? container_arg_denied(t) : NULL;
+		if (why)
+			return ERR(-1, "%s: %s: '%s' refused: %s", where, key, t, why);
+		size_t len = strlen(t) + 1;
+		if (used + len + 1 > sizeof l->buf)
+			return ERR(-1, "%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
+		memcpy(l->buf + used, t, len);
+		used += len;
+		l->n++;
+	}
+	return 0;
+}
+
+int parse_bool(const char *v, bool *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcmp(v, yes[i]) == 0)
+			return *out = true, 0;
+		if (strcmp(v, no[i]) == 0)
+			return *out = false, 0;
+	}
+	return -1;
+}
+
+int cgroup_use_parse(const char *v, enum cgroup_use *out)
+{
+	if (strcmp(v, "auto") == 0)
+		*out = CGROUP_AUTO;
+	else if (strcmp(v, "require") == 0)
+		*out = CGROUP_REQUIRE;
+	else if (strcmp(v, "off") == 0)
+		*out = CGROUP_OFF;
+	else
+		return -1;
+	return 0;
+}
+
+/* memory/pids/cpu _default/_max, in [limits] (into pol's own fields) or
+ * [lane.fast] / [lane.batch]. Returns 1 if key is one of them, 0 if not,
+ * -1 on a bad value. */
+static int conf_limit(struct policy *pol, const char *sec, const char *key, const char *val,
+		      char *err, size_t errlen, const char *where)
+{
+	struct lane_limits *ll, top;
+	bool is_top = strcmp(sec, "limits") == 0;
+	if (is_top) {
+		top = (struct lane_limits){pol->memory_default, pol->memory_max, pol->pids_default,
+					   pol->pids_max, pol->cpu_default_milli, pol->cpu_max_milli};
+		ll = &top;
+	} else if (strcmp(sec, "lane.fast") == 0) {
+		ll = &pol->lane[0];
+	} else if (strcmp(sec, "lane.batch") == 0) {
+		ll = &pol->lane[1];
+	} else {
+		return 0;
+	}
+	bool dflt = strstr(key, "_default") != NULL;
+	uint64_t sz;
+	long long n;
+	uint32_t m;
+	if (strcmp(key, "memory_default") == 0 || strcmp(key, "memory_max") == 0) {
+		if (parse_size(val, &sz) < 0 || sz == 0)
+			return ERR(-1, "%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
+		*(dflt ? &ll->memory_default : &ll->memory_max) = sz;
+	} else if (strcmp(key, "pids_default") == 0 || strcmp(key, "pids_max") == 0) {
+		if (parse_int(val, 1, INT32_MAX, &n) < 0)
+			return ERR(-1, "%s: %s = %s: not a number from 1", where, key, val);
+		*(dflt ? &ll->pids_default : &ll->pids_max) = n;
+	} else if (strcmp(key, "cpu_default") == 0 || strcmp(key, "cpu_max") == 0) {
+		if (parse_cpu_milli(val, &m) < 0 || m == 0)
+			return ERR(-1, "%s: %s = %s: not a number of cores (0.5, 2)", where, key, val);
+		*(dflt ? &ll->cpu_default_milli : &ll->cpu_max_milli) = m;
+	} else {
+		return 0;
+	}
+	if (is_top) {
+		pol->memory_default = top.memory_default;
+		pol->memory_max = top.memory_max;
+		pol->pids_default = top.pids_default;
+		pol->pids_max = top.pids_max;
+		pol->cpu_default_milli = top.cpu_default_milli;
+		pol->cpu_max_milli = top.cpu_max_milli;
+	}
+	return 1;
+}
+
+/* Groups by name or number; a name that does not resolve is an error,
+ * not a grant silently dropped. */
+/* [limits] defaults = none: a personal spool, where no default limit
+ * guards other users. What kart.conf sets after the line still holds. */
+static void defaults_none(struct policy *pol)
+{
+	pol->timeout_default_s = -1;
+	pol->memory_default = 0;
+	pol->pids_default = 0;
+	pol->tmpfs_size = 0;
+	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = false;
+	pol->leaf_memory = false;
+}
+
+static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
+			const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->n_net_gids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long g;
+		gid_t gid;
+		if (parse_int(t, 0, UINT32_MAX - 1, &g) == 0) {
+			gid = (gid_t)g;
+		} else {
+			struct group gr, *gp = NULL;
+			char buf[4096];
+			if (getgrnam_r(t, &gr, buf, sizeof buf, &gp) != 0 || !gp)
+				return ERR(-1, "%s: '%s' is not a group", where, t);
+			gid = gp->gr_gid;
+		}
+		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
+			return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
+		pol->net_gids[pol->n_net_gids++] = gid;
+	}
+	return 0;
+}
+
+/* [limits] priority_allow: users (by name or uid) and @groups. A name
+ * that does not resolve is an error, not a grant silently dropped. */
+static int set_prio_allow(struct policy *pol, const char *v, char *err, size_t errlen,
+			  const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->n_prio_uids = pol->n_prio_gids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long n;
+		char buf[4096];
+		if (t[0] == '@') {
+			struct group gr, *gp = NULL;
+			gid_t gid;
+			if (parse_int(t + 1, 0, UINT32_MAX - 1, &n) == 0)
+				gid = (gid_t)n;
+			else if (getgrnam_r(t + 1, &gr, buf, sizeof buf, &gp) == 0 && gp)
+				gid = gp->gr_gid;
+			else
+				return ERR(-1, "%s: '%s' is not a group", where, t + 1);
+			if (pol->n_prio_gids >= (int)ARRAY_SIZE(pol->prio_gids))
+				return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->prio_gids));
+			pol->prio_gids[pol->n_prio_gids++] = gid;
+			continue;
+		}
+		struct passwd pw, *pp = NULL;
+		uid_t uid;
+		if (parse_int(t, 0, UINT32_MAX - 1, &n) == 0)
+			uid = (uid_t)n;
+		else if (getpwnam_r(t, &pw, buf, sizeof buf, &pp) == 0 && pp)
+			uid = pp->pw_uid;
+		else
+			return ERR(-1, "%s: '%s' is not a user", where, t);
+		if (pol->n_prio_uids >= (int)ARRAY_SIZE(pol->prio_uids))
+			return ERR(-1, "%s: more than %zu users", where, ARRAY_SIZE(pol->prio_uids));
+		pol->prio_uids[pol->n_prio_uids++] = uid;
+	}
+	return 0;
+}
+
+/* A word of kart.conf copied into dst: letters, digits and the
+ * characters in extra only, not empty, not an option, within len. */
+static int word_set(char *dst, size_t len, const char *v, const char *extra)
+{
+	if (!*v || v[0] == '-' || strlen(v) >= len)
+		return -1;
+	for (const char *c = v; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr(extra, *c))
+			return -1;
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
+
+/* The container CLI: a bare name (found in PATH when run) or an
+ * absolute path; never anything a shell would read. */
+int container_cmd_set(struct policy *pol, const char *v)
+{
+	if (v[0] != '/' && strchr(v, '/'))
+		return -1;
+	return word_set(pol->container_cmd, sizeof pol->container_cmd, v, "/._+-");
+}
+
+/* An image reference: registry/name:tag@digest characters only. */
+int container_image_set(struct policy *pol, const char *v)
+{
+	return word_set(pol->container_image, sizeof pol->container_image, v, "/._:@-");
+}
+
+/* The engine options that kart's own hardening depends on, by their
+ * long name (docker's and podman's CLIs take no abbreviations), and why.
+ * A name with a value after '=' is denied only with that value. */
+static const struct {
+	const char *name, *value, *why;
+} denied_args[] = {
+	{"privileged", NULL, "it gives the container every capability and device"},
+	{"cap-add", NULL, "kart drops every capability"},
+	{"security-opt", NULL, "kart sets no-new-privileges and its own seccomp profile"},
+	{"network", NULL, "kart sets the network (none, or the engine's default with net)"},
+	{"net", NULL, "kart sets the network (none, or the engine's default with net)"},
+	{"network-alias", NULL, "kart sets the network"},
+	{"add-host", NULL, "kart sets the network"},
+	{"pid", NULL, "the container keeps its own PID namespace"},
+	{"ipc", NULL, "the container keeps its own IPC namespace"},
+	{"uts", NULL, "the container keeps its own UTS namespace"},
+	{"pod", NULL, "the container shares no namespace with others"},
+	{"userns", "host", "the container keeps the engine's user namespace"},
+	{"cgroupns", "host", "the container keeps its own cgroup namespace"},
+	{"cgroup-parent", NULL, "the engine places the container"},
+	{"volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"volumes-from", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"mount", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"tmpfs", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"read-only", NULL, "the root stays read-only"},
+	{"read-only-tmpfs", NULL, "the root stays read-only"},
+	{"rootfs", NULL, "the root is the policy's image"},
+	{"image-volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"device", NULL, "the container gets no host device"},
+	{"device-cgroup-rule", NULL, "the container gets no host device"},
+	{"gpus", NULL, "the container gets no host device"},
+	{"user", NULL, "the task runs as its submitter"},
+	{"group-add", NULL, "the task runs as its submitter"},
+	{"passwd-entry", NULL, "the task runs as its submitter"},
+	{"memory", NULL, "the task's limits are kart's"},
+	{"memory-swap", NULL, "the task's limits are kart's"},
+	{"memory-reservation", NULL, "the task's limits are kart's"},
+	{"kernel-memory", NULL, "the task's limits are kart's"},
+	{"oom-kill-disable", NULL, "the task's limits are kart's"},
+	{"oom-score-adj", NULL, "the task's limits are kart's"},
+	{"pids-limit", NULL, "the task's limits are kart's"},
+	{"cpus", NULL, "the task's limits are kart's"},
+	{"cpu-quota", NULL, "the task's limits are kart's"},
+	{"cpu-period", NULL, "the task's limits are kart's"},
+	{"cpu-shares", NULL, "the task's limits are kart's"},
+	{"sysctl", NULL, "the kernel's settings are not the task's"},
+	{"env", NULL, "the task's environment is kart's"},
+	{"env-file", NULL, "the task's environment is kart's"},
+	{"env-host", NULL, "the task's environment is kart's"},
+	{"env-merge", NULL, "the task's environment is kart's"},
+	{"unsetenv", NULL, "the task's environment is kart's"},
+	{"preserve-fds", NULL, "the task holds none of the worker's descriptors"},
+	{"name", NULL, "kart names the container (recovery finds it by name and label)"},
+	{"label", NULL, "kart labels the container (recovery finds it by its label)"},
+	{"label-file", NULL, "kart labels the container (recovery finds it by its label)"},
+	{"replace", NULL, "kart names the container"},
+	{"rm", NULL, "kart removes the container once it has read its state"},
+	{"cidfile", NULL, "the CLI writes no file on the host"},
+	{"entrypoint", NULL, "the command is the task's"},
+	{"workdir", NULL, "the task starts in its work directory"},
+	{"interactive", NULL, "kart sets the container's standard streams"},
+	{"tty", NULL, "kart sets the container's standard streams"},
+	{"attach", NULL, "kart sets the container's standard streams"},
+	{"detach", NULL, "the CLI must live as long as the container"},
+	{"restart", NULL, "a task runs once per attempt"},
+	{"systemd", NULL, "the task is the container's only program"},
+};
+
+const char *container_arg_denied(const char *arg)
+{
+	if (strncmp(arg, "--", 2) != 0 || !isalpha((unsigned char)arg[2]))
+		return "not a long option (write --name or --name=value, one word)";
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t n = eq ? (size_t)(eq - name) : strlen(name);
+	for (size_t i = 0; i < ARRAY_SIZE(denied_args); i++) {
+		if (strlen(denied_args[i].name) != n || strncmp(name, denied_args[i].name, n) != 0)
+			continue;
+		/* --opt VALUE as two words is refused above: the value is
+		 * always after '='. */
+		if (!denied_args[i].value || (eq && strcmp(eq + 1, denied_args[i].value) == 0))
+			return denied_args[i].why;
+		if (!eq)
+			return "write the value after '=' (--name=value)";
+	}
+	return NULL;
+}
+
+/* One key of kart.conf: "section.key" = value. */
+static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
+		    char *err, size_t errlen, const char *where)
+{
+	char k[128];
+	long long n;
+	int64_t d;
+	uint64_t sz;
+	snprintf(k, sizeof k, "%s.%s", sec, key);
+	if (strncmp(sec, "kind.", 5) == 0)
+		return conf_kind(pol, sec + 5, key, val, err, errlen, where);
+	int lim = conf_limit(pol, sec, key, val, err, errlen, where);
+	if (lim != 0) {
+		/* A lane's own default overrides a built-in one there only. */
+		if (strcmp(sec, "limits") == 0 && strcmp(key, "memory_default") == 0)
+			pol->builtin_memory = false;
+		else if (strcmp(sec, "limits") == 0 && strcmp(key, "pids_default") == 0)
+			pol->builtin_pids = false;
+		return lim < 0 ? -1 : 0;
+	}
+	if (strcmp(k, "limits.defaults") == 0) {
+		if (strcmp(val, "none") == 0) {
+			defaults_none(pol);
+		} else if (strcmp(val, "shared") != 0) {
+			return ERR(-1, "%s: defaults = %s: not shared or none", where, val);
+		}
+	} else if (strcmp(k, "limits.leaf_memory") == 0) {
+		if (parse_bool(val, &pol->leaf_memory) < 0)
+			return ERR(-1, "%s: leaf_memory = %s: not yes or no", where, val);
+	} else if (strcmp(k, "limits.priority_allow") == 0) {
+		return set_prio_allow(pol, val, err, errlen, where);
+	} else if (strcmp(k, "limits.slots_per_user") == 0) {
+		if (parse_int(val, 0, 4096, &n) < 0)
+			return ERR(-1, "%s: slots_per_user = %s: not a number from 0 to 4096", where, val);
+		pol->slots_per_user = (int)n;
+	} else if (strcmp(k, "limits.cgroup") == 0) {
+		if (cgroup_use_parse(val, &pol->cgroup) < 0)
+			return ERR(-1, "%s: cgroup = %s: not require, auto or off", where, val);
+	} else if (strcmp(k, "limits.cgroup_parent") == 0) {
+		if (val[0] != '/' || strlen(val) >= sizeof pol->cgroup_parent)
+			return ERR(-1, "%s: cgroup_parent = %s: not a cgroup path (/kart.slice)", where, val);
+		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", val);
+	} else if (strcmp(k, "limits.rlimit_as") == 0) {
+		if (parse_bool(val, &pol->rlimit_as) < 0)
+			return ERR(-1, "%s: rlimit_as = %s: not yes or no", where, val);
+	} else if (strcmp(k, "worker.backend") == 0) {
+		int b = backend_parse(val);
+		if (b < 0)
+			return ERR(-1, "%s: backend = %s: not a backend (bwrap, container or none)", where,
+				   val);
+		pol->backend = (enum backend)b;
+	} else if (strcmp(k, "worker.slots") == 0 || strcmp(k, "worker.batch_slots") == 0) {
+		if (parse_int(val, 0, 4096, &n) < 0)
+			return ERR(-1, "%s: %s = %s: not a number from 0 to 4096", where, key, val);
+		pol->slots[key[0] == 'b' ? 1 : 0] = (int)n;
+	} else if (strcmp(k, "worker.term_grace") == 0) {
+		if (parse_duration_s(val, &d) < 0 || d > 3600)
+			return ERR(-1, "%s: term_grace = %s: not a duration up to 1h", where, val);
+		pol->term_grace_s = (int)d;
+	} else if (strcmp(k, "worker.min_free") == 0) {
+		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
+			return ERR(-1, "%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
+				   where, val);
+	} else if (strcmp(k, "worker.results") == 0) {
+		if (strcmp(val, "owner") && strcmp(val, "group"))
+			return ERR(-1, "%s: results = %s: not owner or group", where, val);
+		pol->results_group = val[0] == 'g';
+	} else if (strcmp(k, "worker.retries") == 0) {
+		if (parse_int(val, 0, 100, &n) < 0)
+			return ERR(-1, "%s: retries = %s: not a number from 0 to 100", where, val);
+		pol->retries_default = (int)n;
+	} else if (strcmp(k, "limits.kill_grace") == 0 || strcmp(k, "limits.kill_grace_max") == 0) {
+		if (parse_duration_s(val, &d) < 0 || d > 3600)
+			return ERR(-1, "%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, key, val);
+		if (key[10] == '\0')
+			pol->kill_grace_s = d;
+		else
+			pol->kill_grace_max_s = d;
+	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
+		if (parse_duration_s(val, &d) < 0 || d == 0)
+			return ERR(-1, "%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
+		if (key[8] == 'd') {
+			pol->timeout_default_s = d;
+			pol->builtin_timeout = false;
+		} else
+			pol->timeout_max_s = d;
+	} else if (strcmp(k, "limits.output_default") == 0 || strcmp(k, "limits.output_max") == 0 ||
+		   strcmp(k, "limits.task_max") == 0 || strcmp(k, "limits.artifacts_max") == 0) {
+		if (parse_size(val, &sz) < 0 || sz == 0)
+			return ERR(-1, "%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
+		if (strcmp(key, "output_default") == 0)
+			pol->output_default = sz;
+		else if (strcmp(key, "output_max") == 0)
+			pol->output_max = sz;
+		else if (strcmp(key, "artifacts_max") == 0)
+			pol->artifacts_max = sz;
+		else
+			pol->task_max_bytes = sz;
+	} else if (strcmp(k, "limits.artifacts_files") == 0) {
+		if (parse_int(val, 1, 100000000, &n) < 0)
+			return ERR(-1, "%s: artifacts_files = %s: not a number from 1 to 100000000", where, val);
+		pol->artifacts_files = (uint64_t)n;
+	} else if (strcmp(k, "limits.artifacts_depth") == 0) {
+		if (parse_int(val, 1, OUTDIR_DEPTH_MAX, &n) < 0)
+			return ERR(-1, "%s: artifacts_depth = %s: not a number from 1 to %d", where, val,
+				   OUTDIR_DEPTH_MAX);
+		pol->artifacts_depth = (int)n;
+	} else if (strcmp(k, "network.allow_uids") == 0) {
+		return set_net_uids(pol, val, err, errlen, where);
+	} else if (strcmp(k, "network.allow_groups") == 0) {
+		return set_net_gids(pol, val, err, errlen, where);
+	} else if (strcmp(k, "network.cred_env") == 0) {
+		return set_plist(&pol->cred_env, val, PL_ENV, err, errlen, where, key);
+	} else if (strcmp(k, "network.cred_files") == 0) {
+		return set_plist(&pol->cred_files, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.landlock") == 0) {
+		int m = ll_mode_parse(val);
+		if (m < 0)
+			return ERR(-1, "%s: landlock = %s: not a mode (auto, enforce or off)", where, val);
+		pol->landlock = (enum ll_mode)m;
+	} else if (strcmp(k, "sandbox.allow_root") == 0) {
+		if (parse_bool(val, &pol->allow_root) < 0)
+			return ERR(-1, "%s: allow_root = %s: not yes or no", where, val);
+	} else if (strcmp(k, "sandbox.tmpfs_size") == 0) {
+		if (parse_size(val, &sz) < 0 || sz == 0)
+			return ERR(-1, "%s: tmpfs_size = %s: not a size (512K, 256M, 2G)", where, val);
+		pol->tmpfs_size = sz;
+	} else if (strcmp(k, "sandbox.ro_binds") == 0) {
+		return set_plist(&pol->ro_binds, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.rw_binds") == 0) {
+		return set_plist(&pol->rw_binds, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.task_binds") == 0) {
+		if (parse_bool(val, &pol->task_binds) < 0)
+			return ERR(-1, "%s: task_binds = %s: not yes or no", where, val);
+	} else if (strcmp(k, "sandbox.task_bind_roots") == 0) {
+		return set_plist(&pol->task_bind_roots, val, PL_PATHS, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.env_deny") == 0) {
+		return set_plist(&pol->env_deny, val, PL_ENV_PAT, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.env_pass") == 0) {
+		return set_plist(&pol->env_pass, val, PL_ENV, err, errlen, where, key);
+	} else if (strcmp(k, "sandbox.allow_unsandboxed") == 0) {
+		if (parse_bool(val, &pol->allow_unsandboxed) < 0)
+			return ERR(-1, "%s: allow_unsandboxed = %s: not yes or no", where, val);
+	} else if (strcmp(k, "container.command") == 0) {
+		if (container_cmd_set(pol, val) < 0)
+			return ERR(-1, "%s: command = %s: not a program name or an absolute path", where,
+				   val);
+	} else if (strcmp(k, "container.image") == 0) {
+		if (container_image_set(pol, val) < 0)
+			return ERR(-1, "%s: image = %s: not an image reference", where, val);
+	} else if (strcmp(k, "container.extra_args") == 0) {
+		return set_plist(&pol->container_extra, val, PL_ARGS, err, errlen, where, key);
+	} else if (strcmp(k, "container.seccomp") == 0) {
+		if (parse_bool(val, &pol->container_seccomp) < 0)
+			return ERR(-1, "%s: seccomp = %s: not yes or no", where, val);
+	} else if (strcmp(k, "hooks.on_done") == 0) {
+		if (!bind_path_ok(val))
+			return ERR(-1, "%s: on_done = %s: not an absolute path to a program", where, val);
+		snprintf(pol->on_done, sizeof pol->on_done, "%s", val);
+	} else {
+		return ERR(-1, "%s: unknown key '%s' in section [%s]", where, key, sec);
+	}
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+		*--e = '\0';
+	return s;
+}
+
+int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
+		      size_t errlen)
+{
+	_cleanup_free_ char *copy = xstrdup(text);
+	char sec[64] = "";
+	int lineno = 0;
+	char *save = NULL;
+	for (char *p = copy, *line; (line = strsep(&p, "\n"));) {
+		char where[512];
+		lineno++;
+		snprintf(where, sizeof where, "%s line %d", fname, lineno);
+		line = trim(line);
+		if (!p && !*line)
+			break;
+		if (!*line || *line == '#' || *line == ';')
+			continue;
+		if (*line == '[') {
+			char *end = strchr(line, ']');
+			if (!end || end[1] || end - line - 1 >= (long)sizeof sec)
+				return ERR(-1, "%s: malformed section header '%s'", where, line);
+			*end = '\0';
+			snprintf(sec, sizeof sec, "%s", trim(line + 1));
+			if (strncmp(sec, "kind.", 5) == 0) {
+				if (kind_open(pol, sec + 5, err, errlen, where) < 0)
+					return -1;
+				continue;
+			}
+			if (strcmp(sec, "worker") && strcmp(sec, "limits") && strcmp(sec, "network") &&
+			    strcmp(sec, "sandbox") && strcmp(sec, "hooks") && strcmp(sec, "lane.fast") &&
+			    strcmp(sec, "lane.batch") && strcmp(sec, "container"))
+				return ERR(-1, "%s: unknown section [%s] (known: worker, limits, lane.fast, "
+					   "lane.batch, network, sandbox, container, hooks, kind.NAME)", where, sec);
+			continue;
+		}
+		char *eq = strchr(line, '=');
+		if (!eq)
+			return ERR(-1, "%s: expected 'key = value', got '%s'", where, line);
+		if (!*sec)
+			return ERR(-1, "%s: '%s' is outside any section", where, line);
+		*eq = '\0';
+		char *key = trim(line), *val = trim(eq + 1);
+		if (!*val)
+			return ERR(-1, "%s: %s has no value", where, key);
+		if (conf_set(pol, sec, key, val, err, errlen, where) < 0)
+			return -1;
+	}
+	(void)save;
+	/* A credential must not reach tasks without network. */
+	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));)
+		if (plist_has(&pol->env_pass, e))
+			return ERR(-1, "%s: %s is both in [sandbox] env_pass and in [network] cred_env", fname,
+				   e);
+	return kinds_check(pol, fname, err, errlen);
+}
