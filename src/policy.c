@@ -1,10 +1,10 @@
 /* policy.c - the effective policy: safe defaults, the host's capacity as
- * ceilings, then KART_* environment overrides. A bad override is an error
- * naming the variable, never a silent fallback. */
+ * ceilings, then kart.conf (policy_conf.c), then KART_* environment
+ * overrides. A bad override is an error naming the variable, never a
+ * silent fallback. Then what the worker asks of it, and its JSON. */
 #define _GNU_SOURCE
 #include "policy_int.h"
 
-#include <ctype.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -14,8 +14,6 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "outdir.h"
-#include "space.h"
 #include "util.h"
 
 #include "config.h" /* LIBEXECDIR, written by the Makefile */
@@ -41,6 +39,18 @@ const char *cgroup_use_name(enum cgroup_use c)
 	return c == CGROUP_REQUIRE ? "require" : c == CGROUP_OFF ? "off" : "auto";
 }
 
+int cgroup_use_parse(const char *v, enum cgroup_use *out)
+{
+	if (strcmp(v, "auto") == 0)
+		*out = CGROUP_AUTO;
+	else if (strcmp(v, "require") == 0)
+		*out = CGROUP_REQUIRE;
+	else if (strcmp(v, "off") == 0)
+		*out = CGROUP_OFF;
+	else
+		return -1;
+	return 0;
+}
 
 void find_libexec(const char *name, char *out, size_t len)
 {

@@ -12,8 +12,7 @@
 #include "space.h"
 #include "util.h"
 
-int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen,
-			const char *where)
+int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, const char *where)
 {
 	_cleanup_free_ char *copy = xstrdup(v);
 	char *save = NULL;
@@ -30,6 +29,33 @@ int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen,
 		if (pol->n_net_uids >= (int)ARRAY_SIZE(pol->net_uids))
 			return ERR(-1, "%s: more than %zu uids", where, ARRAY_SIZE(pol->net_uids));
 		pol->net_uids[pol->n_net_uids++] = (uid_t)u;
+	}
+	return 0;
+}
+
+/* Groups by name or number; a name that does not resolve is an error,
+ * not a grant silently dropped. */
+static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
+			const char *where)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	pol->n_net_gids = 0;
+	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		long long g;
+		gid_t gid;
+		if (parse_int(t, 0, UINT32_MAX - 1, &g) == 0) {
+			gid = (gid_t)g;
+		} else {
+			struct group gr, *gp = NULL;
+			char buf[4096];
+			if (getgrnam_r(t, &gr, buf, sizeof buf, &gp) != 0 || !gp)
+				return ERR(-1, "%s: '%s' is not a group", where, t);
+			gid = gp->gr_gid;
+		}
+		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
+			return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
+		pol->net_gids[pol->n_net_gids++] = gid;
 	}
 	return 0;
 }
@@ -65,7 +91,7 @@ bool bind_path_ok(const char *s)
 
 
 int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
-		     const char *where, const char *key)
+	      const char *where, const char *key)
 {
 	_cleanup_free_ char *copy = xstrdup(v);
 	char *save = NULL;
@@ -110,19 +136,6 @@ int parse_bool(const char *v, bool *out)
 			return *out = false, 0;
 	}
 	return -1;
-}
-
-int cgroup_use_parse(const char *v, enum cgroup_use *out)
-{
-	if (strcmp(v, "auto") == 0)
-		*out = CGROUP_AUTO;
-	else if (strcmp(v, "require") == 0)
-		*out = CGROUP_REQUIRE;
-	else if (strcmp(v, "off") == 0)
-		*out = CGROUP_OFF;
-	else
-		return -1;
-	return 0;
 }
 
 /* memory/pids/cpu _default/_max, in [limits] (into pol's own fields) or
@@ -174,8 +187,6 @@ static int conf_limit(struct policy *pol, const char *sec, const char *key, cons
 	return 1;
 }
 
-/* Groups by name or number; a name that does not resolve is an error,
- * not a grant silently dropped. */
 /* [limits] defaults = none: a personal spool, where no default limit
  * guards other users. What kart.conf sets after the line still holds. */
 static void defaults_none(struct policy *pol)
@@ -186,31 +197,6 @@ static void defaults_none(struct policy *pol)
 	pol->tmpfs_size = 0;
 	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = false;
 	pol->leaf_memory = false;
-}
-
-static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
-			const char *where)
-{
-	_cleanup_free_ char *copy = xstrdup(v);
-	char *save = NULL;
-	pol->n_net_gids = 0;
-	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-		long long g;
-		gid_t gid;
-		if (parse_int(t, 0, UINT32_MAX - 1, &g) == 0) {
-			gid = (gid_t)g;
-		} else {
-			struct group gr, *gp = NULL;
-			char buf[4096];
-			if (getgrnam_r(t, &gr, buf, sizeof buf, &gp) != 0 || !gp)
-				return ERR(-1, "%s: '%s' is not a group", where, t);
-			gid = gp->gr_gid;
-		}
-		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
-			return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
-		pol->net_gids[pol->n_net_gids++] = gid;
-	}
-	return 0;
 }
 
 /* [limits] priority_allow: users (by name or uid) and @groups. A name
@@ -549,7 +535,6 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 	_cleanup_free_ char *copy = xstrdup(text);
 	char sec[64] = "";
 	int lineno = 0;
-	char *save = NULL;
 	for (char *p = copy, *line; (line = strsep(&p, "\n"));) {
 		char where[512];
 		lineno++;
@@ -589,7 +574,6 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 		if (conf_set(pol, sec, key, val, err, errlen, where) < 0)
 			return -1;
 	}
-	(void)save;
 	/* A credential must not reach tasks without network. */
 	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));)
 		if (plist_has(&pol->env_pass, e))

@@ -8,6 +8,11 @@
 
 #include "policy.h"
 
+/* ---- policy.c ----------------------------------------------------------- */
+
+/* "auto", "require" or "off"; -1 for anything else. */
+int cgroup_use_parse(const char *v, enum cgroup_use *out);
+
 /* ---- policy_conf.c: kart.conf's values ---------------------------------- */
 
 /* What a list's words must be: paths to bind, variable names, names or
@@ -20,12 +25,11 @@ int parse_bool(const char *v, bool *out);
 bool env_name_ok(const char *s);
 /* An absolute path with no "." or ".." component, not "/" itself. */
 bool bind_path_ok(const char *s);
-int cgroup_use_parse(const char *v, enum cgroup_use *out);
 int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, const char *where);
 int container_cmd_set(struct policy *pol, const char *v);
 int container_image_set(struct policy *pol, const char *v);
 
-/* ---- policy_kind.c: [kind.NAME] ------------------------------------------ */
+/* ---- policy_kind.c: [kind.NAME] ----------------------------------------- */
 
 /* A [kind.NAME] header: the kind added, or found to add to. */
 int kind_open(struct policy *pol, const char *name, char *err, size_t errlen, const char *where);

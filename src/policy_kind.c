@@ -5,8 +5,6 @@
 
 #include "util.h"
 
-/* ---- [kind.NAME] ------------------------------------------------------ */
-
 bool kind_name_ok(const char *s)
 {
 	size_t n = strlen(s);
@@ -53,7 +51,7 @@ static bool env_name_kind_reserved(const char *s)
 }
 
 int kind_open(struct policy *pol, const char *name, char *err, size_t errlen,
-		     const char *where)
+	      const char *where)
 {
 	if (!kind_name_ok(name))
 		return ERR(-1, "%s: [kind.%s]: a kind's name is 1 to %d of a-z 0-9 _ -", where, name,
@@ -69,7 +67,7 @@ int kind_open(struct policy *pol, const char *name, char *err, size_t errlen,
 }
 
 int conf_kind(struct policy *pol, const char *name, const char *key, const char *val,
-		     char *err, size_t errlen, const char *where)
+	      char *err, size_t errlen, const char *where)
 {
 	struct kind *k = (struct kind *)policy_kind(pol, name);
 	if (!k)
