@@ -12,6 +12,20 @@
 #include "space.h"
 #include "util.h"
 
+/* A row of the key table. Most keys are a bool, a size, a number in a
+ * range or a list, read by the generic setters into the field at off (as
+ * nginx's ngx_conf_set_*_slot); the others have a setter of their own. */
+struct conf_key;
+typedef int conf_setter(struct policy *pol, const struct conf_key *ck, const char *val,
+			char *err, size_t errlen, const char *where);
+struct conf_key {
+	const char *sec, *key;
+	conf_setter *set;
+	size_t off;            /* the field in struct policy */
+	long long min, max;    /* key_int, key_count: the range */
+	enum plist_kind words; /* key_list: what each word must be */
+};
+
 int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, const char *where)
 {
 	_cleanup_free_ char *copy = xstrdup(v);
@@ -35,9 +49,10 @@ int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, co
 
 /* Groups by name or number; a name that does not resolve is an error,
  * not a grant silently dropped. */
-static int set_net_gids(struct policy *pol, const char *v, char *err, size_t errlen,
-			const char *where)
+static int set_net_gids(struct policy *pol, const struct conf_key *ck, const char *v, char *err,
+			size_t errlen, const char *where)
 {
+	(void)ck;
 	_cleanup_free_ char *copy = xstrdup(v);
 	char *save = NULL;
 	pol->n_net_gids = 0;
@@ -201,9 +216,10 @@ static void defaults_none(struct policy *pol)
 
 /* [limits] priority_allow: users (by name or uid) and @groups. A name
  * that does not resolve is an error, not a grant silently dropped. */
-static int set_prio_allow(struct policy *pol, const char *v, char *err, size_t errlen,
-			  const char *where)
+static int set_prio_allow(struct policy *pol, const struct conf_key *ck, const char *v, char *err,
+			  size_t errlen, const char *where)
 {
+	(void)ck;
 	_cleanup_free_ char *copy = xstrdup(v);
 	char *save = NULL;
 	pol->n_prio_uids = pol->n_prio_gids = 0;
@@ -354,15 +370,266 @@ const char *container_arg_denied(const char *arg)
 	return NULL;
 }
 
-/* One key of kart.conf: "section.key" = value. */
+/* ---- one key of kart.conf ---------------------------------------------- */
+
+/* The field's offset, and a compile error where it is not of that type:
+ * a row cannot write a bool's setter into a size. */
+#define FIELD(f, type)                                                                     \
+	(offsetof(struct policy, f) +                                                      \
+	 0 * sizeof(char[__builtin_types_compatible_p(__typeof__(((struct policy *)0)->f), type) ? 1 : -1]))
+#define FIELD_AT(pol, ck, type) ((type *)((char *)(pol) + (ck)->off))
+
+static int key_bool(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		    size_t errlen, const char *where)
+{
+	if (parse_bool(val, FIELD_AT(pol, ck, bool)) < 0)
+		return ERR(-1, "%s: %s = %s: not yes or no", where, ck->key, val);
+	return 0;
+}
+
+static int key_size(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		    size_t errlen, const char *where)
+{
+	uint64_t sz;
+	if (parse_size(val, &sz) < 0 || sz == 0)
+		return ERR(-1, "%s: %s = %s: not a size (512K, 256M, 2G)", where, ck->key, val);
+	*FIELD_AT(pol, ck, uint64_t) = sz;
+	return 0;
+}
+
+static int number(const struct conf_key *ck, const char *val, long long *n, char *err,
+		  size_t errlen, const char *where)
+{
+	if (parse_int(val, ck->min, ck->max, n) < 0)
+		return ERR(-1, "%s: %s = %s: not a number from %lld to %lld", where, ck->key, val,
+			   ck->min, ck->max);
+	return 0;
+}
+
+static int key_int(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		   size_t errlen, const char *where)
+{
+	long long n;
+	if (number(ck, val, &n, err, errlen, where) < 0)
+		return -1;
+	*FIELD_AT(pol, ck, int) = (int)n;
+	return 0;
+}
+
+static int key_count(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		     size_t errlen, const char *where)
+{
+	long long n;
+	if (number(ck, val, &n, err, errlen, where) < 0)
+		return -1;
+	*FIELD_AT(pol, ck, uint64_t) = (uint64_t)n;
+	return 0;
+}
+
+static int key_list(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		    size_t errlen, const char *where)
+{
+	return set_plist(FIELD_AT(pol, ck, struct plist), val, ck->words, err, errlen, where, ck->key);
+}
+
+/* kill_grace, kill_grace_max */
+static int key_grace(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		     size_t errlen, const char *where)
+{
+	int64_t d;
+	if (parse_duration_s(val, &d) < 0 || d > 3600)
+		return ERR(-1, "%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, ck->key, val);
+	*FIELD_AT(pol, ck, int64_t) = d;
+	return 0;
+}
+
+/* timeout_default, timeout_max */
+static int key_timeout(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		       size_t errlen, const char *where)
+{
+	int64_t d;
+	if (parse_duration_s(val, &d) < 0 || d == 0)
+		return ERR(-1, "%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, ck->key, val);
+	*FIELD_AT(pol, ck, int64_t) = d;
+	if (FIELD_AT(pol, ck, int64_t) == &pol->timeout_default_s)
+		pol->builtin_timeout = false;
+	return 0;
+}
+
+static int key_term_grace(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+			  size_t errlen, const char *where)
+{
+	int64_t d;
+	if (parse_duration_s(val, &d) < 0 || d > 3600)
+		return ERR(-1, "%s: %s = %s: not a duration up to 1h", where, ck->key, val);
+	pol->term_grace_s = (int)d;
+	return 0;
+}
+
+static int key_defaults(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+			size_t errlen, const char *where)
+{
+	if (strcmp(val, "none") == 0)
+		defaults_none(pol);
+	else if (strcmp(val, "shared") != 0)
+		return ERR(-1, "%s: %s = %s: not shared or none", where, ck->key, val);
+	return 0;
+}
+
+static int key_cgroup(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		      size_t errlen, const char *where)
+{
+	if (cgroup_use_parse(val, &pol->cgroup) < 0)
+		return ERR(-1, "%s: %s = %s: not require, auto or off", where, ck->key, val);
+	return 0;
+}
+
+static int key_cgroup_parent(struct policy *pol, const struct conf_key *ck, const char *val,
+			     char *err, size_t errlen, const char *where)
+{
+	if (val[0] != '/' || strlen(val) >= sizeof pol->cgroup_parent)
+		return ERR(-1, "%s: %s = %s: not a cgroup path (/kart.slice)", where, ck->key, val);
+	snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", val);
+	return 0;
+}
+
+static int key_backend(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		       size_t errlen, const char *where)
+{
+	int b = backend_parse(val);
+	if (b < 0)
+		return ERR(-1, "%s: %s = %s: not a backend (bwrap, container or none)", where, ck->key,
+			   val);
+	pol->backend = (enum backend)b;
+	return 0;
+}
+
+static int key_min_free(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+			size_t errlen, const char *where)
+{
+	if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
+		return ERR(-1, "%s: %s = %s: not a size, a percentage or both (64M, 1%%)", where,
+			   ck->key, val);
+	return 0;
+}
+
+static int key_results(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		       size_t errlen, const char *where)
+{
+	if (strcmp(val, "owner") && strcmp(val, "group"))
+		return ERR(-1, "%s: %s = %s: not owner or group", where, ck->key, val);
+	pol->results_group = val[0] == 'g';
+	return 0;
+}
+
+static int key_net_uids(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+			size_t errlen, const char *where)
+{
+	(void)ck;
+	return set_net_uids(pol, val, err, errlen, where);
+}
+
+static int key_landlock(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+			size_t errlen, const char *where)
+{
+	int m = ll_mode_parse(val);
+	if (m < 0)
+		return ERR(-1, "%s: %s = %s: not a mode (auto, enforce or off)", where, ck->key, val);
+	pol->landlock = (enum ll_mode)m;
+	return 0;
+}
+
+static int key_container_cmd(struct policy *pol, const struct conf_key *ck, const char *val,
+			     char *err, size_t errlen, const char *where)
+{
+	if (container_cmd_set(pol, val) < 0)
+		return ERR(-1, "%s: %s = %s: not a program name or an absolute path", where, ck->key,
+			   val);
+	return 0;
+}
+
+static int key_container_image(struct policy *pol, const struct conf_key *ck, const char *val,
+			       char *err, size_t errlen, const char *where)
+{
+	if (container_image_set(pol, val) < 0)
+		return ERR(-1, "%s: %s = %s: not an image reference", where, ck->key, val);
+	return 0;
+}
+
+static int key_on_done(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		       size_t errlen, const char *where)
+{
+	if (!bind_path_ok(val))
+		return ERR(-1, "%s: %s = %s: not an absolute path to a program", where, ck->key, val);
+	snprintf(pol->on_done, sizeof pol->on_done, "%s", val);
+	return 0;
+}
+
+#define BOOL(s, k, f) {s, k, key_bool, FIELD(f, bool), 0, 0, 0}
+#define SIZE(s, k, f) {s, k, key_size, FIELD(f, uint64_t), 0, 0, 0}
+#define INT(s, k, f, lo, hi) {s, k, key_int, FIELD(f, int), lo, hi, 0}
+#define COUNT(s, k, f, lo, hi) {s, k, key_count, FIELD(f, uint64_t), lo, hi, 0}
+#define LIST(s, k, f, w) {s, k, key_list, FIELD(f, struct plist), 0, 0, w}
+#define OWN(s, k, fn) {s, k, fn, 0, 0, 0, 0}
+#define OWN_AT(s, k, fn, f, type) {s, k, fn, FIELD(f, type), 0, 0, 0}
+
+/* Every key of kart.conf but [limits]'s and [lane.*]'s memory, pids and
+ * cpu (conf_limit) and [kind.NAME]'s (policy_kind.c). */
+static const struct conf_key conf_keys[] = {
+	OWN("worker", "backend", key_backend),
+	INT("worker", "slots", slots[0], 0, 4096),
+	INT("worker", "batch_slots", slots[1], 0, 4096),
+	OWN("worker", "term_grace", key_term_grace),
+	OWN("worker", "min_free", key_min_free),
+	OWN("worker", "results", key_results),
+	INT("worker", "retries", retries_default, 0, 100),
+
+	OWN("limits", "defaults", key_defaults),
+	BOOL("limits", "leaf_memory", leaf_memory),
+	OWN("limits", "priority_allow", set_prio_allow),
+	INT("limits", "slots_per_user", slots_per_user, 0, 4096),
+	OWN("limits", "cgroup", key_cgroup),
+	OWN("limits", "cgroup_parent", key_cgroup_parent),
+	BOOL("limits", "rlimit_as", rlimit_as),
+	OWN_AT("limits", "kill_grace", key_grace, kill_grace_s, int64_t),
+	OWN_AT("limits", "kill_grace_max", key_grace, kill_grace_max_s, int64_t),
+	OWN_AT("limits", "timeout_default", key_timeout, timeout_default_s, int64_t),
+	OWN_AT("limits", "timeout_max", key_timeout, timeout_max_s, int64_t),
+	SIZE("limits", "output_default", output_default),
+	SIZE("limits", "output_max", output_max),
+	SIZE("limits", "task_max", task_max_bytes),
+	SIZE("limits", "artifacts_max", artifacts_max),
+	COUNT("limits", "artifacts_files", artifacts_files, 1, 100000000),
+	INT("limits", "artifacts_depth", artifacts_depth, 1, OUTDIR_DEPTH_MAX),
+
+	OWN("network", "allow_uids", key_net_uids),
+	OWN("network", "allow_groups", set_net_gids),
+	LIST("network", "cred_env", cred_env, PL_ENV),
+	LIST("network", "cred_files", cred_files, PL_PATHS),
+
+	OWN("sandbox", "landlock", key_landlock),
+	BOOL("sandbox", "allow_root", allow_root),
+	SIZE("sandbox", "tmpfs_size", tmpfs_size),
+	LIST("sandbox", "ro_binds", ro_binds, PL_PATHS),
+	LIST("sandbox", "rw_binds", rw_binds, PL_PATHS),
+	BOOL("sandbox", "task_binds", task_binds),
+	LIST("sandbox", "task_bind_roots", task_bind_roots, PL_PATHS),
+	LIST("sandbox", "env_deny", env_deny, PL_ENV_PAT),
+	LIST("sandbox", "env_pass", env_pass, PL_ENV),
+	BOOL("sandbox", "allow_unsandboxed", allow_unsandboxed),
+
+	OWN("container", "command", key_container_cmd),
+	OWN("container", "image", key_container_image),
+	LIST("container", "extra_args", container_extra, PL_ARGS),
+	BOOL("container", "seccomp", container_seccomp),
+
+	OWN("hooks", "on_done", key_on_done),
+};
+
+/* One key of kart.conf: [sec] key = val. */
 static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
 		    char *err, size_t errlen, const char *where)
 {
-	char k[128];
-	long long n;
-	int64_t d;
-	uint64_t sz;
-	snprintf(k, sizeof k, "%s.%s", sec, key);
 	if (strncmp(sec, "kind.", 5) == 0)
 		return conf_kind(pol, sec + 5, key, val, err, errlen, where);
 	int lim = conf_limit(pol, sec, key, val, err, errlen, where);
@@ -374,149 +641,21 @@ static int conf_set(struct policy *pol, const char *sec, const char *key, const 
 			pol->builtin_pids = false;
 		return lim < 0 ? -1 : 0;
 	}
-	if (strcmp(k, "limits.defaults") == 0) {
-		if (strcmp(val, "none") == 0) {
-			defaults_none(pol);
-		} else if (strcmp(val, "shared") != 0) {
-			return ERR(-1, "%s: defaults = %s: not shared or none", where, val);
-		}
-	} else if (strcmp(k, "limits.leaf_memory") == 0) {
-		if (parse_bool(val, &pol->leaf_memory) < 0)
-			return ERR(-1, "%s: leaf_memory = %s: not yes or no", where, val);
-	} else if (strcmp(k, "limits.priority_allow") == 0) {
-		return set_prio_allow(pol, val, err, errlen, where);
-	} else if (strcmp(k, "limits.slots_per_user") == 0) {
-		if (parse_int(val, 0, 4096, &n) < 0)
-			return ERR(-1, "%s: slots_per_user = %s: not a number from 0 to 4096", where, val);
-		pol->slots_per_user = (int)n;
-	} else if (strcmp(k, "limits.cgroup") == 0) {
-		if (cgroup_use_parse(val, &pol->cgroup) < 0)
-			return ERR(-1, "%s: cgroup = %s: not require, auto or off", where, val);
-	} else if (strcmp(k, "limits.cgroup_parent") == 0) {
-		if (val[0] != '/' || strlen(val) >= sizeof pol->cgroup_parent)
-			return ERR(-1, "%s: cgroup_parent = %s: not a cgroup path (/kart.slice)", where, val);
-		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", val);
-	} else if (strcmp(k, "limits.rlimit_as") == 0) {
-		if (parse_bool(val, &pol->rlimit_as) < 0)
-			return ERR(-1, "%s: rlimit_as = %s: not yes or no", where, val);
-	} else if (strcmp(k, "worker.backend") == 0) {
-		int b = backend_parse(val);
-		if (b < 0)
-			return ERR(-1, "%s: backend = %s: not a backend (bwrap, container or none)", where,
-				   val);
-		pol->backend = (enum backend)b;
-	} else if (strcmp(k, "worker.slots") == 0 || strcmp(k, "worker.batch_slots") == 0) {
-		if (parse_int(val, 0, 4096, &n) < 0)
-			return ERR(-1, "%s: %s = %s: not a number from 0 to 4096", where, key, val);
-		pol->slots[key[0] == 'b' ? 1 : 0] = (int)n;
-	} else if (strcmp(k, "worker.term_grace") == 0) {
-		if (parse_duration_s(val, &d) < 0 || d > 3600)
-			return ERR(-1, "%s: term_grace = %s: not a duration up to 1h", where, val);
-		pol->term_grace_s = (int)d;
-	} else if (strcmp(k, "worker.min_free") == 0) {
-		if (min_free_parse(val, &pol->min_free_bytes, &pol->min_free_pct) < 0)
-			return ERR(-1, "%s: min_free = %s: not a size, a percentage or both (64M, 1%%)",
-				   where, val);
-	} else if (strcmp(k, "worker.results") == 0) {
-		if (strcmp(val, "owner") && strcmp(val, "group"))
-			return ERR(-1, "%s: results = %s: not owner or group", where, val);
-		pol->results_group = val[0] == 'g';
-	} else if (strcmp(k, "worker.retries") == 0) {
-		if (parse_int(val, 0, 100, &n) < 0)
-			return ERR(-1, "%s: retries = %s: not a number from 0 to 100", where, val);
-		pol->retries_default = (int)n;
-	} else if (strcmp(k, "limits.kill_grace") == 0 || strcmp(k, "limits.kill_grace_max") == 0) {
-		if (parse_duration_s(val, &d) < 0 || d > 3600)
-			return ERR(-1, "%s: %s = %s: not a duration up to 1h (0, 5s, 1m)", where, key, val);
-		if (key[10] == '\0')
-			pol->kill_grace_s = d;
-		else
-			pol->kill_grace_max_s = d;
-	} else if (strcmp(k, "limits.timeout_default") == 0 || strcmp(k, "limits.timeout_max") == 0) {
-		if (parse_duration_s(val, &d) < 0 || d == 0)
-			return ERR(-1, "%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, key, val);
-		if (key[8] == 'd') {
-			pol->timeout_default_s = d;
-			pol->builtin_timeout = false;
-		} else
-			pol->timeout_max_s = d;
-	} else if (strcmp(k, "limits.output_default") == 0 || strcmp(k, "limits.output_max") == 0 ||
-		   strcmp(k, "limits.task_max") == 0 || strcmp(k, "limits.artifacts_max") == 0) {
-		if (parse_size(val, &sz) < 0 || sz == 0)
-			return ERR(-1, "%s: %s = %s: not a size (512K, 256M, 2G)", where, key, val);
-		if (strcmp(key, "output_default") == 0)
-			pol->output_default = sz;
-		else if (strcmp(key, "output_max") == 0)
-			pol->output_max = sz;
-		else if (strcmp(key, "artifacts_max") == 0)
-			pol->artifacts_max = sz;
-		else
-			pol->task_max_bytes = sz;
-	} else if (strcmp(k, "limits.artifacts_files") == 0) {
-		if (parse_int(val, 1, 100000000, &n) < 0)
-			return ERR(-1, "%s: artifacts_files = %s: not a number from 1 to 100000000", where, val);
-		pol->artifacts_files = (uint64_t)n;
-	} else if (strcmp(k, "limits.artifacts_depth") == 0) {
-		if (parse_int(val, 1, OUTDIR_DEPTH_MAX, &n) < 0)
-			return ERR(-1, "%s: artifacts_depth = %s: not a number from 1 to %d", where, val,
-				   OUTDIR_DEPTH_MAX);
-		pol->artifacts_depth = (int)n;
-	} else if (strcmp(k, "network.allow_uids") == 0) {
-		return set_net_uids(pol, val, err, errlen, where);
-	} else if (strcmp(k, "network.allow_groups") == 0) {
-		return set_net_gids(pol, val, err, errlen, where);
-	} else if (strcmp(k, "network.cred_env") == 0) {
-		return set_plist(&pol->cred_env, val, PL_ENV, err, errlen, where, key);
-	} else if (strcmp(k, "network.cred_files") == 0) {
-		return set_plist(&pol->cred_files, val, PL_PATHS, err, errlen, where, key);
-	} else if (strcmp(k, "sandbox.landlock") == 0) {
-		int m = ll_mode_parse(val);
-		if (m < 0)
-			return ERR(-1, "%s: landlock = %s: not a mode (auto, enforce or off)", where, val);
-		pol->landlock = (enum ll_mode)m;
-	} else if (strcmp(k, "sandbox.allow_root") == 0) {
-		if (parse_bool(val, &pol->allow_root) < 0)
-			return ERR(-1, "%s: allow_root = %s: not yes or no", where, val);
-	} else if (strcmp(k, "sandbox.tmpfs_size") == 0) {
-		if (parse_size(val, &sz) < 0 || sz == 0)
-			return ERR(-1, "%s: tmpfs_size = %s: not a size (512K, 256M, 2G)", where, val);
-		pol->tmpfs_size = sz;
-	} else if (strcmp(k, "sandbox.ro_binds") == 0) {
-		return set_plist(&pol->ro_binds, val, PL_PATHS, err, errlen, where, key);
-	} else if (strcmp(k, "sandbox.rw_binds") == 0) {
-		return set_plist(&pol->rw_binds, val, PL_PATHS, err, errlen, where, key);
-	} else if (strcmp(k, "sandbox.task_binds") == 0) {
-		if (parse_bool(val, &pol->task_binds) < 0)
-			return ERR(-1, "%s: task_binds = %s: not yes or no", where, val);
-	} else if (strcmp(k, "sandbox.task_bind_roots") == 0) {
-		return set_plist(&pol->task_bind_roots, val, PL_PATHS, err, errlen, where, key);
-	} else if (strcmp(k, "sandbox.env_deny") == 0) {
-		return set_plist(&pol->env_deny, val, PL_ENV_PAT, err, errlen, where, key);
-	} else if (strcmp(k, "sandbox.env_pass") == 0) {
-		return set_plist(&pol->env_pass, val, PL_ENV, err, errlen, where, key);
-	} else if (strcmp(k, "sandbox.allow_unsandboxed") == 0) {
-		if (parse_bool(val, &pol->allow_unsandboxed) < 0)
-			return ERR(-1, "%s: allow_unsandboxed = %s: not yes or no", where, val);
-	} else if (strcmp(k, "container.command") == 0) {
-		if (container_cmd_set(pol, val) < 0)
-			return ERR(-1, "%s: command = %s: not a program name or an absolute path", where,
-				   val);
-	} else if (strcmp(k, "container.image") == 0) {
-		if (container_image_set(pol, val) < 0)
-			return ERR(-1, "%s: image = %s: not an image reference", where, val);
-	} else if (strcmp(k, "container.extra_args") == 0) {
-		return set_plist(&pol->container_extra, val, PL_ARGS, err, errlen, where, key);
-	} else if (strcmp(k, "container.seccomp") == 0) {
-		if (parse_bool(val, &pol->container_seccomp) < 0)
-			return ERR(-1, "%s: seccomp = %s: not yes or no", where, val);
-	} else if (strcmp(k, "hooks.on_done") == 0) {
-		if (!bind_path_ok(val))
-			return ERR(-1, "%s: on_done = %s: not an absolute path to a program", where, val);
-		snprintf(pol->on_done, sizeof pol->on_done, "%s", val);
-	} else {
-		return ERR(-1, "%s: unknown key '%s' in section [%s]", where, key, sec);
-	}
-	return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++)
+		if (strcmp(conf_keys[i].sec, sec) == 0 && strcmp(conf_keys[i].key, key) == 0)
+			return conf_keys[i].set(pol, &conf_keys[i], val, err, errlen, where);
+	return ERR(-1, "%s: unknown key '%s' in section [%s]", where, key, sec);
+}
+
+/* A section holds keys of the table, or is a lane's. */
+static bool section_known(const char *sec)
+{
+	if (strcmp(sec, "lane.fast") == 0 || strcmp(sec, "lane.batch") == 0)
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(conf_keys); i++)
+		if (strcmp(conf_keys[i].sec, sec) == 0)
+			return true;
+	return false;
 }
 
 static char *trim(char *s)
@@ -555,9 +694,7 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 					return -1;
 				continue;
 			}
-			if (strcmp(sec, "worker") && strcmp(sec, "limits") && strcmp(sec, "network") &&
-			    strcmp(sec, "sandbox") && strcmp(sec, "hooks") && strcmp(sec, "lane.fast") &&
-			    strcmp(sec, "lane.batch") && strcmp(sec, "container"))
+			if (!section_known(sec))
 				return ERR(-1, "%s: unknown section [%s] (known: worker, limits, lane.fast, "
 					   "lane.batch, network, sandbox, container, hooks, kind.NAME)", where, sec);
 			continue;

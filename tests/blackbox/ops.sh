@@ -828,10 +828,12 @@ test_man_pages_render_cleanly() {
 	done
 }
 
-# The keys src/policy_conf.c knows: "section.key" tests and the per-lane keys.
+# The keys src/policy_conf.c knows: the rows of its key table, each
+# ROW("section", "key", ...), and the per-lane keys of conf_limit.
 conf_keys() {
 	{
-		grep -o 'strcmp(k, "[a-z_.]*")' "$ROOT/src/policy_conf.c" | sed 's/.*"\(.*\)".*/\1/; s/.*\.//'
+		sed -n '/^static const struct conf_key conf_keys\[\] = {/,/^};/p' "$ROOT/src/policy_conf.c" |
+			grep -o '^	[A-Z_]*("[a-z_.]*", "[a-z_]*"' | sed 's/.*"\(.*\)"$/\1/'
 		sed -n '/^static int conf_limit/,/^}/p' "$ROOT/src/policy_conf.c" |
 			grep -o 'strcmp(key, "[a-z_]*")' | sed 's/.*"\(.*\)".*/\1/'
 	} | sort -u
