@@ -47,8 +47,23 @@ int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, co
 	return 0;
 }
 
-/* Groups by name or number; a name that does not resolve is an error,
+/* A group by number or name. A name that does not resolve is an error,
  * not a grant silently dropped. */
+static int gid_parse(const char *s, gid_t *out)
+{
+	long long n;
+	struct group gr, *gp = NULL;
+	char buf[4096];
+	if (parse_int(s, 0, UINT32_MAX - 1, &n) == 0)
+		*out = (gid_t)n;
+	else if (getgrnam_r(s, &gr, buf, sizeof buf, &gp) == 0 && gp)
+		*out = gp->gr_gid;
+	else
+		return -1;
+	return 0;
+}
+
+/* [network] allow_groups: groups by name or number. */
 static int set_net_gids(struct policy *pol, const struct conf_key *ck, const char *v, char *err,
 			size_t errlen, const char *where)
 {
@@ -57,17 +72,9 @@ static int set_net_gids(struct policy *pol, const struct conf_key *ck, const cha
 	char *save = NULL;
 	pol->n_net_gids = 0;
 	for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-		long long g;
 		gid_t gid;
-		if (parse_int(t, 0, UINT32_MAX - 1, &g) == 0) {
-			gid = (gid_t)g;
-		} else {
-			struct group gr, *gp = NULL;
-			char buf[4096];
-			if (getgrnam_r(t, &gr, buf, sizeof buf, &gp) != 0 || !gp)
-				return ERR(-1, "%s: '%s' is not a group", where, t);
-			gid = gp->gr_gid;
-		}
+		if (gid_parse(t, &gid) < 0)
+			return ERR(-1, "%s: '%s' is not a group", where, t);
 		if (pol->n_net_gids >= (int)ARRAY_SIZE(pol->net_gids))
 			return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->net_gids));
 		pol->net_gids[pol->n_net_gids++] = gid;
@@ -227,13 +234,8 @@ static int set_prio_allow(struct policy *pol, const struct conf_key *ck, const c
 		long long n;
 		char buf[4096];
 		if (t[0] == '@') {
-			struct group gr, *gp = NULL;
 			gid_t gid;
-			if (parse_int(t + 1, 0, UINT32_MAX - 1, &n) == 0)
-				gid = (gid_t)n;
-			else if (getgrnam_r(t + 1, &gr, buf, sizeof buf, &gp) == 0 && gp)
-				gid = gp->gr_gid;
-			else
+			if (gid_parse(t + 1, &gid) < 0)
 				return ERR(-1, "%s: '%s' is not a group", where, t + 1);
 			if (pol->n_prio_gids >= (int)ARRAY_SIZE(pol->prio_gids))
 				return ERR(-1, "%s: more than %zu groups", where, ARRAY_SIZE(pol->prio_gids));
