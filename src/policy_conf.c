@@ -376,9 +376,8 @@ const char *container_arg_denied(const char *arg)
 
 /* The field's offset, and a compile error where it is not of that type:
  * a row cannot write a bool's setter into a size. */
-#define FIELD(f, type)                                                                     \
-	(offsetof(struct policy, f) +                                                      \
-	 0 * sizeof(char[__builtin_types_compatible_p(__typeof__(((struct policy *)0)->f), type) ? 1 : -1]))
+#define FIELD_IS(f, type) __builtin_types_compatible_p(__typeof__(((struct policy *)0)->f), type)
+#define FIELD(f, type) (offsetof(struct policy, f) + 0 * sizeof(char[FIELD_IS(f, type) ? 1 : -1]))
 #define FIELD_AT(pol, ck, type) ((type *)((char *)(pol) + (ck)->off))
 
 static int key_bool(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
@@ -627,6 +626,13 @@ static const struct conf_key conf_keys[] = {
 
 	OWN("hooks", "on_done", key_on_done),
 };
+#undef BOOL
+#undef SIZE
+#undef INT
+#undef COUNT
+#undef LIST
+#undef OWN
+#undef OWN_AT
 
 /* One key of kart.conf: [sec] key = val. */
 static int conf_set(struct policy *pol, const char *sec, const char *key, const char *val,
