@@ -22,7 +22,8 @@ struct conf_key {
 	const char *sec, *key;
 	conf_setter *set;
 	size_t off;            /* the field in struct policy */
-	long long min, max;    /* key_int, key_count: the range */
+	long long min, max;    /* key_number: the range */
+	bool wide;             /* key_number: a uint64_t, not an int */
 	enum plist_kind words; /* key_list: what each word must be */
 };
 
@@ -398,32 +399,17 @@ static int key_size(struct policy *pol, const struct conf_key *ck, const char *v
 	return 0;
 }
 
-static int number(const struct conf_key *ck, const char *val, long long *n, char *err,
-		  size_t errlen, const char *where)
+static int key_number(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
+		      size_t errlen, const char *where)
 {
-	if (parse_int(val, ck->min, ck->max, n) < 0)
+	long long n;
+	if (parse_int(val, ck->min, ck->max, &n) < 0)
 		return ERR(-1, "%s: %s = %s: not a number from %lld to %lld", where, ck->key, val,
 			   ck->min, ck->max);
-	return 0;
-}
-
-static int key_int(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
-		   size_t errlen, const char *where)
-{
-	long long n;
-	if (number(ck, val, &n, err, errlen, where) < 0)
-		return -1;
-	*FIELD_AT(pol, ck, int) = (int)n;
-	return 0;
-}
-
-static int key_count(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
-		     size_t errlen, const char *where)
-{
-	long long n;
-	if (number(ck, val, &n, err, errlen, where) < 0)
-		return -1;
-	*FIELD_AT(pol, ck, uint64_t) = (uint64_t)n;
+	if (ck->wide)
+		*FIELD_AT(pol, ck, uint64_t) = (uint64_t)n;
+	else
+		*FIELD_AT(pol, ck, int) = (int)n;
 	return 0;
 }
 
@@ -566,13 +552,13 @@ static int key_on_done(struct policy *pol, const struct conf_key *ck, const char
 	return 0;
 }
 
-#define BOOL(s, k, f) {s, k, key_bool, FIELD(f, bool), 0, 0, 0}
-#define SIZE(s, k, f) {s, k, key_size, FIELD(f, uint64_t), 0, 0, 0}
-#define INT(s, k, f, lo, hi) {s, k, key_int, FIELD(f, int), lo, hi, 0}
-#define COUNT(s, k, f, lo, hi) {s, k, key_count, FIELD(f, uint64_t), lo, hi, 0}
-#define LIST(s, k, f, w) {s, k, key_list, FIELD(f, struct plist), 0, 0, w}
-#define OWN(s, k, fn) {s, k, fn, 0, 0, 0, 0}
-#define OWN_AT(s, k, fn, f, type) {s, k, fn, FIELD(f, type), 0, 0, 0}
+#define BOOL(s, k, f) {s, k, key_bool, FIELD(f, bool), 0, 0, false, 0}
+#define SIZE(s, k, f) {s, k, key_size, FIELD(f, uint64_t), 0, 0, false, 0}
+#define INT(s, k, f, lo, hi) {s, k, key_number, FIELD(f, int), lo, hi, false, 0}
+#define COUNT(s, k, f, lo, hi) {s, k, key_number, FIELD(f, uint64_t), lo, hi, true, 0}
+#define LIST(s, k, f, w) {s, k, key_list, FIELD(f, struct plist), 0, 0, false, w}
+#define OWN(s, k, fn) {s, k, fn, 0, 0, 0, false, 0}
+#define OWN_AT(s, k, fn, f, type) {s, k, fn, FIELD(f, type), 0, 0, false, 0}
 
 /* Every key of kart.conf but [limits]'s and [lane.*]'s memory, pids and
  * cpu (conf_limit) and [kind.NAME]'s (policy_kind.c). */
