@@ -50,9 +50,10 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 	     -I$(B) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
 
 B = build
-LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/result.c src/spool.c src/spool_submit.c \
-	  src/spool_finish.c src/spool_recover.c src/sandbox.c \
-	  src/run.c src/worker.c src/worker_ev.c src/worker_state.c src/worker_start.c src/worker_task.c src/worker_commit.c \
+LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/policy_conf.c src/policy_kind.c \
+	  src/result.c src/spool.c src/spool_submit.c src/spool_finish.c src/spool_recover.c src/sandbox.c \
+	  src/run.c src/worker.c src/worker_ev.c src/worker_state.c src/worker_start.c src/worker_task.c \
+	  src/worker_commit.c \
 	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
 	  src/worker_capture.c src/worker_wait.c src/outcome.c src/hook.c src/acct.c src/held.c src/scratch.c \
 	  src/prioq.c src/strset.c \

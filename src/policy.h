@@ -17,19 +17,12 @@ struct plist {
 	int n;
 	char buf[PLIST_BYTES];
 };
-/* Iterate: for (const char *s = NULL; (s = plist_next(l, s));) */
-const char *plist_next(const struct plist *l, const char *prev);
-bool plist_has(const struct plist *l, const char *s);
 
 enum backend { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
-const char *backend_name(enum backend b);
-/* "bwrap", "none" or "container"; -1 for anything else. */
-int backend_parse(const char *s);
 
 /* [limits] cgroup: require (a task without its leaf is refused), auto
  * (without one, the rlimit fallback), off (never a cgroup). */
 enum cgroup_use { CGROUP_AUTO, CGROUP_REQUIRE, CGROUP_OFF };
-const char *cgroup_use_name(enum cgroup_use c);
 
 /* The defaults and ceilings for memory, pids and cpu in one lane. */
 struct lane_limits {
@@ -57,7 +50,6 @@ struct kind {
 	char endpoint[512];    /* $KART_LLM_ENDPOINT; "" unset */
 	char model[128];       /* $KART_LLM_MODEL; "" unset */
 };
-bool kind_name_ok(const char *s);
 
 struct policy {
 	enum backend backend;
@@ -151,27 +143,19 @@ struct policy {
 				       * container_arg_denied's list */
 };
 
-/* Why an [container] extra_args word may not be given to the engine
- * (it would undo or bypass what kart sets: privileges, capabilities,
- * seccomp, the network, namespaces, mounts, devices, the user, limits,
- * the command), or NULL when it may. */
-const char *container_arg_denied(const char *arg);
+/* ---- policy.c: loading, the host's fitting, what the worker asks -------- */
 
 /* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
  * the file exists) and the environment. On an unreadable file, a bad
  * line or a bad override returns -1 with err naming the file and line or
  * the variable; never falls back silently to defaults. */
 int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
-/* Parse kart.conf text into pol (over whatever pol holds). */
-int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
-		      size_t errlen);
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
 /* Each variable the policy passes from the worker's environment into
  * tasks ([sandbox] env_pass, [network] cred_env, [kind.NAME] cred), once,
  * with where it is named: fn(name, where, arg). */
 void policy_env_names(const struct policy *pol,
 		      void (*fn)(const char *name, const char *where, void *arg), void *arg);
-
 bool policy_priority_allowed(const struct policy *pol, uid_t uid);
 /* Ready to run tasks: the backend's program (bwrap given by name, the
  * container CLI) resolved from PATH, then policy_backend_check. A bwrap
@@ -187,17 +171,41 @@ int policy_backend_check(const struct policy *pol, const char *spool_dir, char *
 /* What holds in lane (0 fast, 1 batch): its own values, else [limits]. */
 void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out);
 
-/* The kind called name, or the one whose extensions match the end of
- * file name fname; NULL if none. */
-const struct kind *policy_kind(const struct policy *pol, const char *name);
-const struct kind *policy_kind_by_ext(const struct policy *pol, const char *fname);
-
 /* The effective policy as JSON text (kart doctor); caller frees.
  * Credentials appear by name only. */
 char *policy_describe(const struct policy *pol);
 
+/* Iterate: for (const char *s = NULL; (s = plist_next(l, s));) */
+const char *plist_next(const struct plist *l, const char *prev);
+bool plist_has(const struct plist *l, const char *s);
+
+const char *backend_name(enum backend b);
+/* "bwrap", "none" or "container"; -1 for anything else. */
+int backend_parse(const char *s);
+const char *cgroup_use_name(enum cgroup_use c);
+
 /* A helper program of ours (kart-launch, kart-sync): beside the running
  * binary (a build tree, or a bin/ that holds both), else in LIBEXECDIR. */
 void find_libexec(const char *name, char *out, size_t len);
+
+/* ---- policy_conf.c: SPOOL/kart.conf ------------------------------------- */
+
+/* Parse kart.conf text into pol (over whatever pol holds). */
+int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
+		      size_t errlen);
+
+/* Why an [container] extra_args word may not be given to the engine
+ * (it would undo or bypass what kart sets: privileges, capabilities,
+ * seccomp, the network, namespaces, mounts, devices, the user, limits,
+ * the command), or NULL when it may. */
+const char *container_arg_denied(const char *arg);
+
+/* ---- policy_kind.c: [kind.NAME] ----------------------------------------- */
+
+bool kind_name_ok(const char *s);
+/* The kind called name, or the one whose extensions match the end of
+ * file name fname; NULL if none. */
+const struct kind *policy_kind(const struct policy *pol, const char *name);
+const struct kind *policy_kind_by_ext(const struct policy *pol, const char *fname);
 
 #endif

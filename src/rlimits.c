@@ -34,40 +34,44 @@ void limits_always(const struct task_spec *spec, const struct rl_host *host, str
 		out->cpu_s = wall * (host->ncpu > 0 ? host->ncpu : 1) + 1;
 }
 
+/* One limit without a cgroup: its rlimit stands in where it binds. A
+ * built-in default (soft, from no line of the task) is dropped where it
+ * does not, and one the task asked for is refused, saying why. Returns
+ * 1 to set the rlimit, 0 to leave it, -1 refused. */
+static int rlimit_stands_in(bool set, bool binds, bool soft, int line, const char *item,
+			    const char *why, char *err, size_t errlen)
+{
+	char o[64];
+	if (!set || binds)
+		return set;
+	if (soft && line <= 0)
+		return 0; /* applied only where something holds it */
+	origin(o, sizeof o, item, line);
+	snprintf(err, errlen, "%s needs a cgroup%s", o, why);
+	return -1;
+}
+
 int limits_fallback(const struct task_spec *spec, const struct rl_host *host, struct rl_plan *out,
 		    char *err, size_t errlen)
 {
-	char o[64];
+	int r;
 	limits_always(spec, host, out);
-	if (spec->cpu_milli) {
-		origin(o, sizeof o, "cpu=", spec->line_cpu);
-		snprintf(err, errlen, "%s needs a cgroup: no rlimit can limit a rate", o);
+	if (rlimit_stands_in(spec->cpu_milli, false, false, spec->line_cpu, "cpu=",
+			     ": no rlimit can limit a rate", err, errlen) < 0)
 		return -1;
-	}
-	if (spec->memory && !host->use_as && host->soft_memory && spec->line_memory <= 0) {
-		/* a built-in default: applied only where something holds it */
-	} else if (spec->memory) {
-		if (!host->use_as) {
-			origin(o, sizeof o, "memory=", spec->line_memory);
-			snprintf(err, errlen,
-				 "%s needs a cgroup (RLIMIT_AS stands in only with KART_RLIMIT_USE_AS=1)",
-				 o);
-			return -1;
-		}
+	r = rlimit_stands_in(spec->memory, host->use_as, host->soft_memory, spec->line_memory,
+			     "memory=", " (RLIMIT_AS stands in only with KART_RLIMIT_USE_AS=1)", err,
+			     errlen);
+	if (r < 0)
+		return -1;
+	if (r)
 		out->as = spec->memory;
-	}
-	if (spec->pids && !host->nproc_binds && host->soft_pids && spec->line_pids <= 0) {
-		/* as above */
-	} else if (spec->pids) {
-		if (!host->nproc_binds) {
-			origin(o, sizeof o, "pids=", spec->line_pids);
-			snprintf(err, errlen,
-				 "%s needs a cgroup: the task runs as root, which RLIMIT_NPROC does not bind",
-				 o);
-			return -1;
-		}
+	r = rlimit_stands_in(spec->pids, host->nproc_binds, host->soft_pids, spec->line_pids, "pids=",
+			     ": the task runs as root, which RLIMIT_NPROC does not bind", err, errlen);
+	if (r < 0)
+		return -1;
+	if (r)
 		out->nproc = spec->pids;
-	}
 	return 0;
 }
 

@@ -483,6 +483,118 @@ static void test_describe_kinds(void **state)
 	json_decref(o);
 }
 
+/* Every key of the table lands in its own field, each with a value of
+ * its own (a row naming the wrong field fails here), and a bad value's
+ * error names the key and what it wants. */
+static void test_key_table(void **state)
+{
+	(void)state;
+	struct policy p;
+	char err[512];
+	int r = parse(&p,
+		      "[worker]\n"
+		      "backend = none\nslots = 7\nbatch_slots = 5\nterm_grace = 42s\n"
+		      "min_free = 32M\nresults = group\nretries = 9\n"
+		      "[limits]\n"
+		      "leaf_memory = no\npriority_allow = 0, @0\nslots_per_user = 3\ncgroup = off\n"
+		      "cgroup_parent = /k.slice\nrlimit_as = yes\nkill_grace = 6s\nkill_grace_max = 7m\n"
+		      "timeout_default = 11m\ntimeout_max = 13h\noutput_default = 3M\noutput_max = 4M\n"
+		      "task_max = 5M\nartifacts_max = 6M\nartifacts_files = 17\nartifacts_depth = 19\n"
+		      "[network]\n"
+		      "allow_uids = 4242\nallow_groups = 0\ncred_env = TOK\ncred_files = /etc/tok\n"
+		      "[sandbox]\n"
+		      "landlock = off\nallow_root = yes\ntmpfs_size = 9M\nro_binds = /ro\nrw_binds = /rw\n"
+		      "task_binds = no\ntask_bind_roots = /home\nenv_deny = SECRET_*\nenv_pass = TZ\n"
+		      "allow_unsandboxed = yes\n"
+		      "[container]\n"
+		      "command = podman\nimage = alpine:3\nextra_args = --init\nseccomp = no\n"
+		      "[hooks]\n"
+		      "on_done = /bin/true\n",
+		      err, sizeof err);
+	if (r != 0)
+		fail_msg("%s", err);
+	assert_int_equal(p.backend, BACKEND_NONE);
+	assert_int_equal(p.slots[0], 7);
+	assert_int_equal(p.slots[1], 5);
+	assert_int_equal(p.term_grace_s, 42);
+	assert_int_equal(p.min_free_bytes, 32ull << 20);
+	assert_true(p.results_group);
+	assert_int_equal(p.retries_default, 9);
+	assert_false(p.leaf_memory);
+	assert_int_equal(p.n_prio_uids, 1);
+	assert_int_equal(p.n_prio_gids, 1);
+	assert_int_equal(p.slots_per_user, 3);
+	assert_int_equal(p.cgroup, CGROUP_OFF);
+	assert_string_equal(p.cgroup_parent, "/k.slice");
+	assert_true(p.rlimit_as);
+	assert_int_equal(p.kill_grace_s, 6);
+	assert_int_equal(p.kill_grace_max_s, 7 * 60);
+	assert_int_equal(p.timeout_default_s, 11 * 60);
+	assert_false(p.builtin_timeout);
+	assert_int_equal(p.timeout_max_s, 13 * 3600);
+	assert_int_equal(p.output_default, 3ull << 20);
+	assert_int_equal(p.output_max, 4ull << 20);
+	assert_int_equal(p.task_max_bytes, 5ull << 20);
+	assert_int_equal(p.artifacts_max, 6ull << 20);
+	assert_int_equal(p.artifacts_files, 17);
+	assert_int_equal(p.artifacts_depth, 19);
+	assert_true(policy_net_allowed(&p, 4242));
+	assert_int_equal(p.n_net_gids, 1);
+	assert_true(plist_has(&p.cred_env, "TOK"));
+	assert_true(plist_has(&p.cred_files, "/etc/tok"));
+	assert_int_equal(p.landlock, LL_MODE_OFF);
+	assert_true(p.allow_root);
+	assert_int_equal(p.tmpfs_size, 9ull << 20);
+	assert_true(plist_has(&p.ro_binds, "/ro") && !plist_has(&p.ro_binds, "/rw"));
+	assert_true(plist_has(&p.rw_binds, "/rw") && !plist_has(&p.rw_binds, "/ro"));
+	assert_false(p.task_binds);
+	assert_true(plist_has(&p.task_bind_roots, "/home"));
+	assert_int_equal(count(&p.env_deny), 1);
+	assert_true(plist_has(&p.env_deny, "SECRET_*"));
+	assert_true(plist_has(&p.env_pass, "TZ"));
+	assert_true(p.allow_unsandboxed);
+	assert_string_equal(p.container_cmd, "podman");
+	assert_string_equal(p.container_image, "alpine:3");
+	assert_true(plist_has(&p.container_extra, "--init"));
+	assert_false(p.container_seccomp);
+	assert_string_equal(p.on_done, "/bin/true");
+	/* timeout_max alone leaves the built-in default in place */
+	assert_int_equal(parse(&p, "[limits]\ntimeout_max = 2h\n", err, sizeof err), 0);
+	assert_true(p.builtin_timeout);
+	assert_int_equal(p.timeout_max_s, 7200);
+
+	static const struct {
+		const char *conf, *want;
+	} bad[] = {
+		{"[worker]\nslots = 4097\n", "line 2: slots = 4097: not a number from 0 to 4096"},
+		{"[worker]\nbatch_slots = -1\n", "line 2: batch_slots = -1: not a number from 0 to 4096"},
+		{"[worker]\nretries = 101\n", "line 2: retries = 101: not a number from 0 to 100"},
+		{"[worker]\nterm_grace = 2h\n", "line 2: term_grace = 2h: not a duration up to 1h"},
+		{"[worker]\nmin_free = lots\n", "line 2: min_free = lots: not a size, a percentage"},
+		{"[limits]\nslots_per_user = x\n", "line 2: slots_per_user = x: not a number from 0 to 4096"},
+		{"[limits]\nleaf_memory = maybe\n", "line 2: leaf_memory = maybe: not yes or no"},
+		{"[limits]\nrlimit_as = 2\n", "line 2: rlimit_as = 2: not yes or no"},
+		{"[limits]\ndefaults = few\n", "line 2: defaults = few: not shared or none"},
+		{"[limits]\ncgroup = on\n", "line 2: cgroup = on: not require, auto or off"},
+		{"[limits]\ncgroup_parent = k.slice\n", "line 2: cgroup_parent = k.slice: not a cgroup path"},
+		{"[limits]\nkill_grace_max = 2h\n", "line 2: kill_grace_max = 2h: not a duration up to 1h (0,"},
+		{"[limits]\ntimeout_max = 0\n", "line 2: timeout_max = 0: not a duration (90,"},
+		{"[limits]\noutput_max = 0\n", "line 2: output_max = 0: not a size"},
+		{"[limits]\ntask_max = big\n", "line 2: task_max = big: not a size"},
+		{"[sandbox]\ntask_binds = maybe\n", "line 2: task_binds = maybe: not yes or no"},
+		{"[sandbox]\nenv_deny = A-B*\n", "line 2: env_deny: 'A-B*' is not a variable name (or PREFIX*)"},
+		{"[network]\nallow_uids = bob\n", "line 2: 'bob' is not a uid"},
+		{"[lane.fast]\nslots = 2\n", "line 2: unknown key 'slots' in section [lane.fast]"},
+		{"[worker]\nmemory_max = 1G\n", "line 2: unknown key 'memory_max' in section [worker]"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		if (parse(&p, bad[i].conf, err, sizeof err) == 0)
+			fail_msg("accepted: %s", bad[i].conf);
+		if (!strstr(err, bad[i].want))
+			fail_msg("for %s\n  error '%s'\n  lacks '%s'", bad[i].conf, err, bad[i].want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +609,7 @@ int main(void)
 		cmocka_unit_test_setup(test_describe_kinds, clean_env),
 		cmocka_unit_test_setup(test_container_backend, clean_env),
 		cmocka_unit_test_setup(test_container_extra_args, clean_env),
+		cmocka_unit_test_setup(test_key_table, clean_env),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
