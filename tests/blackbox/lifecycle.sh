@@ -248,39 +248,37 @@ crash_run() {
 	return 0
 }
 
-# crash_recover SPOOL NAME DIRECTIVES RECOVERER: NAME (DIRECTIVES, if
-# any, in its header) is run by w1, killed -9 while it runs; its claim
-# stays in cur/w1/; then a --drain worker with the id RECOVERER. The
-# first attempt never ends by itself (no time for a run to finish before
-# the kill), a later one prints made-it at once. Returns 1 without a
+# crash_recover NAME DIRECTIVES RECOVERER STATUS ATTEMPT: on a fresh
+# spool (set in CR_SPOOL), NAME (DIRECTIVES, if any, in its header) is run
+# by w1, killed -9 while it runs; its claim stays in cur/w1/; then a
+# --drain worker with the id RECOVERER. The first attempt never ends by
+# itself (no time for a run to finish before the kill), a later one
+# prints made-it at once. Then NAME has exactly one result, of STATUS and
+# ATTEMPT, and no task file is left in new/ or cur/. Returns 1 without a
 # result.
 crash_recover() {
-	local s=$1 n=$2
-	crash_run "$s" "$n" "#!/bin/sh${3:+
-$3}
+	local s n=$1
+	s=$(mkspool)
+	CR_SPOOL=$s
+	crash_run "$s" "$n" "#!/bin/sh${2:+
+$2}
 if [ \"\$KART_ATTEMPT\" = 1 ]; then sleep 30; fi
 echo made-it" w1 || return 1
 	assert_file "$s/cur/w1/$n"
-	drain "$s" --id "$4"
-	has_result "$s" "$n" || { fail "no result for $n after recovery by $4"; return 1; }
-}
-# one_result_left SPOOL NAME: NAME has exactly one result, and no task
-# file is left in new/ or cur/.
-one_result_left() {
-	assert_eq 1 "$(n_results "$1")" "results for $2 (exactly one)"
-	assert_eq "" "$(claimed_files "$1")" "task files left in cur/"
-	assert_eq "" "$(queued_files "$1")" "task files left in new/"
+	drain "$s" --id "$3"
+	has_result "$s" "$n" || { fail "no result for $n after recovery by $3"; return 1; }
+	assert_eq "$4" "$(field "$s" "$n" .status)" "status after recovery by $3"
+	assert_eq "$5" "$(field "$s" "$n" .attempt)" "attempt after recovery by $3"
+	assert_eq 1 "$(n_results "$s")" "results for $n (exactly one)"
+	assert_eq "" "$(claimed_files "$s")" "task files left in cur/"
+	assert_eq "" "$(queued_files "$s")" "task files left in new/"
 }
 
 test_kill9_recovered_by_peer() {
-	local s
-	s=$(mkspool)
-	crash_recover "$s" crashy "" w2 || return
-	assert_eq ok "$(field "$s" crashy .status)" "status after recovery"
-	assert_eq 2 "$(field "$s" crashy .attempt)" "attempt after recovery"
+	crash_recover crashy "" w2 ok 2 || return
+	local s=$CR_SPOOL
 	assert_eq w2 "$(field "$s" crashy .worker)" "worker of the second run"
 	assert_eq made-it "$("$KART" -s "$s" cat crashy)" "stdout of the second run"
-	one_result_left "$s" crashy
 	[ -d "$s/cur/w1" ] && fail "the dead worker's cur/w1 was not removed"
 	return 0
 }
@@ -377,23 +375,14 @@ sleep 60"
 }
 
 test_kill9_retries0_lost() {
-	local s
-	s=$(mkspool)
-	crash_recover "$s" fragile "#kart: retries=0" w2 || return
-	assert_eq lost "$(field "$s" fragile .status)" "status with retries=0"
-	assert_eq 1 "$(field "$s" fragile .attempt)" "attempt of a lost task"
-	assert_ne null "$(field "$s" fragile .error)" "error of a lost task"
-	one_result_left "$s" fragile
+	crash_recover fragile "#kart: retries=0" w2 lost 1 || return
+	assert_ne null "$(field "$CR_SPOOL" fragile .error)" "error of a lost task"
 }
 
+# Restarted under the id of the worker that died: its own claim.
 test_kill9_restart_same_id() {
-	local s
-	s=$(mkspool)
-	crash_recover "$s" phoenix "" w1 || return
-	assert_eq ok "$(field "$s" phoenix .status)" "status after restart under the same id"
-	assert_eq 2 "$(field "$s" phoenix .attempt)" "attempt after restart under the same id"
-	assert_eq made-it "$("$KART" -s "$s" cat phoenix)" "stdout after restart"
-	one_result_left "$s" phoenix
+	crash_recover phoenix "" w1 ok 2 || return
+	assert_eq made-it "$("$KART" -s "$CR_SPOOL" cat phoenix)" "stdout after restart"
 }
 
 # A live worker notices a peer that dies (not only a worker that starts).
