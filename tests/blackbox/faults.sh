@@ -129,8 +129,7 @@ test_full_spool_blames_no_task() {
 	local end=$((SECONDS + $(slow 120)))
 	local stops resumes id
 	while [ "$(ls "$keep" | grep -c '^full')" -lt 30 ] && [ $SECONDS -lt $end ]; do
-		# Claiming waits for this loop to free space: look often.
-		sleep 0.1
+		sleep 0.5
 		# Stopped now (only removing results below gives space back):
 		# what the commands say about it, once.
 		stops=$(grep -c 'claiming nothing new' "$s.worker.log")
