@@ -96,53 +96,29 @@ whole" "$(cat "$s/done/slow-$c.stdout" 2>/dev/null)" "$c: ran whole"
 }
 
 # wait and status in each state: queued, running, finished, the
-# mid-finish state (claim in cur/ beside the result), unknown. Every
-# client's task in one spool, under one worker (a slot each), and the
-# clients' waits that must time out run at once.
+# mid-finish state (claim in cur/ beside the result), unknown.
 test_wait_and_status_each_state() {
-	local c s id res n=0 ids=()
-	s=$(mkspool)
+	local c s id gate res w
 	for c in $(conf_clients); do
-		id=$(printf '#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho "gated %s"\n' "$T_ROOT/gate.$c" "$c" |
-			c_submit "$c" "$s" "gated-$c") || fail "$c: submit"
-		ids[n++]=$id
+		s=$(mkspool)
+		gate=$T_ROOT/gate.$c
+		id=$(printf '#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho "gated %s"\n' "$gate" "$c" |
+			c_submit "$c" "$s" "gated") || fail "$c: submit"
 		assert_eq queued "$(c_status "$c" "$s" "$id")" "$c: status, queued"
-	done
-	# waits_time_out STATE: each client's wait on its task gives up (0.5 s).
-	waits_time_out() {
-		local i=0 c p pids=()
-		for c in $(conf_clients); do
-			(c_wait "$c" "$s" "${ids[i++]}" 0.5 >/dev/null; echo $? >"$T_ROOT/early.$c") &
-			pids+=($!)
-		done
-		for p in "${pids[@]}"; do wait_gone 30 "$p" || fail "a wait while $1 hangs"; done
-		for c in $(conf_clients); do
-			[ "$(cat "$T_ROOT/early.$c" 2>/dev/null)" != 0 ] || fail "$c: wait returned while $1"
-		done
-	}
-	waits_time_out queued
-	start_worker "$s" --id w --slots "$n"
-	local w=$WPID i=0
-	for c in $(conf_clients); do
-		wait_until 20 test -e "$s/cur/w/${ids[i]}" || fail "$c: never claimed"
-		assert_eq running "$(c_status "$c" "$s" "${ids[i++]}")" "$c: status, running"
-	done
-	waits_time_out running
-	i=0
-	for c in $(conf_clients); do
-		id=${ids[i++]}
-		touch "$T_ROOT/gate.$c"
+		c_wait "$c" "$s" "$id" 0.5 >/dev/null && fail "$c: wait returned while queued"
+		start_worker "$s" --id "w-$c"
+		w=$WPID
+		wait_until 20 test -e "$s/cur/w-$c/$id" || fail "$c: never claimed"
+		assert_eq running "$(c_status "$c" "$s" "$id")" "$c: status, running"
+		c_wait "$c" "$s" "$id" 0.5 >/dev/null && fail "$c: wait returned while running"
+		touch "$gate"
 		res=$(c_wait "$c" "$s" "$id" 30) || fail "$c: wait after the gate opened"
 		assert_eq "$id ok" "$(jq -r '"\(.id) \(.status)"' <<<"$res" 2>/dev/null)" "$c: wait's result"
 		assert_eq "gated $c" "$(stdout_of "$s" "$res")" "$c: wait's result is its own task's"
 		assert_eq ok "$(c_status "$c" "$s" "$id")" "$c: status, finished"
-	done
-	stop_worker "$w"
-	# The mid-finish state: the claim still in cur/, the JSON in done/.
-	mkdir -p "$s/cur/wz"
-	i=0
-	for c in $(conf_clients); do
-		id=${ids[i++]}
+		stop_worker "$w"
+		# The mid-finish state: the claim still in cur/, the JSON in done/.
+		mkdir -p "$s/cur/wz"
 		cp "$s/done/$id.task" "$s/cur/wz/$id"
 		assert_eq ok "$(c_status "$c" "$s" "$id")" "$c: status, mid-finish"
 		assert_eq "$id" "$(c_wait "$c" "$s" "$id" 5 | jq -r .id 2>/dev/null)" "$c: wait, mid-finish"
