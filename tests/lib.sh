@@ -250,3 +250,13 @@ if [ -z "${KART_NEED_CHECKED:-}" ]; then
 	done < <("$ROOT/tests/need" tests)
 	unset _need
 fi
+
+# readme_block NAME: the ```sh block after <!-- ops: NAME --> in README.md
+# (the walkthroughs ops.sh and firsthour.sh run as typed).
+readme_block() {
+	awk -v m="<!-- ops: $1 -->" '
+		$0 == m { found = 1; next }
+		found && /^```sh$/ { inblock = 1; next }
+		inblock && /^```$/ { exit }
+		inblock { print }' "$ROOT/README.md"
+}

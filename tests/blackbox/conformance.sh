@@ -237,6 +237,9 @@ EOF
 )
 	assert_eq "py str | py str.2 | ok ok py str | ok py str.2" "$out" "python module"
 	assert_eq "from str é" "$(cat "$s/done/py str.stdout" 2>/dev/null)" "python: the str body, UTF-8"
+	# The slow task goes first: a worker stopped with it running waits
+	# out its grace (10 s) before it re-queues it.
+	"$KART" -s "$s" cancel "py slow" >/dev/null 2>&1
 	stop_worker "$WPID"
 }
 
@@ -268,6 +271,7 @@ EOF
 		assert_match 'link(at)?\(.*/new/traced"\) = 0' "$(cat "$T_ROOT/node.strace")" "node: link() into new/"
 		grep -q 'rename' "$T_ROOT/node.strace" && fail "node client renames (could replace a task)"
 	}
+	"$KART" -s "$s" cancel "js slow" >/dev/null 2>&1
 	stop_worker "$WPID"
 }
 

@@ -95,10 +95,11 @@ worker_on_full() { # fill-function
 	printf '#!/bin/sh\ntrue\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/full"
 	"$1" "$s"
 	kill -CONT "$WPID"
-	sleep 2.5
+	# It meets the full disk, or (bytes below min_free) claims nothing;
+	# and lives on (a worker that died there leaves no result below).
+	wait_until 10 grep -Eq 'No space left on device|claiming nothing new' "$s.worker.log" ||
+		fail "the worker never met the full disk"
 	kill -0 "$WPID" 2>/dev/null || fail "the worker died on a full disk: $(tail -n 3 "$s.worker.log")"
-	# It meets the full disk, or (bytes below min_free) claims nothing.
-	grep -Eq 'No space left on device|claiming nothing new' "$s.worker.log" || fail "the worker never met the full disk"
 	assert_no_file "$s/done/full.json"
 	local claimed; claimed=$(find "$s/new" "$s/cur" -name full | wc -l)
 	assert_eq 1 "$claimed" "the task is still held (new/ or cur/)"
@@ -592,7 +593,9 @@ test_inotify_overflow() {
 	SAVED_MQE=$(cat /proc/sys/fs/inotify/max_queued_events)
 	echo 16 >/proc/sys/fs/inotify/max_queued_events
 	KART_BACKEND=none start_worker "$s" --slots 4
-	sleep 0.5
+	# Its inotify queue took the limit when it was made, before the
+	# worker's "on" line: then the limit goes back for everyone else.
+	wait_until 10 grep -q ' on ' "$s.worker.log" || fail "the worker did not start: $(tail -n 3 "$s.worker.log")"
 	echo "$SAVED_MQE" >/proc/sys/fs/inotify/max_queued_events; SAVED_MQE=
 	kill -STOP "$WPID"
 	for ((i = 0; i < n; i++)); do

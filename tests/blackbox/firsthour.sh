@@ -24,7 +24,7 @@ user_setup() {
 user_cleanup() {
 	[ "${_T_MADE_USER:-0}" = 1 ] || return 0
 	pkill -KILL -u "$U" 2>/dev/null
-	sleep 0.2
+	wait_until 5 sh -c "! pgrep -u $U >/dev/null"
 	userdel -r "$U" 2>/dev/null
 }
 trap 'user_cleanup; _cleanup' EXIT
@@ -134,9 +134,13 @@ test_cancel_sigterm_first() {
 	as_user kart -s "$s" worker >>"$s.worker.log" 2>&1 &
 	local wpid=$!
 	T_PIDS+=("$wpid")
-	wait_until 20 grep -q started "$s/cur/"*/.job.stdout 2>/dev/null ||
+	# "started" comes after its trap is set. (A function, so that the
+	# glob is made again at each try: the claim may not be there yet.)
+	job_started() { grep -qs started "$s"/cur/*/.job.stdout; }
+	if ! wait_until 20 job_started; then
 		wait_until 20 is_running "$s" job || fail "job never ran"
-	sleep 0.3
+		sleep 0.3 # no word from it: time for its trap to be set
+	fi
 	run_cmd -s "$s" cancel job
 	wait_until 20 test -e "$s/done/job.json" || fail "no result after cancel"
 	assert_eq cancelled "$(field "$s" job .status)" status
@@ -358,14 +362,6 @@ test_demo_shows_what_runs() {
 }
 
 # ---- the README's personal walkthrough, as a normal user -------------------------------
-
-readme_block() {
-	awk -v m="<!-- ops: $1 -->" '
-		$0 == m { found = 1; next }
-		found && /^```sh$/ { inblock = 1; next }
-		inblock && /^```$/ { exit }
-		inblock { print }' "$ROOT/README.md"
-}
 
 test_readme_personal_as_a_user() {
 	user_setup || return
