@@ -574,8 +574,19 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
 		    (!res->artifacts_max ||
 		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
-			if (renameat(wdir, p, sp->done, q) < 0 && errno != EEXIST)
-				return -errno;
+			if (renameat(wdir, p, sp->done, q) < 0) {
+				if (errno != ENOTEMPTY && errno != EEXIST)
+					return -errno;
+				/* done/ID.out of an earlier run of this id whose
+				 * result was never written (its worker died mid-
+				 * publish, and recovery ran it again): the new tree
+				 * takes its place, and the old one, now at the
+				 * scratch name, goes. A crash between the two
+				 * leaves it in scratch, removed with the claim's. */
+				if (renameat2(wdir, p, sp->done, q, RENAME_EXCHANGE) < 0)
+					return -errno;
+				(void)rm_rf_at(wdir, p);
+			}
 			res->artifacts_path = xasprintf("done/%s", q);
 		} else if (over != 0) {
 			res->artifacts_dropped = true;

@@ -608,6 +608,29 @@ test_artifacts_capped_by_policy() {
 	assert_eq "" "$(find "$s/cur" -name '.*.out')" "no \$KART_OUTDIR left in cur/"
 }
 
+# A worker that dies between moving a result's tree to done/ID.out and
+# writing done/ID.json (spool-layout §12, "Finish, regular task file")
+# leaves its claim in cur/W/ (linked as done/ID.task) and the tree. Its
+# recovery runs the task again: the result is the repeat's, with the
+# repeat's tree, not a worker retrying "Directory not empty" for ever.
+test_dead_finish_tree_gives_way_to_the_repeat() {
+	local s first second; s=$(mkspool)
+	printf '#!/bin/sh\nhead -c 8 /dev/urandom | od -An -tx1 >$KART_OUTDIR/o\n' >"$s/new/t1"
+	drain "$s"
+	assert_eq ok "$(field "$s" t1 .status)" "first run"
+	first=$(cat "$s/done/t1.out/o")
+	# The dead worker's state, as a kill between the two steps leaves it.
+	mkdir "$s/cur/dead" && : >"$s/cur/dead/.lock" && ln "$s/done/t1.task" "$s/cur/dead/t1" &&
+		rm "$s/done/t1.json" || fail "making the dead finish"
+	drain "$s"
+	assert_eq ok "$(field "$s" t1 .status)" "the repeat's result"
+	assert_eq done/t1.out "$(field "$s" t1 .artifacts.path)" "its tree kept"
+	second=$(cat "$s/done/t1.out/o")
+	[ -n "$second" ] && [ "$second" != "$first" ] || fail "done/t1.out is the dead finish's: $second"
+	assert_eq "" "$(find "$s/cur" "$s/new" -mindepth 1 -not -name .lock)" "nothing left to run"
+	assert_eq "" "$(find "$s/done" -maxdepth 1 -name '.rm-*')" "the old tree removed"
+}
+
 test_network_only_when_granted() {
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }
 	local s; s=$(mkspool)
