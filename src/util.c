@@ -20,9 +20,11 @@
 void oom(void)
 {
 	static const char msg[] = ": out of memory\n";
-	const char *p = program_invocation_short_name;
-	(void)write_all(STDERR_FILENO, p, strlen(p));
-	(void)write_all(STDERR_FILENO, msg, sizeof msg - 1);
+	char line[64];
+	size_t n = strnlen(program_invocation_short_name, sizeof line - sizeof msg);
+	memcpy(line, program_invocation_short_name, n);
+	memcpy(line + n, msg, sizeof msg - 1); /* one write: one line, even between processes */
+	(void)write_all(STDERR_FILENO, line, n + sizeof msg - 1);
 	exit(1);
 }
 
@@ -67,6 +69,18 @@ char *xasprintf(const char *fmt, ...)
 		oom();
 	va_end(ap);
 	return s;
+}
+
+bool str_copy(char *dst, size_t n, const char *src)
+{
+	size_t l = strlen(src);
+	if (l >= n) {
+		if (n)
+			dst[0] = '\0';
+		return false;
+	}
+	memcpy(dst, src, l + 1);
+	return true;
 }
 
 int pathfmt(char *buf, size_t len, const char *fmt, ...)

@@ -460,7 +460,9 @@ static void test_oom(void **state)
 	}
 	close(pfd[1]);
 	char buf[256] = {0};
-	ssize_t n = read(pfd[0], buf, sizeof buf - 1);
+	size_t n = 0;
+	for (ssize_t r; n < sizeof buf - 1 && (r = read(pfd[0], buf + n, sizeof buf - 1 - n)) > 0;)
+		n += (size_t)r;
 	close(pfd[0]);
 	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
