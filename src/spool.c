@@ -1,8 +1,10 @@
 /* spool.c - the spool itself: init and open, its layout and the checks
  * on it, the worker directories and their locks (spool-layout §1, §4, §5),
- * claiming, user.kart (§6), and what spool_submit.c, spool_finish.c and
+ * claiming, user.kart (§6), the walk over the spool's directories
+ * (spool_walk), and what spool_submit.c, spool_finish.c and
  * spool_recover.c share (spool_int.h). Every rename here has a row in
- * spool-layout/README.md's crash-state table. */
+ * spool-layout/README.md's crash-state table. The names it uses are
+ * spool_name.c's, a layer below that knows no directory. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 
@@ -161,11 +163,6 @@ bool uid_name(uid_t uid, char *name, size_t n)
 	       pathfmt(name, n, "%s", pp->pw_name) == 0;
 }
 
-int spool_held_name(const char *id, char *buf, size_t len)
-{
-	return pathfmt(buf, len, ".held.%s", id);
-}
-
 int next_id(const char *base, int n, char *out, size_t outlen)
 {
 	if (n > 1000000)
@@ -183,7 +180,7 @@ static int worker_dir_create(struct spool *sp, const char *wid, int *dout, int *
 {
 	char tmp[512];
 	*dout = *lout = -1;
-	if (pathfmt(tmp, sizeof tmp, ".new.%s.%d", wid, getpid()) < 0)
+	if (spool_name_newborn(tmp, sizeof tmp, wid, getpid()) < 0)
 		return -ENAMETOOLONG;
 	(void)rm_rf_at(sp->cur, tmp);
 	if (mkdirat(sp->cur, tmp, 0755) < 0)
@@ -453,4 +450,117 @@ int rm_rf_at(int at, const char *name)
 	if (unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		return r < 0 ? r : -errno;
 	return 0;
+}
+
+/* ---- spool_walk: every entry of the areas asked, in the order tasks move ---- */
+
+/* One directory's entries to cb; "." and "..", and dot names unless dots,
+ * left out. 0, cb's nonzero value, or -errno if it cannot be read. */
+static int walk_dir(int dirfd, struct spool_entry *e, bool dots, spool_walk_cb cb, void *arg)
+{
+	DIR *dir = opendir_at(dirfd, ".");
+	if (!dir)
+		return -errno;
+	struct dirent *de;
+	int r = 0;
+	char id[512];
+	while (!r && (de = readdir(dir))) {
+		const char *n = de->d_name;
+		if (n[0] == '.' && (!dots || !strcmp(n, ".") || !strcmp(n, "..")))
+			continue;
+		e->name = n;
+		e->id = n[0] == '.' ? NULL : n;
+		if (e->area == SPOOL_WALK_DONE && e->id)
+			e->id = spool_done_id(n, id, sizeof id, &e->done) ? id : NULL;
+		r = cb(e, arg);
+	}
+	closedir(dir);
+	return r;
+}
+
+/* cur/: the claim directories (WORKERS) and what they hold (CUR). A
+ * dot directory (cur/.new.*, one being born) is never entered. */
+static int walk_cur(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg)
+{
+	bool dots = areas & SPOOL_WALK_DOTS;
+	DIR *dir = opendir_at(sp->cur, ".");
+	if (!dir)
+		return -errno;
+	struct dirent *de;
+	int r = 0;
+	while (!r && (de = readdir(dir))) {
+		const char *wid = de->d_name;
+		bool dot = wid[0] == '.';
+		if (dot && (!dots || !strcmp(wid, ".") || !strcmp(wid, "..")))
+			continue;
+		if (areas & SPOOL_WALK_WORKERS) {
+			struct spool_entry e = {.area = SPOOL_WALK_WORKERS, .dirfd = sp->cur, .dir = "cur",
+						.name = wid, .id = NULL};
+			if ((r = cb(&e, arg)))
+				break;
+		}
+		char rel[512];
+		if (dot || !(areas & SPOOL_WALK_CUR) || pathfmt(rel, sizeof rel, "cur/%s", wid) < 0)
+			continue;
+		_cleanup_close_ int wd = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (wd < 0)
+			continue; /* gone (recovered, collected), or not a directory */
+		struct spool_entry e = {.area = SPOOL_WALK_CUR, .dirfd = wd, .dir = rel, .worker = wid};
+		int wr = walk_dir(wd, &e, dots, cb, arg);
+		if (wr > 0)
+			r = wr; /* else an unreadable claim directory is passed over */
+	}
+	closedir(dir);
+	return r;
+}
+
+int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg)
+{
+	bool dots = areas & SPOOL_WALK_DOTS;
+	/* In the order tasks move; cur/ (0 here) is walk_cur's. */
+	const struct {
+		unsigned area;
+		int fd;
+		const char *dir;
+	} dirs[] = {
+		{SPOOL_WALK_TMP, sp->tmp, "tmp"},
+		{SPOOL_WALK_NEW, sp->new, "new"},
+		{SPOOL_WALK_WORKERS | SPOOL_WALK_CUR, -1, NULL},
+		{SPOOL_WALK_DONE, sp->done, "done"},
+	};
+	int first = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		if (!(areas & dirs[i].area))
+			continue;
+		struct spool_entry e = {.area = dirs[i].area, .dirfd = dirs[i].fd, .dir = dirs[i].dir};
+		/* tmp/ names are the clients': a dot name is as much theirs. */
+		int r = !dirs[i].dir ? walk_cur(sp, areas, cb, arg)
+				     : walk_dir(dirs[i].fd, &e, dots || dirs[i].area == SPOOL_WALK_TMP, cb, arg);
+		if (r > 0)
+			return r;
+		first = first ? first : r;
+	}
+	return first;
+}
+
+bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen)
+{
+	DIR *dir = opendir_at(sp->cur, ".");
+	struct dirent *de;
+	bool found = false;
+	if (!dir)
+		return false;
+	while (!found && (de = readdir(dir))) {
+		char p[512];
+		struct stat st;
+		if (de->d_name[0] == '.')
+			continue;
+		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0 &&
+		    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			snprintf(worker, wlen, "%s", de->d_name);
+			found = true;
+		}
+	}
+	closedir(dir);
+	return found;
 }

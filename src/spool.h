@@ -1,7 +1,8 @@
-/* spool.h - the on-disk protocol: layout, names, publish, claim, finish,
+/* spool.h - the on-disk protocol: layout, publish, claim, finish,
  * recover. The only code that knows the directory layout; see
  * spool-layout/ for the format and its crash states. One section per
- * file, in the order a task meets them. */
+ * file, in the order a task meets them. The names on disk are a layer
+ * below, spool_name.h, included here so that callers need only this. */
 #ifndef KART_SPOOL_H
 #define KART_SPOOL_H
 
@@ -10,10 +11,12 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "spool_name.h"
+
 struct result;
 struct policy;
 
-/* ---- spool.c: the spool, its layout, worker locks, claims, user.kart ---- */
+/* ---- spool.c: the spool, its layout, worker locks, claims, user.kart, spool_walk ---- */
 
 struct spool {
 	char *path;
@@ -62,10 +65,6 @@ int spool_init(const char *path, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
 
-/* A held task's name in new/ (kart hold): ".held.ID". A dot name, so
- * that no worker claims it; kart release renames it back. */
-int spool_held_name(const char *id, char *buf, size_t len);
-
 /* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
 int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);
 /* Claim new/<name> into the claim directory: -ENOENT if another took it,
@@ -90,48 +89,9 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone);
 /* Remove a tree under dirfd/name, never following links. */
 int rm_rf_at(int dirfd, const char *name);
 
-/* ---- spool_name.c: every name on disk, and the walk over them ---- */
-
-/* A result's files in done/: ID followed by one of these suffixes. */
-enum done_file { DONE_JSON, DONE_TASK, DONE_STDOUT, DONE_STDERR, DONE_REJECTED, DONE_OUT,
-		DONE_ATTEMPTS, DONE_NFILES };
-extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
-/* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
-enum scratch_file {
-	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
-	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_NFILES
-};
-extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
-
-/* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
-int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
-int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);
-/* WORKER/.NAME.SUFFIX: a claim's scratch entry, relative to cur/. */
-int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
-			     enum scratch_file f);
-/* cur/.uniq.UID.HASH: the lock of a unique= key (HASH: FNV-1a of the key). */
-int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
-/* .ID.cancel: `kart cancel`'s request to the worker running ID. */
-int spool_name_cancel(char *buf, size_t n, const char *id);
-/* The id and kind of a done/ name (ID + a known suffix): false if it has
- * none, or the id does not fit idlen. */
-bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f);
-/* The claim a scratch entry of kind f belongs to (.NAME.SUFFIX -> NAME):
- * false if entry is not one. */
-bool spool_scratch_of(const char *entry, enum scratch_file f, char *name, size_t n);
-/* The id a held task's name in new/ holds (.held.ID -> ID, spool_held_name's
- * inverse): NULL if name is not one. */
-const char *spool_held_id(const char *name);
-/* .rm-NAME: a tree kart gc is removing (renamed first, so that a removal
- * cut short says so and the next gc finishes it). */
-int spool_name_trash(char *buf, size_t n, const char *name);
-bool spool_is_trash(const char *name);
-/* done/.ID.json.PID.tmp: a result being written (spool_finish.c). */
-bool spool_is_result_tmp(const char *name);
-/* cur/.new.WID.PID: a claim directory being born (spool_worker_open). */
-bool spool_is_newborn(const char *name);
-
-/* What spool_walk visits, one bit each, in the order tasks move. */
+/* The walk over the spool's directories, the spool's own (it needs
+ * their descriptors); the names it meets are spool_name.h's. What
+ * spool_walk visits, one bit each, in the order tasks move. */
 enum {
 	SPOOL_WALK_TMP = 1,     /* tmp/NAME: a client's staged files (any name) */
 	SPOOL_WALK_NEW = 2,     /* new/NAME: queued tasks */

@@ -195,7 +195,7 @@ static int json_write(struct spool *sp, const char *id, const char *json, bool r
 			return -errno;
 		sp->unnamed = -1;
 	}
-	if (pathfmt(tmpn, sizeof tmpn, ".%s.json.%d.tmp", id, getpid()) < 0)
+	if (spool_name_result_tmp(tmpn, sizeof tmpn, id, getpid()) < 0)
 		return -ENAMETOOLONG;
 	int fd = openat(sp->done, tmpn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 && errno == EEXIST) {
@@ -295,7 +295,7 @@ int redirty(struct spool *sp, const char *name)
 {
 	char aside[512];
 	struct stat st;
-	if (pathfmt(aside, sizeof aside, ".%s.redo", name) < 0)
+	if (spool_name_redo(aside, sizeof aside, name) < 0)
 		return -ENAMETOOLONG;
 	if (fstatat(sp->done, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT)
@@ -805,11 +805,11 @@ int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta 
 	if (dfd < 0)
 		return -errno;
 	/* The outputs, durable before the record that names them. */
-	static const char *const sfx[] = {"stdout", "stderr"};
+	static const enum scratch_file sfx[] = {SCRATCH_STDOUT, SCRATCH_STDERR};
 	uint64_t bytes[2] = {0, 0};
 	for (int i = 0; i < 2; i++) {
-		if (pathfmt(p, sizeof p, ".%s.%s", name, sfx[i]) < 0 ||
-		    pathfmt(q, sizeof q, "%d.%s", a->attempt, sfx[i]) < 0)
+		if (spool_name_scratch(p, sizeof p, name, sfx[i]) < 0 ||
+		    pathfmt(q, sizeof q, "%d.%s", a->attempt, spool_scratch_suffix[sfx[i]]) < 0)
 			goto toolong;
 		_cleanup_close_ int ofd = openat(wdir, p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;

@@ -1,12 +1,9 @@
-/* spool_name.c - the spool's names on disk and the walk over its
- * directories: the one place that knows what a name in done/ or beside a
- * claim means (spool-layout §2, §5, §6). See spool.h. */
-#define _GNU_SOURCE
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
+/* spool_name.c - the spool's names on disk: the one place that knows
+ * what a name in done/, new/ or beside a claim means (spool-layout §2,
+ * §5, §6). Below the protocol: it knows no directory and no struct
+ * spool. See spool_name.h. */
+#include "spool_name.h"
 
-#include "spool.h"
 #include "util.h"
 
 const char *const spool_done_suffix[DONE_NFILES] = {
@@ -49,6 +46,31 @@ int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash)
 int spool_name_cancel(char *buf, size_t n, const char *id)
 {
 	return spool_name_scratch(buf, n, id, SCRATCH_CANCEL);
+}
+
+int spool_held_name(const char *id, char *buf, size_t len)
+{
+	return pathfmt(buf, len, ".held.%s", id);
+}
+
+int spool_name_newborn(char *buf, size_t n, const char *wid, int pid)
+{
+	return pathfmt(buf, n, ".new.%s.%d", wid, pid) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int spool_name_result_tmp(char *buf, size_t n, const char *id, int pid)
+{
+	return pathfmt(buf, n, ".%s.json.%d.tmp", id, pid) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int spool_name_redo(char *buf, size_t n, const char *name)
+{
+	return pathfmt(buf, n, ".%s.redo", name) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int spool_name_hoist(char *buf, size_t n, unsigned uid, const char *id)
+{
+	return pathfmt(buf, n, ".hoist.%u.%s", uid, id) < 0 ? -ENAMETOOLONG : 0;
 }
 
 bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f)
@@ -108,115 +130,4 @@ bool spool_is_result_tmp(const char *name)
 bool spool_is_newborn(const char *name)
 {
 	return strncmp(name, ".new.", 5) == 0;
-}
-
-/* One directory's entries to cb; "." and "..", and dot names unless dots,
- * left out. 0, cb's nonzero value, or -errno if it cannot be read. */
-static int walk_dir(int dirfd, struct spool_entry *e, bool dots, spool_walk_cb cb, void *arg)
-{
-	DIR *dir = opendir_at(dirfd, ".");
-	if (!dir)
-		return -errno;
-	struct dirent *de;
-	int r = 0;
-	char id[512];
-	while (!r && (de = readdir(dir))) {
-		const char *n = de->d_name;
-		if (n[0] == '.' && (!dots || !strcmp(n, ".") || !strcmp(n, "..")))
-			continue;
-		e->name = n;
-		e->id = n[0] == '.' ? NULL : n;
-		if (e->area == SPOOL_WALK_DONE && e->id)
-			e->id = spool_done_id(n, id, sizeof id, &e->done) ? id : NULL;
-		r = cb(e, arg);
-	}
-	closedir(dir);
-	return r;
-}
-
-/* cur/: the claim directories (WORKERS) and what they hold (CUR). A
- * dot directory (cur/.new.*, one being born) is never entered. */
-static int walk_cur(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg)
-{
-	bool dots = areas & SPOOL_WALK_DOTS;
-	DIR *dir = opendir_at(sp->cur, ".");
-	if (!dir)
-		return -errno;
-	struct dirent *de;
-	int r = 0;
-	while (!r && (de = readdir(dir))) {
-		const char *wid = de->d_name;
-		bool dot = wid[0] == '.';
-		if (dot && (!dots || !strcmp(wid, ".") || !strcmp(wid, "..")))
-			continue;
-		if (areas & SPOOL_WALK_WORKERS) {
-			struct spool_entry e = {.area = SPOOL_WALK_WORKERS, .dirfd = sp->cur, .dir = "cur",
-						.name = wid, .id = NULL};
-			if ((r = cb(&e, arg)))
-				break;
-		}
-		char rel[512];
-		if (dot || !(areas & SPOOL_WALK_CUR) || pathfmt(rel, sizeof rel, "cur/%s", wid) < 0)
-			continue;
-		_cleanup_close_ int wd = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (wd < 0)
-			continue; /* gone (recovered, collected), or not a directory */
-		struct spool_entry e = {.area = SPOOL_WALK_CUR, .dirfd = wd, .dir = rel, .worker = wid};
-		int wr = walk_dir(wd, &e, dots, cb, arg);
-		if (wr > 0)
-			r = wr; /* else an unreadable claim directory is passed over */
-	}
-	closedir(dir);
-	return r;
-}
-
-int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg)
-{
-	bool dots = areas & SPOOL_WALK_DOTS;
-	/* In the order tasks move; cur/ (0 here) is walk_cur's. */
-	const struct {
-		unsigned area;
-		int fd;
-		const char *dir;
-	} dirs[] = {
-		{SPOOL_WALK_TMP, sp->tmp, "tmp"},
-		{SPOOL_WALK_NEW, sp->new, "new"},
-		{SPOOL_WALK_WORKERS | SPOOL_WALK_CUR, -1, NULL},
-		{SPOOL_WALK_DONE, sp->done, "done"},
-	};
-	int first = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		if (!(areas & dirs[i].area))
-			continue;
-		struct spool_entry e = {.area = dirs[i].area, .dirfd = dirs[i].fd, .dir = dirs[i].dir};
-		/* tmp/ names are the clients': a dot name is as much theirs. */
-		int r = !dirs[i].dir ? walk_cur(sp, areas, cb, arg)
-				     : walk_dir(dirs[i].fd, &e, dots || dirs[i].area == SPOOL_WALK_TMP, cb, arg);
-		if (r > 0)
-			return r;
-		first = first ? first : r;
-	}
-	return first;
-}
-
-bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen)
-{
-	DIR *dir = opendir_at(sp->cur, ".");
-	struct dirent *de;
-	bool found = false;
-	if (!dir)
-		return false;
-	while (!found && (de = readdir(dir))) {
-		char p[512];
-		struct stat st;
-		if (de->d_name[0] == '.')
-			continue;
-		if (pathfmt(p, sizeof p, "%s/%s", de->d_name, id) == 0 &&
-		    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-			snprintf(worker, wlen, "%s", de->d_name);
-			found = true;
-		}
-	}
-	closedir(dir);
-	return found;
 }

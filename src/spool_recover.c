@@ -60,8 +60,10 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		 * a third link, done/.ID.task.redo: drop it, look again. */
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		struct claim_meta m3;
+		char task[512];
 		if (fd >= 0 && claim_meta_get(fd, &m3) == 0 && m3.id[0] &&
-		    pathfmt(p, sizeof p, ".%s.task.redo", m3.id) == 0 && done_links(sp, p, &st) &&
+		    spool_name_done(task, sizeof task, m3.id, DONE_TASK) == 0 &&
+		    spool_name_redo(p, sizeof p, task) == 0 && done_links(sp, p, &st) &&
 		    unlinkat(sp->done, p, 0) == 0)
 			(void)fstat(fd, &st);
 	}
@@ -74,7 +76,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		 * gone. Only the worker can open it (the task file, which
 		 * others may hold open and flock, is not looked at). */
 		char lk[512];
-		if (pathfmt(lk, sizeof lk, ".%s.lock", name) < 0)
+		if (spool_name_scratch(lk, sizeof lk, name, SCRATCH_LOCK) < 0)
 			return RECOVER_ERROR;
 		_cleanup_close_ int lfd = openat(wdir, lk, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (lfd < 0 && errno != ENOENT)

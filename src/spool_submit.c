@@ -126,7 +126,7 @@ int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
 	if (colon && colon > id && pathfmt(p, sizeof p, "%.*s/%s", (int)(colon - id), id, colon + 1) == 0 &&
 	    (r = owner_at(sp->drop, p, owner)) != 0)
 		return r;
-	if (colon && pathfmt(p, sizeof p, ".hoist.%u.%s", (unsigned)uid, id) == 0 &&
+	if (colon && spool_name_hoist(p, sizeof p, (unsigned)uid, id) == 0 &&
 	    owner_at(sp->new, p, owner) > 0)
 		return 1;
 	if ((r = owner_at(sp->new, id, owner)) != 0)
@@ -495,12 +495,12 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 static void ids_follow(struct spool *sp, const char *name, const struct stat *old,
 		       const struct stat *now)
 {
-	char held[TASK_NAME_MAX + 24], tmp[64], ino[32];
-	const char *id = name;
+	char tmp[64], ino[32];
+	const char *id = spool_held_id(name);
 	if (sp->ids < 0)
 		return;
-	if (spool_held_name("", held, sizeof held) == 0 && strncmp(name, held, strlen(held)) == 0)
-		id = name + strlen(held);
+	if (!id)
+		id = name;
 	if (spool_ids_state(sp, id, old) != IDS_MINE)
 		return;
 	snprintf(ino, sizeof ino, "%llu", (unsigned long long)now->st_ino);

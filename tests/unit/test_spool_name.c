@@ -1,6 +1,6 @@
 /* test_spool_name.c - the spool's names (src/spool_name.c): each builder
  * against the layout spool-layout/ documents, their inverses, names that
- * do not fit, and spool_walk over a real spool (areas, order, dot names,
+ * do not fit, and spool_walk (spool.c's) over a real spool (areas, order, dot names,
  * the early stop). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -103,6 +103,33 @@ static void test_more_names(void **state)
 	assert_int_equal(spool_name_uniq(b, 10, 1000, 1), -ENAMETOOLONG);
 }
 
+/* The protocol's own dot names, once spelled by hand in spool*.c: each
+ * builder against the spelling on disk, and the parser a reader uses
+ * (kart gc, the walk's callers) recognises what it builds. */
+static void test_protocol_names(void **state)
+{
+	(void)state;
+	char b[64];
+	assert_int_equal(spool_name_newborn(b, sizeof b, "w1", 42), 0);
+	assert_string_equal(b, ".new.w1.42");
+	assert_true(spool_is_newborn(b));
+	assert_int_equal(spool_name_newborn(b, 8, "w1", 42), -ENAMETOOLONG);
+	assert_int_equal(spool_name_result_tmp(b, sizeof b, "a.b", 123), 0);
+	assert_string_equal(b, ".a.b.json.123.tmp");
+	assert_true(spool_is_result_tmp(b));
+	assert_int_equal(spool_name_result_tmp(b, 12, "a.b", 123), -ENAMETOOLONG);
+	assert_int_equal(spool_name_redo(b, sizeof b, "j.task"), 0);
+	assert_string_equal(b, ".j.task.redo");
+	assert_false(spool_is_result_tmp(b));
+	assert_int_equal(spool_name_redo(b, 8, "j.task"), -ENAMETOOLONG);
+	assert_int_equal(spool_name_hoist(b, sizeof b, 1000, "alice:j"), 0);
+	assert_string_equal(b, ".hoist.1000.alice:j");
+	assert_int_equal(spool_name_hoist(b, 12, 1000, "alice:j"), -ENAMETOOLONG);
+	/* None of them is a held task's name (which kart release takes back). */
+	assert_null(spool_held_id(".new.w1.42"));
+	assert_null(spool_held_id(".hoist.1000.alice:j"));
+}
+
 struct seen {
 	char log[1024];
 	int stop_after; /* 0: never */
@@ -189,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_builders),
 		cmocka_unit_test(test_inverses),
 		cmocka_unit_test(test_more_names),
+		cmocka_unit_test(test_protocol_names),
 		cmocka_unit_test(test_walk),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
