@@ -1,18 +1,16 @@
-/* policy.c - the effective policy: safe defaults, the host's capacity as
- * ceilings, then kart.conf (policy_conf.c), then KART_* environment
- * overrides. A bad override is an error naming the variable, never a
- * silent fallback. Then what the worker asks of it, and its JSON. */
+/* policy.c - the bottom of the policy's files: its values (backends,
+ * cgroup use, lists, yes/no, variable names, paths to bind, the
+ * container's command, image and denied options), checked alike for
+ * kart.conf and KART_*, and what the worker asks of a loaded policy
+ * (lane limits, variable names, network and priority grants). It calls
+ * none of policy_kind.c, policy_conf.c, policy_load.c: they call it. */
 #define _GNU_SOURCE
 #include "policy_int.h"
 
 #include <ctype.h>
 #include <limits.h>
-#include <fcntl.h>
 #include <pwd.h>
 #include <grp.h>
-#include <jansson.h>
-#include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "util.h"

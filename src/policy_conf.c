@@ -1,9 +1,9 @@
 /* policy_conf.c - reading SPOOL/kart.conf into a policy: the INI
- * reader, each key's setter, and the checks on its values. */
+ * reader, the table of its keys and each key's setter. The values'
+ * checks are policy.c's, [kind.NAME] is policy_kind.c's. */
 #define _GNU_SOURCE
 #include "policy_int.h"
 
-#include <ctype.h>
 #include <limits.h>
 #include <pwd.h>
 #include <grp.h>
