@@ -50,7 +50,7 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 	     -I$(B) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
 
 B = build
-LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/policy_conf.c src/policy_kind.c \
+LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/policy_conf.c src/policy_kind.c src/policy_load.c \
 	  src/result.c src/spool.c src/spool_submit.c src/spool_finish.c src/spool_recover.c src/sandbox.c \
 	  src/run.c src/worker.c src/worker_ev.c src/worker_state.c src/worker_start.c src/worker_task.c \
 	  src/worker_commit.c \

@@ -1,17 +1,16 @@
-/* policy.c - the effective policy: safe defaults, the host's capacity as
- * ceilings, then kart.conf (policy_conf.c), then KART_* environment
- * overrides. A bad override is an error naming the variable, never a
- * silent fallback. Then what the worker asks of it, and its JSON. */
+/* policy.c - the bottom of the policy's files: its values (backends,
+ * cgroup use, lists, yes/no, variable names, paths to bind, the
+ * container's command, image and denied options), checked alike for
+ * kart.conf and KART_*, and what the worker asks of a loaded policy
+ * (lane limits, variable names, network and priority grants). It calls
+ * none of policy_kind.c, policy_conf.c, policy_load.c: they call it. */
 #define _GNU_SOURCE
 #include "policy_int.h"
 
+#include <ctype.h>
 #include <limits.h>
-#include <fcntl.h>
 #include <pwd.h>
 #include <grp.h>
-#include <jansson.h>
-#include <sys/stat.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -86,161 +85,6 @@ bool plist_has(const struct plist *l, const char *s)
 	return false;
 }
 
-/* The built-in defaults, once kart.conf and the environment are read:
- * memory is an equal share of the host's per slot, so that every slot
- * full at once still fits; each yields to a lower ceiling (a built-in
- * value is never the reason a task is rejected). */
-static void builtin_defaults_fit(struct policy *pol, uint64_t host_memory)
-{
-	if (pol->builtin_memory) {
-		int slots = pol->slots[0] + pol->slots[1];
-		pol->memory_default = host_memory / (uint64_t)(slots > 0 ? slots : 1);
-	}
-	if (pol->builtin_timeout && pol->timeout_max_s > 0 && pol->timeout_default_s > pol->timeout_max_s)
-		pol->timeout_default_s = pol->timeout_max_s;
-	for (int l = 0; l < 2; l++) {
-		struct lane_limits ll;
-		policy_lane_limits(pol, l, &ll);
-		if (pol->builtin_memory && !pol->lane[l].memory_default && ll.memory_default > ll.memory_max)
-			pol->lane[l].memory_default = ll.memory_max;
-		if (pol->builtin_pids && !pol->lane[l].pids_default && ll.pids_default > ll.pids_max)
-			pol->lane[l].pids_default = ll.pids_max;
-	}
-}
-
-int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
-{
-	struct sysinfo si;
-	const char *v;
-	memset(pol, 0, sizeof *pol);
-	pol->backend = BACKEND_BWRAP;
-	pol->slots[0] = 3;
-	pol->slots[1] = 1;
-	pol->output_default = 8ull << 20;
-	pol->output_max = 1ull << 30;
-	/* $KART_OUTDIR is RAM while the task runs (a tmpfs, outdir.h), as
-	 * /tmp is: the same 256M. */
-	pol->artifacts_max = 256ull << 20;
-	pol->artifacts_files = 10000;
-	pol->artifacts_depth = 32;
-	pol->task_max_bytes = 16ull << 20;
-	pol->retries_default = 2;
-	pol->timeout_max_s = -1;
-	pol->memory_max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_MAX;
-	const uint64_t host_memory = pol->memory_max;
-	pol->pids_max = 4194304;
-	/* Safe on a shared machine (Slurm's MaxTime and DefMemPerCPU,
-	 * systemd's DefaultTasksMax): one task cannot hold a slot for ever,
-	 * nor take the memory, the pids or the RAM-backed /tmp of the others.
-	 * The memory share is set below, once the slots are known. */
-	pol->timeout_default_s = 3600;
-	pol->pids_default = 512;
-	pol->tmpfs_size = 256ull << 20;
-	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = true;
-	pol->leaf_memory = true;
-	pol->memory_default = 0; /* builtin_defaults_fit sets it */
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
-	pol->term_grace_s = 10;
-	/* As systemd's TimeoutStopSec and `timeout -k`: time to clean up. */
-	pol->kill_grace_s = 5;
-	pol->kill_grace_max_s = 300;
-	pol->min_free_bytes = 64ull << 20;
-	pol->min_free_pct = 1;
-	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
-	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
-	pol->container_seccomp = true;
-	pol->task_binds = true;
-	/* What would run code of the task's choosing in every program it
-	 * starts, and the names the sandbox sets. */
-	(void)set_plist(&pol->env_deny, "LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT KART_*", PL_ENV_PAT,
-			err, errlen, "defaults", "env_deny");
-	find_libexec("kart-launch", pol->launcher, sizeof pol->launcher);
-
-	if (spool_dir) {
-		char path[4096];
-		_cleanup_free_ char *text = NULL;
-		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
-			return ERR(-1, "%s/kart.conf: path too long", spool_dir);
-		snprintf(pol->conf_path, sizeof pol->conf_path, "%s", path);
-		/* One byte more than allowed: a longer file is an error, not
-		 * a policy cut short (mid-line, a grant could change). */
-		size_t len = 0;
-		int r = read_file_at(AT_FDCWD, path, (1 << 20) + 1, &text, &len);
-		if (r < 0 && r != -ENOENT)
-			return ERR(-1, "%s: cannot read: %s", path, strerror(-r));
-		if (r == 0 && len > 1 << 20)
-			return ERR(-1, "%s: larger than 1M", path);
-		if (r == 0 && policy_parse_conf(pol, text, path, err, errlen) < 0)
-			return -1;
-	}
-
-	if ((v = getenv("KART_BACKEND")) && *v) {
-		int b = backend_parse(v);
-		if (b < 0)
-			return ERR(-1, "KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
-		pol->backend = (enum backend)b;
-	}
-	if ((v = getenv("KART_CONTAINER_CMD")) && *v && container_cmd_set(pol, v) < 0)
-		return ERR(-1, "KART_CONTAINER_CMD=%s: not a program name or an absolute path", v);
-	if ((v = getenv("KART_CONTAINER_IMAGE")) && *v && container_image_set(pol, v) < 0)
-		return ERR(-1, "KART_CONTAINER_IMAGE=%s: not an image reference", v);
-	if ((v = getenv("KART_ALLOW_UNSANDBOXED")) && *v && parse_bool(v, &pol->allow_unsandboxed) < 0)
-		return ERR(-1, "KART_ALLOW_UNSANDBOXED=%s: not yes or no", v);
-	if ((v = getenv("KART_BWRAP")) && *v) {
-		if (strlen(v) >= sizeof pol->bwrap)
-			return ERR(-1, "KART_BWRAP: path too long");
-		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", v);
-	}
-	if ((v = getenv("KART_TERM_GRACE")) && *v) {
-		int64_t s;
-		if (parse_duration_s(v, &s) < 0 || s > 3600)
-			return ERR(-1, "KART_TERM_GRACE=%s: not a duration up to 1h", v);
-		pol->term_grace_s = (int)s;
-	}
-	if ((v = getenv("KART_KILL_GRACE")) && *v) {
-		if (parse_duration_s(v, &pol->kill_grace_s) < 0 || pol->kill_grace_s > 3600)
-			return ERR(-1, "KART_KILL_GRACE=%s: not a duration up to 1h", v);
-	}
-	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
-		if (parse_duration_s(v, &pol->timeout_max_s) < 0)
-			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration", v);
-	}
-	if ((v = getenv("KART_NET_UIDS")) && *v && set_net_uids(pol, v, err, errlen, "KART_NET_UIDS") < 0)
-		return -1;
-	if ((v = getenv("KART_LANDLOCK")) && *v) {
-		int m = ll_mode_parse(v);
-		if (m < 0)
-			return ERR(-1, "KART_LANDLOCK=%s: not a mode (auto, enforce or off)", v);
-		pol->landlock = (enum ll_mode)m;
-	}
-	if ((v = getenv("KART_ALLOW_ROOT")) && *v && parse_bool(v, &pol->allow_root) < 0)
-		return ERR(-1, "KART_ALLOW_ROOT=%s: not yes or no", v);
-	if ((v = getenv("KART_CGROUP")) && *v && cgroup_use_parse(v, &pol->cgroup) < 0)
-		return ERR(-1, "KART_CGROUP=%s: not require, auto or off", v);
-	if ((v = getenv("KART_CGROUP_PARENT")) && *v) {
-		if (strlen(v) >= sizeof pol->cgroup_parent)
-			return ERR(-1, "KART_CGROUP_PARENT: path too long");
-		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", v);
-	}
-	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
-		pol->rlimit_as = strcmp(v, "1") == 0;
-	builtin_defaults_fit(pol, host_memory);
-	/* A default above its ceiling would reject every task that takes it. */
-	for (int l = 0; l < 2; l++) {
-		struct lane_limits ll;
-		const char *ln = l ? "batch" : "fast";
-		policy_lane_limits(pol, l, &ll);
-		if (ll.memory_default > ll.memory_max)
-			return ERR(-1, "lane %s: memory_default is above memory_max", ln);
-		if (ll.pids_default > ll.pids_max)
-			return ERR(-1, "lane %s: pids_default is above pids_max", ln);
-		if (ll.cpu_default_milli > ll.cpu_max_milli)
-			return ERR(-1, "lane %s: cpu_default is above cpu_max", ln);
-	}
-	return 0;
-}
-
 void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out)
 {
 	const struct lane_limits *l = &pol->lane[lane ? 1 : 0];
@@ -306,142 +150,195 @@ static bool uid_in_groups(uid_t uid, const gid_t *gids, int ngids)
 	return false;
 }
 
-int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+bool env_name_ok(const char *s)
 {
-	char cand[PATH_MAX];
-	if (pol->backend == BACKEND_BWRAP && !strchr(pol->bwrap, '/')) {
-		if (find_in_path(pol->bwrap, cand, sizeof cand) < 0)
-			return ERR(-1, "bwrap not found in PATH; install bubblewrap, or set "
-				   "KART_BACKEND=none for trusted tasks");
-		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", cand);
-	}
-	if (pol->backend == BACKEND_CONTAINER) {
-		if (find_in_path(pol->container_cmd, cand, sizeof cand) < 0)
-			return ERR(-1, "backend container: %s not found in PATH; set [container] command "
-				   "in kart.conf", pol->container_cmd);
-		snprintf(pol->container_cmd, sizeof pol->container_cmd, "%s", cand);
-	}
-	return policy_backend_check(pol, spool_dir, err, errlen);
+	if (!*s || (*s >= '0' && *s <= '9'))
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+		      *s == '_'))
+			return false;
+	return true;
 }
 
-int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
-			 size_t errlen)
+/* Set by the sandbox itself: a policy cannot pass or replace them. */
+static bool env_name_reserved(const char *s)
 {
-	if (pol->backend == BACKEND_CONTAINER && !pol->container_image[0])
-		return ERR(-1, "backend container needs an image: set [container] image in kart.conf "
-			   "(or KART_CONTAINER_IMAGE)");
-	if (pol->backend != BACKEND_NONE || pol->allow_unsandboxed || !spool_dir)
-		return 0;
-	/* The hosted posture: where other users can submit, backend none
-	 * would run their programs as the worker, unconfined but for
-	 * Landlock. Only a deliberate allow_unsandboxed permits that. */
-	static const char *const dirs[] = {"new", "tmp"};
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		char p[4096];
-		struct stat st;
-		if (pathfmt(p, sizeof p, "%s/%s", spool_dir, dirs[i]) < 0 || stat(p, &st) < 0)
-			continue;
-		if (st.st_mode & (S_IWGRP | S_IWOTH))
-			return ERR(-1, "backend none refused: %s is writable by %s (mode %04o), so several "
-				   "users can submit, and their tasks would run unsandboxed; use "
-				   "backend bwrap, or set [sandbox] allow_unsandboxed = yes deliberately",
-				   p, st.st_mode & S_IWOTH ? "everyone" : "its group",
-				   (unsigned)(st.st_mode & 07777));
+	return strcmp(s, "PATH") == 0 || strcmp(s, "HOME") == 0 || strcmp(s, "TMPDIR") == 0 ||
+	       strcmp(s, "LANG") == 0 || strncmp(s, "KART_", 5) == 0;
+}
+
+/* An absolute path with no "." or ".." component, not "/" itself. */
+bool bind_path_ok(const char *s)
+{
+	if (s[0] != '/' || !s[1] || strlen(s) >= PATH_MAX)
+		return false;
+	for (const char *c = s; *c; c++)
+		if (*c == '/' && c[1] == '.' && (!c[2] || c[2] == '/' || (c[2] == '.' && (!c[3] || c[3] == '/'))))
+			return false;
+	return true;
+}
+
+
+int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
+	      const char *where, const char *key)
+{
+	_cleanup_free_ char *copy = xstrdup(v);
+	char *save = NULL;
+	size_t used = 0;
+	memset(l, 0, sizeof *l);
+	for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+		if (kind == PL_PATHS && !bind_path_ok(t))
+			return ERR(-1, "%s: %s: '%s' is not an absolute path (without . or .., not /)", where,
+				   key, t);
+		if (kind == PL_ENV && !env_name_ok(t))
+			return ERR(-1, "%s: %s: '%s' is not a variable name", where, key, t);
+		if (kind == PL_ENV_PAT) {
+			/* A name, or a prefix and '*'. */
+			size_t tl = strlen(t);
+			char nm[256];
+			snprintf(nm, sizeof nm, "%.*s", (int)(tl && t[tl - 1] == '*' ? tl - 1 : tl), t);
+			if (tl >= sizeof nm || (nm[0] && !env_name_ok(nm)) || (!nm[0] && tl != 1))
+				return ERR(-1, "%s: %s: '%s' is not a variable name (or PREFIX*)", where, key, t);
+		}
+		if (kind == PL_ENV && env_name_reserved(t))
+			return ERR(-1, "%s: %s: '%s' is set by the sandbox itself", where, key, t);
+		const char *why = kind == PL_ARGS ? container_arg_denied(t) : NULL;
+		if (why)
+			return ERR(-1, "%s: %s: '%s' refused: %s", where, key, t, why);
+		size_t len = strlen(t) + 1;
+		if (used + len + 1 > sizeof l->buf)
+			return ERR(-1, "%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
+		memcpy(l->buf + used, t, len);
+		used += len;
+		l->n++;
 	}
 	return 0;
 }
 
-static json_t *plist_json(const struct plist *l)
+int parse_bool(const char *v, bool *out)
 {
-	json_t *a = json_array();
-	for (const char *e = NULL; (e = plist_next(l, e));)
-		json_array_append_new(a, json_string(e));
-	return a;
+	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcmp(v, yes[i]) == 0)
+			return *out = true, 0;
+		if (strcmp(v, no[i]) == 0)
+			return *out = false, 0;
+	}
+	return -1;
 }
 
-char *policy_describe(const struct policy *pol)
+/* A word of kart.conf copied into dst: letters, digits and the
+ * characters in extra only, not empty, not an option, within len. */
+static int word_set(char *dst, size_t len, const char *v, const char *extra)
 {
-	json_t *uids = json_array();
-	if (pol->net_all)
-		json_array_append_new(uids, json_string("*"));
-	for (int i = 0; i < pol->n_net_uids; i++)
-		json_array_append_new(uids, json_integer(pol->net_uids[i]));
-	json_t *gids = json_array();
-	for (int i = 0; i < pol->n_net_gids; i++)
-		json_array_append_new(gids, json_integer(pol->net_gids[i]));
-	json_t *o = json_pack(
-		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I, s:I}, "
-		"s:{s:s, s:b, s:o, s:o, s:o, s:o, s:b, s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
-		"backend", backend_name(pol->backend),
-		"worker", "slots", pol->slots[0], "batch_slots", pol->slots[1], "retries",
-		pol->retries_default, "term_grace_s", pol->term_grace_s,
-		"limits", "timeout_default_s",
-		pol->timeout_default_s < 0 ? json_null() : json_integer(pol->timeout_default_s),
-		"timeout_max_s", pol->timeout_max_s < 0 ? json_null() : json_integer(pol->timeout_max_s),
-		"output_default", (json_int_t)pol->output_default, "artifacts_max",
-		(json_int_t)pol->artifacts_max, "output_max",
-		(json_int_t)pol->output_max,
-		"sandbox", "landlock", ll_mode_name(pol->landlock), "allow_root", pol->allow_root,
-		"tmpfs_size", pol->tmpfs_size ? json_integer((json_int_t)pol->tmpfs_size) : json_null(),
-		"ro_binds", plist_json(&pol->ro_binds), "rw_binds", plist_json(&pol->rw_binds),
-		"env_pass", plist_json(&pol->env_pass), "task_binds", pol->task_binds,
-		"task_bind_roots", plist_json(&pol->task_bind_roots), "env_deny", plist_json(&pol->env_deny),
-		"network", "allow_uids", uids, "allow_groups", gids, "cred_env", plist_json(&pol->cred_env), "cred_files",
-		plist_json(&pol->cred_files),
-		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
-	if (!o)
-		return NULL;
-	json_t *lim = json_object_get(o, "limits");
-	json_object_set_new(lim, "artifacts_files", json_integer((json_int_t)pol->artifacts_files));
-	json_object_set_new(lim, "artifacts_depth", json_integer(pol->artifacts_depth));
-	json_t *kinds = json_object();
-	for (int i = 0; i < pol->n_kinds; i++) {
-		const struct kind *k = &pol->kinds[i];
-		json_t *ext = json_array(), *cred = json_array();
-		for (int j = 0; j < k->n_ext; j++)
-			json_array_append_new(ext, json_string(k->ext[j]));
-		for (int j = 0; j < k->n_cred; j++)
-			json_array_append_new(cred, json_string(k->cred[j]));
-		json_object_set_new(kinds, k->name,
-				    json_pack("{s:s, s:o, s:b, s:o, s:o, s:o}", "runner", k->runner,
-					      "extensions", ext, "net", k->net, "credentials", cred,
-					      "endpoint", k->endpoint[0] ? json_string(k->endpoint) : json_null(),
-					      "model", k->model[0] ? json_string(k->model) : json_null()));
+	if (!*v || v[0] == '-' || strlen(v) >= len)
+		return -1;
+	for (const char *c = v; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr(extra, *c))
+			return -1;
+	snprintf(dst, len, "%s", v);
+	return 0;
+}
+
+/* The container CLI: a bare name (found in PATH when run) or an
+ * absolute path; never anything a shell would read. */
+int container_cmd_set(struct policy *pol, const char *v)
+{
+	if (v[0] != '/' && strchr(v, '/'))
+		return -1;
+	return word_set(pol->container_cmd, sizeof pol->container_cmd, v, "/._+-");
+}
+
+/* An image reference: registry/name:tag@digest characters only. */
+int container_image_set(struct policy *pol, const char *v)
+{
+	return word_set(pol->container_image, sizeof pol->container_image, v, "/._:@-");
+}
+
+/* The engine options that kart's own hardening depends on, by their
+ * long name (docker's and podman's CLIs take no abbreviations), and why.
+ * A name with a value after '=' is denied only with that value. */
+static const struct {
+	const char *name, *value, *why;
+} denied_args[] = {
+	{"privileged", NULL, "it gives the container every capability and device"},
+	{"cap-add", NULL, "kart drops every capability"},
+	{"security-opt", NULL, "kart sets no-new-privileges and its own seccomp profile"},
+	{"network", NULL, "kart sets the network (none, or the engine's default with net)"},
+	{"net", NULL, "kart sets the network (none, or the engine's default with net)"},
+	{"network-alias", NULL, "kart sets the network"},
+	{"add-host", NULL, "kart sets the network"},
+	{"pid", NULL, "the container keeps its own PID namespace"},
+	{"ipc", NULL, "the container keeps its own IPC namespace"},
+	{"uts", NULL, "the container keeps its own UTS namespace"},
+	{"pod", NULL, "the container shares no namespace with others"},
+	{"userns", "host", "the container keeps the engine's user namespace"},
+	{"cgroupns", "host", "the container keeps its own cgroup namespace"},
+	{"cgroup-parent", NULL, "the engine places the container"},
+	{"volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"volumes-from", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"mount", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"tmpfs", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"read-only", NULL, "the root stays read-only"},
+	{"read-only-tmpfs", NULL, "the root stays read-only"},
+	{"rootfs", NULL, "the root is the policy's image"},
+	{"image-volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
+	{"device", NULL, "the container gets no host device"},
+	{"device-cgroup-rule", NULL, "the container gets no host device"},
+	{"gpus", NULL, "the container gets no host device"},
+	{"user", NULL, "the task runs as its submitter"},
+	{"group-add", NULL, "the task runs as its submitter"},
+	{"passwd-entry", NULL, "the task runs as its submitter"},
+	{"memory", NULL, "the task's limits are kart's"},
+	{"memory-swap", NULL, "the task's limits are kart's"},
+	{"memory-reservation", NULL, "the task's limits are kart's"},
+	{"kernel-memory", NULL, "the task's limits are kart's"},
+	{"oom-kill-disable", NULL, "the task's limits are kart's"},
+	{"oom-score-adj", NULL, "the task's limits are kart's"},
+	{"pids-limit", NULL, "the task's limits are kart's"},
+	{"cpus", NULL, "the task's limits are kart's"},
+	{"cpu-quota", NULL, "the task's limits are kart's"},
+	{"cpu-period", NULL, "the task's limits are kart's"},
+	{"cpu-shares", NULL, "the task's limits are kart's"},
+	{"sysctl", NULL, "the kernel's settings are not the task's"},
+	{"env", NULL, "the task's environment is kart's"},
+	{"env-file", NULL, "the task's environment is kart's"},
+	{"env-host", NULL, "the task's environment is kart's"},
+	{"env-merge", NULL, "the task's environment is kart's"},
+	{"unsetenv", NULL, "the task's environment is kart's"},
+	{"preserve-fds", NULL, "the task holds none of the worker's descriptors"},
+	{"name", NULL, "kart names the container (recovery finds it by name and label)"},
+	{"label", NULL, "kart labels the container (recovery finds it by its label)"},
+	{"label-file", NULL, "kart labels the container (recovery finds it by its label)"},
+	{"replace", NULL, "kart names the container"},
+	{"rm", NULL, "kart removes the container once it has read its state"},
+	{"cidfile", NULL, "the CLI writes no file on the host"},
+	{"entrypoint", NULL, "the command is the task's"},
+	{"workdir", NULL, "the task starts in its work directory"},
+	{"interactive", NULL, "kart sets the container's standard streams"},
+	{"tty", NULL, "kart sets the container's standard streams"},
+	{"attach", NULL, "kart sets the container's standard streams"},
+	{"detach", NULL, "the CLI must live as long as the container"},
+	{"restart", NULL, "a task runs once per attempt"},
+	{"systemd", NULL, "the task is the container's only program"},
+};
+
+const char *container_arg_denied(const char *arg)
+{
+	if (strncmp(arg, "--", 2) != 0 || !isalpha((unsigned char)arg[2]))
+		return "not a long option (write --name or --name=value, one word)";
+	const char *name = arg + 2, *eq = strchr(name, '=');
+	size_t n = eq ? (size_t)(eq - name) : strlen(name);
+	for (size_t i = 0; i < ARRAY_SIZE(denied_args); i++) {
+		if (strlen(denied_args[i].name) != n || strncmp(name, denied_args[i].name, n) != 0)
+			continue;
+		/* --opt VALUE as two words is refused above: the value is
+		 * always after '='. */
+		if (!denied_args[i].value || (eq && strcmp(eq + 1, denied_args[i].value) == 0))
+			return denied_args[i].why;
+		if (!eq)
+			return "write the value after '=' (--name=value)";
 	}
-	json_object_set_new(o, "kinds", kinds);
-	json_object_set_new(json_object_get(o, "worker"), "results",
-			    json_string(pol->results_group ? "group" : "owner"));
-	json_object_set_new(json_object_get(o, "worker"), "min_free",
-			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
-				      "percent", (int)pol->min_free_pct));
-	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
-			    json_boolean(pol->allow_unsandboxed));
-	json_object_set_new(o, "container",
-			    json_pack("{s:s, s:o, s:b, s:o}", "command", pol->container_cmd, "image",
-				      pol->container_image[0] ? json_string(pol->container_image)
-							      : json_null(),
-				      "seccomp", pol->container_seccomp, "extra_args",
-				      plist_json(&pol->container_extra)));
-	/* Each lane's defaults and ceilings as they apply ([lane.*] over
-	 * [limits]); null: no default. cpu in cores, as in a result. */
-	json_t *lanes = json_object();
-	for (int i = 0; i < 2; i++) {
-		struct lane_limits l;
-		policy_lane_limits(pol, i, &l);
-#define OR_NULL(v, j) ((v) ? (j) : json_null())
-		json_object_set_new(
-			lanes, i ? "batch" : "fast",
-			json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "memory_default",
-				  OR_NULL(l.memory_default, json_integer((json_int_t)l.memory_default)),
-				  "memory_max", OR_NULL(l.memory_max, json_integer((json_int_t)l.memory_max)),
-				  "pids_default", OR_NULL(l.pids_default, json_integer(l.pids_default)),
-				  "pids_max", OR_NULL(l.pids_max, json_integer(l.pids_max)),
-				  "cpu_default", OR_NULL(l.cpu_default_milli, json_real(l.cpu_default_milli / 1000.0)),
-				  "cpu_max", OR_NULL(l.cpu_max_milli, json_real(l.cpu_max_milli / 1000.0))));
-#undef OR_NULL
-	}
-	json_object_set_new(json_object_get(o, "limits"), "lanes", lanes);
-	char *t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(o);
-	return t;
+	return NULL;
 }

@@ -143,13 +143,11 @@ struct policy {
 				       * container_arg_denied's list */
 };
 
-/* ---- policy.c: loading, the host's fitting, what the worker asks -------- */
+/* ---- policy.c: the values, and what the worker asks --------------------- */
 
-/* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
- * the file exists) and the environment. On an unreadable file, a bad
- * line or a bad override returns -1 with err naming the file and line or
- * the variable; never falls back silently to defaults. */
-int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
+/* What holds in lane (0 fast, 1 batch): its own values, else [limits]. */
+void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out);
+
 bool policy_net_allowed(const struct policy *pol, uid_t uid);
 /* Each variable the policy passes from the worker's environment into
  * tasks ([sandbox] env_pass, [network] cred_env, [kind.NAME] cred), once,
@@ -157,23 +155,6 @@ bool policy_net_allowed(const struct policy *pol, uid_t uid);
 void policy_env_names(const struct policy *pol,
 		      void (*fn)(const char *name, const char *where, void *arg), void *arg);
 bool policy_priority_allowed(const struct policy *pol, uid_t uid);
-/* Ready to run tasks: the backend's program (bwrap given by name, the
- * container CLI) resolved from PATH, then policy_backend_check. A bwrap
- * given as a path is taken as given: if it cannot run, each task is
- * refused, saying so. Returns 0, or -1 with err saying what to do. */
-int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
-/* Whether the backend may run on this spool: backend container needs an
- * image; backend none is refused on a spool that users other than its
- * owner can write (new/ writable by group or others), unless the policy
- * sets allow_unsandboxed. Returns 0, or -1 with err saying why. */
-int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
-			 size_t errlen);
-/* What holds in lane (0 fast, 1 batch): its own values, else [limits]. */
-void policy_lane_limits(const struct policy *pol, int lane, struct lane_limits *out);
-
-/* The effective policy as JSON text (kart doctor); caller frees.
- * Credentials appear by name only. */
-char *policy_describe(const struct policy *pol);
 
 /* Iterate: for (const char *s = NULL; (s = plist_next(l, s));) */
 const char *plist_next(const struct plist *l, const char *prev);
@@ -188,12 +169,6 @@ const char *cgroup_use_name(enum cgroup_use c);
  * binary (a build tree, or a bin/ that holds both), else in LIBEXECDIR. */
 void find_libexec(const char *name, char *out, size_t len);
 
-/* ---- policy_conf.c: SPOOL/kart.conf ------------------------------------- */
-
-/* Parse kart.conf text into pol (over whatever pol holds). */
-int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
-		      size_t errlen);
-
 /* Why an [container] extra_args word may not be given to the engine
  * (it would undo or bypass what kart sets: privileges, capabilities,
  * seccomp, the network, namespaces, mounts, devices, the user, limits,
@@ -207,5 +182,35 @@ bool kind_name_ok(const char *s);
  * file name fname; NULL if none. */
 const struct kind *policy_kind(const struct policy *pol, const char *name);
 const struct kind *policy_kind_by_ext(const struct policy *pol, const char *fname);
+
+/* ---- policy_conf.c: SPOOL/kart.conf ------------------------------------- */
+
+/* Parse kart.conf text into pol (over whatever pol holds). */
+int policy_parse_conf(struct policy *pol, const char *text, const char *fname, char *err,
+		      size_t errlen);
+
+/* ---- policy_load.c: the effective policy -------------------------------- */
+
+/* Fill pol from defaults, spool_dir/kart.conf (if spool_dir is given and
+ * the file exists) and the environment. On an unreadable file, a bad
+ * line or a bad override returns -1 with err naming the file and line or
+ * the variable; never falls back silently to defaults. */
+int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
+
+/* Ready to run tasks: the backend's program (bwrap given by name, the
+ * container CLI) resolved from PATH, then policy_backend_check. A bwrap
+ * given as a path is taken as given: if it cannot run, each task is
+ * refused, saying so. Returns 0, or -1 with err saying what to do. */
+int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
+/* Whether the backend may run on this spool: backend container needs an
+ * image; backend none is refused on a spool that users other than its
+ * owner can write (new/ writable by group or others), unless the policy
+ * sets allow_unsandboxed. Returns 0, or -1 with err saying why. */
+int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
+			 size_t errlen);
+
+/* The effective policy as JSON text (kart doctor); caller frees.
+ * Credentials appear by name only. */
+char *policy_describe(const struct policy *pol);
 
 #endif

@@ -1,9 +1,9 @@
 /* policy_conf.c - reading SPOOL/kart.conf into a policy: the INI
- * reader, each key's setter, and the checks on its values. */
+ * reader, the table of its keys and each key's setter. The values'
+ * checks are policy.c's, [kind.NAME] is policy_kind.c's. */
 #define _GNU_SOURCE
 #include "policy_int.h"
 
-#include <ctype.h>
 #include <limits.h>
 #include <pwd.h>
 #include <grp.h>
@@ -81,84 +81,6 @@ static int set_net_gids(struct policy *pol, const struct conf_key *ck, const cha
 		pol->net_gids[pol->n_net_gids++] = gid;
 	}
 	return 0;
-}
-
-bool env_name_ok(const char *s)
-{
-	if (!*s || (*s >= '0' && *s <= '9'))
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-		      *s == '_'))
-			return false;
-	return true;
-}
-
-/* Set by the sandbox itself: a policy cannot pass or replace them. */
-static bool env_name_reserved(const char *s)
-{
-	return strcmp(s, "PATH") == 0 || strcmp(s, "HOME") == 0 || strcmp(s, "TMPDIR") == 0 ||
-	       strcmp(s, "LANG") == 0 || strncmp(s, "KART_", 5) == 0;
-}
-
-/* An absolute path with no "." or ".." component, not "/" itself. */
-bool bind_path_ok(const char *s)
-{
-	if (s[0] != '/' || !s[1] || strlen(s) >= PATH_MAX)
-		return false;
-	for (const char *c = s; *c; c++)
-		if (*c == '/' && c[1] == '.' && (!c[2] || c[2] == '/' || (c[2] == '.' && (!c[3] || c[3] == '/'))))
-			return false;
-	return true;
-}
-
-
-int set_plist(struct plist *l, const char *v, enum plist_kind kind, char *err, size_t errlen,
-	      const char *where, const char *key)
-{
-	_cleanup_free_ char *copy = xstrdup(v);
-	char *save = NULL;
-	size_t used = 0;
-	memset(l, 0, sizeof *l);
-	for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
-		if (kind == PL_PATHS && !bind_path_ok(t))
-			return ERR(-1, "%s: %s: '%s' is not an absolute path (without . or .., not /)", where,
-				   key, t);
-		if (kind == PL_ENV && !env_name_ok(t))
-			return ERR(-1, "%s: %s: '%s' is not a variable name", where, key, t);
-		if (kind == PL_ENV_PAT) {
-			/* A name, or a prefix and '*'. */
-			size_t tl = strlen(t);
-			char nm[256];
-			snprintf(nm, sizeof nm, "%.*s", (int)(tl && t[tl - 1] == '*' ? tl - 1 : tl), t);
-			if (tl >= sizeof nm || (nm[0] && !env_name_ok(nm)) || (!nm[0] && tl != 1))
-				return ERR(-1, "%s: %s: '%s' is not a variable name (or PREFIX*)", where, key, t);
-		}
-		if (kind == PL_ENV && env_name_reserved(t))
-			return ERR(-1, "%s: %s: '%s' is set by the sandbox itself", where, key, t);
-		const char *why = kind == PL_ARGS ? container_arg_denied(t) : NULL;
-		if (why)
-			return ERR(-1, "%s: %s: '%s' refused: %s", where, key, t, why);
-		size_t len = strlen(t) + 1;
-		if (used + len + 1 > sizeof l->buf)
-			return ERR(-1, "%s: %s: the list is longer than %zu bytes", where, key, sizeof l->buf - 1);
-		memcpy(l->buf + used, t, len);
-		used += len;
-		l->n++;
-	}
-	return 0;
-}
-
-int parse_bool(const char *v, bool *out)
-{
-	static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
-	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
-		if (strcmp(v, yes[i]) == 0)
-			return *out = true, 0;
-		if (strcmp(v, no[i]) == 0)
-			return *out = false, 0;
-	}
-	return -1;
 }
 
 /* memory/pids/cpu _default/_max, in [limits] (into pol's own fields) or
@@ -256,121 +178,6 @@ static int set_prio_allow(struct policy *pol, const struct conf_key *ck, const c
 		pol->prio_uids[pol->n_prio_uids++] = uid;
 	}
 	return 0;
-}
-
-/* A word of kart.conf copied into dst: letters, digits and the
- * characters in extra only, not empty, not an option, within len. */
-static int word_set(char *dst, size_t len, const char *v, const char *extra)
-{
-	if (!*v || v[0] == '-' || strlen(v) >= len)
-		return -1;
-	for (const char *c = v; *c; c++)
-		if (!isalnum((unsigned char)*c) && !strchr(extra, *c))
-			return -1;
-	snprintf(dst, len, "%s", v);
-	return 0;
-}
-
-/* The container CLI: a bare name (found in PATH when run) or an
- * absolute path; never anything a shell would read. */
-int container_cmd_set(struct policy *pol, const char *v)
-{
-	if (v[0] != '/' && strchr(v, '/'))
-		return -1;
-	return word_set(pol->container_cmd, sizeof pol->container_cmd, v, "/._+-");
-}
-
-/* An image reference: registry/name:tag@digest characters only. */
-int container_image_set(struct policy *pol, const char *v)
-{
-	return word_set(pol->container_image, sizeof pol->container_image, v, "/._:@-");
-}
-
-/* The engine options that kart's own hardening depends on, by their
- * long name (docker's and podman's CLIs take no abbreviations), and why.
- * A name with a value after '=' is denied only with that value. */
-static const struct {
-	const char *name, *value, *why;
-} denied_args[] = {
-	{"privileged", NULL, "it gives the container every capability and device"},
-	{"cap-add", NULL, "kart drops every capability"},
-	{"security-opt", NULL, "kart sets no-new-privileges and its own seccomp profile"},
-	{"network", NULL, "kart sets the network (none, or the engine's default with net)"},
-	{"net", NULL, "kart sets the network (none, or the engine's default with net)"},
-	{"network-alias", NULL, "kart sets the network"},
-	{"add-host", NULL, "kart sets the network"},
-	{"pid", NULL, "the container keeps its own PID namespace"},
-	{"ipc", NULL, "the container keeps its own IPC namespace"},
-	{"uts", NULL, "the container keeps its own UTS namespace"},
-	{"pod", NULL, "the container shares no namespace with others"},
-	{"userns", "host", "the container keeps the engine's user namespace"},
-	{"cgroupns", "host", "the container keeps its own cgroup namespace"},
-	{"cgroup-parent", NULL, "the engine places the container"},
-	{"volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
-	{"volumes-from", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
-	{"mount", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
-	{"tmpfs", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
-	{"read-only", NULL, "the root stays read-only"},
-	{"read-only-tmpfs", NULL, "the root stays read-only"},
-	{"rootfs", NULL, "the root is the policy's image"},
-	{"image-volume", NULL, "kart mounts only the task, its work directory and $KART_OUTDIR"},
-	{"device", NULL, "the container gets no host device"},
-	{"device-cgroup-rule", NULL, "the container gets no host device"},
-	{"gpus", NULL, "the container gets no host device"},
-	{"user", NULL, "the task runs as its submitter"},
-	{"group-add", NULL, "the task runs as its submitter"},
-	{"passwd-entry", NULL, "the task runs as its submitter"},
-	{"memory", NULL, "the task's limits are kart's"},
-	{"memory-swap", NULL, "the task's limits are kart's"},
-	{"memory-reservation", NULL, "the task's limits are kart's"},
-	{"kernel-memory", NULL, "the task's limits are kart's"},
-	{"oom-kill-disable", NULL, "the task's limits are kart's"},
-	{"oom-score-adj", NULL, "the task's limits are kart's"},
-	{"pids-limit", NULL, "the task's limits are kart's"},
-	{"cpus", NULL, "the task's limits are kart's"},
-	{"cpu-quota", NULL, "the task's limits are kart's"},
-	{"cpu-period", NULL, "the task's limits are kart's"},
-	{"cpu-shares", NULL, "the task's limits are kart's"},
-	{"sysctl", NULL, "the kernel's settings are not the task's"},
-	{"env", NULL, "the task's environment is kart's"},
-	{"env-file", NULL, "the task's environment is kart's"},
-	{"env-host", NULL, "the task's environment is kart's"},
-	{"env-merge", NULL, "the task's environment is kart's"},
-	{"unsetenv", NULL, "the task's environment is kart's"},
-	{"preserve-fds", NULL, "the task holds none of the worker's descriptors"},
-	{"name", NULL, "kart names the container (recovery finds it by name and label)"},
-	{"label", NULL, "kart labels the container (recovery finds it by its label)"},
-	{"label-file", NULL, "kart labels the container (recovery finds it by its label)"},
-	{"replace", NULL, "kart names the container"},
-	{"rm", NULL, "kart removes the container once it has read its state"},
-	{"cidfile", NULL, "the CLI writes no file on the host"},
-	{"entrypoint", NULL, "the command is the task's"},
-	{"workdir", NULL, "the task starts in its work directory"},
-	{"interactive", NULL, "kart sets the container's standard streams"},
-	{"tty", NULL, "kart sets the container's standard streams"},
-	{"attach", NULL, "kart sets the container's standard streams"},
-	{"detach", NULL, "the CLI must live as long as the container"},
-	{"restart", NULL, "a task runs once per attempt"},
-	{"systemd", NULL, "the task is the container's only program"},
-};
-
-const char *container_arg_denied(const char *arg)
-{
-	if (strncmp(arg, "--", 2) != 0 || !isalpha((unsigned char)arg[2]))
-		return "not a long option (write --name or --name=value, one word)";
-	const char *name = arg + 2, *eq = strchr(name, '=');
-	size_t n = eq ? (size_t)(eq - name) : strlen(name);
-	for (size_t i = 0; i < ARRAY_SIZE(denied_args); i++) {
-		if (strlen(denied_args[i].name) != n || strncmp(name, denied_args[i].name, n) != 0)
-			continue;
-		/* --opt VALUE as two words is refused above: the value is
-		 * always after '='. */
-		if (!denied_args[i].value || (eq && strcmp(eq + 1, denied_args[i].value) == 0))
-			return denied_args[i].why;
-		if (!eq)
-			return "write the value after '=' (--name=value)";
-	}
-	return NULL;
 }
 
 /* ---- one key of kart.conf ---------------------------------------------- */

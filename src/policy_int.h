@@ -1,6 +1,8 @@
-/* policy_int.h - what the policy's own files share (policy.c,
- * policy_conf.c, policy_kind.c), and no one else includes: one section
- * per file. The rest of kart sees policy.h only. */
+/* policy_int.h - what the policy's own files share, and no one else
+ * includes: one section per file. The files are layers, each calling
+ * only those below it: policy.c (the values), policy_kind.c ([kind.*]),
+ * policy_conf.c (kart.conf), policy_load.c (the effective policy). The
+ * rest of kart sees policy.h only. */
 #ifndef KART_POLICY_INT_H
 #define KART_POLICY_INT_H
 
@@ -8,13 +10,10 @@
 
 #include "policy.h"
 
-/* ---- policy.c ----------------------------------------------------------- */
+/* ---- policy.c: the values ----------------------------------------------- */
 
 /* "auto", "require" or "off"; -1 for anything else. */
 int cgroup_use_parse(const char *v, enum cgroup_use *out);
-
-/* ---- policy_conf.c: kart.conf's values ---------------------------------- */
-
 /* What a list's words must be: paths to bind, variable names, names or
  * PREFIX* patterns, container engine options. */
 enum plist_kind { PL_PATHS, PL_ENV, PL_ENV_PAT, PL_ARGS };
@@ -25,7 +24,6 @@ int parse_bool(const char *v, bool *out);
 bool env_name_ok(const char *s);
 /* An absolute path with no "." or ".." component, not "/" itself. */
 bool bind_path_ok(const char *s);
-int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, const char *where);
 int container_cmd_set(struct policy *pol, const char *v);
 int container_image_set(struct policy *pol, const char *v);
 
@@ -38,5 +36,10 @@ int conf_kind(struct policy *pol, const char *name, const char *key, const char 
 	      char *err, size_t errlen, const char *where);
 /* After the whole file: the kinds agree with each other and the policy. */
 int kinds_check(struct policy *pol, const char *fname, char *err, size_t errlen);
+
+/* ---- policy_conf.c: kart.conf's keys ------------------------------------ */
+
+/* [network] allow_uids, and KART_NET_UIDS over it. */
+int set_net_uids(struct policy *pol, const char *v, char *err, size_t errlen, const char *where);
 
 #endif

@@ -1,5 +1,6 @@
 /* policy_kind.c - [kind.NAME] sections of kart.conf: a task kind, its
- * runner, extensions and credentials, and the lookups task.c asks. */
+ * runner, extensions and credentials, and the lookups task.c asks.
+ * Below policy_conf.c, which reads its sections; above policy.c. */
 #define _GNU_SOURCE
 #include "policy_int.h"
 

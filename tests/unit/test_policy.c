@@ -1,4 +1,4 @@
-/* test_policy.c - kart.conf and KART_* overrides (src/policy.c): the
+/* test_policy.c - kart.conf and KART_* overrides (src/policy_load.c): the
  * [sandbox], [network] credential and [hooks] keys, and errors that
  * name the line. */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* test_space.c - [worker] min_free (src/space.c) and the built-in
- * defaults of a shared machine (src/policy.c): what they parse to, the
+ * defaults of a shared machine (src/policy_load.c): what they parse to, the
  * lesser of a size and a percentage, and the defaults yielding to a
  * lower ceiling or turned off by one line. */
 #include <setjmp.h>
