@@ -56,12 +56,12 @@ bspool() {
 
 # as_user CMD...: run as kt19user, in its home, with kart in PATH.
 as_user() {
-	runuser -u "$U" -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="/home/$U" \
+	runuser -u "$U" -- env -i "${SAN_ENV[@]}" PATH="$KART_BUILD:/usr/bin:/bin" HOME="/home/$U" \
 		sh -c 'cd "$HOME/${BDIR:-}" && "$@"' _ "$@"
 }
 as_user_in() { # DIR CMD...
 	local d=$1; shift
-	runuser -u "$U" -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="/home/$U" \
+	runuser -u "$U" -- env -i "${SAN_ENV[@]}" PATH="$KART_BUILD:/usr/bin:/bin" HOME="/home/$U" \
 		sh -c 'cd "$1" && shift && "$@"' _ "$d" "$@"
 }
 
@@ -254,7 +254,7 @@ test_env_secret() {
 		sh -c 'echo "[$FOO]"; sleep 2' >/dev/null
 	wait_until 20 is_running "$s" env || fail "the env task did not start"
 	ps -eo args | grep -F -- "$v" | grep -v grep && fail "the value is in ps output"
-	runuser -u "$U" -- env -i MYVAR="$v-passed" PATH="$KART_BUILD:/usr/bin:/bin" \
+	runuser -u "$U" -- env -i "${SAN_ENV[@]}" MYVAR="$v-passed" PATH="$KART_BUILD:/usr/bin:/bin" \
 		kart -s "$s" submit --no-cwd --name passed -e MYVAR -- sh -c 'echo "$MYVAR"' >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true >/dev/null
 	# Copied in, readable by all: the worker makes it its owner's alone.

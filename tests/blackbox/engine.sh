@@ -353,7 +353,7 @@ test_engine_task_binds() {
 	local bid=$E_USER:binds pid=$E_USER:priv
 	# A root-owned directory the user can neither read nor write.
 	mkdir -p "$priv" && chmod 0700 "$priv" && echo private >"$priv/f"
-	u() { runuser -u "$E_USER" -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="$h" sh -c 'cd "$HOME" && "$@"' _ "$@"; }
+	u() { runuser -u "$E_USER" -- env -i "${SAN_ENV[@]}" PATH="$KART_BUILD:/usr/bin:/bin" HOME="$h" sh -c 'cd "$HOME" && "$@"' _ "$@"; }
 	u mkdir -p proj ref
 	u sh -c 'echo ref-data >ref/in.txt'
 	u sh -c "cat >binds.task" <<-EOF

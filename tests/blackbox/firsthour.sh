@@ -33,7 +33,7 @@ trap 'user_cleanup; _cleanup' EXIT
 # environment (setpriv, env and sh exec: its pid is the command's, for
 # stop_worker). In their home: kart submit binds the directory it runs in.
 as_user() {
-	setpriv --reuid="$U" --regid="$U" --init-groups -- env -i PATH="$KART_BUILD:/usr/bin:/bin" HOME="$UHOME" LANG=C.UTF-8 \
+	setpriv --reuid="$U" --regid="$U" --init-groups -- env -i "${SAN_ENV[@]}" PATH="$KART_BUILD:/usr/bin:/bin" HOME="$UHOME" LANG=C.UTF-8 \
 		sh -c 'cd "$HOME" && exec "$@"' sh "$@"
 }
 # A spool of the user's own, made by the user (kart init --personal).
