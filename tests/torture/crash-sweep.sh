@@ -7,7 +7,6 @@
 #   ran twice says attempt > 1; an id printed by kart submit (reserved in
 #   ids/) is its result's, and no reservation outlives its result (a
 #   killed client's goes with kart gc).
-#   ran twice says attempt > 1.
 # kart hold, release and edit are swept too (sweep_control).
 # Prints: "N crash points survived, L tasks lost, D run twice unflagged".
 #   SWEEP_MAX  highest call number tried per syscall (default 60)
