@@ -463,8 +463,6 @@ void scan_cancels(struct worker *w);
  * does it for every task, and reads new/.paused. */
 void task_pause_look(struct worker *w, struct task *t);
 void scan_pauses(struct worker *w);
-void task_unlink(struct worker *w, struct task *t);
-void task_free(struct worker *w, struct task *t);
 void abandon(struct worker *w, struct task *t);
 void finish_unstarted(struct worker *w, struct task *t, const char *status,
 		      const char *refusal, const char *error);
@@ -494,15 +492,14 @@ void spawner_start_filtered(struct worker *w);
 void spawner_start(struct worker *w);
 void spawner_stop(struct worker *w);
 
-/* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
- * still busy */
-/* A claim (in cur/W/) that will not run, finished with its result
- * (rejected, skipped, cancelled, refused before a task was made): no
- * slot taken, the on_done hook run. */
-void finish_unrun(struct worker *w, const char *name, const char *status, const char *why);
-/* The same for an entry of new/, claimed first (another worker's
- * claim wins). */
-void finish_from_new(struct worker *w, const char *name, const char *status, const char *why);
+/* ---- worker_queue.c: queued tasks: what new/ holds, claiming, deferral, names still busy */
+void consider(struct worker *w, const char *name);
+void new_mode(struct worker *w);
+void scan_new(struct worker *w);
+void busy_arm(struct worker *w);
+void busy_recheck(struct worker *w);
+void dispatch(struct worker *w);
+void undefer(struct worker *w);
 
 /* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
 /* consider: true when name was a duplicate of a unique= key (finished
@@ -521,16 +518,6 @@ bool sched_retry(struct worker *w, struct task *t);
  * none), and what to do when it rings (true: dispatch). */
 int64_t sched_next_mono(const struct worker *w);
 bool sched_ring(struct worker *w);
-void consider(struct worker *w, const char *name);
-int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
-void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
-		int64_t arrived_ms);
-void new_mode(struct worker *w);
-void scan_new(struct worker *w);
-void busy_arm(struct worker *w);
-void busy_recheck(struct worker *w);
-void dispatch(struct worker *w);
-void undefer(struct worker *w);
 
 /* ---- worker_drop.c: drop/: a shared spool's per-user drop directories, moved into new/ */
 struct drop *drop_find(struct worker *w, const char *name, int wd);
@@ -610,5 +597,23 @@ int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t u
 bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
 		    const struct timespec *ct, int *dfd);
 void spares_drop(struct worker *w);
+
+/* ---- worker_fair.c: a queued name's place: its submitter's fair turn, its priority, its push */
+uint64_t fair_turn(struct fair *f, uid_t uid);
+int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
+void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
+		int64_t arrived_ms);
+
+/* ---- worker_end.c: the end of a name that never ran, and of a task's record; it calls
+ * nothing of the worker's above it */
+/* A claim (in cur/W/) that will not run, finished with its result
+ * (rejected, skipped, cancelled, refused before a task was made): no
+ * slot taken, the on_done hook run. */
+void finish_unrun(struct worker *w, const char *name, const char *status, const char *why);
+/* The same for an entry of new/, claimed first (another worker's
+ * claim wins). */
+void finish_from_new(struct worker *w, const char *name, const char *status, const char *why);
+void task_unlink(struct worker *w, struct task *t);
+void task_free(struct worker *w, struct task *t);
 
 #endif

@@ -143,46 +143,6 @@ static void fill_result(struct worker *w, struct task *t)
 	r->work_discarded = t->spec.cwd < 0 || !t->home[0];
 }
 
-/* Out of w->tasks, if it is there. */
-void task_unlink(struct worker *w, struct task *t)
-{
-	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
-		if (*pp == t) {
-			*pp = t->next;
-			break;
-		}
-	t->next = NULL;
-}
-
-void task_free(struct worker *w, struct task *t)
-{
-	task_unlink(w, t);
-	/* Backend none's directories that were not retired (a refusal, a
-	 * re-queue, a run whose leaf was not seen empty): removed by name,
-	 * as spool_clean_scratch does the others. One the commit moved into
-	 * done/ is not there any more. */
-	for (int i = 0; i < 3; i++) {
-		if (t->scr[i][0])
-			(void)rm_rf_at(w->wdir, t->scr[i]);
-		if (t->scr_fd[i] >= 0)
-			close(t->scr_fd[i]);
-	}
-	if (t->uniq_fd >= 0)
-		close(t->uniq_fd); /* its key is free: the result is written */
-	if (t->out_mfd >= 0) {
-		(void)outdir_release(&w->ons, t->out_mfd);
-		close(t->out_mfd);
-	}
-	if (t->run.out.file >= 0)
-		close(t->run.out.file);
-	if (t->run.err.file >= 0)
-		close(t->run.err.file);
-	cg_files_close(&t->cgf);
-	credfwd_close(&t->fwd);
-	free(t->name);
-	free(t);
-}
-
 /* Stopping, and its result still cannot be published (a full disk, an
  * I/O error) when the grace period is over: left in cur/W/ just as a
  * crash leaves it, for recovery to publish, not retried for ever. */
