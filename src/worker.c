@@ -225,8 +225,11 @@ static void on_inotify(struct worker *w)
 					drop_seen(w, ev->name);
 				continue;
 			}
-			if (!ev->len && drain_event(w, ev->wd))
+			struct task *dt = ev->len ? NULL : drain_event(w, ev->wd);
+			if (dt) {
+				task_event(w, dt, TE_RETRY);
 				continue;
+			}
 			if (!ev->len)
 				continue;
 			if (ev->wd == w->wd_done) {

@@ -451,9 +451,6 @@ void task_table_markdown(FILE *f);
 
 /* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
-/* Is the task's memory (or pids) the policy's built-in default, which
- * yields where nothing can hold it? (The result says so.) */
-bool memory_builtin(const struct policy *pol, const struct task_spec *spec);
 
 /* ---- worker_task.c: a task's life once it is made: its record, a run's end, its result,
  * stop and kill, pause and cancel, its free */
@@ -477,6 +474,10 @@ void task_complete(struct worker *w, struct task *t);
 void stop_begin(struct worker *w, struct task *t);
 void kill_now(struct worker *w, struct task *t);
 void commit_failed(struct worker *w, struct task *t);
+void spawn_refuse(struct worker *w, struct task *t);
+/* Is the task's memory (or pids) the policy's built-in default, which
+ * yields where nothing can hold it? (The result says so.) */
+bool memory_builtin(const struct policy *pol, const struct task_spec *spec);
 
 /* ---- worker_commit.c: the commit thread: results made durable off the event loop */
 void publish(struct worker *w, struct task *t);
@@ -487,7 +488,6 @@ void outdir_moved(struct outdir_move *m);
 
 /* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
 void spawn_job_free(struct spawn_job *j);
-void spawn_refuse(struct worker *w, struct task *t);
 void spawner_start_filtered(struct worker *w);
 void spawner_start(struct worker *w);
 void spawner_stop(struct worker *w);
@@ -500,6 +500,9 @@ void busy_arm(struct worker *w);
 void busy_recheck(struct worker *w);
 void dispatch(struct worker *w);
 void undefer(struct worker *w);
+/* The timer rang (sched_next_mono): the names whose time came, looked at
+ * again (true: dispatch). */
+bool sched_ring(struct worker *w);
 
 /* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
 /* consider: true when name was a duplicate of a unique= key (finished
@@ -515,9 +518,8 @@ void sched_claim_done(struct worker *w, const char *name);
  * for its retry (retry_on=); the task is freed. */
 bool sched_retry(struct worker *w, struct task *t);
 /* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
- * none), and what to do when it rings (true: dispatch). */
+ * none); what to do when it rings is the queue's (sched_ring). */
 int64_t sched_next_mono(const struct worker *w);
-bool sched_ring(struct worker *w);
 
 /* ---- worker_drop.c: drop/: a shared spool's per-user drop directories, moved into new/ */
 struct drop *drop_find(struct worker *w, const char *name, int wd);
@@ -544,7 +546,7 @@ int join_leaf(pid_t pid, void *arg);
 void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);
-bool drain_event(struct worker *w, int wd);
+struct task *drain_event(struct worker *w, int wd);
 
 /* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */
 void capture_file(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind);

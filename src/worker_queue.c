@@ -341,3 +341,16 @@ void undefer(struct worker *w)
 	}
 	free(d);
 }
+
+bool sched_ring(struct worker *w)
+{
+	bool due = false;
+	for (char *n; (n = sched_queue_pop_due(&w->sched, now_realtime_ms())); free(n)) {
+		if (strset_get(&w->known, n) != K_SCHEDULED)
+			continue; /* an older ring for the same name */
+		strset_del(&w->known, n);
+		consider(w, n);
+		due = true;
+	}
+	return due;
+}
