@@ -611,6 +611,12 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	dispatch(&w);
 
 	for (;;) {
+		if (w.freed) {
+			/* A slot the state table freed since the last look. */
+			w.freed = false;
+			undefer(&w);
+			dispatch(&w);
+		}
 		if (w.stopping && w.nrunning == 0 && !w.tasks && !w.ncommit)
 			break;
 		if (w.drain && idle_and_empty(&w)) {

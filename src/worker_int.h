@@ -392,6 +392,10 @@ struct worker {
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	int nrunning;
+	/* A task's slot came free, or its claim went (the state table,
+	 * which sits below the queue): the loop undefers and dispatches
+	 * before its next wait. */
+	bool freed;
 	char **deferred;
 	struct hook *hooks; /* on_done hooks still running */
 	int nhooks;
