@@ -291,4 +291,3 @@ int64_t sched_next_mono(const struct worker *w)
 {
 	return w->sched.h.n ? sched_mono_for(sched_queue_next(&w->sched)) : 0;
 }
-
