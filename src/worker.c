@@ -225,8 +225,11 @@ static void on_inotify(struct worker *w)
 					drop_seen(w, ev->name);
 				continue;
 			}
-			if (!ev->len && drain_event(w, ev->wd))
+			struct task *dt = ev->len ? NULL : drain_event(w, ev->wd);
+			if (dt) {
+				task_event(w, dt, TE_RETRY);
 				continue;
+			}
 			if (!ev->len)
 				continue;
 			if (ev->wd == w->wd_done) {
@@ -608,6 +611,12 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	dispatch(&w);
 
 	for (;;) {
+		if (w.freed) {
+			/* A slot the state table freed since the last look. */
+			w.freed = false;
+			undefer(&w);
+			dispatch(&w);
+		}
 		if (w.stopping && w.nrunning == 0 && !w.tasks && !w.ncommit)
 			break;
 		if (w.drain && idle_and_empty(&w)) {

@@ -392,6 +392,10 @@ struct worker {
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	int nrunning;
+	/* A task's slot came free, or its claim went (the state table,
+	 * which sits below the queue): the loop undefers and dispatches
+	 * before its next wait. */
+	bool freed;
 	char **deferred;
 	struct hook *hooks; /* on_done hooks still running */
 	int nhooks;
@@ -427,33 +431,51 @@ struct acct {
 	char home[TASK_BIND_PATH_MAX];
 };
 
+/* One section per file, from the top of the worker down: each file
+ * calls only the files below it, save worker_state.c and worker_task.c,
+ * the table and its actions, which call each other (an action fires the
+ * next event). docs/DESIGN.md has the map. */
+
 /* ---- worker.c: the event loop: worker_main, the epoll dispatch, inotify routed by watch,
  * signals, the timer (set before each wait from every file's deadline), the descriptor
  * budget, and the helper threads' hand-back on the loop's side */
 void helper_done(struct worker *w, struct helper *h);
 
-/* ---- worker_ev.c: what the loop lends the other files: epoll registration, the helper
- * threads and their hand-back on the thread's side; it calls nothing above it */
-/* Counted up at every change in /etc (the loop's watch); -1: no watch. */
-extern long etc_gen;
-void ep_add(struct worker *w, int fd, struct src *s);
-void ep_del(struct worker *w, int fd);
-void thread_name(pthread_t th, const char *what);
-void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
-		  const char *what);
-void helper_stop(struct helper *h);
-void helper_back(struct helper *h, struct task *t, enum tevent ev);
+/* ---- worker_peer.c: peers: other workers' claim directories, and recovery of a dead one's */
+void recover_peer(struct worker *w, const char *peer);
+void recover_own(struct worker *w);
+void watch_peer(struct worker *w, const char *peer);
+void scan_peers(struct worker *w);
+void sweep_containers(struct worker *w, const char *peer);
+
+/* ---- worker_queue.c: queued tasks: what new/ holds, claiming, deferral, names still busy */
+void consider(struct worker *w, const char *name);
+void new_mode(struct worker *w);
+void scan_new(struct worker *w);
+void busy_arm(struct worker *w);
+void busy_recheck(struct worker *w);
+void dispatch(struct worker *w);
+void undefer(struct worker *w);
+/* The timer rang (sched_next_mono): the names whose time came, looked at
+ * again (true: dispatch). */
+bool sched_ring(struct worker *w);
+
+/* ---- worker_drop.c: drop/: a shared spool's per-user drop directories, moved into new/ */
+struct drop *drop_find(struct worker *w, const char *name, int wd);
+void drop_forget(struct worker *w, struct drop *d);
+void hoist_finish(struct worker *w, const char *dot);
+void drop_key(struct worker *w, const char *key);
+void drop_entry(struct worker *w, struct drop *d, const char *name);
+void drop_seen(struct worker *w, const char *name);
+void scan_drops(struct worker *w);
+
+/* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
+void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
 
 /* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
  * setter of a task's state */
 void task_event(struct worker *w, struct task *t, enum tevent ev);
 void task_table_markdown(FILE *f);
-
-/* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
-void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
-/* Is the task's memory (or pids) the policy's built-in default, which
- * yields where nothing can hold it? (The result says so.) */
-bool memory_builtin(const struct policy *pol, const struct task_spec *spec);
 
 /* ---- worker_task.c: a task's life once it is made: its record, a run's end, its result,
  * stop and kill, pause and cancel, its free */
@@ -463,8 +485,6 @@ void scan_cancels(struct worker *w);
  * does it for every task, and reads new/.paused. */
 void task_pause_look(struct worker *w, struct task *t);
 void scan_pauses(struct worker *w);
-void task_unlink(struct worker *w, struct task *t);
-void task_free(struct worker *w, struct task *t);
 void abandon(struct worker *w, struct task *t);
 void finish_unstarted(struct worker *w, struct task *t, const char *status,
 		      const char *refusal, const char *error);
@@ -479,110 +499,10 @@ void task_complete(struct worker *w, struct task *t);
 void stop_begin(struct worker *w, struct task *t);
 void kill_now(struct worker *w, struct task *t);
 void commit_failed(struct worker *w, struct task *t);
-
-/* ---- worker_commit.c: the commit thread: results made durable off the event loop */
-void publish(struct worker *w, struct task *t);
-void commit_start(struct worker *w);
-void commit_stop(struct worker *w);
-/* The mover's done(): a task's $KART_OUTDIR copied, back to the commit thread. */
-void outdir_moved(struct outdir_move *m);
-
-/* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
-void spawn_job_free(struct spawn_job *j);
 void spawn_refuse(struct worker *w, struct task *t);
-void spawner_start_filtered(struct worker *w);
-void spawner_start(struct worker *w);
-void spawner_stop(struct worker *w);
-
-/* ---- worker_queue.c: queued tasks: what new/ holds, fair turns, claiming, deferral, names
- * still busy */
-/* A claim (in cur/W/) that will not run, finished with its result
- * (rejected, skipped, cancelled, refused before a task was made): no
- * slot taken, the on_done hook run. */
-void finish_unrun(struct worker *w, const char *name, const char *status, const char *why);
-/* The same for an entry of new/, claimed first (another worker's
- * claim wins). */
-void finish_from_new(struct worker *w, const char *name, const char *status, const char *why);
-
-/* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
-/* consider: true when name was a duplicate of a unique= key (finished
- * `cancelled`) or waits for its time (kept in w->sched): not queued. */
-bool sched_consider(struct worker *w, const char *name, const struct inspect *ins);
-/* start_claimed: true when the claim was handled here (given back to
- * wait for its time, or a duplicate finished); else *ufd is its key's
- * lock (-1: none), for the task to hold until its result. */
-bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd);
-/* dispatch: name was claimed; forget it among the keys' queued ones. */
-void sched_claim_done(struct worker *w, const char *name);
-/* task_complete: true when the attempt is kept and the task re-queued
- * for its retry (retry_on=); the task is freed. */
-bool sched_retry(struct worker *w, struct task *t);
-/* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
- * none), and what to do when it rings (true: dispatch). */
-int64_t sched_next_mono(const struct worker *w);
-bool sched_ring(struct worker *w);
-void consider(struct worker *w, const char *name);
-int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
-void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
-		int64_t arrived_ms);
-void new_mode(struct worker *w);
-void scan_new(struct worker *w);
-void busy_arm(struct worker *w);
-void busy_recheck(struct worker *w);
-void dispatch(struct worker *w);
-void undefer(struct worker *w);
-
-/* ---- worker_drop.c: drop/: a shared spool's per-user drop directories, moved into new/ */
-struct drop *drop_find(struct worker *w, const char *name, int wd);
-void drop_forget(struct worker *w, struct drop *d);
-void hoist_finish(struct worker *w, const char *dot);
-void drop_key(struct worker *w, const char *key);
-void drop_entry(struct worker *w, struct drop *d, const char *name);
-void drop_seen(struct worker *w, const char *name);
-void scan_drops(struct worker *w);
-
-/* ---- worker_peer.c: peers: other workers' claim directories, and recovery of a dead one's */
-void recover_peer(struct worker *w, const char *peer);
-void recover_own(struct worker *w);
-void watch_peer(struct worker *w, const char *peer);
-void scan_peers(struct worker *w);
-void sweep_containers(struct worker *w, const char *peer);
-
-/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
- * the run */
-void sweep_leaves(struct worker *w);
-void leaves_drop(void);
-int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
-int join_leaf(pid_t pid, void *arg);
-void task_cgroup_end(struct task *t);
-bool drain_begin(struct worker *w, struct task *t);
-bool drain_poll(struct worker *w, struct task *t);
-bool drain_event(struct worker *w, int wd);
-
-/* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */
-void capture_file(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind);
-void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind,
-		uint32_t events);
-void capture_loss(struct worker *w, struct task *t);
-
-/* ---- hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
-void hooks_sweep(struct worker *w);
-void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
-		const char *what);
-void run_hook(struct worker *w, const char *id);
-void on_hook(struct worker *w, struct src *s);
-void hooks_finish(struct worker *w);
-void hooks_release(struct worker *w);
-
-/* ---- acct.c: accounts, looked up once per uid, and the switch to the submitter */
-const struct acct *acct_get(uid_t uid);
-int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
-
-/* ---- held.c: Landlock's system paths, held open for every task of backend none */
-void held_drop(void);
-void held_apply(struct worker *w, struct confine *c);
-void task_paths_held(const struct task *t, struct confine *c, const char *task,
-		     const char *const dirs[SCR_NDIRS]);
+/* Is the task's memory (or pids) the policy's built-in default, which
+ * yields where nothing can hold it? (The result says so.) */
+bool memory_builtin(const struct policy *pol, const struct task_spec *spec);
 
 /* after=, when a run starts: what the sandbox is given of each
  * upstream (sandbox.h), and the descriptors of it opened in done/. */
@@ -604,11 +524,107 @@ int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 void dep_inputs_free(struct dep_inputs *di);
 int dep_links(struct worker *w, struct dep_inputs *di, const char *work, int n);
 
+/* ---- worker_sched.c: delayed start, retry, unique keys (issue 20) ---- */
+/* consider: true when name was a duplicate of a unique= key (finished
+ * `cancelled`) or waits for its time (kept in w->sched): not queued. */
+bool sched_consider(struct worker *w, const char *name, const struct inspect *ins);
+/* start_claimed: true when the claim was handled here (given back to
+ * wait for its time, or a duplicate finished); else *ufd is its key's
+ * lock (-1: none), for the task to hold until its result. */
+bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd);
+/* dispatch: name was claimed; forget it among the keys' queued ones. */
+void sched_claim_done(struct worker *w, const char *name);
+/* task_complete: true when the attempt is kept and the task re-queued
+ * for its retry (retry_on=); the task is freed. */
+bool sched_retry(struct worker *w, struct task *t);
+/* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
+ * none); what to do when it rings is the queue's (sched_ring). */
+int64_t sched_next_mono(const struct worker *w);
+
+/* ---- worker_spawn.c: the spawn threads: the child's set-up off the event loop */
+void spawn_job_free(struct spawn_job *j);
+void spawner_start_filtered(struct worker *w);
+void spawner_start(struct worker *w);
+void spawner_stop(struct worker *w);
+
+/* ---- worker_commit.c: the commit thread: results made durable off the event loop */
+void publish(struct worker *w, struct task *t);
+void commit_start(struct worker *w);
+void commit_stop(struct worker *w);
+/* The mover's done(): a task's $KART_OUTDIR copied, back to the commit thread. */
+void outdir_moved(struct outdir_move *m);
+
+/* ---- worker_capture.c: a task's stdout and stderr, captured into the claim directory */
+void capture_file(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind);
+void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratch_file kind,
+		uint32_t events);
+void capture_loss(struct worker *w, struct task *t);
+
+/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
+ * the run */
+void sweep_leaves(struct worker *w);
+void leaves_drop(void);
+int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
+int join_leaf(pid_t pid, void *arg);
+void task_cgroup_end(struct task *t);
+bool drain_begin(struct worker *w, struct task *t);
+bool drain_poll(struct worker *w, struct task *t);
+struct task *drain_event(struct worker *w, int wd);
+
+/* ---- worker_fair.c: a queued name's place: its submitter's fair turn, its priority, its push */
+uint64_t fair_turn(struct fair *f, uid_t uid);
+int cand_priority(struct worker *w, const char *name, const struct inspect *ins);
+void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
+		int64_t arrived_ms);
+
+/* ---- worker_end.c: the end of a name that never ran, and of a task's record; it calls
+ * nothing of the worker's above it */
+/* A claim (in cur/W/) that will not run, finished with its result
+ * (rejected, skipped, cancelled, refused before a task was made): no
+ * slot taken, the on_done hook run. */
+void finish_unrun(struct worker *w, const char *name, const char *status, const char *why);
+/* The same for an entry of new/, claimed first (another worker's
+ * claim wins). */
+void finish_from_new(struct worker *w, const char *name, const char *status, const char *why);
+void task_unlink(struct worker *w, struct task *t);
+void task_free(struct worker *w, struct task *t);
+
+/* ---- hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
+void hooks_sweep(struct worker *w);
+void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
+		const char *what);
+void run_hook(struct worker *w, const char *id);
+void on_hook(struct worker *w, struct src *s);
+void hooks_finish(struct worker *w);
+void hooks_release(struct worker *w);
+
+/* ---- acct.c: accounts, looked up once per uid, and the switch to the submitter */
+const struct acct *acct_get(uid_t uid);
+int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
+
+/* ---- held.c: Landlock's system paths, held open for every task of backend none */
+void held_drop(void);
+void held_apply(struct worker *w, struct confine *c);
+void task_paths_held(const struct task *t, struct confine *c, const char *task,
+		     const char *const dirs[SCR_NDIRS]);
+
 /* ---- scratch.c: spare scratch directories, reused from one run to the next */
 int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
 		bool *owned, struct timespec *ct, int *dfd);
 bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
 		    const struct timespec *ct, int *dfd);
 void spares_drop(struct worker *w);
+
+/* ---- worker_ev.c: what the loop lends the other files: epoll registration, the helper
+ * threads and their hand-back on the thread's side; it calls nothing above it */
+/* Counted up at every change in /etc (the loop's watch); -1: no watch. */
+extern long etc_gen;
+void ep_add(struct worker *w, int fd, struct src *s);
+void ep_del(struct worker *w, int fd);
+void thread_name(pthread_t th, const char *what);
+void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void *arg,
+		  const char *what);
+void helper_stop(struct helper *h);
+void helper_back(struct helper *h, struct task *t, enum tevent ev);
 
 #endif

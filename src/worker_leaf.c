@@ -240,13 +240,12 @@ bool drain_poll(struct worker *w, struct task *t)
 	return false;
 }
 
-/* An inotify event on a watch of ours? */
-bool drain_event(struct worker *w, int wd)
+/* An inotify event on a watch of ours? The draining task it is for, whose
+ * TE_RETRY the loop fires: the leaf reports, the state table acts. */
+struct task *drain_event(struct worker *w, int wd)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
-		if (t->state == TS_DRAINING && t->cg_wd == wd) {
-			task_event(w, t, TE_RETRY);
-			return true;
-		}
-	return false;
+		if (t->state == TS_DRAINING && t->cg_wd == wd)
+			return t;
+	return NULL;
 }

@@ -1,52 +1,7 @@
-/* worker_queue.c - queued tasks: what new/ holds, fair turns, claiming,
+/* worker_queue.c - queued tasks: what new/ holds, claiming,
  * deferral, names still busy. */
 #define _GNU_SOURCE
 #include "worker_int.h"
-
-static struct fair_user *fair_get(struct fair *f, uid_t uid)
-{
-	for (size_t i = 0; i < f->n; i++)
-		if (f->v[i].uid == uid)
-			return &f->v[i];
-	if (f->n == f->cap) {
-		f->cap = f->cap ? f->cap * 2 : 16;
-		f->v = xrealloc(f->v, f->cap * sizeof *f->v);
-	}
-	f->v[f->n] = (struct fair_user){.uid = uid};
-	return &f->v[f->n++];
-}
-
-static uint64_t fair_turn(struct fair *f, uid_t uid)
-{
-	struct fair_user *u = fair_get(f, uid);
-	u->last_turn = u->last_turn + 1 > f->now ? u->last_turn + 1 : f->now;
-	return u->last_turn;
-}
-
-void finish_unrun(struct worker *w, const char *name, const char *status, const char *why)
-{
-	char id[256];
-	int r = spool_finish_unrun(w->sp, w->wdir, name, status, why, w->id, id, sizeof id);
-	if (r < 0)
-		logmsg("%s: cannot write its %s result: %s (left in cur/%s/ for recovery)",
-		       name, status, strerror(-r), w->id);
-	else
-		log_task("finished", id, status, -1, why);
-	if (r == 0)
-		run_hook(w, id);
-}
-
-void finish_from_new(struct worker *w, const char *name, const char *status, const char *why)
-{
-	int r = spool_claim(w->sp, w->wdir, name);
-	if (r == -ENOENT)
-		return; /* another worker has it */
-	if (r < 0) {
-		logmsg("%s: cannot claim to finish it %s: %s", name, status, strerror(-r));
-		return;
-	}
-	finish_unrun(w, name, status, why);
-}
 
 /* Take an entry of new/ that is not a runnable task (hostile, invalid)
  * and give it its `rejected` result. Rejection takes no slot. */
@@ -97,18 +52,6 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 }
 
 /* Look at one entry of new/ and file it. */
-/* A priority below 0 goes ahead of everyone's work: only for the users
- * and groups [limits] priority_allow names. Others are clamped to 0 (the
- * task runs, in its turn), and the log says so once per task seen. */
-int cand_priority(struct worker *w, const char *name, const struct inspect *ins)
-{
-	int p = ins->spec.priority;
-	if (p >= 0 || policy_priority_allowed(w->pol, ins->uid))
-		return p;
-	logmsg("%s: priority=%d clamped to 0: uid %u is not in [limits] priority_allow", name, p,
-	       (unsigned)ins->uid);
-	return 0;
-}
 
 void consider(struct worker *w, const char *name)
 {
@@ -189,18 +132,6 @@ void consider(struct worker *w, const char *name)
 							 .arrived_ms = ins.arrived_ms,
 							 .seq = w->seq++,
 							 .uid = ins.uid});
-}
-
-/* A task released from waiting on after= (worker_wait.c), queued as
- * consider would have: it was looked at when it was filed, and is
- * again at its claim. */
-void queue_cand(struct worker *w, const char *name, enum lane lane, int prio, uid_t uid,
-		int64_t arrived_ms)
-{
-	strset_put(&w->known, name, K_QUEUED);
-	prioq_push(&w->heap[lane], (struct cand){.name = xstrdup(name), .prio = prio,
-						 .turn = fair_turn(&w->fair, uid),
-						 .arrived_ms = arrived_ms, .seq = w->seq++, .uid = uid});
 }
 
 struct seen {
@@ -410,4 +341,17 @@ void undefer(struct worker *w)
 		free(d[i]);
 	}
 	free(d);
+}
+
+bool sched_ring(struct worker *w)
+{
+	bool due = false;
+	for (char *n; (n = sched_queue_pop_due(&w->sched, now_realtime_ms())); free(n)) {
+		if (strset_get(&w->known, n) != K_SCHEDULED)
+			continue; /* an older ring for the same name */
+		strset_del(&w->known, n);
+		consider(w, n);
+		due = true;
+	}
+	return due;
 }

@@ -1,8 +1,10 @@
 /* worker_sched.c - issue 20's scheduling in the worker: tasks that wait
  * for their time, unique keys (worker_sched.h), and the hooks the rest
  * of the worker calls (declared in worker_int.h): sched_consider,
- * sched_claimed, sched_claim_done, sched_retry, sched_next_mono,
- * sched_ring. */
+ * sched_claimed, sched_claim_done, sched_retry, sched_next_mono. The
+ * ring that looks at the names whose time came is the queue's
+ * (sched_ring, worker_queue.c): it calls consider, and this file calls
+ * nothing above it. */
 #define _GNU_SOURCE
 #include "worker_sched.h"
 
@@ -288,17 +290,4 @@ bool sched_retry(struct worker *w, struct task *t)
 int64_t sched_next_mono(const struct worker *w)
 {
 	return w->sched.h.n ? sched_mono_for(sched_queue_next(&w->sched)) : 0;
-}
-
-bool sched_ring(struct worker *w)
-{
-	bool due = false;
-	for (char *n; (n = sched_queue_pop_due(&w->sched, now_realtime_ms())); free(n)) {
-		if (strset_get(&w->known, n) != K_SCHEDULED)
-			continue; /* an older ring for the same name */
-		strset_del(&w->known, n);
-		consider(w, n);
-		due = true;
-	}
-	return due;
 }

@@ -116,38 +116,6 @@ void spawn_job_free(struct spawn_job *j)
 	free(j);
 }
 
-/* Back from a spawn thread, not started (TE_SPAWN_FAILED): refused, or
- * rejected where a bind asked for what its submitter may not have. */
-void spawn_refuse(struct worker *w, struct task *t)
-{
-	struct spawn_job *j = t->job;
-	t->job = NULL;
-	int r = j->rc;
-	int join_err = j->lj.rj.err;
-	int bind_rc = j->bind_rc;
-	if (bind_rc < 0)
-		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
-	if (j->outdir && (bind_rc == -EPIPE || bind_rc == -ECONNRESET) && outdir_ns_ok(&w->ons)) {
-		logmsg("the $KART_OUTDIR holder is gone: from now on $KART_OUTDIR is measured when "
-		       "each task ends");
-		outdir_ns_lost(&w->ons);
-	}
-	spawn_job_free(j);
-	if (bind_rc == -EACCES) {
-		/* A path its submitter may not have: the task file asked
-		 * for what it cannot get, as with a ceiling. */
-		finish_unstarted(w, t, "rejected", NULL, t->errbuf);
-	} else if (bind_rc < 0) {
-		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
-	} else if (r == -ECANCELED) {
-		snprintf(t->errbuf, sizeof t->errbuf,
-			 "the task's process could not be put in its cgroup: %s",
-			 strerror(-join_err));
-		finish_refused(w, t, "cgroup_join_failed", t->errbuf);
-	} else
-		finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
-}
-
 /* The threads that hold the outer half, at the first task that wants
  * them; none if they cannot start (the others serve). */
 void spawner_start_filtered(struct worker *w)

@@ -5,15 +5,6 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
-/* Is the task's memory or pids the built-in default of the policy (and
- * not its lane's own, nor the task's line)? Then it yields where nothing
- * can hold it. */
-bool memory_builtin(const struct policy *pol, const struct task_spec *spec)
-{
-	return pol->builtin_memory && !pol->lane[spec->lane ? 1 : 0].memory_default &&
-	       spec->line_memory <= 0;
-}
-
 static void builtin_soft(const struct policy *pol, const struct task_spec *spec, struct rl_host *rh)
 {
 	int l = spec->lane ? 1 : 0;

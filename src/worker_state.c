@@ -178,8 +178,7 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 			return;
 		}
 		/* Draining: its slot may be free already (cgroup.kill). */
-		undefer(w);
-		dispatch(w);
+		w->freed = true;
 		return;
 	case TA_DRAIN_LOOK:
 		if (drain_poll(w, t))
@@ -188,8 +187,7 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 	case TA_COMPLETE:
 		/* Exits last: the task is published or freed. */
 		task_complete(w, t);
-		undefer(w);
-		dispatch(w);
+		w->freed = true;
 		return;
 	case TA_PUBLISH:
 		publish(w, t);

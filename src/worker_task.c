@@ -143,46 +143,6 @@ static void fill_result(struct worker *w, struct task *t)
 	r->work_discarded = t->spec.cwd < 0 || !t->home[0];
 }
 
-/* Out of w->tasks, if it is there. */
-void task_unlink(struct worker *w, struct task *t)
-{
-	for (struct task **pp = &w->tasks; *pp; pp = &(*pp)->next)
-		if (*pp == t) {
-			*pp = t->next;
-			break;
-		}
-	t->next = NULL;
-}
-
-void task_free(struct worker *w, struct task *t)
-{
-	task_unlink(w, t);
-	/* Backend none's directories that were not retired (a refusal, a
-	 * re-queue, a run whose leaf was not seen empty): removed by name,
-	 * as spool_clean_scratch does the others. One the commit moved into
-	 * done/ is not there any more. */
-	for (int i = 0; i < 3; i++) {
-		if (t->scr[i][0])
-			(void)rm_rf_at(w->wdir, t->scr[i]);
-		if (t->scr_fd[i] >= 0)
-			close(t->scr_fd[i]);
-	}
-	if (t->uniq_fd >= 0)
-		close(t->uniq_fd); /* its key is free: the result is written */
-	if (t->out_mfd >= 0) {
-		(void)outdir_release(&w->ons, t->out_mfd);
-		close(t->out_mfd);
-	}
-	if (t->run.out.file >= 0)
-		close(t->run.out.file);
-	if (t->run.err.file >= 0)
-		close(t->run.err.file);
-	cg_files_close(&t->cgf);
-	credfwd_close(&t->fwd);
-	free(t->name);
-	free(t);
-}
-
 /* Stopping, and its result still cannot be published (a full disk, an
  * I/O error) when the grace period is over: left in cur/W/ just as a
  * crash leaves it, for recovery to publish, not retried for ever. */
@@ -517,4 +477,45 @@ void commit_failed(struct worker *w, struct task *t)
 		t->next = w->tasks;
 		w->tasks = t;
 	}
+}
+
+/* Back from a spawn thread, not started (TE_SPAWN_FAILED): refused, or
+ * rejected where a bind asked for what its submitter may not have. */
+void spawn_refuse(struct worker *w, struct task *t)
+{
+	struct spawn_job *j = t->job;
+	t->job = NULL;
+	int r = j->rc;
+	int join_err = j->lj.rj.err;
+	int bind_rc = j->bind_rc;
+	if (bind_rc < 0)
+		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
+	if (j->outdir && (bind_rc == -EPIPE || bind_rc == -ECONNRESET) && outdir_ns_ok(&w->ons)) {
+		logmsg("the $KART_OUTDIR holder is gone: from now on $KART_OUTDIR is measured when "
+		       "each task ends");
+		outdir_ns_lost(&w->ons);
+	}
+	spawn_job_free(j);
+	if (bind_rc == -EACCES) {
+		/* A path its submitter may not have: the task file asked
+		 * for what it cannot get, as with a ceiling. */
+		finish_unstarted(w, t, "rejected", NULL, t->errbuf);
+	} else if (bind_rc < 0) {
+		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
+	} else if (r == -ECANCELED) {
+		snprintf(t->errbuf, sizeof t->errbuf,
+			 "the task's process could not be put in its cgroup: %s",
+			 strerror(-join_err));
+		finish_refused(w, t, "cgroup_join_failed", t->errbuf);
+	} else
+		finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
+}
+
+/* Is the task's memory or pids the built-in default of the policy (and
+ * not its lane's own, nor the task's line)? Then it yields where nothing
+ * can hold it. */
+bool memory_builtin(const struct policy *pol, const struct task_spec *spec)
+{
+	return pol->builtin_memory && !pol->lane[spec->lane ? 1 : 0].memory_default &&
+	       spec->line_memory <= 0;
 }
