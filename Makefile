@@ -173,8 +173,9 @@ run-fuzz:
 
 # The whole suite (unit and black-box) on an ASan+UBSan build in build-asan/.
 # Leak checking is off: the worker and the commands keep their state until
-# exit on purpose (check-valgrind counts definite leaks); every other ASan or
-# UBSan report fails the run. Each sanitized process halts on its first
+# exit on purpose (check-valgrind counts definite leaks); an allocation too
+# big returns NULL, as malloc does, so that the allocators' out-of-memory
+# path is what is tested; every other ASan or UBSan report fails the run. Each sanitized process halts on its first
 # report and writes it to build-asan/sanitizer-logs/, scanned at the end
 # (tests/asan/scan): a test that swallows stderr cannot hide one. The
 # runtimes are linked statically: with GCC's shared libubsan next to
@@ -185,7 +186,7 @@ ASAN_CFLAGS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined -static-libasan -static-libubsan
 check-asan:
 	@rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS) && chmod 1777 $(ASAN_LOGS)
-	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$(ASAN_LOGS)/asan \
+	@ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:abort_on_error=0:halt_on_error=1:log_path=$(ASAN_LOGS)/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_LOGS)/ubsan \
 	KART_TEST_EXCLUDE="$${KART_TEST_EXCLUDE:-} v2" \
 	$(MAKE) --no-print-directory B=$(ASAN_B) LAUNCH_CFLAGS="-O2 -g" CFLAGS="$(ASAN_CFLAGS)" check; \

@@ -473,7 +473,7 @@ static size_t live_inodes(struct gc *g, ino_t **v)
 				 SPOOL_WALK_DOTS, inode_one, &in);
 	inodes_in(g->sp->drop, ".", 1, &in);
 	if (in.n)
-		qsort(in.v, in.n, sizeof *in.v, ino_cmp);
+		sort_n(in.v, in.n, sizeof *in.v, ino_cmp);
 	*v = in.v;
 	return in.n;
 }

@@ -364,7 +364,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	}
 	/* Named one by one, they come in the order named. */
 	if (globs)
-		qsort(sel.v, sel.n, sizeof *sel.v, sort_id ? by_id : by_time);
+		sort_n(sel.v, sel.n, sizeof *sel.v, sort_id ? by_id : by_time);
 	size_t kept = 0;
 	for (size_t k = 0; k < sel.n; k++) {
 		if (wanted(&o, &sel.v[k].q) && label_wanted(&o, sel.v[k].id, &sel.v[k].q))

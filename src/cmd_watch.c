@@ -131,7 +131,7 @@ static int scan(struct spool *sp, struct strset *st, bool print, bool json)
 	}
 	struct ent *v = l.v;
 	size_t n = l.n;
-	qsort(v, n, sizeof *v, by_mtime);
+	sort_n(v, n, sizeof *v, by_mtime);
 	for (size_t i = 0; i < n; i++) {
 		if (seen_add(st, v[i].id) && print && r == 0 && !print_result(sp, v[i].id, json))
 			r = -EPIPE;

@@ -314,11 +314,11 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 	if (r < 0)
 		goto out;
 
-	qsort(dl->v, dl->n, sizeof *dl->v, qent_cmp);
+	sort_n(dl->v, dl->n, sizeof *dl->v, qent_cmp);
 	struct qlist cs = {0}; /* cur/ ids, sorted, each once */
 	for (size_t i = 0; i < cl->n; i++)
 		qlist_add(&cs, cl->v[i].id, NULL, 0);
-	qsort(cs.v, cs.n, sizeof *cs.v, qent_cmp);
+	sort_n(cs.v, cs.n, sizeof *cs.v, qent_cmp);
 	struct qinfo q;
 	for (size_t i = 0; i < nl->n; i++) {
 		if (qlist_has(&cs, nl->v[i].id) || qlist_has(dl, nl->v[i].id))

@@ -322,7 +322,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 		one[n1++] = (struct span){SCMP_SYS(clone3), ACT_ENOSYS};
 	one[n1++] = (struct span){SCMP_SYS(ioctl), ACT_IOCTL};
 	one[n1++] = (struct span){SCMP_SYS(personality), ACT_PERSONA};
-	qsort(one, n1, sizeof *one, cmp_span);
+	sort_n(one, n1, sizeof *one, cmp_span);
 	/* Ranges: allow between the numbers, neighbours with one action
 	 * merged. */
 	struct span sp[2 * ARRAY_SIZE(one) + 1];

@@ -423,7 +423,7 @@ static char *attempts_list(struct spool *sp, const char *hold, const struct resu
 	if (d)
 		closedir(d);
 	if (n)
-		qsort(v, n, sizeof *v, attempt_cmp);
+		sort_n(v, n, sizeof *v, attempt_cmp);
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, v[i]);
 	free(v);

@@ -383,7 +383,7 @@ static void idset_free(struct idset *s)
  * is there now, in one transaction. */
 static int apply(struct spool *sp, struct sync_db *db, struct idset *s)
 {
-	qsort(s->v, s->n, sizeof *s->v, cmp_str);
+	sort_n(s->v, s->n, sizeof *s->v, cmp_str);
 	if (db->ops->begin(db) < 0)
 		return -1;
 	for (size_t i = 0; i < s->n; i++) {

@@ -120,6 +120,14 @@ int parse_int(const char *s, long long min, long long max, long long *out);
 ssize_t pct_encode(const char *in, char *out, size_t outlen);
 ssize_t pct_decode(const char *in, char *out, size_t outlen);
 
+/* qsort for any n: qsort(NULL, 0, ...) is undefined behaviour, and an
+ * empty list (an empty directory) is the common case. */
+static inline void sort_n(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(v, n, size, cmp);
+}
+
 /* Valid UTF-8 (no overlongs, no surrogates)? */
 bool utf8_valid(const char *s, size_t len);
 /* A copy of arbitrary bytes as UTF-8, for JSON and log lines: invalid

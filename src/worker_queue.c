@@ -189,8 +189,7 @@ void scan_new(struct worker *w)
 		v[n++] = (struct seen){xstrdup(de->d_name), st.st_ctim};
 	}
 	closedir(dir);
-	if (n > 1) /* qsort(NULL, 0) is undefined, and an empty new/ is common */
-		qsort(v, n, sizeof *v, seen_cmp);
+	sort_n(v, n, sizeof *v, seen_cmp);
 	for (size_t i = 0; i < n; i++) {
 		consider(w, v[i].name);
 		free(v[i].name);
