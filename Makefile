@@ -57,7 +57,7 @@ LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/policy_conf.c src/p
 	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
 	  src/worker_capture.c src/worker_wait.c src/worker_fair.c src/worker_end.c src/outcome.c src/hook.c src/acct.c src/held.c src/scratch.c \
 	  src/prioq.c src/strset.c \
-	  src/query.c src/spool_name.c src/cgroup.c src/rlimits.c src/log.c src/landlock.c \
+	  src/query.c src/spool_name.c src/cgroup.c src/cgroup_host.c src/rlimits.c src/log.c src/landlock.c \
 	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
 	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c \
 	  src/worker_control.c src/control.c

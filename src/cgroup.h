@@ -9,6 +9,10 @@
  * cgroup2 mount (ROOT/unified) where it exists, for cgroup.kill and
  * cpu.stat.
  *
+ * Two files: cgroup_host.c finds the host's mode and the leaves'
+ * parents; cgroup.c, above it, makes and ends the leaves (and sweeps and
+ * probes with them). One section below per file.
+ *
  * Every function returns 0 or -errno and prints nothing. The root of
  * the cgroupfs is a parameter: the unit tests run on a tree of plain
  * files (`fake`). */
@@ -25,7 +29,6 @@
 #define CG_CPU_PERIOD_US 100000
 
 enum cg_mode { CG_MODE_NONE, CG_MODE_V1, CG_MODE_V2 };
-const char *cg_mode_name(enum cg_mode m);
 
 /* Where a leaf has a directory. In v2 only CG_UNIFIED is used. */
 enum cg_slot { CG_UNIFIED, CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG__SLOTS };
@@ -77,6 +80,10 @@ struct cg_usage {
 	int64_t oom_kills;     /* -1: unknown */
 };
 
+/* ---- the host (cgroup_host.c) ----------------------------------------- */
+
+const char *cg_mode_name(enum cg_mode m);
+
 /* Find the mode and the parents. root NULL: CG_ROOT_DEFAULT.
  * self_cgroup: the text of /proc/self/cgroup (NULL: read it). parent:
  * a cgroup path ("/kart.slice") relative to each hierarchy's root, used
@@ -84,6 +91,17 @@ struct cg_usage {
  * mode CG_MODE_NONE when there is no cgroupfs at all. */
 int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 		 const char *parent);
+
+/* Parsers, exposed for the unit tests. */
+/* "key value" lines (memory.events, cpu.stat, memory.oom_control,
+ * cgroup.events): the value of key, or -ENOENT. */
+int cg_parse_keyed(const char *text, const char *key, int64_t *out);
+/* A single integer (memory.peak, memory.max_usage_in_bytes). */
+int cg_parse_int(const char *text, int64_t *out);
+/* Controller names in cgroup.controllers / cgroup.subtree_control text. */
+unsigned cg_parse_ctls(const char *text);
+
+/* ---- a task's leaf (cgroup.c) ------------------------------------------ */
 
 /* Create the leaf `name` and write the limits. A hierarchy a limit needs
  * must work; the others are used where they can be (usage, kill). On
@@ -181,14 +199,5 @@ struct cg_probe {
 	char err[512];              /* the first failure, "" if none */
 };
 int cg_probe(const char *root, const char *parent, struct cg_probe *out);
-
-/* Parsers, exposed for the unit tests. */
-/* "key value" lines (memory.events, cpu.stat, memory.oom_control,
- * cgroup.events): the value of key, or -ENOENT. */
-int cg_parse_keyed(const char *text, const char *key, int64_t *out);
-/* A single integer (memory.peak, memory.max_usage_in_bytes). */
-int cg_parse_int(const char *text, int64_t *out);
-/* Controller names in cgroup.controllers / cgroup.subtree_control text. */
-unsigned cg_parse_ctls(const char *text);
 
 #endif
