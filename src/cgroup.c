@@ -18,7 +18,7 @@ static int read_keyed_kept(int *keep, int dirfd, const char *dir, const char *fi
 			   int64_t *out)
 {
 	_cleanup_free_ char *t = NULL;
-	int r = read_text_kept(keep, dirfd, dir, file, &t);
+	int r = cg_read_text_kept(keep, dirfd, dir, file, &t);
 	return r < 0 ? r : cg_parse_keyed(t, key, out);
 }
 
@@ -30,7 +30,7 @@ static int read_keyed(const char *dir, const char *file, const char *key, int64_
 static int read_int(const char *dir, const char *file, int64_t *out)
 {
 	_cleanup_free_ char *t = NULL;
-	int r = read_text(dir, file, &t);
+	int r = cg_read_text(dir, file, &t);
 	return r < 0 ? r : cg_parse_int(t, out);
 }
 
@@ -46,7 +46,7 @@ static void sleep_ms(int ms)
 static int signal_listed(const char *dir, bool fake, int sig)
 {
 	_cleanup_free_ char *t = NULL;
-	if (read_text(dir, "cgroup.procs", &t) < 0)
+	if (cg_read_text(dir, "cgroup.procs", &t) < 0)
 		return 0;
 	int n = 0;
 	char *save = NULL;
@@ -80,7 +80,7 @@ static int make_dir(const char *p, bool fake)
 		return -errno;
 	if (fake)
 		return 0; /* the test laid it out in advance */
-	if (write_file(p, "cgroup.kill", "1", false) < 0)
+	if (cg_write_file(p, "cgroup.kill", "1", false) < 0)
 		(void)kill_listed(p, false);
 	for (int i = 0; i < 100; i++) {
 		if (rmdir(p) == 0 || errno != EBUSY)
@@ -121,7 +121,7 @@ static void undo(struct cg_leaf *l)
 static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
 		     const struct cg_limits *lim, char *err, size_t errlen)
 {
-	int r = v2_prepare(h, err, errlen);
+	int r = cg_v2_prepare(h, err, errlen);
 	if (r < 0)
 		return r;
 	unsigned need = (lim->memory ? CG_CTL_MEMORY : 0) | (lim->pids ? CG_CTL_PIDS : 0) |
@@ -148,20 +148,20 @@ static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
 	}
 	l->used = 1u << CG_UNIFIED;
 	if (lim->memory) {
-		STEP(d, "memory.max", writef(d, "memory.max", h->fake, "%llu\n",
+		STEP(d, "memory.max", cg_writef(d, "memory.max", h->fake, "%llu\n",
 					     (unsigned long long)lim->memory));
 		/* Without swap accounting in the kernel there is no file,
 		 * and nothing to limit. */
-		r = write_file(d, "memory.swap.max", "0\n", h->fake);
+		r = cg_write_file(d, "memory.swap.max", "0\n", h->fake);
 		if (r < 0 && r != -ENOENT)
 			STEP(d, "memory.swap.max", r);
 		/* An OOM kills the whole task, not one arbitrary process. */
-		STEP(d, "memory.oom.group", write_file(d, "memory.oom.group", "1\n", h->fake));
+		STEP(d, "memory.oom.group", cg_write_file(d, "memory.oom.group", "1\n", h->fake));
 	}
 	if (lim->pids)
-		STEP(d, "pids.max", writef(d, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
+		STEP(d, "pids.max", cg_writef(d, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
 	if (lim->cpu_milli)
-		STEP(d, "cpu.max", writef(d, "cpu.max", h->fake, "%llu %d\n",
+		STEP(d, "cpu.max", cg_writef(d, "cpu.max", h->fake, "%llu %d\n",
 					  (unsigned long long)cpu_quota_us(lim->cpu_milli),
 					  CG_CPU_PERIOD_US));
 	return 0;
@@ -179,7 +179,7 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 	static const int order[] = {CG_MEMORY, CG_PIDS, CG_CPU, CG_CPUACCT, CG_FREEZER, CG_UNIFIED};
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
 		int s = order[i];
-		const char *what = s == CG_UNIFIED ? "unified" : v1_name[s];
+		const char *what = s == CG_UNIFIED ? "unified" : cg_v1_name[s];
 		if (!h->parent[s][0]) {
 			if (need & (1u << s)) {
 				snprintf(err, errlen, "no %s cgroup hierarchy under %s", what,
@@ -230,20 +230,20 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 	if (lim->memory) {
 		/* limit first: memsw may never be below it. */
 		STEP(m, "memory.limit_in_bytes",
-		     writef(m, "memory.limit_in_bytes", h->fake, "%llu\n",
+		     cg_writef(m, "memory.limit_in_bytes", h->fake, "%llu\n",
 			    (unsigned long long)lim->memory));
 		if (h->memsw)
 			STEP(m, "memory.memsw.limit_in_bytes",
-			     writef(m, "memory.memsw.limit_in_bytes", h->fake, "%llu\n",
+			     cg_writef(m, "memory.memsw.limit_in_bytes", h->fake, "%llu\n",
 				    (unsigned long long)lim->memory));
 	}
 	if (lim->pids)
-		STEP(p, "pids.max", writef(p, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
+		STEP(p, "pids.max", cg_writef(p, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
 	if (lim->cpu_milli) {
 		STEP(c, "cpu.cfs_period_us",
-		     writef(c, "cpu.cfs_period_us", h->fake, "%d\n", CG_CPU_PERIOD_US));
+		     cg_writef(c, "cpu.cfs_period_us", h->fake, "%d\n", CG_CPU_PERIOD_US));
 		STEP(c, "cpu.cfs_quota_us",
-		     writef(c, "cpu.cfs_quota_us", h->fake, "%llu\n",
+		     cg_writef(c, "cpu.cfs_quota_us", h->fake, "%llu\n",
 			    (unsigned long long)cpu_quota_us(lim->cpu_milli)));
 	}
 	return 0;
@@ -280,7 +280,7 @@ int cg_join(const struct cg_leaf *l, pid_t pid)
 	for (int s = 0; s < CG__SLOTS; s++) {
 		if (!(l->used & (1u << s)))
 			continue;
-		int r = writef(l->path[s], "cgroup.procs", l->fake, "%d\n", (int)pid);
+		int r = cg_writef(l->path[s], "cgroup.procs", l->fake, "%d\n", (int)pid);
 		if (r < 0)
 			return r;
 	}
@@ -292,7 +292,7 @@ int cg_join_born(const struct cg_leaf *l, pid_t pid)
 	for (int s = 0; s < CG__SLOTS; s++) {
 		if (s == CG_UNIFIED || !(l->used & (1u << s)))
 			continue;
-		int r = writef(l->path[s], "cgroup.procs", l->fake, "%d\n", (int)pid);
+		int r = cg_writef(l->path[s], "cgroup.procs", l->fake, "%d\n", (int)pid);
 		if (r < 0)
 			return r;
 	}
@@ -346,7 +346,7 @@ static bool populated(const struct cg_leaf *l, struct cg_files *f)
 		return v != 0;
 	for (int s = 0; s < CG__SLOTS; s++) {
 		_cleanup_free_ char *t = NULL;
-		if ((l->used & (1u << s)) && read_text(l->path[s], "cgroup.procs", &t) == 0 &&
+		if ((l->used & (1u << s)) && cg_read_text(l->path[s], "cgroup.procs", &t) == 0 &&
 		    strspn(t, " \n") != strlen(t))
 			return true;
 	}
@@ -360,16 +360,16 @@ static void freeze_kill(const struct cg_leaf *l)
 	const char *u = (l->used & (1u << CG_UNIFIED)) ? l->path[CG_UNIFIED] : NULL;
 	const char *f = (l->used & (1u << CG_FREEZER)) ? l->path[CG_FREEZER] : NULL;
 	if (u)
-		(void)write_file(u, "cgroup.freeze", "1\n", l->fake);
+		(void)cg_write_file(u, "cgroup.freeze", "1\n", l->fake);
 	if (f)
-		(void)write_file(f, "freezer.state", "FROZEN\n", l->fake);
+		(void)cg_write_file(f, "freezer.state", "FROZEN\n", l->fake);
 	for (int s = 0; s < CG__SLOTS; s++)
 		if (l->used & (1u << s))
 			(void)kill_listed(l->path[s], l->fake);
 	if (f)
-		(void)write_file(f, "freezer.state", "THAWED\n", l->fake);
+		(void)cg_write_file(f, "freezer.state", "THAWED\n", l->fake);
 	if (u)
-		(void)write_file(u, "cgroup.freeze", "0\n", l->fake);
+		(void)cg_write_file(u, "cgroup.freeze", "0\n", l->fake);
 }
 
 int cg_leaf_signal(const struct cg_leaf *l, int sig)
@@ -386,10 +386,10 @@ int cg_leaf_freeze(const struct cg_leaf *l, bool on)
 	/* cgroup.freeze is of the cgroup core, not a controller: the
 	 * controller-less unified leaf of a hybrid host has it too. */
 	if ((l->used & (1u << CG_UNIFIED)) &&
-	    write_file(l->path[CG_UNIFIED], "cgroup.freeze", on ? "1\n" : "0\n", l->fake) == 0)
+	    cg_write_file(l->path[CG_UNIFIED], "cgroup.freeze", on ? "1\n" : "0\n", l->fake) == 0)
 		return 0;
 	if ((l->used & (1u << CG_FREEZER)) &&
-	    write_file(l->path[CG_FREEZER], "freezer.state", on ? "FROZEN\n" : "THAWED\n", l->fake) == 0)
+	    cg_write_file(l->path[CG_FREEZER], "freezer.state", on ? "FROZEN\n" : "THAWED\n", l->fake) == 0)
 		return 0;
 	return -ENODEV;
 }
@@ -400,7 +400,7 @@ int cg_leaf_kill_start(struct cg_leaf *l)
 		return 1;
 	l->killed = true;
 	if ((l->used & (1u << CG_UNIFIED)) &&
-	    write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0)
+	    cg_write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0)
 		return 1;
 	freeze_kill(l);
 	return 0;
@@ -413,7 +413,7 @@ bool cg_leaf_populated(const struct cg_leaf *l, struct cg_files *f)
 
 int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len)
 {
-	if (!(l->used & (1u << CG_UNIFIED)) || !exists(l->path[CG_UNIFIED], "cgroup.events"))
+	if (!(l->used & (1u << CG_UNIFIED)) || !cg_exists(l->path[CG_UNIFIED], "cgroup.events"))
 		return -ENOENT;
 	return pathfmt(path, len, "%s/cgroup.events", l->path[CG_UNIFIED]);
 }
@@ -424,7 +424,7 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 		return 0;
 	l->killed = true;
 	bool killed = (l->used & (1u << CG_UNIFIED)) &&
-		      write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0;
+		      cg_write_file(l->path[CG_UNIFIED], "cgroup.kill", "1\n", l->fake) == 0;
 	if (!killed)
 		freeze_kill(l);
 	int64_t end = now_mono_ms() + timeout_ms;
@@ -459,7 +459,7 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *
 			u->oom_kills = v;
 	}
 	_cleanup_free_ char *cs = NULL; /* read once for both keys */
-	if (un && read_text_kept(f ? &f->cpu_stat : NULL, f ? f->dir : -1, un, "cpu.stat", &cs) == 0 &&
+	if (un && cg_read_text_kept(f ? &f->cpu_stat : NULL, f ? f->dir : -1, un, "cpu.stat", &cs) == 0 &&
 	    cg_parse_keyed(cs, "user_usec", &v) == 0) {
 		u->cpu_user_us = v;
 		if (cg_parse_keyed(cs, "system_usec", &v) == 0)
@@ -582,7 +582,7 @@ int cg_probe(const char *root, const char *parent, struct cg_probe *out)
 		*ok[i] = true;
 		if (i == 0)
 			out->kill = (l.used & (1u << CG_UNIFIED)) &&
-				    exists(l.path[CG_UNIFIED], "cgroup.kill");
+				    cg_exists(l.path[CG_UNIFIED], "cgroup.kill");
 		(void)cg_leaf_remove(&l);
 	}
 	return 0;

@@ -13,7 +13,7 @@
 
 /* The v1 hierarchy of each slot, as named in /proc/self/cgroup and
  * mounted at ROOT/<name>. */
-const char *const v1_name[CG__SLOTS] = {
+const char *const cg_v1_name[CG__SLOTS] = {
 	[CG_MEMORY] = "memory", [CG_PIDS] = "pids", [CG_CPU] = "cpu",
 	[CG_CPUACCT] = "cpuacct", [CG_FREEZER] = "freezer",
 };
@@ -133,14 +133,14 @@ static int cgpath(char *out, const char *base, const char *rel)
 	return pathfmt(out, CG_PATH_MAX, "%s%s%s", base, rel[0] == '/' ? "" : "/", rel);
 }
 
-bool exists(const char *dir, const char *file)
+bool cg_exists(const char *dir, const char *file)
 {
 	char p[CG_PATH_MAX + 64];
 	struct stat st;
 	return pathfmt(p, sizeof p, "%s/%s", dir, file) == 0 && stat(p, &st) == 0;
 }
 
-int write_file(const char *dir, const char *file, const char *val, bool fake)
+int cg_write_file(const char *dir, const char *file, const char *val, bool fake)
 {
 	char p[CG_PATH_MAX + 64];
 	int r = pathfmt(p, sizeof p, "%s/%s", dir, file);
@@ -159,9 +159,9 @@ int write_file(const char *dir, const char *file, const char *val, bool fake)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
+int cg_writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
+int cg_writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
 {
 	char val[128];
 	va_list ap;
@@ -170,7 +170,7 @@ int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
 	va_end(ap);
 	if (n < 0 || (size_t)n >= sizeof val)
 		return -EINVAL;
-	return write_file(dir, file, val, fake);
+	return cg_write_file(dir, file, val, fake);
 }
 
 /* A control file, whole. kernfs hands a file's text over in one read when
@@ -181,7 +181,7 @@ int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
  * caller (opened beside dirfd, or by path, on first use) and read again
  * from offset 0, which kernfs answers with the current values; NULL:
  * opened and closed here. */
-int read_text_kept(int *keep, int dirfd, const char *dir, const char *file, char **out)
+int cg_read_text_kept(int *keep, int dirfd, const char *dir, const char *file, char **out)
 {
 	char p[CG_PATH_MAX + 64];
 	int r = pathfmt(p, sizeof p, "%s/%s", dir, file);
@@ -211,9 +211,9 @@ int read_text_kept(int *keep, int dirfd, const char *dir, const char *file, char
 	return r;
 }
 
-int read_text(const char *dir, const char *file, char **out)
+int cg_read_text(const char *dir, const char *file, char **out)
 {
-	return read_text_kept(NULL, -1, dir, file, out);
+	return cg_read_text_kept(NULL, -1, dir, file, out);
 }
 
 /* ---- the host ------------------------------------------------------------------ */
@@ -238,7 +238,7 @@ int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 	}
 	char self[CG_PATH_MAX], base[CG_PATH_MAX];
 
-	if (exists(h->root, "cgroup.controllers")) {
+	if (cg_exists(h->root, "cgroup.controllers")) {
 		/* Pure v2: ROOT is the cgroup2 mount. */
 		h->mode = CG_MODE_V2;
 		if (self_path(self_cgroup, "", self, sizeof self) < 0)
@@ -249,7 +249,7 @@ int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 		/* Only the true root may hold processes and leaves alike; the
 		 * "/" of a cgroup namespace is not it (it has cgroup.type). */
 		bool true_root = strcmp(self, "/") == 0 &&
-				 !exists(h->parent[CG_UNIFIED], "cgroup.type");
+				 !cg_exists(h->parent[CG_UNIFIED], "cgroup.type");
 		h->self_in_parent = (!parent || strcmp(parent, self) == 0) && !true_root;
 		return 0;
 	}
@@ -257,10 +257,10 @@ int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 	for (int s = CG_MEMORY; s < CG__SLOTS; s++) {
 		char real[PATH_MAX];
 		struct stat st;
-		if (pathfmt(base, sizeof base, "%s/%s", h->root, v1_name[s]) < 0 ||
+		if (pathfmt(base, sizeof base, "%s/%s", h->root, cg_v1_name[s]) < 0 ||
 		    stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue;
-		if (self_path(self_cgroup, v1_name[s], self, sizeof self) < 0)
+		if (self_path(self_cgroup, cg_v1_name[s], self, sizeof self) < 0)
 			continue;
 		if ((r = cgpath(h->parent[s], base, parent ? parent : self)) < 0)
 			return r;
@@ -270,7 +270,7 @@ int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 			for (int o = CG_MEMORY; o < s; o++) {
 				char oreal[PATH_MAX], ob[CG_PATH_MAX];
 				if (h->parent[o][0] && h->alias[o] < 0 &&
-				    pathfmt(ob, sizeof ob, "%s/%s", h->root, v1_name[o]) == 0 &&
+				    pathfmt(ob, sizeof ob, "%s/%s", h->root, cg_v1_name[o]) == 0 &&
 				    realpath(ob, oreal) && strcmp(real, oreal) == 0)
 					h->alias[s] = o;
 			}
@@ -280,44 +280,44 @@ int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 	/* Hybrid: a cgroup2 mount without controllers, good for
 	 * cgroup.kill, cgroup.events and cpu.stat. */
 	if (pathfmt(base, sizeof base, "%s/unified", h->root) == 0 &&
-	    exists(base, "cgroup.procs")) {
+	    cg_exists(base, "cgroup.procs")) {
 		if (self_path(self_cgroup, "", self, sizeof self) < 0)
 			snprintf(self, sizeof self, "/");
 		if ((r = cgpath(h->parent[CG_UNIFIED], base, parent ? parent : self)) < 0)
 			return r;
 	}
 	h->memsw = h->parent[CG_MEMORY][0] &&
-		   exists(h->parent[CG_MEMORY], "memory.memsw.limit_in_bytes");
+		   cg_exists(h->parent[CG_MEMORY], "memory.memsw.limit_in_bytes");
 	return 0;
 }
 
 /* v2: enable the controllers for the leaves in the parent, once. The
  * parent must hold no process then: where the worker itself sits in it,
  * it moves into a leaf of its own first. */
-int v2_prepare(struct cg_host *h, char *err, size_t errlen)
+int cg_v2_prepare(struct cg_host *h, char *err, size_t errlen)
 {
 	const char *P = h->parent[CG_UNIFIED];
 	_cleanup_free_ char *avail = NULL, *on = NULL, *procs = NULL;
 	int r;
 	if (h->prepared)
 		return 0;
-	if ((r = read_text(P, "cgroup.controllers", &avail)) < 0) {
+	if ((r = cg_read_text(P, "cgroup.controllers", &avail)) < 0) {
 		snprintf(err, errlen, "%s/cgroup.controllers: %s", P, strerror(-r));
 		return r;
 	}
 	unsigned want = cg_parse_ctls(avail);
-	if ((r = read_text(P, "cgroup.subtree_control", &on)) < 0) {
+	if ((r = cg_read_text(P, "cgroup.subtree_control", &on)) < 0) {
 		snprintf(err, errlen, "%s/cgroup.subtree_control: %s", P, strerror(-r));
 		return r;
 	}
 	unsigned have = cg_parse_ctls(on);
 	if ((have & want) != want) {
-		if (h->self_in_parent && read_text(P, "cgroup.procs", &procs) == 0 &&
+		if (h->self_in_parent && cg_read_text(P, "cgroup.procs", &procs) == 0 &&
 		    strspn(procs, " \n") != strlen(procs)) {
 			char wl[CG_PATH_MAX];
 			if ((r = pathfmt(wl, sizeof wl, "%s/%s", P, CG_WORKER_LEAF)) < 0 ||
 			    (mkdir(wl, 0755) < 0 && errno != EEXIST && (r = -errno)) ||
-			    (r = writef(wl, "cgroup.procs", h->fake, "%d\n", (int)getpid())) < 0) {
+			    (r = cg_writef(wl, "cgroup.procs", h->fake, "%d\n", (int)getpid())) < 0) {
 				snprintf(err, errlen, "moving the worker into %s/%s: %s", P,
 					 CG_WORKER_LEAF, strerror(-r));
 				return r;
@@ -336,7 +336,7 @@ int v2_prepare(struct cg_host *h, char *err, size_t errlen)
 		for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
 			if (!(want & ctl[i].bit) || (have & ctl[i].bit))
 				continue;
-			if ((r = write_file(P, "cgroup.subtree_control", ctl[i].w, h->fake)) == 0)
+			if ((r = cg_write_file(P, "cgroup.subtree_control", ctl[i].w, h->fake)) == 0)
 				have |= ctl[i].bit;
 			else
 				h->enable_err = r;
@@ -344,7 +344,7 @@ int v2_prepare(struct cg_host *h, char *err, size_t errlen)
 		if (!h->fake) {
 			free(on);
 			on = NULL;
-			if ((r = read_text(P, "cgroup.subtree_control", &on)) < 0) {
+			if ((r = cg_read_text(P, "cgroup.subtree_control", &on)) < 0) {
 				snprintf(err, errlen, "%s/cgroup.subtree_control: %s", P,
 					 strerror(-r));
 				return r;

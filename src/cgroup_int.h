@@ -9,23 +9,23 @@
 
 /* The v1 hierarchy of each slot, as named in /proc/self/cgroup and
  * mounted at ROOT/<name>. */
-extern const char *const v1_name[CG__SLOTS];
+extern const char *const cg_v1_name[CG__SLOTS];
 
 /* Does dir/file exist? */
-bool exists(const char *dir, const char *file);
+bool cg_exists(const char *dir, const char *file);
 /* Write val to dir/file (fake: create it, appending). 0 or -errno. */
-int write_file(const char *dir, const char *file, const char *val, bool fake);
-int writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
+int cg_write_file(const char *dir, const char *file, const char *val, bool fake);
+int cg_writef(const char *dir, const char *file, bool fake, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* dir/file's text into *out (the caller frees it). keep: a descriptor
  * of it kept open by the caller (opened beside dirfd, or by path, on
  * first use) and read again from offset 0; NULL: opened and closed. */
-int read_text_kept(int *keep, int dirfd, const char *dir, const char *file, char **out);
-int read_text(const char *dir, const char *file, char **out);
+int cg_read_text_kept(int *keep, int dirfd, const char *dir, const char *file, char **out);
+int cg_read_text(const char *dir, const char *file, char **out);
 
 /* v2: enable the controllers for the leaves in the parent, once (the
  * worker may move itself into a leaf of its own first). 0, or -errno
  * with err saying why. */
-int v2_prepare(struct cg_host *h, char *err, size_t errlen);
+int cg_v2_prepare(struct cg_host *h, char *err, size_t errlen);
 
 #endif
