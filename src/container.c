@@ -161,7 +161,7 @@ void container_facts(const char *cmd, struct engine_facts *f)
 		char *const i[] = {(char *)cmd, "info", "--format", "{{.Host.OCIRuntime.Name}}", NULL};
 		if (host_run(i, out, sizeof out, 20000) == 0) {
 			out[strcspn(out, "\n")] = '\0';
-			(void)str_copy(f->runtime, sizeof f->runtime, out);
+			(void)pathfmt(f->runtime, sizeof f->runtime, "%s", out);
 		}
 	}
 	f->rootless = geteuid() != 0;

@@ -271,7 +271,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		if (strlen(val) >= sizeof spec->label)
 			return ERR(-1, "line %d: label= is longer than %zu bytes", lineno,
 				   sizeof spec->label - 1);
-		(void)str_copy(spec->label, sizeof spec->label, val);
+		(void)pathfmt(spec->label, sizeof spec->label, "%s", val); /* length checked above */
 	} else if (strcmp(key, "memory") == 0 || strcmp(key, "output") == 0) {
 		uint64_t v;
 		bool mem = key[0] == 'm';
@@ -327,7 +327,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		if (!kind_name_ok(val))
 			return ERR(-1, "line %d: kind=%s is not a kind name (1 to 31 of a-z 0-9 _ -)",
 				   lineno, raw);
-		(void)str_copy(spec->kind, sizeof spec->kind, val);
+		(void)pathfmt(spec->kind, sizeof spec->kind, "%s", val); /* kind_name_ok: 1 to 31 */
 		spec->line_kind = lineno;
 	} else if (strcmp(key, "name") == 0) {
 		const char *why;
@@ -335,7 +335,7 @@ static int parse_item(const char *item, int lineno, struct task_spec *spec, char
 		if (nc != 0)
 			return ERR(-1, "line %d: name=%s is not a task name (%s)", lineno, raw,
 				   nc > 0 ? "starts with '.'" : why);
-		(void)str_copy(spec->name, sizeof spec->name, val);
+		(void)pathfmt(spec->name, sizeof spec->name, "%s", val); /* task_name_check: fits */
 	} else if (strcmp(key, "cwd") == 0 || strcmp(key, "bind") == 0 || strcmp(key, "ro") == 0) {
 		/* Decoded here, in the directive's own handler: the item loop
 		 * hands every value over as it was written. */

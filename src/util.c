@@ -71,18 +71,6 @@ char *xasprintf(const char *fmt, ...)
 	return s;
 }
 
-bool str_copy(char *dst, size_t n, const char *src)
-{
-	size_t l = strlen(src);
-	if (l >= n) {
-		if (n)
-			dst[0] = '\0';
-		return false;
-	}
-	memcpy(dst, src, l + 1);
-	return true;
-}
-
 int pathfmt(char *buf, size_t len, const char *fmt, ...)
 {
 	va_list ap;

@@ -67,10 +67,6 @@ int pathfmt(char *buf, size_t len, const char *fmt, ...)
 /* logmsg() and die(), which every module may call, are log.c's. */
 #include "log.h"
 
-/* src into dst of size n, whole or not at all: false (dst "") if it does
- * not fit. For copies whose length the caller has checked, where an
- * unchecked snprintf would have the compiler warn of truncation. */
-bool str_copy(char *dst, size_t n, const char *src);
 int write_all(int fd, const void *buf, size_t len);
 /* "PROG: out of memory" on stderr, and exit 1: what the x*() allocators
  * do when they cannot. */
