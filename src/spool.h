@@ -123,10 +123,6 @@ bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wle
 
 /* ---- spool_submit.c: publish (§3), ids/ (§3.2), drop/ (§3a), after= (§3b) ---- */
 
-/* Is new/ writable by others than its owner (a shared spool without
- * the drop layout, or one set up by hand)? Then no one can tell who put
- * a file there, and a worker runs none that it did not move there itself. */
-bool spool_new_shared(const struct spool *sp);
 /* Who may read a result besides root: the account of the id's USER:
  * prefix where it names one (on a shared spool, who dropped the task,
  * even when it was rejected for not being theirs), else owner. */

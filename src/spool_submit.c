@@ -174,12 +174,6 @@ int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)
 	return -EEXIST;
 }
 
-bool spool_new_shared(const struct spool *sp)
-{
-	struct stat st;
-	return fstat(sp->new, &st) < 0 || (st.st_mode & 022) != 0;
-}
-
 bool spool_drop_name_ok(const char *name, uid_t uid)
 {
 	char num[24];

@@ -149,6 +149,9 @@ static int seen_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+/* Is new/ writable by others than its owner (a shared spool without the
+ * drop layout, or one set up by hand)? Then no one can tell who put a
+ * file there, and consider runs none but its owner's or root's. */
 void new_mode(struct worker *w)
 {
 	struct stat st;
