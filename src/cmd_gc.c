@@ -83,20 +83,15 @@ static void gc_remove_(struct gc *g, int dirfd, const char *dir, const char *nam
 		g->removed++;
 		return;
 	}
-	/* A tree is renamed to .rm-NAME first: a removal cut short (kill
-	 * -9, a crash: a big tree takes a while) leaves a name that says
-	 * so, which the next gc finishes whatever its age (gc_done), where
-	 * a half-removed ID.out would wait out the orphan rule. */
+	/* A tree goes by way of .rm-NAME (spool_trash): the next gc finishes
+	 * a removal cut short whatever its age (gc_done), where a
+	 * half-removed ID.out would wait out the orphan rule. */
 	char trash[NAME_MAX + 8];
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
-	    !spool_is_trash(name) && spool_name_trash(trash, sizeof trash, name) == 0) {
-		int t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
-		if (t < 0 && errno == EEXIST && rm_rf_at(dirfd, trash) == 0)
-			t = renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE);
-		if (t == 0)
-			name = trash;
-		if (t == 0 && defer) {
+	    !spool_is_trash(name) && spool_trash(dirfd, name, trash, sizeof trash) == 0) {
+		name = trash;
+		if (defer) {
 			strv_add(&g->trash, trash);
 			g->removed++;
 			return;

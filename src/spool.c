@@ -452,6 +452,17 @@ int rm_rf_at(int at, const char *name)
 	return 0;
 }
 
+int spool_trash(int dirfd, const char *name, char *trash, size_t n)
+{
+	if (spool_name_trash(trash, n, name) < 0)
+		return -ENAMETOOLONG;
+	if (renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EEXIST || rm_rf_at(dirfd, trash) < 0)
+		return -errno;
+	return renameat2(dirfd, name, dirfd, trash, RENAME_NOREPLACE) == 0 ? 0 : -errno;
+}
+
 /* ---- spool_walk: every entry of the areas asked, in the order tasks move ---- */
 
 /* One directory's entries to cb; "." and "..", and dot names unless dots,

@@ -88,6 +88,11 @@ void spool_clean_scratch(int wdir, const char *name, unsigned gone);
 
 /* Remove a tree under dirfd/name, never following links. */
 int rm_rf_at(int dirfd, const char *name);
+/* Rename dirfd/name to .rm-NAME (trash, of size n) before a slow removal,
+ * so that one cut short (kill -9, a crash) leaves a name that says so and
+ * the next kart gc finishes it; a leftover .rm-NAME of an earlier removal
+ * is finished first. 0 once renamed, else -errno (name stays). */
+int spool_trash(int dirfd, const char *name, char *trash, size_t n);
 
 /* The walk over the spool's directories, the spool's own (it needs
  * their descriptors); the names it meets are spool_name.h's. What

@@ -102,14 +102,11 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 				for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 					if (spool_name_done(p, sizeof p, m.id, files[i]) == 0)
 						(void)unlinkat(sp->done, p, 0);
-				/* And the tree it may have moved: out of the way by a
-				 * rename first, so that a removal cut short is one
-				 * kart gc finishes (.rm-NAME), not a done/ID.out
-				 * that the run's repeat would meet. */
+				/* And the tree it may have moved, by way of .rm-NAME:
+				 * not a done/ID.out that the run's repeat would meet. */
 				char trash[600];
 				if (spool_name_done(p, sizeof p, m.id, DONE_OUT) == 0 &&
-				    spool_name_trash(trash, sizeof trash, p) == 0 &&
-				    renameat(sp->done, p, sp->done, trash) == 0)
+				    spool_trash(sp->done, p, trash, sizeof trash) == 0)
 					(void)rm_rf_at(sp->done, trash);
 			}
 		}
