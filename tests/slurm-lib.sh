@@ -30,13 +30,16 @@
 #   S_KILLWAIT  KillWait, the grace between SIGTERM and SIGKILL (default 5;
 #               Slurm's own default is 30)
 #   S_ACCT      dbd (default) or none
+#   S_TWO_NODES 1: slurm.conf has a second node, $S_NODE2, down until
+#               slurm_second_node boots it in a QEMU guest (tests/vm)
 # After slurm_start: S_NODE (the node's name), S_PART, S_PART_URGENT,
 # S_CTLD_PORT, S_SLURMD_PORT, S_START_S (seconds it took), S_CGROUP
 # (v1 or v2).
 
-S_DIR=${S_DIR:-} S_WHY= S_UP= S_NODE= S_NODES= S_PART=kart S_PART_URGENT=kart-urgent
-S_KILLWAIT=${S_KILLWAIT:-5} S_ACCT=${S_ACCT:-dbd}
-S_CTLD_PORT= S_SLURMD_PORT= S_DBD_PORT= S_START_S= S_CGROUP=
+S_DIR=${S_DIR:-} S_WHY= S_UP= S_NODE= S_NODE2= S_NODES= S_PART=kart S_PART_URGENT=kart-urgent
+S_KILLWAIT=${S_KILLWAIT:-5} S_ACCT=${S_ACCT:-dbd} S_TWO_NODES=${S_TWO_NODES:-}
+S_CTLD_PORT= S_SLURMD_PORT= S_DBD_PORT= S_NODE2_PORT= S_START_S= S_CGROUP=
+S_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Daemons, as "NAME:PID" (pids of this shell's children).
 S_DAEMONS=()
 
@@ -86,15 +89,17 @@ s_wait() {
 	done
 }
 
-# slurm_conf: slurm.conf and cgroup.conf in $S_DIR/etc, for the nodes in
-# S_NODES ("NAME:ADDR:PORT:CPUS:MEMORY_MB" each).
+# slurm_conf DIR CTLD-ADDR: slurm.conf and cgroup.conf in DIR, for the
+# nodes in S_NODES ("NAME:ADDR:PORT:CPUS:MEMORY_MB" each), reaching
+# slurmctld at CTLD-ADDR.
 slurm_conf() {
-	local n name addr port cpus mem names=
+	local dir=$1 ctld=$2 n name addr port cpus mem names=
+	mkdir -p "$dir"
 	{
 		cat <<-EOF
 		# Written by tests/slurm-lib.sh for one test run.
 		ClusterName=kart
-		SlurmctldHost=$(hostname -s)(127.0.0.1)
+		SlurmctldHost=$(hostname -s)($ctld)
 		SlurmctldPort=$S_CTLD_PORT
 		SlurmdPort=$S_SLURMD_PORT
 		SlurmUser=root
@@ -125,6 +130,9 @@ slurm_conf() {
 		PreemptMode=CANCEL
 		ReturnToService=2
 		KillWait=$S_KILLWAIT
+		# The guest node's slurm.conf differs from this one by
+		# SlurmctldHost's address.
+		DebugFlags=NO_CONF_HASH
 		EOF
 		if [ "$S_ACCT" = dbd ]; then
 			cat <<-EOF
@@ -144,8 +152,8 @@ slurm_conf() {
 		done
 		echo "PartitionName=$S_PART Nodes=$names Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
 		echo "PartitionName=$S_PART_URGENT Nodes=$names MaxTime=INFINITE State=UP PriorityTier=2"
-	} >"$S_DIR/etc/slurm.conf"
-	cat >"$S_DIR/etc/cgroup.conf" <<-EOF
+	} >"$dir/slurm.conf"
+	cat >"$dir/cgroup.conf" <<-EOF
 	CgroupPlugin=autodetect
 	CgroupAutomount=no
 	# A pure cgroup v2 host without systemd (the QEMU guest): Slurm makes
@@ -238,12 +246,18 @@ slurm_start() {
 	unset $(compgen -e | grep -E '^(SLURM|SBATCH|SALLOC|SRUN|SQUEUE|SACCT|SINFO|SCONTROL)_') 2>/dev/null
 	export SLURM_CONF=$S_DIR/etc/slurm.conf
 	S_NODE=kt$$
-	read -r S_CTLD_PORT S_SLURMD_PORT S_DBD_PORT < <(s_ports 3)
-	[ -n "$S_DBD_PORT" ] || { S_WHY="cannot find free ports"; return 1; }
+	s_stale
+	read -r S_CTLD_PORT S_SLURMD_PORT S_DBD_PORT S_NODE2_PORT < <(s_ports 4)
+	[ -n "$S_NODE2_PORT" ] || { S_WHY="cannot find free ports"; return 1; }
 	local mem
 	mem=$(awk '/^MemTotal:/ { print int($2 / 1024) }' /proc/meminfo)
 	S_NODES="$S_NODE:127.0.0.1:$S_SLURMD_PORT:$(nproc):$mem"
-	slurm_conf
+	if [ "$S_TWO_NODES" = 1 ]; then
+		# The guest's: one emulated CPU, 1 GB of which the kernel keeps some.
+		S_NODE2=${S_NODE}b
+		S_NODES="$S_NODES $S_NODE2:127.0.0.1:$S_NODE2_PORT:1:768"
+	fi
+	slurm_conf "$S_DIR/etc" 127.0.0.1
 
 	# MariaDB takes longest: it starts first, beside munged.
 	[ "$S_ACCT" = dbd ] && s_db
@@ -271,6 +285,71 @@ s_node_up() {
 	idle*|mixed*|allocated*) return 0 ;;
 	esac
 	return 1
+}
+
+# slurm_second_node: boots the node $S_NODE2 (slurm_start with
+# S_TWO_NODES=1) in the QEMU guest of tests/vm, software emulation, and
+# waits until slurmctld has it (a minute or two); slurm_stop stops it.
+# The guest (tests/vm/slurm-node) shares the host's root read-only and
+# the parent of S_DIR (S_SHARE, the test's directory) read-write at the
+# same path: a file a test puts there is seen by jobs on both nodes.
+# Users must exist before it boots (the guest caches /etc/passwd).
+# 0, or 1 with S_WHY.
+slurm_second_node() {
+	local c cache kernel vm=$S_DIR/vm share=${S_SHARE:-$(dirname "$S_DIR")}
+	[ -n "$S_NODE2" ] || { S_WHY="no second node in slurm.conf (slurm_start without S_TWO_NODES=1)"; return 1; }
+	for c in qemu-system-x86_64 cpio; do
+		command -v "$c" >/dev/null || { S_WHY="$c is missing (contrib/install-deps)"; return 1; }
+	done
+	[ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 ||
+		{ S_WHY="no static /bin/busybox (package busybox-static)"; return 1; }
+	cache=$("$S_ROOT/tests/vm/setup") || { S_WHY="tests/vm/setup could not fetch the guest's kernel"; return 1; }
+	[ -e "$cache/modules/virtio_net.ko" ] ||
+		{ S_WHY="the guest's kernel ($cache) has no virtio_net module: an older cache, kept offline"; return 1; }
+	kernel=$cache/vmlinux
+	[ -e "$kernel" ] || kernel=$cache/vmlinuz
+	mkdir -p "$vm"/initramfs/bin "$vm"/initramfs/dev "$vm"/initramfs/proc "$vm"/initramfs/sys \
+		"$vm"/initramfs/newroot
+	cp /bin/busybox "$vm/initramfs/bin/busybox"
+	cp "$S_ROOT/tests/vm/init" "$vm/initramfs/init"
+	cp -r "$cache/modules" "$vm/initramfs/modules"
+	(cd "$vm/initramfs" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) >"$vm/initramfs.cpio" ||
+		{ S_WHY="cpio could not pack the guest's initramfs"; return 1; }
+	# The guest reaches slurmctld through QEMU's gateway to the host's
+	# loopback; its slurm.conf says so, and differs in nothing else.
+	slurm_conf "$S_DIR/etc/guest" 10.0.2.2
+	{
+		printf 'S_DIR=%q\nS_SHARE=%q\nS_NODE2=%q\n' "$S_DIR" "$share" "$S_NODE2"
+		printf 'GUEST_CONF=%q\n' "$S_DIR/etc/guest/slurm.conf"
+	} >"$vm/env"
+	s_daemon qemu qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -smp 1 -m 1024 \
+		-nodefaults -no-reboot -display none -monitor none \
+		-serial "file:$S_DIR/log/qemu.log" \
+		-kernel "$kernel" -initrd "$vm/initramfs.cpio" \
+		-append "console=ttyS0 panic=-1 loglevel=4 kartvm.init=$S_ROOT/tests/vm/slurm-node kartslurm.env=$vm/env" \
+		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
+		-virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap" \
+		-netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$S_NODE2_PORT-:$S_NODE2_PORT" \
+		-device virtio-net-pci,netdev=n0
+	s_wait qemu 600 "the node $S_NODE2 did not come up in the guest" s_node_up "$S_NODE2" || {
+		S_WHY="$S_WHY; its log: $(tail -3 "$S_DIR/log/vm-$S_NODE2.log" 2>/dev/null | tr '\n' ' ')"
+		return 1
+	}
+}
+
+# s_stale: the cgroups a killed run left (slurm_kt<pid>, its pid gone),
+# where no process is left in them. Another run's, alive, is not touched.
+s_stale() {
+	local d n
+	for d in /sys/fs/cgroup/*/slurm_kt[0-9]*; do
+		[ -d "$d" ] || continue
+		n=${d##*/slurm_kt}
+		n=${n%b}
+		kill -0 "$n" 2>/dev/null && continue
+		find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	return 0
 }
 
 # s_cgroup_kill NODE: kills every process in the node's cgroups (the

@@ -10,6 +10,9 @@
 # (contrib/install-deps); without them, or where Slurm cannot start,
 # every case skips with the reason (a failure under KART_MUST_WORK=1).
 # The submitter is a real account: ${KART_TEST_USER_TAG}s39sub.
+# KART_TEST_SLURM_VM=1 adds test_slurm_second_node: a second node in the
+# QEMU guest of tests/vm (two minutes of software emulation; not in make
+# check).
 . "$(dirname "$0")/../lib.sh"
 
 U_TAG=${KART_TEST_USER_TAG:-}s39
@@ -18,6 +21,7 @@ U_IN=$U_SUB
 
 S_DIR=$T_ROOT/slurm
 . "$ROOT/tests/slurm-lib.sh"
+[ "${KART_TEST_SLURM_VM:-0}" = 1 ] && S_TWO_NODES=1
 trap 'slurm_stop; _cleanup' EXIT
 trap 'exit 143' TERM INT HUP
 
@@ -28,17 +32,19 @@ need_slurm() {
 }
 took() { echo "    ($((SECONDS - S_T0))s)"; }
 
-# submit NAME [SBATCH-ARGS...] -- SCRIPT: a job of U_SUB's, its output in
-# $S_DIR/jobs/ID.out; prints its id. --no-requeue: a job on a node that
-# fails ends NODE_FAIL instead of going back to the queue (the Slurm
-# default, JobRequeue=1).
+# submit NAME [SBATCH-ARGS...] -- SCRIPT: a job of U_SUB's on the node
+# $S_ON (default $S_NODE), its output in $S_DIR/jobs/ID.out; prints its
+# id. --gid: without it, a job of sbatch --uid runs with root's group.
+# --no-requeue: a job on a node that fails ends NODE_FAIL instead of going
+# back to the queue (the Slurm default, JobRequeue=1).
 submit() {
 	local name=$1; shift
 	local args=()
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
 	shift
 	sbatch --parsable --uid="$U_SUB" --gid="$U_SUB" --job-name="$name" --no-requeue \
-		--output="$S_DIR/jobs/%j.out" --chdir="$S_DIR/jobs" "${args[@]}" --wrap="$1"
+		--nodelist="${S_ON:-$S_NODE}" --output="$S_DIR/jobs/%j.out" --chdir="$S_DIR/jobs" \
+		"${args[@]}" --wrap="$1"
 }
 # sq ID FIELD: squeue's FIELD (%T: the state) of the job, while it is known.
 sq() { squeue -h -j "$1" -o "$2" 2>/dev/null; }
@@ -194,6 +200,33 @@ test_slurm_bwrap_in_job() {
 	assert_match "inside $(id -u "$U_SUB")" "$(cat "$S_DIR/jobs/$j.out")" "a shell in bwrap, in a job, as its user"
 	took
 }
+
+# The second node boots in the guest, registers, and runs a job of the
+# submitter's there, as the submitter, in bwrap; its output, written in
+# the guest, is the host's file; a job of two nodes runs on both.
+second_node() {
+	need_slurm || return
+	local j x
+	if ! slurm_second_node; then
+		fail "no second node: $S_WHY"
+		return
+	fi
+	echo "    $S_NODE2 up after $((SECONDS - S_T0))s"
+	j=$(S_ON=$S_NODE2 submit kart-node2 --mem=64M --time=5 -- '
+		echo "who $(id -u) $SLURMD_NODENAME"
+		bwrap --unshare-all --ro-bind / / true && echo bwrap-ok') || { fail "sbatch"; return; }
+	wait_acct "$j" COMPLETED 300 || return
+	x=$(cat "$S_DIR/jobs/$j.out")
+	assert_match "who $(id -u "$U_SUB") $S_NODE2" "$x" "the job ran on $S_NODE2 as the submitter"
+	assert_match bwrap-ok "$x" "bwrap in a job on $S_NODE2"
+	assert_eq "$U_SUB" "$(stat -c %U "$S_DIR/jobs/$j.out")" "the owner of the output the guest wrote"
+	j=$(S_ON="$S_NODE,$S_NODE2" submit kart-both --nodes=2 --mem=64M --time=5 -- 'echo "$SLURM_JOB_NODELIST"') ||
+		{ fail "sbatch"; return; }
+	wait_acct "$j" COMPLETED 300 &&
+		assert_eq "$S_NODE,$S_NODE2" "$(cat "$S_DIR/jobs/$j.out")" "a job of two nodes"
+	took
+}
+[ "$S_TWO_NODES" = 1 ] && test_slurm_second_node() { second_node; }
 
 if slurm_start; then echo "    slurm: $S_UP"; else S_WHY=${S_WHY:-unknown}; fi
 run_tests
