@@ -47,29 +47,36 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 CORE_LIBS = $(shell pkg-config --libs $(CORE_PKGS))
 ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-	     -I$(B) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
+	     -I$(B) $(INC) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
 
 B = build
-LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/policy_conf.c src/policy_kind.c src/policy_load.c \
-	  src/result.c src/spool.c src/spool_submit.c src/spool_finish.c src/spool_recover.c src/sandbox.c \
-	  src/run.c src/worker.c src/worker_ev.c src/worker_state.c src/worker_start.c src/worker_task.c \
-	  src/worker_commit.c \
-	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
-	  src/worker_capture.c src/worker_wait.c src/worker_fair.c src/worker_end.c src/outcome.c src/hook.c src/acct.c src/held.c src/scratch.c \
-	  src/prioq.c src/strset.c \
-	  src/query.c src/spool_name.c src/cgroup.c src/cgroup_host.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
-	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c \
-	  src/worker_control.c src/control.c
-CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
-	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
-	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c src/cmd_control.c
+# src/ by layer, as git keeps its verbs in builtin/: cmd/ (the verbs),
+# worker/, spool/ (the on-disk protocol), sandbox/, policy/, sync/ and lib/
+# (generic pieces). Objects go flat into $(B)/; every folder is on the
+# include path, so a file names a header by its name alone.
+SRC_DIRS = cmd worker sync spool sandbox policy lib
+vpath %.c $(addprefix src/,$(SRC_DIRS))
+INC = $(addprefix -iquote src/,$(SRC_DIRS))
+LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load.c \
+	  result.c spool.c spool_submit.c spool_finish.c spool_recover.c sandbox.c \
+	  run.c worker.c worker_ev.c worker_state.c worker_start.c worker_task.c \
+	  worker_commit.c \
+	  worker_spawn.c worker_queue.c worker_drop.c worker_peer.c worker_leaf.c \
+	  worker_capture.c worker_wait.c worker_fair.c worker_end.c outcome.c hook.c acct.c held.c scratch.c \
+	  prioq.c strset.c \
+	  query.c spool_name.c cgroup.c cgroup_host.c rlimits.c log.c landlock.c \
+	  seccomp.c caps.c container.c confine.c space.c credfwd.c \
+	  sched.c worker_sched.c outdir.c depend.c \
+	  worker_control.c control.c
+CMD_SRC = cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
+	  cmd_wait.c cmd_cat.c cmd_cancel.c cmd_doctor.c cmd_setup_cgroup.c \
+	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
-SYNC_SRC = src/sync.c src/sync_sqlite.c src/sync_pg.c src/cmd_sync.c src/cmd_feed.c
-LIB_OBJ = $(LIB_SRC:src/%.c=$(B)/%.o)
-CMD_OBJ = $(CMD_SRC:src/%.c=$(B)/%.o)
-SYNC_OBJ = $(SYNC_SRC:src/%.c=$(B)/%.o)
+SYNC_SRC = sync.c sync_sqlite.c sync_pg.c cmd_sync.c cmd_feed.c
+LIB_OBJ = $(LIB_SRC:%.c=$(B)/%.o)
+CMD_OBJ = $(CMD_SRC:%.c=$(B)/%.o)
+SYNC_OBJ = $(SYNC_SRC:%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
@@ -96,8 +103,12 @@ $(INSTALLING): deps
 $(B):
 	@mkdir -p $(B)
 
-$(B)/%.o: src/%.c src/*.h $(B)/features.stamp | $(B)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+# -MMD -MP: each object depends on the headers it includes, and no more
+# (the .d files beside the objects); a header change rebuilds its users.
+DEPFLAGS = -MMD -MP
+$(B)/%.o: %.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+-include $(wildcard $(B)/*.d)
 
 # The optional parts built in, rewritten only when they change: every
 # object is rebuilt then, or a build would keep objects made without them.
@@ -115,8 +126,8 @@ $(B)/policy.o: $(B)/config.h
 $(B)/kart: $(LIB_OBJ) $(CMD_OBJ) $(B)/main.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
-$(B)/main-sync.o: src/main.c src/*.h $(B)/features.stamp | $(B)
-	$(CC) $(ALL_CFLAGS) -DKART_SYNC_BIN -c -o $@ $<
+$(B)/main-sync.o: main.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DKART_SYNC_BIN -c -o $@ $<
 
 $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -126,20 +137,21 @@ $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 # (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
-$(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/landlock.h | $(B) depcheck
-	$(CC) $(WARN) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ src/launch.c src/confine.c src/landlock.c
+LAUNCH_SRC = src/sandbox/launch.c src/sandbox/confine.c src/sandbox/landlock.c
+$(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src/lib/util.h | $(B) depcheck
+	$(CC) $(WARN) $(INC) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ $(LAUNCH_SRC)
 
 # The runner of the llm task kind: Python 3, standard library only (see
 # docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.
-$(B)/kart-llm: src/kart-llm.py | $(B)
+$(B)/kart-llm: src/sandbox/kart-llm.py | $(B)
 	install -m 0755 $< $@
 
 # The worker's credential forwarder (credfwd.h), beside kart like kart-llm.
-$(B)/kart-credfwd: src/kart-credfwd.py | $(B)
+$(B)/kart-credfwd: src/sandbox/kart-credfwd.py | $(B)
 	install -m 0755 $< $@
 
 $(B)/test_%: tests/unit/test_%.c tests/unit/unit.h $(LIB_OBJ) | $(B)
-	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
+	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
 run-check: all $(UNIT_BIN)

@@ -13,7 +13,7 @@ out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kart-fuzz.XXXXXX")}
 command -v clang >/dev/null || { echo "fuzz: clang is not installed" >&2; exit 77; }
 mkdir -p "$b" "$out"
 cd "$root" || exit 1
-flags="-g -O1 -std=gnu11 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$b -iquote src $(pkg-config --cflags jansson libseccomp libcap)"
+flags="-g -O1 -std=gnu11 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$b $(for d in src/*/; do printf -- "-iquote %s " "$d"; done) $(pkg-config --cflags jansson libseccomp libcap)"
 libs="$(pkg-config --libs jansson libseccomp libcap)"
 printf '#define LIBEXECDIR "/usr/local/libexec/kart"\n' >"$b/config.h"
 objs=()
@@ -23,7 +23,7 @@ srcs=$(sed -n '/^LIB_SRC *=/,/[^\\]$/p' Makefile | tr -d '\\' | sed 's/^LIB_SRC 
 [ -n "$srcs" ] || { echo "fuzz: no LIB_SRC in the Makefile" >&2; exit 1; }
 for f in $srcs; do
 	f=$(basename "$f" .c)
-	clang $flags -c -o "$b/$f.o" "src/$f.c" || exit 1
+	clang $flags -c -o "$b/$f.o" "$(ls src/*/$f.c)" || exit 1
 	objs+=("$b/$f.o")
 done
 total=0 crashes=0
