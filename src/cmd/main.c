@@ -5,6 +5,7 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char main_help[] =
@@ -110,10 +111,11 @@ int usage_error(const char *verb, const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
+	_cleanup_free_ char *sbuf = term_safe(buf); /* it quotes what was typed */
 	if (verb)
-		fprintf(stderr, "kart %s: %s (see 'kart %s --help')\n", verb, buf, verb);
+		fprintf(stderr, "kart %s: %s (see 'kart %s --help')\n", verb, sbuf, verb);
 	else
-		fprintf(stderr, "kart: %s (see 'kart --help')\n", buf);
+		fprintf(stderr, "kart: %s (see 'kart --help')\n", sbuf);
 	return EXIT_USAGE;
 }
 
