@@ -57,7 +57,7 @@ B = build
 SRC_DIRS = cmd worker sync spool sandbox policy lib
 vpath %.c $(addprefix src/,$(SRC_DIRS))
 INC = $(addprefix -iquote src/,$(SRC_DIRS))
-LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load.c \
+LIB_SRC = util.c task.c binds.c tally.c policy.c policy_conf.c policy_kind.c policy_load.c \
 	  result.c spool.c spool_submit.c spool_finish.c spool_recover.c sandbox.c \
 	  run.c worker.c worker_ev.c worker_state.c worker_start.c worker_task.c \
 	  worker_commit.c \
@@ -70,7 +70,8 @@ LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load
 	  worker_control.c control.c
 CMD_SRC = cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
 	  cmd_wait.c cmd_cat.c cmd_cancel.c cmd_doctor.c cmd_setup_cgroup.c \
-	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c
+	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c \
+	  obs.c cmd_metrics.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_SRC = sync.c sync_sqlite.c sync_pg.c cmd_sync.c cmd_feed.c

@@ -30,6 +30,7 @@ static const char main_help[] =
 	"  retry ID...          queue finished tasks again, under new ids\n"
 	"  watch                print one line per result as it lands\n"
 	"  gc                   clean tmp/, dead workers' directories, old results\n"
+	"  metrics              the queue for Prometheus (--textfile DIR)\n"
 	"  sync sqlite|postgres mirror every task into a SQL table\n"
 	"  feed postgres URL    run tasks from a queue shared by several hosts\n"
 	"\n"
@@ -99,6 +100,7 @@ static const struct verb {
 	{"retry", cmd_retry, VERB_SPOOL},
 	{"watch", cmd_watch, VERB_SPOOL},
 	{"gc", cmd_gc, VERB_SPOOL},
+	{"metrics", cmd_metrics, VERB_SPOOL},
 	{"sync", cmd_sync, SYNC_SPOOL},
 	{"feed", cmd_feed, 0},
 };

@@ -1,0 +1,192 @@
+/* obs.c - see obs.h. */
+#define _GNU_SOURCE
+#include "obs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "task.h"
+#include "util.h"
+
+static void live_add(const char *id, const struct qinfo *q, void *arg)
+{
+	struct live_set *ls = arg;
+	if (ls->n == ls->cap) {
+		ls->cap = ls->cap ? 2 * ls->cap : 64;
+		ls->v = xrealloc(ls->v, ls->cap * sizeof *ls->v);
+	}
+	struct live_task *t = &ls->v[ls->n++];
+	memset(t, 0, sizeof *t);
+	t->id = xstrdup(id);
+	t->q = *q;
+	t->state = query_state_name(&t->q);
+	t->lane = "fast";
+	t->uid = (uid_t)-1;
+}
+
+/* The task file's owner, lane and label: its header, read without
+ * blocking (a FIFO or a device is no task of anyone's). */
+static void live_header(struct spool *sp, struct live_task *t)
+{
+	char p[600];
+	int dir = t->q.state == Q_RUNNING ? sp->cur : sp->new;
+	if (t->q.state == Q_RUNNING ? pathfmt(p, sizeof p, "%s/%s", t->q.worker, t->id) < 0
+	    : t->q.state == Q_HELD ? spool_held_name(t->id, p, sizeof p) < 0
+				   : pathfmt(p, sizeof p, "%s", t->id) < 0)
+		return;
+	_cleanup_close_ int fd = openat(dir, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	t->uid = st.st_uid;
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	_cleanup_free_ char *text = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, text, want);
+	struct task_spec spec;
+	char err[256];
+	if (n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0) {
+		t->lane = lane_name(spec.lane);
+		snprintf(t->label, sizeof t->label, "%s", spec.label);
+	}
+}
+
+int obs_live(struct spool *sp, struct live_set *ls)
+{
+	memset(ls, 0, sizeof *ls);
+	int r = query_live(sp, live_add, ls);
+	for (size_t i = 0; i < ls->n; i++)
+		live_header(sp, &ls->v[i]);
+	return r;
+}
+
+void obs_live_free(struct live_set *ls)
+{
+	for (size_t i = 0; i < ls->n; i++)
+		free(ls->v[i].id);
+	free(ls->v);
+	memset(ls, 0, sizeof *ls);
+}
+
+int obs_results(struct spool *sp, obs_result_cb cb, void *arg)
+{
+	struct strv names = {0};
+	int r = dir_names(sp->done, ".", &names);
+	if (r < 0)
+		return r;
+	struct obs_progress pr;
+	obs_progress_init(&pr, "reading", "results");
+	size_t total = 0;
+	for (size_t i = 0; i < names.n; i++) {
+		size_t l = strlen(names.v[i]);
+		total += l > 5 && strcmp(names.v[i] + l - 5, ".json") == 0;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < names.n; i++) {
+		size_t l = strlen(names.v[i]);
+		if (l <= 5 || strcmp(names.v[i] + l - 5, ".json") != 0)
+			continue;
+		names.v[i][l - 5] = '\0';
+		json_t *j = NULL;
+		/* Another user's result is not ours to read: left out. */
+		if (query_load(sp, names.v[i], &j) == 0 && json_is_object(j))
+			cb(names.v[i], j, arg);
+		json_decref(j);
+		obs_progress(&pr, ++k, total);
+	}
+	obs_progress_done(&pr);
+	strv_free(&names);
+	return 0;
+}
+
+long long obs_int(json_t *o, const char *k1, const char *k2)
+{
+	json_t *v = json_object_get(o, k1);
+	if (k2)
+		v = json_object_get(v, k2);
+	return json_is_integer(v) && json_integer_value(v) >= 0 ? (long long)json_integer_value(v) : -1;
+}
+
+char *obs_term(const char *s)
+{
+	if (!s)
+		return xstrdup("-");
+	size_t len = strlen(s);
+	char *out = xmalloc(4 * len + 1), *o = out;
+	for (size_t i = 0; i < len;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		bool ok = n && i + n <= len && utf8_valid(s + i, n);
+		/* C1 controls (U+0080..U+009F) are two bytes: 0xc2 0x80-0x9f. */
+		bool ctl = n == 1 ? (c < 0x20 || c == 0x7f) : n == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
+		if (!ok || ctl) {
+			o += sprintf(o, "\\x%02x", c);
+			i++;
+			continue;
+		}
+		memcpy(o, s + i, n);
+		o += n;
+		i += n;
+	}
+	*o = '\0';
+	return out;
+}
+
+void obs_bytes(char *buf, size_t len, long long b)
+{
+	if (b < 0) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	const char *u = "KMGT";
+	double v = (double)b;
+	if (v < 1024) {
+		snprintf(buf, len, "%lldB", b);
+		return;
+	}
+	int i = -1;
+	while (v >= 1024 && i < 3)
+		v /= 1024, i++;
+	snprintf(buf, len, v < 10 ? "%.1f%c" : "%.0f%c", v, u[i]);
+}
+
+void obs_dur(char *buf, size_t len, long long ms)
+{
+	if (ms < 0)
+		snprintf(buf, len, "-");
+	else if (ms < 1000)
+		snprintf(buf, len, "%lldms", ms);
+	else if (ms < 60000)
+		snprintf(buf, len, "%.1fs", ms / 1000.0);
+	else if (ms < 3600000)
+		snprintf(buf, len, "%lldm%02llds", ms / 60000, ms / 1000 % 60);
+	else
+		snprintf(buf, len, "%lldh%02lldm", ms / 3600000, ms / 60000 % 60);
+}
+
+void obs_progress_init(struct obs_progress *p, const char *verb, const char *what)
+{
+	*p = (struct obs_progress){.verb = verb, .what = what, .tty = isatty(STDERR_FILENO)};
+}
+
+void obs_progress(struct obs_progress *p, unsigned long long n, unsigned long long total)
+{
+	if (!p->tty)
+		return;
+	long long now = now_mono_ms();
+	if (p->shown && now - p->last_ms < 100 && n != total)
+		return;
+	p->last_ms = now;
+	p->shown = true;
+	if (total)
+		fprintf(stderr, "\r\033[Kkart: %s: %llu/%llu %s (%llu%%)", p->verb, n, total, p->what,
+			n * 100 / total);
+	else
+		fprintf(stderr, "\r\033[Kkart: %s: %llu %s", p->verb, n, p->what);
+}
+
+void obs_progress_done(struct obs_progress *p)
+{
+	if (p->tty && p->shown)
+		fputs("\r\033[K", stderr);
+	p->shown = false;
+}
