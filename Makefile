@@ -71,7 +71,7 @@ LIB_SRC = util.c task.c binds.c tally.c policy.c policy_conf.c policy_kind.c pol
 CMD_SRC = cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
 	  cmd_wait.c cmd_cat.c cmd_cancel.c cmd_doctor.c cmd_setup_cgroup.c \
 	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c \
-	  obs.c cmd_metrics.c
+	  obs.c cmd_metrics.c cmd_eff.c cmd_report.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_SRC = sync.c sync_sqlite.c sync_pg.c cmd_sync.c cmd_feed.c

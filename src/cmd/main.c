@@ -32,6 +32,8 @@ static const char main_help[] =
 	"  gc                   clean tmp/, dead workers' directories, old results\n"
 	"  metrics              the queue for Prometheus (--textfile DIR)\n"
 	"  top                  a live view of what runs and waits\n"
+	"  eff ID...|--label L  what tasks used against what they asked for\n"
+	"  report [--html FILE] the queue over time: timeline, throughput, waste\n"
 	"  sync sqlite|postgres mirror every task into a SQL table\n"
 	"  feed postgres URL    run tasks from a queue shared by several hosts\n"
 	"\n"
@@ -122,6 +124,8 @@ static const struct verb {
 	{"gc", cmd_gc, VERB_SPOOL},
 	{"metrics", cmd_metrics, VERB_SPOOL},
 	{"top", cmd_top, TOP_SPOOL},
+	{"eff", cmd_eff, VERB_SPOOL},
+	{"report", cmd_report, VERB_SPOOL},
 	{"sync", cmd_sync, SYNC_SPOOL},
 	{"feed", cmd_feed, 0},
 };

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "task.h"
 #include "util.h"
@@ -189,4 +190,106 @@ void obs_progress_done(struct obs_progress *p)
 	if (p->tty && p->shown)
 		fputs("\r\033[K", stderr);
 	p->shown = false;
+}
+
+long long obs_time_ms(const char *s)
+{
+	struct tm tm = {0};
+	int ms = 0;
+	if (!s)
+		return -1;
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return -1;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+			if (digits < 3)
+				ms = ms * 10 + (*p - '0');
+		while (digits > 0 && digits < 3)
+			ms *= 10, digits++;
+	}
+	if (*p != 'Z')
+		return -1;
+	return (long long)timegm(&tm) * 1000 + ms;
+}
+
+static char *dup_or_null(json_t *v)
+{
+	const char *s = json_string_value(v);
+	return s ? xstrdup(s) : NULL;
+}
+
+void obs_rec_of(const char *id, json_t *j, struct obs_rec *r)
+{
+	memset(r, 0, sizeof *r);
+	r->id = xstrdup(id);
+	r->name = dup_or_null(json_object_get(j, "name"));
+	r->status = dup_or_null(json_object_get(j, "status"));
+	r->lane = dup_or_null(json_object_get(j, "lane"));
+	r->user = dup_or_null(json_object_get(json_object_get(j, "submitter"), "user"));
+	r->worker = dup_or_null(json_object_get(j, "worker"));
+	r->label = dup_or_null(json_object_get(j, "label"));
+	r->submitted_ms = obs_time_ms(json_string_value(json_object_get(j, "submitted_at")));
+	r->started_ms = obs_time_ms(json_string_value(json_object_get(j, "started_at")));
+	r->finished_ms = obs_time_ms(json_string_value(json_object_get(j, "finished_at")));
+	r->wait_ms = obs_int(j, "wait_ms", NULL);
+	r->run_ms = obs_int(j, "duration_ms", NULL);
+	long long u = obs_int(j, "usage", "cpu_user_ms"), s = obs_int(j, "usage", "cpu_system_ms");
+	r->cpu_ms = u >= 0 && s >= 0 ? u + s : -1;
+	r->mem_peak = obs_int(j, "usage", "memory_peak_bytes");
+	r->mem_limit = obs_int(j, "limits", "memory_bytes");
+	r->timeout_s = obs_int(j, "limits", "timeout_s");
+	json_t *cpu = json_object_get(json_object_get(j, "limits"), "cpu");
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	r->cpus = json_is_number(cpu) && json_number_value(cpu) > 0 ? json_number_value(cpu)
+								     : (double)(ncpu > 0 ? ncpu : 1);
+	/* As the result says it, where the worker wrote it (item of
+	 * kart-spool(5)); else from the same fields, as Slurm's seff does. */
+	json_t *eff = json_object_get(j, "efficiency");
+	json_t *ce = json_object_get(eff, "cpu"), *me = json_object_get(eff, "memory");
+	r->cpu_eff = json_is_number(ce) ? json_number_value(ce)
+		     : r->cpu_ms >= 0 && r->run_ms > 0 ? r->cpu_ms / (r->run_ms * r->cpus)
+						       : -1;
+	r->mem_eff = json_is_number(me) ? json_number_value(me)
+		     : r->mem_peak >= 0 && r->mem_limit > 0 ? (double)r->mem_peak / (double)r->mem_limit
+							    : -1;
+}
+
+void obs_rec_free(struct obs_rec *r)
+{
+	free(r->id);
+	free(r->name);
+	free(r->status);
+	free(r->lane);
+	free(r->user);
+	free(r->worker);
+	free(r->label);
+}
+
+int obs_task_command(struct spool *sp, const char *id, char *out, size_t len)
+{
+	char p[512];
+	if (spool_name_done(p, sizeof p, id, DONE_TASK) < 0)
+		return -ENAMETOOLONG;
+	_cleanup_close_ int fd = openat(sp->done, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char buf[4096];
+	ssize_t n = read_upto(fd, buf, sizeof buf - 1);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	for (char *l = buf, *nl; l && *l; l = nl) {
+		nl = strchr(l, '\n');
+		if (nl)
+			*nl++ = '\0';
+		while (*l == ' ' || *l == '\t')
+			l++;
+		if (*l && *l != '#') {
+			snprintf(out, len, "%s", l);
+			return 0;
+		}
+	}
+	return -ENOENT;
 }

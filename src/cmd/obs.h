@@ -59,4 +59,23 @@ void obs_progress_init(struct obs_progress *p, const char *verb, const char *wha
 void obs_progress(struct obs_progress *p, unsigned long long n, unsigned long long total);
 void obs_progress_done(struct obs_progress *p);
 
+
+/* A result, reduced to what report and eff show (-1: null). */
+struct obs_rec {
+	char *id, *name, *status, *lane, *user, *worker, *label;
+	long long submitted_ms, started_ms, finished_ms, wait_ms, run_ms;
+	long long cpu_ms;        /* user + system */
+	long long mem_peak, mem_limit;
+	double cpus;             /* the CPUs it could use: limits.cpu, else the host's */
+	long long timeout_s;
+	double cpu_eff, mem_eff; /* 0..1 and more; -1: cannot be told */
+};
+void obs_rec_of(const char *id, json_t *res, struct obs_rec *r);
+void obs_rec_free(struct obs_rec *r);
+/* The first line of done/ID.task that is not a comment (what it ran),
+ * at most len-1 bytes: 0, or -errno when it cannot be read. */
+int obs_task_command(struct spool *sp, const char *id, char *out, size_t len);
+/* Parse an RFC 3339 time as results write it; -1 if it is not one. */
+long long obs_time_ms(const char *s);
+
 #endif
