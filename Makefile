@@ -63,7 +63,7 @@ LIB_SRC = util.c task.c binds.c tally.c policy.c policy_conf.c policy_kind.c pol
 	  worker_commit.c \
 	  worker_spawn.c worker_queue.c worker_drop.c worker_peer.c worker_leaf.c \
 	  worker_capture.c worker_wait.c worker_fair.c worker_end.c outcome.c hook.c acct.c held.c scratch.c \
-	  prioq.c strset.c \
+	  prioq.c strset.c progress.c \
 	  query.c spool_name.c cgroup.c cgroup_host.c rlimits.c log.c landlock.c \
 	  seccomp.c caps.c container.c confine.c space.c credfwd.c \
 	  sched.c worker_sched.c outdir.c depend.c \

@@ -74,8 +74,8 @@ int obs_results(struct spool *sp, obs_result_cb cb, void *arg)
 	int r = dir_names(sp->done, ".", &names);
 	if (r < 0)
 		return r;
-	struct obs_progress pr;
-	obs_progress_init(&pr, "reading", "results");
+	struct progress pr;
+	progress_init(&pr, "reading", "results");
 	size_t total = 0;
 	for (size_t i = 0; i < names.n; i++) {
 		size_t l = strlen(names.v[i]);
@@ -92,9 +92,9 @@ int obs_results(struct spool *sp, obs_result_cb cb, void *arg)
 		if (query_load(sp, names.v[i], &j) == 0 && json_is_object(j))
 			cb(names.v[i], j, arg);
 		json_decref(j);
-		obs_progress(&pr, ++k, total);
+		progress(&pr, ++k, total);
 	}
-	obs_progress_done(&pr);
+	progress_done(&pr);
 	strv_free(&names);
 	return 0;
 }
@@ -162,34 +162,6 @@ void obs_dur(char *buf, size_t len, long long ms)
 		snprintf(buf, len, "%lldm%02llds", ms / 60000, ms / 1000 % 60);
 	else
 		snprintf(buf, len, "%lldh%02lldm", ms / 3600000, ms / 60000 % 60);
-}
-
-void obs_progress_init(struct obs_progress *p, const char *verb, const char *what)
-{
-	*p = (struct obs_progress){.verb = verb, .what = what, .tty = isatty(STDERR_FILENO)};
-}
-
-void obs_progress(struct obs_progress *p, unsigned long long n, unsigned long long total)
-{
-	if (!p->tty)
-		return;
-	long long now = now_mono_ms();
-	if (p->shown && now - p->last_ms < 100 && n != total)
-		return;
-	p->last_ms = now;
-	p->shown = true;
-	if (total)
-		fprintf(stderr, "\r\033[Kkart: %s: %llu/%llu %s (%llu%%)", p->verb, n, total, p->what,
-			n * 100 / total);
-	else
-		fprintf(stderr, "\r\033[Kkart: %s: %llu %s", p->verb, n, p->what);
-}
-
-void obs_progress_done(struct obs_progress *p)
-{
-	if (p->tty && p->shown)
-		fputs("\r\033[K", stderr);
-	p->shown = false;
 }
 
 long long obs_time_ms(const char *s)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "progress.h"
 #include "query.h"
 #include "spool.h"
 #include "task.h"
@@ -46,18 +47,6 @@ void obs_bytes(char *buf, size_t len, long long b);
 /* "1h02m", "3m04s", "5.2s", "120ms". */
 void obs_dur(char *buf, size_t len, long long ms);
 
-/* A progress line on stderr, rewritten in place, when stderr is a
- * terminal: "kart VERB: N/TOTAL WHAT" (TOTAL 0: unknown). At most ten
- * times a second; obs_progress_done ends the line. */
-struct obs_progress {
-	const char *verb, *what;
-	bool tty;
-	long long last_ms;
-	bool shown;
-};
-void obs_progress_init(struct obs_progress *p, const char *verb, const char *what);
-void obs_progress(struct obs_progress *p, unsigned long long n, unsigned long long total);
-void obs_progress_done(struct obs_progress *p);
 
 
 /* A result, reduced to what report and eff show (-1: null). */
