@@ -20,7 +20,7 @@ static void live_add(const char *id, const struct qinfo *q, void *arg)
 	memset(t, 0, sizeof *t);
 	t->id = xstrdup(id);
 	t->q = *q;
-	t->state = query_state_name(&t->q);
+	t->word = query_state_name(&t->q);
 	t->lane = "fast";
 	t->uid = (uid_t)-1;
 }
