@@ -51,10 +51,11 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 
 B = build
 # src/ by layer, as git keeps its verbs in builtin/: cmd/ (the verbs),
-# worker/, spool/ (the on-disk protocol), sandbox/, policy/, sync/ and lib/
-# (generic pieces). Objects go flat into $(B)/; every folder is on the
+# worker/, backend/ (where a task runs: one interface, one file per
+# backend), spool/ (the on-disk protocol), sandbox/, policy/, sync/ and
+# lib/ (generic pieces). Objects go flat into $(B)/; every folder is on the
 # include path, so a file names a header by its name alone.
-SRC_DIRS = cmd worker sync spool sandbox policy lib
+SRC_DIRS = cmd worker backend sync spool sandbox policy lib
 vpath %.c $(addprefix src/,$(SRC_DIRS))
 INC = $(addprefix -iquote src/,$(SRC_DIRS))
 LIB_SRC = util.c task.c binds.c tally.c policy.c policy_conf.c policy_kind.c policy_load.c \
@@ -63,6 +64,7 @@ LIB_SRC = util.c task.c binds.c tally.c policy.c policy_conf.c policy_kind.c pol
 	  worker_commit.c \
 	  worker_spawn.c worker_queue.c worker_drop.c worker_peer.c worker_leaf.c \
 	  worker_capture.c worker_wait.c worker_fair.c worker_end.c outcome.c hook.c acct.c held.c scratch.c \
+	  backend.c backend_local.c backend_bwrap.c backend_none.c backend_container.c \
 	  prioq.c strset.c termsafe.c progress.c \
 	  query.c spool_name.c cgroup.c cgroup_host.c rlimits.c log.c landlock.c \
 	  seccomp.c caps.c container.c confine.c space.c credfwd.c \
