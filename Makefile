@@ -47,33 +47,38 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 CORE_LIBS = $(shell pkg-config --libs $(CORE_PKGS))
 ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
-	     -I$(B) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
+	     -I$(B) $(INC) $(PKG_CFLAGS) $(if $(HAVE_SQLITE),-DHAVE_SQLITE) $(if $(HAVE_PQ),-DHAVE_PQ)
 
 B = build
-LIB_SRC = src/util.c src/task.c src/binds.c src/policy.c src/policy_conf.c src/policy_kind.c src/policy_load.c \
-	  src/result.c src/spool.c src/spool_submit.c src/spool_finish.c src/spool_recover.c src/sandbox.c \
-	  src/run.c src/worker.c src/worker_ev.c src/worker_state.c src/worker_start.c src/worker_task.c \
-	  src/worker_commit.c \
-	  src/worker_spawn.c src/worker_queue.c src/worker_drop.c src/worker_peer.c src/worker_leaf.c \
-	  src/worker_capture.c src/worker_wait.c src/worker_fair.c src/worker_end.c src/outcome.c src/hook.c src/acct.c src/held.c src/scratch.c \
-	  src/prioq.c src/strset.c \
-	  src/query.c src/spool_name.c src/cgroup.c src/cgroup_host.c src/rlimits.c src/log.c src/landlock.c \
-	  src/seccomp.c src/caps.c src/container.c src/confine.c src/space.c src/credfwd.c \
-	  src/sched.c src/worker_sched.c src/outdir.c src/depend.c \
-	  src/worker_control.c src/control.c
-CMD_SRC = src/cmd_init.c src/cmd_submit.c src/cmd_worker.c src/cmd_status.c \
-	  src/cmd_wait.c src/cmd_cat.c src/cmd_cancel.c src/cmd_doctor.c src/cmd_setup_cgroup.c \
-	  src/cmd_retry.c src/cmd_watch.c src/cmd_gc.c src/cmd_control.c
+# src/ by layer, as git keeps its verbs in builtin/: cmd/ (the verbs),
+# worker/, backend/ (where a task runs: one interface, one file per
+# backend), spool/ (the on-disk protocol), sandbox/, policy/, sync/ and
+# lib/ (generic pieces). Objects go flat into $(B)/; every folder is on the
+# include path, so a file names a header by its name alone.
+SRC_DIRS = cmd worker backend sync spool sandbox policy lib
+vpath %.c $(addprefix src/,$(SRC_DIRS))
+INC = $(addprefix -iquote src/,$(SRC_DIRS))
+# The sources are found, not listed: a new file in a folder is built
+# without a Makefile edit (and branches adding files do not collide here).
+# kart: every .c of the library folders and cmd/, but kart-launch's own
+# main (it is a program of its own, below), the sync verbs and kart top.
+LIB_DIRS = worker backend spool sandbox policy lib
+LIB_SRC = $(filter-out launch.c,$(notdir $(wildcard $(LIB_DIRS:%=src/%/*.c))))
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
-SYNC_SRC = src/sync.c src/sync_sqlite.c src/sync_pg.c src/cmd_sync.c src/cmd_feed.c
-LIB_OBJ = $(LIB_SRC:src/%.c=$(B)/%.o)
-CMD_OBJ = $(CMD_SRC:src/%.c=$(B)/%.o)
-SYNC_OBJ = $(SYNC_SRC:src/%.c=$(B)/%.o)
+SYNC_CMD = cmd_sync.c cmd_feed.c
+SYNC_SRC = $(notdir $(wildcard src/sync/*.c)) $(SYNC_CMD)
+CMD_SRC = $(filter-out main.c $(SYNC_CMD) $(TOP_SRC),$(notdir $(wildcard src/cmd/*.c)))
+# kart-top: the same program with kart top, which links ncurses.
+TOP_SRC = cmd_top.c
+TOP_LIBS = $(shell pkg-config --libs ncursesw)
+LIB_OBJ = $(LIB_SRC:%.c=$(B)/%.o)
+CMD_OBJ = $(CMD_SRC:%.c=$(B)/%.o)
+SYNC_OBJ = $(SYNC_SRC:%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm $(B)/kart-credfwd
+all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-top $(B)/kart-llm $(B)/kart-credfwd
 
 # Installs what is missing, with apt-get: only when asked (make deps), or
 # by the targets below that need it to run at all.
@@ -96,8 +101,12 @@ $(INSTALLING): deps
 $(B):
 	@mkdir -p $(B)
 
-$(B)/%.o: src/%.c src/*.h $(B)/features.stamp | $(B)
-	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+# -MMD -MP: each object depends on the headers it includes, and no more
+# (the .d files beside the objects); a header change rebuilds its users.
+DEPFLAGS = -MMD -MP
+$(B)/%.o: %.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+-include $(wildcard $(B)/*.d)
 
 # The optional parts built in, rewritten only when they change: every
 # object is rebuilt then, or a build would keep objects made without them.
@@ -115,31 +124,41 @@ $(B)/policy.o: $(B)/config.h
 $(B)/kart: $(LIB_OBJ) $(CMD_OBJ) $(B)/main.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
 
-$(B)/main-sync.o: src/main.c src/*.h $(B)/features.stamp | $(B)
-	$(CC) $(ALL_CFLAGS) -DKART_SYNC_BIN -c -o $@ $<
+$(B)/main-sync.o: main.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DKART_SYNC_BIN -c -o $@ $<
 
 $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/main-top.o: main.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DKART_TOP_BIN -c -o $@ $<
+
+$(B)/cmd_top.o: cmd_top.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags ncursesw) $(DEPFLAGS) -c -o $@ $<
+
+$(B)/kart-top: $(LIB_OBJ) $(CMD_OBJ) $(B)/cmd_top.o $(B)/main-top.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS) $(TOP_LIBS)
 
 # The launcher runs inside every sandbox, once per task: libc only, and
 # linked statically, which saves the dynamic loader's work on every run
 # (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
-$(B)/kart-launch: src/launch.c src/confine.c src/confine.h src/landlock.c src/landlock.h | $(B) depcheck
-	$(CC) $(WARN) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ src/launch.c src/confine.c src/landlock.c
+LAUNCH_SRC = src/sandbox/launch.c src/sandbox/confine.c src/sandbox/landlock.c
+$(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src/lib/util.h | $(B) depcheck
+	$(CC) $(WARN) $(INC) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ $(LAUNCH_SRC)
 
 # The runner of the llm task kind: Python 3, standard library only (see
 # docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.
-$(B)/kart-llm: src/kart-llm.py | $(B)
+$(B)/kart-llm: src/sandbox/kart-llm.py | $(B)
 	install -m 0755 $< $@
 
 # The worker's credential forwarder (credfwd.h), beside kart like kart-llm.
-$(B)/kart-credfwd: src/kart-credfwd.py | $(B)
+$(B)/kart-credfwd: src/sandbox/kart-credfwd.py | $(B)
 	install -m 0755 $< $@
 
 $(B)/test_%: tests/unit/test_%.c tests/unit/unit.h $(LIB_OBJ) | $(B)
-	$(CC) $(ALL_CFLAGS) -iquote src $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
+	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
 run-check: all $(UNIT_BIN)
@@ -240,6 +259,7 @@ install: all
 	install -m 0755 $(B)/kart $(DESTDIR)$(BINDIR)/kart
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
 	install -m 0755 $(B)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-sync
+	install -m 0755 $(B)/kart-top $(DESTDIR)$(LIBEXECDIR)/kart-top
 	install -m 0755 $(B)/kart-llm $(DESTDIR)$(LIBEXECDIR)/kart-llm
 	install -m 0755 $(B)/kart-credfwd $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
@@ -258,7 +278,8 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch \
-	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-top \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-llm \
 	      $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
@@ -273,5 +294,9 @@ uninstall:
 clean:
 	rm -rf $(B)
 
+# The library's sources, for scripts that build them otherwise (the fuzzers).
+lib-sources:
+	@echo $(LIB_SRC)
+
 FORCE:
-.PHONY: all deps depcheck $(INSTALLING) $(INSTALLING:%=run-%) check-asan install uninstall clean FORCE
+.PHONY: lib-sources all deps depcheck $(INSTALLING) $(INSTALLING:%=run-%) check-asan install uninstall clean FORCE

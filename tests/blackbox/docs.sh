@@ -73,7 +73,7 @@ def man_statuses():
     return set(re.findall(r"^\.BR? (\w+)", m.group(1), re.M))
 
 def code_statuses():
-    src = open(root + "/src/cmd_status.c", encoding="utf-8").read()
+    src = open(root + "/src/cmd/cmd_status.c", encoding="utf-8").read()
     m = re.search(r"summary_states\[\] = \{(.*?)\};", src, re.S)
     return set(re.findall(r'"(\w+)"', m.group(1))) - {"queued", "scheduled", "waiting", "held", "running", "paused"}
 
@@ -107,9 +107,9 @@ test_statuses_agree() { agree statuses 9; }
 
 # The check itself must be able to fail: a name in one document only.
 test_disagreement_is_caught() {
-	local d=$T_ROOT/docs; mkdir -p "$d/spool-layout" "$d/docs" "$d/src"
+	local d=$T_ROOT/docs; mkdir -p "$d/spool-layout" "$d/docs" "$d/src/cmd"
 	cp "$ROOT/spool-layout/README.md" "$d/spool-layout/"
-	cp "$ROOT/src/cmd_status.c" "$d/src/"
+	cp "$ROOT/src/cmd/cmd_status.c" "$d/src/cmd/"
 	sed '/^\.IB SPOOL \/done\/\.empty$/d' "$ROOT/docs/kart-spool.5" >"$d/docs/kart-spool.5"
 	local out; out=$(ROOT=$d facts names)
 	assert_ne "$(sed -n 1p <<<"$out" | cut -d' ' -f2-)" "$(sed -n 2p <<<"$out" | cut -d' ' -f2-)" \

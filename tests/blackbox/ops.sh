@@ -827,20 +827,20 @@ test_man_pages_render_cleanly() {
 	done
 }
 
-# The keys src/policy_conf.c knows: the rows of its key table, each
+# The keys src/policy/policy_conf.c knows: the rows of its key table, each
 # ROW("section", "key", ...), and the per-lane keys of conf_limit.
 conf_keys() {
 	{
-		sed -n '/^static const struct conf_key conf_keys\[\] = {/,/^};/p' "$ROOT/src/policy_conf.c" |
+		sed -n '/^static const struct conf_key conf_keys\[\] = {/,/^};/p' "$ROOT/src/policy/policy_conf.c" |
 			grep -o '^	[A-Z_]*("[a-z_.]*", "[a-z_]*"' | sed 's/.*"\(.*\)"$/\1/'
-		sed -n '/^static int conf_limit/,/^}/p' "$ROOT/src/policy_conf.c" |
+		sed -n '/^static int conf_limit/,/^}/p' "$ROOT/src/policy/policy_conf.c" |
 			grep -o 'strcmp(key, "[a-z_]*")' | sed 's/.*"\(.*\)".*/\1/'
 	} | sort -u
 }
 
 test_conf_example_and_man_name_every_key() {
 	local k ex=$ROOT/contrib/kart.conf.example
-	[ -n "$(conf_keys)" ] || { fail "no keys found in src/policy_conf.c"; return; }
+	[ -n "$(conf_keys)" ] || { fail "no keys found in src/policy/policy_conf.c"; return; }
 	for k in $(conf_keys); do
 		grep -q "^#$k = " "$ex" || fail "kart.conf.example: no $k"
 		grep -q "^\.BI\? $k \|^\.BR $k \|[ ,]$k " "$ROOT/docs/kart.conf.5" || fail "kart.conf(5): no $k"
@@ -858,8 +858,8 @@ test_conf_example_and_man_name_every_key() {
 		fail "a kart.conf with an unknown key was accepted"
 }
 
-# The directives src/task.c parses ("net" and every key=).
-task_directives() { grep -o 'strcmp(key, "[a-z_]*")' "$ROOT/src/task.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u; }
+# The directives src/spool/task.c parses ("net" and every key=).
+task_directives() { grep -o 'strcmp(key, "[a-z_]*")' "$ROOT/src/spool/task.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u; }
 # The items of a section of a man page's source: the words .B/.BI/.BR
 # tag paragraphs start with, up to an "=".
 man_items() {
@@ -868,15 +868,15 @@ man_items() {
 }
 
 # kart-task(5) is the task format as the worker reads it: the directives
-# it lists are the ones src/task.c parses, each is accepted in a real
+# it lists are the ones src/spool/task.c parses, each is accepted in a real
 # task, and the sandbox environment it promises is the one a task sees.
 test_task_man_names_every_directive() {
 	have_bwrap || { skip "bwrap cannot make a sandbox here"; return; }
 	local parsed documented s
 	parsed=$(task_directives | paste -sd' ')
 	documented=$(man_items kart-task.5 DIRECTIVES | paste -sd' ')
-	[ -n "$parsed" ] || { fail "no directives found in src/task.c"; return; }
-	assert_eq "$parsed" "$documented" "directives: src/task.c against kart-task(5)"
+	[ -n "$parsed" ] || { fail "no directives found in src/spool/task.c"; return; }
+	assert_eq "$parsed" "$documented" "directives: src/spool/task.c against kart-task(5)"
 	local d
 	for d in $(task_directives); do
 		grep -q "\b$d\b" <<<"$(sed -n '/^`timeout=DUR`/,/^$/p' "$ROOT/README.md")" ||

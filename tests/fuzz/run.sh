@@ -13,17 +13,17 @@ out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kart-fuzz.XXXXXX")}
 command -v clang >/dev/null || { echo "fuzz: clang is not installed" >&2; exit 77; }
 mkdir -p "$b" "$out"
 cd "$root" || exit 1
-flags="-g -O1 -std=gnu11 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$b -iquote src $(pkg-config --cflags jansson libseccomp libcap)"
+flags="-g -O1 -std=gnu11 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$b $(for d in src/*/; do printf -- "-iquote %s " "$d"; done) $(pkg-config --cflags jansson libseccomp libcap)"
 libs="$(pkg-config --libs jansson libseccomp libcap)"
 printf '#define LIBEXECDIR "/usr/local/libexec/kart"\n' >"$b/config.h"
 objs=()
-# The library's sources as the Makefile lists them (LIB_SRC), so that a
+# The library's sources as the Makefile finds them (LIB_SRC), so that a
 # new file is never missing here.
-srcs=$(sed -n '/^LIB_SRC *=/,/[^\\]$/p' Makefile | tr -d '\\' | sed 's/^LIB_SRC *=//')
+srcs=$(make -s lib-sources)
 [ -n "$srcs" ] || { echo "fuzz: no LIB_SRC in the Makefile" >&2; exit 1; }
 for f in $srcs; do
 	f=$(basename "$f" .c)
-	clang $flags -c -o "$b/$f.o" "src/$f.c" || exit 1
+	clang $flags -c -o "$b/$f.o" "$(ls src/*/$f.c)" || exit 1
 	objs+=("$b/$f.o")
 done
 total=0 crashes=0

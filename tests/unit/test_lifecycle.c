@@ -1,5 +1,5 @@
 /* test_lifecycle.c - the task state table (transitions[][] in
- * src/worker_state.c): docs/DESIGN.md prints it as the code has it, every
+ * src/worker/worker_state.c): docs/DESIGN.md prints it as the code has it, every
  * state can be reached, and no file changes a task's state but through
  * it. KART_WRITE_DOCS=1 writes the table into docs/DESIGN.md instead of
  * comparing (then review the diff). Run from the source tree's top, as
@@ -101,7 +101,7 @@ static void test_one_writer(void **state)
 {
 	(void)state;
 	glob_t g;
-	assert_int_equal(glob("src/*.[ch]", 0, NULL, &g), 0);
+	assert_int_equal(glob("src/*/*.[ch]", 0, NULL, &g), 0);
 	int writes = 0;
 	for (size_t i = 0; i < g.gl_pathc; i++) {
 		char *s = slurp(g.gl_pathv[i]);
@@ -109,7 +109,7 @@ static void test_one_writer(void **state)
 		for (char *p = s; (p = strstr(p, "->state = ")) != NULL; p++) {
 			/* Other structs' "state" fields are not a task's. */
 			if (p - s >= 1 && p[-1] == 't' && (p - s < 2 || p[-2] == ' ' || p[-2] == '\t' || p[-2] == '(')) {
-				if (strcmp(g.gl_pathv[i], "src/worker_state.c") != 0)
+				if (strcmp(g.gl_pathv[i], "src/worker/worker_state.c") != 0)
 					fail_msg("%s changes a task's state outside task_event", g.gl_pathv[i]);
 				writes++;
 			}

@@ -1,0 +1,270 @@
+/* kart cancel */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+
+#include "cmd.h"
+#include "control.h"
+#include "policy.h"
+#include "query.h"
+#include "termsafe.h"
+#include "task.h"
+#include "util.h"
+
+static const char help[] =
+	"usage: kart [-s SPOOL] cancel ID...\n"
+	"\n"
+	"A queued (or held) task is taken out of new/ and never runs; a running task is\n"
+	"killed with its whole process tree. Either way its result says\n"
+	"`cancelled`.\n"
+	"\n"
+	"exit status: 0 if every task was cancelled; 1 if one had already\n"
+	"finished or could not be found; 2 usage error\n";
+
+/* A running task gets SIGTERM and up to its kill grace before SIGKILL:
+ * wait that long more (the policy's ceiling, which bounds a task's own). */
+static int64_t grace_ms(struct spool *sp)
+{
+	struct policy pol;
+	char err[512];
+	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
+		return 300000;
+	return (pol.kill_grace_max_s > pol.kill_grace_s ? pol.kill_grace_max_s : pol.kill_grace_s) * 1000;
+}
+
+/* A task that keeps going back to new/ as we cancel it (its workers
+ * stopping one after another) is chased this many times, then given up:
+ * each round waits out a run, and a command must end. */
+enum { REQUEUES_MAX = 5 };
+
+/* Ask the worker running `id` to kill it, and wait until it is out of
+ * the claim directory. */
+static int cancel_running(struct spool *sp, const char *worker, const char *id)
+{
+	char p[PATH_MAX], req[512];
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/cur/%s", sp->path, worker) < 0)
+		return -errno;
+	if (inotify_add_watch(ino, p, IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
+		return -errno;
+	if (spool_name_claim_scratch(req, sizeof req, worker, id, SCRATCH_CANCEL) < 0)
+		return -ENAMETOOLONG;
+	int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	int64_t deadline = now_mono_ms() + 30000 + grace_ms(sp);
+	char claim[512];
+	if (pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
+		return -ENAMETOOLONG;
+	for (;;) {
+		struct stat st;
+		int64_t rest = deadline - now_mono_ms();
+		bool gone = fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+		if (gone || rest <= 0) {
+			/* Whatever happened, the request must not outlive this task
+			 * and cancel a later one of the same name. */
+			(void)unlinkat(sp->cur, req, 0);
+			return gone ? 0 : -ETIMEDOUT;
+		}
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)rest) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+}
+
+/* On a shared spool, as a user: a worker is asked through our drop
+ * directory (control_request), then we wait for the result. */
+static int cancel_via_drop(struct spool *sp, const char *id)
+{
+	char p[4096];
+	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
+	    inotify_add_watch(ino, p, IN_MOVED_TO | IN_CREATE | IN_ONLYDIR) < 0)
+		return -errno;
+	int r = control_request(sp, "cancel", id, "", 0, 10000);
+	if (r < 0)
+		return r;
+	int64_t end = now_mono_ms() + 30000 + grace_ms(sp);
+	struct qinfo q;
+	while (query_done(sp, id, &q) < 0) {
+		int64_t rest = end - now_mono_ms();
+		if (rest <= 0)
+			return -ETIMEDOUT;
+		struct pollfd pfd = {.fd = ino, .events = POLLIN};
+		if (poll(&pfd, 1, (int)(rest > 500 ? 500 : rest)) > 0) {
+			char buf[4096];
+			while (read(ino, buf, sizeof buf) > 0)
+				;
+		}
+	}
+	return 0;
+}
+
+/* Only a task's submitter, or root, may cancel it: false (said on
+ * stderr) when dirfd/path is a task of someone else's. */
+static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char *id)
+{
+	struct stat st;
+	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || control_may(sp, id, &st) == 0)
+		return true; /* gone: the claim that follows finds out */
+	_cleanup_free_ char *sid = term_safe(id);
+	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", sid);
+	return false;
+}
+
+int cmd_cancel(struct ctx *c, int argc, char **argv)
+{
+	if (wants_help(argc, argv, help))
+		return 0;
+	int first = 1;
+	if (first < argc && strcmp(argv[first], "--") == 0)
+		first++;
+	if (first >= argc)
+		return usage_error("cancel", "no task ID given");
+	for (int i = first; i < argc; i++)
+		if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0 && first == 1)
+			return usage_error("cancel", "unknown option '%s'", argv[i]);
+
+	struct spool *sp = &c->sp;
+	int rc = 0, wdir = -1, lockfd = -1;
+	char me[128];
+	snprintf(me, sizeof me, "cancel.%d", getpid());
+	for (int i = first; i < argc; i++) {
+		_cleanup_free_ char *own = spool_own_id(sp, argv[i]), *sid = term_safe(own);
+		const char *id = own;
+		const char *why;
+		if (task_name_check(id, &why) != 0) {
+			fprintf(stderr, "kart cancel: %s: no such task\n", sid);
+			rc = 1;
+			continue;
+		}
+		int requeues = 0;
+		if (control_via_drop(sp)) {
+			struct qinfo q;
+			int r = query_id(sp, id, &q);
+			if (r == 0 && q.state == Q_UNKNOWN) {
+				fprintf(stderr, "kart cancel: %s: no such task\n", sid);
+				rc = 1;
+				continue;
+			}
+			if (r == 0 && q.state == Q_DONE) {
+				printf("%s: had already finished: %s\n", sid, q.status);
+				rc = 1;
+				continue;
+			}
+			r = cancel_via_drop(sp, id);
+			if (r < 0) {
+				fprintf(stderr, "kart cancel: %s: %s\n", sid,
+					r == -EPERM	 ? "not your task (only its submitter or root may cancel it)"
+					: r == -ETIMEDOUT ? "no worker took the request, or no result came"
+							  : strerror(-r));
+				rc = 1;
+			} else if (query_done(sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
+				printf("%s: cancelled\n", sid);
+			} else {
+				printf("%s: had already finished: %s\n", sid, q.status);
+				rc = 1;
+			}
+			continue;
+		}
+		for (int attempt = 0; attempt < 3; attempt++) {
+			if (wdir < 0) {
+				int r = spool_worker_open(sp, me, &wdir, &lockfd);
+				if (r < 0) {
+					fprintf(stderr, "kart cancel: cannot create cur/%s: %s\n", me, strerror(-r));
+					return 1;
+				}
+			}
+			/* Queued (or held): take it as a worker would, and finish
+			 * it unrun. */
+			char held[TASK_NAME_MAX + 24];
+			if (!may_cancel(sp, sp->new, id, id) ||
+			    (spool_held_name(id, held, sizeof held) == 0 && !may_cancel(sp, sp->new, held, id))) {
+				rc = 1;
+				break;
+			}
+			int r = spool_claim(sp, wdir, id);
+			if (r == -ENOENT)
+				r = spool_claim_held(sp, wdir, id);
+			if (r == 0) {
+				char newid[256];
+				r = spool_finish_unrun(sp, wdir, id, "cancelled",
+						       "cancelled by kart cancel before it ran", me, newid,
+						       sizeof newid);
+				if (r < 0) {
+					fprintf(stderr, "kart cancel: %s: cannot write its result: %s\n", sid,
+						strerror(-r));
+					rc = 1;
+				} else {
+					_cleanup_free_ char *snew = term_safe(newid);
+					printf("%s: cancelled (it never ran)\n", snew);
+				}
+				break;
+			}
+			struct qinfo q;
+			if (query_id(sp, id, &q) < 0)
+				q.state = Q_UNKNOWN;
+			if (q.state == Q_RUNNING) {
+				char claim[512];
+				if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
+				    !may_cancel(sp, sp->cur, claim, id)) {
+					rc = 1;
+					break;
+				}
+				r = cancel_running(sp, q.worker, id);
+				struct qinfo d;
+				if (r < 0) {
+					fprintf(stderr, "kart cancel: %s: %s\n", sid, strerror(-r));
+					rc = 1;
+					break;
+				}
+				if (query_done(sp, id, &d) < 0) {
+					/* It left the claim without a result: re-queued
+					 * (its worker stopped). Take it from new/. */
+					if (++requeues > REQUEUES_MAX) {
+						fprintf(stderr,
+							"kart cancel: %s: re-queued %d times while being cancelled "
+							"(its workers keep stopping); giving up\n",
+							sid, REQUEUES_MAX);
+						rc = 1;
+						break;
+					}
+					attempt = -1;
+					continue;
+				}
+				if (strcmp(d.status, "cancelled") != 0) {
+					printf("%s: had already finished: %s\n", sid, d.status);
+					rc = 1;
+				} else
+					printf("%s: cancelled (killed while running on %s)\n", sid, q.worker);
+				break;
+			}
+			if (q.state == Q_DONE) {
+				printf("%s: had already finished: %s\n", sid, q.status);
+				rc = 1;
+				break;
+			}
+			if (q.state == Q_UNKNOWN && attempt == 2) {
+				fprintf(stderr, "kart cancel: %s: no such task\n", sid);
+				rc = 1;
+			}
+			/* Q_QUEUED again, or in motion: look again. */
+		}
+	}
+	if (wdir >= 0) {
+		(void)unlinkat(wdir, ".lock", 0);
+		(void)unlinkat(sp->cur, me, AT_REMOVEDIR);
+		close(wdir);
+		close(lockfd);
+	}
+	spool_close(sp);
+	return rc;
+}

@@ -1,0 +1,311 @@
+/* policy_load.c - the effective policy: safe defaults, the host's
+ * capacity as ceilings, then kart.conf (policy_conf.c), then KART_*
+ * environment overrides. A bad override is an error naming the
+ * variable, never a silent fallback. Then the checks before the worker
+ * starts, and the policy's JSON. */
+#define _GNU_SOURCE
+#include "policy_int.h"
+
+#include <limits.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* The built-in defaults, once kart.conf and the environment are read:
+ * memory is an equal share of the host's per slot, so that every slot
+ * full at once still fits; each yields to a lower ceiling (a built-in
+ * value is never the reason a task is rejected). */
+static void builtin_defaults_fit(struct policy *pol, uint64_t host_memory)
+{
+	if (pol->builtin_memory) {
+		int slots = pol->slots[0] + pol->slots[1];
+		pol->memory_default = host_memory / (uint64_t)(slots > 0 ? slots : 1);
+	}
+	if (pol->builtin_timeout && pol->timeout_max_s > 0 && pol->timeout_default_s > pol->timeout_max_s)
+		pol->timeout_default_s = pol->timeout_max_s;
+	for (int l = 0; l < 2; l++) {
+		struct lane_limits ll;
+		policy_lane_limits(pol, l, &ll);
+		if (pol->builtin_memory && !pol->lane[l].memory_default && ll.memory_default > ll.memory_max)
+			pol->lane[l].memory_default = ll.memory_max;
+		if (pol->builtin_pids && !pol->lane[l].pids_default && ll.pids_default > ll.pids_max)
+			pol->lane[l].pids_default = ll.pids_max;
+	}
+}
+
+int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+{
+	struct sysinfo si;
+	const char *v;
+	memset(pol, 0, sizeof *pol);
+	pol->backend = BACKEND_BWRAP;
+	pol->slots[0] = 3;
+	pol->slots[1] = 1;
+	pol->output_default = 8ull << 20;
+	pol->output_max = 1ull << 30;
+	/* $KART_OUTDIR is RAM while the task runs (a tmpfs, outdir.h), as
+	 * /tmp is: the same 256M. */
+	pol->artifacts_max = 256ull << 20;
+	pol->artifacts_files = 10000;
+	pol->artifacts_depth = 32;
+	pol->task_max_bytes = 16ull << 20;
+	pol->retries_default = 2;
+	pol->timeout_max_s = -1;
+	pol->memory_max = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : UINT64_MAX;
+	const uint64_t host_memory = pol->memory_max;
+	pol->pids_max = 4194304;
+	/* Safe on a shared machine (Slurm's MaxTime and DefMemPerCPU,
+	 * systemd's DefaultTasksMax): one task cannot hold a slot for ever,
+	 * nor take the memory, the pids or the RAM-backed /tmp of the others.
+	 * The memory share is set below, once the slots are known. */
+	pol->timeout_default_s = 3600;
+	pol->pids_default = 512;
+	pol->tmpfs_size = 256ull << 20;
+	pol->builtin_timeout = pol->builtin_memory = pol->builtin_pids = true;
+	pol->leaf_memory = true;
+	pol->memory_default = 0; /* builtin_defaults_fit sets it */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	pol->cpu_max_milli = (uint32_t)(ncpu > 0 ? ncpu : 1) * 1000;
+	pol->term_grace_s = 10;
+	/* As systemd's TimeoutStopSec and `timeout -k`: time to clean up. */
+	pol->kill_grace_s = 5;
+	pol->kill_grace_max_s = 300;
+	pol->min_free_bytes = 64ull << 20;
+	pol->min_free_pct = 1;
+	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
+	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
+	pol->container_seccomp = true;
+	pol->task_binds = true;
+	/* What would run code of the task's choosing in every program it
+	 * starts, and the names the sandbox sets. */
+	(void)set_plist(&pol->env_deny, "LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT KART_*", PL_ENV_PAT,
+			err, errlen, "defaults", "env_deny");
+	find_libexec("kart-launch", pol->launcher, sizeof pol->launcher);
+
+	if (spool_dir) {
+		char path[4096];
+		_cleanup_free_ char *text = NULL;
+		if (pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) < 0)
+			return ERR(-1, "%s/kart.conf: path too long", spool_dir);
+		snprintf(pol->conf_path, sizeof pol->conf_path, "%s", path);
+		/* One byte more than allowed: a longer file is an error, not
+		 * a policy cut short (mid-line, a grant could change). */
+		size_t len = 0;
+		int r = read_file_at(AT_FDCWD, path, (1 << 20) + 1, &text, &len);
+		if (r < 0 && r != -ENOENT)
+			return ERR(-1, "%s: cannot read: %s", path, strerror(-r));
+		if (r == 0 && len > 1 << 20)
+			return ERR(-1, "%s: larger than 1M", path);
+		if (r == 0 && policy_parse_conf(pol, text, path, err, errlen) < 0)
+			return -1;
+	}
+
+	if ((v = getenv("KART_BACKEND")) && *v) {
+		int b = backend_parse(v);
+		if (b < 0)
+			return ERR(-1, "KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
+		pol->backend = (enum backend_id)b;
+	}
+	if ((v = getenv("KART_CONTAINER_CMD")) && *v && container_cmd_set(pol, v) < 0)
+		return ERR(-1, "KART_CONTAINER_CMD=%s: not a program name or an absolute path", v);
+	if ((v = getenv("KART_CONTAINER_IMAGE")) && *v && container_image_set(pol, v) < 0)
+		return ERR(-1, "KART_CONTAINER_IMAGE=%s: not an image reference", v);
+	if ((v = getenv("KART_ALLOW_UNSANDBOXED")) && *v && parse_bool(v, &pol->allow_unsandboxed) < 0)
+		return ERR(-1, "KART_ALLOW_UNSANDBOXED=%s: not yes or no", v);
+	if ((v = getenv("KART_BWRAP")) && *v) {
+		if (strlen(v) >= sizeof pol->bwrap)
+			return ERR(-1, "KART_BWRAP: path too long");
+		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", v);
+	}
+	if ((v = getenv("KART_TERM_GRACE")) && *v) {
+		int64_t s;
+		if (parse_duration_s(v, &s) < 0 || s > 3600)
+			return ERR(-1, "KART_TERM_GRACE=%s: not a duration up to 1h", v);
+		pol->term_grace_s = (int)s;
+	}
+	if ((v = getenv("KART_KILL_GRACE")) && *v) {
+		if (parse_duration_s(v, &pol->kill_grace_s) < 0 || pol->kill_grace_s > 3600)
+			return ERR(-1, "KART_KILL_GRACE=%s: not a duration up to 1h", v);
+	}
+	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
+		if (parse_duration_s(v, &pol->timeout_max_s) < 0)
+			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration", v);
+	}
+	if ((v = getenv("KART_NET_UIDS")) && *v && set_net_uids(pol, v, err, errlen, "KART_NET_UIDS") < 0)
+		return -1;
+	if ((v = getenv("KART_LANDLOCK")) && *v) {
+		int m = ll_mode_parse(v);
+		if (m < 0)
+			return ERR(-1, "KART_LANDLOCK=%s: not a mode (auto, enforce or off)", v);
+		pol->landlock = (enum ll_mode)m;
+	}
+	if ((v = getenv("KART_ALLOW_ROOT")) && *v && parse_bool(v, &pol->allow_root) < 0)
+		return ERR(-1, "KART_ALLOW_ROOT=%s: not yes or no", v);
+	if ((v = getenv("KART_CGROUP")) && *v && cgroup_use_parse(v, &pol->cgroup) < 0)
+		return ERR(-1, "KART_CGROUP=%s: not require, auto or off", v);
+	if ((v = getenv("KART_CGROUP_PARENT")) && *v) {
+		if (strlen(v) >= sizeof pol->cgroup_parent)
+			return ERR(-1, "KART_CGROUP_PARENT: path too long");
+		snprintf(pol->cgroup_parent, sizeof pol->cgroup_parent, "%s", v);
+	}
+	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
+		pol->rlimit_as = strcmp(v, "1") == 0;
+	builtin_defaults_fit(pol, host_memory);
+	/* A default above its ceiling would reject every task that takes it. */
+	for (int l = 0; l < 2; l++) {
+		struct lane_limits ll;
+		const char *ln = l ? "batch" : "fast";
+		policy_lane_limits(pol, l, &ll);
+		if (ll.memory_default > ll.memory_max)
+			return ERR(-1, "lane %s: memory_default is above memory_max", ln);
+		if (ll.pids_default > ll.pids_max)
+			return ERR(-1, "lane %s: pids_default is above pids_max", ln);
+		if (ll.cpu_default_milli > ll.cpu_max_milli)
+			return ERR(-1, "lane %s: cpu_default is above cpu_max", ln);
+	}
+	return 0;
+}
+
+int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+{
+	char cand[PATH_MAX];
+	if (pol->backend == BACKEND_BWRAP && !strchr(pol->bwrap, '/')) {
+		if (find_in_path(pol->bwrap, cand, sizeof cand) < 0)
+			return ERR(-1, "bwrap not found in PATH; install bubblewrap, or set "
+				   "KART_BACKEND=none for trusted tasks");
+		snprintf(pol->bwrap, sizeof pol->bwrap, "%s", cand);
+	}
+	if (pol->backend == BACKEND_CONTAINER) {
+		if (find_in_path(pol->container_cmd, cand, sizeof cand) < 0)
+			return ERR(-1, "backend container: %s not found in PATH; set [container] command "
+				   "in kart.conf", pol->container_cmd);
+		snprintf(pol->container_cmd, sizeof pol->container_cmd, "%s", cand);
+	}
+	return policy_backend_check(pol, spool_dir, err, errlen);
+}
+
+int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
+			 size_t errlen)
+{
+	if (pol->backend == BACKEND_CONTAINER && !pol->container_image[0])
+		return ERR(-1, "backend container needs an image: set [container] image in kart.conf "
+			   "(or KART_CONTAINER_IMAGE)");
+	if (pol->backend != BACKEND_NONE || pol->allow_unsandboxed || !spool_dir)
+		return 0;
+	/* The hosted posture: where other users can submit, backend none
+	 * would run their programs as the worker, unconfined but for
+	 * Landlock. Only a deliberate allow_unsandboxed permits that. */
+	static const char *const dirs[] = {"new", "tmp"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char p[4096];
+		struct stat st;
+		if (pathfmt(p, sizeof p, "%s/%s", spool_dir, dirs[i]) < 0 || stat(p, &st) < 0)
+			continue;
+		if (st.st_mode & (S_IWGRP | S_IWOTH))
+			return ERR(-1, "backend none refused: %s is writable by %s (mode %04o), so several "
+				   "users can submit, and their tasks would run unsandboxed; use "
+				   "backend bwrap, or set [sandbox] allow_unsandboxed = yes deliberately",
+				   p, st.st_mode & S_IWOTH ? "everyone" : "its group",
+				   (unsigned)(st.st_mode & 07777));
+	}
+	return 0;
+}
+
+static json_t *plist_json(const struct plist *l)
+{
+	json_t *a = json_array();
+	for (const char *e = NULL; (e = plist_next(l, e));)
+		json_array_append_new(a, json_string(e));
+	return a;
+}
+
+char *policy_describe(const struct policy *pol)
+{
+	json_t *uids = json_array();
+	if (pol->net_all)
+		json_array_append_new(uids, json_string("*"));
+	for (int i = 0; i < pol->n_net_uids; i++)
+		json_array_append_new(uids, json_integer(pol->net_uids[i]));
+	json_t *gids = json_array();
+	for (int i = 0; i < pol->n_net_gids; i++)
+		json_array_append_new(gids, json_integer(pol->net_gids[i]));
+	json_t *o = json_pack(
+		"{s:s, s:{s:i, s:i, s:i, s:i}, s:{s:o, s:o, s:I, s:I, s:I}, "
+		"s:{s:s, s:b, s:o, s:o, s:o, s:o, s:b, s:o, s:o}, s:{s:o, s:o, s:o, s:o}, s:{s:o}}",
+		"backend", backend_name(pol->backend),
+		"worker", "slots", pol->slots[0], "batch_slots", pol->slots[1], "retries",
+		pol->retries_default, "term_grace_s", pol->term_grace_s,
+		"limits", "timeout_default_s",
+		pol->timeout_default_s < 0 ? json_null() : json_integer(pol->timeout_default_s),
+		"timeout_max_s", pol->timeout_max_s < 0 ? json_null() : json_integer(pol->timeout_max_s),
+		"output_default", (json_int_t)pol->output_default, "artifacts_max",
+		(json_int_t)pol->artifacts_max, "output_max",
+		(json_int_t)pol->output_max,
+		"sandbox", "landlock", ll_mode_name(pol->landlock), "allow_root", pol->allow_root,
+		"tmpfs_size", pol->tmpfs_size ? json_integer((json_int_t)pol->tmpfs_size) : json_null(),
+		"ro_binds", plist_json(&pol->ro_binds), "rw_binds", plist_json(&pol->rw_binds),
+		"env_pass", plist_json(&pol->env_pass), "task_binds", pol->task_binds,
+		"task_bind_roots", plist_json(&pol->task_bind_roots), "env_deny", plist_json(&pol->env_deny),
+		"network", "allow_uids", uids, "allow_groups", gids, "cred_env", plist_json(&pol->cred_env), "cred_files",
+		plist_json(&pol->cred_files),
+		"hooks", "on_done", pol->on_done[0] ? json_string(pol->on_done) : json_null());
+	if (!o)
+		return NULL;
+	json_t *lim = json_object_get(o, "limits");
+	json_object_set_new(lim, "artifacts_files", json_integer((json_int_t)pol->artifacts_files));
+	json_object_set_new(lim, "artifacts_depth", json_integer(pol->artifacts_depth));
+	json_t *kinds = json_object();
+	for (int i = 0; i < pol->n_kinds; i++) {
+		const struct kind *k = &pol->kinds[i];
+		json_t *ext = json_array(), *cred = json_array();
+		for (int j = 0; j < k->n_ext; j++)
+			json_array_append_new(ext, json_string(k->ext[j]));
+		for (int j = 0; j < k->n_cred; j++)
+			json_array_append_new(cred, json_string(k->cred[j]));
+		json_object_set_new(kinds, k->name,
+				    json_pack("{s:s, s:o, s:b, s:o, s:o, s:o}", "runner", k->runner,
+					      "extensions", ext, "net", k->net, "credentials", cred,
+					      "endpoint", k->endpoint[0] ? json_string(k->endpoint) : json_null(),
+					      "model", k->model[0] ? json_string(k->model) : json_null()));
+	}
+	json_object_set_new(o, "kinds", kinds);
+	json_object_set_new(json_object_get(o, "worker"), "results",
+			    json_string(pol->results_group ? "group" : "owner"));
+	json_object_set_new(json_object_get(o, "worker"), "min_free",
+			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
+				      "percent", (int)pol->min_free_pct));
+	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
+			    json_boolean(pol->allow_unsandboxed));
+	json_object_set_new(o, "container",
+			    json_pack("{s:s, s:o, s:b, s:o}", "command", pol->container_cmd, "image",
+				      pol->container_image[0] ? json_string(pol->container_image)
+							      : json_null(),
+				      "seccomp", pol->container_seccomp, "extra_args",
+				      plist_json(&pol->container_extra)));
+	/* Each lane's defaults and ceilings as they apply ([lane.*] over
+	 * [limits]); null: no default. cpu in cores, as in a result. */
+	json_t *lanes = json_object();
+	for (int i = 0; i < 2; i++) {
+		struct lane_limits l;
+		policy_lane_limits(pol, i, &l);
+#define OR_NULL(v, j) ((v) ? (j) : json_null())
+		json_object_set_new(
+			lanes, i ? "batch" : "fast",
+			json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "memory_default",
+				  OR_NULL(l.memory_default, json_integer((json_int_t)l.memory_default)),
+				  "memory_max", OR_NULL(l.memory_max, json_integer((json_int_t)l.memory_max)),
+				  "pids_default", OR_NULL(l.pids_default, json_integer(l.pids_default)),
+				  "pids_max", OR_NULL(l.pids_max, json_integer(l.pids_max)),
+				  "cpu_default", OR_NULL(l.cpu_default_milli, json_real(l.cpu_default_milli / 1000.0)),
+				  "cpu_max", OR_NULL(l.cpu_max_milli, json_real(l.cpu_max_milli / 1000.0))));
+#undef OR_NULL
+	}
+	json_object_set_new(json_object_get(o, "limits"), "lanes", lanes);
+	char *t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return t;
+}

@@ -1,0 +1,390 @@
+/* query.c - see query.h. */
+#define _GNU_SOURCE
+#include "query.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "task.h"
+#include "util.h"
+
+/* When an entry got where it is: a rename into new/ or cur/ sets ctime;
+ * a result's JSON is written just before its rename into done/. */
+static int64_t stat_ms(int dirfd, const char *name, bool ctime)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	const struct timespec *ts = ctime ? &st.st_ctim : &st.st_mtim;
+	return (int64_t)ts->tv_sec * 1000 + ts->tv_nsec / 1000000;
+}
+
+int query_read(struct spool *sp, const char *id, json_t **out, char **text, size_t *len)
+{
+	char p[512];
+	_cleanup_free_ char *buf = NULL;
+	size_t n;
+	if (spool_name_done(p, sizeof p, id, DONE_JSON) < 0)
+		return -ENAMETOOLONG;
+	int r = read_file_at(sp->done, p, 1 << 20, &buf, &n);
+	if (r < 0)
+		return r;
+	json_error_t je;
+	*out = json_loadb(buf, n, 0, &je);
+	if (!*out)
+		return -EBADMSG;
+	if (text) {
+		*text = steal_ptr(&buf);
+		*len = n;
+	}
+	return 0;
+}
+
+int query_load(struct spool *sp, const char *id, json_t **out)
+{
+	return query_read(sp, id, out, NULL, NULL);
+}
+
+int query_done(struct spool *sp, const char *id, struct qinfo *q)
+{
+	char p[512];
+	json_t *o;
+	int r = query_load(sp, id, &o);
+	if (r < 0)
+		return r;
+	(void)spool_name_done(p, sizeof p, id, DONE_JSON);
+	q->state = Q_DONE;
+	q->since_ms = stat_ms(sp->done, p, false);
+	const char *s = json_string_value(json_object_get(o, "status"));
+	snprintf(q->status, sizeof q->status, "%s", s ? s : "?");
+	json_t *ec = json_object_get(o, "exit_code");
+	q->exit_code = json_is_integer(ec) ? (int)json_integer_value(ec) : -1;
+	const char *sig = json_string_value(json_object_get(o, "signal"));
+	q->signal = sig ? signal_from_name(sig) : 0;
+	if (q->signal < 0)
+		q->signal = 0;
+	const char *op = json_string_value(json_object_get(json_object_get(o, "stdout"), "path"));
+	const char *ep = json_string_value(json_object_get(json_object_get(o, "stderr"), "path"));
+	snprintf(q->out_path, sizeof q->out_path, "%s", op ? op : "");
+	snprintf(q->err_path, sizeof q->err_path, "%s", ep ? ep : "");
+	json_decref(o);
+	return 0;
+}
+
+/* One task's status as an exit status (kart(1), "kart wait"): a shell's
+ * habits where a run ended (timeout(1)'s 124, 128+N), sysexits(3) for
+ * the rest. */
+int query_exit_status(const struct qinfo *q)
+{
+	static const struct {
+		const char *status;
+		int code;
+	} codes[] = {{"timeout", 124}, {"oom", 137}, {"cancelled", 130}, {"rejected", 65},
+		     {"refused", 69}, {"lost", 75}, {"skipped", 76}};
+	if (strcmp(q->status, "ok") == 0)
+		return 0;
+	if (strcmp(q->status, "failed") == 0)
+		return q->exit_code > 0 ? q->exit_code : 1;
+	for (size_t i = 0; i < ARRAY_SIZE(codes); i++)
+		if (strcmp(q->status, codes[i].status) == 0)
+			return codes[i].code;
+	if (q->signal > 0)
+		return 128 + q->signal;
+	return 1;
+}
+
+static bool exists_at(int dirfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+
+/* A queued task's header, read once (kart status and kart sync read
+ * every queued task): when it may run, the later of its not_before= and
+ * a retry's (user.kart), as the worker reads them (worker_sched.c), and,
+ * if sp and waiting are given, the after= ids that have no result yet,
+ * comma-separated. nb 0: not ahead of now_ms. */
+static void read_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, int64_t *nb,
+			char *waiting, size_t wlen)
+{
+	*nb = 0;
+	if (waiting)
+		waiting[0] = '\0';
+	/* Never blocks: a FIFO or a device is no task of anyone's. */
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	char kattr[512], err[256];
+	struct claim_meta m;
+	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
+	kattr[kn > 0 ? kn : 0] = '\0';
+	claim_meta_parse(kattr, &m);
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	_cleanup_free_ char *text = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, text, want);
+	struct task_spec spec;
+	bool parsed = n > 0 && task_parse(text, (size_t)n, &spec, err, sizeof err) == 0;
+	int64_t t = m.not_before_ms;
+	if (parsed && spec.not_before_ms > t)
+		t = spec.not_before_ms;
+	*nb = t > now_ms ? t : 0;
+	if (!parsed || !sp || !waiting)
+		return;
+	size_t o = 0;
+	for (int i = 0; i < spec.n_after; i++) {
+		char p[512];
+		if (spool_name_done(p, sizeof p, spec.after[i], DONE_JSON) < 0 || exists_at(sp->done, p))
+			continue;
+		int w = snprintf(waiting + o, wlen - o, "%s%s", o ? "," : "", spec.after[i]);
+		if (w < 0 || (size_t)w >= wlen - o) {
+			waiting[o] = '\0';
+			break;
+		}
+		o += (size_t)w;
+	}
+}
+
+int64_t query_not_before(int dirfd, const char *name, int64_t now_ms)
+{
+	int64_t nb;
+	read_queued(NULL, dirfd, name, now_ms, &nb, NULL, 0);
+	return nb;
+}
+
+int64_t query_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, char *waiting,
+		     size_t wlen)
+{
+	int64_t nb;
+	read_queued(sp, dirfd, name, now_ms, &nb, waiting, wlen);
+	return nb;
+}
+
+/* new/ID: scheduled, or queued (waiting: on after= ids without a result). */
+static void queued_state(struct spool *sp, const char *id, int64_t now_ms, struct qinfo *q)
+{
+	q->not_before_ms = query_queued(sp, sp->new, id, now_ms, q->waiting, sizeof q->waiting);
+	q->state = q->not_before_ms ? Q_SCHEDULED : Q_QUEUED;
+	if (q->state != Q_QUEUED)
+		q->waiting[0] = '\0';
+}
+
+/* cur/WORKER/.ID.paused: kart pause froze it. */
+static bool is_paused(struct spool *sp, const char *worker, const char *id)
+{
+	char p[600];
+	return spool_name_claim_scratch(p, sizeof p, worker, id, SCRATCH_PAUSED) == 0 &&
+	       exists_at(sp->cur, p);
+}
+
+static int query_once(struct spool *sp, const char *id, struct qinfo *q)
+{
+	memset(q, 0, sizeof *q);
+	q->exit_code = -1;
+	/* Look in the order tasks move (new, cur, done), so that one in
+	 * motion is seen somewhere, and report the furthest place found:
+	 * done/ID.json, then cur/W/ID, then new/ID (spool-layout §8). A
+	 * finishing task writes its result before it leaves cur/ (and a new/
+	 * entry of a finished id will finish under another one): done/ wins. */
+	bool plain = id[0] != '.' && !strchr(id, '/');
+	char hn[512];
+	bool queued = plain && exists_at(sp->new, id);
+	bool held = !queued && plain && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
+	int64_t qsince = queued ? stat_ms(sp->new, id, true) : held ? stat_ms(sp->new, hn, true) : 0;
+	char worker[sizeof q->worker];
+	bool running = plain && spool_find_claim(sp, id, worker, sizeof worker);
+	int r = query_done(sp, id, q);
+	if (r != -ENOENT)
+		return r;
+	memset(q, 0, sizeof *q);
+	q->exit_code = -1;
+	if (running) {
+		q->state = Q_RUNNING;
+		snprintf(q->worker, sizeof q->worker, "%s", worker);
+		char p[512];
+		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
+			q->since_ms = stat_ms(sp->cur, p, true);
+		q->paused = is_paused(sp, q->worker, id);
+	} else if (queued || held) {
+		if (held)
+			q->state = Q_HELD;
+		else
+			queued_state(sp, id, now_realtime_ms(), q);
+		q->since_ms = qsince;
+	} else {
+		q->state = Q_UNKNOWN;
+	}
+	return 0;
+}
+
+int query_id(struct spool *sp, const char *id, struct qinfo *q)
+{
+	/* A hold and a release move a task between two names of new/ in
+	 * either direction, so one pass can miss it: look twice. */
+	int r = query_once(sp, id, q);
+	if (r == 0 && q->state == Q_UNKNOWN)
+		r = query_once(sp, id, q);
+	return r;
+}
+
+struct qent {
+	char *id;
+	char *worker; /* cur/ entries */
+	int64_t since_ms;
+	bool held;    /* new/.held.ID */
+};
+
+struct qlist {
+	struct qent *v;
+	size_t n, cap;
+};
+
+static void qlist_add(struct qlist *l, const char *id, const char *worker, int64_t since)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 256;
+		l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+	}
+	l->v[l->n++] = (struct qent){xstrdup(id), worker ? xstrdup(worker) : NULL, since, false};
+}
+
+static void qlist_free(struct qlist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].id);
+		free(l->v[i].worker);
+	}
+	free(l->v);
+}
+
+static int qent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct qent *)a)->id, ((const struct qent *)b)->id);
+}
+
+static bool qlist_has(const struct qlist *sorted, const char *id)
+{
+	struct qent key = {.id = (char *)id};
+	return sorted->n && bsearch(&key, sorted->v, sorted->n, sizeof key, qent_cmp);
+}
+
+/* The listings query_all reads before it reports anything. */
+struct qlists {
+	struct qlist nl, cl, dl; /* new/ (queued and held), cur/W/, done/ID.json */
+};
+
+static int list_one(const struct spool_entry *e, void *arg)
+{
+	struct qlists *l = arg;
+	const char *held;
+	switch (e->area) {
+	case SPOOL_WALK_NEW:
+		if (e->id)
+			qlist_add(&l->nl, e->id, NULL, stat_ms(e->dirfd, e->name, true));
+		else if ((held = spool_held_id(e->name))) {
+			qlist_add(&l->nl, held, NULL, stat_ms(e->dirfd, e->name, true));
+			l->nl.v[l->nl.n - 1].held = true;
+		}
+		break;
+	case SPOOL_WALK_CUR:
+		if (e->id)
+			qlist_add(&l->cl, e->id, e->worker, stat_ms(e->dirfd, e->name, true));
+		break;
+	case SPOOL_WALK_DONE:
+		if (e->id && e->done == DONE_JSON)
+			qlist_add(&l->dl, e->id, NULL, 0);
+		break;
+	}
+	return 0;
+}
+
+/* done/ID.json exists (or cannot be told): the task is no longer live. */
+static bool has_result(struct spool *sp, const char *id)
+{
+	char p[512];
+	return spool_name_done(p, sizeof p, id, DONE_JSON) < 0 || exists_at(sp->done, p);
+}
+
+static int query_walk(struct spool *sp, bool done, query_cb cb, void *arg)
+{
+	/* Every listing is read first, in the order tasks move (new, cur,
+	 * done), so that one in motion is seen at least once; then each id
+	 * is reported once, in the furthest state it was found in, as
+	 * query_id does. A directory that cannot be read reports nothing. */
+	struct qlists l = {0};
+	struct qlist *nl = &l.nl, *cl = &l.cl, *dl = &l.dl;
+	int r = spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | (done ? SPOOL_WALK_DONE : 0) |
+				       SPOOL_WALK_DOTS,
+			   list_one, &l);
+	if (r < 0)
+		goto out;
+
+	sort_n(dl->v, dl->n, sizeof *dl->v, qent_cmp);
+	struct qlist cs = {0}; /* cur/ ids, sorted, each once */
+	for (size_t i = 0; i < cl->n; i++)
+		qlist_add(&cs, cl->v[i].id, NULL, 0);
+	sort_n(cs.v, cs.n, sizeof *cs.v, qent_cmp);
+	struct qinfo q;
+	for (size_t i = 0; i < nl->n; i++) {
+		if (qlist_has(&cs, nl->v[i].id) || qlist_has(dl, nl->v[i].id) ||
+		    (!done && has_result(sp, nl->v[i].id)))
+			continue;
+		memset(&q, 0, sizeof q);
+		if (nl->v[i].held)
+			q.state = Q_HELD;
+		else
+			queued_state(sp, nl->v[i].id, now_realtime_ms(), &q);
+		q.exit_code = -1;
+		q.since_ms = nl->v[i].since_ms;
+		cb(nl->v[i].id, &q, arg);
+	}
+	/* The same id under two workers' cur/ (a claim and a peer's
+	 * recovery of it) is reported once, for the first found. */
+	struct qlist seen = {0};
+	for (size_t i = 0; i < cl->n; i++) {
+		bool dup = false;
+		for (size_t j = 0; j < seen.n && !dup; j++)
+			dup = strcmp(seen.v[j].id, cl->v[i].id) == 0;
+		if (dup || qlist_has(dl, cl->v[i].id) || (!done && has_result(sp, cl->v[i].id)))
+			continue;
+		qlist_add(&seen, cl->v[i].id, NULL, 0); /* few: the running tasks */
+		memset(&q, 0, sizeof q);
+		q.state = Q_RUNNING;
+		q.exit_code = -1;
+		q.since_ms = cl->v[i].since_ms;
+		snprintf(q.worker, sizeof q.worker, "%s", cl->v[i].worker);
+		q.paused = is_paused(sp, q.worker, cl->v[i].id);
+		cb(cl->v[i].id, &q, arg);
+	}
+	qlist_free(&seen);
+	qlist_free(&cs);
+	for (size_t i = 0; i < dl->n; i++) {
+		memset(&q, 0, sizeof q);
+		if (query_done(sp, dl->v[i].id, &q) == 0)
+			cb(dl->v[i].id, &q, arg);
+	}
+out:
+	qlist_free(nl);
+	qlist_free(cl);
+	qlist_free(dl);
+	return r;
+}
+
+const char *query_state_name(const struct qinfo *q)
+{
+	switch (q->state) {
+	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
+	case Q_SCHEDULED: return "scheduled";
+	case Q_HELD: return "held";
+	case Q_RUNNING: return q->paused ? "paused" : "running";
+	case Q_DONE: return q->status;
+	default: return "unknown";
+	}
+}
+
+int query_all(struct spool *sp, query_cb cb, void *arg) { return query_walk(sp, true, cb, arg); }
+
+int query_live(struct spool *sp, query_cb cb, void *arg) { return query_walk(sp, false, cb, arg); }

@@ -1,0 +1,96 @@
+/* worker_peer.c - peers: other workers' claim directories, and recovery of a
+ * dead one's. */
+#define _GNU_SOURCE
+#include "worker_int.h"
+
+static int peer_dead(void *arg, const char *peer);
+
+/* ---- peers: other workers' claim directories ---------------------------- */
+
+void recover_peer(struct worker *w, const char *peer)
+{
+	int busy = 0, rq = 0, lost = 0;
+	if (strcmp(peer, w->id) == 0)
+		return;
+	int r = spool_recover_peer(w->sp, w->pol, peer, w->id, peer_dead, w, &busy, &rq, &lost);
+	if (r < 0)
+		logmsg("recover cur/%s: %s", peer, strerror(-r));
+	else if (r > 0 && (rq || lost || busy))
+		logmsg("recovered dead worker %s: %d re-queued, %d lost, %d still busy", peer, rq,
+		       lost, busy);
+	if (busy > 0 && !w->recover_mono)
+		w->recover_mono = now_mono_ms() + 200;
+}
+
+/* Our own claims left by an earlier life under this id: recover each
+ * once the processes of its old run are gone (its run lock is free). */
+void recover_own(struct worker *w)
+{
+	size_t keep = 0;
+	bool moved = false;
+	/* The earlier life's runs, as for a dead peer: one a backend still
+	 * sees going keeps every claim where it is, for the next look. */
+	if (w->nown_busy && peer_dead(w, w->id) < 0) {
+		if (!w->recover_mono)
+			w->recover_mono = now_mono_ms() + 200;
+		return;
+	}
+	for (size_t i = 0; i < w->nown_busy; i++) {
+		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->own_busy[i], w->id);
+		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
+			w->own_busy[keep++] = w->own_busy[i];
+			continue;
+		}
+		moved = true;
+		logmsg("%s: recovered from an earlier run of worker %s (%s)", w->own_busy[i], w->id,
+		       k == RECOVER_LOST ? "lost" : k == RECOVER_REQUEUED ? "re-queued" : "finished");
+		free(w->own_busy[i]);
+	}
+	w->nown_busy = keep;
+	if (keep && !w->recover_mono)
+		w->recover_mono = now_mono_ms() + 200;
+	if (moved)
+		undefer(w);
+}
+
+void watch_peer(struct worker *w, const char *peer)
+{
+	char p[PATH_MAX];
+	if (strcmp(peer, w->id) == 0 || peer[0] == '.')
+		return;
+	if (pathfmt(p, sizeof p, "%s/cur/%s", w->sp->path, peer) < 0)
+		return;
+	/* A worker's lock file is open for writing for its whole life;
+	 * its close (at death) is the doorbell to try its lock. */
+	int wd = inotify_add_watch(w->ino, p, IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW);
+	if (wd < 0)
+		return;
+	for (size_t i = 0; i < w->npeers; i++)
+		if (w->peers[i].wd == wd)
+			return;
+	w->peers = xrealloc(w->peers, (w->npeers + 1) * sizeof *w->peers);
+	w->peers[w->npeers++] = (struct peer){.wd = wd, .name = xstrdup(peer)};
+}
+
+void scan_peers(struct worker *w)
+{
+	struct strv names = {0};
+	if (dir_names(w->sp->cur, ".", &names) < 0)
+		return;
+	for (size_t i = 0; i < names.n; i++) {
+		if (strcmp(names.v[i], w->id) == 0)
+			continue;
+		watch_peer(w, names.v[i]);
+		recover_peer(w, names.v[i]);
+	}
+	strv_free(&names);
+}
+
+/* Recovery holds a dead peer's lock: nothing of its runs may survive
+ * (a daemon of backend none is outside any PID namespace) before its
+ * claims are re-queued: its leaves, and what each backend left. */
+static int peer_dead(void *arg, const char *peer)
+{
+	sweep_leaves(arg);
+	return backend_sweep(arg, peer);
+}
