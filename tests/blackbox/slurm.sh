@@ -151,8 +151,7 @@ while time.process_time() - t < 1: pass"') || { fail "sbatch of the identity job
 	took
 }
 
-# A job on a node that goes down ends NODE_FAIL (with --no-requeue); the
-# node comes back by itself (ReturnToService=2, its slurmd still answers).
+# A job on a node that goes down ends NODE_FAIL (with --no-requeue).
 test_slurm_node_fail() {
 	need_slurm || return
 	local j
@@ -160,6 +159,9 @@ test_slurm_node_fail() {
 	wait_until 30 sh -c '[ "$(squeue -h -j "$1" -o %T)" = RUNNING ]' sh "$j" || fail "job $j did not start"
 	scontrol update nodename="$S_NODE" state=down reason=kart-test || fail "scontrol update state=down"
 	wait_acct "$j" NODE_FAIL 30
+	# ReturnToService=2 brings it back when slurmd next answers, which may
+	# be a ping away (SlurmdTimeout/3): an admin's resume, for the cases after.
+	wait_until 5 s_node_up "$S_NODE" || scontrol update nodename="$S_NODE" state=resume 2>/dev/null
 	wait_until 30 s_node_up "$S_NODE" || fail "the node did not come back: $(sinfo -h -N -o '%N %T %E')"
 	took
 }
