@@ -63,7 +63,7 @@ INC = $(addprefix -iquote src/,$(SRC_DIRS))
 # kart: every .c of the library folders and cmd/, but kart-launch's own
 # main (it is a program of its own, below), the sync verbs and kart top.
 LIB_DIRS = worker backend spool sandbox policy lib
-LIB_SRC = $(filter-out launch.c,$(notdir $(wildcard $(LIB_DIRS:%=src/%/*.c))))
+LIB_SRC = $(filter-out launch.c launch_job.c,$(notdir $(wildcard $(LIB_DIRS:%=src/%/*.c))))
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_CMD = cmd_sync.c cmd_feed.c
@@ -144,8 +144,10 @@ $(B)/kart-top: $(LIB_OBJ) $(CMD_OBJ) $(B)/cmd_top.o $(B)/main-top.o
 # (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
-LAUNCH_SRC = src/sandbox/launch.c src/sandbox/confine.c src/sandbox/landlock.c
-$(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src/lib/util.h | $(B) depcheck
+LAUNCH_SRC = src/sandbox/launch.c src/sandbox/launch_job.c src/sandbox/confine.c \
+	src/sandbox/landlock.c src/sandbox/proctree.c
+$(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src/sandbox/launch_job.h \
+		src/sandbox/proctree.h src/sandbox/sandbox.h src/lib/util.h | $(B) depcheck
 	$(CC) $(WARN) $(INC) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ $(LAUNCH_SRC)
 
 # The runner of the llm task kind: Python 3, standard library only (see

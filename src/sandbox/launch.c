@@ -3,6 +3,7 @@
  *   kart-launch --status-fd=N [--seccomp-fd=N] [--landlock=off|auto|enforce] [--tcp]
  *               [--ro PATH]... [--rw PATH]... [--rlimit-{nproc,as,cpu,core}=N]...
  *               -- PROGRAM [ARG...]
+ *   kart-launch --job=DIR --job-id=ID ...   (a batch system's job: launch_job.c)
  *
  * It stays as the task's parent so that the worker learns exactly how the
  * task ended ("exit N" or "signal N" on the status fd) where bwrap would
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "launch_job.h"
 
 static void close_from(int lowfd)
 {
@@ -79,6 +81,8 @@ static void pass_term(int sig)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strncmp(argv[1], "--job=", 6) == 0)
+		return launch_job_main(argc, argv);
 	struct confine c;
 	char err[256];
 	if (confine_parse(argc, argv, &c, err, sizeof err) < 0) {

@@ -89,6 +89,17 @@ void outcome_decide(const struct observed *o, bool seccomp, struct result *r, ch
 				 (long long)o->oom_kills);
 		r->error = errbuf;
 	}
+	/* An engine's own state, whatever the run's status (a batch
+	 * system's job whose cgroup had an OOM kill: its OUT_OF_MEMORY). */
+	if (o->end == OUTCOME_NATURAL && e->started && o->engine && o->engine_oom == ENGINE_OOM_STATE) {
+		r->status = "oom";
+		if (o->memory)
+			snprintf(errbuf, errlen, "the memory limit of %llu bytes was hit: %s reports an "
+				 "OOM kill", (unsigned long long)o->memory, o->backend);
+		else
+			snprintf(errbuf, errlen, "out of memory: %s reports an OOM kill", o->backend);
+		r->error = errbuf;
+	}
 	/* Not under the built-in share of the host's memory: too large a
 	 * limit to make a SIGKILL a probable OOM. */
 	if (o->end == OUTCOME_NATURAL && e->exited && e->exit_code == 137 && o->engine &&

@@ -13,6 +13,11 @@
 #include "cgroup.h"
 #include "run.h"
 
+/* cur/W/.stalled: why this worker's backend cannot take tasks now (its
+ * engine does not answer), one line, for kart status and kart doctor;
+ * gone once it can. Its tasks wait, nothing is blamed on them. */
+#define WCTL_STALLED ".stalled"
+
 /* How a paused task is held still. */
 enum pause_how {
 	PAUSE_NONE,   /* not paused */

@@ -31,6 +31,7 @@ enum taction {
 	TA_RETRY_LATER,    /* its task file kept for a retry_on attempt (RESULT if it cannot be), freed */
 	TA_COMMIT_FAILED,  /* retried in a second (or re-run, or left for recovery) */
 	TA_ABANDON,        /* left in cur/W/ for recovery, freed */
+	TA_DETACH,         /* its slot given back, its run left going and its claim for recovery, freed */
 	TA__N
 };
 
@@ -50,12 +51,14 @@ static const struct tstep transitions[TS__N][TE__N] = {
 		[TE_SPAWN_FAILED] = {TA_UNSPAWN, TS_CLAIMED},
 		[TE_CANCEL] = {TA_KEEP, TS_SPAWNING},
 		[TE_GRACE_OVER] = {TA_KEEP, TS_SPAWNING},
+		[TE_DETACH] = {TA_KEEP, TS_SPAWNING},
 	},
 	[TS_RUNNING] = {
 		[TE_EXIT] = {TA_REAP, TS_DRAINING},
 		[TE_TIMEOUT] = {TA_STOP_TIMEOUT, TS_STOPPING},
 		[TE_CANCEL] = {TA_STOP_CANCEL, TS_STOPPING},
 		[TE_GRACE_OVER] = {TA_KILL_REQUEUE, TS_KILLING},
+		[TE_DETACH] = {TA_DETACH, TS_RUNNING},
 	},
 	/* TE_TIMEOUT here is the end of its kill grace; a shutdown's grace
 	 * ending kills it too, keeping its end (it is not re-queued). */
@@ -63,9 +66,11 @@ static const struct tstep transitions[TS__N][TE__N] = {
 		[TE_EXIT] = {TA_REAP, TS_DRAINING},
 		[TE_TIMEOUT] = {TA_KILL, TS_KILLING},
 		[TE_GRACE_OVER] = {TA_KILL, TS_KILLING},
+		[TE_DETACH] = {TA_DETACH, TS_STOPPING},
 	},
 	[TS_KILLING] = {
 		[TE_EXIT] = {TA_REAP, TS_DRAINING},
+		[TE_DETACH] = {TA_DETACH, TS_KILLING},
 	},
 	[TS_DRAINING] = {
 		[TE_RETRY] = {TA_DRAIN_LOOK, TS_DRAINING},
@@ -96,7 +101,7 @@ static const char *const tevent_names[TE__N] = {
 	[TE_EXIT] = "EXIT", [TE_TIMEOUT] = "TIMEOUT", [TE_CANCEL] = "CANCEL",
 	[TE_GRACE_OVER] = "GRACE_OVER", [TE_LEAF_EMPTY] = "LEAF_EMPTY", [TE_RESULT] = "RESULT",
 	[TE_COMMITTED] = "COMMITTED", [TE_COMMIT_FAILED] = "COMMIT_FAILED", [TE_RETRY] = "RETRY",
-	[TE_RETRY_LATER] = "RETRY_LATER",
+	[TE_RETRY_LATER] = "RETRY_LATER", [TE_DETACH] = "DETACH",
 };
 
 static const char *const taction_names[TA__N] = {
@@ -107,7 +112,7 @@ static const char *const taction_names[TA__N] = {
 	[TA_KILL_REQUEUE] = "SIGKILL (end: re-queue)", [TA_DRAIN_LOOK] = "look at the leaf",
 	[TA_COMPLETE] = "make the result, or re-queue", [TA_PUBLISH] = "publish",
 	[TA_DONE] = "log, on_done, free", [TA_RETRY_LATER] = "keep for a retry, free", [TA_COMMIT_FAILED] = "retry in 1s",
-	[TA_ABANDON] = "leave for recovery, free",
+	[TA_ABANDON] = "leave for recovery, free", [TA_DETACH] = "free its slot, leave it going, free",
 };
 
 /* The table as docs/DESIGN.md prints it: a row per state, a column per
@@ -207,6 +212,11 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 		return;
 	case TA_ABANDON:
 		abandon(w, t);
+		return;
+	case TA_DETACH:
+		w->used[t->spec.lane]--;
+		w->nrunning--;
+		detach(w, t);
 		return;
 	case TA_STOP_TIMEOUT:
 		t->end = END_TIMEOUT;
