@@ -63,6 +63,9 @@ struct policy {
 	 * bwrap the bytes and entries bound it while the task runs (outdir.h) */
 	uint64_t artifacts_files;
 	int artifacts_depth;
+	/* after=: the deepest chain of waiting tasks, and the most tasks one
+	 * look through the graph follows (depend.h) */
+	int after_max;
 	int retries_default;     /* re-queues after an interrupted run */
 	/* [worker] results = group: results and outputs readable by the
 	 * spool's group too (else by their submitter and root alone). */

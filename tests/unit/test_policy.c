@@ -60,6 +60,7 @@ static void test_defaults(void **state)
 	assert_int_equal(p.artifacts_max, 256ull << 20);
 	assert_int_equal(p.artifacts_files, 10000);
 	assert_int_equal(p.artifacts_depth, 32);
+	assert_int_equal(p.after_max, 1000); /* after=: a chain's depth, a walk's length */
 	assert_int_equal(count(&p.ro_binds), 0);
 	assert_int_equal(count(&p.rw_binds), 0);
 	assert_int_equal(count(&p.env_pass), 0);
@@ -78,6 +79,8 @@ static void test_artifacts_keys(void **state)
 	assert_int_equal(p.artifacts_max, 1u << 20);
 	assert_int_equal(p.artifacts_files, 100);
 	assert_int_equal(p.artifacts_depth, 4);
+	assert_int_equal(parse(&p, "[limits]\nafter_max = 20000\n", err, sizeof err), 0);
+	assert_int_equal(p.after_max, 20000);
 	/* defaults = none keeps them: a bound on what is kept, not a
 	 * default a task could raise */
 	assert_int_equal(parse(&p, "[limits]\ndefaults = none\n", err, sizeof err), 0);
@@ -166,6 +169,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\ntmpfs_size = big\n", "kart.conf line 2: tmpfs_size = big"},
 		{"[limits]\nartifacts_files = 0\n", "line 2: artifacts_files = 0: not a number from 1"},
 		{"[limits]\nartifacts_depth = 257\n", "line 2: artifacts_depth = 257: not a number from 1 to 256"},
+		{"[limits]\nafter_max = 0\n", "line 2: after_max = 0: not a number from 1"},
 		{"[sandbox]\nro_binds = /ok, relative/path\n", "line 2: ro_binds: 'relative/path'"},
 		{"[sandbox]\nrw_binds = /\n", "line 2: rw_binds: '/'"},
 		{"[sandbox]\nrw_binds = /srv/../etc\n", "line 2: rw_binds: '/srv/../etc'"},
