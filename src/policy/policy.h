@@ -49,6 +49,11 @@ struct kind {
 	int n_cred;
 	char endpoint[512];    /* $KART_LLM_ENDPOINT; "" unset */
 	char model[128];       /* $KART_LLM_MODEL; "" unset */
+	/* Who the forwarder may hand the credential to over http://: the
+	 * uid whose socket must hold the other end (-1 unset), reached at
+	 * a port of this host or at endpoint_socket ("" : by TCP). */
+	long long endpoint_uid;
+	char endpoint_socket[108];
 };
 
 struct policy {

@@ -270,9 +270,14 @@ char *policy_describe(const struct policy *pol)
 		for (int j = 0; j < k->n_cred; j++)
 			json_array_append_new(cred, json_string(k->cred[j]));
 		json_object_set_new(kinds, k->name,
-				    json_pack("{s:s, s:o, s:b, s:o, s:o, s:o}", "runner", k->runner,
+				    json_pack("{s:s, s:o, s:b, s:o, s:o, s:o, s:o, s:o}", "runner", k->runner,
 					      "extensions", ext, "net", k->net, "credentials", cred,
 					      "endpoint", k->endpoint[0] ? json_string(k->endpoint) : json_null(),
+					      "endpoint_uid", k->endpoint_uid >= 0 ? json_integer(k->endpoint_uid)
+										  : json_null(),
+					      "endpoint_socket", k->endpoint_socket[0]
+								 ? json_string(k->endpoint_socket)
+								 : json_null(),
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);
