@@ -741,4 +741,43 @@ test_llm_key_only_to_the_proven_endpoint() {
 	stop_workers
 }
 
+# ---- issue 35: the bind opener holds nothing of the worker's -------------------------------
+
+# The bind opener (a vfork child of the worker, become the submitter)
+# held every descriptor of the worker's: mallory's symlink to
+# /proc/self/fd/N opened them as her (its log, its spool's directories,
+# its tasks' files), bound a readable one (the log) into her task, and
+# her task's error named where the others led. Now it holds its socket
+# alone and stands in "/" before it opens anything: each of her tasks
+# (fds 0 to 40, and /proc/self/cwd and root) is rejected, none runs, and
+# no error names anything of the worker's.
+test_bind_opener_holds_nothing_of_the_worker() {
+	setup || return
+	local d=$T_ROOT/m35fd t id err
+	mkdir -p "$d" && chown "$U_MALLORY" "$d" && chmod 0755 "$d"
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	for t in $(seq 0 40) cwd root; do
+		case $t in cwd | root) as "$U_MALLORY" ln -s "/proc/self/$t" "$d/l$t" ;;
+		*) as "$U_MALLORY" ln -s "/proc/self/fd/$t" "$d/l$t" ;;
+		esac
+		as "$U_MALLORY" sh -c 'umask 077; printf "#!/bin/sh\n#kart: ro=%s\nhead -c 300 %s; ls %s | head -5\n" "$1" "$1" "$1" \
+			>"$2/.t" && mv "$2/.t" "$2/fd$3"' sh "$d/l$t" "$S/drop/$U_MALLORY" "$t" || fail "mallory's drop fd$t"
+	done
+	for t in $(seq 0 40) cwd root; do
+		id=$U_MALLORY:fd$t
+		assert_eq rejected "$(result "$id" .status)" "fd$t: status"
+		[ -s "$S/done/$id.stdout" ] && fail "fd$t ran: $(head -c 200 "$S/done/$id.stdout")"
+		err=$(jq -r .error "$S/done/$id.json" 2>/dev/null)
+		case $err in
+		*"$S"* | *worker.log* | *anon_inode* | *pipe:* | *memfd* | *"leads to /dev"* | *"leads to $T_ROOT"*)
+			fail "fd$t: the error names the worker's: $err" ;;
+		esac
+	done
+	assert_match "cannot be opened as uid [0-9]+: No such file or directory" \
+		"$(jq -r .error "$S/done/$U_MALLORY:fd2.json")" "fd2 (the worker's log): its error"
+	assert_match "is refused: it leads to the root directory" \
+		"$(jq -r .error "$S/done/$U_MALLORY:fdcwd.json")" "/proc/self/cwd: its error"
+	stop_workers
+}
+
 run_tests
