@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "progress.h"
 #include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
@@ -362,6 +363,8 @@ static bool orphan(const struct gc *g, const char *n)
 struct gc_done {
 	struct gc *g;
 	struct strv expired, orphans;
+	struct progress pr;
+	unsigned long long seen;
 };
 
 static int gc_done_one(const struct spool_entry *e, void *arg)
@@ -369,6 +372,7 @@ static int gc_done_one(const struct spool_entry *e, void *arg)
 	struct gc_done *d = arg;
 	struct gc *g = d->g;
 	struct stat st;
+	progress(&d->pr, ++d->seen, 0);
 	if (spool_is_trash(e->name)) {
 		/* A removal cut short (gc_remove): finished now. */
 		gc_remove(g, e->dirfd, e->dir, e->name);
@@ -394,9 +398,15 @@ static int gc_done_one(const struct spool_entry *e, void *arg)
 static void gc_done(struct gc *g)
 {
 	struct gc_done d = {.g = g};
+	progress_init(&d.pr, "gc", "entries of done/ looked at");
 	gc_walk(g, SPOOL_WALK_DONE, "done", gc_done_one, &d);
-	for (size_t i = 0; i < d.expired.n; i++)
+	progress_done(&d.pr);
+	progress_init(&d.pr, "gc", "old results removed");
+	for (size_t i = 0; i < d.expired.n; i++) {
 		gc_result(g, d.expired.v[i]);
+		progress(&d.pr, i + 1, d.expired.n);
+	}
+	progress_done(&d.pr);
 	/* Orphans: the .task (the id's reservation) after the others, each
 	 * looked at again just before it goes. */
 	for (int pass = 0; pass < 2; pass++)

@@ -47,18 +47,6 @@ static const char help[] =
 	"\n"
 	"exit status: 0; 1 if an ID is unknown; 2 usage error\n";
 
-static const char *state_word(const struct qinfo *q)
-{
-	switch (q->state) {
-	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
-	case Q_SCHEDULED: return "scheduled";
-	case Q_HELD: return "held";
-	case Q_RUNNING: return q->paused ? "paused" : "running";
-	case Q_DONE: return q->status;
-	default: return "unknown";
-	}
-}
-
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
 	"queued", "scheduled", "waiting", "held", "running", "paused", "ok", "failed", "timeout",
@@ -157,7 +145,7 @@ static bool wanted(const struct out *o, const struct qinfo *q)
 {
 	if (o->states[0]) {
 		char k[64];
-		snprintf(k, sizeof k, ",%s,", state_word(q));
+		snprintf(k, sizeof k, ",%s,", query_state_name(q));
 		if (!strstr(o->states, k) && !(q->state == Q_DONE && strstr(o->states, ",done,")))
 			return false;
 	}
@@ -183,14 +171,14 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 	if (!wanted(o, q))
 		return;
 	if (o->summary) {
-		const char *w = state_word(q);
+		const char *w = query_state_name(q);
 		json_t *n = json_object_get(o->counts, w);
 		json_object_set_new(o->counts, w, json_integer(n ? json_integer_value(n) + 1 : 1));
 		return;
 	}
 	if (o->json || o->ndjson) {
 		_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
-		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", state_word(q));
+		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", query_state_name(q));
 		if (q->state == Q_RUNNING)
 			json_object_set_new(e, "worker", json_string(q->worker));
 		if (q->state == Q_SCHEDULED) {
@@ -231,7 +219,7 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 	_cleanup_free_ char *clean = term_safe(id);
 	if (q->state == Q_RUNNING) {
 		_cleanup_free_ char *w = term_safe(q->worker);
-		printf("%s\t%s\t%s\n", clean, state_word(q), w);
+		printf("%s\t%s\t%s\n", clean, query_state_name(q), w);
 	}
 	else if (q->state == Q_SCHEDULED) {
 		char nb[32];
@@ -242,7 +230,7 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		_cleanup_free_ char *on = term_safe(q->waiting);
 		printf("%s\twaiting\t%s\n", clean, on);
 	} else {
-		_cleanup_free_ char *st = term_safe(state_word(q));
+		_cleanup_free_ char *st = term_safe(query_state_name(q));
 		if (q->state == Q_DONE && q->exit_code >= 0)
 			printf("%s\t%s\t%d\n", clean, st, q->exit_code);
 		else
