@@ -18,11 +18,13 @@ process of the submitter can read it (/proc/PID/environ, /proc/PID/mem).
 The value goes only to a peer proven to be the service: over https, one
 whose certificate verifies for the endpoint's host; over http://, one
 whose socket belongs to UID (kart.conf(5) endpoint_uid): VIA, a Unix
-socket path (SO_PEERCRED), or else the endpoint's port, which must be
-on this host (the other end of the very connection, looked up in
-/proc/net/tcp{,6}: whoever binds the port while the service is down is
-found out, and no second connection is made after the look). A peer not
-proven gets nothing, and the task a 502 saying why.
+socket path (reached through directories only root or UID can change,
+no symlink followed, then SO_PEERCRED), or else the endpoint's port,
+which must be on this host (the other end of the very connection,
+looked up in /proc/net/tcp{,6}: whoever binds the port while the
+service is down is found out, and no second connection is made after
+the look). A peer not proven gets nothing, and the task a 502 saying
+why.
 
 Only the policy's endpoint is reached: the request's target must
 normalise to a path under the endpoint's own path (no scheme or host;
@@ -45,6 +47,7 @@ import select
 import signal
 import socket
 import ssl
+import stat
 import struct
 import sys
 import threading
@@ -138,21 +141,58 @@ def read_headers(rf):
         out.append((name.decode("ascii"), value.decode("latin-1")))
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP to the endpoint over its Unix socket (endpoint_socket)."""
+class Unproven(OSError):
+    """Why the endpoint cannot be proven to be the service."""
 
-    def __init__(self, path, host, timeout):
+
+def socket_path_fd(path, uid):
+    """An O_PATH descriptor of the socket at path, uid's, reached only
+    through directories that root or uid alone can change: root's
+    forwarder follows no symlink and no name another user could have put
+    there to another service's socket (a container engine's, say)."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    where = "/"
+    try:
+        parts = [p for p in path.split("/") if p]
+        for i, part in enumerate(parts):
+            st = os.fstat(fd)
+            if st.st_uid not in (0, uid) or st.st_mode & 0o022:
+                raise Unproven("%s can be written by others than root and endpoint_uid" % where)
+            flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+            nfd = os.open(part, flags | (os.O_DIRECTORY if i < len(parts) - 1 else 0), dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            where = "/" + "/".join(parts[:i + 1])
+        st = os.fstat(fd)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
+            raise Unproven("%s is not a socket of endpoint_uid %d" % (path, uid))
+        return fd
+    except OSError as e:
+        os.close(fd)
+        if isinstance(e, Unproven):
+            raise
+        raise Unproven("%s: %s (no symlink is followed)" % (where, os.strerror(e.errno or 0)))
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP to the endpoint over its Unix socket (endpoint_socket),
+    connected to the very file socket_path_fd checked."""
+
+    def __init__(self, path, uid, host, timeout):
         super().__init__(host, timeout=timeout)
-        self.unix_path = path
+        self.unix_path, self.uid = path, uid
 
     def connect(self):
+        fd = socket_path_fd(self.unix_path, self.uid)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(self.timeout)
         try:
-            s.connect(self.unix_path)
+            s.connect("/proc/self/fd/%d" % fd)
         except OSError:
             s.close()
             raise
+        finally:
+            os.close(fd)
         self.sock = s
 
 
@@ -258,7 +298,7 @@ def serve(conn, ep, key, slots):
             up = http.client.HTTPSConnection(ep["host"], ep["port"], timeout=UPSTREAM_TIMEOUT_S,
                                              context=ssl.create_default_context())
         elif ep["via"]:
-            up = UnixHTTPConnection(ep["via"], ep["netloc"], UPSTREAM_TIMEOUT_S)
+            up = UnixHTTPConnection(ep["via"], ep["uid"], ep["netloc"], UPSTREAM_TIMEOUT_S)
         else:
             up = http.client.HTTPConnection(ep["host"], ep["port"], timeout=UPSTREAM_TIMEOUT_S)
         try:
@@ -266,6 +306,8 @@ def serve(conn, ep, key, slots):
             why = unproven(up.sock, ep)
         except ssl.SSLCertVerificationError as e:
             why = "its certificate does not verify (%s)" % e.verify_message
+        except Unproven as e:
+            why = str(e)
         except (OSError, http.client.HTTPException) as e:
             return reply(conn, 502, "Bad Gateway", "%s: %s" % (ep["url"], type(e).__name__))
         if why:

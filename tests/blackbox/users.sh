@@ -658,9 +658,10 @@ while True:
 # its port and runs an llm task; also a Unix socket endpoint in a
 # directory anyone can write (she puts her own socket there), and an
 # https endpoint whose port she holds with a certificate of her own.
-# Each forwarder reaches her listener and sends nothing: no key, not even
-# a request (TLS: the handshake fails). Her tasks fail, saying the key
-# was not sent. Then the real server is back on its port, root's, as
+# The port forwarders reach her listeners and send nothing: no key, not
+# even a request (TLS: the handshake fails); the socket one does not
+# connect at all (a path others can change proves nothing). Her tasks
+# fail, saying the key was not sent. Then the real server is back on its port, root's, as
 # endpoint_uid says, and alice's task gets its answer with the key.
 test_llm_key_only_to_the_proven_endpoint() {
 	[ -x /usr/bin/python3 ] || { skip "no /usr/bin/python3 (contrib/install-deps installs it)"; return; }
@@ -704,21 +705,24 @@ test_llm_key_only_to_the_proven_endpoint() {
 		printf '#kart: kind=%s timeout=60s\nhello\n' "$k" | as "$U_MALLORY" kart submit --no-cwd --name "q-$k" - \
 			>/dev/null || fail "mallory cannot submit her $k task"
 	done
-	for k in llm llmu; do
-		assert_eq failed "$(result "$U_MALLORY:q-$k" .status)" "mallory's $k task"
-		assert_match "cannot prove the endpoint: .* held by uid $(id -u "$U_MALLORY"), not by endpoint_uid 0; the key was not sent" \
-			"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-$k" 2>&1)" "$k: what her task was told"
-	done
+	assert_eq failed "$(result "$U_MALLORY:q-llm" .status)" "mallory's llm task"
+	assert_match "cannot prove the endpoint: 127.0.0.1 port $port is held by uid $(id -u "$U_MALLORY"), not by endpoint_uid 0; the key was not sent" \
+		"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-llm" 2>&1)" "llm: what her task was told"
+	assert_eq failed "$(result "$U_MALLORY:q-llmu" .status)" "mallory's socket task"
+	assert_match "cannot prove the endpoint: /tmp can be written by others than root and endpoint_uid; the key was not sent" \
+		"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-llmu" 2>&1)" "llmu: what her task was told"
 	assert_eq failed "$(result "$U_MALLORY:q-llms" .status)" "mallory's https task"
 	assert_match "cannot prove the endpoint: its certificate does not verify .*; the key was not sent" \
 		"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-llms" 2>&1)" \
 		"https: what her task was told"
-	# The forwarders did reach her listeners, and sent them nothing.
-	for k in tcp unix tls; do
+	# The forwarders did reach her port listeners, and sent them nothing;
+	# her socket, in a directory anyone can write, was not even tried.
+	for k in tcp tls; do
 		grep -q '^request: ' "$mdir/$k.got" 2>/dev/null || fail "$k: no forwarder reached mallory: it proves nothing"
 		grep -aq -e "$key" -e Authorization -e POST "$mdir/$k.got" &&
 			fail "$k: mallory received: $(head -c 300 "$mdir/$k.got")"
 	done
+	[ -e "$mdir/unix.got" ] && fail "unix: mallory's socket was connected to: $(head -c 300 "$mdir/unix.got")"
 	# The server back on its port, root's (once mallory's listener is
 	# gone): the key goes there.
 	pkill -u "$U_MALLORY" 2>/dev/null
