@@ -107,8 +107,8 @@ int credfwd_start(struct credfwd *f, int task_pidfd, char *const *env)
 	snprintf(uid, sizeof uid, "%lld", k->endpoint_uid);
 	/* Whom it may give the key to: https proves itself; http:// a
 	 * socket of this uid (kart.conf(5) endpoint_uid), here or there. */
-	char *const argv[] = {helper,	     f->path, (char *)k->endpoint, uid,
-			      (char *)k->endpoint_socket, NULL};
+	char *const argv[] = {helper, f->path, (char *)k->endpoint, uid, (char *)k->endpoint_socket,
+			      NULL};
 	char *const envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
 	/* Above what the child's dup2s write, so that none is overwritten
 	 * before it is moved. */
