@@ -150,8 +150,22 @@ void slurm_kick(void);
 /* A job's end, its section of the result (JSON text), from what is
  * known; the caller frees. */
 char *slurm_section(const struct sjob *j);
-/* Run a Slurm command (bin/NAME), its output in out (and err): its exit
- * status, or -1 when it could not run or timed out. */
+/* A Slurm command (bin/NAME) to run, its stdin, where its stdout and
+ * stderr go (NUL-terminated), and its exit status (-1: it could not run,
+ * or timed out). */
+struct slurm_run {
+	char *const *argv;
+	const char *in;
+	char *out, *err;
+	size_t outlen, errlen;
+	int rc;
+	int fd[2];
+};
+/* n of them at once (sbatch for a batch of jobs, SLURM_RUNS_MAX at
+ * most): until each has ended, timeout_ms at most. */
+#define SLURM_RUNS_MAX 16
+void slurm_cmds(const char *bin, struct slurm_run *c, int n, int timeout_ms);
+/* One: its exit status, or -1. */
 int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, size_t outlen,
 	      char *err, size_t errlen, int timeout_ms);
 void sjob_free(struct sjob *j);

@@ -33,24 +33,21 @@ static char conf_env[PATH_MAX + 16];
 
 /* ---- commands ------------------------------------------------------------ */
 
-int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, size_t outlen,
-	      char *err, size_t errlen, int timeout_ms)
+/* Start one command: its pid, with its stdin written (small: a batch
+ * script) and its stdout and stderr pipes in c; -1 with c->err set. */
+static pid_t cmd_start(const char *bin, struct slurm_run *c)
 {
 	char path[PATH_MAX];
-	if (out && outlen)
-		out[0] = '\0';
-	if (err && errlen)
-		err[0] = '\0';
-	if (bin && bin[0] ? pathfmt(path, sizeof path, "%s/%s", bin, argv[0]) < 0
-			  : find_in_path(argv[0], path, sizeof path) < 0) {
-		if (err)
-			snprintf(err, errlen, "%s: not found (set [slurm] bin)", argv[0]);
+	if (bin && bin[0] ? pathfmt(path, sizeof path, "%s/%s", bin, c->argv[0]) < 0
+			  : find_in_path(c->argv[0], path, sizeof path) < 0) {
+		if (c->err)
+			snprintf(c->err, c->errlen, "%s: not found (set [slurm] bin)", c->argv[0]);
 		return -1;
 	}
 	int pin[2] = {-1, -1}, pout[2], perr[2];
 	if (pipe2(pout, O_CLOEXEC) < 0)
 		return -1;
-	if (pipe2(perr, O_CLOEXEC) < 0 || (in && pipe2(pin, O_CLOEXEC) < 0)) {
+	if (pipe2(perr, O_CLOEXEC) < 0 || (c->in && pipe2(pin, O_CLOEXEC) < 0)) {
 		close(pout[0]);
 		close(pout[1]);
 		return -1;
@@ -65,48 +62,77 @@ int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, si
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (dup2(in ? pin[0] : dn, 0) < 0 || dup2(pout[1], 1) < 0 || dup2(perr[1], 2) < 0)
+		if (dup2(c->in ? pin[0] : dn, 0) < 0 || dup2(pout[1], 1) < 0 || dup2(perr[1], 2) < 0)
 			_exit(127);
 		(void)syscall(SYS_close_range, 3, ~0U, 0);
-		execve(path, argv, env);
+		execve(path, c->argv, env);
 		_exit(127);
 	}
 	close(pout[1]);
 	close(perr[1]);
-	if (in)
+	if (c->in)
 		close(pin[0]);
 	if (pid < 0) {
 		close(pout[0]);
 		close(perr[0]);
-		if (in)
+		if (c->in)
 			close(pin[1]);
 		return -1;
 	}
-	if (in) {
-		(void)write_all(pin[1], in, strlen(in));
+	if (c->in) {
+		(void)write_all(pin[1], c->in, strlen(c->in));
 		close(pin[1]);
 	}
-	struct pollfd pf[2] = {{.fd = pout[0], .events = POLLIN}, {.fd = perr[0], .events = POLLIN}};
-	size_t n[2] = {0, 0}, len[2] = {outlen, errlen};
-	char *buf[2] = {out, err};
+	c->fd[0] = pout[0];
+	c->fd[1] = perr[0];
+	return pid;
+}
+
+void slurm_cmds(const char *bin, struct slurm_run *c, int n, int timeout_ms)
+{
+	pid_t pid[SLURM_RUNS_MAX];
+	struct pollfd pf[2 * SLURM_RUNS_MAX];
+	size_t got[2 * SLURM_RUNS_MAX];
+	if (n > SLURM_RUNS_MAX)
+		n = SLURM_RUNS_MAX;
+	for (int i = 0; i < n; i++) {
+		if (c[i].out && c[i].outlen)
+			c[i].out[0] = '\0';
+		if (c[i].err && c[i].errlen)
+			c[i].err[0] = '\0';
+		c[i].fd[0] = c[i].fd[1] = -1;
+		pid[i] = cmd_start(bin, &c[i]);
+		for (int k = 0; k < 2; k++) {
+			pf[2 * i + k] = (struct pollfd){.fd = c[i].fd[k], .events = POLLIN};
+			got[2 * i + k] = 0;
+		}
+	}
 	int64_t end = now_mono_ms() + timeout_ms;
 	bool timed_out = false;
-	while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+	for (;;) {
+		bool open = false;
+		for (int i = 0; i < 2 * n; i++)
+			open = open || pf[i].fd >= 0;
+		if (!open)
+			break;
 		int64_t left = end - now_mono_ms();
 		if (left <= 0) {
 			timed_out = true;
 			break;
 		}
-		int r = poll(pf, 2, (int)left);
+		int r = poll(pf, (nfds_t)(2 * n), (int)left);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
 			timed_out = r == 0;
 			break;
 		}
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 2 * n; i++) {
 			if (pf[i].fd < 0 || !pf[i].revents)
 				continue;
+			struct slurm_run *x = &c[i / 2];
+			char *buf = i % 2 ? x->err : x->out;
+			size_t len = i % 2 ? x->errlen : x->outlen;
 			char tmp[8192];
 			ssize_t k = read(pf[i].fd, tmp, sizeof tmp);
 			if (k < 0 && errno == EINTR)
@@ -117,29 +143,44 @@ int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, si
 				continue;
 			}
 			size_t take = (size_t)k;
-			if (!buf[i] || !len[i])
+			if (!buf || !len)
 				take = 0;
-			else if (n[i] + take > len[i] - 1)
-				take = len[i] - 1 - n[i];
+			else if (got[i] + take > len - 1)
+				take = len - 1 - got[i];
 			if (take)
-				memcpy(buf[i] + n[i], tmp, take);
-			n[i] += take;
-			if (buf[i] && len[i])
-				buf[i][n[i]] = '\0';
+				memcpy(buf + got[i], tmp, take);
+			got[i] += take;
+			if (buf && len)
+				buf[got[i]] = '\0';
 		}
 	}
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2 * n; i++)
 		if (pf[i].fd >= 0)
 			close(pf[i].fd);
-	if (timed_out)
-		(void)kill(pid, SIGKILL);
-	int st;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	if (timed_out && err)
-		snprintf(err, errlen, "%s did not answer within %ds", argv[0], timeout_ms / 1000);
-	return timed_out || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
+	for (int i = 0; i < n; i++) {
+		c[i].rc = -1;
+		if (pid[i] < 0)
+			continue;
+		if (timed_out)
+			(void)kill(pid[i], SIGKILL);
+		int st;
+		while (waitpid(pid[i], &st, 0) < 0 && errno == EINTR)
+			;
+		if (timed_out && c[i].err)
+			snprintf(c[i].err, c[i].errlen, "%s did not answer within %ds", c[i].argv[0],
+				 timeout_ms / 1000);
+		else if (WIFEXITED(st))
+			c[i].rc = WEXITSTATUS(st);
+	}
+}
+
+int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, size_t outlen,
+	      char *err, size_t errlen, int timeout_ms)
+{
+	struct slurm_run c = {.argv = argv, .in = in, .out = out, .outlen = outlen, .err = err,
+			      .errlen = errlen};
+	slurm_cmds(bin, &c, 1, timeout_ms);
+	return c.rc;
 }
 
 /* A command's stderr, one line, for a log or a note. */
@@ -187,14 +228,30 @@ static bool sbatch_refused(const char *err)
 	return false;
 }
 
+static void doorbell(void)
+{
+	uint64_t one = 1;
+	(void)!write(slurm.efd, &one, sizeof one);
+}
+
+/* Under mu. The loop writes the note (cur/W/.stalled) at its next tick. */
 static void stalled(const char *why)
 {
 	if (strcmp(slurm.stalled, why)) {
-		snprintf(slurm.stalled, sizeof slurm.stalled, "%s", why);
+		snprintf(slurm.stalled, sizeof slurm.stalled, "%.500s", why);
 		slurm.stalled_told = false;
 		if (!slurm.stalled_ms)
 			slurm.stalled_ms = now_realtime_ms();
+		doorbell();
 	}
+}
+
+/* The same, from outside the lock. */
+static void stalled_out(const char *why)
+{
+	pthread_mutex_lock(&slurm.mu);
+	stalled(why);
+	pthread_mutex_unlock(&slurm.mu);
 }
 
 static void unstalled(void)
@@ -203,6 +260,7 @@ static void unstalled(void)
 		slurm.stalled[0] = '\0';
 		slurm.stalled_ms = 0;
 		slurm.stalled_told = false;
+		doorbell();
 	}
 }
 
@@ -217,8 +275,7 @@ static void back(struct sjob *j, enum sj_back b)
 		*slurm.back_tail = j;
 		slurm.back_tail = &j->back_next;
 	}
-	uint64_t one = 1;
-	(void)!write(slurm.efd, &one, sizeof one);
+	doorbell();
 }
 
 void slurm_kick(void)
@@ -231,8 +288,7 @@ static void let_go(struct sjob *j)
 {
 	j->next = slurm.dead;
 	slurm.dead = j;
-	uint64_t one = 1;
-	(void)!write(slurm.efd, &one, sizeof one);
+	doorbell();
 }
 
 /* ---- as the submitter ------------------------------------------------------ */
@@ -505,20 +561,26 @@ static int stage_user_dir(const struct sjob *j, char *why, size_t len)
 
 /* The claim's run record: "slurm JNAME KEY ID" (ID "-" until known),
  * durable before the job can exist, and again once its id is known. */
-static int record(struct sjob *j)
+static int record(struct sjob *j, int *keep)
 {
-	_cleanup_close_ int fd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct claim_meta m;
-	if (fd < 0 || claim_meta_get(fd, &m) < 0)
-		return -errno;
+	if (fd < 0 || claim_meta_get(fd, &m) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
 	char id[32] = "-";
 	if (j->id > 0)
 		snprintf(id, sizeof id, "%lld", j->id);
 	snprintf(m.run, sizeof m.run, "slurm %s %s %s", j->jname, j->key, id);
 	int r = claim_meta_set(fd, &m);
-	if (r < 0)
-		return r;
-	return fsync(fd) < 0 ? -errno : 0;
+	if (r < 0 || !keep)
+		close(fd);
+	else
+		*keep = fd; /* made durable (fsync) by the caller, before sbatch */
+	return r;
 }
 
 /* Is path at or below dir (both absolute, resolved)? */
@@ -657,8 +719,11 @@ static long long lookup(struct sjob *j, char *why, size_t len)
 	return keep;
 }
 
-/* One job of the queue: recorded, staged and submitted; or found again. */
-static void submit(struct sjob *j)
+/* One job of a batch, up to its submission: recorded (the claim kept
+ * open in *rec, to be made durable) and staged, or found again. True
+ * when sbatch is to submit it now; else it is settled for now (refused,
+ * found, or waiting: Slurm did not answer). */
+static bool submit_prepare(struct sjob *j, int *rec)
 {
 	char why[700];
 	char cancel[512];
@@ -667,25 +732,25 @@ static void submit(struct sjob *j)
 	if (!j->adopt && spool_name_cancel(cancel, sizeof cancel, j->name) == 0 &&
 	    fstatat(slurm.w->wdir, cancel, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		refuse(j, "cancelled", NULL, "cancelled by kart cancel before it was submitted");
-		return;
+		return false;
 	}
 	if (!j->adopt) {
-		int r = record(j);
+		int r = record(j, rec);
 		if (r < 0) {
 			refuse(j, "refused", "sandbox_setup_failed",
 			       "cannot record its job in the claim (user.kart): %s", strerror(-r));
-			return;
+			return false;
 		}
 		/* From here on a job may exist: any later try looks first. */
 		j->adopt = true;
 		if ((r = binds_shared(j, why, sizeof why)) < 0) {
 			refuse(j, r == -EACCES ? "rejected" : "refused", r == -EACCES ? NULL : "sandbox_setup_failed",
 			       "%s", why);
-			return;
+			return false;
 		}
 		if (stage_user_dir(j, why, sizeof why) < 0) {
 			refuse(j, "refused", "sandbox_setup_failed", "%s", why);
-			return;
+			return false;
 		}
 		_cleanup_close_ int tfd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		char msg[1024];
@@ -694,66 +759,111 @@ static void submit(struct sjob *j)
 		if (rc != 0) {
 			refuse(j, "refused", "sandbox_setup_failed", "the stage: %s",
 			       msg[0] ? msg : rc == 3 ? "cannot become the submitter" : "failed");
-			return;
+			return false;
 		}
-	} else if (j->id <= 0) {
-		long long id = lookup(j, why, sizeof why);
-		if (id < 0) {
-			stalled(why);
-			j->submit_next = now_mono_ms() + BACKOFF_MIN;
-			return;
-		}
-		if (id > 0) {
-			j->id = id;
-			(void)record(j);
-			j->phase = SJ_WATCH;
-			return;
-		}
-		/* No such job: submitted now, from the stage it has. */
-		j->staged = true;
-		if (access(j->dir, F_OK) < 0 && errno == ENOENT) {
-			refuse(j, NULL, NULL, "its stage is gone: never submitted");
-			return;
-		}
-	} else {
-		j->phase = SJ_WATCH; /* its id is known: followed */
-		return;
+		return true;
 	}
-	char out[1024], err[2048];
-	struct strv av = {0};
-	strv_add(&av, "sbatch");
-	for (size_t i = 0; i < j->args.n; i++)
-		strv_add(&av, j->args.v[i]);
-	int rc = slurm_cmd(slurm.bin, av.v, j->script, out, sizeof out, err, sizeof err, CMD_TIMEOUT);
-	strv_free(&av);
+	if (j->id > 0) {
+		j->phase = SJ_WATCH; /* its id is known: followed */
+		return false;
+	}
+	long long id = lookup(j, why, sizeof why);
+	if (id < 0) {
+		stalled_out(why);
+		j->submit_next = now_mono_ms() + BACKOFF_MIN;
+		return false;
+	}
+	if (id > 0) {
+		j->id = id;
+		(void)record(j, NULL);
+		j->phase = SJ_WATCH;
+		return false;
+	}
+	/* No such job: submitted now, from the stage it has. */
+	j->staged = true;
+	if (access(j->dir, F_OK) < 0 && errno == ENOENT) {
+		refuse(j, NULL, NULL, "its stage is gone: never submitted");
+		return false;
+	}
+	return true;
+}
+
+/* sbatch's answer for one job of the batch. */
+static void submit_done(struct sjob *j, int rc, const char *out, char *err)
+{
+	char why[700];
 	oneline(err);
 	long long id = rc == 0 ? strtoll(out, NULL, 10) : 0;
 	if (rc == 0 && id > 0) {
 		j->id = id;
-		int r = record(j);
+		/* Not made durable: lost with the host, the name finds it. */
+		int r = record(j, NULL);
 		if (r < 0)
 			logmsg("%s: cannot record job %lld in the claim: %s (found again by its name)",
 			       j->name, id, strerror(-r));
 		j->phase = SJ_WATCH;
-		unstalled();
 		return;
 	}
-	if (rc == 0 || (rc > 0 && !sbatch_refused(err))) {
+	if (rc >= 0 && !(rc > 0 && sbatch_refused(err))) {
 		/* Submitted or not: looked up by name next time. */
 		snprintf(why, sizeof why, "%s: %.600s",
 			 ctld_down(err) ? "slurmctld does not answer to sbatch" : "sbatch failed",
 			 rc == 0 ? "no job id printed (looked up by its name)" : err);
-		stalled(why);
+		stalled_out(why);
 		j->submit_next = now_mono_ms() + BACKOFF_MIN;
 		return;
 	}
 	if (rc < 0) {
 		snprintf(why, sizeof why, "sbatch: %.600s", err[0] ? err : "could not run");
-		stalled(why);
+		stalled_out(why);
 		j->submit_next = now_mono_ms() + BACKOFF_MIN;
 		return;
 	}
 	refuse(j, "refused", "sandbox_setup_failed", "Slurm refused the job: %.400s", err);
+}
+
+/* A batch of the queue: each recorded and staged, the records made
+ * durable together (one journal commit for all), then one sbatch each,
+ * all at once. */
+static void submit_batch(struct sjob **v, int n)
+{
+	int rec[SLURM_RUNS_MAX];
+	bool go[SLURM_RUNS_MAX];
+	struct strv av[SLURM_RUNS_MAX];
+	struct slurm_run c[SLURM_RUNS_MAX];
+	char out[SLURM_RUNS_MAX][256], err[SLURM_RUNS_MAX][1024];
+	int k = 0, idx[SLURM_RUNS_MAX];
+	for (int i = 0; i < n; i++) {
+		rec[i] = -1;
+		go[i] = submit_prepare(v[i], &rec[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		if (rec[i] < 0)
+			continue;
+		if (go[i] && fsync(rec[i]) < 0) {
+			refuse(v[i], "refused", "sandbox_setup_failed",
+			       "cannot make its job's record durable in the claim: %s", strerror(errno));
+			go[i] = false;
+		}
+		close(rec[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		if (!go[i])
+			continue;
+		av[k] = (struct strv){0};
+		strv_add(&av[k], "sbatch");
+		for (size_t a = 0; a < v[i]->args.n; a++)
+			strv_add(&av[k], v[i]->args.v[a]);
+		c[k] = (struct slurm_run){.argv = av[k].v, .in = v[i]->script, .out = out[k],
+					  .outlen = sizeof out[k], .err = err[k], .errlen = sizeof err[k]};
+		idx[k++] = i;
+	}
+	if (k)
+		slurm_cmds(slurm.bin, c, k, CMD_TIMEOUT);
+	for (int m = 0; m < k; m++) {
+		submit_done(v[idx[m]], c[m].rc, out[m], err[m]);
+		strv_free(&av[m]);
+	}
 }
 
 /* ---- watching ---------------------------------------------------------------- */
@@ -1222,12 +1332,71 @@ static bool remove_one(void)
 
 /* ---- the thread ---------------------------------------------------------------- */
 
+/* A batch of the queue that is due (SLURM_RUNS_MAX at most), or the
+ * time the next one is; submitted, and the outcome handed back. */
+static bool submit_due(int64_t now, int64_t *next)
+{
+	struct sjob *batch[SLURM_RUNS_MAX];
+	int nb = 0;
+	for (struct sjob *j = slurm.jobs; j && nb < SLURM_RUNS_MAX; j = j->next) {
+		if (j->phase != SJ_SUBMIT || j->gone)
+			continue;
+		int64_t at = j->submit_next > slurm.submit_next ? j->submit_next : slurm.submit_next;
+		if (at <= now)
+			batch[nb++] = j;
+		else if (!*next || at < *next)
+			*next = at;
+	}
+	if (!nb)
+		return false;
+	for (int i = 0; i < nb; i++)
+		batch[i]->busy = true;
+	pthread_mutex_unlock(&slurm.mu);
+	submit_batch(batch, nb);
+	pthread_mutex_lock(&slurm.mu);
+	bool failed = false, worked = false;
+	for (int i = 0; i < nb; i++) {
+		struct sjob *s = batch[i];
+		s->busy = false;
+		if (s->gone) {
+			let_go(s);
+		} else if (s->refused) {
+			s->phase = SJ_DONE; /* out of the queue: refused, or given back */
+			back(s, SB_UNSPAWNED);
+		} else if (s->phase == SJ_WATCH) {
+			back(s, SB_SUBMITTED);
+			worked = true;
+		} else {
+			failed = true;
+		}
+	}
+	if (worked) {
+		if (!failed)
+			unstalled();
+		slurm.poll_every = POLL_MIN;
+		if (slurm.poll_next > now_mono_ms() + POLL_MIN)
+			slurm.poll_next = now_mono_ms() + POLL_MIN;
+	}
+	/* Slurm did not take one: the queue waits, longer each time, up to
+	 * a minute. */
+	slurm.backoff = !failed ? 0 : !slurm.backoff ? BACKOFF_MIN
+				 : slurm.backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX
+								    : slurm.backoff * 2;
+	slurm.submit_next = failed ? now_mono_ms() + slurm.backoff : 0;
+	return true;
+}
+
+/* One thing at a time, the most pressing first: kart's signals, a poll
+ * that is due, a batch of submissions, an ended job's stage, sacct's
+ * receipts, a stage to remove; then sleep until the next is due, or the
+ * loop kicks. */
 static void *thread_main(void *arg)
 {
 	(void)arg;
+	int64_t receipt_next = 0;
 	pthread_mutex_lock(&slurm.mu);
 	while (!slurm.quit) {
-		int64_t now = now_mono_ms();
+		int64_t now = now_mono_ms(), next = 0;
 		if (slurm.stopping) {
 			/* Those not submitted go back to new/; one that may have
 			 * a job (its record is written) stays, for the next life. */
@@ -1241,96 +1410,52 @@ static void *thread_main(void *arg)
 		}
 		if (control_one())
 			continue;
-		if (now >= slurm.poll_next) {
+		bool watching = false, waiting = false;
+		struct sjob *c = NULL;
+		for (struct sjob *j = slurm.jobs; j; j = j->next) {
+			watching = watching || (j->phase == SJ_WATCH && j->id > 0 && !j->gone);
+			waiting = waiting || (j->phase == SJ_RECEIPT && !j->gone);
+			if (!c && j->phase == SJ_COLLECT && !j->gone)
+				c = j;
+		}
+		if (watching && now >= slurm.poll_next) {
 			poll_jobs();
 			slurm.poll_next = now_mono_ms() + slurm.poll_every;
 			continue;
 		}
-		struct sjob *c = NULL;
-		for (struct sjob *j = slurm.jobs; j && !c; j = j->next)
-			if (j->phase == SJ_COLLECT && !j->gone)
-				c = j;
+		if (submit_due(now, &next))
+			continue;
 		if (c) {
 			collect(c);
 			continue;
 		}
-		bool waiting = false;
-		for (struct sjob *j = slurm.jobs; j && !waiting; j = j->next)
-			waiting = j->phase == SJ_RECEIPT;
-		static int64_t receipt_next;
 		if (waiting && now >= receipt_next) {
 			receipts();
 			receipt_next = now_mono_ms() + 500;
 			continue;
 		}
-		struct sjob *s = NULL;
-		int64_t next = slurm.poll_next;
-		for (struct sjob *j = slurm.jobs; j; j = j->next) {
-			if (j->phase != SJ_SUBMIT || j->gone)
-				continue;
-			int64_t at = j->submit_next > slurm.submit_next ? j->submit_next : slurm.submit_next;
-			if (at <= now) {
-				s = j;
-				break;
-			}
-			if (at < next)
-				next = at;
-		}
-		if (s) {
-			s->busy = true;
-			pthread_mutex_unlock(&slurm.mu);
-			submit(s);
-			pthread_mutex_lock(&slurm.mu);
-			s->busy = false;
-			if (s->gone) {
-				let_go(s);
-				continue;
-			}
-			if (s->refused) {
-				s->phase = SJ_DONE; /* out of the queue: refused, or given back */
-				back(s, SB_UNSPAWNED);
-			} else if (s->phase == SJ_WATCH) {
-				back(s, SB_SUBMITTED);
-				slurm.submit_next = 0;
-				slurm.backoff = 0;
-				slurm.poll_every = POLL_MIN;
-				if (slurm.poll_next > now_mono_ms() + POLL_MIN)
-					slurm.poll_next = now_mono_ms() + POLL_MIN;
-			} else {
-				/* Slurm did not take it: everything waits, longer
-				 * each time, up to a minute. */
-				slurm.backoff = !slurm.backoff ? BACKOFF_MIN
-						: slurm.backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX
-										  : slurm.backoff * 2;
-				slurm.submit_next = now_mono_ms() + slurm.backoff;
-			}
-			continue;
-		}
-		if (waiting && receipt_next < next)
-			next = receipt_next;
 		if (remove_one())
 			continue;
-		bool watching = false;
-		for (struct sjob *j = slurm.jobs; j && !watching; j = j->next)
-			watching = j->phase == SJ_WATCH && !j->gone;
-		if (!watching && !waiting)
-			next = 0; /* nothing to look at: sleep until kicked */
-		if (next) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			int64_t wait = next - now_mono_ms();
-			if (wait <= 0)
-				continue;
-			ts.tv_sec += wait / 1000;
-			ts.tv_nsec += (wait % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&slurm.cv, &slurm.mu, &ts);
-		} else {
+		if (watching && (!next || slurm.poll_next < next))
+			next = slurm.poll_next;
+		if (waiting && (!next || receipt_next < next))
+			next = receipt_next;
+		if (!next) {
 			pthread_cond_wait(&slurm.cv, &slurm.mu);
+			continue;
 		}
+		int64_t wait = next - now_mono_ms();
+		if (wait <= 0)
+			continue;
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += wait / 1000;
+		ts.tv_nsec += (wait % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&slurm.cv, &slurm.mu, &ts);
 	}
 	pthread_mutex_unlock(&slurm.mu);
 	return NULL;
@@ -1353,7 +1478,7 @@ void slurm_thread_start(struct worker *w)
 	pthread_condattr_destroy(&ca);
 	if (pthread_create(&slurm.th, NULL, thread_main, NULL) != 0)
 		die("cannot start the Slurm thread");
-	thread_name(slurm.th, "kart-slurm");
+	thread_name(slurm.th, "slurm");
 	slurm.started = true;
 }
 

@@ -22,6 +22,9 @@ U_IN=$U_SUB
 S_DIR=$T_ROOT/slurm
 . "$ROOT/tests/slurm-lib.sh"
 [ "${KART_TEST_SLURM_VM:-0}" = 1 ] && S_TWO_NODES=1
+# kart's tasks go to a partition of up to 8 jobs a CPU, started as they
+# come: the cases run their tasks side by side on a small host.
+S_SHARE_CPUS=8 S_FAST=1
 trap 'slurm_stop; _cleanup' EXIT
 trap 'exit 143' TERM INT HUP
 
@@ -229,6 +232,94 @@ second_node() {
 	took
 }
 [ "$S_TWO_NODES" = 1 ] && test_slurm_second_node() { second_node; }
+
+# ---- backend slurm ---------------------------------------------------------
+# A shared spool (tests/lib.sh) whose root worker runs each task as a job
+# of the test Slurm, as its submitter ($U_SUB), staged in $STAGE; $SHARED
+# is a directory tasks may bind (on the "shared" filesystem: this host's,
+# which is the node's). Sets S, STAGE, SHARED.
+ks_spool() {
+	need_slurm || return 1
+	tmpfiles_spool || return 1
+	STAGE=$T_ROOT/stage SHARED=$T_ROOT/shared
+	rm -rf "$STAGE" "$SHARED"
+	mkdir -p "$STAGE" "$SHARED" && chmod 0755 "$STAGE" && chmod 1777 "$SHARED"
+	cat >"$S/kart.conf" <<-EOF
+	[worker]
+	backend = slurm
+	slots = 128
+	[slurm]
+	stage = $STAGE
+	shared = $STAGE, $SHARED
+	partition = $S_PART_MANY
+	poll = 2s
+	receipt_wait = 20s
+	EOF
+}
+# ks_worker [ID]: the worker (KW its pid).
+ks_worker() { start_worker "$S" --id "${1:-ws}"; KW=$WPID; }
+# ks_submit ARGS...: kart submit as $U_SUB; prints the id.
+ks_submit() { as "$U_SUB" kart submit --no-cwd "$@"; }
+# ks_done SECONDS ID...: every ID has its result.
+ks_done() {
+	local t=$1 i; shift
+	for i; do
+		wait_until "$t" test -e "$S/done/$i.json" ||
+			{ fail "no result for $i within ${t}s: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; return 1; }
+	done
+}
+# ks_field ID FILTER
+ks_field() { jq -r "$2" "$S/done/$1.json" 2>/dev/null; }
+
+# 100 tasks through Slurm, each result right: its status and exit code,
+# its output, run as its submitter in a job of its own on the node, with
+# SLURM_JOB_ID and the node's name; every job its own.
+test_slurm_backend_tasks() {
+	ks_spool || return
+	ks_worker
+	local ids=() i id uid
+	uid=$(id -u "$U_SUB")
+	# The first by kart submit (it makes drop/$U_SUB/), the others written
+	# there by the submitter, as a client may: one process for all.
+	id=$(ks_submit --name t0 -- sh -c 'echo t0 $(id -u) $SLURM_JOB_ID $SLURMD_NODENAME') ||
+		{ fail "kart submit t0"; return; }
+	ids+=("$id")
+	as "$U_SUB" sh -c '
+		for i in $(seq 1 99); do
+			code=0; [ $((i % 10)) = 3 ] && code=3
+			printf "#!/bin/sh\necho t$i \$(id -u) \$SLURM_JOB_ID \$SLURMD_NODENAME\nexit $code\n" >"$1/.t$i" &&
+				mv "$1/.t$i" "$1/t$i" || exit 1
+		done' sh "$S/drop/$U_SUB" || { fail "writing tasks into drop/$U_SUB"; return; }
+	for ((i = 1; i < 100; i++)); do ids+=("$U_SUB:t$i"); done
+	ks_done 180 "${ids[@]}" || return
+	# One jq for all: id, status, exit code, job id, backend.
+	local bad=0 st want out job jobs=() line
+	declare -A res
+	while IFS=$'\t' read -r id line; do res[$id]=$line; done < <(
+		cd "$S/done" && jq -r '[.id, ([.status, (.exit_code | tostring), (.slurm.job_id | tostring),
+			.sandbox.backend] | join(" "))] | @tsv' "${ids[@]/%/.json}")
+	for ((i = 0; i < 100; i++)); do
+		id=${ids[$i]}
+		read -r st _ job _ <<<"${res[$id]:-}"
+		want=ok
+		[ $((i % 10)) = 3 ] && want="failed"
+		out=$(<"$S/done/$id.stdout")
+		if [ "${res[$id]:-}" != "$want $([ "$want" = ok ] && echo 0 || echo 3) $job slurm" ] ||
+			[ "$out" != "t$i $uid $job $S_NODE" ]; then
+			[ $bad -lt 3 ] && fail "t$i: '${res[$id]:-}' (want $want), stdout '$out': $(ks_field "$id" '[.error, .slurm]' | tr -d '\n ')"
+			bad=$((bad + 1))
+		fi
+		jobs+=("$job")
+	done
+	assert_eq 0 "$bad" "tasks whose result is not right"
+	assert_eq 100 "$(printf '%s\n' "${jobs[@]}" | sort -u | grep -c '^[0-9][0-9]*$')" "distinct Slurm jobs"
+	# Nothing left behind: the claims and the stage directories go.
+	assert_eq "" "$(find "$S/cur" -mindepth 2 -not -name '.*')" "claims left in cur/"
+	wait_until 30 sh -c '[ -z "$(find "$1" -mindepth 3 -maxdepth 3)" ]' sh "$STAGE" ||
+		fail "stage directories left: $(find "$STAGE" -mindepth 3 -maxdepth 3 | head -3)"
+	stop_worker "$KW"
+	took
+}
 
 if slurm_start; then echo "    slurm: $S_UP"; else S_WHY=${S_WHY:-unknown}; fi
 run_tests
