@@ -290,6 +290,25 @@ slurm_start() {
 	S_UP="Slurm $(sinfo -V | awk '{print $2}'), cgroup $S_CGROUP, accounting $S_ACCT, node $S_NODE, up in ${S_START_S}s"
 }
 
+# slurm_ctld_stop: slurmctld alone stops (its jobs run on under slurmd);
+# slurm_ctld_start starts it again on its saved state. 0, or 1 with S_WHY.
+slurm_ctld_stop() {
+	local d keep=()
+	for d in "${S_DAEMONS[@]}"; do
+		if [ "${d%%:*}" = slurmctld ]; then
+			kill -TERM "${d#*:}" 2>/dev/null
+			s_reap "${d#*:}"
+		else
+			keep+=("$d")
+		fi
+	done
+	S_DAEMONS=("${keep[@]}")
+}
+slurm_ctld_start() {
+	s_daemon slurmctld slurmctld -D -i
+	s_wait slurmctld 60 "slurmctld did not answer again" scontrol ping
+}
+
 # s_node_up NODE: the node is idle or allocated (registered, not down).
 s_node_up() {
 	case $(sinfo -h -N -n "$1" -o %T 2>/dev/null) in

@@ -598,7 +598,8 @@ static void slurm_started(struct worker *w, struct task *t)
 	if (j->id > 0)
 		logmsg("%s: Slurm job %lld (%s)", t->name, j->id, j->jname);
 	else
-		logmsg("%s: its Slurm job %s is looked for", t->name, j->jname);
+		logmsg("%s: its Slurm job %s is not known yet (Slurm did not answer): it waits", t->name,
+		       j->jname);
 }
 
 static void slurm_unspawned(struct worker *w, struct task *t, struct backend_refusal *why)
@@ -614,8 +615,9 @@ static bool slurm_signal(struct worker *w, struct task *t, int sig)
 	(void)w;
 	struct sjob *j = t->be_task;
 	pthread_mutex_lock(&slurm.mu);
-	if (sig > j->want_sig)
-		j->want_sig = sig;
+	int stop = sig == SIGKILL ? STOP_KILL : STOP_TERM;
+	if (stop > j->want_stop)
+		j->want_stop = stop;
 	slurm_kick();
 	pthread_mutex_unlock(&slurm.mu);
 	return true;

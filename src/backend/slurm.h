@@ -34,6 +34,9 @@ enum sj_back {
 	SB_ENDED,     /* TE_EXIT */
 };
 
+/* kart's signals, in the order they come (sjob.want_stop). */
+enum { STOP_TERM = 1, STOP_KILL = 2 };
+
 /* How the run ended, once SJ_DONE. */
 enum sj_end {
 	SE_RAN,     /* it ran: the launcher's status, or Slurm's word */
@@ -78,14 +81,15 @@ struct sjob {
 	bool queued_back;      /* on slurm.back */
 	struct sjob *back_next;
 	bool busy;             /* the thread works on it outside the lock */
+	bool handed;           /* SB_SUBMITTED went back: the loop runs it */
 	bool gone;             /* the loop let go of it (out of jobs; on dead once not busy) */
 	long long id;          /* the job's id; 0 unknown */
 	char state[SJ_STATE_MAX], reason[64], nodes[256], partition[64];
 	int wstatus;           /* squeue's exit_code (a wait status); -1 unknown */
 	int64_t began_mono;    /* it started running then (0: not yet) */
 	int64_t ended_mono;    /* it ended in Slurm then */
-	int want_sig;          /* the loop asks: SIGTERM, SIGKILL (0: nothing) */
-	int sent_sig;
+	int want_stop;         /* the loop asks: STOP_TERM, then STOP_KILL (0: nothing) */
+	int sent_stop;
 	int want_pause;        /* the loop asks: 1 pause, -1 resume (0: nothing) */
 	bool held;             /* paused while pending: held, released on resume */
 	int64_t submit_next;   /* its next try (a lookup, a submission) */

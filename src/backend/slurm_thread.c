@@ -17,10 +17,6 @@
 
 struct slurm slurm = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .efd = -1};
 
-/* The commands' environment: the worker's SLURM_CONF, if any, and no
- * other variable of the worker's (sbatch hands its environment to the
- * job, which builds the task's own anyway). */
-static char conf_env[PATH_MAX + 16];
 
 /* Between two polls at least, and the first look at a job (ms). */
 #define POLL_MIN 250
@@ -52,7 +48,13 @@ static pid_t cmd_start(const char *bin, struct slurm_run *c)
 		close(pout[1]);
 		return -1;
 	}
-	char *env[] = {"PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", conf_env[0] ? conf_env : NULL, NULL};
+	/* Our SLURM_CONF, if any, and no other variable of ours (sbatch
+	 * hands its environment to the job, which builds the task's own). */
+	char conf[PATH_MAX + 16] = "";
+	const char *ce = getenv("SLURM_CONF");
+	if (ce && *ce)
+		snprintf(conf, sizeof conf, "SLURM_CONF=%s", ce);
+	char *env[] = {"PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", conf[0] ? conf : NULL, NULL};
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* Never outlives the worker's thread: a submission the
@@ -779,8 +781,14 @@ static bool submit_prepare(struct sjob *j, int *rec)
 		j->phase = SJ_WATCH;
 		return false;
 	}
-	/* No such job: submitted now, from the stage it has. */
+	/* No such job: submitted now, from the stage it has; unless kart
+	 * cancel came meanwhile. */
 	j->staged = true;
+	if (spool_name_cancel(cancel, sizeof cancel, j->name) == 0 &&
+	    fstatat(slurm.w->wdir, cancel, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		refuse(j, "cancelled", NULL, "cancelled by kart cancel before it was submitted");
+		return false;
+	}
 	if (access(j->dir, F_OK) < 0 && errno == ENOENT) {
 		refuse(j, NULL, NULL, "its stage is gone: never submitted");
 		return false;
@@ -1047,20 +1055,66 @@ static void poll_jobs(void)
 									    : slurm.poll_every * 2;
 }
 
+/* The attempt taken by no job (the link a job makes first), or the id
+ * of the one that took it. */
+static int stage_poison(const struct sjob *j, void *arg, int msg)
+{
+	(void)arg;
+	int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || symlinkat("0", dfd, JOB_RUN) == 0)
+		return 0;
+	char run[64] = "";
+	ssize_t k = readlinkat(dfd, JOB_RUN, run, sizeof run - 1);
+	run[k > 0 ? k : 0] = '\0';
+	say(msg, "%s", run);
+	return 0;
+}
+
+/* Stopped (a cancel) before any submission went through, which Slurm
+ * may not have said (it did not answer): the attempt is taken in its
+ * stage first, so that a job of it that Slurm accepted unseen runs
+ * nothing; or, where such a job took it already, that job is the one
+ * stopped. Under mu. */
+static void stop_unsubmitted(struct sjob *j)
+{
+	char msg[64];
+	j->busy = true;
+	pthread_mutex_unlock(&slurm.mu);
+	int rc = as_submitter(j, stage_poison, NULL, msg, sizeof msg);
+	pthread_mutex_lock(&slurm.mu);
+	j->busy = false;
+	if (j->gone) {
+		let_go(j);
+		return;
+	}
+	long long taken = rc == 0 ? atoll(msg) : 0;
+	if (taken > 0) {
+		j->id = taken;
+		j->phase = SJ_WATCH; /* its scancel follows */
+		return;
+	}
+	j->phase = SJ_DONE;
+	back(j, SB_ENDED);
+}
+
 /* kart's signals, pauses and resumptions, as Slurm's commands. */
 static bool control_one(void)
 {
 	for (struct sjob *j = slurm.jobs; j; j = j->next) {
+		if (j->phase == SJ_SUBMIT && j->handed && j->want_stop && !j->busy && !j->gone) {
+			stop_unsubmitted(j);
+			return true;
+		}
 		if (j->gone || j->id <= 0 || j->phase != SJ_WATCH)
 			continue;
 		char id[32], sig[32];
 		snprintf(id, sizeof id, "%lld", j->id);
-		if (j->want_sig > j->sent_sig) {
-			int s = j->want_sig;
+		if (j->want_stop > j->sent_stop) {
+			int s = j->want_stop;
 			bool pending = !j->began_mono;
-			j->sent_sig = s;
+			j->sent_stop = s;
 			pthread_mutex_unlock(&slurm.mu);
-			if (s == SIGTERM && !pending) {
+			if (s == STOP_TERM && !pending) {
 				/* To the batch script alone, which is the launcher:
 				 * it passes it into the sandbox. */
 				char *const sc[] = {"scancel", "--batch", "--signal=TERM", id, NULL};
@@ -1209,13 +1263,16 @@ static void collect(struct sjob *j)
 	bool node_lost = strncmp(s, "NODE_FAIL", 9) == 0 || strncmp(s, "BOOT_FAIL", 9) == 0 ||
 			 strncmp(s, "PREEMPTED", 9) == 0 || strncmp(s, "REVOKED", 7) == 0;
 	j->end = SE_RAN;
-	if (!status && (node_lost || (strcmp(s, "UNKNOWN") == 0 && !nodir))) {
+	/* The task's own exit, not a signal of the job's end (a node that
+	 * fails, a preemption: TERM, then KILL). */
+	bool exited = status && j->report[0] && strstr(j->report, "exit ") && !strstr(j->report, "signal ");
+	if ((node_lost && !exited) || (!status && strcmp(s, "UNKNOWN") == 0 && !nodir)) {
 		/* Its node went (or Slurm lost it) before the run reported:
 		 * the attempt is void, as a dead worker's. */
 		j->end = SE_REQUEUE;
 		snprintf(j->why, sizeof j->why, "its Slurm job %lld ended %s%s%.200s before it could report",
 			 j->id, s, j->nodes[0] ? " on " : "", j->nodes);
-	} else if (!status && !token && !j->sent_sig && strncmp(s, "CANCELLED", 9) != 0) {
+	} else if (!status && !token && !j->sent_stop && strncmp(s, "CANCELLED", 9) != 0) {
 		snprintf(j->why, sizeof j->why,
 			 "Slurm job %lld ended %s%s%.40s without starting kart-launch: is the stage "
 			 "shared with the nodes, kart at the same path? See %.300s/slurm.out",
@@ -1361,13 +1418,22 @@ static bool submit_due(int64_t now, int64_t *next)
 		if (s->gone) {
 			let_go(s);
 		} else if (s->refused) {
-			s->phase = SJ_DONE; /* out of the queue: refused, or given back */
-			back(s, SB_UNSPAWNED);
-		} else if (s->phase == SJ_WATCH) {
-			back(s, SB_SUBMITTED);
-			worked = true;
+			/* Out of the queue: refused, or given back; one the loop
+			 * already runs ends so (reap: its refusal). */
+			s->phase = SJ_DONE;
+			back(s, s->handed ? SB_ENDED : SB_UNSPAWNED);
 		} else {
-			failed = true;
+			/* Submitted, or recorded and waiting for Slurm: either way
+			 * the loop runs it from here (a cancel or a stop reaches
+			 * it then), holding its slot. */
+			if (!s->handed) {
+				s->handed = true;
+				back(s, SB_SUBMITTED);
+			}
+			if (s->phase == SJ_WATCH)
+				worked = true;
+			else
+				failed = true;
 		}
 	}
 	if (worked) {
@@ -1401,10 +1467,11 @@ static void *thread_main(void *arg)
 			/* Those not submitted go back to new/; one that may have
 			 * a job (its record is written) stays, for the next life. */
 			for (struct sjob *j = slurm.jobs; j; j = j->next)
-				if (j->phase == SJ_SUBMIT && !j->gone && !j->busy) {
+				if (j->phase == SJ_SUBMIT && !j->gone && !j->busy && !j->handed) {
 					j->phase = j->adopt ? SJ_WATCH : SJ_DONE;
 					if (!j->adopt)
 						refuse(j, NULL, NULL, "the worker stops");
+					j->handed = j->adopt;
 					back(j, j->adopt ? SB_SUBMITTED : SB_UNSPAWNED);
 				}
 		}
@@ -1463,9 +1530,6 @@ static void *thread_main(void *arg)
 
 void slurm_thread_start(struct worker *w)
 {
-	const char *c = getenv("SLURM_CONF");
-	if (c && *c)
-		snprintf(conf_env, sizeof conf_env, "SLURM_CONF=%s", c);
 	slurm.w = w;
 	slurm.back_tail = &slurm.back;
 	slurm.poll_every = POLL_MIN;

@@ -24,7 +24,9 @@ static const char help[] =
 	"Each task's state: queued, scheduled (and until when), waiting (on the\n"
 	"after= ids without a result), held (kart hold), running or paused (kart\n"
 	"pause; and its worker), or its final status (ok, failed, timeout, oom,\n"
-	"killed, rejected, refused, cancelled, lost, skipped).\n"
+	"killed, rejected, refused, cancelled, lost, skipped). A worker whose\n"
+	"backend cannot take tasks now (its engine does not answer) is named on\n"
+	"stderr, with why: its tasks wait, nothing is blamed on them.\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Lines are ID, state, and the time (scheduled), the worker\n"
@@ -248,6 +250,23 @@ static bool claiming_stopped(const struct spool *sp, char *why, size_t len)
 	       space_low(sp->root, &pol, sp->path, why, len);
 }
 
+/* Workers whose backend cannot take tasks now (cur/W/.stalled: its
+ * engine does not answer), "worker W: why (since T)" each, ";"-joined.
+ * Their tasks wait; nothing is blamed on them. */
+struct stalls {
+	char text[2048];
+	size_t n;
+};
+
+static void stall_add(const char *worker, const char *why, void *arg)
+{
+	struct stalls *st = arg;
+	int k = snprintf(st->text + st->n, sizeof st->text - st->n, "%sworker %s: %s", st->n ? "; " : "",
+			 worker, why);
+	if (k > 0 && (size_t)k < sizeof st->text - st->n)
+		st->n += (size_t)k;
+}
+
 int cmd_status(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -392,6 +411,10 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 					    json_string("stopped: the spool is paused (kart resume --all)"));
 		else if (claiming_stopped(sp, why, sizeof why))
 			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
+		struct stalls st = {.n = 0};
+		wctl_stalled(sp->cur, stall_add, &st);
+		if (st.n)
+			json_object_set_new(o.counts, "waiting", json_sprintf("%s: their tasks wait", st.text));
 		if (o.json || o.ndjson) {
 			char *s = json_dumps_safe(o.counts, JSON_PRESERVE_ORDER |
 							       (o.json ? JSON_INDENT(2) : JSON_COMPACT));
@@ -416,6 +439,12 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		printf("%s\n", s ? s : "[]");
 		free(s);
 		json_decref(o.arr);
+	}
+	struct stalls st = {.n = 0};
+	wctl_stalled(sp->cur, stall_add, &st);
+	if (st.n) {
+		_cleanup_free_ char *t = term_safe(st.text);
+		fprintf(stderr, "kart status: %s: their tasks wait\n", t);
 	}
 	spool_close(sp);
 	return rc;

@@ -20,7 +20,11 @@ static void stop_result(const struct observed *o, struct result *r, char *errbuf
 			 (long long)o->timeout_s);
 	else
 		snprintf(why, sizeof why, "cancelled by kart cancel while running");
-	if (e->exited) {
+	if (!e->started && !e->exited) {
+		/* Stopped before the run began (a job still in its engine's
+		 * queue, a sandbox still being built): no signal reached it. */
+		snprintf(how, sizeof how, "before its run began");
+	} else if (e->exited) {
 		r->exit_code = e->exit_code;
 		snprintf(how, sizeof how, "after SIGTERM it exited with status %d", e->exit_code);
 	} else {
