@@ -189,6 +189,90 @@ test_eff() {
 	assert_eq 1 "$RC" "eff of an unknown id"
 }
 
+# usage SPOOL ID FIELD: a field of the result's usage ("" for null).
+usage() { jq -r ".usage.$3 // empty" "$1/done/$2.json"; }
+# A task of known appetite: 200 MiB held, then a fixed count of loops
+# (CPU time, whatever the machine's load), a direct read of bash (storage
+# I/O that no cache answers).
+HOG='import os; b = bytearray(200 << 20); sum(range(5 * 10**6)); os.system("dd if=/usr/bin/bash of=/dev/null bs=64k iflag=direct 2>/dev/null")'
+
+# The receipt is the task's own, under each way kart runs it: bwrap in
+# its leaf (cgroup v1 here), bwrap without a leaf (cgroup = off:
+# kart-launch's report of the tree it reaped), backend none (the
+# worker's wait4 and /proc/PID/io). Never bwrap's own few milliseconds
+# and 3 MB; a figure the host cannot give is null, with why.
+test_usage_receipt() {
+	local s id cg ncpu
+	s=$(mkspool)
+	"$KART" -s "$s" submit --no-cwd --name leaf -- python3 -c "$HOG" >/dev/null 2>&1
+	drain "$s"
+	"$KART" -s "$s" submit --no-cwd --name off -- python3 -c "$HOG" >/dev/null 2>&1
+	KART_CGROUP=off drain "$s"
+	"$KART" -s "$s" submit --no-cwd --name none -- python3 -c "$HOG; os.system('dd if=/dev/zero of=f bs=1M count=4 conv=fsync 2>/dev/null')" >/dev/null 2>&1
+	KART_BACKEND=none drain "$s"
+	ncpu=$(nproc)
+	for id in leaf off none; do
+		echo "      $id: $(jq -c '{cgroup: .sandbox.cgroup, usage, efficiency}' "$s/done/$id.json")" >&2
+		assert_eq ok "$(field "$s" "$id" .status)" "$id's status"
+		[ "$(usage "$s" "$id" memory_peak_bytes)" -ge $((200 << 20)) ] 2>/dev/null ||
+			fail "$id: memory peak $(usage "$s" "$id" memory_peak_bytes), not the 200 MiB it held"
+		[ $(($(usage "$s" "$id" cpu_user_ms) + $(usage "$s" "$id" cpu_system_ms))) -ge 100 ] 2>/dev/null ||
+			fail "$id: CPU time $(usage "$s" "$id" cpu_user_ms) + $(usage "$s" "$id" cpu_system_ms) ms"
+		[ "$(usage "$s" "$id" io_read_bytes)" -ge "$(stat -c %s /usr/bin/bash)" ] 2>/dev/null ||
+			fail "$id: read $(usage "$s" "$id" io_read_bytes) bytes, less than bash"
+		assert_match '^0\.[0-9]+$|^1(\.0+)?$' "$(field "$s" "$id" .efficiency.cpu)" "$id's CPU efficiency"
+		assert_eq "$ncpu" "$(field "$s" "$id" .efficiency.cpus)" "$id's CPUs (no cpu= limit)"
+		# As seff computes it, from the result's own fields.
+		assert_eq "$(jq -r '((.usage.cpu_user_ms + .usage.cpu_system_ms) / ((.duration_ms - .paused_ms) * .efficiency.cpus) * 10000 | round) / 10000' "$s/done/$id.json")" \
+			"$(field "$s" "$id" .efficiency.cpu)" "$id's CPU efficiency, recomputed"
+	done
+	cg=$(field "$s" leaf .sandbox.cgroup)
+	if [ "$cg" != none ]; then
+		assert_eq cgroup "$(usage "$s" leaf measured_by.cpu)" "measured in the leaf"
+		assert_eq cgroup "$(usage "$s" leaf measured_by.memory)" "memory measured in the leaf"
+		# PSI lives in a cgroup2 directory: v2, or a hybrid host's unified/.
+		if [ -e /sys/fs/cgroup/unified/cpu.pressure ] || [ -e /sys/fs/cgroup/cpu.pressure ]; then
+			assert_match '^[0-9]+$' "$(usage "$s" leaf psi_cpu_some_us)" "cpu pressure in the leaf"
+			assert_match '^[0-9]+$' "$(usage "$s" leaf psi_memory_full_us)" "memory pressure in the leaf"
+			assert_match '^[0-9]+$' "$(usage "$s" leaf psi_io_some_us)" "io pressure in the leaf"
+		else
+			assert_match 'pressure stall' "$(usage "$s" leaf why_null.pressure)" "why no pressure"
+		fi
+	else
+		echo "    (no cgroup here: the leaf case ran as cgroup none)" >&2
+	fi
+	assert_eq none "$(field "$s" off .sandbox.cgroup)" "cgroup = off ran without a leaf"
+	assert_eq launcher "$(usage "$s" off measured_by.cpu)" "measured by kart-launch"
+	assert_eq launcher "$(usage "$s" off measured_by.io)" "I/O measured by kart-launch"
+	assert_eq "" "$(usage "$s" off pids_peak)" "no leaf, no pids peak"
+	assert_match 'no cgroup leaf' "$(usage "$s" off why_null.pids)" "why no pids peak"
+	assert_eq "" "$(usage "$s" off psi_cpu_some_us)" "no leaf, no pressure"
+	assert_match 'no cgroup leaf' "$(usage "$s" off why_null.pressure)" "why no pressure"
+	assert_eq process "$(usage "$s" none measured_by.io)" "backend none: the process's I/O"
+	[ "$(usage "$s" none io_write_bytes)" -ge $((4 << 20)) ] 2>/dev/null ||
+		fail "backend none: wrote $(usage "$s" none io_write_bytes) bytes, not the 4 MiB fsynced"
+	return 0
+}
+
+# A daemon the task left behind is part of its tree: kart-launch, the
+# subreaper of the sandbox, reaps it at the end and counts its CPU time.
+# The same loop in the foreground is the yardstick.
+test_usage_counts_orphans() {
+	local s fg bg
+	s=$(mkspool)
+	"$KART" -s "$s" submit --no-cwd --name fg -- python3 -c 'sum(range(6 * 10**7))' >/dev/null 2>&1
+	"$KART" -s "$s" submit --no-cwd --name bg -- sh -c \
+		'(python3 -c "sum(range(6 * 10**7))"; : >/tmp/spun; sleep 60) & while [ ! -e /tmp/spun ]; do sleep 0.05; done' \
+		>/dev/null 2>&1
+	KART_CGROUP=off drain "$s"
+	fg=$(($(usage "$s" fg cpu_user_ms) + $(usage "$s" fg cpu_system_ms)))
+	bg=$(($(usage "$s" bg cpu_user_ms) + $(usage "$s" bg cpu_system_ms)))
+	echo "      the loop in the foreground: $fg ms; left behind, reaped by kart-launch: $bg ms" >&2
+	[ "$fg" -ge 200 ] || fail "the yardstick took $fg ms of CPU"
+	[ "$bg" -ge $((fg * 7 / 10)) ] || fail "the orphan's CPU time was not counted: $bg ms against $fg ms"
+	assert_eq ok "$(field "$s" bg .status)" "bg's status"
+}
+
 # kart report: text, and a page that headless Chromium loads; its DOM has
 # a bar for each task, and a screenshot is taken.
 test_report_html_chromium() {
