@@ -67,7 +67,7 @@ static void hist(FILE *f, const char *name, const char *text, const struct tally
 		}
 		fprintf(f, "%s_sum{lane=\"", name);
 		label(f, h[i].lane);
-		fprintf(f, "\"} %.3f\n%s_count{lane=\"", h[i].sum_s, name);
+		fprintf(f, "\"} %.3f\n%s_count{lane=\"", (double)h[i].sum_ms / 1000.0, name);
 		label(f, h[i].lane);
 		fprintf(f, "\"} %llu\n", (unsigned long long)h[i].n);
 	}

@@ -7,6 +7,11 @@
 # progress lines of kart gc and kart sync on a terminal.
 . "$(dirname "$0")/../lib.sh"
 
+# The accounts of the shared-spool cases (tests/lib.sh users_make).
+U_TAG=${KART_TEST_USER_TAG:-}kt38
+U_ALICE=${U_TAG}alice U_MALLORY=${U_TAG}mallory G_KART=${U_TAG}kart
+U_IN="$U_ALICE $U_MALLORY" U_OUT=
+
 n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 # results_total SPOOL: the sum of kart_results_total.
 results_total() { "$KART" -s "$1" metrics | awk '/^kart_results_total\{/ { n += $2 } END { print n + 0 }'; }
@@ -92,6 +97,202 @@ test_metrics_recovery_counts_once() {
 	drain "$s" --id third
 	assert_eq 1 "$(results_total "$s")" "counted once after recovery of a lost row"
 	assert_eq 1 "$(n_results "$s")" "results in done/"
+}
+
+# status_counts SPOOL: "STATUS=N ..." of kart_results_total, sorted.
+status_counts() {
+	"$KART" -s "$1" metrics | awk -F'[{}" ]' '/^kart_results_total\{/ { n[$3] += $NF } END { for (k in n) print k "=" n[k] }' | sort | xargs
+}
+
+# tally_spool: a spool whose counts come from everywhere a fold takes
+# them: three workers that are gone (a row file each), and three results
+# published before tally/ existed (no tally/, no mark on their task files,
+# as an older kart left them). Sets TS; prints nothing.
+tally_spool() {
+	local i
+	TS=$(mkspool)
+	for i in 1 2 3; do "$KART" -s "$TS" submit --no-cwd --name "old$i" -- sh -c "exit $((i % 2))" >/dev/null 2>&1; done
+	KART_BACKEND=none drain "$TS"
+	rm -rf "$TS/tally"
+	for i in 1 2 3; do setfattr -x user.kart.tally "$TS/done/old$i.task" || fail "setfattr"; done
+	sleep 1.1 # tally/ younger than the old results, as an upgrade makes it
+	for i in 1 2 3; do
+		"$KART" -s "$TS" submit --no-cwd --name "new$i" -- true >/dev/null 2>&1
+		KART_BACKEND=none drain "$TS"
+	done
+}
+
+# kart gc folds the row files of workers that are gone into tally/folded,
+# and counts once the results older than tally/: the counts do not change
+# (but for those older results, now counted), tally/ keeps one file, and
+# a second gc changes nothing. A worker that starts again under a gone
+# worker's id after the fold counts on.
+test_tally_fold_and_upgrade() {
+	local before
+	tally_spool
+	assert_eq 3 "$(ls "$TS/tally" | grep -c '^w\.')" "a row file per worker start"
+	assert_eq "ok=3" "$(status_counts "$TS")" "before gc: the results since tally/"
+	run_cmd -s "$TS" gc -v
+	assert_eq 0 "$RC" "kart gc ($ERR)"
+	assert_match 'tally/: 3 files of workers that are gone folded' "$OUT" "gc says it folded"
+	assert_match 'tally/: 3 results older than tally/ counted' "$OUT" "gc says it counted the old ones"
+	assert_eq "failed=2 ok=4" "$(status_counts "$TS")" "after gc: every result, once"
+	assert_eq "folded" "$(ls "$TS/tally")" "tally/ after the fold"
+	assert_eq "" "$(ls -A "$TS/cur")" "no claim directory left by the fold"
+	before=$("$KART" -s "$TS" metrics | grep -v '^kart_oldest\|^kart_claiming')
+	"$KART" -s "$TS" gc >/dev/null || fail "second gc"
+	"$KART" -s "$TS" gc >/dev/null || fail "third gc"
+	assert_eq "$before" "$("$KART" -s "$TS" metrics | grep -v '^kart_oldest\|^kart_claiming')" "gc again changes no count"
+	assert_match '^kart-tally-folded 1$' "$(head -1 "$TS/tally/folded")" "folded's header"
+	[ "$(grep -c '^m ' "$TS/tally/folded")" = 0 ] || fail "marks of removed files kept: $(cat "$TS/tally/folded")"
+	"$KART" -s "$TS" submit --no-cwd --name again -- true >/dev/null 2>&1
+	KART_BACKEND=none drain "$TS" --id again-w
+	assert_eq "failed=2 ok=5" "$(status_counts "$TS")" "a result after the fold"
+}
+
+# A claim whose mark names a gone worker's row file (its finisher died
+# before the claim went) keeps that file out of the fold, for recovery to
+# find it as the mark says; once recovered, it folds.
+test_tally_fold_spares_marked() {
+	local s
+	s=$(mkspool)
+	"$KART" -s "$s" submit --no-cwd --name once -- true >/dev/null 2>&1
+	drain "$s" --id first
+	mkdir "$s/cur/dead" && : >"$s/cur/dead/.lock" && ln "$s/done/once.task" "$s/cur/dead/once"
+	"$KART" -s "$s" gc >/dev/null 2>&1
+	assert_file "$s/tally/w.first"
+	assert_eq "ok=1" "$(status_counts "$s")" "before recovery"
+	drain "$s" --id second
+	assert_eq "ok=1" "$(status_counts "$s")" "recovery of a landed row, after a gc"
+	"$KART" -s "$s" gc >/dev/null 2>&1
+	assert_no_file "$s/tally/w.first"
+	assert_eq "ok=1" "$(status_counts "$s")" "after the fold"
+}
+
+# Folds beside live workers, and workers that stop and start again under
+# the same id while gc folds their old files: every result is counted
+# once.
+test_tally_fold_beside_live_workers() {
+	local s i r gcs
+	s=$(mkspool)
+	for i in $(seq 1 60); do "$KART" -s "$s" submit --no-cwd --name "t$i" -- true >/dev/null 2>&1; done
+	(while [ ! -e "$s.stop" ]; do "$KART" -s "$s" gc >/dev/null 2>&1; echo >>"$s.gcs"; done) &
+	local loop=$!
+	T_PIDS+=("$loop")
+	for r in 1 2 3 4 5 6; do
+		KART_BACKEND=none start_worker "$s" --id "a$((r % 2))" --slots 2
+		sleep 0.7
+		stop_worker "$WPID"
+	done
+	KART_BACKEND=none drain "$s" --id a1
+	: >"$s.stop"
+	wait_gone 30 "$loop" || fail "the gc loop did not stop"
+	gcs=$(wc -l <"$s.gcs")
+	echo "    $gcs folds beside the workers" >&2
+	[ "$gcs" -ge 3 ] || fail "only $gcs gc runs"
+	"$KART" -s "$s" gc >/dev/null 2>&1
+	assert_eq 60 "$(n_results "$s")" "results"
+	assert_eq 60 "$(results_total "$s")" "counted, each once"
+}
+
+# On a shared spool (kart.tmpfiles' layout), a member cannot write, plant
+# or hold anything in tally/ that bends the counts: no file, link or
+# FIFO; the rows and the fold's lock are not hers to lock; her kart gc
+# folds nothing, and her kart metrics counts what the workers counted.
+test_tally_hostile_member() {
+	shared_spool || return
+	local out w
+	start_worker "$S" --id w1
+	w=$WPID
+	out=$(as "$U_ALICE" kart submit --name a1 -- true) || fail "alice's submit: $out"
+	wait_until 30 test -e "$S/done/$U_ALICE:a1.json" || { fail "no result for a1"; stop_worker "$w"; return; }
+	wait_until 10 test -e "$S/tally/w.w1" || fail "no tally row file"
+	assert_eq "2750 root $G_KART" "$(stat -c '%a %U %G' "$S/tally")" "tally/'s mode and owners, as done/'s"
+	as "$U_MALLORY" sh -c "echo 'r ok fast $U_MALLORY 1 1' >$S/tally/w.evil" 2>/dev/null && fail "mallory wrote a row file"
+	as "$U_MALLORY" sh -c "echo 'r ok fast $U_MALLORY 1 1' >>$S/tally/w.w1" 2>/dev/null && fail "mallory appended to a worker's rows"
+	as "$U_MALLORY" ln -s /etc/shadow "$S/tally/w.link" 2>/dev/null && fail "mallory planted a link"
+	as "$U_MALLORY" mkfifo "$S/tally/w.w2" 2>/dev/null && fail "mallory planted a FIFO"
+	as "$U_MALLORY" sh -c "echo 'c ok fast $U_MALLORY 99' >$S/tally/folded" 2>/dev/null && fail "mallory wrote folded"
+	as "$U_MALLORY" mv "$S/tally/w.w1" "$S/tally/w.gone" 2>/dev/null && fail "mallory renamed a row file"
+	# The fold's lock: hers to open neither before nor after the first fold.
+	"$KART" -s "$S" gc >/dev/null 2>&1
+	as "$U_MALLORY" flock -n "$S/tally/.lock" true 2>/dev/null && fail "mallory could hold the fold's lock"
+	assert_eq "" "$(ls "$S/tally" | grep -v '^w\.w1$\|^folded$')" "what is in tally/"
+	out=$(as "$U_MALLORY" kart gc 2>&1)
+	assert_eq "" "$(ls "$S/tally" | grep -v '^w\.w1$\|^folded$')" "tally/ after mallory's gc"
+	out=$(as "$U_MALLORY" kart metrics) || fail "mallory's kart metrics exited $?"
+	assert_match "kart_results_total\{status=\"ok\",lane=\"fast\",user=\"$U_ALICE\"\} 1" "$out" "alice's result, counted"
+	assert_match 'kart_tally_up 1' "$out" "the tally read"
+	stop_worker "$w"
+}
+
+# What someone who may write tally/ (root, or the owner of a personal
+# spool) leaves there by mistake neither hangs nor bends kart metrics or a
+# worker: a FIFO under the worker's own name, a link, a directory, junk
+# lines, a line longer than any row, a huge file of junk.
+test_tally_junk_planted() {
+	local s t0 ms canary
+	s=$(mkspool)
+	canary=$T_ROOT/canary
+	echo secret >"$canary"
+	mkfifo "$s/tally/w.fifo-w"
+	ln -s "$canary" "$s/tally/w.link-w"
+	mkdir "$s/tally/w.dir"
+	printf 'kart-tally 1\nzzz\nr ok\nr ok fast root x 1\nr ok fast root 1 1 1 1\n\001\377\n' >"$s/tally/w.junk"
+	{ echo 'kart-tally 1'; head -c 100000 /dev/zero | tr '\0' x; echo; echo 'r ok fast root 5 5'; } >"$s/tally/w.long"
+	head -c $((64 << 20)) /dev/zero | tr '\0' 'y' >"$s/tally/w.huge"
+	echo 'not a tally' >"$s/tally/w.other"
+	"$KART" -s "$s" submit --no-cwd --name a -- true >/dev/null 2>&1
+	"$KART" -s "$s" submit --no-cwd --name b -- true >/dev/null 2>&1
+	KART_BACKEND=none timeout 60 "$KART" -s "$s" worker --drain --id fifo-w >>"$s.worker.log" 2>&1 ||
+		fail "the worker whose row file is a FIFO: exit $? ($(tail -2 "$s.worker.log"))"
+	KART_BACKEND=none timeout 60 "$KART" -s "$s" worker --drain --id link-w >>"$s.worker.log" 2>&1 ||
+		fail "the worker whose row file is a link: exit $?"
+	assert_eq 2 "$(n_results "$s")" "both ran"
+	assert_eq secret "$(cat "$canary")" "the link's target, untouched"
+	t0=$(date +%s%N)
+	run_cmd -s "$s" metrics
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	echo "    kart metrics beside a 64 MiB junk file: $ms ms" >&2
+	assert_eq 0 "$RC" "kart metrics ($ERR)"
+	# The one good row (after w.long's long line); a and b were not
+	# counted, and their workers said so.
+	assert_match 'kart_results_total\{status="ok",lane="fast",user="root"\} 1' "$OUT" "the good row, alone"
+	[[ $OUT == *secret* ]] && fail "the link was followed"
+	[ "$ms" -lt 10000 ] || fail "kart metrics took $ms ms"
+	grep -q "tally/w.fifo-w: cannot open" "$s.worker.log" || fail "the worker did not say why it could not count: $(grep tally "$s.worker.log")"
+	grep -q "tally/w.link-w: cannot open" "$s.worker.log" || fail "the worker did not say why it could not count: $(grep tally "$s.worker.log")"
+}
+
+# kart gc killed (SIGKILL, strace's inject) at each call of each syscall
+# it makes: the counts are never more or less than the results, and the
+# next gc finishes the fold.
+test_tally_fold_crash_sweep() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local sc n s want points=0 got
+	tally_spool
+	want="failed=2 ok=4"
+	for sc in openat mkdir flock renameat rename unlinkat write fsync; do
+		for ((n = 1; n <= 40; n++)); do
+			s=$T_ROOT/sweep
+			rm -rf "$s" && cp -a "$TS" "$s"
+			# tally/ made now: younger than every result, as in $TS.
+			rm -rf "$s/tally" && cp -a "$TS/tally" "$s/tally.x" && mkdir "$s/tally" &&
+				cp -a "$s/tally.x/." "$s/tally/" && rm -rf "$s/tally.x"
+			strace -f -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" \
+				"$KART" -s "$s" gc >/dev/null 2>&1 && break # ran to the end
+			points=$((points + 1))
+			got=$(status_counts "$s")
+			[ "$got" = "$want" ] || [ "$got" = "ok=3" ] ||
+				fail "$sc #$n: counted $got after the kill (want $want, or ok=3 before the old ones are in)"
+			"$KART" -s "$s" gc >/dev/null 2>&1 || fail "$sc #$n: the gc after"
+			got=$(status_counts "$s")
+			[ "$got" = "$want" ] || fail "$sc #$n: counted $got after the next gc (want $want)"
+			[ "$(ls "$s/tally")" = folded ] || fail "$sc #$n: tally/ after the next gc: $(ls -A "$s/tally" | xargs)"
+		done
+	done
+	echo "    $points kill points of kart gc's fold survived" >&2
+	[ "$points" -ge 20 ] || fail "only $points kill points"
 }
 
 # One kart metrics over 100,000 counted results (tally rows as the
