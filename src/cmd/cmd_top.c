@@ -89,8 +89,11 @@ static void user_of(uid_t uid, char *out, size_t len)
 	char buf[1024];
 	if (uid == (uid_t)-1)
 		snprintf(out, len, "-");
-	else if (getpwuid_r(uid, &pw, buf, sizeof buf, &pp) == 0 && pp)
-		snprintf(out, len, "%s", pp->pw_name);
+	else if (getpwuid_r(uid, &pw, buf, sizeof buf, &pp) == 0 && pp) {
+		/* A directory service's name may hold anything. */
+		_cleanup_free_ char *safe = obs_term(pp->pw_name);
+		snprintf(out, len, "%s", safe);
+	}
 	else
 		snprintf(out, len, "%u", (unsigned)uid);
 }
@@ -299,9 +302,9 @@ static void lines(const struct top *tp, void (*put)(void *, int, const char *), 
 	struct tm tm;
 	localtime_r(&s, &tm);
 	strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-	_cleanup_free_ char *path = obs_term(tp->sp->path);
+	_cleanup_free_ char *path = obs_term(tp->sp->path), *why = obs_term(tp->stopped);
 	snprintf(buf, sizeof buf, "kart top  %s  %s  workers: %d%s%s", path, ts, tp->nworkers,
-		 tp->stopped[0] ? "  CLAIMING STOPPED: " : "", tp->stopped);
+		 tp->stopped[0] ? "  CLAIMING STOPPED: " : "", tp->stopped[0] ? why : "");
 	put(arg, 1, buf);
 	put(arg, 0, "lane      queued  waiting  scheduled  held  running  paused");
 	const char *ln[] = {"fast", "batch"};

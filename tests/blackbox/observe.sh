@@ -382,6 +382,14 @@ test_eff() {
 	echo "$OUT" | sed 's/^/      /' >&2
 	assert_match 'Memory efficiency: [5-7]\.[0-9]% of 1\.0G' "$OUT" "memory efficiency of 60M of 1G"
 	assert_match 'Memory peak: +6[0-9]M' "$OUT" "memory peak"
+	assert_match 'Storage I/O: +[0-9.]+[BKMG] read, [0-9.]+[BKMG] written' "$OUT" "storage I/O"
+	assert_match 'Measured by: ' "$OUT" "where it was measured"
+	# The figures are the result's efficiency, as the worker wrote it.
+	jq '.efficiency.memory = 0.5 | .efficiency.cpu = 0.25' "$s/done/hog.json" >"$s/hog.json" &&
+		cat "$s/hog.json" >"$s/done/hog.json"
+	run_cmd -s "$s" eff hog
+	assert_match 'Memory efficiency: 50\.0% of 1\.0G' "$OUT" "memory efficiency from the result"
+	assert_match 'CPU efficiency: +25\.0% of' "$OUT" "CPU efficiency from the result"
 	run_cmd -s "$s" eff --label grp
 	assert_match 'Tasks: +2' "$OUT" "tasks over the label"
 	assert_match 'Suggested: +memory=(80|88|96)M' "$OUT" "suggested memory="
