@@ -652,6 +652,19 @@ void tally_free(struct tally *t)
 
 /* ---- folding (kart gc) ------------------------------------------------------ */
 
+/* The mark of d/name, read by its path: a claim may be a member's hard
+ * link to a file elsewhere, or a FIFO, which is not ours to open.
+ * Its length, or -1 (errno: ENOENT no such file, ENODATA no mark). */
+static ssize_t xattr_at(int d, const char *name, char *v, size_t len)
+{
+	char p[PATH_MAX];
+	if (pathfmt(p, sizeof p, "/proc/self/fd/%d/%s", d, name) < 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return lgetxattr(p, TALLY_MARK, v, len);
+}
+
 /* "FILE INODE" of each mark on a claim still in cur/ (a finish or a
  * recovery that may yet be retried, whose mark_landed must find FILE as
  * it is). */
@@ -667,13 +680,10 @@ static void pending_marks(struct spool *sp, struct strv *out)
 		if (wd < 0 || dir_names(wd, ".", &claims) < 0)
 			continue;
 		for (size_t k = 0; k < claims.n; k++) {
-			if (claims.v[k][0] == '.')
-				continue;
-			_cleanup_close_ int fd = openat(wd, claims.v[k], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 			char v[1024], file[600];
 			long long off;
 			unsigned long long ino;
-			ssize_t n = fd < 0 ? -1 : fgetxattr(fd, TALLY_MARK, v, sizeof v - 1);
+			ssize_t n = claims.v[k][0] == '.' ? -1 : xattr_at(wd, claims.v[k], v, sizeof v - 1);
 			if (n <= 0)
 				continue;
 			v[n] = '\0';
@@ -728,8 +738,8 @@ static int count_pretally(struct spool *sp, int d, struct reader *rd, struct tal
 		n[l - 5] = '\0';
 		if (spool_name_done(task, sizeof task, n, DONE_TASK) < 0)
 			continue;
-		_cleanup_close_ int tf = openat(sp->done, task, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		ssize_t m = tf < 0 ? -1 : fgetxattr(tf, TALLY_MARK, v, sizeof v - 1);
+		ssize_t m = xattr_at(sp->done, task, v, sizeof v - 1);
+		bool has_task = m >= 0 || errno != ENOENT;
 		if (m > 0) {
 			v[m] = '\0';
 			const char *id = strchr(v, '\n');
@@ -742,7 +752,7 @@ static int count_pretally(struct spool *sp, int d, struct reader *rd, struct tal
 		const char *fin = json_string_value(json_object_get(j, "finished_at"));
 		struct tm tm = {0};
 		const char *e = fin ? strptime(fin, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-		if (tf < 0 && (!e || (int64_t)timegm(&tm) * 1000 >= birth)) {
+		if (!has_task && (!e || (int64_t)timegm(&tm) * 1000 >= birth)) {
 			json_decref(j);
 			continue;
 		}
