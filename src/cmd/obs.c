@@ -366,6 +366,30 @@ void obs_run_now(struct spool *sp, const char *locks, const char *worker, const 
 	u->by = "processes";
 }
 
+char *obs_run_text(const struct run_now *u)
+{
+	char c[32], m[32], p[32], o[32];
+	obs_dur(c, sizeof c, u->cpu_ns >= 0 ? u->cpu_ns / 1000000 : -1);
+	obs_bytes(m, sizeof m, u->mem);
+	obs_bytes(p, sizeof p, u->mem_peak);
+	obs_bytes(o, sizeof o, u->out_bytes);
+	return xasprintf("cpu %s, memory %s (peak %s), output %s", c, m, p, o);
+}
+
+json_t *obs_run_json(const struct run_now *u)
+{
+	json_t *o = json_object();
+	const struct {
+		const char *k;
+		long long v;
+	} f[] = {{"cpu_ms", u->cpu_ns >= 0 ? u->cpu_ns / 1000000 : -1}, {"memory_bytes", u->mem},
+		 {"memory_peak_bytes", u->mem_peak}, {"output_bytes", u->out_bytes}};
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
+		json_object_set_new(o, f[i].k, f[i].v >= 0 ? json_integer(f[i].v) : json_null());
+	json_object_set_new(o, "measured_by", u->by ? json_string(u->by) : json_null());
+	return o;
+}
+
 static char *dup_or_null(json_t *v)
 {
 	const char *s = json_string_value(v);

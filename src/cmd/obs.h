@@ -63,6 +63,10 @@ struct run_now {
 char *obs_locks(void);
 void obs_run_now(struct spool *sp, const char *locks, const char *worker, const char *id,
 		 struct run_now *u);
+/* As kart status prints it: "cpu 1.2s, memory 40M (peak 200M), output
+ * 3.1K", "-" for what is unknown; and as JSON. Callers free. */
+char *obs_run_text(const struct run_now *u);
+json_t *obs_run_json(const struct run_now *u);
 
 /* A result, reduced to what report and eff show (-1: null). */
 struct obs_rec {
