@@ -207,10 +207,11 @@ char *obs_locks(void)
 	return locks;
 }
 
-/* The pid holding the run lock of cur/W/ID, or 0. The lock is named by
- * its device and inode ("MAJ:MIN:INODE", as /proc/locks prints them):
- * an inode number alone could be a lock of anyone's on another
- * filesystem. */
+/* The pid holding the run lock of cur/W/ID, or 0. /proc/locks names a
+ * lock by "MAJ:MIN:INODE" of its superblock: an inode number alone could
+ * be anyone's lock on another filesystem, so a lock matched by its inode
+ * alone (btrfs: stat's device is a subvolume's, not the superblock's)
+ * counts only where it is the one such. */
 static pid_t run_pid(struct spool *sp, const char *locks, const char *worker, const char *id)
 {
 	char p[600];
@@ -218,21 +219,31 @@ static pid_t run_pid(struct spool *sp, const char *locks, const char *worker, co
 	if (!locks || spool_name_claim_scratch(p, sizeof p, worker, id, SCRATCH_LOCK) < 0 ||
 	    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0;
-	char want[64];
-	snprintf(want, sizeof want, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
+	char exact[64], ino[32];
+	snprintf(exact, sizeof exact, " %02x:%02x:%llu ", major(st.st_dev), minor(st.st_dev),
 		 (unsigned long long)st.st_ino);
+	snprintf(ino, sizeof ino, ":%llu ", (unsigned long long)st.st_ino);
+	pid_t only = 0;
+	int nino = 0;
 	for (const char *l = locks; l && *l;) {
 		const char *nl = strchr(l, '\n');
-		const char *hit = strstr(l, want);
-		if (hit && (!nl || hit < nl) && !strstr(l, "->")) {
-			long pid = 0;
-			/* "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" */
-			if (sscanf(l, "%*s %*s %*s %*s %ld", &pid) == 1 && pid > 0)
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		char line[512];
+		snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+		long pid = 0;
+		/* "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; a
+		 * waiter's line ("->") holds nothing. */
+		if (!strstr(line, "->") && sscanf(line, "%*s %*s %*s %*s %ld", &pid) == 1 && pid > 0) {
+			if (strstr(line, exact))
 				return (pid_t)pid;
+			if (strstr(line, ino)) {
+				only = (pid_t)pid;
+				nino++;
+			}
 		}
 		l = nl ? nl + 1 : NULL;
 	}
-	return 0;
+	return nino == 1 ? only : 0;
 }
 
 /* Memory now and peak, and CPU time, of pid's cgroup leaf; false if it

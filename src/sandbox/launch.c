@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 	if (c.seccomp_fd >= 0 && read_filter(c.seccomp_fd, &fp) < 0)
 		return 127;
 	/* Opened before Landlock, which may not list /proc; read again
-	 * after the task (kernfs-like: each read is current). */
+	 * after the task (each read of it is current). */
 	int io_fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
 	struct proc_io io0 = {-1, -1};
 	if (io_fd >= 0 && proc_io_read(io_fd, &io0) < 0)

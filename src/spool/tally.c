@@ -21,8 +21,8 @@ const double tally_bounds_s[TALLY_BUCKETS - 1] = {0.1, 0.5, 1, 5, 10, 30, 60, 30
 #define TALLY_DIR "tally"
 #define TALLY_HEADER "kart-tally 1"
 #define TALLY_MARK "user.kart.tally"
-/* The counts of writers that are gone (kart gc's fold), and the rows
- * files renamed on their way into it. */
+/* The counts of writers that are gone (kart gc's fold), the row files
+ * renamed on their way into it, and the fold's lock. */
 #define TALLY_FOLDED "folded"
 #define TALLY_FOLDED_HEADER "kart-tally-folded 1"
 #define TALLY_FOLD_PREFIX "f."
@@ -78,9 +78,6 @@ static int tally_dir(struct spool *sp)
 	return d;
 }
 
-/* tally/w.WRITER, opened for appending. The writer holds cur/WRITER/.lock
- * whenever it opens or appends to it; kart gc's fold holds that lock
- * while it moves a file away (tally_fold). */
 /* The last byte of d/name, read without blocking: true if there is one. */
 static bool pread_last(int d, const char *name, char *c)
 {
@@ -88,6 +85,10 @@ static bool pread_last(int d, const char *name, char *c)
 	struct stat st;
 	return fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 && pread(fd, c, 1, st.st_size - 1) == 1;
 }
+
+/* tally/w.WRITER, opened for appending. The writer holds cur/WRITER/.lock
+ * whenever it opens or appends to it; kart gc's fold holds that lock
+ * while it moves a file away (tally_fold). */
 
 static int tally_open(struct spool *sp, struct tally_writer *tw)
 {
@@ -938,7 +939,6 @@ int tally_fold(struct spool *sp, struct tally_fold *out)
 		if (src[i].lock >= 0)
 			spool_worker_unhold(sp, src[i].wid, src[i].lock, src[i].made);
 	}
-	out->rows = t.rows;
 	free(src);
 	strv_free(&names);
 	strv_free(&pend);

@@ -87,7 +87,7 @@ void tally_free(struct tally *t);
  * life) or that a claim's mark names (a recovery may look for it) stays.
  * 0, -EBUSY (another fold runs), or -errno. */
 struct tally_fold {
-	size_t files, rows, pretally;
+	size_t files, pretally; /* row files folded, results older than tally/ counted */
 	char why[160]; /* why results older than tally/ were not counted, or "" */
 };
 int tally_fold(struct spool *sp, struct tally_fold *out);
