@@ -120,7 +120,7 @@ static void arm_timer(struct worker *w)
 	for (struct task *t = w->tasks; t; t = t->next) {
 		if (t->state == TS_RUNNING || t->state == TS_STOPPING)
 			EARLIER(t->deadline_mono);
-		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING)
+		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING || t->state == TS_DYING)
 			EARLIER(t->retry_mono);
 	}
 	if (w->stopping && (w->nrunning || w->tasks))
@@ -156,8 +156,9 @@ static void on_timer(struct worker *w)
 		if ((t->state == TS_RUNNING || t->state == TS_STOPPING) && t->deadline_mono &&
 		    t->deadline_mono <= now)
 			task_event(w, t, TE_TIMEOUT);
-		else if ((t->state == TS_PUBLISHING || t->state == TS_DRAINING) && t->retry_mono <= now)
-			task_event(w, t, TE_RETRY);
+		else if ((t->state == TS_PUBLISHING || t->state == TS_DRAINING || t->state == TS_DYING) &&
+			 t->retry_mono <= now)
+			task_event(w, t, TE_AGAIN);
 	}
 	if (w->stopping && w->grace_mono && w->grace_mono <= now) {
 		for (struct task *t = w->tasks, *nx; t; t = nx) {
@@ -229,7 +230,7 @@ static void on_inotify(struct worker *w)
 			}
 			struct task *dt = ev->len ? NULL : drain_event(w, ev->wd);
 			if (dt) {
-				task_event(w, dt, TE_RETRY);
+				task_event(w, dt, TE_AGAIN);
 				continue;
 			}
 			if (!ev->len)

@@ -125,7 +125,6 @@ static void *commit_main(void *arg)
 void publish(struct worker *w, struct task *t)
 {
 	task_unlink(w, t);
-	w->ncommit++;
 	pthread_mutex_lock(&w->commit.h.mu);
 	t->cnext = w->commit.todo;
 	w->commit.todo = t;

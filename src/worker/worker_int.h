@@ -66,29 +66,36 @@ struct hook;
 enum tstate {
 	TS_CLAIMED,    /* first (a task is made zeroed): in cur/W/, not running: being
 		       * prepared, or its spawn failed */
-	TS_SPAWNING,   /* with a spawn thread, holding its slot */
+	TS_SPAWNING,   /* with its backend's spawn */
 	TS_RUNNING,
 	TS_STOPPING,   /* sent SIGTERM (a timeout, a cancel), its kill grace running */
 	TS_KILLING,    /* sent SIGKILL */
-	TS_DRAINING,   /* reaped; its leaf emptying */
+	TS_DRAINING,   /* reaped; its leaf emptying, what is left of it may still run */
+	TS_DYING,      /* reaped; its leaf killed at once (cgroup.kill): nothing of it runs
+		       * again while the kernel tears it down */
+	TS_ENDED,      /* nothing of its run is left, its slot free: its result made */
 	TS_COMMITTING, /* with the commit thread (out of w->tasks) */
 	TS_PUBLISHING, /* its result could not be published: retried */
+	TS_FREED,      /* its life is over: freed by the action that led here */
 	TS__N
 };
 enum tevent {
-	TE_SPAWN,         /* prepared: handed to a spawn thread */
+	TE_NONE,          /* no event: what an action returns when none follows */
+	TE_SPAWN,         /* prepared: handed to its backend's spawn */
 	TE_SPAWNED,       /* back from it, its process running */
 	TE_SPAWN_FAILED,  /* back from it, not started */
 	TE_EXIT,          /* its process ended (pidfd) */
 	TE_TIMEOUT,       /* its deadline passed (the timeout, or the kill grace) */
 	TE_CANCEL,        /* kart cancel asked */
 	TE_GRACE_OVER,    /* the shutdown's grace ran out */
+	TE_LEAF_KILLED,   /* its leaf was killed at once: nothing of the run executes again */
 	TE_LEAF_EMPTY,    /* nothing of the run is left in its leaf (or it had none) */
 	TE_RESULT,        /* its result is made, to be published */
+	TE_RETRY_KEPT,    /* retry_on took another attempt: its task file is back in new/ */
+	TE_REQUEUE,       /* its attempt is void (the shutdown, its output lost): run it again */
 	TE_COMMITTED,     /* back from the commit thread, published */
 	TE_COMMIT_FAILED, /* back from it, not published */
-	TE_RETRY,         /* its time to look again came, or its leaf changed */
-	TE_RETRY_LATER,   /* its result is made and its retry_on may want another attempt */
+	TE_AGAIN,         /* its time to look again came, or its leaf changed */
 	TE__N
 };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
@@ -141,7 +148,6 @@ struct task {
 	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
 	struct cg_cpu cg_end;  /* and when it ended */
 	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
-	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
 	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
 	 * by enum scr_dir), spares used under their own names (scratch_dir);
@@ -478,9 +484,12 @@ void scan_drops(struct worker *w);
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
 
 /* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
- * setter of a task's state */
+ * setter of a task's state, one event per turn */
 void task_event(struct worker *w, struct task *t, enum tevent ev);
 void task_table_markdown(FILE *f);
+/* Its state holds a slot of its lane (w->used, w->nrunning: counted as
+ * the state changes, nowhere else). */
+bool task_holds_slot(const struct task *t);
 
 /* ---- worker_task.c: a task's life once it is made: its record, a run's end, its result,
  * stop and kill, pause and cancel, its free */
@@ -496,14 +505,16 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
 		    const char *error);
 /* The actions of the state table, run by task_event alone (each named
- * in worker_state.c's enum taction). */
+ * in worker_state.c's enum taction): each returns the event that
+ * follows, or TE_NONE, and never calls task_event. */
 void task_thaw(struct worker *w, struct task *t);
-void task_started(struct worker *w, struct task *t);
-bool task_ended(struct worker *w, struct task *t);
-void task_complete(struct worker *w, struct task *t);
-void stop_begin(struct worker *w, struct task *t);
+enum tevent task_started(struct worker *w, struct task *t);
+enum tevent task_ended(struct worker *w, struct task *t);
+enum tevent task_complete(struct worker *w, struct task *t);
+void task_requeue(struct worker *w, struct task *t);
+enum tevent stop_begin(struct worker *w, struct task *t);
 void kill_now(struct worker *w, struct task *t);
-void commit_failed(struct worker *w, struct task *t);
+enum tevent commit_failed(struct worker *w, struct task *t);
 void spawn_refuse(struct worker *w, struct task *t);
 /* Is the task's memory (or pids) the policy's built-in default, which
  * yields where nothing can hold it? (The result says so.) */
@@ -539,8 +550,8 @@ bool sched_consider(struct worker *w, const char *name, const struct inspect *in
 bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd);
 /* dispatch: name was claimed; forget it among the keys' queued ones. */
 void sched_claim_done(struct worker *w, const char *name);
-/* task_complete: true when the attempt is kept and the task re-queued
- * for its retry (retry_on=); the task is freed. */
+/* task_complete: true when the attempt is kept and the task's file is
+ * back in new/ for its retry (retry_on=). */
 bool sched_retry(struct worker *w, struct task *t);
 /* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
  * none); what to do when it rings is the queue's (sched_ring). */

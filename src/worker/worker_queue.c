@@ -236,7 +236,7 @@ static int user_running(const struct worker *w, uid_t uid)
 {
 	int n = 0;
 	for (const struct task *t = w->tasks; t; t = t->next)
-		if (t->uid == uid && t->state != TS_PUBLISHING && !t->slot_freed)
+		if (t->uid == uid && task_holds_slot(t))
 			n++;
 	return n;
 }

@@ -283,7 +283,6 @@ bool sched_retry(struct worker *w, struct task *t)
 		close(t->mv.src);
 		t->mv.src = -1;
 	}
-	task_free(w, t);
 	return true;
 }
 
