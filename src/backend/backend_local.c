@@ -77,10 +77,10 @@ int local_limits(struct worker *w, struct task *t, struct backend_start *b)
 int local_outdir(struct worker *w, struct task *t, struct local_start *s, bool here)
 {
 	const char *name = s->b->name;
-	char *outdir = here ? t->scr[SCR_OUT] : s->outname;
+	char *outdir = here ? t->scr.dir[SCR_OUT] : s->outname;
 	if ((!here && spool_name_scratch(s->outname, sizeof s->outname, name, SCRATCH_OUT) < 0) ||
-	    scratch_dir(w, outdir, here, 0700, t->run_uid, s->b->gid, &s->out_owned, &t->scr_ct[SCR_OUT],
-			&t->scr_fd[SCR_OUT]) < 0 ||
+	    scratch_dir(w, outdir, here, 0700, t->run_uid, s->b->gid, &s->out_owned, &t->scr.ct[SCR_OUT],
+			&t->scr.fd[SCR_OUT]) < 0 ||
 	    pathfmt(s->taskpath, sizeof s->taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(s->outhost, sizeof s->outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!here && pathfmt(s->workdir, sizeof s->workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0))
@@ -107,13 +107,13 @@ int local_workdir(struct worker *w, struct task *t, struct local_start *s)
 /* A private TMPDIR too: the host's /tmp is everyone's. */
 int local_workdirs_here(struct worker *w, struct task *t, struct local_start *s)
 {
-	const char *wd = t->scr[SCR_WORK], *td = t->scr[SCR_TMP];
+	const char *wd = t->scr.dir[SCR_WORK], *td = t->scr.dir[SCR_TMP];
 	const struct run_cred *cred = &s->b->cred;
 	bool own_w = false, own_t = false;
-	if (scratch_dir(w, t->scr[SCR_WORK], true, 0700, t->run_uid, s->b->gid, &own_w,
-			&t->scr_ct[SCR_WORK], &t->scr_fd[SCR_WORK]) < 0 ||
-	    scratch_dir(w, t->scr[SCR_TMP], true, 0700, t->run_uid, s->b->gid, &own_t,
-			&t->scr_ct[SCR_TMP], &t->scr_fd[SCR_TMP]) < 0 ||
+	if (scratch_dir(w, t->scr.dir[SCR_WORK], true, 0700, t->run_uid, s->b->gid, &own_w,
+			&t->scr.ct[SCR_WORK], &t->scr.fd[SCR_WORK]) < 0 ||
+	    scratch_dir(w, t->scr.dir[SCR_TMP], true, 0700, t->run_uid, s->b->gid, &own_t,
+			&t->scr.ct[SCR_TMP], &t->scr.fd[SCR_TMP]) < 0 ||
 	    pathfmt(s->workdir, sizeof s->workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 	    pathfmt(s->tmpdir, sizeof s->tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 	    (s->b->as_user &&

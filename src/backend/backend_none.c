@@ -50,7 +50,7 @@ static int none_prepare(struct worker *w, struct task *t, struct backend_start *
 	    local_filter(w, t, &s, LOCAL_FILTER_MEMORY) < 0)
 		return -1;
 	/* No mounts: $KART_INPUTS is a directory of links. */
-	int lr = t->spec.n_after ? dep_links(w, b->di, t->scr[SCR_WORK], t->spec.n_after) : 0;
+	int lr = t->spec.n_after ? dep_links(w, b->di, t->scr.dir[SCR_WORK], t->spec.n_after) : 0;
 	if (lr < 0) {
 		snprintf(t->errbuf, sizeof t->errbuf, "cannot link the inputs of after=: %s", strerror(-lr));
 		return local_refuse(b, "sandbox_setup_failed", t->errbuf);

@@ -58,8 +58,8 @@ void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void 
 /* In the thread, under h->mu: t is the loop's again, with ev for it. */
 void helper_back(struct helper *h, struct task *t, enum tevent ev)
 {
-	t->back_ev = ev;
-	t->cnext = h->done;
+	t->back.ev = ev;
+	t->back.next = h->done;
 	h->done = t;
 }
 

@@ -118,26 +118,82 @@ struct cg_cpu {
 /* A task's scratch directories with backend none (struct task's scr). */
 enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
 
+/* A task's parts, each owned by the file that uses it (the task's own
+ * fields, below, are the record and the state machine's). */
+
+/* scratch.c's: the run's directories in the claim directory. */
+struct task_scratch {
+	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
+	 * by enum scr_dir), spares used under their own names (scratch_dir);
+	 * "" once handed on. */
+	char dir[SCR_NDIRS][24];
+	/* and the change time each had as a spare, when it was older than
+	 * the run (scratch_dir); {0, 0} if not */
+	struct timespec ct[SCR_NDIRS];
+	int fd[SCR_NDIRS]; /* and an O_PATH descriptor of each, or -1 */
+	bool retired;      /* its work and tmp directories are gone (a spare, or removed) */
+};
+
+/* outdir.h's, for the task: its $KART_OUTDIR's tmpfs, or -1; once the
+ * run is over, the copy the commit thread hands to the mover first
+ * (mv.src >= 0). */
+struct task_outdir {
+	int mfd;
+	struct outdir_move mv;
+};
+
+/* worker_commit.c's: how its result's commit went. */
+struct task_commit {
+	int err;                  /* 0: published; else -errno of the failed step */
+	bool output;              /* the failure was an fsync of its output */
+	struct json_pending jpend; /* its JSON, staged and not yet committed */
+};
+
+/* With a helper thread (the commit thread from publish(), a spawn
+ * thread from its backend's spawn, until it hands the task back the
+ * loop does not touch it): its link in the thread's queues, and the
+ * event the thread has for it when it hands it back (worker_ev.c's
+ * helper_back, worker.c's helper_done). */
+struct task_back {
+	struct task *next;
+	enum tevent ev;
+};
+
 struct task {
 	struct task *next;
 	char *name;
 	struct task_spec spec;
 	struct claim_meta meta;
-	int uniq_fd;         /* unique=: its key's lock (worker_sched.h), or -1 */
+	uid_t uid;
+	int64_t submitted_ms, started_ms;
+	/* The state machine's (worker_state.c, worker_task.c). */
 	enum tstate state;
 	enum tend end;
+	int64_t deadline_mono; /* its timeout, or its kill grace; 0: none */
+	bool term_sent;        /* a timeout or cancel sent SIGTERM first */
+	int64_t retry_mono;    /* publishing failed, or its leaf drains: look again then */
+	struct {
+		bool on;           /* spawning: an event came, kept for when it runs */
+		enum tevent ev;
+	} kept;
 	/* The backend it started under (a SIGHUP may name another for the
 	 * next tasks), and that backend's own state for it (backend.h). */
 	const struct backend *be;
 	void *be_task;
-	int engine_oom;      /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown */
-	uid_t uid;
-	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
-	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
+	int engine_oom;        /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown */
+	uid_t run_uid;         /* whom it ran as: owner of its scratch directories */
+	bool seccomp;          /* its sandbox was handed the filter */
+	int uniq_fd;           /* unique=: its key's lock (worker_sched.h), or -1 */
 	struct pause_state pause; /* kart pause: frozen, its clock stopped (worker_control.c) */
-	int64_t retry_mono; /* publishing failed: try again then */
+	/* A run of the worker's child (backend_local.c's; its captures,
+	 * worker_capture.c's): its pidfd and pipes, what the loop watches
+	 * them by, its spawn job until the spawn is back, and how it ended. */
 	struct run run;
+	struct src s_pid, s_out, s_err;
+	struct spawn_job *job;
 	struct run_end rend;
+	/* Its limits (worker_leaf.c's leaf; rlimits.h's plan where there is
+	 * none) */
 	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
 	struct cg_usage cgu; /* read from the leaf after the run */
 	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
@@ -148,40 +204,17 @@ struct task {
 	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
 	struct cg_cpu cg_end;  /* and when it ended */
 	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
-	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
-	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
-	 * by enum scr_dir), spares used under their own names (scratch_dir);
-	 * "" once handed on. */
-	char scr[SCR_NDIRS][24];
-	/* and the change time each had as a spare, when it was older than
-	 * the run (scratch_dir); {0, 0} if not */
-	struct timespec scr_ct[SCR_NDIRS];
-	int scr_fd[SCR_NDIRS]; /* and an O_PATH descriptor of each, or -1 */
-	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
-	bool seccomp;        /* its sandbox was handed the filter */
-	bool pending;        /* spawning: an event came, kept for when it runs: */
-	enum tevent pending_ev;
-	struct src s_pid, s_out, s_err;
+	struct task_scratch scr;
+	struct task_outdir outdir;
+	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
+	struct task_back back;
+	struct task_commit commit;
+	/* Its record. */
 	struct result res;
 	char idbuf[256];
 	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
-	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
-	/* With a helper thread (the commit thread from publish(), a spawn
-	 * thread from TE_SPAWN, until it hands the task back the loop does
-	 * not touch it): its link in the thread's queues, and the event
-	 * the thread has for it when it hands it back (helper_done). */
-	struct task *cnext;
-	enum tevent back_ev;
-	struct spawn_job *job; /* spawning: its job, until it is back */
-	int commit_err;     /* 0: published; else -errno of the failed step */
-	bool commit_output; /* the failure was an fsync of its output */
-	struct json_pending jpend; /* its JSON, staged and not yet committed */
-	/* Its $KART_OUTDIR's tmpfs (outdir.h), or -1; once the run is over,
-	 * the copy the commit thread hands to the mover first (mv.src >= 0). */
-	int out_mfd;
-	struct outdir_move mv;
 };
 
 /* ---- the commit thread: results made durable off the event loop --------
@@ -382,7 +415,8 @@ struct worker {
 	uid_t new_uid;
 	struct peer *peers;
 	size_t npeers;
-	struct src s_ino, s_sig, s_timer;
+	struct src s_ino, s_sig, s_timer, s_wdog;
+	int wdog; /* the watchdog's timerfd (sd_notify WATCHDOG), or -1 */
 	struct prioq heap[LANE__N];
 	struct sched_queue sched; /* K_SCHEDULED names, by time (worker_sched.c) */
 	struct uniq_index uniq;   /* queued and scheduled tasks with unique= */

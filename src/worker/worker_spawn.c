@@ -31,7 +31,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 				snprintf(j->bind_err, sizeof j->bind_err,
 					 "cannot mount the tmpfs of $KART_OUTDIR: %s", strerror(-fd));
 			} else {
-				t->out_mfd = fd;
+				t->outdir.mfd = fd;
 				j->join_ns = true;
 			}
 		}

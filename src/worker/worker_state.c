@@ -191,9 +191,9 @@ static enum tevent act(struct worker *w, struct task *t, enum taction a, enum te
 		spawn_refuse(w, t);
 		return TE_RESULT;
 	case TA_KEEP:
-		if (!t->pending) {
-			t->pending = true;
-			t->pending_ev = ev;
+		if (!t->kept.on) {
+			t->kept.on = true;
+			t->kept.ev = ev;
 		}
 		break;
 	case TA_REAP:

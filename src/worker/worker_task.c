@@ -125,7 +125,7 @@ void abandon(struct worker *w, struct task *t)
 {
 	logmsg("%s: its result could not be published before the stop; left in cur/%s/ for recovery",
 	       t->name, w->id);
-	memset(t->scr, 0, sizeof t->scr);
+	memset(t->scr.dir, 0, sizeof t->scr.dir);
 	task_free(w, t);
 }
 
@@ -185,7 +185,7 @@ void task_requeue(struct worker *w, struct task *t)
 	int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
 	if (r < 0)
 		logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
-	else if (!t->commit_output) /* else commit_failed said why */
+	else if (!t->commit.output) /* else commit_failed said why */
 		logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
 		       t->meta.attempt);
 	task_free(w, t);
@@ -248,45 +248,45 @@ static void scratch_hand_on(struct worker *w, struct task *t, struct result *r)
 	char p[512];
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
-	t->scratch_retired = true;
-	if (t->scr[SCR_WORK][0] || t->scr[SCR_OUT][0]) {
+	t->scr.retired = true;
+	if (t->scr.dir[SCR_WORK][0] || t->scr.dir[SCR_OUT][0]) {
 		/* Backend none's, by their names: each gone is forgotten. */
 		for (int i = 0; i < 2; i++) {
-			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i], &t->scr_fd[i]);
-			t->scratch_retired &= gone;
+			bool gone = !t->scr.dir[i][0] || scratch_retire(w, t, t->scr.dir[i], false, &t->scr.ct[i], &t->scr.fd[i]);
+			t->scr.retired &= gone;
 			if (gone)
-				t->scr[i][0] = '\0';
+				t->scr.dir[i][0] = '\0';
 		}
-		r->outdir_gone = !t->scr[SCR_OUT][0] || scratch_retire(w, t, t->scr[SCR_OUT], true, &t->scr_ct[SCR_OUT], &t->scr_fd[SCR_OUT]);
+		r->outdir_gone = !t->scr.dir[SCR_OUT][0] || scratch_retire(w, t, t->scr.dir[SCR_OUT], true, &t->scr.ct[SCR_OUT], &t->scr.fd[SCR_OUT]);
 		if (r->outdir_gone)
-			t->scr[SCR_OUT][0] = '\0';
+			t->scr.dir[SCR_OUT][0] = '\0';
 		else
-			r->outdir_scratch = t->scr[SCR_OUT]; /* the commit moves or removes it */
+			r->outdir_scratch = t->scr.dir[SCR_OUT]; /* the commit moves or removes it */
 		return;
 	}
 	static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
 	for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
-		t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
+		t->scr.retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
 				      scratch_retire(w, t, p, false, NULL, NULL);
-	if (t->out_mfd >= 0)
-		(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
-	if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
+	if (t->outdir.mfd >= 0)
+		(void)outdir_release(&w->ons, t->outdir.mfd); /* the descriptor keeps it */
+	if (t->outdir.mfd >= 0 && !outdir_empty(t->outdir.mfd) &&
 	    spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0) {
 		/* Copied into .NAME.out by the mover, for the commit
 		 * thread to move beside the result. */
-		t->mv = (struct outdir_move){
-			.src = t->out_mfd, .dst_at = w->wdir, .dst = -1,
+		t->outdir.mv = (struct outdir_move){
+			.src = t->outdir.mfd, .dst_at = w->wdir, .dst = -1,
 			.reader = spool_reader(w->sp, t->name, t->uid),
 			.c = {.bytes_max = w->pol->artifacts_max, .files_max = w->pol->artifacts_files,
 			      .depth_max = w->pol->artifacts_depth},
 			.done = outdir_moved, .arg = &w->commit};
-		snprintf(t->mv.dst_name, sizeof t->mv.dst_name, "%s", p);
-		t->out_mfd = -1;
+		snprintf(t->outdir.mv.dst_name, sizeof t->outdir.mv.dst_name, "%s", p);
+		t->outdir.mfd = -1;
 		r->outdir_gone = false;
 	} else {
-		if (t->out_mfd >= 0)
-			close(t->out_mfd); /* nothing in it */
-		t->out_mfd = -1;
+		if (t->outdir.mfd >= 0)
+			close(t->outdir.mfd); /* nothing in it */
+		t->outdir.mfd = -1;
 		r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
 				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
@@ -342,9 +342,9 @@ enum tevent task_started(struct worker *w, struct task *t)
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
-	if (t->pending) {
-		t->pending = false;
-		return t->pending_ev;
+	if (t->kept.on) {
+		t->kept.on = false;
+		return t->kept.ev;
 	}
 	task_pause_look(w, t); /* kart pause while it spawned */
 	return TE_NONE;
@@ -356,17 +356,17 @@ enum tevent task_started(struct worker *w, struct task *t)
  * stops (GRACE_OVER). */
 enum tevent commit_failed(struct worker *w, struct task *t)
 {
-	if (t->commit_output) {
+	if (t->commit.output) {
 		logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
-		       strerror(-t->commit_err));
+		       strerror(-t->commit.err));
 		t->end = END_REQUEUE;
 		return TE_REQUEUE;
 	}
 	if (w->stopping && !w->grace_mono) {
-		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
+		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit.err));
 		return TE_GRACE_OVER;
 	}
-	logmsg("%s: cannot publish its result: %s; retrying", t->name, strerror(-t->commit_err));
+	logmsg("%s: cannot publish its result: %s; retrying", t->name, strerror(-t->commit.err));
 	t->retry_mono = now_mono_ms() + 1000;
 	t->res.id = t->name;
 	t->next = w->tasks;
