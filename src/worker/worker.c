@@ -376,6 +376,7 @@ static void on_signal(struct worker *w)
 					w->slots[l] = np.slots[l];
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			spool_tally_slots(w->sp, w->slots, LANE__N);
 			log_env_missing(w->pol, "SIGHUP");
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
@@ -605,6 +606,7 @@ static void worker_setup(struct worker *w)
 		die("worker id '%s' is in use by a live worker (cur/%s/.lock is held)", w->id, w->id);
 	if (r < 0)
 		die("cannot open cur/%s/: %s", w->id, strerror(-r));
+	spool_tally_slots(w->sp, w->slots, LANE__N);
 	setup_loop(w);
 	setup_privileges(w);
 	setup_recover(w);

@@ -35,6 +35,7 @@
 #include "caps.h"
 #include "cgroup.h"
 #include "worker_control.h"
+#include "tally.h"
 #include "confine.h"
 #include "container.h"
 #include "credfwd.h"
@@ -238,12 +239,12 @@ struct helper {
 	bool quit, started;
 	int efd;
 	struct src src;
-	struct task *done; /* handed back, newest first, linked by cnext (under mu) */
+	struct task *done; /* handed back, newest first, linked by back.next (under mu) */
 };
 
 struct commit {
 	struct helper h;
-	struct task *todo; /* linked by cnext */
+	struct task *todo; /* linked by back.next */
 	struct spool *sp;
 	int wdir;
 	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
