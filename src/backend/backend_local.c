@@ -1,6 +1,9 @@
 /* backend_local.c - what the backends that run a task as a child of the
  * worker share (backend_local.h). */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+
 #include "backend_local.h"
 
 void local_start_close(struct local_start *s)

@@ -5,6 +5,8 @@
  * $KART_OUTDIR directories are spares used under their own names
  * (scratch.c), and Landlock's system paths are held open (held.c). */
 #define _GNU_SOURCE
+#include <signal.h>
+
 #include "backend_local.h"
 
 /* kart-launch's command line, run by the spawned child itself, which

@@ -1,6 +1,8 @@
 /* held.c - Landlock's system paths, held open for every task of backend
  * none. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
 #include "worker_int.h"
 
 /* ---- Landlock's system paths, held open ----------------------------------- */

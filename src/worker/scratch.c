@@ -1,5 +1,13 @@
 /* scratch.c - spare scratch directories, reused from one run to the next. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <sys/syscall.h>
+
 #include "worker_int.h"
 
 /* ---- spare scratch directories ---------------------------------------- */

@@ -6,7 +6,19 @@
  * all lead to looking at the directory itself. Nothing here polls: with
  * nothing running the timer is disarmed and the loop sleeps. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+
 #include "worker_int.h"
+#include "backend.h"
+#include "caps.h"
+#include "depend.h"
+#include "tally.h"
 
 static void build_seccomp(struct worker *w);
 

@@ -1,7 +1,11 @@
 /* worker_commit.c - the commit thread: results made durable off the event
  * loop. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <jansson.h>
+
 #include "worker_int.h"
+#include "tally.h"
 
 /* Everything of a result but the fsync of done/: the outputs fsynced,
  * the entries linked, the JSON written and fsynced. Up to

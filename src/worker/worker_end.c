@@ -6,6 +6,7 @@
  * the on_done hook. */
 #define _GNU_SOURCE
 #include "worker_int.h"
+#include "backend.h"
 
 void finish_unrun(struct worker *w, const char *name, const char *status, const char *why)
 {

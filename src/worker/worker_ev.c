@@ -6,6 +6,9 @@
  * The hand-back's other half, helper_done, is the loop's: it runs the
  * tasks' events (worker.c). */
 #define _GNU_SOURCE
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
 #include "worker_int.h"
 
 /* Counted up at every change in /etc the worker's watch sees; -1: there

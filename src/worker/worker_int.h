@@ -4,57 +4,34 @@
 #ifndef KART_WORKER_INT_H
 #define KART_WORKER_INT_H
 
-#include "worker.h"
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
-#include <signal.h>
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/ioctl.h>
-#include <sys/xattr.h>
-#include <linux/fs.h>
-#include <linux/magic.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
-#include <sys/timerfd.h>
-#include <sys/wait.h>
-#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <time.h>
 #include <linux/filter.h>
-#include <linux/seccomp.h>
 
-#include "backend.h"
-#include "caps.h"
 #include "cgroup.h"
-#include "worker_control.h"
-#include "tally.h"
 #include "confine.h"
-#include "container.h"
 #include "credfwd.h"
-#include "rlimits.h"
-#include "log.h"
 #include "outdir.h"
+#include "prioq.h"
 #include "result.h"
-#include "binds.h"
+#include "rlimits.h"
 #include "run.h"
 #include "sandbox.h"
 #include "seccomp.h"
-#include "space.h"
-#include "task.h"
-#include "util.h"
-#include "prioq.h"
-#include "worker_sched.h"
+#include "spool.h"
 #include "strset.h"
-#include "depend.h"
+#include "task.h"
+#include "worker.h"
+#include "worker_control.h"
+#include "worker_sched.h"
 
+struct backend;
 struct hook;
 
 /* ---- the task lifecycle ------------------------------------------------ */

@@ -1,6 +1,8 @@
 /* worker_leaf.c - the per-task cgroup leaf: made, kept for the next run,
  * drained after the run. */
 #define _GNU_SOURCE
+#include <sys/inotify.h>
+
 #include "worker_int.h"
 
 static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);

@@ -1,7 +1,10 @@
 /* worker_peer.c - peers: other workers' claim directories, and recovery of a
  * dead one's. */
 #define _GNU_SOURCE
+#include <sys/inotify.h>
+
 #include "worker_int.h"
+#include "backend.h"
 
 static int peer_dead(void *arg, const char *peer);
 

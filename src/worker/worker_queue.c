@@ -1,7 +1,10 @@
 /* worker_queue.c - queued tasks: what new/ holds, claiming,
  * deferral, names still busy. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
 #include "worker_int.h"
+#include "space.h"
 
 /* Take an entry of new/ that is not a runnable task (hostile, invalid)
  * and give it its `rejected` result. Rejection takes no slot. */

@@ -1,6 +1,11 @@
 /* worker_spawn.c - the spawn threads: the child's set-up off the event loop. */
 #define _GNU_SOURCE
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/seccomp.h>
+
 #include "worker_int.h"
+#include "binds.h"
 
 static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 {

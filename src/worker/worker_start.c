@@ -3,7 +3,10 @@
  * directories, filter and command line: src/backend/), and its spawn
  * (start_claimed, step by step). */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
 #include "worker_int.h"
+#include "backend.h"
 
 /* Looked at again in our directory, since it may have changed after it
  * was seen in new/: false when it does not start (given back, rejected,

@@ -4,6 +4,7 @@
  * a task's life (worker_task.c); this file only says which runs when. */
 #define _GNU_SOURCE
 #include "worker_int.h"
+#include "backend.h"
 
 /* What each event does in each state, and the state it leads to
  * (s6-supervise's actions table): every change of a task's state is made

@@ -3,7 +3,11 @@
  * Which step runs when is the state table's (worker_state.c); starting
  * it is worker_start.c's. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+
 #include "worker_int.h"
+#include "backend.h"
 #include "outcome.h"
 
 struct task *find_task(struct worker *w, const char *name)
