@@ -145,14 +145,14 @@ int local_filter(struct worker *w, struct task *t, struct local_start *s, enum l
 	s->want_scmp = how != LOCAL_FILTER_OFF;
 	bool want_fd = how == LOCAL_FILTER_FD || how == LOCAL_FILTER_JSON;
 	s->sfd = how == LOCAL_FILTER_JSON
-			 ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json, strlen(w->scmp_json))
+			 ? (w->flt.json ? memfd_sealed("kart-seccomp.json", w->flt.json, strlen(w->flt.json))
 					 : -EINVAL)
-		 : how == LOCAL_FILTER_FD ? (w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL)
+		 : how == LOCAL_FILTER_FD ? (w->flt.whole.bpf ? seccomp_prog_fd(&w->flt.whole) : -EINVAL)
 					  : -1;
-	if (s->want_scmp && (want_fd ? s->sfd < 0 : !w->scmp.bpf)) {
+	if (s->want_scmp && (want_fd ? s->sfd < 0 : !w->flt.whole.bpf)) {
 		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
-			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
-			 w->scmp.bpf ? strerror(-s->sfd) : w->scmp_err);
+			 w->flt.whole.bpf ? "cannot be handed to the sandbox" : "could not be built",
+			 w->flt.whole.bpf ? strerror(-s->sfd) : w->flt.err);
 		return local_refuse(s->b, "seccomp_failed", t->errbuf);
 	}
 	t->seccomp = s->want_scmp;
@@ -165,7 +165,7 @@ int local_sandbox(struct worker *w, struct task *t, struct local_start *s, local
 	char *input = NULL;
 	const struct backend_start *b = s->b;
 	gid_t run_gid = b->as_user ? b->cred.gid : getegid();
-	t->rl.nofile = w->nofile_task;
+	t->rl.nofile = w->fds.nofile_task;
 	limits_launch_opts(&t->rl, &lopts);
 	const struct acct *ha = acct_get(t->run_uid);
 	if (credfwd_open(&t->fwd, w->pol, &t->spec, t->run_uid, run_gid, s->err, sizeof s->err) < 0) {
@@ -220,7 +220,7 @@ struct spawn_job *local_job(struct worker *w, struct task *t, struct local_start
 	j->envp = s->envp;
 	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
 	j->lj.rj.arg = &j->lj;
-	j->ufd_owned = !w->keep_fds;
+	j->ufd_owned = !w->fds.keep;
 	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
 	/* Only a unified leaf (no v1 limits to join): birth in it is all. */

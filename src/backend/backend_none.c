@@ -29,13 +29,13 @@ static int job_direct(struct worker *w, struct task *t, struct local_start *s, s
 	j->conf.bset = w->bset;
 	j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
 	if (s->want_scmp) {
-		j->direct.filter = &w->fp_whole;
+		j->direct.filter = &w->flt.fp_whole;
 		/* Born under the outer half: only where nothing is left
 		 * to do between the clone and the child's own steps (no
 		 * v1 join, which needs a fork of its own). */
 		/* (Not a task with binds: their opener forks, which that
 		 * filter is not made for.) */
-		j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
+		j->inherit = w->flt.inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
 			     !t->spec.n_binds;
 	}
 	return 0;

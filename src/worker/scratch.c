@@ -105,7 +105,7 @@ int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t u
 		*ct = (struct timespec){0, 0};
 	if (dfd)
 		*dfd = -1;
-	if (!w->keep_fds)
+	if (!w->fds.keep)
 		dfd = NULL; /* none kept (fd_budget) */
 	static mode_t um = (mode_t)-1;
 	if (um == (mode_t)-1) {

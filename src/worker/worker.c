@@ -52,13 +52,13 @@ static void fd_budget(struct worker *w)
 	struct rlimit nf;
 	if (getrlimit(RLIMIT_NOFILE, &nf) < 0)
 		nf.rlim_cur = nf.rlim_max = 1024;
-	w->nofile = nf.rlim_cur;
+	w->fds.nofile = nf.rlim_cur;
 	if (nf.rlim_cur != RLIM_INFINITY && nf.rlim_cur < all && nf.rlim_max > nf.rlim_cur) {
 		rlim_t was = nf.rlim_cur;
 		nf.rlim_cur = nf.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &nf) == 0) {
-			w->nofile = nf.rlim_cur;
-			w->nofile_task = was;
+			w->fds.nofile = nf.rlim_cur;
+			w->fds.nofile_task = was;
 			if (nf.rlim_cur == RLIM_INFINITY)
 				logmsg("open files limit raised from %llu to unlimited; tasks get %llu",
 				       (unsigned long long)was, (unsigned long long)was);
@@ -69,21 +69,21 @@ static void fd_budget(struct worker *w)
 				       (unsigned long long)was);
 		}
 	}
-	bool inf = w->nofile == RLIM_INFINITY, kept = w->keep_fds;
-	w->keep_fds = inf || w->nofile >= slots;
-	if (!w->keep_fds && (kept || !w->budgeted))
+	bool inf = w->fds.nofile == RLIM_INFINITY, kept = w->fds.keep;
+	w->fds.keep = inf || w->fds.nofile >= slots;
+	if (!w->fds.keep && (kept || !w->fds.budgeted))
 		logmsg("open files limit %llu: below 16 a slot and 256 besides; no descriptors are kept "
 		       "across runs and results are written one at a time (more system calls per "
 		       "task)",
-		       (unsigned long long)w->nofile);
-	w->budgeted = true;
-	w->backlog_max = inf || w->nofile >= all ? COMMIT_BACKLOG_MAX
-			 : w->nofile > slots + 2  ? (int)((w->nofile - slots) / 2)
+		       (unsigned long long)w->fds.nofile);
+	w->fds.budgeted = true;
+	w->fds.backlog_max = inf || w->fds.nofile >= all ? COMMIT_BACKLOG_MAX
+			 : w->fds.nofile > slots + 2  ? (int)((w->fds.nofile - slots) / 2)
 						  : 1;
 	/* Short of descriptors, one result's files open at a time. */
 	if (w->commit.h.started) {
 		pthread_mutex_lock(&w->commit.h.mu);
-		w->commit.writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1;
+		w->commit.writes_max = w->fds.keep ? COMMIT_WRITES_MAX : 1;
 		pthread_mutex_unlock(&w->commit.h.mu);
 	}
 }
@@ -137,7 +137,7 @@ static void arm_timer(struct worker *w)
 	}
 	if (w->stopping && (w->nrunning || w->tasks))
 		EARLIER(w->grace_mono);
-	EARLIER(w->recover_mono);
+	EARLIER(w->peers.recover_mono);
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
 	EARLIER(sched_next_mono(w));
@@ -179,8 +179,8 @@ static void on_timer(struct worker *w)
 		}
 		w->grace_mono = 0;
 	}
-	if (w->recover_mono && w->recover_mono <= now) {
-		w->recover_mono = 0;
+	if (w->peers.recover_mono && w->peers.recover_mono <= now) {
+		w->peers.recover_mono = 0;
 		recover_own(w);
 		scan_peers(w);
 	}
@@ -276,9 +276,9 @@ static void on_inotify(struct worker *w)
 			} else if (ev->wd == w->wd_cur) {
 				watch_peer(w, ev->name);
 			} else if (strcmp(ev->name, ".lock") == 0) {
-				for (size_t i = 0; i < w->npeers; i++)
-					if (w->peers[i].wd == ev->wd)
-						recover_peer(w, w->peers[i].name);
+				for (size_t i = 0; i < w->peers.n; i++)
+					if (w->peers.v[i].wd == ev->wd)
+						recover_peer(w, w->peers.v[i].name);
 			}
 		}
 	}
@@ -393,7 +393,7 @@ static void on_signal(struct worker *w)
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
-			if (!w->scmp.bpf)
+			if (!w->flt.whole.bpf)
 				build_seccomp(w);
 			dispatch(w);
 			break;
@@ -421,32 +421,32 @@ static bool only_lock_left(int wdir)
 static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
-	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
+	       w->nbusy == 0 && w->ndeferred == 0 && w->peers.nown == 0 && w->ncommit == 0 &&
 	       w->sched.h.n == 0 &&
 	       depwait_count(w->dwait) == 0 &&
-	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
+	       !w->peers.recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
 /* A filter that cannot be built is logged once and refuses every task
  * (refusal seccomp_failed) until a SIGHUP builds it. */
 static void build_seccomp(struct worker *w)
 {
-	int r = seccomp_prog_build(&w->scmp, w->scmp_err, sizeof w->scmp_err);
+	int r = seccomp_prog_build(&w->flt.whole, w->flt.err, sizeof w->flt.err);
 	if (r < 0)
 		logmsg("seccomp: the filter could not be built, every task will be refused: %s",
-		       w->scmp_err);
+		       w->flt.err);
 	else
-		logmsg("seccomp: %d rules, %zu instructions", w->scmp.nrules, w->scmp.len / 8);
+		logmsg("seccomp: %d rules, %zu instructions", w->flt.whole.nrules, w->flt.whole.len / 8);
 	char err[256];
-	if (r == 0 && !w->scmp_inner.bpf &&
-	    seccomp_prog_build_split(&w->scmp_outer, &w->scmp_inner, err, sizeof err) < 0) {
-		seccomp_prog_free(&w->scmp_outer);
+	if (r == 0 && !w->flt.inner.bpf &&
+	    seccomp_prog_build_split(&w->flt.outer, &w->flt.inner, err, sizeof err) < 0) {
+		seccomp_prog_free(&w->flt.outer);
 		logmsg("seccomp: no split filter (%s): each task loads the whole program", err);
 	}
-	w->fp_whole = seccomp_prog_fprog(&w->scmp);
-	w->fp_outer = seccomp_prog_fprog(&w->scmp_outer);
-	w->fp_inner = seccomp_prog_fprog(&w->scmp_inner);
-	if (!w->scmp_json && !(w->scmp_json = seccomp_profile_json()))
+	w->flt.fp_whole = seccomp_prog_fprog(&w->flt.whole);
+	w->flt.fp_outer = seccomp_prog_fprog(&w->flt.outer);
+	w->flt.fp_inner = seccomp_prog_fprog(&w->flt.inner);
+	if (!w->flt.json && !(w->flt.json = seccomp_profile_json()))
 		logmsg("seccomp: the container profile could not be made");
 }
 
@@ -462,21 +462,21 @@ static void worker_release(struct worker *w)
 		free(w->heap[l].v);
 	}
 	strset_free(&w->known);
-	for (size_t i = 0; i < w->npeers; i++)
-		free(w->peers[i].name);
-	free(w->peers);
-	for (size_t i = 0; i < w->nown_busy; i++)
-		free(w->own_busy[i]);
-	free(w->own_busy);
+	for (size_t i = 0; i < w->peers.n; i++)
+		free(w->peers.v[i].name);
+	free(w->peers.v);
+	for (size_t i = 0; i < w->peers.nown; i++)
+		free(w->peers.own[i]);
+	free(w->peers.own);
 	for (size_t i = 0; i < w->ndeferred; i++)
 		free(w->deferred[i]);
 	free(w->deferred);
 	hooks_release(w);
-	seccomp_prog_free(&w->scmp);
-	seccomp_prog_free(&w->scmp_outer);
-	seccomp_prog_free(&w->scmp_inner);
-	free(w->scmp_json);
-	w->scmp_json = NULL;
+	seccomp_prog_free(&w->flt.whole);
+	seccomp_prog_free(&w->flt.outer);
+	seccomp_prog_free(&w->flt.inner);
+	free(w->flt.json);
+	w->flt.json = NULL;
 }
 
 /* The loop's descriptors, and the watches: the watch first, then the
@@ -587,8 +587,8 @@ static void setup_recover(struct worker *w)
 		while ((de = readdir(dir))) {
 			if (de->d_name[0] == '.')
 				continue;
-			w->own_busy = xrealloc(w->own_busy, (w->nown_busy + 1) * sizeof(char *));
-			w->own_busy[w->nown_busy++] = xstrdup(de->d_name);
+			w->peers.own = xrealloc(w->peers.own, (w->peers.nown + 1) * sizeof(char *));
+			w->peers.own[w->peers.nown++] = xstrdup(de->d_name);
 		}
 		closedir(dir);
 	}

@@ -149,7 +149,7 @@ void commit_start(struct worker *w)
 	struct commit *c = &w->commit;
 	c->sp = w->sp;
 	c->wdir = w->wdir;
-	c->writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1; /* as fd_budget */
+	c->writes_max = w->fds.keep ? COMMIT_WRITES_MAX : 1; /* as fd_budget */
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);

@@ -363,25 +363,54 @@ struct drop {
 	char *name;
 };
 
+/* The descriptor budget (worker.c's fd_budget), set at start and when a
+ * SIGHUP changes the slots. */
+struct fd_budget {
+	rlim_t nofile;      /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
+	rlim_t nofile_task; /* the one it was at start, for the tasks, where raised; else 0 */
+	bool keep;          /* descriptors kept across runs (spares', leaves') */
+	bool budgeted;      /* fd_budget has run once */
+	int backlog_max;    /* results waiting for the commit thread, at most */
+};
+
+/* The tasks' seccomp filter, built once (worker.c's build_seccomp), handed
+ * over by the backends. */
+struct filters {
+	struct seccomp_prog whole; /* whole.bpf NULL: it failed, */
+	char err[256];             /* and why: every task is refused */
+	struct seccomp_prog outer, inner; /* the same, split (spawner); or NULL */
+	/* The same three as the kernel takes them. Once built they are never
+	 * rebuilt (only a filter that failed is, at SIGHUP): spawns point at
+	 * them for the worker's life. */
+	struct sock_fprog fp_whole, fp_outer, fp_inner;
+	char *json;                /* the same, as a container runtime's profile */
+};
+
+/* worker_peer.c's: other workers, and recovery of a dead one's claims. */
+struct peers {
+	struct peer *v;
+	size_t n;
+	char **own;           /* our own claims from an earlier life, still held by its runs */
+	size_t nown;
+	int64_t recover_mono; /* retry recovery of busy claims then */
+};
+
 struct worker {
 	struct spool *sp;
 	struct policy *pol;
 	const char *id;
-	int slots[LANE__N], used[LANE__N];
-	/* The descriptor budget (fd_budget), set at start and when a SIGHUP changes the slots: */
-	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
-	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
-	bool keep_fds;            /* descriptors kept across runs (spares', leaves') */
-	bool budgeted;            /* fd_budget has run once */
-	int backlog_max;          /* results waiting for the commit thread, at most */
+	int slots[LANE__N];
+	/* Counted by the state machine alone (task_event), as a task's
+	 * state changes: the slots held in each lane, in all, and the tasks
+	 * with the commit thread. */
+	int used[LANE__N], nrunning, ncommit;
+	struct fd_budget fds;
 	bool drain, stopping;
 	bool spool_paused;   /* new/.paused: claim nothing (kart pause --all) */
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
 	unsigned long long bset;  /* our bounding set, read once after the drop */
-	int64_t recover_mono; /* retry recovery of busy claims then */
-	char **own_busy;      /* our own claims from an earlier life, still held by its runs */
-	size_t nown_busy;
+	struct peers peers;
 	int wdir, lockfd, ep, ino, sig, tfd;
 	int wd_new, wd_wdir, wd_cur, wd_tmp;
 	/* A shared spool's drop/ and the drop directories in it (drop_seen);
@@ -391,8 +420,6 @@ struct worker {
 	size_t ndrops;
 	bool new_shared;
 	uid_t new_uid;
-	struct peer *peers;
-	size_t npeers;
 	struct src s_ino, s_sig, s_timer, s_wdog;
 	int wdog; /* the watchdog's timerfd (sd_notify WATCHDOG), or -1 */
 	struct prioq heap[LANE__N];
@@ -415,7 +442,6 @@ struct worker {
 	bool busy_seen; /* consider() just found a name busy */
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
-	int nrunning;
 	/* A task's slot came free, or its claim went (the state table,
 	 * which sits below the queue): the loop undefers and dispatches
 	 * before its next wait. */
@@ -424,17 +450,9 @@ struct worker {
 	struct hook *hooks; /* on_done hooks still running */
 	int nhooks;
 	const struct worker_opts *opts;
-	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
-	char scmp_err[256];       /* and why: every task is refused */
-	struct seccomp_prog scmp_outer, scmp_inner; /* the same, split (spawner); or NULL */
-	/* The same three as the kernel takes them. Once built they are never
-	 * rebuilt (only a filter that failed is, at SIGHUP): spawns point at
-	 * them for the worker's life. */
-	struct sock_fprog fp_whole, fp_outer, fp_inner;
-	char *scmp_json;          /* the same, as a container runtime's profile */
+	struct filters flt;
 	const struct backend *be; /* the backend new tasks start under (backend_use) */
 	struct commit commit;
-	int ncommit; /* tasks with the commit thread */
 	struct outdir_ns ons; /* where $KART_OUTDIR is a bounded tmpfs (bwrap) */
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */

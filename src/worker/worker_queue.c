@@ -297,11 +297,11 @@ void dispatch(struct worker *w)
 	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
-	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w))
+	if (w->ncommit < w->fds.backlog_max && any_claimable(w) && !space_ok(w))
 		return;
 	for (int l = 0; l < LANE__N; l++) {
 		struct prioq capped = {0};
-		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max &&
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->fds.backlog_max &&
 		       capped.n < CAPPED_MAX) {
 			struct cand c = prioq_pop(&w->heap[l]);
 			if (user_at_cap(w, &c, &capped))

@@ -126,8 +126,8 @@ void spawn_job_free(struct spawn_job *j)
 void spawner_start_filtered(struct worker *w)
 {
 	struct spawner *sp = &w->spawner;
-	sp->outer = &w->fp_outer;
-	sp->inner = &w->fp_inner;
+	sp->outer = &w->flt.fp_outer;
+	sp->inner = &w->flt.fp_inner;
 	for (int i = 0; i < SPAWN_THREADS; i++) {
 		int e = pthread_create(&sp->filtered_th[sp->nfiltered], NULL, spawn_main_filtered, sp);
 		if (e) {
