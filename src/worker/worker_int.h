@@ -474,8 +474,10 @@ struct acct {
 
 /* One section per file, from the top of the worker down: each file
  * calls only the files below it, save worker_state.c and worker_task.c,
- * the table and its actions, which call each other (an action fires the
- * next event). docs/DESIGN.md has the map. */
+ * the table and its actions, on one floor: task_event runs an action,
+ * which returns the next event rather than fire it (test_lifecycle).
+ * The backends (src/backend/) sit below worker_task.c. docs/DESIGN.md
+ * has the map. */
 
 /* ---- worker.c: the event loop: worker_main, the epoll dispatch, inotify routed by watch,
  * signals, the timer (set before each wait from every file's deadline), the descriptor
