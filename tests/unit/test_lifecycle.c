@@ -122,6 +122,52 @@ static void test_one_writer(void **state)
 	assert_int_equal(writes, 1);
 }
 
+/* Holding a slot is a property of the state: a lane's slots held, the
+ * tasks running and those with the commit thread are counted in
+ * worker_state.c alone (enter), as a task's state changes. */
+static void test_slots_counted_once(void **state)
+{
+	(void)state;
+	static const char *const counts[] = {"used[", "nrunning", "ncommit"};
+	static const char *const ops[] = {"++", "--", " += ", " -= ", " = "};
+	glob_t g;
+	assert_int_equal(glob("src/*/*.c", 0, NULL, &g), 0);
+	int writes = 0;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		char *s = slurp(g.gl_pathv[i]);
+		assert_non_null(s);
+		for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
+			for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+				char *p = strstr(line, counts[c]);
+				if (!p || (p > line && p[-1] != '>' && p[-1] != '.'))
+					continue; /* not a member (w->used[, w.nrunning) */
+				const char *after = p + strlen(counts[c]);
+				if (counts[c][strlen(counts[c]) - 1] == '[')
+					after = strchr(after, ']') ? strchr(after, ']') + 1 : after;
+				/* the whole operand, w->used[l]: what stands before it */
+				const char *b = p;
+				while (b > line && (isalnum((unsigned char)b[-1]) || b[-1] == '_' ||
+						    b[-1] == '>' || b[-1] == '-' || b[-1] == '.'))
+					b--;
+				while (b < p && *b == '-' && b[1] != '>')
+					b++; /* a "--" before it is not the operand's */
+				bool write = b - line >= 2 && (strncmp(b - 2, "++", 2) == 0 ||
+							      strncmp(b - 2, "--", 2) == 0);
+				for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
+					write |= strncmp(after, ops[o], strlen(ops[o])) == 0;
+				if (!write)
+					continue;
+				if (strcmp(g.gl_pathv[i], "src/worker/worker_state.c") != 0)
+					fail_msg("%s counts a slot outside the state machine: %s",
+						 g.gl_pathv[i], line);
+				writes++;
+			}
+		free(s);
+	}
+	globfree(&g);
+	assert_true(writes >= 3);
+}
+
 /* ---- no action calls task_event ------------------------------------------
  *
  * A call graph of the worker's and the backends' files, read from the
@@ -340,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_doc_matches),
 		cmocka_unit_test(test_reachable),
 		cmocka_unit_test(test_one_writer),
+		cmocka_unit_test(test_slots_counted_once),
 		cmocka_unit_test(test_no_action_fires),
 		cmocka_unit_test(test_graph_finds),
 	};
