@@ -64,77 +64,70 @@ static void pct(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.1f%%", v * 100);
 }
 
-/* " (why it is not known)", as the result says it, or "". */
-static const char *why(const struct obs_rec *r, int family)
+/* "LABEL:   VALUE", and " (WHY)" where the result says why it is not
+ * known (why NULL: nothing more). */
+static void row(const char *label, const char *value, const char *why)
 {
-	static char buf[4][400];
-	static int k;
-	char *b = buf[k++ % 4];
-	_cleanup_free_ char *t = r->why[family] ? obs_term(r->why[family]) : NULL;
-	snprintf(b, sizeof buf[0], t ? " (%s)" : "", t);
-	return b;
+	_cleanup_free_ char *w = why ? obs_term(why) : NULL;
+	printf("%-19s%s%s%s%s\n", label, value, w ? " (" : "", w ? w : "", w ? ")" : "");
 }
 
 static void receipt(const struct obs_rec *r)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], v[160];
 	_cleanup_free_ char *id = obs_term(r->id), *st = obs_term(r->status), *user = obs_term(r->user),
 			   *lane = obs_term(r->lane);
-	printf("Task:              %s\n", id);
-	printf("Status:            %s\n", st);
-	printf("User, lane:        %s, %s\n", user, lane);
+	row("Task:", id, NULL);
+	row("Status:", st, NULL);
+	snprintf(v, sizeof v, "%s, %s", user, lane);
+	row("User, lane:", v, NULL);
 	obs_dur(a, sizeof a, r->run_ms);
 	obs_dur(b, sizeof b, r->wait_ms);
 	if (r->timeout_s >= 0)
 		obs_dur(c, sizeof c, r->timeout_s * 1000);
 	else
 		snprintf(c, sizeof c, "none");
-	printf("Run time:          %s (timeout=%s), waited %s\n", a, c, b);
+	snprintf(v, sizeof v, "%s (timeout=%s), waited %s", a, c, b);
+	row("Run time:", v, NULL);
 	obs_dur(a, sizeof a, r->cpu_ms);
+	row("CPU time:", a, r->cpu_ms < 0 ? r->why[UF_CPU] : NULL);
 	pct(b, sizeof b, r->cpu_eff);
-	printf("CPU time:          %s%s\n", a, r->cpu_ms < 0 ? why(r, UF_CPU) : "");
-	if (r->cpu_eff >= 0)
-		printf("CPU efficiency:    %s of %.2g CPU%s for %s\n", b, r->cpus, r->cpus == 1 ? "" : "s",
-		       r->run_ms >= 0 ? (obs_dur(c, sizeof c, r->run_ms), c) : "-");
-	else {
-		_cleanup_free_ char *w = r->cpu_why ? obs_term(r->cpu_why) : NULL;
-		printf("CPU efficiency:    -%s%s%s\n", w ? " (" : "", w ? w : "", w ? ")" : "");
-	}
+	if (r->cpu_eff >= 0) {
+		obs_dur(c, sizeof c, r->run_ms);
+		snprintf(v, sizeof v, "%s of %.2g CPU%s for %s", b, r->cpus, r->cpus == 1 ? "" : "s", c);
+		row("CPU efficiency:", v, NULL);
+	} else
+		row("CPU efficiency:", "-", r->cpu_why);
 	obs_bytes(a, sizeof a, r->mem_peak);
+	row("Memory peak:", a, r->mem_peak < 0 ? r->why[UF_MEMORY] : NULL);
 	obs_bytes(b, sizeof b, r->mem_limit);
 	pct(c, sizeof c, r->mem_eff);
-	printf("Memory peak:       %s%s\n", a, r->mem_peak < 0 ? why(r, UF_MEMORY) : "");
-	if (r->mem_limit > 0)
-		printf("Memory efficiency: %s of %s\n", c, b);
-	else
-		printf("Memory efficiency: - (no limit: set memory= to be measured against it)\n");
+	snprintf(v, sizeof v, "%s of %s", c, b);
+	row("Memory efficiency:", r->mem_limit > 0 ? v : "-",
+	    r->mem_limit > 0 ? NULL : "no limit: set memory= to be measured against it");
 	obs_bytes(a, sizeof a, r->io_read);
 	obs_bytes(b, sizeof b, r->io_write);
-	if (r->io_read >= 0 && r->io_write >= 0)
-		printf("Storage I/O:       %s read, %s written\n", a, b);
-	else
-		printf("Storage I/O:       -%s\n", why(r, UF_IO));
-	if (r->pids_peak >= 0)
-		printf("Processes at most: %lld\n", r->pids_peak);
-	else
-		printf("Processes at most: -%s\n", why(r, UF_PIDS));
+	snprintf(v, sizeof v, "%s read, %s written", a, b);
+	bool io = r->io_read >= 0 && r->io_write >= 0;
+	row("Storage I/O:", io ? v : "-", io ? NULL : r->why[UF_IO]);
+	snprintf(v, sizeof v, "%lld", r->pids_peak);
+	row("Processes at most:", r->pids_peak >= 0 ? v : "-", r->pids_peak >= 0 ? NULL : r->why[UF_PIDS]);
 	/* "some": the time at least one of its tasks waited for the
-	 * resource; "full": all of them at once (proc(5), PSI). */
-	char ps[3][2][16];
+	 * resource; "full": all of them at once (PSI). */
+	char ps[PSI__N][16];
 	bool any = false;
 	for (int i = 0; i < PSI__N; i++) {
-		obs_dur(ps[i / 2][i % 2], sizeof ps[0][0], r->psi_us[i] >= 0 ? r->psi_us[i] / 1000 : -1);
+		obs_dur(ps[i], sizeof ps[i], r->psi_us[i] >= 0 ? r->psi_us[i] / 1000 : -1);
 		any = any || r->psi_us[i] >= 0;
 	}
-	if (any)
-		printf("Stall (some/full): cpu %s/%s, memory %s/%s, io %s/%s\n", ps[0][0], ps[0][1],
-		       ps[1][0], ps[1][1], ps[2][0], ps[2][1]);
-	else
-		printf("Stall (some/full): -%s\n", why(r, UF_PRESSURE));
+	snprintf(v, sizeof v, "cpu %s/%s, memory %s/%s, io %s/%s", ps[0], ps[1], ps[2], ps[3], ps[4],
+		 ps[5]);
+	row("Stall (some/full):", any ? v : "-", any ? NULL : r->why[UF_PRESSURE]);
 	if (r->by[UF_CPU] || r->by[UF_MEMORY]) {
 		_cleanup_free_ char *bc = obs_term(r->by[UF_CPU]), *bm = obs_term(r->by[UF_MEMORY]),
 				   *bi = obs_term(r->by[UF_IO]);
-		printf("Measured by:       %s (CPU), %s (memory), %s (I/O)\n", bc, bm, bi);
+		snprintf(v, sizeof v, "%s (CPU), %s (memory), %s (I/O)", bc, bm, bi);
+		row("Measured by:", v, NULL);
 	}
 }
 
