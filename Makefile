@@ -68,7 +68,7 @@ LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load
 	  seccomp.c caps.c container.c confine.c space.c credfwd.c \
 	  sched.c worker_sched.c outdir.c depend.c \
 	  worker_control.c control.c
-CMD_SRC = cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
+CMD_SRC = opts.c selection.c why.c cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
 	  cmd_wait.c cmd_cat.c cmd_cancel.c cmd_doctor.c cmd_setup_cgroup.c \
 	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3

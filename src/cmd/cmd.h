@@ -26,10 +26,13 @@ void ctx_open_spool(struct ctx *c, struct spool *sp);
 /* A spool closed when it goes out of scope, however the verb returns
  * (spool_close is idempotent): declare it just before ctx_open_spool. */
 #define _cleanup_spool_ __attribute__((cleanup(spool_close)))
-/* Is --help or -h among the arguments (before any "--")? wants_help
- * also prints help then. */
+/* Is --help or -h among the arguments (before any "--")? */
 bool asks_help(int argc, char **argv);
-bool wants_help(int argc, char **argv, const char *help);
+/* A name, label, command or error as a verb prints it: valid UTF-8 with
+ * no control character (a tab or a newline would cut a line, an ESC
+ * would drive the terminal). Caller frees. */
+char *cmd_shown(const char *s);
+
 /* Say on stderr when no live worker holds the spool (its tasks wait for
  * one), with the command that starts one. Quiet where it cannot tell. */
 void warn_no_worker(struct spool *sp, const char *verb);

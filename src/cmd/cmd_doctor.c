@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <grp.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <linux/magic.h>
 #include <sys/prctl.h>
@@ -15,6 +14,7 @@
 
 #include "cgroup.h"
 #include "cmd.h"
+#include "opts.h"
 #include "container.h"
 #include "policy.h"
 #include "space.h"
@@ -22,7 +22,7 @@
 #include "util.h"
 #include "worker_control.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] doctor [--json]\n"
 	"\n"
 	"Probe what this host can enforce: bwrap (by running a trivial sandbox),\n"
@@ -34,7 +34,10 @@ static const char help[] =
 	"what will not work with it here, and why (podman: crun on hybrid cgroups,\n"
 	"its default ulimits, rootless on cgroup v1, OOM reports before podman 5).\n"
 	"\n"
-	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n";
+	"On a shared spool (one with drop/), the mode, owner and group of each of\n"
+	"its directories, against what kart init --shared and kart.tmpfiles make.\n",
+	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n",
+};
 
 static long read_long(const char *path)
 {
@@ -231,21 +234,15 @@ static void doctor_space(const struct spool *sp, const struct policy *pol, json_
 
 int cmd_doctor(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool json = false;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'j': json = true; break;
-		case ':': return usage_error("doctor", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("doctor", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
+	const struct opt opts[] = {
+		OPT_BOOL(0, "json", &json, "the findings as one JSON object"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("doctor", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("doctor", "unexpected argument '%s'", rest.argv[0]);
 	struct policy pol;
 	char err[512];
 	bool ok = true;

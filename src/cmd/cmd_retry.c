@@ -5,24 +5,25 @@
  * and starts afresh: attempt 1, no user.kart attribute. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "task.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] retry ID...\n"
 	"\n"
 	"Queue each finished task again, under a new id (its name, suffixed:\n"
 	"NAME.2, NAME.3...), from the task file kept beside its result. Prints\n"
 	"each new id. The old result is left as it is. A hostile entry (no task\n"
 	"file kept) cannot be retried.\n"
-	"\n"
+	"\n",
 	"exit status: 0 if every task was queued again; 1 if one has no result\n"
-	"or no task file, or could not be queued; 2 usage error\n";
+	"or no task file, or could not be queued; 2 usage error\n",
+};
 
 /* Read done/<id>.json; the task file it names, and the submitted name. */
 static int load(struct spool *sp, const char *id, char **text, size_t *len, char *name,
@@ -124,23 +125,15 @@ static int retry_one(struct spool *sp, const char *id)
 
 int cmd_retry(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
-	int ch, rc = 0;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case ':': return usage_error("retry", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("retry", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind >= argc)
+	const struct opt opts[] = {OPT_END()};
+	struct opts_rest rest;
+	int rc = 0;
+	opts_parse("retry", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc == 0)
 		return usage_error("retry", "no task ID given");
 	struct spool *sp = &c->sp;
-	for (int i = optind; i < argc; i++)
-		rc |= retry_one(sp, argv[i]);
+	for (int i = 0; i < rest.argc; i++)
+		rc |= retry_one(sp, rest.argv[i]);
 	spool_close(sp);
 	return rc;
 }

@@ -236,6 +236,22 @@ static bool flocked(const char *locks, ino_t ino)
 	return false;
 }
 
+int spool_worker_live(struct spool *sp, const char *worker)
+{
+	_cleanup_free_ char *locks = NULL;
+	size_t len = 0;
+	char p[512];
+	struct stat st;
+	if (worker[0] == '.' || pathfmt(p, sizeof p, "%s/.lock", worker) < 0)
+		return -EINVAL;
+	int r = read_file_at(AT_FDCWD, "/proc/locks", 4 << 20, &locks, &len);
+	if (r < 0)
+		return r;
+	if (fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return flocked(locks, st.st_ino);
+}
+
 int spool_live_workers(struct spool *sp)
 {
 	_cleanup_free_ char *locks = NULL;

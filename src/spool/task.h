@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "sched.h"
+#include "util.h"
 
 struct policy;
 
@@ -102,6 +103,27 @@ int task_name_check(const char *name, const char **why);
 /* Parse the leading comment block of a task. Pure: no policy, no I/O.
  * On error returns -1 with a message naming the line in err. */
 int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, size_t errlen);
+
+/* kart submit's directives, gathered from its options by
+ * task_directive_add (each value read by its directive's row, as the
+ * worker will read it) and written into the task by task_compose. */
+struct task_directives {
+	struct strv items; /* KEY=VALUE, encoded: on #kart: lines together */
+	struct strv lines; /* "#kart: KEY=VALUE\n": rows whose values are long */
+};
+/* Add KEY=value (value as given, decoded; NULL for a flag such as net).
+ * -1 with err (which never quotes an env= value) if the worker would
+ * refuse it. */
+int task_directive_add(struct task_directives *td, const char *key, const char *value, char *err,
+		       size_t errlen);
+/* body with td's directives at the end of its leading comment block:
+ * after the file's own, so that the command line wins (as sbatch's), and
+ * the file's lines keep their numbers. *first_line: the number of the
+ * first line added. NULL with err if the block would end past what a
+ * worker reads (TASK_HEADER_MAX). */
+char *task_compose(const char *body, size_t len, const struct task_directives *td, size_t *outlen,
+		   int *first_line, char *err, size_t errlen);
+void task_directives_free(struct task_directives *td);
 
 /* How a refused network request says where the grant goes (%s: the
  * policy file). */
