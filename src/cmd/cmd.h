@@ -28,11 +28,6 @@ void ctx_open_spool(struct ctx *c, struct spool *sp);
 #define _cleanup_spool_ __attribute__((cleanup(spool_close)))
 /* Is --help or -h among the arguments (before any "--")? */
 bool asks_help(int argc, char **argv);
-/* A name, label, command or error as a verb prints it: valid UTF-8 with
- * no control character (a tab or a newline would cut a line, an ESC
- * would drive the terminal). Caller frees. */
-char *cmd_shown(const char *s);
-
 /* Say on stderr when no live worker holds the spool (its tasks wait for
  * one), with the command that starts one. Quiet where it cannot tell. */
 void warn_no_worker(struct spool *sp, const char *verb);
@@ -63,6 +58,10 @@ int cmd_setup_cgroup(struct ctx *c, int argc, char **argv);
 int cmd_retry(struct ctx *c, int argc, char **argv);
 int cmd_watch(struct ctx *c, int argc, char **argv);
 int cmd_gc(struct ctx *c, int argc, char **argv);
+int cmd_metrics(struct ctx *c, int argc, char **argv);
+int cmd_top(struct ctx *c, int argc, char **argv);
+int cmd_eff(struct ctx *c, int argc, char **argv);
+int cmd_report(struct ctx *c, int argc, char **argv);
 int cmd_sync(struct ctx *c, int argc, char **argv);
 int cmd_feed(struct ctx *c, int argc, char **argv);
 

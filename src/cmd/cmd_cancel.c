@@ -13,6 +13,7 @@
 #include "query.h"
 #include "selection.h"
 #include "task.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const struct opts_help help = {
@@ -118,7 +119,8 @@ static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char
 	struct stat st;
 	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || control_may(sp, id, &st) == 0)
 		return true; /* gone: the claim that follows finds out */
-	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", id);
+	_cleanup_free_ char *sid = term_safe(id);
+	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", sid);
 	return false;
 }
 
@@ -134,29 +136,30 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 {
 	int rc = 0;
 	const char *me = cc->me;
+	_cleanup_free_ char *sid = term_safe(id);
 	int requeues = 0;
 	if (control_via_drop(sp)) {
 		struct qinfo q;
 		int r = query_id(sp, id, &q);
 		if (r == 0 && q.state == Q_UNKNOWN) {
-			fprintf(stderr, "kart cancel: %s: no such task\n", id);
+			fprintf(stderr, "kart cancel: %s: no such task\n", sid);
 			return 1;
 		}
 		if (r == 0 && q.state == Q_DONE) {
-			printf("%s: had already finished: %s\n", id, q.status);
+			printf("%s: had already finished: %s\n", sid, q.status);
 			return 1;
 		}
 		r = cancel_via_drop(sp, id);
 		if (r < 0) {
-			fprintf(stderr, "kart cancel: %s: %s\n", id,
+			fprintf(stderr, "kart cancel: %s: %s\n", sid,
 				r == -EPERM	 ? "not your task (only its submitter or root may cancel it)"
 				: r == -ETIMEDOUT ? "no worker took the request, or no result came"
 						  : strerror(-r));
 			rc = 1;
 		} else if (query_done(sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
-			printf("%s: cancelled\n", id);
+			printf("%s: cancelled\n", sid);
 		} else {
-			printf("%s: had already finished: %s\n", id, q.status);
+			printf("%s: had already finished: %s\n", sid, q.status);
 			rc = 1;
 		}
 		return rc;
@@ -186,11 +189,14 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 					       "cancelled by kart cancel before it ran", me, newid,
 					       sizeof newid);
 			if (r < 0) {
-				fprintf(stderr, "kart cancel: %s: cannot write its result: %s\n", id,
+				fprintf(stderr, "kart cancel: %s: cannot write its result: %s\n", sid,
 					strerror(-r));
 				rc = 1;
 			} else
-				printf("%s: cancelled (it never ran)\n", newid);
+				{
+				_cleanup_free_ char *snew = term_safe(newid);
+				printf("%s: cancelled (it never ran)\n", snew);
+			}
 			break;
 		}
 		struct qinfo q;
@@ -206,7 +212,7 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 			r = cancel_running(sp, q.worker, id);
 			struct qinfo d;
 			if (r < 0) {
-				fprintf(stderr, "kart cancel: %s: %s\n", id, strerror(-r));
+				fprintf(stderr, "kart cancel: %s: %s\n", sid, strerror(-r));
 				rc = 1;
 				break;
 			}
@@ -217,7 +223,7 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 					fprintf(stderr,
 						"kart cancel: %s: re-queued %d times while being cancelled "
 						"(its workers keep stopping); giving up\n",
-						id, REQUEUES_MAX);
+						sid, REQUEUES_MAX);
 					rc = 1;
 					break;
 				}
@@ -225,19 +231,19 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 				continue;
 			}
 			if (strcmp(d.status, "cancelled") != 0) {
-				printf("%s: had already finished: %s\n", id, d.status);
+				printf("%s: had already finished: %s\n", sid, d.status);
 				rc = 1;
 			} else
-				printf("%s: cancelled (killed while running on %s)\n", id, q.worker);
+				printf("%s: cancelled (killed while running on %s)\n", sid, q.worker);
 			break;
 		}
 		if (q.state == Q_DONE) {
-			printf("%s: had already finished: %s\n", id, q.status);
+			printf("%s: had already finished: %s\n", sid, q.status);
 			rc = 1;
 			break;
 		}
 		if (q.state == Q_UNKNOWN && attempt == 2) {
-			fprintf(stderr, "kart cancel: %s: no such task\n", id);
+			fprintf(stderr, "kart cancel: %s: no such task\n", sid);
 			rc = 1;
 		}
 		/* Q_QUEUED again, or in motion: look again. */

@@ -9,6 +9,7 @@
 #include "query.h"
 #include "selection.h"
 #include "space.h"
+#include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
 
@@ -55,7 +56,7 @@ static json_t *json_entry(struct out *o, const char *id, const struct qinfo *q)
 	_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
 	_cleanup_free_ char *cmd = command_of(o->sp, id, q);
 	_cleanup_free_ char *cmd_u = utf8_sanitize(cmd, strlen(cmd));
-	json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", selection_state_word(q));
+	json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", query_state_name(q));
 	if (q->state == Q_RUNNING) {
 		json_object_set_new(e, "worker", json_string(q->worker));
 		if (q->worker_gone) {
@@ -118,13 +119,13 @@ static char *detail(const struct qinfo *q, const char *sep)
 static void emit_line(const char *id, const struct qinfo *q)
 {
 	_cleanup_free_ char *d = detail(q, "\t");
-	_cleanup_free_ char *shown_id = cmd_shown(id);
+	_cleanup_free_ char *shown_id = term_safe(id);
 	/* Each field shown alone: a tab in one would cut the line. */
 	char *f = d, *tab = strchr(d, '\t');
 	if (tab)
 		*tab = '\0';
-	_cleanup_free_ char *a = cmd_shown(f), *b = tab ? cmd_shown(tab + 1) : NULL;
-	printf("%s\t%s%s%s%s%s\n", shown_id, selection_state_word(q), a[0] ? "\t" : "", a,
+	_cleanup_free_ char *a = term_safe(f), *b = tab ? term_safe(tab + 1) : NULL;
+	printf("%s\t%s%s%s%s%s\n", shown_id, query_state_name(q), a[0] ? "\t" : "", a,
 	       b ? "\t" : "", b ? b : "");
 }
 
@@ -180,10 +181,10 @@ static void emit_table(struct out *o, const struct sel_list *l, size_t from)
 	for (size_t k = 0; k < n; k++) {
 		const struct sel_task *t = &l->v[from + k];
 		_cleanup_free_ char *d = detail(&t->q, ": "), *cmd = command_of(o->sp, t->id, &t->q);
-		rows[k].cell[0] = cmd_shown(t->id);
-		rows[k].cell[1] = cmd_shown(selection_state_word(&t->q));
-		rows[k].cell[2] = cmd_shown(d);
-		rows[k].cell[3] = cmd_shown(cmd);
+		rows[k].cell[0] = term_safe(t->id);
+		rows[k].cell[1] = term_safe(query_state_name(&t->q));
+		rows[k].cell[2] = term_safe(d);
+		rows[k].cell[3] = term_safe(cmd);
 		for (int c = 0; c < 3; c++)
 			if (cols(rows[k].cell[c]) > w[c])
 				w[c] = cols(rows[k].cell[c]) < cap[c] ? cols(rows[k].cell[c]) : cap[c];
@@ -207,7 +208,7 @@ static void emit_table(struct out *o, const struct sel_list *l, size_t from)
 static void emit(struct out *o, const char *id, const struct qinfo *q)
 {
 	if (o->summary) {
-		const char *w = selection_state_word(q);
+		const char *w = query_state_name(q);
 		json_t *n = json_object_get(o->counts, w);
 		json_object_set_new(o->counts, w, json_integer(n ? json_integer_value(n) + 1 : 1));
 		return;
@@ -216,7 +217,7 @@ static void emit(struct out *o, const char *id, const struct qinfo *q)
 		json_array_append_new(o->arr, json_entry(o, id, q));
 	} else if (o->ndjson) {
 		json_t *e = json_entry(o, id, q);
-		char *line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *line = json_dumps_safe(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		json_decref(e);
 		if (line)
 			printf("%s\n", line);
@@ -251,7 +252,7 @@ static void print_summary(struct out *o)
 	else if (claiming_stopped(o->sp, why, sizeof why))
 		json_object_set_new(o->counts, "claiming", json_sprintf("stopped: %s", why));
 	if (o->json || o->ndjson) {
-		char *s = json_dumps(o->counts, JSON_PRESERVE_ORDER | (o->json ? JSON_INDENT(2) : JSON_COMPACT));
+		char *s = json_dumps_safe(o->counts, JSON_PRESERVE_ORDER | (o->json ? JSON_INDENT(2) : JSON_COMPACT));
 		printf("%s\n", s ? s : "{}");
 		free(s);
 		return;
@@ -316,7 +317,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	if (o.summary)
 		print_summary(&o);
 	else if (o.json) {
-		char *s = json_dumps(o.arr, JSON_INDENT(2));
+		char *s = json_dumps_safe(o.arr, JSON_INDENT(2));
 		printf("%s\n", s ? s : "[]");
 		free(s);
 	}

@@ -13,6 +13,7 @@
 #include "sched.h"
 #include "space.h"
 #include "task.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const struct opts_help help = {
@@ -313,7 +314,8 @@ static int read_task(struct submit *s, const struct opts_rest *rest)
 	char err[512];
 	if (task_parse(s->body, s->blen < TASK_HEADER_MAX ? s->blen : TASK_HEADER_MAX, &s->own, err,
 		       sizeof err) < 0) {
-		fprintf(stderr, "kart submit: %s: %s\n", s->what, err);
+		_cleanup_free_ char *serr = term_safe(err);
+		fprintf(stderr, "kart submit: %s: %s\n", s->what, serr);
 		return 1;
 	}
 	return 0;
@@ -458,8 +460,9 @@ static int add_unique(struct submit *s, struct spool *sp)
 	const char *state = s->url ? NULL : unique_existing(sp, key, have, sizeof have);
 	if (!state)
 		return 0;
-	printf("%s\n", have);
-	fprintf(stderr, "kart submit: unique=%s: %s is already %s; not queued again\n", key, have, state);
+	_cleanup_free_ char *shave = term_safe(have), *skey = term_safe(key);
+	printf("%s\n", shave);
+	fprintf(stderr, "kart submit: unique=%s: %s is already %s; not queued again\n", skey, shave, state);
 	return -1;
 }
 
@@ -488,19 +491,20 @@ static int add_after(struct submit *s, struct spool *sp)
 		return 1;
 	}
 	for (size_t i = 0; i < s->after.n; i++) {
-		_cleanup_free_ char *id = spool_own_id(sp, s->after.v[i]);
+		_cleanup_free_ char *id = spool_own_id(sp, s->after.v[i]), *sid = term_safe(id);
 		const char *why;
 		uid_t owner;
 		if (task_name_check(id, &why) != 0) {
-			fprintf(stderr, "kart submit: --after %s: not a task id\n", s->after.v[i]);
+			fprintf(stderr, "kart submit: --after %s: not a task id\n", sid);
 			return 1;
 		}
 		if (!spool_id_taken(sp, id) && spool_id_pending(sp, id, getuid(), &owner) <= 0) {
-			fprintf(stderr, "kart submit: --after %s: no such task\n", id);
+			fprintf(stderr, "kart submit: --after %s: no such task\n", sid);
 			return 1;
 		}
 		if (task_directive_add(&s->td, "after", id, err, sizeof err) < 0) {
-			fprintf(stderr, "kart submit: --after %s: %s\n", id, err);
+			_cleanup_free_ char *serr = term_safe(err);
+			fprintf(stderr, "kart submit: --after %s: %s\n", sid, serr);
 			return 1;
 		}
 	}
@@ -546,10 +550,9 @@ static char *compose(struct submit *s, size_t *tlen, struct task_spec *spec)
 	if (task_parse(task, *tlen < TASK_HEADER_MAX ? *tlen : TASK_HEADER_MAX, spec, err, sizeof err) == 0)
 		return task;
 	int line = 0, n = 0;
-	if (sscanf(err, "line %d: %n", &line, &n) == 1 && n && line >= first)
-		fprintf(stderr, "kart submit: %s, with the options: %s\n", s->what, err + n);
-	else
-		fprintf(stderr, "kart submit: %s: %s\n", s->what, err);
+	bool ours = sscanf(err, "line %d: %n", &line, &n) == 1 && n && line >= first;
+	_cleanup_free_ char *serr = term_safe(ours ? err + n : err);
+	fprintf(stderr, "kart submit: %s%s %s\n", s->what, ours ? ", with the options:" : ":", serr);
 	free(task);
 	return NULL;
 }
@@ -570,7 +573,8 @@ static int queue(struct submit *s, struct spool *sp, const char *task, size_t tl
 			sp->dropd >= 0 ? "drop" : "new", strerror(-r));
 		return 1;
 	}
-	printf("%s\n", id);
+	_cleanup_free_ char *sid = term_safe(id);
+	printf("%s\n", sid);
 	(void)fflush(stdout);
 	warn_no_worker(sp, "submit");
 	return 0;

@@ -9,6 +9,7 @@
 #include "opts.h"
 #include "query.h"
 #include "strset.h"
+#include "termsafe.h"
 #include "util.h"
 #include "why.h"
 
@@ -47,8 +48,8 @@ static void report_not_ok(struct spool *sp, char **ids, const struct qinfo *q, i
 			snprintf(how, sizeof how, " (exit %d)", q[i].exit_code);
 		else if (q[i].signal > 0)
 			snprintf(how, sizeof how, " (%s)", signal_name(q[i].signal));
-		_cleanup_free_ char *id = cmd_shown(ids[i]), *err = cmd_shown(w.error),
-				    *line = cmd_shown(w.last_stderr);
+		_cleanup_free_ char *id = term_safe(ids[i]), *err = term_safe(w.error),
+				    *line = term_safe(w.last_stderr);
 		fprintf(stderr, "kart wait: %s: %s%s%s%s\n", id, q[i].status, how, err[0] ? ": " : "", err);
 		if (line[0])
 			fprintf(stderr, "kart wait: %s: its stderr ends: %s\n", id, line);
@@ -168,7 +169,7 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 			if (fin[i])
 				continue;
 			int r = query_id(sp, ids[i], &q[i]);
-			_cleanup_free_ char *shown = cmd_shown(ids[i]);
+			_cleanup_free_ char *shown = term_safe(ids[i]);
 			if (r < 0) {
 				fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", shown, strerror(-r));
 				return 125;

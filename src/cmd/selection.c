@@ -7,6 +7,7 @@
 
 #include "cmd.h"
 #include "task.h"
+#include "termsafe.h"
 #include "util.h"
 
 const char *const selection_states[] = {
@@ -14,18 +15,6 @@ const char *const selection_states[] = {
 	"oom", "killed", "rejected", "refused", "cancelled", "lost", "skipped",
 };
 const size_t selection_nstates = ARRAY_SIZE(selection_states);
-
-const char *selection_state_word(const struct qinfo *q)
-{
-	switch (q->state) {
-	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
-	case Q_SCHEDULED: return "scheduled";
-	case Q_HELD: return "held";
-	case Q_RUNNING: return q->paused ? "paused" : "running";
-	case Q_DONE: return q->status;
-	default: return "unknown";
-	}
-}
 
 void selection_init(struct selection *s)
 {
@@ -127,7 +116,7 @@ static bool wanted(struct spool *sp, const struct selection *s, int64_t now_ms, 
 	const struct qinfo *q = &t->q;
 	if (s->states[0]) {
 		char k[64];
-		snprintf(k, sizeof k, ",%s,", selection_state_word(q));
+		snprintf(k, sizeof k, ",%s,", query_state_name(q));
 		if (!strstr(s->states, k) && !(q->state == Q_DONE && strstr(s->states, ",done,")))
 			return false;
 	}
@@ -176,7 +165,7 @@ int selection_find(struct spool *sp, const struct selection *s, const char *verb
 				if (fnmatch(pat, all.v[k].id, FNM_PERIOD) == 0)
 					add(&sel, all.v[k].id, &all.v[k].q);
 			if (sel.n == before && argv != every) {
-				_cleanup_free_ char *shown = cmd_shown(argv[i]);
+				_cleanup_free_ char *shown = term_safe(argv[i]);
 				fprintf(stderr, "kart %s: %s: no task matches\n", verb, shown);
 				rc = 1;
 			}
@@ -185,7 +174,7 @@ int selection_find(struct spool *sp, const struct selection *s, const char *verb
 		struct qinfo q;
 		int r = query_id(sp, id, &q);
 		if (r < 0 || q.state == Q_UNKNOWN) {
-			_cleanup_free_ char *shown = cmd_shown(id);
+			_cleanup_free_ char *shown = term_safe(id);
 			fprintf(stderr, "kart %s: %s: %s\n", verb, shown, r < 0 ? strerror(-r) : "no such task");
 			rc = 1;
 			continue;

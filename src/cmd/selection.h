@@ -20,8 +20,6 @@ struct selection {
 /* The states kart status names, in the order tasks move. */
 extern const char *const selection_states[];
 extern const size_t selection_nstates;
-/* A task's state as kart status says it (waiting, paused, a status). */
-const char *selection_state_word(const struct qinfo *q);
 
 int selection_opt_state(const struct opt *o, const char *arg, struct opts_ctx *ctx);
 #define SELECTION_OPTS(sel)                                                                           \

@@ -67,9 +67,15 @@ char *query_command(const char *text, size_t len);
 /* "worker W is gone; re-queued when a worker starts": what kart status,
  * its --json and the mirror say of a running task whose worker is gone. */
 #define QUERY_GONE_FMT "worker %s is gone; re-queued when a worker starts"
+/* The state as kart status names it: queued, waiting (queued on after=
+ * ids), scheduled, held, running, paused, or the final status. */
+const char *query_state_name(const struct qinfo *q);
 
 typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
 /* Every task in the spool: queued, running, then finished. */
 int query_all(struct spool *sp, query_cb cb, void *arg);
+/* The same without the finished ones, and without reading done/ whole:
+ * what is queued and running (kart metrics, kart top). */
+int query_live(struct spool *sp, query_cb cb, void *arg);
 
 #endif

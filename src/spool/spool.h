@@ -40,6 +40,9 @@ struct spool {
 	/* Results readable by done/'s group too ([worker] results = group);
 	 * set by the worker, read by its commit thread. */
 	_Atomic bool results_group;
+	/* The tally this process appends to (tally.h): made by
+	 * spool_worker_open, whose worker id names it; NULL before. */
+	struct tally_writer *tally;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
@@ -306,5 +309,8 @@ int spool_live_workers(struct spool *sp);
  * claims wait for a worker to start and recover them), -errno where that
  * cannot be told. */
 int spool_worker_live(struct spool *sp, const char *worker);
+/* The same, and their ids added to ids (NULL: only counted). */
+struct strv;
+int spool_live_worker_ids(struct spool *sp, struct strv *ids);
 
 #endif
