@@ -233,6 +233,43 @@ static void doctor_space(const struct spool *sp, const struct policy *pol, json_
 	*ok = false;
 }
 
+/* A shared spool (one with drop/): each directory as kart.tmpfiles and
+ * kart init --shared make it, root's and the spool's group's; each that
+ * is not, named. A mode wrong one way lets members write where only the
+ * workers may; the other, keeps them from submitting. */
+static void doctor_modes(struct spool *sp, json_t *s, bool *ok)
+{
+	struct stat top;
+	if (sp->drop < 0 || fstat(sp->root, &top) < 0)
+		return;
+	json_t *wrong = json_array();
+	for (size_t i = 0; i < spool_nshared_dirs; i++) {
+		const struct spool_shared_dir *d = &spool_shared_dirs[i];
+		struct stat st;
+		/* ids/ and tally/ may be missing on an older spool. */
+		if (fstatat(sp->root, d->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		bool mode_ok = (st.st_mode & 07777) == d->mode, own_ok = st.st_uid == 0 && st.st_gid == top.st_gid;
+		if (mode_ok && own_ok && S_ISDIR(st.st_mode))
+			continue;
+		json_t *w = json_sprintf("%s/%s: mode %04o, uid %u, gid %u; should be a directory of mode "
+					 "%04o, uid 0, gid %u (kart init --shared GROUP lays it out, as "
+					 "kart.tmpfiles does)", sp->path, strcmp(d->name, ".") ? d->name : "",
+					 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+					 (unsigned)st.st_gid, (unsigned)d->mode, (unsigned)top.st_gid);
+		_cleanup_free_ char *t = term_safe(json_string_value(w));
+		fprintf(stderr, "kart doctor: %s\n", t);
+		json_array_append_new(wrong, w);
+	}
+	json_object_set_new(s, "modes_ok", json_boolean(json_array_size(wrong) == 0));
+	if (json_array_size(wrong)) {
+		json_object_set_new(s, "modes_wrong", wrong);
+		*ok = false;
+	} else {
+		json_decref(wrong);
+	}
+}
+
 int cmd_doctor(struct ctx *c, int argc, char **argv)
 {
 	bool json = false;
@@ -349,6 +386,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 				ok = false;
 			}
 			doctor_space(&sp, &pol, s, &ok);
+			doctor_modes(&sp, s, &ok);
 			char tn[64], tn2[64];
 			snprintf(tn, sizeof tn, ".doctor.%d", getpid());
 			snprintf(tn2, sizeof tn2, ".doctor.%d.2", getpid());

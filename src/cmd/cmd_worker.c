@@ -38,6 +38,18 @@ static int opt_log_format(const struct opt *o, const char *arg, struct opts_ctx 
 	return 0;
 }
 
+/* One line on the terminal per variable the policy passes to tasks that
+ * this worker's environment lacks: the log may be a file nobody reads
+ * (--daemon), and a task would get the variable empty. */
+static void env_missing(const char *name, const char *where, void *arg)
+{
+	(void)arg;
+	if (getenv(name))
+		return;
+	fprintf(stderr, "kart worker: warning: %s is not set: %s passes it to tasks, which get none "
+		"(set it in the worker's environment and start the worker again)\n", name, where);
+}
+
 /* Wait (a few seconds at most) until the daemon holds the spool, or is
  * gone; the exit status of the one who asked. */
 static int daemon_started(struct spool *sp, pid_t pid, int before, const char *log)
@@ -179,6 +191,7 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	}
 	if (wo.slots[LANE_BATCH] < 0)
 		pol.slots[LANE_BATCH] = 0, wo.slots[LANE_BATCH] = 0;
+	policy_env_names(&pol, env_missing, NULL);
 	if (daemon) {
 		char lp[4096];
 		if (!logfile && pathfmt(lp, sizeof lp, "%s/worker.log", sp->path) < 0)

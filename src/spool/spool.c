@@ -87,7 +87,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 
 const struct spool_shared_dir spool_shared_dirs[] = {
 	{".", 0755}, {"tmp", 03770}, {"ids", 03770}, {"drop", 01770},
-	{"new", 0755}, {"cur", 0755}, {"done", 02750},
+	{"new", 0755}, {"cur", 0755}, {"done", 02750}, {"tally", 02750},
 };
 const size_t spool_nshared_dirs = ARRAY_SIZE(spool_shared_dirs);
 
