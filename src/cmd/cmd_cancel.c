@@ -266,6 +266,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 	snprintf(cc.me, sizeof cc.me, "cancel.%d", getpid());
 	struct sel_list l;
 	int rc = selection_find(sp, &sel, "cancel", rest.argc, rest.argv, &l);
+	size_t tried = 0;
 	for (size_t k = 0; k < l.n; k++) {
 		/* A pattern or a filter means the tasks yet to finish: one named
 		 * by its id is told of all the same. */
@@ -276,7 +277,13 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 		}
 		if (l.v[k].q.state == Q_DONE && !named)
 			continue;
+		tried++;
 		rc |= cancel_one(sp, l.v[k].id, &cc);
+	}
+	if (!tried && !rc) {
+		fprintf(stderr, "kart cancel: no task to cancel: none of yours that has not finished "
+			"matches\n");
+		rc = 1;
 	}
 	sel_list_free(&l);
 	if (cc.wdir >= 0) {

@@ -10,10 +10,12 @@
 #include "util.h"
 
 /* What a program says when it cannot reach the network (curl, wget, ssh,
- * git, python's socket, getaddrinfo), lowercased. */
+ * git, python's socket, getaddrinfo), lowercased. Without network, a
+ * connect() is refused by the sandbox (EACCES): "connect" with
+ * "permission denied" says that too. */
 static const char *const no_net[] = {
-	"connection refused",	 "failed to connect",	    "network is unreachable",
-	"could not resolve host", "temporary failure in name resolution",
+	"connection refused",	 "failed to connect",	    "couldn't connect",
+	"network is unreachable", "could not resolve host", "temporary failure in name resolution",
 	"name or service not known", "no address associated with hostname",
 };
 
@@ -64,5 +66,6 @@ int why_load(struct spool *sp, const char *id, const struct qinfo *q, struct why
 		*p = (char)tolower((unsigned char)*p);
 	for (size_t i = 0; i < ARRAY_SIZE(no_net) && !w->net_off; i++)
 		w->net_off = strstr(tail, no_net[i]) != NULL;
+	w->net_off = w->net_off || (strstr(tail, "connect") && strstr(tail, "permission denied"));
 	return 0;
 }
