@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <jansson.h>
 
 #include "cmd.h"
 #include "opts.h"
@@ -112,6 +114,27 @@ static int cancel_via_drop(struct spool *sp, const char *id)
 	return 0;
 }
 
+/* What a cancel of a running task did, from its result: "SIGTERM,
+ * exited 1 within the grace", "SIGKILL after the 5s grace". */
+static void cancel_how(struct spool *sp, const char *id, const struct qinfo *d, char *buf, size_t len)
+{
+	json_t *o = NULL;
+	long long grace = -1;
+	if (query_load(sp, id, &o) == 0) {
+		json_t *g = json_object_get(json_object_get(o, "limits"), "kill_grace_s");
+		grace = json_is_integer(g) ? json_integer_value(g) : -1;
+	}
+	json_decref(o);
+	if (d->exit_code >= 0)
+		snprintf(buf, len, "SIGTERM, exited %d within the grace", d->exit_code);
+	else if (d->signal == SIGKILL && grace >= 0)
+		snprintf(buf, len, "SIGKILL after the %llds grace", grace);
+	else if (d->signal > 0)
+		snprintf(buf, len, "%s ended it", signal_name(d->signal));
+	else
+		snprintf(buf, len, "it never ran");
+}
+
 /* Only a task's submitter, or root, may cancel it: false (said on
  * stderr) when dirfd/path is a task of someone else's. */
 static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char *id)
@@ -157,7 +180,9 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 						  : strerror(-r));
 			rc = 1;
 		} else if (query_done(sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
-			printf("%s: cancelled\n", sid);
+			char how[128];
+			cancel_how(sp, id, &q, how, sizeof how);
+			printf("%s: cancelled: %s\n", sid, how);
 		} else {
 			printf("%s: had already finished: %s\n", sid, q.status);
 			rc = 1;
@@ -233,8 +258,11 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 			if (strcmp(d.status, "cancelled") != 0) {
 				printf("%s: had already finished: %s\n", sid, d.status);
 				rc = 1;
-			} else
-				printf("%s: cancelled (killed while running on %s)\n", sid, q.worker);
+			} else {
+				char how[128];
+				cancel_how(sp, id, &d, how, sizeof how);
+				printf("%s: cancelled: %s\n", sid, how);
+			}
 			break;
 		}
 		if (q.state == Q_DONE) {

@@ -6,6 +6,7 @@
 #include <libgen.h>
 #include <sys/stat.h>
 
+#include "binds.h"
 #include "cmd.h"
 #include "opts.h"
 #include "policy.h"
@@ -15,6 +16,8 @@
 #include "task.h"
 #include "termsafe.h"
 #include "util.h"
+
+static void unknown_option(int argc, char **argv);
 
 static const struct opts_help help = {
 	"usage: kart [-s SPOOL] submit [OPTIONS] FILE\n"
@@ -27,6 +30,7 @@ static const struct opts_help help = {
 	"own: an option wins over the file's directive. Options may come before or\n"
 	"after FILE; everything after -- is the command.\n",
 	"exit status: 0 queued; 1 could not queue; 2 usage error\n",
+	unknown_option,
 };
 
 int (*submit_to_queue)(const char *url, const char *name, const char *lane, const char *task,
@@ -227,6 +231,9 @@ static bool hint_command(int n, char **args)
 	return true;
 }
 
+/* kart submit make -j2: an option of the command, not ours. */
+static void unknown_option(int argc, char **argv) { (void)hint_command(argc, argv); }
+
 /* -- CMD ARG...: a shell script that execs it, each word quoted. */
 static void read_command(struct submit *s, int argc, char **argv)
 {
@@ -345,9 +352,20 @@ static void default_cwd(struct submit *s, const struct spool *sp)
 				 (spool_real[hl] == '/' || spool_real[hl] == '\0')) ||
 				(sl < hl && strncmp(here, spool_real, sl) == 0 && here[sl] == '/')))
 		why = "it is the spool, in it or above it";
+	/* As the worker will open it as us: one we cannot write, say, is a
+	 * private /work by default, not a rejection. */
+	_cleanup_free_ struct task_spec *one = xmalloc(sizeof *one);
+	char berr[1024];
+	task_spec_init(one);
+	one->n_binds = 1;
+	one->binds[0] = (struct task_bind){.mode = BIND_CWD};
+	if (!why && pathfmt(one->binds[0].path, sizeof one->binds[0].path, "%s", here) == 0 &&
+	    binds_check(one, sp->path, berr, sizeof berr) < 0)
+		why = strncmp(berr, "line 0: ", 8) == 0 ? berr + 8 : berr;
 	if (why) {
+		_cleanup_free_ char *swhy = term_safe(why), *shere = term_safe(here);
 		fprintf(stderr, "kart submit: note: the task runs in a private /work, not in %s (%s); "
-			"-C DIR names another, --no-cwd silences this\n", here, why);
+			"-C DIR names another, --no-cwd silences this\n", shere, swhy);
 		return;
 	}
 	char err[512];
@@ -374,20 +392,34 @@ static int add_cwd(struct submit *s, const struct spool *sp)
 	return 0;
 }
 
-/* A task that asks for network the policy would refuse: say so now, with
- * where the grant goes, rather than as a `rejected` result later. The
- * policy is read as the worker reads it; one that cannot be read here
- * leaves the decision to the worker. */
-static bool net_refused(struct spool *sp, const struct task_spec *spec, const char *what)
+/* An error of the task as composed: "line N:" of an option's line reads
+ * as the options' (their lines are not the file's). */
+static void say_task_error(const struct submit *s, const char *err, int first)
+{
+	int line = 0, n = 0;
+	bool ours = sscanf(err, "line %d: %n", &line, &n) == 1 && n && line >= first;
+	_cleanup_free_ char *serr = term_safe(ours ? err + n : err);
+	fprintf(stderr, "kart submit: %s%s %s\n", s->what, ours ? ", with the options:" : ":", serr);
+}
+
+/* What the worker would refuse, said now in its words rather than as a
+ * `rejected` result later: the policy's ceilings and grants (a network
+ * request, with where the grant goes), the kind, and each path, opened
+ * as we are (we are its submitter). A policy that cannot be read here
+ * leaves the decision to the worker. 0, or 1 (said). */
+static int precheck(const struct submit *s, struct spool *sp, struct task_spec *spec, int first)
 {
 	struct policy pol;
 	char err[1024];
 	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
-		return false;
-	if (task_check_policy(spec, &pol, getuid(), err, sizeof err) == 0 || policy_net_allowed(&pol, getuid()))
-		return false;
-	fprintf(stderr, "kart submit: %s: %s\n", what, err);
-	return true;
+		return 0;
+	if (task_resolve_kind(spec, &pol, s->base, err, sizeof err) < 0 ||
+	    task_check_policy(spec, &pol, getuid(), err, sizeof err) < 0 ||
+	    (pol.task_binds && binds_check(spec, sp->path, err, sizeof err) < 0)) {
+		say_task_error(s, err, first);
+		return 1;
+	}
+	return 0;
 }
 
 /* The unique= key of dirfd/name, if it is a task file of ours. */
@@ -537,22 +569,19 @@ static int open_spool(struct submit *s, struct spool *sp)
 
 /* The task with the options' directives, parsed whole as the worker
  * will: what holds between a file's directive and an option's (a second
- * cwd=) is said here, the options named as such. */
-static char *compose(struct submit *s, size_t *tlen, struct task_spec *spec)
+ * cwd=) is said here, the options named as such. *first: the number of
+ * the options' first line. */
+static char *compose(struct submit *s, size_t *tlen, struct task_spec *spec, int *first)
 {
 	char err[512];
-	int first;
-	char *task = task_compose(s->body, s->blen, &s->td, tlen, &first, err, sizeof err);
+	char *task = task_compose(s->body, s->blen, &s->td, tlen, first, err, sizeof err);
 	if (!task) {
 		fprintf(stderr, "kart submit: %s: %s\n", s->what, err);
 		return NULL;
 	}
 	if (task_parse(task, *tlen < TASK_HEADER_MAX ? *tlen : TASK_HEADER_MAX, spec, err, sizeof err) == 0)
 		return task;
-	int line = 0, n = 0;
-	bool ours = sscanf(err, "line %d: %n", &line, &n) == 1 && n && line >= first;
-	_cleanup_free_ char *serr = term_safe(ours ? err + n : err);
-	fprintf(stderr, "kart submit: %s%s %s\n", s->what, ours ? ", with the options:" : ":", serr);
+	say_task_error(s, err, *first);
 	free(task);
 	return NULL;
 }
@@ -617,13 +646,14 @@ static int submit_run(struct submit *s, const struct opts_rest *rest)
 	if ((r = add_after(s, &sp)) != 0 || (r = add_cwd(s, &sp)) != 0)
 		return r;
 	size_t tlen;
-	_cleanup_free_ char *task = compose(s, &tlen, spec);
+	int first;
+	_cleanup_free_ char *task = compose(s, &tlen, spec, &first);
 	if (!task)
 		return 1;
 	if (s->url)
 		return submit_to_queue(s->url, s->base, s->lane, task, tlen);
-	if ((spec->net || spec->kind_net) && net_refused(&sp, spec, s->what))
-		return 1;
+	if ((r = precheck(s, &sp, spec, first)) != 0)
+		return r;
 	return queue(s, &sp, task, tlen);
 }
 

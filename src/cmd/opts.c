@@ -8,6 +8,20 @@
 /* A usage error ends the parse: the verb's one line, exit 2. */
 #define USAGE(ctx, ...) exit(usage_error((ctx)->verb, __VA_ARGS__))
 
+/* An unknown option at argv[ctx->i]: the verb's hook, if any, gets the
+ * operands read so far (argv[0..out)) and the words from here on. */
+static void tell_unknown(const struct opts_help *help, struct opts_ctx *ctx, int out)
+{
+	if (!help || !help->unknown || out == 0)
+		return;
+	int n = out + (ctx->argc - ctx->i);
+	char **words = xmalloc((size_t)n * sizeof *words);
+	memcpy(words, ctx->argv, (size_t)out * sizeof *words);
+	memcpy(words + out, ctx->argv + ctx->i, (size_t)(ctx->argc - ctx->i) * sizeof *words);
+	help->unknown(n, words);
+	free(words);
+}
+
 const char *opts_next_arg(struct opts_ctx *ctx)
 {
 	if (ctx->i + 1 >= ctx->argc || strcmp(ctx->argv[ctx->i + 1], "--") == 0)
@@ -121,8 +135,10 @@ void opts_parse(const char *verb, int argc, char **argv, const struct opt *opts,
 			const char *name = a + 2, *eq = strchr(name, '=');
 			size_t len = eq ? (size_t)(eq - name) : strlen(name);
 			const struct opt *o = find_long(opts, name, len, &ctx, a);
-			if (!o)
+			if (!o) {
+				tell_unknown(help, &ctx, out);
 				USAGE(&ctx, "unknown option '%.*s'", (int)(len + 2), a);
+			}
 			const char *arg = eq ? eq + 1 : NULL;
 			if (!o->argh && arg)
 				USAGE(&ctx, "option '--%s' takes no value", o->long_name);
@@ -138,8 +154,10 @@ void opts_parse(const char *verb, int argc, char **argv, const struct opt *opts,
 		 * rest of the word, or the next argument. */
 		for (const char *p = a + 1; *p; p++) {
 			const struct opt *o = find_short(opts, (unsigned char)*p);
-			if (!o)
+			if (!o) {
+				tell_unknown(help, &ctx, out);
 				USAGE(&ctx, "unknown option '-%c'", *p);
+			}
 			if (!o->argh) {
 				take(o, NULL, false, &ctx);
 				continue;

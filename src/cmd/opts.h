@@ -56,9 +56,12 @@ struct opt {
 #define OPT_CALLBACK_F(s, l, v, a, h, fl, f) {OPT_T_CALLBACK, s, l, v, a, h, fl, f, 0, 0}
 
 /* A verb's --help: head (usage lines and what it does), the rows of the
- * table, then tail (the exit status). */
+ * table, then tail (the exit status). unknown, if set, is told of an
+ * unknown option before its usage error, with the words from the first
+ * operand on (kart submit make -j2: "make", "-j2"): it may say more. */
 struct opts_help {
 	const char *head, *tail;
+	void (*unknown)(int argc, char **argv);
 };
 
 enum {

@@ -27,5 +27,9 @@ struct binds_opened {
 int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
 	       struct binds_opened *out, char *err, size_t errlen);
 void binds_close(struct binds_opened *b);
+/* The same checks as binds_open, as we are (kart submit, as the
+ * submitter, before it queues): 0, or -errno with err in the words of
+ * the worker's rejection. */
+int binds_check(const struct task_spec *spec, const char *spool, char *err, size_t errlen);
 
 #endif

@@ -433,7 +433,8 @@ on_tty() {
 test_says_why_everywhere() {
 	user_setup || return
 	local s err; s=$(home_spool) || return
-	user_submit "$s" cobol "$(printf '%s\n' '#!/bin/sh' '#kart: kind=cobol' 'echo never')"
+	# A plain file is a task (kart submit would refuse this one now).
+	printf '%s\n' '#!/bin/sh' '#kart: kind=cobol' 'echo never' | as_user sh -c 'cat >"$HOME/spool/new/cobol"'
 	user_drain "$s"
 	assert_eq rejected "$(field "$s" cobol .status)" status
 	err=$(as_user kart -s "$s" wait cobol 2>&1 >/dev/null)
@@ -704,6 +705,52 @@ test_deps_guard_alternatives() {
 	local out; out=$("$tests_dg" check 2>/dev/null)
 	[[ $out == *"for awk"* ]] && fail "deps-guard: $out"
 	true
+}
+
+# 8. Cancel says what happened: a TERM trap that exits 1 is not "killed".
+test_cancel_says_what_happened() {
+	user_setup || return
+	local s out; s=$(home_spool) || return
+	user_worker "$s"
+	as_user kart -s "$s" submit --name trapped -- sh -c "trap 'echo bye; exit 1' TERM; echo up; sleep 30 & wait" >/dev/null 2>&1
+	as_user kart -s "$s" submit --name stubborn --kill-grace 1s -- sh -c "trap '' TERM; echo up; while :; do sleep 0.1; done" >/dev/null 2>&1
+	up() { grep -qs up "$s"/cur/*/."$1".stdout; }
+	wait_until 20 up trapped && wait_until 20 up stubborn || fail "they never started"
+	out=$(as_user kart -s "$s" cancel trapped 2>&1)
+	assert_eq "trapped: cancelled: SIGTERM, exited 1 within the grace" "$out" "a trap that exits"
+	out=$(as_user kart -s "$s" cancel stubborn 2>&1)
+	assert_eq "stubborn: cancelled: SIGKILL after the 1s grace" "$out" "a task that ignores SIGTERM"
+	as_user kart -s "$s" submit --name queued-one --in 1h -- true >/dev/null 2>&1
+	out=$(as_user kart -s "$s" cancel queued-one 2>&1)
+	assert_eq "queued-one: cancelled (it never ran)" "$out" "a queued task"
+	stop_worker "$UWPID"
+}
+
+# 2. Whatever kart submit can check, it checks before it queues, in the
+# worker's words: a path the submitter cannot open, the spool, the kind.
+test_submit_checks_before_queue() {
+	user_setup || return
+	local s out why; s=$(home_spool) || return
+	out=$(as_user kart -s "$s" submit --name secret --bind /root -- true 2>&1)
+	assert_eq 1 "$?" "--bind /root: refused"
+	assert_match "bind=/root: uid $(id -u "$U") has no read, write and search access to it" "$out" "the words"
+	why=${out##*options: }
+	assert_eq "" "$(ls -A "$s/new")" "nothing queued"
+	# The worker says the same of the same task, come another way.
+	printf '#!/bin/sh\n#kart: bind=/root\ntrue\n' | as_user sh -c 'cat >"$HOME/spool/new/other"'
+	user_drain "$s"
+	assert_eq "line 2: $why" "$(field "$s" other .error)" "the worker's words are submit's"
+	out=$(as_user kart -s "$s" submit --bind "$s/done" -- true 2>&1)
+	assert_match "bind=$s/done is refused: it is the spool, in it or above it" "$out" "a path in the spool"
+	out=$(as_user kart -s "$s" submit --kind cobol -- true 2>&1)
+	assert_match "kind=cobol is not a kind of the policy" "$out" "an unknown kind"
+	# Where the default cwd cannot be written: a private /work, said.
+	mkdir -p "$T_ROOT/ro" && chmod 0755 "$T_ROOT/ro"
+	out=$(as_user sh -c "cd '$T_ROOT/ro' && kart -s '$s' submit --name inro -- pwd" 2>&1)
+	assert_match "runs in a private /work, not in $T_ROOT/ro \(cwd=$T_ROOT/ro: uid [0-9]+ has no write access to it\)" \
+		"$out" "a directory the user cannot write"
+	user_drain "$s"
+	assert_eq /work "$(cat "$s/done/inro.stdout" 2>/dev/null)" "it ran in /work"
 }
 
 run_tests
