@@ -400,7 +400,7 @@ static int attempt_cmp(const void *x, const void *y)
 
 /* The result's `attempts`: the records in done/HOLD.attempts/ (none
  * without a hold), in order, then this last one. An attempt whose
- * worker died has no record: `attempt` still counts it. */
+ * worker died is recorded `lost` by the peer that recovers it. */
 static char *attempts_list(struct spool *sp, const char *hold, const struct result *res)
 {
 	json_t *arr = json_array();

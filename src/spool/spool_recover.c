@@ -129,6 +129,19 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 			return RECOVER_ERROR;
 		return RECOVER_LOST;
 	}
+	/* The attempt lost is kept, as a retry's is (done/ID.attempts/N.json
+	 * and what it wrote): the result's `attempts` says it was run. */
+	if (S_ISREG(st.st_mode)) {
+		struct stat lst;
+		int64_t started = ctime_ms(&st);
+		if (spool_name_scratch(p, sizeof p, name, SCRATCH_LOCK) == 0 &&
+		    fstatat(wdir, p, &lst, AT_SYMLINK_NOFOLLOW) == 0)
+			started = (int64_t)lst.st_mtim.tv_sec * 1000 + lst.st_mtim.tv_nsec / 1000000;
+		struct attempt_rec a = {m.attempt, "lost", -1, 0, started, now_realtime_ms()};
+		return spool_retry(sp, wdir, name, &m, &a, 0, spool_reader(sp, name, st.st_uid)) == 0
+			       ? RECOVER_REQUEUED
+			       : RECOVER_ERROR;
+	}
 	m.attempt++;
 	return spool_requeue(sp, wdir, name, &m) == 0 ? RECOVER_REQUEUED : RECOVER_ERROR;
 }

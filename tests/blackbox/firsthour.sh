@@ -753,4 +753,21 @@ test_submit_checks_before_queue() {
 	assert_eq /work "$(cat "$s/done/inro.stdout" 2>/dev/null)" "it ran in /work"
 }
 
+# 12. The attempt lost to a dead worker is in the result's attempts.
+test_lost_attempt_in_attempts() {
+	user_setup || return
+	local s; s=$(home_spool) || return
+	user_worker "$s"
+	as_user kart -s "$s" submit --name twice -- sh -c 'echo run; sleep 2' >/dev/null 2>&1
+	wait_until 20 grep -qs run "$s"/cur/*/.twice.stdout || { fail "twice never ran"; return; }
+	kill -9 "$UWPID"
+	wait_gone 10 "$UWPID"
+	user_drain "$s"
+	assert_eq ok "$(field "$s" twice .status)" "the second run"
+	assert_eq "1 lost|2 ok" "$(jq -r '[.attempts[] | "\(.attempt) \(.status)"] | join("|")' "$s/done/twice.json")" \
+		"both attempts, the lost one first"
+	assert_eq run "$(cat "$s/$(jq -r '.attempts[0].stdout.path' "$s/done/twice.json")" 2>/dev/null)" \
+		"what the lost attempt wrote is kept"
+}
+
 run_tests
