@@ -81,7 +81,7 @@ static void write_metrics(struct spool *sp, FILE *f, bool *ok)
 	int64_t oldest = 0;
 	for (size_t i = 0; i < ls.n; i++) {
 		for (size_t s = 0; s < ARRAY_SIZE(states); s++)
-			if (strcmp(ls.v[i].state, states[s]) == 0)
+			if (strcmp(ls.v[i].word, states[s]) == 0)
 				count[s][lane_index(ls.v[i].lane)]++;
 		if (ls.v[i].q.state == Q_QUEUED && ls.v[i].q.since_ms &&
 		    (!oldest || ls.v[i].q.since_ms < oldest))

@@ -384,7 +384,7 @@ static void counts(const struct top *tp, const char *lane, long long c[6])
 		c[i] = 0;
 	for (size_t i = 0; i < tp->nrows; i++)
 		for (int s = 0; s < 6; s++)
-			c[s] += strcmp(tp->rows[i].t.lane, lane) == 0 && strcmp(tp->rows[i].t.state, st[s]) == 0;
+			c[s] += strcmp(tp->rows[i].t.lane, lane) == 0 && strcmp(tp->rows[i].t.word, st[s]) == 0;
 }
 
 /* One task's line, fitted to width. */
@@ -401,7 +401,7 @@ static void row_text(const struct row *r, char *out, size_t len, int64_t now)
 		snprintf(cpu, sizeof cpu, "-");
 	_cleanup_free_ char *id = obs_term(r->t.id);
 	snprintf(out, len, "%-24.24s %-10.10s %-5s %-9s %8s %5s %7s %7s %7s  %s", id, r->user,
-		 r->t.lane, r->t.state, el, cpu, mem, peak, ob, r->last);
+		 r->t.lane, r->t.word, el, cpu, mem, peak, ob, r->last);
 }
 
 static const char header[] =

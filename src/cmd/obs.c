@@ -1,6 +1,7 @@
 /* obs.c - see obs.h. */
 #define _GNU_SOURCE
 #include "obs.h"
+#include "termsafe.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -20,7 +21,7 @@ static void live_add(const char *id, const struct qinfo *q, void *arg)
 	memset(t, 0, sizeof *t);
 	t->id = xstrdup(id);
 	t->q = *q;
-	t->state = query_state_name(&t->q);
+	t->word = query_state_name(&t->q);
 	t->lane = "fast";
 	t->uid = (uid_t)-1;
 }
@@ -107,29 +108,11 @@ long long obs_int(json_t *o, const char *k1, const char *k2)
 	return json_is_integer(v) && json_integer_value(v) >= 0 ? (long long)json_integer_value(v) : -1;
 }
 
+/* NULL prints as "-"; everything else through the one escaper, which
+ * also catches the bidi controls a hand-rolled check would miss. */
 char *obs_term(const char *s)
 {
-	if (!s)
-		return xstrdup("-");
-	size_t len = strlen(s);
-	char *out = xmalloc(4 * len + 1), *o = out;
-	for (size_t i = 0; i < len;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-		bool ok = n && i + n <= len && utf8_valid(s + i, n);
-		/* C1 controls (U+0080..U+009F) are two bytes: 0xc2 0x80-0x9f. */
-		bool ctl = n == 1 ? (c < 0x20 || c == 0x7f) : n == 2 && c == 0xc2 && (unsigned char)s[i + 1] < 0xa0;
-		if (!ok || ctl) {
-			o += sprintf(o, "\\x%02x", c);
-			i++;
-			continue;
-		}
-		memcpy(o, s + i, n);
-		o += n;
-		i += n;
-	}
-	*o = '\0';
-	return out;
+	return s ? term_safe(s) : xstrdup("-");
 }
 
 void obs_bytes(char *buf, size_t len, long long b)

@@ -17,7 +17,7 @@
 struct live_task {
 	char *id;
 	struct qinfo q;
-	const char *state;  /* query_state_name */
+	const char *word;   /* query_state_name: queued, running, ... */
 	const char *lane;   /* "fast" or "batch" (its header; "fast" if unreadable) */
 	uid_t uid;          /* its file's owner; -1 unknown */
 	char label[TASK_NAME_MAX + 1]; /* label=, as written; "" none */
