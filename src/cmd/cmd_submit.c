@@ -330,37 +330,43 @@ static int read_task(struct submit *s, const struct opts_rest *rest)
 
 /* ---- what the spool says --------------------------------------------------- */
 
-/* The directory we run in, as the task's cwd=, unless the spool or the
- * policy would refuse it: then the private /work, and a note. */
+/* The spool as the worker judges a bind: resolved, and whether its
+ * sandbox covers the spool under a bind above it (bwrap does). A policy
+ * that cannot be read here: bwrap's, the default. */
+static bool spool_masked(const struct spool *sp)
+{
+	struct policy pol;
+	char err[512];
+	return policy_load(&pol, sp->path, err, sizeof err) < 0 || pol.backend == BACKEND_BWRAP;
+}
+
+/* The directory we run in, as the task's cwd=, unless the worker would
+ * refuse it (the root, the spool or in it, one we cannot write): then
+ * the private /work, and a note. Run in a home that holds the spool, it
+ * is that home: the sandbox covers the spool. */
 static void default_cwd(struct submit *s, const struct spool *sp)
 {
 	_cleanup_free_ char *here = getcwd(NULL, 0);
+	_cleanup_free_ char *spool_real = realpath(sp->path, NULL);
+	_cleanup_free_ struct task_spec *one = xmalloc(sizeof *one);
 	const char *why = NULL;
 	struct policy pol;
-	char perr[512];
-	_cleanup_free_ char *spool_real = realpath(sp->path, NULL);
-	if (!here)
+	char perr[512], berr[1024];
+	if (!here || !spool_real)
 		return;
-	size_t sl = spool_real ? strlen(spool_real) : 0, hl = strlen(here);
 	if (policy_load(&pol, sp->path, perr, sizeof perr) == 0 && !pol.task_binds)
 		return; /* the policy binds nothing: the private /work, as asked */
+	/* As the worker will open it, as us. */
+	task_spec_init(one);
+	one->n_binds = 1;
+	one->binds[0] = (struct task_bind){.mode = BIND_CWD};
 	if (strcmp(here, "/") == 0)
 		why = "it is the root directory";
 	else if ((why = bind_path_refused(here)))
 		;
-	else if (spool_real && ((hl <= sl && strncmp(here, spool_real, hl) == 0 &&
-				 (spool_real[hl] == '/' || spool_real[hl] == '\0')) ||
-				(sl < hl && strncmp(here, spool_real, sl) == 0 && here[sl] == '/')))
-		why = "it is the spool, in it or above it";
-	/* As the worker will open it as us: one we cannot write, say, is a
-	 * private /work by default, not a rejection. */
-	_cleanup_free_ struct task_spec *one = xmalloc(sizeof *one);
-	char berr[1024];
-	task_spec_init(one);
-	one->n_binds = 1;
-	one->binds[0] = (struct task_bind){.mode = BIND_CWD};
-	if (!why && pathfmt(one->binds[0].path, sizeof one->binds[0].path, "%s", here) == 0 &&
-	    binds_check(one, sp->path, berr, sizeof berr) < 0)
+	else if (pathfmt(one->binds[0].path, sizeof one->binds[0].path, "%s", here) < 0)
+		why = "the path is too long";
+	else if (binds_check(one, spool_real, spool_masked(sp), berr, sizeof berr) < 0)
 		why = strncmp(berr, "line 0: ", 8) == 0 ? berr + 8 : berr;
 	if (why) {
 		_cleanup_free_ char *swhy = term_safe(why), *shere = term_safe(here);
@@ -413,9 +419,11 @@ static int precheck(const struct submit *s, struct spool *sp, struct task_spec *
 	char err[1024];
 	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
 		return 0;
+	_cleanup_free_ char *spool_real = realpath(sp->path, NULL);
 	if (task_resolve_kind(spec, &pol, s->base, err, sizeof err) < 0 ||
 	    task_check_policy(spec, &pol, getuid(), err, sizeof err) < 0 ||
-	    (pol.task_binds && binds_check(spec, sp->path, err, sizeof err) < 0)) {
+	    (pol.task_binds && spool_real &&
+	     binds_check(spec, spool_real, pol.backend == BACKEND_BWRAP, err, sizeof err) < 0)) {
 		say_task_error(s, err, first);
 		return 1;
 	}

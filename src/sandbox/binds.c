@@ -207,11 +207,35 @@ void binds_close(struct binds_opened *b)
 }
 
 
+/* path (a bind's, clean) is a proper ancestor of spool, by its path. */
+static bool path_above(const char *path, const char *spool)
+{
+	size_t l = strlen(path);
+	return strncmp(path, spool, l) == 0 && spool[l] == '/';
+}
+
+/* A bind above the spool that a mask covers: the path asked for is the
+ * one it leads to (no link on the way), and the spool is below it by
+ * that path, where binds_spool_below put the mask. */
+static bool above_by_path(const char *path, const char *real, const char *spool)
+{
+	return strcmp(path, real) == 0 && path_above(path, spool);
+}
+
+const char *binds_spool_below(const struct task_spec *spec, const char *spool)
+{
+	for (int i = 0; i < spec->n_binds; i++)
+		if (path_above(spec->binds[i].path, spool))
+			return spool;
+	return NULL;
+}
+
 /* The worker's word on one bind, opened as its submitter (fd, m): 0, or
  * -EACCES (or -EIO when the opener failed) with err saying why, as the
  * result's error will. fd is the caller's to close. */
 static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
-		 const struct spool_ids *sid, const char *who, char *err, size_t errlen)
+		 const struct spool_ids *sid, const char *spool, bool masked, const char *who, char *err,
+		 size_t errlen)
 {
 	if (m->notdir)
 		return ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
@@ -239,8 +263,15 @@ static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
 			why = "it leads to the root directory, or outside of it";
 		else if ((why = bind_path_refused(real)))
 			;
-		else if (is_spool_or_above(sid, &st) || (S_ISDIR(st.st_mode) && is_in_spool(sid, fd)))
-			why = "it is the spool, in it or above it";
+		else if (sid->n && st.st_dev == sid->dev[0] && st.st_ino == sid->ino[0])
+			why = "it is the spool";
+		else if (is_spool_or_above(sid, &st) && !masked)
+			why = "it holds the spool, which this backend cannot hide from the task (bwrap does)";
+		else if (is_spool_or_above(sid, &st) && !above_by_path(b->path, real, spool))
+			why = "it holds the spool by another path than its own, which the sandbox cannot "
+			      "hide";
+		else if (S_ISDIR(st.st_mode) && is_in_spool(sid, fd))
+			why = "it is in the spool";
 	}
 	if (!why && m->missing) {
 		char words[64];
@@ -257,7 +288,8 @@ static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
 	return 0;
 }
 
-int binds_check(const struct task_spec *spec, const char *spool, char *err, size_t errlen)
+int binds_check(const struct task_spec *spec, const char *spool, bool masked, char *err,
+		size_t errlen)
 {
 	struct spool_ids sid;
 	char who[64];
@@ -267,7 +299,7 @@ int binds_check(const struct task_spec *spec, const char *spool, char *err, size
 		struct bind_msg m = {.idx = i};
 		int fd;
 		open_one(&spec->binds[i], &m, &fd);
-		int r = judge(&spec->binds[i], fd, &m, &sid, who, err, errlen);
+		int r = judge(&spec->binds[i], fd, &m, &sid, spool, masked, who, err, errlen);
 		if (fd >= 0)
 			close(fd);
 		if (r < 0)
@@ -277,7 +309,7 @@ int binds_check(const struct task_spec *spec, const char *spool, char *err, size
 }
 
 int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
-	       struct binds_opened *out, char *err, size_t errlen)
+	       bool masked, struct binds_opened *out, char *err, size_t errlen)
 {
 	out->n = 0;
 	if (!spec->n_binds)
@@ -328,7 +360,7 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		}
 		char who[64];
 		snprintf(who, sizeof who, "uid %u", cred ? (unsigned)cred->uid : (unsigned)getuid());
-		if ((rc = judge(b, fd, &m, &sid, who, err, errlen)) < 0) {
+		if ((rc = judge(b, fd, &m, &sid, spool, masked, who, err, errlen)) < 0) {
 			if (fd >= 0)
 				close(fd);
 			break;

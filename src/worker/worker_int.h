@@ -254,6 +254,7 @@ struct spawn_job {
 	bool use_bcred;
 	struct run_cred bcred;
 	const char *spool;
+	bool spool_masked; /* the sandbox covers it: a bind above it may be (binds.h) */
 	int bind_rc; /* binds_open's: -EACCES rejects the task */
 	char bind_err[640];
 	int umask;

@@ -222,24 +222,31 @@ refused" "$(cat "$s/done/ro.stdout")" "read, but no write"
 	assert_eq "$d ro" "$(field "$s" ro '.binds[0] | .path + " " + .mode')" "result: binds"
 }
 
-# The spool, what is in it and what is above it: never bound. kart submit
-# run inside the spool falls back to /work, saying so.
+# The spool and what is in it: never bound. kart submit refuses them
+# before it queues, in the worker's words, and the worker rejects them
+# come another way. A directory above the spool (a home that holds it) is
+# bound with the spool covered by an empty mount. kart submit run inside
+# the spool falls back to /work, saying so.
 test_spool_refused() {
 	can_run || return
-	local s
+	local s err
 	s=$(bspool)
-	as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- ls >/dev/null
-	local err
+	err=$(as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls 2>&1 >/dev/null)
+	assert_match "cwd=$s is refused: it is the spool$" "$err" "-C SPOOL: refused at submit"
+	err=$(as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls 2>&1 >/dev/null)
+	assert_match "ro=$s/done is refused: it is in the spool" "$err" "--ro SPOOL/done: refused at submit"
+	# Copied in: the worker says the same.
+	as_user sh -c "printf '#kart: cwd=$s\nls\n' >$s/tmp/a && mv $s/tmp/a $s/new/sp2 &&
+		printf '#kart: ro=$s/done\nls\n' >$s/tmp/b && mv $s/tmp/b $s/new/spdone2"
+	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- \
+		sh -c "ls '$s' || echo masked" >/dev/null
 	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
 	assert_match "private /work, not in $s" "$err" "kart submit in the spool: its note"
 	drain "$s"
-	local id
-	for id in sp spdone above; do
-		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
-		assert_match "the spool, in it or above it" "$(field "$s" "$id" .error)" "$id: error"
-	done
+	assert_match "cwd=$s is refused: it is the spool$" "$(field "$s" sp2 .error)" "sp2: the worker's words"
+	assert_match "ro=$s/done is refused: it is in the spool" "$(field "$s" spdone2 .error)" "spdone2"
+	assert_eq ok "$(field "$s" above .status)" "a directory above the spool is bound ($(field "$s" above .error))"
+	assert_eq masked "$(cat "$s/done/above.stdout")" "... with the spool covered"
 	assert_eq /work "$(cat "$s/done/inside.stdout")" "submitted from the spool: /work"
 }
 
