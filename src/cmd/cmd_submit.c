@@ -430,6 +430,96 @@ static int precheck(const struct submit *s, struct spool *sp, struct task_spec *
 	return 0;
 }
 
+/* A live worker's word (cur/WID/.enforced, worker_enforce.c) on key
+ * ("memory", "pids", "cpu", "lacks"): the rest of its line, into out.
+ * false when it has none (a worker that published nothing: it may). */
+static bool worker_says(struct spool *sp, const char *wid, const char *key, char *out, size_t len)
+{
+	char p[512];
+	_cleanup_free_ char *text = NULL;
+	size_t n;
+	if (pathfmt(p, sizeof p, "%s/%s", wid, SPOOL_ENFORCED) < 0 ||
+	    read_file_at(sp->cur, p, 8192, &text, &n) < 0 || strncmp(text, "kart-enforced 1\n", 16) != 0)
+		return false;
+	size_t kl = strlen(key);
+	for (char *l = text, *nl; l && *l; l = nl ? nl + 1 : NULL) {
+		nl = strchr(l, '\n');
+		if (nl)
+			*nl = '\0';
+		if (strncmp(l, key, kl) == 0 && (l[kl] == ' ' || l[kl] == '\0')) {
+			snprintf(out, len, "%s", l[kl] ? l + kl + 1 : "");
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The limits a task asks for that no live worker can hold: refused now,
+ * in the first worker's words, rather than `refused` when it runs. A
+ * worker that says nothing may hold them; without a live worker nothing
+ * can be told. 0, or 1 (said). */
+static int enforce_check(const struct submit *s, struct spool *sp, const struct task_spec *spec, int first)
+{
+	static const char *const key[] = {"memory", "pids", "cpu"};
+	int line[] = {spec->memory ? spec->line_memory : 0, spec->pids ? spec->line_pids : 0,
+		      spec->cpu_milli ? spec->line_cpu : 0};
+	struct strv ids = {0};
+	int rc = 0;
+	if (spool_live_worker_ids(sp, &ids) <= 0) {
+		strv_free(&ids);
+		return 0;
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(key) && !rc; k++) {
+		char why[1024] = "", word[1024];
+		bool can = line[k] <= 0;
+		for (size_t i = 0; i < ids.n && !can; i++) {
+			if (!worker_says(sp, ids.v[i], key[k], word, sizeof word) || strcmp(word, "yes") == 0 ||
+			    (strncmp(word, "nonroot", 7) == 0 && getuid() != 0))
+				can = true;
+			else if (!why[0])
+				snprintf(why, sizeof why, "%s", strchr(word, ' ') ? strchr(word, ' ') + 1 : word);
+		}
+		if (!can) {
+			char err[1200];
+			snprintf(err, sizeof err, "line %d: %s (no live worker can hold it)", line[k], why);
+			say_task_error(s, err, first);
+			rc = 1;
+		}
+	}
+	strv_free(&ids);
+	return rc;
+}
+
+/* A task with network, and a credential the policy passes to it that
+ * every live worker lacks: it would get none. Said, not refused (the
+ * worker may be restarted with it before the task runs). */
+static void warn_creds(struct spool *sp, const struct task_spec *spec)
+{
+	struct policy pol;
+	struct strv ids = {0};
+	char err[512], lacks[1024];
+	if (!(spec->net || spec->kind_net) || policy_load(&pol, sp->path, err, sizeof err) < 0 ||
+	    spool_live_worker_ids(sp, &ids) <= 0) {
+		strv_free(&ids);
+		return;
+	}
+	for (const char *e = NULL; (e = plist_next(&pol.cred_env, e));) {
+		size_t all = 0, el = strlen(e);
+		for (size_t i = 0; i < ids.n; i++) {
+			bool has = false;
+			if (worker_says(sp, ids.v[i], "lacks", lacks, sizeof lacks))
+				for (const char *p = lacks; (p = strstr(p, e)); p += el)
+					has |= (p == lacks || p[-1] == ' ') && (p[el] == ' ' || p[el] == '\0');
+			all += has;
+		}
+		if (all == ids.n)
+			fprintf(stderr, "kart submit: warning: %s is not set in any live worker's environment: "
+				"[network] cred_env passes it to tasks with network, and this one would get "
+				"none (set it where the worker starts, and start it again)\n", e);
+	}
+	strv_free(&ids);
+}
+
 /* The unique= key of dirfd/name, if it is a task file of ours. */
 static bool has_key(int dirfd, const char *name, const char *key)
 {
@@ -660,8 +750,9 @@ static int submit_run(struct submit *s, const struct opts_rest *rest)
 		return 1;
 	if (s->url)
 		return submit_to_queue(s->url, s->base, s->lane, task, tlen);
-	if ((r = precheck(s, &sp, spec, first)) != 0)
+	if ((r = precheck(s, &sp, spec, first)) != 0 || (r = enforce_check(s, &sp, spec, first)) != 0)
 		return r;
+	warn_creds(&sp, spec);
 	return queue(s, &sp, task, tlen);
 }
 

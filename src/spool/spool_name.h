@@ -21,6 +21,11 @@ enum scratch_file {
 };
 extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
 
+/* cur/WID/.enforced: what a live worker can hold of memory=, pids= and
+ * cpu=, and the variables it lacks (worker_enforce.c, read by kart
+ * submit); a dot name, so no task's. */
+#define SPOOL_ENFORCED ".enforced"
+
 /* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
 int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);
 int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file f);

@@ -377,6 +377,7 @@ static void on_signal(struct worker *w)
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
 			spool_tally_slots(w->sp, w->slots, LANE__N);
 			log_env_missing(w->pol, "SIGHUP");
+			enforce_publish(w);
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
@@ -573,6 +574,8 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	 * their cgroups. */
 	sweep_leaves(&w);
 	w.be = backend_use(&w, pol->backend);
+	/* Before any task has a leaf: the probe makes leaves of its own. */
+	enforce_publish(&w);
 	spares_drop(&w);
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -578,6 +578,11 @@ bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);
 struct task *drain_event(struct worker *w, int wd);
 
+/* ---- worker_enforce.c: what this worker can hold of memory=, pids= and cpu=, and the
+ * variables it lacks, published as cur/WID/.enforced for kart submit (at the start, before
+ * any task's leaf, and on SIGHUP) */
+void enforce_publish(struct worker *w);
+
 /* ---- worker_fair.c: a queued name's place: its submitter's fair turn, its priority, its push */
 uint64_t fair_turn(struct fair *f, uid_t uid);
 int cand_priority(struct worker *w, const char *name, const struct inspect *ins);

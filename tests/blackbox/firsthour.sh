@@ -759,7 +759,8 @@ test_lost_attempt_in_attempts() {
 	local s; s=$(home_spool) || return
 	user_worker "$s"
 	as_user kart -s "$s" submit --name twice -- sh -c 'echo run; sleep 2' >/dev/null 2>&1
-	wait_until 20 grep -qs run "$s"/cur/*/.twice.stdout || { fail "twice never ran"; return; }
+	twice_ran() { grep -qs run "$s"/cur/*/.twice.stdout; } # the glob made again at each try
+	wait_until 20 twice_ran || { fail "twice never ran"; return; }
 	kill -9 "$UWPID"
 	wait_gone 10 "$UWPID"
 	user_drain "$s"
@@ -799,6 +800,58 @@ new/: no" "$(cat "$s/done/home.stdout")" "the spool, by every path"
 	assert_eq false "$(field "$s" home .work_discarded)" "work_discarded"
 	assert_eq "ok y" "$(field "$s" homebind .status) $(cat "$UHOME/g" 2>/dev/null)" "--bind ~"
 	assert_no_file "$s/new/evil"
+}
+
+# 9. A limit no live worker can hold is refused at submit, in the
+# worker's words; each worker publishes what it holds (cur/W/.enforced).
+test_submit_refuses_what_no_worker_holds() {
+	user_setup || return
+	local s out w; s=$(home_spool) || return
+	user_worker "$s"
+	wait_until 20 sh -c "ls '$s'/cur/*/.enforced >/dev/null 2>&1" || { fail "no .enforced published"; return; }
+	w=$(cat "$s"/cur/*/.enforced)
+	assert_match "^kart-enforced 1" "$w" "the record"
+	if [[ $w == *"memory yes"* ]]; then
+		skip "this user's worker can hold memory= here (a delegated cgroup): nothing to refuse"
+		stop_worker "$UWPID"
+		return
+	fi
+	out=$(as_user kart -s "$s" submit --name big --memory 64M -- true 2>&1)
+	assert_eq 1 "$?" "--memory refused at submit"
+	assert_match "memory= needs a cgroup .*\(no live worker can hold it\)" "$out" "in the worker's words"
+	assert_eq "" "$(ls "$s/new")" "nothing queued"
+	# Copied in, the worker refuses it so.
+	printf '#!/bin/sh\n#kart: memory=64M\ntrue\n' | as_user sh -c 'cat >"$HOME/spool/new/copied"'
+	wait_until 20 test -e "$s/done/copied.json" || fail "no result for the copied task"
+	assert_eq refused "$(field "$s" copied .status)" "the worker refuses it"
+	assert_match "line 2: memory= needs a cgroup" "$(field "$s" copied .error)" "the same words"
+	stop_worker "$UWPID"
+	# No live worker: nothing can be told, and it is queued.
+	as_user kart -s "$s" submit --name later --memory 64M -- true >/dev/null 2>&1 || fail "queued without a worker"
+}
+
+# 3. kart submit --net warns when every live worker lacks a credential
+# variable the policy names.
+test_submit_net_warns_missing_credential() {
+	user_setup || return
+	local s out; s=$(home_spool) || return
+	echo 'cred_env = KT37_TOKEN' >>"$s/kart.conf"
+	user_worker "$s"
+	wait_until 20 sh -c "grep -q '^lacks.*KT37_TOKEN' '$s'/cur/*/.enforced 2>/dev/null" || fail "not published"
+	out=$(as_user kart -s "$s" submit --name web --net -- true 2>&1 >/dev/null)
+	assert_match "warning: KT37_TOKEN is not set in any live worker's environment" "$out" "said"
+	out=$(as_user kart -s "$s" submit --name local -- true 2>&1 >/dev/null)
+	[[ $out == *KT37_TOKEN* ]] && fail "said for a task without network: $out"
+	stop_worker "$UWPID"
+	(exec setpriv --reuid="$U" --regid="$U" --init-groups -- env -i PATH="$KART_BUILD:/usr/bin:/bin" \
+		HOME="$UHOME" KT37_TOKEN=set sh -c 'cd "$HOME" && exec kart -s "$1" worker' sh "$s") >>"$s.worker.log" 2>&1 &
+	UWPID=$!
+	T_PIDS+=("$UWPID")
+	wait_until 20 sh -c "grep -qx 'lacks' '$s'/cur/*/.enforced 2>/dev/null" || fail "not published again"
+	out=$(as_user kart -s "$s" submit --name web2 --net -- true 2>&1 >/dev/null)
+	[[ $out == *KT37_TOKEN* ]] && fail "said with a worker that has it: $out"
+	stop_worker "$UWPID"
+	true
 }
 
 run_tests
