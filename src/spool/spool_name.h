@@ -17,7 +17,7 @@ extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
 /* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
 enum scratch_file {
 	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
-	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_NFILES
+	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_SCRUB, SCRATCH_NFILES
 };
 extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
 

@@ -97,6 +97,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					spool_tally_recovered(sp, wdir, name, fd, m.id);
 					ids_release(sp, m.id, &st);
 					(void)unlinkat(wdir, name, 0);
+					(void)spool_scrub_task(sp, wdir, name, m.id);
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;
 				}

@@ -637,6 +637,82 @@ void task_directives_free(struct task_directives *td)
 	strv_free(&td->lines);
 }
 
+/* ---- env= values, taken out of a kept task and put back ----------------- */
+
+char *task_env_rewrite(const char *text, size_t len, task_env_value *value, void *arg,
+		       size_t *outlen, char *err, size_t errlen)
+{
+	/* Each line of the leading comment block as it is, but a directive
+	 * line holding env= items, made again from its items. */
+	struct strv out = {0};
+	size_t off = 0, total = 0;
+	bool any = false;
+	while (off < len) {
+		const char *line = text + off, *nl = memchr(line, '\n', len - off);
+		size_t llen = nl ? (size_t)(nl - line) : len - off;
+		size_t next = off + llen + (nl ? 1 : 0);
+		if (llen == 0 || line[0] != '#')
+			break;
+		_cleanup_free_ char *l = xasprintf("%.*s", (int)llen, line);
+		char *p = l + 1;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (strncmp(p, "kart:", 5) != 0 || !strstr(p, "env=")) {
+			strv_addf(&out, "%.*s", (int)(next - off), line);
+			off = next;
+			continue;
+		}
+		char *cr = llen && l[llen - 1] == '\r' ? &l[llen - 1] : NULL;
+		if (cr)
+			*cr = '\0';
+		p += 5;
+		_cleanup_free_ char *made = xasprintf("%.*s", (int)(p - l), l);
+		char *save = NULL;
+		for (char *item = strtok_r(p, " \t", &save); item; item = strtok_r(NULL, " \t", &save)) {
+			char *eq = strncmp(item, "env=", 4) == 0 ? strchr(item + 4, '=') : NULL;
+			char *piece;
+			if (eq) {
+				char name[256];
+				snprintf(name, sizeof name, "%.*s", (int)(eq - item - 4), item + 4);
+				const char *v = value(name, arg);
+				if (!v) {
+					strv_free(&out);
+					return ERR(NULL, "%s", name);
+				}
+				size_t cap = strlen(v) * 3 + 1;
+				_cleanup_free_ char *enc = xmalloc(cap);
+				(void)pct_encode(v, enc, cap); /* cap always fits */
+				piece = xasprintf("%s env=%s=%s", made, name, enc);
+				any = true;
+			} else {
+				piece = xasprintf("%s %s", made, item);
+			}
+			free(made);
+			made = piece;
+		}
+		strv_addf(&out, "%s%s%s", made, cr ? "\r" : "", nl ? "\n" : "");
+		off = next;
+	}
+	if (!any) {
+		strv_free(&out);
+		if (err && errlen)
+			err[0] = '\0';
+		return NULL;
+	}
+	for (size_t i = 0; i < out.n; i++)
+		total += strlen(out.v[i]);
+	char *res = xmalloc(total + (len - off) + 1), *o = res;
+	for (size_t i = 0; i < out.n; i++)
+		o = stpcpy(o, out.v[i]);
+	memcpy(o, text + off, len - off);
+	o[len - off] = '\0';
+	*outlen = (size_t)(o - res) + (len - off);
+	strv_free(&out);
+	if (err && errlen)
+		err[0] = '\0';
+	return res;
+}
+
 static int parse_shebang(const char *line, size_t len, struct task_spec *spec, char *err,
 			 size_t errlen)
 {

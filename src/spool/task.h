@@ -125,6 +125,16 @@ char *task_compose(const char *body, size_t len, const struct task_directives *t
 		   int *first_line, char *err, size_t errlen);
 void task_directives_free(struct task_directives *td);
 
+/* Every env= item of text's leading comment block with its value made
+ * value(NAME, arg) (encoded): "" takes the values out of a kept task
+ * file (the result is written: they were the submitter's secrets), the
+ * submitter's own puts them back (kart retry). A new text (*outlen), or
+ * NULL: with err "" when it has no env= item, else err the NAME whose
+ * value(NAME) was NULL. */
+typedef const char *task_env_value(const char *name, void *arg);
+char *task_env_rewrite(const char *text, size_t len, task_env_value *value, void *arg,
+		       size_t *outlen, char *err, size_t errlen);
+
 /* How a refused network request says where the grant goes (%s: the
  * policy file). */
 #define NET_GRANT_HINT "grant it with [network] allow_uids or allow_groups in %s"

@@ -854,4 +854,31 @@ test_submit_net_warns_missing_credential() {
 	true
 }
 
+# 11. A secret given with -e leaves the kept done/ID.task once the result
+# is written: the names stay, the result says so; kart retry takes the
+# value again from its caller's environment.
+test_secret_leaves_kept_task() {
+	user_setup || return
+	local s out v=kt37-$RANDOM$RANDOM; s=$(home_spool) || return
+	local sum; sum=$(printf %s "$v" | md5sum | cut -d' ' -f1)
+	# The task prints a digest of what it got: the value is in no file
+	# of the test's but the queued task's.
+	as_user env API_TOKEN="$v" kart -s "$s" submit --name tok -e API_TOKEN -- \
+		sh -c 'printf %s "$API_TOKEN" | md5sum | cut -d" " -f1' >/dev/null 2>&1
+	grep -q -- "$v" "$s/new/tok" || fail "the queued file holds the value (the worker needs it)"
+	user_drain "$s"
+	assert_eq "$sum" "$(cat "$s/done/tok.stdout")" "the task had it"
+	grep -rq -- "$v" "$s/done" "$s/cur" && fail "the value is still in the spool: $(grep -rl -- "$v" "$s/done" "$s/cur")"
+	assert_match "^#kart: env=API_TOKEN=$" "$(grep env= "$s/done/tok.task")" "the name stays"
+	assert_eq "600 $U" "$(stat -c '%a %U' "$s/done/tok.task")" "its owner and mode kept"
+	assert_eq '["API_TOKEN"] true' "$(jq -c .env "$s/done/tok.json") $(field "$s" tok .env_values_removed)" "the result says so"
+	out=$(as_user kart -s "$s" retry tok 2>&1)
+	assert_eq 1 "$?" "retry without the variable"
+	assert_match "set API_TOKEN in your environment" "$out" "said"
+	out=$(as_user env API_TOKEN="$v" kart -s "$s" retry tok 2>&1)
+	assert_eq "0 tok.2" "$? $out" "retry with it"
+	user_drain "$s"
+	assert_eq "$sum" "$(cat "$s/done/tok.2.stdout" 2>/dev/null)" "the retry had it"
+}
+
 run_tests
