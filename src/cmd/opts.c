@@ -48,7 +48,6 @@ static void take(const struct opt *o, const char *arg, bool is_long, struct opts
 	case OPT_T_BOOL: *(bool *)o->value = true; break;
 	case OPT_T_SET_INT: *(int *)o->value = (int)o->min; break;
 	case OPT_T_STRING: *(const char **)o->value = arg; break;
-	case OPT_T_STRV: strv_add(o->value, arg); break;
 	case OPT_T_INT:
 		if (parse_int(arg, o->min, o->max, &n) < 0)
 			USAGE(ctx, "%s %s: not a number from %lld to %lld", name, arg, o->min, o->max);

@@ -18,7 +18,6 @@ enum opt_type {
 	OPT_T_STRING,   /* const char **: the value */
 	OPT_T_INT,      /* int *: a number from min to max */
 	OPT_T_DURATION, /* int64_t *: seconds (90, 90s, 5m, 2h, 7d); min 1: not 0 */
-	OPT_T_STRV,     /* struct strv *: each value added (repeatable) */
 	OPT_T_CALLBACK, /* cb(row, value, ctx) */
 };
 
@@ -51,7 +50,6 @@ struct opt {
 #define OPT_STRING(s, l, v, a, h) {OPT_T_STRING, s, l, v, a, h, 0, NULL, 0, 0}
 #define OPT_INT(s, l, v, a, h, lo, hi) {OPT_T_INT, s, l, v, a, h, 0, NULL, lo, hi}
 #define OPT_DURATION(s, l, v, h, lo) {OPT_T_DURATION, s, l, v, "DUR", h, 0, NULL, lo, 0}
-#define OPT_STRV(s, l, v, a, h) {OPT_T_STRV, s, l, v, a, h, 0, NULL, 0, 0}
 #define OPT_CALLBACK(s, l, v, a, h, f) {OPT_T_CALLBACK, s, l, v, a, h, 0, f, 0, 0}
 #define OPT_CALLBACK_F(s, l, v, a, h, fl, f) {OPT_T_CALLBACK, s, l, v, a, h, fl, f, 0, 0}
 
