@@ -354,7 +354,8 @@ static void default_cwd(struct submit *s, const struct spool *sp)
 	char perr[512], berr[1024];
 	if (!here || !spool_real)
 		return;
-	if (policy_load(&pol, sp->path, perr, sizeof perr) == 0 && !pol.task_binds)
+	bool have_pol = policy_load(&pol, sp->path, perr, sizeof perr) == 0;
+	if (have_pol && !pol.task_binds)
 		return; /* the policy binds nothing: the private /work, as asked */
 	/* As the worker will open it, as us. */
 	task_spec_init(one);
@@ -364,6 +365,8 @@ static void default_cwd(struct submit *s, const struct spool *sp)
 		why = "it is the root directory";
 	else if ((why = bind_path_refused(here)))
 		;
+	else if (have_pol && !task_bind_root_ok(&pol, here))
+		why = "outside the trees the policy allows binds in ([sandbox] task_bind_roots)";
 	else if (pathfmt(one->binds[0].path, sizeof one->binds[0].path, "%s", here) < 0)
 		why = "the path is too long";
 	else if (binds_check(one, spool_real, spool_masked(sp), berr, sizeof berr) < 0)

@@ -116,6 +116,25 @@ submit_file() {
 		fail "submit $name"
 }
 
+# refused_then_queued SPOOL NAME TEXT: kart submit refuses it before it
+# queues (its words in REFUSED[NAME]); then it goes straight into new/,
+# where the worker must say the same.
+declare -A REFUSED
+refused_then_queued() {
+	local s=$1 name=$2 text=$3 f=/home/$U/$2.task
+	printf '%s' "$text" | as_user sh -c "cat > '$f'"
+	REFUSED[$name]=$(as_user kart -s "$s" submit --no-cwd --name "$name" "$f" 2>&1 >/dev/null) &&
+		fail "kart submit queued $name"
+	as_user sh -c "cat '$f' >'$s/tmp/$name' && mv '$s/tmp/$name' '$s/new/$name'"
+}
+# same_words SPOOL NAME: the worker's error is kart submit's refusal, word
+# for word.
+same_words() {
+	local e; e=$(field "$1" "$2" .error)
+	[ -n "$e" ] && [[ ${REFUSED[$2]} == *": $e" ]] ||
+		fail "$2: kart submit said '${REFUSED[$2]}', the worker '$e'"
+}
+
 # What the submitter may not write, or not reach, is rejected, and the
 # error names the path and the access missing.
 test_rejected_paths() {
@@ -126,18 +145,19 @@ test_rejected_paths() {
 	chown -R "$O" /home/$O/private
 	chmod 0700 /home/$O/private
 	mkdir -p "$T_ROOT/theirs" && chown "$O" "$T_ROOT/theirs" && chmod 0755 "$T_ROOT/theirs"
-	submit_file "$s" root $'#kart: cwd=/root\npwd\n'
-	submit_file "$s" other $'#kart: cwd=/home/kt19other\npwd\n'
-	submit_file "$s" deep $'#kart: ro=/home/kt19other/private/sub\npwd\n'
-	submit_file "$s" theirs "#kart: bind=$T_ROOT/theirs"$'\npwd\n'
-	submit_file "$s" missing $'#kart: cwd=/home/kt19user/nowhere\npwd\n'
-	# (kart submit refuses this one itself: straight into new/.)
-	printf '#kart: ro=/proc/1\npwd\n' >"$s/new/proc" && chown "$U" "$s/new/proc"
+	# kart submit refuses each before it queues, in the worker's words.
+	refused_then_queued "$s" root $'#kart: cwd=/root\npwd\n'
+	refused_then_queued "$s" other $'#kart: cwd=/home/kt19other\npwd\n'
+	refused_then_queued "$s" deep $'#kart: ro=/home/kt19other/private/sub\npwd\n'
+	refused_then_queued "$s" theirs "#kart: bind=$T_ROOT/theirs"$'\npwd\n'
+	refused_then_queued "$s" missing $'#kart: cwd=/home/kt19user/nowhere\npwd\n'
+	refused_then_queued "$s" proc $'#kart: ro=/proc/1\npwd\n'
 	drain "$s"
 	local id
 	for id in root other deep theirs missing proc; do
 		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
 		assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "$id: never ran"
+		same_words "$s" "$id"
 	done
 	assert_match "cwd=/root: uid [0-9]+ has no read, write and search access" "$(field "$s" root .error)" "root"
 	assert_match "cwd=/home/kt19other: uid [0-9]+ has no .*write" "$(field "$s" other .error)" "other's home"
@@ -263,7 +283,11 @@ test_env_secret() {
 	ps -eo args | grep -F -- "$v" | grep -v grep && fail "the value is in ps output"
 	runuser -u "$U" -- env -i "${SAN_ENV[@]}" MYVAR="$v-passed" PATH="$KART_BUILD:/usr/bin:/bin" \
 		kart -s "$s" submit --no-cwd --name passed -e MYVAR -- sh -c 'echo "$MYVAR"' >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true >/dev/null
+	# LD_PRELOAD: refused by kart submit, and by the worker come another way.
+	local perr; perr=$(as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true 2>&1 >/dev/null) &&
+		fail "kart submit queued -e LD_PRELOAD"
+	assert_match "env=LD_PRELOAD is refused.*env_deny" "$perr" "LD_PRELOAD: kart submit's words"
+	as_user sh -c "printf '#kart: env=LD_PRELOAD=/tmp/x.so\ntrue\n' > $s/tmp/pre && mv $s/tmp/pre $s/new/pre"
 	# Copied in, readable by all: the worker makes it its owner's alone.
 	as_user sh -c "umask 022; printf '#kart: env=X=$v\\necho copied\\n' > $s/tmp/copied && mv $s/tmp/copied $s/new/copied"
 	wait_until 30 test -e "$s/done/env.json" -a -e "$s/done/passed.json" -a -e "$s/done/pre.json" \
@@ -305,16 +329,22 @@ test_policy_keys() {
 	s=$(bspool)
 	printf '[sandbox]\ntask_binds = no\n' >"$s/kart.conf"
 	as_user_in /home/$U kart -s "$s" submit --name plain -- pwd >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --name asked -C /home/$U -- pwd >/dev/null
+	refused_then_queued "$s" asked $'#kart: cwd=/home/'"$U"$'\npwd\n'
 	drain "$s"
 	assert_eq "ok /work" "$(field "$s" plain .status) $(cat "$s/done/plain.stdout")" "no cwd= by default"
 	assert_eq rejected "$(field "$s" asked .status)" "cwd= asked for"
 	assert_match "task_binds = no" "$(field "$s" asked .error)" "the error names the key"
+	same_words "$s" asked
 	printf '[sandbox]\ntask_bind_roots = /srv\n' >"$s/kart.conf"
-	as_user_in /home/$U kart -s "$s" submit --name outside -- pwd >/dev/null
+	# Run outside the roots: by default a private /work, said; asked, refused.
+	local err; err=$(as_user_in /home/$U kart -s "$s" submit --name outside -- pwd 2>&1 >/dev/null)
+	assert_match "private /work, not in /home/$U .*task_bind_roots" "$err" "the default cwd: a note"
+	refused_then_queued "$s" outside2 $'#kart: cwd=/home/'"$U"$'\npwd\n'
 	drain "$s"
-	assert_eq rejected "$(field "$s" outside .status)" "outside the roots"
-	assert_match "task_bind_roots" "$(field "$s" outside .error)" "the error names the key"
+	assert_eq "ok /work" "$(field "$s" outside .status) $(cat "$s/done/outside.stdout")" "the default: /work"
+	assert_eq rejected "$(field "$s" outside2 .status)" "outside the roots"
+	assert_match "task_bind_roots" "$(field "$s" outside2 .error)" "the error names the key"
+	same_words "$s" outside2
 }
 
 # The README's batch example, as written there: one task per input
