@@ -178,9 +178,11 @@ test_symlink_to_shadow() {
 	mkdir -p /root/kt19secret/pub && echo "secret-kt19" >/root/kt19secret/pub/f
 	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
 	as_user ln -sfn /root/kt19secret/pub /home/$U/pub
-	submit_file "$s" shadow $'#kart: ro=/home/kt19user/shadow\ncat /home/kt19user/shadow\n'
-	submit_file "$s" pub $'#kart: ro=/home/kt19user/pub\ncat /home/kt19user/pub/f\n'
+	refused_then_queued "$s" shadow $'#kart: ro=/home/kt19user/shadow\ncat /home/kt19user/shadow\n'
+	refused_then_queued "$s" pub $'#kart: ro=/home/kt19user/pub\ncat /home/kt19user/pub/f\n'
 	drain "$s"
+	same_words "$s" shadow
+	same_words "$s" pub
 	assert_eq rejected "$(field "$s" shadow .status)" "shadow: status"
 	assert_match "ro=/home/kt19user/shadow: uid [0-9]+ has no read access" "$(field "$s" shadow .error)" "shadow: error"
 	assert_eq rejected "$(field "$s" pub .status)" "pub: status"
