@@ -89,3 +89,8 @@ void enforce_publish(struct worker *w)
 		(void)unlinkat(w->wdir, tmp, 0);
 	}
 }
+
+void enforce_withdraw(struct worker *w)
+{
+	(void)unlinkat(w->wdir, SPOOL_ENFORCED, 0);
+}

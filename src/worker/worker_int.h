@@ -582,6 +582,8 @@ struct task *drain_event(struct worker *w, int wd);
  * variables it lacks, published as cur/WID/.enforced for kart submit (at the start, before
  * any task's leaf, and on SIGHUP) */
 void enforce_publish(struct worker *w);
+/* At its stop: it holds nothing any more. */
+void enforce_withdraw(struct worker *w);
 
 /* ---- worker_fair.c: a queued name's place: its submitter's fair turn, its priority, its push */
 uint64_t fair_turn(struct fair *f, uid_t uid);
