@@ -18,9 +18,11 @@
 
 /* The host's cgroups, probed once at the worker's start, before any task
  * has a leaf (the probe's leaves are kart.PID.0 to 3, names a task's leaf
- * could have later): a SIGHUP re-reads the policy, not the host. */
+ * could have later): a SIGHUP re-reads the policy, never the host. Not
+ * probed (cgroups off at the start): nothing is said of the limits, and
+ * kart submit takes the worker for able. */
 static struct cg_probe probed;
-static bool probed_once;
+static bool probed_once, started;
 
 static void line_lacks(const char *name, const char *where, void *arg)
 {
@@ -48,10 +50,11 @@ static void limit_line(FILE *f, const char *key, bool leaf_holds, bool rlimit, b
 void enforce_publish(struct worker *w)
 {
 	const struct policy *pol = w->pol;
-	if (!probed_once && pol->cgroup != CGROUP_OFF) {
+	if (!started && pol->cgroup != CGROUP_OFF) {
 		(void)cg_probe(NULL, pol->cgroup_parent[0] ? pol->cgroup_parent : NULL, &probed);
 		probed_once = true;
 	}
+	started = true;
 	bool engine = w->be && w->be->engine_limits;
 	bool leaf = pol->cgroup != CGROUP_OFF && probed.leaf;
 	const char *cgerr = pol->cgroup == CGROUP_OFF ? "cgroups are off in the policy"
@@ -64,12 +67,14 @@ void enforce_publish(struct worker *w)
 	if (!f)
 		return;
 	fprintf(f, "kart-enforced 1\n");
-	limit_line(f, "memory", engine || (leaf && probed.memory), pol->rlimit_as, false, "memory=",
-		   " (RLIMIT_AS stands in only with KART_RLIMIT_USE_AS=1)", pol, cgerr);
-	limit_line(f, "pids", engine || (leaf && probed.pids), true, true, "pids=",
-		   ": the task runs as root, which RLIMIT_NPROC does not bind", pol, cgerr);
-	limit_line(f, "cpu", engine || (leaf && probed.cpu), false, false, "cpu=",
-		   ": no rlimit can limit a rate", pol, cgerr);
+	if (probed_once || pol->cgroup == CGROUP_OFF || engine) {
+		limit_line(f, "memory", engine || (leaf && probed.memory), pol->rlimit_as, false, "memory=",
+			   " (RLIMIT_AS stands in only with KART_RLIMIT_USE_AS=1)", pol, cgerr);
+		limit_line(f, "pids", engine || (leaf && probed.pids), true, true, "pids=",
+			   ": the task runs as root, which RLIMIT_NPROC does not bind", pol, cgerr);
+		limit_line(f, "cpu", engine || (leaf && probed.cpu), false, false, "cpu=",
+			   ": no rlimit can limit a rate", pol, cgerr);
+	}
 	fprintf(f, "lacks");
 	for (size_t i = 0; i < lacks.n; i++)
 		fprintf(f, " %s", lacks.v[i]);
