@@ -257,9 +257,14 @@ test_spool_refused() {
 	assert_match "cwd=$s is refused: it is the spool$" "$err" "-C SPOOL: refused at submit"
 	err=$(as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls 2>&1 >/dev/null)
 	assert_match "ro=$s/done is refused: it is in the spool" "$err" "--ro SPOOL/done: refused at submit"
+	# A file in the spool, the user's own: no directory to walk up from.
+	as_user touch "$s/tmp/afile"
+	err=$(as_user_in /home/$U kart -s "$s" submit --name spfile --ro "$s/tmp/afile" --no-cwd -- ls 2>&1 >/dev/null)
+	assert_match "ro=$s/tmp/afile is refused: it is in the spool" "$err" "a file in the spool: refused at submit"
 	# Copied in: the worker says the same.
 	as_user sh -c "printf '#kart: cwd=$s\nls\n' >$s/tmp/a && mv $s/tmp/a $s/new/sp2 &&
-		printf '#kart: ro=$s/done\nls\n' >$s/tmp/b && mv $s/tmp/b $s/new/spdone2"
+		printf '#kart: ro=$s/done\nls\n' >$s/tmp/b && mv $s/tmp/b $s/new/spdone2 &&
+		printf '#kart: ro=$s/tmp/afile\nls\n' >$s/tmp/c && mv $s/tmp/c $s/new/spfile2"
 	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- \
 		sh -c "ls '$s' || echo masked" >/dev/null
 	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
@@ -267,6 +272,7 @@ test_spool_refused() {
 	drain "$s"
 	assert_match "cwd=$s is refused: it is the spool$" "$(field "$s" sp2 .error)" "sp2: the worker's words"
 	assert_match "ro=$s/done is refused: it is in the spool" "$(field "$s" spdone2 .error)" "spdone2"
+	assert_match "ro=$s/tmp/afile is refused: it is in the spool" "$(field "$s" spfile2 .error)" "spfile2"
 	assert_eq ok "$(field "$s" above .status)" "a directory above the spool is bound ($(field "$s" above .error))"
 	assert_eq masked "$(cat "$s/done/above.stdout")" "... with the spool covered"
 	assert_eq /work "$(cat "$s/done/inside.stdout")" "submitted from the spool: /work"
