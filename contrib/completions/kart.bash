@@ -55,7 +55,8 @@ _kart()
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
 	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last | --set | \
-	--at | --in | --retry-on | --retries | --retry-delay | --after | --shared | --hours | --lease)
+	--at | --in | --retry-on | --retries | --retry-delay | --after | --after-any | --after-fail | \
+	--shared | --hours | --lease)
 		return ;;
 	-C | --cwd)
 		COMPREPLY=($(compgen -d -- "$cur")); return ;;

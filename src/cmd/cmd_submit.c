@@ -43,7 +43,7 @@ struct submit {
 	const char *unique; /* --unique: "" for the name */
 	bool no_cwd, hold, has_env, timed;
 	struct task_directives td;
-	struct strv after; /* --after ids, as given */
+	struct strv after; /* --after, --after-any, --after-fail: "KEY ID", the id as given */
 	/* The task as read: its text, a base name, and how to name it. */
 	char *body, *base;
 	size_t blen;
@@ -198,13 +198,18 @@ static int opt_unique(const struct opt *o, const char *arg, struct opts_ctx *ctx
 	return 0;
 }
 
+/* --after ID[,ID...] (after=), --after-any (after_any=), --after-fail
+ * (after_fail=). */
 static int opt_after(const struct opt *o, const char *arg, struct opts_ctx *ctx)
 {
 	(void)ctx;
 	struct submit *s = o->value;
+	const char *key = strcmp(o->long_name, "after-any") == 0	 ? "after_any"
+			  : strcmp(o->long_name, "after-fail") == 0 ? "after_fail"
+								    : "after";
 	_cleanup_free_ char *copy = xstrdup(arg);
 	for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		strv_add(&s->after, tok);
+		strv_addf(&s->after, "%s %s", key, tok);
 	return 0;
 }
 
@@ -619,25 +624,28 @@ static int add_after(struct submit *s, struct spool *sp)
 	if (!s->after.n)
 		return 0;
 	if (s->url) {
-		fprintf(stderr, "kart submit: --after names tasks of a spool; the PostgreSQL queue "
-			"has no dependencies\n");
+		fprintf(stderr, "kart submit: --after, --after-any and --after-fail name tasks of a spool; "
+			"the PostgreSQL queue has no dependencies\n");
 		return 1;
 	}
 	for (size_t i = 0; i < s->after.n; i++) {
-		_cleanup_free_ char *id = spool_own_id(sp, s->after.v[i]), *sid = term_safe(id);
+		char key[16];
+		const char *given = strchr(s->after.v[i], ' ') + 1;
+		snprintf(key, sizeof key, "%.*s", (int)(given - 1 - s->after.v[i]), s->after.v[i]);
+		_cleanup_free_ char *id = spool_own_id(sp, given), *sid = term_safe(id);
 		const char *why;
 		uid_t owner;
 		if (task_name_check(id, &why) != 0) {
-			fprintf(stderr, "kart submit: --after %s: not a task id\n", sid);
+			fprintf(stderr, "kart submit: %s=%s: not a task id\n", key, sid);
 			return 1;
 		}
 		if (!spool_id_taken(sp, id) && spool_id_pending(sp, id, getuid(), &owner) <= 0) {
-			fprintf(stderr, "kart submit: --after %s: no such task\n", sid);
+			fprintf(stderr, "kart submit: %s=%s: no such task\n", key, sid);
 			return 1;
 		}
-		if (task_directive_add(&s->td, "after", id, err, sizeof err) < 0) {
+		if (task_directive_add(&s->td, key, id, err, sizeof err) < 0) {
 			_cleanup_free_ char *serr = term_safe(err);
-			fprintf(stderr, "kart submit: --after %s: %s\n", sid, serr);
+			fprintf(stderr, "kart submit: %s=%s: %s\n", key, sid, serr);
 			return 1;
 		}
 	}
@@ -809,6 +817,12 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			     "run once each named task has its result, all ok; their artifacts and "
 			     "stdout are under $KART_INPUTS/ID/. One that did not end ok: this one "
 			     "ends `skipped`. Each must exist now and be yours (repeatable)", opt_after),
+		OPT_CALLBACK(0, "after-any", &s, "ID[,ID...]",
+			     "run once each named task has its result, whatever its status (Slurm's "
+			     "afterany; after_any=)", opt_after),
+		OPT_CALLBACK(0, "after-fail", &s, "ID[,ID...]",
+			     "run only if each named task did not end ok (Slurm's afternotok; "
+			     "after_fail=); one that ended ok: this one ends `skipped`", opt_after),
 		OPT_GROUP("The task's files (each opened as you, when it starts; see kart-task(5)):"),
 		OPT_STRING('C', "cwd", &s.cwd, "DIR",
 			   "run in DIR instead of the directory you submit from (the default: cwd=, "

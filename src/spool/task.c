@@ -401,36 +401,45 @@ static int d_retry_on(struct task_spec *spec, const struct directive *d, const c
 	return 0;
 }
 
-/* after=ID[,ID...]: cut at the commas first, then each id decoded, so
- * that an id holding a comma is written %2C. Repeated items add up. */
+/* after=ID[,ID...] (and after_any=, after_fail=: the mode is the row's
+ * min): cut at the commas first, then each id decoded, so that an id
+ * holding a comma is written %2C. Repeated items add up; one id under
+ * two modes is an error. */
 static int d_after(struct task_spec *spec, const struct directive *d, const char *val,
 		   const char *raw, int line, char *err, size_t errlen)
 {
-	(void)d, (void)raw;
+	(void)raw;
 	for (const char *p = val;;) {
 		const char *e = strchrnul(p, ',');
 		char enc[3 * TASK_NAME_MAX + 1], id[TASK_NAME_MAX + 1];
 		const char *why;
 		if (e == p)
-			return ERR(-1, "after=%s has an empty id", val);
+			return ERR(-1, "%s=%s has an empty id", d->key, val);
 		if ((size_t)(e - p) >= sizeof enc)
-			return ERR(-1, "after=: an id longer than %d bytes", TASK_NAME_MAX);
+			return ERR(-1, "%s=: an id longer than %d bytes", d->key, TASK_NAME_MAX);
 		memcpy(enc, p, (size_t)(e - p));
 		enc[e - p] = '\0';
 		ssize_t n = pct_decode(enc, id, sizeof id);
 		if (n == -ENAMETOOLONG)
-			return ERR(-1, "after=%s: an id longer than %d bytes", enc, TASK_NAME_MAX);
+			return ERR(-1, "%s=%s: an id longer than %d bytes", d->key, enc, TASK_NAME_MAX);
 		if (n < 0)
-			return ERR(-1, "after=%s: a '%%' must be followed by two hex digits, not %%00", enc);
+			return ERR(-1, "%s=%s: a '%%' must be followed by two hex digits, not %%00", d->key,
+				   enc);
 		if (task_name_check(id, &why) != 0)
-			return ERR(-1, "after=%s is not a task id (%s)", enc,
+			return ERR(-1, "%s=%s is not a task id (%s)", d->key, enc,
 				   id[0] == '.' ? "it starts with '.'" : why);
-		bool dup = false;
+		int dup = -1;
 		for (int i = 0; i < spec->n_after; i++)
-			dup |= strcmp(spec->after[i], id) == 0;
-		if (!dup) {
+			if (strcmp(spec->after[i], id) == 0)
+				dup = i;
+		if (dup >= 0 && spec->after_mode[dup] != (enum after_mode)d->min)
+			return ERR(-1, "%s=%s: the task is named by after=, after_any= or after_fail= "
+				   "already, under another", d->key, enc);
+		if (dup < 0) {
 			if (spec->n_after == TASK_AFTER_MAX)
-				return ERR(-1, "after= names more than %d tasks", TASK_AFTER_MAX);
+				return ERR(-1, "after=, after_any= and after_fail= name more than %d tasks",
+					   TASK_AFTER_MAX);
+			spec->after_mode[spec->n_after] = (enum after_mode)d->min;
 			memcpy(spec->after[spec->n_after++], id, (size_t)n + 1);
 		}
 		spec->line_after = line;
@@ -447,6 +456,7 @@ static int d_after(struct task_spec *spec, const struct directive *d, const char
 #define INT64(k, f, lf, lo, hi) {k, d_int, SPEC(f, int64_t), SPEC(lf, int), lo, hi, NULL, D_WIDE}
 #define TEXT(k, f, fl) {k, d_text, SPEC(f, char[TASK_NAME_MAX + 1]), NO_LINE, 0, TASK_NAME_MAX + 1, NULL, fl}
 #define OWN(k, fn, lf, fl) {k, fn, 0, lf, 0, 0, NULL, fl}
+#define AFTER(k, mode) {k, d_after, 0, NO_LINE, mode, 0, NULL, D_RAW | D_OWN_LINE}
 
 /* Every directive, in the order kart-task(5) lists them. */
 static const struct directive directives[] = {
@@ -472,7 +482,9 @@ static const struct directive directives[] = {
 	OWN("retry_on", d_retry_on, SPEC(line_retry_on, int), 0),
 	DURATION("retry_delay", retry_delay_ms, NO_LINE, 0, 1000, "0, 10s, 5m or 1h"),
 	TEXT("unique", unique, D_RAW),
-	OWN("after", d_after, NO_LINE, D_RAW | D_OWN_LINE),
+	AFTER("after", AFTER_OK),
+	AFTER("after_any", AFTER_ANY),
+	AFTER("after_fail", AFTER_FAIL),
 };
 #undef FLAG
 #undef DURATION
@@ -481,6 +493,7 @@ static const struct directive directives[] = {
 #undef INT64
 #undef TEXT
 #undef OWN
+#undef AFTER
 
 static const struct directive *directive_find(const char *key, size_t klen)
 {

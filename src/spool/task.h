@@ -75,8 +75,12 @@ struct task_spec {
 	 * submitter with this key queued, scheduled or running. "": none. */
 	char unique[TASK_NAME_MAX + 1];
 	/* after=ID[,ID...] (dependencies, depend.h): the upstream ids,
-	 * decoded, each a task name, without repeats, in their order. */
+	 * decoded, each a task name, without repeats, in their order; with
+	 * each, what its end must be for this one to run: after= ok (Slurm's
+	 * afterok), after_any= any (afterany), after_fail= not ok
+	 * (afternotok). */
 	char after[TASK_AFTER_MAX][TASK_NAME_MAX + 1];
+	enum after_mode { AFTER_OK, AFTER_ANY, AFTER_FAIL } after_mode[TASK_AFTER_MAX];
 	int n_after, line_after;
 };
 

@@ -889,4 +889,32 @@ test_secret_leaves_kept_task() {
 	assert_eq "$sum" "$(cat "$s/done/tok.2.stdout" 2>/dev/null)" "the retry had it"
 }
 
+# What a Slurm user reaches for: --after-any (afterany) runs once the
+# upstream ends whatever its status, --after-fail (afternotok) only if it
+# did not end ok; both while it still runs (the waiting set) and after.
+test_after_any_and_after_fail() {
+	user_setup || return
+	local s; s=$(home_spool) || return
+	user_worker "$s"
+	as_user kart -s "$s" submit --name up-bad -- sh -c 'sleep 2; echo partial; exit 3' >/dev/null 2>&1
+	as_user kart -s "$s" submit --name up-good -- sh -c 'sleep 2' >/dev/null 2>&1
+	as_user kart -s "$s" submit --name any --after-any up-bad -- sh -c 'cat "$KART_INPUTS/up-bad/stdout"' >/dev/null 2>&1
+	as_user kart -s "$s" submit --name onfail --after-fail up-bad -- echo cleaning up >/dev/null 2>&1
+	as_user kart -s "$s" submit --name notrun --after-fail up-good -- echo never >/dev/null 2>&1
+	as_user kart -s "$s" submit --name okonly --after up-bad -- echo never >/dev/null 2>&1
+	assert_match "^any	waiting	up-bad" "$(as_user kart -s "$s" status any)" "any waits while up-bad runs"
+	as_user kart -s "$s" wait --timeout 60 any onfail notrun okonly >/dev/null 2>&1
+	assert_eq "ok partial" "$(field "$s" any .status) $(cat "$s/done/any.stdout")" "after-any: ran, with its input"
+	assert_eq "ok cleaning up" "$(field "$s" onfail .status) $(cat "$s/done/onfail.stdout")" "after-fail: ran"
+	assert_eq skipped "$(field "$s" notrun .status)" "after-fail of a task that ended ok"
+	assert_match "up-good ended ok \(after_fail=up-good: it runs only if that one did not end ok\)" \
+		"$(field "$s" notrun .error)" "said"
+	assert_eq skipped "$(field "$s" okonly .status)" "plain after= of a failed task"
+	# Once the upstream has its result, the same at once.
+	as_user kart -s "$s" submit --name late --after-fail up-bad -- true >/dev/null 2>&1
+	as_user kart -s "$s" wait --timeout 30 late >/dev/null 2>&1
+	assert_eq ok "$(field "$s" late .status)" "after-fail, the upstream done already"
+	stop_worker "$UWPID"
+}
+
 run_tests
