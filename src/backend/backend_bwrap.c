@@ -85,6 +85,7 @@ static bool bwrap_signal(struct worker *w, struct task *t, int sig)
 
 const struct backend backend_bwrap = {
 	.name = "bwrap",
+	.masks_spool = true,
 	.work = SANDBOX_WORK,
 	.probe = bwrap_probe,
 	.prepare = bwrap_prepare,

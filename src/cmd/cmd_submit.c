@@ -6,6 +6,7 @@
 #include <libgen.h>
 #include <sys/stat.h>
 
+#include "backend.h"
 #include "binds.h"
 #include "cmd.h"
 #include "opts.h"
@@ -342,7 +343,7 @@ static bool spool_masked(const struct spool *sp)
 {
 	struct policy pol;
 	char err[512];
-	return policy_load(&pol, sp->path, err, sizeof err) < 0 || pol.backend == BACKEND_BWRAP;
+	return policy_load(&pol, sp->path, err, sizeof err) < 0 || backend_get(pol.backend)->masks_spool;
 }
 
 /* The directory we run in, as the task's cwd=, unless the worker would
@@ -431,7 +432,7 @@ static int precheck(const struct submit *s, struct spool *sp, struct task_spec *
 	if (task_resolve_kind(spec, &pol, s->base, err, sizeof err) < 0 ||
 	    task_check_policy(spec, &pol, getuid(), err, sizeof err) < 0 ||
 	    (pol.task_binds && spool_real &&
-	     binds_check(spec, spool_real, pol.backend == BACKEND_BWRAP, err, sizeof err) < 0)) {
+	     binds_check(spec, spool_real, backend_get(pol.backend)->masks_spool, err, sizeof err) < 0)) {
 		say_task_error(s, err, first);
 		return 1;
 	}
