@@ -14,6 +14,9 @@
  * as root (RLIMIT_NPROC stands in); no: refused, the rest of the line is
  * why, as the task's result would say it. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
+#include "backend.h"
 #include "worker_int.h"
 
 /* The host's cgroups, probed once at the worker's start, before any task
