@@ -448,7 +448,7 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 				      (long long)t->spec.pids);
 		t->rl.nproc = t->spec.pids;
 	}
-	t->rl.nofile = w->nofile_task;
+	t->rl.nofile = w->fds.nofile_task;
 	limits_launch_opts(&t->rl, &lopts);
 	const struct acct *ha = acct_get(t->run_uid);
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskp,
@@ -529,9 +529,9 @@ static int slurm_prepare(struct worker *w, struct task *t, struct backend_start 
 			      "kind %s adds credentials through a forwarder on this host, which a job on "
 			      "a node cannot reach: not with backend slurm",
 			      k->name);
-	if (!w->scmp.bpf)
+	if (!w->flt.whole.bpf)
 		return refuse(b, t, "seccomp_failed", "the seccomp filter could not be built: %.180s",
-			      w->scmp_err);
+			      w->flt.err);
 	struct sjob *j = sjob_new(t);
 	t->be_task = j;
 	j->as_user = b->as_user > 0;
@@ -559,9 +559,9 @@ static int slurm_prepare(struct worker *w, struct task *t, struct backend_start 
 		return 0;
 	if (launch_text(w, t, b, j) < 0)
 		return -1;
-	j->filter = xmalloc(w->scmp.len);
-	memcpy(j->filter, w->scmp.bpf, w->scmp.len);
-	j->filter_len = w->scmp.len;
+	j->filter = xmalloc(w->flt.whole.len);
+	memcpy(j->filter, w->flt.whole.bpf, w->flt.whole.len);
+	j->filter_len = w->flt.whole.len;
 	/* after='s outputs, opened in done/: the thread copies them. */
 	for (int i = 0, f = 0; i < t->spec.n_after; i++) {
 		const struct sandbox_input *in = &b->di->in[i];
@@ -678,11 +678,12 @@ static void slurm_reap(struct worker *w, struct task *t)
 	struct sjob *j = t->be_task;
 	struct run_end *e = &t->rend;
 	memset(e, 0, sizeof *e);
+	e->use = (struct run_use){NULL, -1, -1, -1, -1, -1};
 	const char *s = j->state;
 	if (j->launched) {
 		char rep[sizeof j->report];
 		snprintf(rep, sizeof rep, "%s", j->report);
-		run_status_parse(rep, e);
+		run_status_parse(rep, e, true);
 		e->wrapper_status = j->wrapper;
 	} else if (j->why[0] && j->end == SE_RAN) {
 		e->refusal = "sandbox_setup_failed";
@@ -713,21 +714,64 @@ static void slurm_reap(struct worker *w, struct task *t)
 	j->section = slurm_section(j);
 }
 
+/* CPU and memory from the job's cgroup, which counts every process of
+ * the job and which kart-launch --job reads on the node last thing
+ * before it exits (slurmd removes it then); I/O from the launcher in the
+ * sandbox (its report), as under bwrap. sacct's MaxRSS is sampled (0 for
+ * a job shorter than JobAcctGatherFrequency): it stays in the result's
+ * slurm section, never in usage. */
 static void slurm_usage(const struct task *t, struct backend_usage *u)
 {
 	const struct sjob *j = t->be_task;
+	const struct run_use *p = &t->rend.use;
 	backend_usage_init(u);
 	if (!j)
 		return;
 	if (j->cpu_user_us >= 0 && j->cpu_sys_us >= 0) {
 		u->cpu_user_ms = j->cpu_user_us / 1000;
 		u->cpu_system_ms = j->cpu_sys_us / 1000;
+		u->by[UF_CPU] = "cgroup";
+	} else if (p->by && p->user_us >= 0 && p->system_us >= 0) {
+		u->cpu_user_ms = p->user_us / 1000;
+		u->cpu_system_ms = p->system_us / 1000;
+		u->by[UF_CPU] = p->by;
 	}
-	u->memory_peak = j->peak;
+	if (j->peak >= 0) {
+		u->memory_peak = j->peak;
+		u->by[UF_MEMORY] = "cgroup";
+	} else if (p->by && p->maxrss_kb >= 0) {
+		u->memory_peak = p->maxrss_kb * 1024;
+		u->by[UF_MEMORY] = p->by;
+	}
+	if (p->by && p->read_bytes >= 0 && p->write_bytes >= 0) {
+		u->io_read_bytes = p->read_bytes;
+		u->io_write_bytes = p->write_bytes;
+		u->by[UF_IO] = p->by;
+	}
 	if (j->start_ms > 0 && j->end_ms >= j->start_ms) {
 		u->started_ms = j->start_ms;
 		u->finished_ms = j->end_ms;
 	}
+	const char *unread = !j->launched
+		? "the job left no report in its stage (it never ran, or was killed before "
+		  "kart-launch --job could write one)"
+		: NULL;
+	if (!u->by[UF_CPU])
+		u->why[UF_CPU] = unread ? unread
+					: "the job's cgroup counted no CPU time where kart-launch --job "
+					  "looked (sacct's TotalCPU is in the result's slurm section)";
+	if (!u->by[UF_MEMORY])
+		u->why[UF_MEMORY] = unread ? unread
+					   : "the job's cgroup kept no memory peak where kart-launch --job "
+					     "looked (sacct's MaxRSS is sampled: see the slurm section)";
+	if (!u->by[UF_IO])
+		u->why[UF_IO] = unread ? unread
+				       : "kart-launch in the job's sandbox did not report what the task "
+					 "read and wrote";
+	u->why[UF_PIDS] = "Slurm's job cgroup has no pids controller, and sacct counts no processes "
+			  "(pids= is kart-launch's rlimit there)";
+	u->why[UF_PRESSURE] = "sacct keeps no pressure stall information, and the job's cgroup "
+			      "is not read for it";
 }
 
 static const char *slurm_result_json(const struct task *t)

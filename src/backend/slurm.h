@@ -13,7 +13,18 @@
 #ifndef KART_SLURM_H
 #define KART_SLURM_H
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
 #include "backend_local.h"
+#include "binds.h"
+#include "space.h"
 
 /* Where a job is, between the thread and the loop (under slurm.mu). */
 enum sj_phase {

@@ -606,7 +606,10 @@ static int binds_shared(struct sjob *j, char *why, size_t len)
 		return 0;
 	struct binds_opened bo;
 	char err[640];
-	int r = binds_open(spec, j->as_user ? &j->cred : NULL, slurm.w->sp->path, &bo, err, sizeof err);
+	/* Nothing on a node covers the spool (masks_spool is false): a bind
+	 * above it is refused, as kart submit refuses it. */
+	int r = binds_open(spec, j->as_user ? &j->cred : NULL, slurm.w->sp->path, false, &bo, err,
+			   sizeof err);
 	if (r < 0) {
 		snprintf(why, len, "%.600s", err);
 		return r == -EACCES ? -EACCES : -EIO;
