@@ -94,7 +94,7 @@ depcheck:
 # then build and run in a new make (run-TARGET below), whose pkg-config
 # calls are made when it reads this file, after the install: a fresh
 # machine's first make check builds with what it has just installed.
-INSTALLING = check check-v2 demo torture fuzz bench bench-container check-valgrind
+INSTALLING = check check-v2 demo torture fuzz bench bench-container bench-slurm check-valgrind
 $(INSTALLING): deps
 	@$(MAKE) --no-print-directory run-$@
 
@@ -184,6 +184,11 @@ run-torture: all
 	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/ids.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/deps.sh
+	@# the worker killed at each call of its Slurm thread around sbatch;
+	@# Slurm's own time limit (a minute at least)
+	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) S_SWEEP=1 S_LONG=1 \
+		KART_TEST_CASE="slurm_backend_sweep slurm_harness" bash tests/blackbox/slurm.sh && \
+		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s
 	@# kart hold racing three workers at the issue's size (make check: 30 tasks)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) HOLD_RACE_N=$${HOLD_RACE_N:-200} \
 		KART_TEST_CASE=hold_races_workers bash tests/blackbox/control.sh && \
@@ -230,17 +235,24 @@ run-check-valgrind:
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
 # floor, in one run: bench/out/results.md and throughput.png; then the
-# container backend (container.md) and dependencies (deps.md).
+# container backend (container.md), dependencies (deps.md) and backend
+# slurm against Slurm alone (slurm.md).
 run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
 	@KART=$(abspath $(B))/kart ./bench/container
 	@KART=$(abspath $(B))/kart ./bench/deps
+	@KART=$(abspath $(B))/kart ./bench/slurm
 
 # Backend container against bwrap, in one run (a dockerd of its own):
 # bench/out/container.md.
 run-bench-container: all
 	@KART=$(abspath $(B))/kart ./bench/container
+
+# Backend slurm against sbatch and a job array, in turns, on a test
+# cluster of its own (tests/slurm-lib.sh): bench/out/slurm.md.
+run-bench-slurm: all
+	@KART=$(abspath $(B))/kart ./bench/slurm
 
 # What make install puts where, besides the two programs (see below).
 MAN1 = docs/kart.1

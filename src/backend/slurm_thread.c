@@ -661,9 +661,12 @@ static void refuse(struct sjob *j, const char *status, const char *refusal, cons
  * cancelled: at most one of them could run the task anyway. */
 static long long lookup(struct sjob *j, char *why, size_t len)
 {
-	char out[4096], err[1024], opt[160];
+	char out[4096], err[1024], opt[160], user[40];
 	snprintf(opt, sizeof opt, "--name=%s", j->jname);
-	char *const sq[] = {"squeue", "-h", "-t", "all", opt, "-o", "%i", NULL};
+	/* Job names are seen by every user of the cluster: only a job of
+	 * the task's own user is its. */
+	snprintf(user, sizeof user, "--user=%u", (unsigned)(j->as_user ? j->cred.uid : geteuid()));
+	char *const sq[] = {"squeue", "-h", "-t", "all", opt, user, "-o", "%i", NULL};
 	int rc = slurm_cmd(slurm.bin, sq, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT);
 	if (rc != 0) {
 		oneline(err);
@@ -687,7 +690,7 @@ static long long lookup(struct sjob *j, char *why, size_t len)
 		struct tm tm;
 		localtime_r(&t0, &tm);
 		strftime(since, sizeof since, "--starttime=%Y-%m-%dT%H:%M:%S", &tm);
-		char *const sa[] = {"sacct", "-n", "-X", "-P", opt, since, "-o", "JobID", NULL};
+		char *const sa[] = {"sacct", "-n", "-X", "-P", opt, user, since, "-o", "JobID", NULL};
 		if (slurm_cmd(slurm.bin, sa, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT) == 0)
 			for (char *p = out, *e; *p && n < 16; p = e) {
 				long long v = strtoll(p, &e, 10);

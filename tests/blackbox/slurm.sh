@@ -10,6 +10,9 @@
 # (contrib/install-deps); without them, or where Slurm cannot start,
 # every case skips with the reason (a failure under KART_MUST_WORK=1).
 # The submitter is a real account: ${KART_TEST_USER_TAG}s39sub.
+# S_SWEEP=1 adds test_slurm_backend_sweep (the worker killed at each call
+# around sbatch) and S_LONG=1 Slurm's own time limit to the harness case
+# (make torture sets both: minutes more).
 # KART_TEST_SLURM_VM=1 adds test_slurm_second_node: a second node in the
 # QEMU guest of tests/vm (two minutes of software emulation; not in make
 # check).
@@ -65,17 +68,17 @@ wait_acct() {
 # ticks FILE: its number of lines (0 before the job makes it).
 ticks() { cat "$1" 2>/dev/null | wc -l; }
 
-# One case for the whole harness, its jobs side by side: the time limit
-# costs a minute at least (Slurm counts it in minutes and checks it about
-# every 30 s), and the other jobs run meanwhile.
+# One case for the whole harness, its jobs side by side. Slurm's time
+# limit costs a minute at least (it counts in minutes and checks about
+# every 30 s): that job only with S_LONG=1 (make torture).
 test_slurm_harness() {
 	need_slurm || return
-	local out=$S_DIR/jobs uid gid name to id oom su j x n0 n1
+	local out=$S_DIR/jobs uid gid name to= id oom su j x n0 n1
 
 	# TIMEOUT, with the signal asked for before it: USR1 to the batch
 	# shell (B:) 30 s before the limit of 1 minute, then TERM at the
 	# limit and KILL KillWait later. The script outlives both signals.
-	to=$(submit kart-timeout --time=1 --signal=B:USR1@30 --mem=32M -- '
+	[ "${S_LONG:-0}" != 1 ] || to=$(submit kart-timeout --time=1 --signal=B:USR1@30 --mem=32M -- '
 		trap "echo usr1 \$(date +%s)" USR1
 		trap "echo term \$(date +%s)" TERM
 		echo start $(date +%s)
@@ -141,7 +144,7 @@ while time.process_time() - t < 1: pass"') || { fail "sbatch of the identity job
 	wait_acct "$su" CANCELLED 30
 
 	# The timeout job, last: USR1 first, then TERM, then the end.
-	if wait_acct "$to" TIMEOUT 180; then
+	if [ -n "$to" ] && wait_acct "$to" TIMEOUT 180; then
 		x=$(cat "$out/$to.out")
 		assert_match 'usr1 [0-9]+' "$x" "the --signal's USR1 reached the batch shell"
 		assert_match 'term [0-9]+' "$x" "TERM at the time limit reached the batch shell"
@@ -531,7 +534,7 @@ test_slurm_backend_ctld() {
 	ks_spool || return
 	ks_worker
 	local long w1 w2 cx
-	long=$(ks_submit --name long --bind "$SHARED" -- sh -c "echo up >$SHARED/long.up; sleep 15; echo long-done") || return
+	long=$(ks_submit --name long --bind "$SHARED" -- sh -c "echo up >$SHARED/long.up; sleep 8; echo long-done") || return
 	wait_until 60 test -e "$SHARED/long.up" || { fail "the long task did not start"; return; }
 	slurm_ctld_stop
 	w1=$(ks_submit --name w1 -- echo w1) || return
@@ -563,7 +566,7 @@ test_slurm_backend_requeue() {
 	ks_spool || return
 	ks_worker
 	local nf pre hi
-	nf=$(ks_submit --name nf --bind "$SHARED" -- sh -c "echo \$KART_ATTEMPT >>$SHARED/nf.runs; sleep 20") || return
+	nf=$(ks_submit --name nf --bind "$SHARED" -- sh -c "echo \$KART_ATTEMPT >>$SHARED/nf.runs; [ \$KART_ATTEMPT -gt 1 ] || sleep 20") || return
 	wait_until 60 test -s "$SHARED/nf.runs" || { fail "the task did not start"; return; }
 	scontrol update nodename="$S_NODE" state=down reason=kart-test || fail "scontrol update state=down"
 	wait_until 60 sh -c 'grep -q "nf: its Slurm job .* ended NODE_FAIL" "$1"' sh "$S.worker.log" ||
@@ -574,7 +577,7 @@ test_slurm_backend_requeue() {
 	assert_eq "1 2" "$(tr '\n' ' ' <"$SHARED/nf.runs" | sed 's/ $//')" "its runs"
 
 	# A job of the higher partition takes the node's every CPU.
-	pre=$(ks_submit --name pre --bind "$SHARED" -- sh -c "echo \$KART_ATTEMPT >>$SHARED/pre.runs; sleep 20") || return
+	pre=$(ks_submit --name pre --bind "$SHARED" -- sh -c "echo \$KART_ATTEMPT >>$SHARED/pre.runs; [ \$KART_ATTEMPT -gt 1 ] || sleep 20") || return
 	wait_until 60 test -s "$SHARED/pre.runs" || { fail "the task did not start"; return; }
 	hi=$(sbatch --parsable --partition="$S_PART_URGENT" --exclusive --mem=32M -t 1 -o /dev/null --wrap 'sleep 2') ||
 		{ fail "sbatch of the urgent job"; return; }
@@ -636,6 +639,68 @@ test_slurm_backend_escape() {
 	assert_match 'escape battery \[.*\]: [1-9][0-9]* probes tried, 0 escapes' "$out" "the battery's count"
 	took
 }
+
+# The crash sweep's technique around sbatch: the worker SIGKILLed at
+# the Nth call of each system call of its Slurm thread (strace -p on the
+# thread named kart-slurm: inject signal=KILL), then started again: each
+# task runs exactly once and ends ok. The calls in order of a submission:
+# fsetxattr (the run record; its 2nd: the job id), fsync (the record made
+# durable), clone (the stage made as the submitter; the 2nd: sbatch),
+# wait4 (each reaped: the 2nd is sbatch back, the job existing and its id
+# not yet recorded), read (sbatch's output). About two minutes: only
+# with S_SWEEP=1 (make torture).
+ks_sweep_point() {
+	local sc=$1 n=$2 tid id i
+	ks_worker ws
+	for ((i = 0; i < 100; i++)); do
+		tid=$(grep -lx kart-slurm /proc/"$KW"/task/*/comm 2>/dev/null | head -1 | cut -d/ -f5)
+		[ -n "$tid" ] && break
+		sleep 0.05
+	done
+	[ -n "$tid" ] || { fail "no thread named kart-slurm in the worker"; return 1; }
+	strace -qq -o /dev/null -e trace="$sc" -e inject="$sc:signal=KILL:when=$n" -p "$tid" 2>/dev/null &
+	local st=$!
+	wait_until 10 traced_by "$tid" || { fail "strace did not attach"; kill "$st" 2>/dev/null; return 1; }
+	id=$(ks_submit --name "w$sc$n" --bind "$SHARED" -- sh -c \
+		"set -C; echo \$SLURM_JOB_ID >$SHARED/ran.w$sc$n.\$KART_ATTEMPT || exit 9") || return 1
+	SWEEP_IDS+=("$id")
+	# Killed at that call, or the call never came: the worker stops.
+	if wait_until 20 sh -c '! kill -0 "$1" 2>/dev/null' sh "$KW"; then
+		SWEEP_KILLED=$((SWEEP_KILLED + 1))
+	else
+		kill "$st" 2>/dev/null
+		stop_worker "$KW"
+	fi
+	wait "$KW" 2>/dev/null
+	wait "$st" 2>/dev/null
+	ks_worker ws
+	ks_done 60 "$id" || { stop_worker "$KW"; return 1; }
+	stop_worker "$KW"
+}
+slurm_sweep() {
+	ks_spool || return
+	command -v strace >/dev/null || { fail "strace is missing (contrib/install-deps)"; return; }
+	SWEEP_IDS=() SWEEP_KILLED=0
+	local sc n i id bad=0 marks
+	for sc in fsetxattr fsync clone wait4 read; do
+		for n in 1 2 3; do
+			ks_sweep_point "$sc" "$n" || return
+		done
+	done
+	for id in "${SWEEP_IDS[@]}"; do
+		i=${id#*:}
+		marks=$(ls "$SHARED" | grep -c "^ran\.$i\.")
+		if [ "$(ks_field "$id" .status)" != ok ] || [ "$marks" != 1 ]; then
+			[ $bad -lt 3 ] && fail "$id: status $(ks_field "$id" .status) ($(ks_field "$id" .error)), $marks run(s)"
+			bad=$((bad + 1))
+		fi
+	done
+	echo "    ${#SWEEP_IDS[@]} crash points, $SWEEP_KILLED killed the worker, $bad task(s) not run exactly once"
+	assert_eq 0 "$bad" "tasks not run exactly once, or not ok"
+	[ "$SWEEP_KILLED" -ge 10 ] || fail "only $SWEEP_KILLED points killed the worker: the sweep missed its calls"
+	took
+}
+[ "${S_SWEEP:-0}" = 1 ] && test_slurm_backend_sweep() { slurm_sweep; }
 
 if slurm_start; then echo "    slurm: $S_UP"; else S_WHY=${S_WHY:-unknown}; fi
 run_tests
