@@ -314,7 +314,7 @@ test_slurm_backend_tasks() {
 		out=$(<"$S/done/$id.stdout")
 		if [ "${res[$id]:-}" != "$want $([ "$want" = ok ] && echo 0 || echo 3) $job slurm" ] ||
 			[ "$out" != "t$i $uid $job $S_NODE" ]; then
-			[ $bad -lt 3 ] && fail "t$i: '${res[$id]:-}' (want $want), stdout '$out': $(ks_field "$id" '[.error, .slurm]' | tr -d '\n ')"
+			[ $bad -lt 3 ] && fail "t$i: '${res[$id]:-}' (want $want), stdout '$out': $(ks_field "$id" '[.error, .slurm]' | tr -d '\n '); stderr: $(head -c 400 "$S/done/$id.stderr" 2>/dev/null | tr '\n' ' ')"
 			bad=$((bad + 1))
 		fi
 		jobs+=("$job")
