@@ -8,8 +8,9 @@
  * (launch_job.c), which builds the same sandbox a local run gets. One
  * thread does everything that blocks: sbatch, the batched squeue and
  * sacct, scancel and scontrol, and the stage (the worker's, with the
- * submitter's job/ in it, read and written as the submitter in a child). The loop hands it jobs and takes back what
- * it learnt through an eventfd. */
+ * submitter's job/ in it, read and written as the submitter in a
+ * child). The loop hands it jobs and takes back what it learnt through
+ * an eventfd. */
 #ifndef KART_SLURM_H
 #define KART_SLURM_H
 

@@ -105,6 +105,9 @@ while time.process_time() - t < 1: pass"') || { fail "sbatch of the identity job
 		assert_match "who $uid $gid" "$x" "the job runs as the submitter"
 		assert_match "job $id $S_NODE $name" "$x" "SLURM_JOB_ID, SLURMD_NODENAME, SLURM_JOB_NAME in the job"
 		assert_eq "$U_SUB" "$(stat -c %U "$out/$id.out")" "the owner of the job's output"
+		# The job's name reaches slurmdbd after its state may (a
+		# placeholder record named "allocation" first): waited for.
+		wait_until 15 sh -c '[ "$(sacct -n -X -P --name="$1" -S now-1hour -o JobID)" = "$2" ]' sh "$name" "$id"
 		assert_eq "$id" "$(sacct -n -X -P --name="$name" -S now-1hour -o JobID)" "sacct --name finds the job"
 		# The batch step's accounting, from jobacct_gather/cgroup: CPU
 		# time read at its end; MaxRSS sampled (JobAcctGatherFrequency,
