@@ -60,8 +60,16 @@ void consider(struct worker *w, const char *name)
 		return;
 	}
 	enum kstate ks = strset_get(&w->known, name);
-	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_SCHEDULED || ks == K_WAITING)
+	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_WAITING)
 		return;
+	if (ks == K_SCHEDULED) {
+		/* A doorbell on a name that waits for its time: its file may
+		 * say another time now (an edit, a release, another file moved
+		 * in under the name). Forgotten, and looked at afresh. */
+		sched_queue_forget(&w->sched, name);
+		strset_del(&w->known, name);
+		ks = 0;
+	}
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
 	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)

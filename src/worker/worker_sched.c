@@ -38,6 +38,25 @@ char *sched_queue_pop_due(struct sched_queue *q, int64_t now_ms)
 	return prioq_pop(&q->h).name;
 }
 
+void sched_queue_forget(struct sched_queue *q, const char *name)
+{
+	size_t k = 0, n = q->h.n;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(q->h.v[i].name, name) == 0)
+			free(q->h.v[i].name);
+		else
+			q->h.v[k++] = q->h.v[i];
+	}
+	if (k == n)
+		return;
+	/* The heap again, in place: pushing v[i] touches v[0..i] alone. */
+	q->h.n = 0;
+	for (size_t i = 0; i < k; i++) {
+		struct cand c = q->h.v[i];
+		prioq_push(&q->h, c);
+	}
+}
+
 void sched_queue_free(struct sched_queue *q)
 {
 	for (size_t i = 0; i < q->h.n; i++)

@@ -28,6 +28,8 @@ void sched_queue_push(struct sched_queue *q, int64_t at_ms, const char *name);
 int64_t sched_queue_next(const struct sched_queue *q);
 /* The first name due at now_ms (caller frees), or NULL. */
 char *sched_queue_pop_due(struct sched_queue *q, int64_t now_ms);
+/* Every entry of name goes (its file is looked at afresh). */
+void sched_queue_forget(struct sched_queue *q, const char *name);
 void sched_queue_free(struct sched_queue *q);
 
 /* When a task seen in new/ may start: the later of its not_before= and
