@@ -180,9 +180,106 @@ static bool is_paused(struct spool *sp, const char *worker, const char *id)
 	       exists_at(sp->cur, p);
 }
 
+/* A re-queue that found its name taken puts a task back as NAME.2 (and
+ * that as NAME.2.3 ...): is name one of id's? */
+static bool requeued_name(const char *name, const char *id)
+{
+	size_t n = strlen(id);
+	if (strncmp(name, id, n) != 0 || name[n] != '.')
+		return false;
+	for (const char *p = name + n; *p == '.';) {
+		size_t d = strspn(p + 1, "0123456789");
+		if (!d)
+			return false;
+		p += 1 + d;
+		if (!*p)
+			return true;
+	}
+	return false;
+}
+
+/* Where a task is before its result: new/ (queued), new/.held. (held),
+ * or cur/WORKER/ (running); at is its name there. */
+enum qwhere { QW_NOWHERE, QW_NEW, QW_HELD, QW_CUR };
+
+/* The entry dirfd/name is the file the reservation ids/ID names. */
+static bool is_reserved(struct spool *sp, const char *id, int dirfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       spool_ids_state(sp, id, &st) == IDS_MINE;
+}
+
+/* In dirfd, the reserved file of id under id, .held.id, or a name a
+ * re-queue gave it (held true for a held name); false if none. */
+static bool find_in(struct spool *sp, const char *id, int dirfd, char *at, size_t atlen, bool *held)
+{
+	char hn[512];
+	*held = false;
+	if (is_reserved(sp, id, dirfd, id))
+		return pathfmt(at, atlen, "%s", id) == 0;
+	if (spool_held_name(id, hn, sizeof hn) == 0 && is_reserved(sp, id, dirfd, hn)) {
+		*held = true;
+		return pathfmt(at, atlen, "%s", hn) == 0;
+	}
+	DIR *d = opendir_at(dirfd, ".");
+	struct dirent *de;
+	bool found = false;
+	while (d && !found && (de = readdir(d))) {
+		const char *h = spool_held_id(de->d_name);
+		if (requeued_name(h ? h : de->d_name, id) && is_reserved(sp, id, dirfd, de->d_name)) {
+			*held = h != NULL;
+			found = pathfmt(at, atlen, "%s", de->d_name) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A reserved id names one file, whatever its name: after a re-queue it
+ * is ID.N while another file may sit at ID (spool-layout §8). Looked
+ * for in the order tasks move. */
+static enum qwhere where_reserved(struct spool *sp, const char *id, char *at, size_t atlen,
+				  char *worker, size_t wlen)
+{
+	bool held;
+	if (find_in(sp, id, sp->new, at, atlen, &held))
+		return held ? QW_HELD : QW_NEW;
+	DIR *d = opendir_at(sp->cur, ".");
+	struct dirent *de;
+	enum qwhere w = QW_NOWHERE;
+	while (d && w == QW_NOWHERE && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		_cleanup_close_ int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (wd >= 0 && find_in(sp, id, wd, at, atlen, &held) && !held) {
+			snprintf(worker, wlen, "%s", de->d_name);
+			w = QW_CUR;
+		}
+	}
+	if (d)
+		closedir(d);
+	return w;
+}
+
+/* Without a reservation, the id is the name. */
+static enum qwhere where_named(struct spool *sp, const char *id, char *at, size_t atlen,
+			       char *worker, size_t wlen)
+{
+	char hn[512];
+	if (pathfmt(at, atlen, "%s", id) < 0)
+		return QW_NOWHERE;
+	if (exists_at(sp->new, id))
+		return QW_NEW;
+	if (spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn))
+		return pathfmt(at, atlen, "%s", hn) == 0 ? QW_HELD : QW_NOWHERE;
+	return spool_find_claim(sp, id, worker, wlen) ? QW_CUR : QW_NOWHERE;
+}
+
 static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 {
-	memset(q, 0, sizeof *q);
+	memset(q, 0, sizeof q[0]);
 	q->exit_code = -1;
 	/* Look in the order tasks move (new, cur, done), so that one in
 	 * motion is seen somewhere, and report the furthest place found:
@@ -190,29 +287,32 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 	 * finishing task writes its result before it leaves cur/ (and a new/
 	 * entry of a finished id will finish under another one): done/ wins. */
 	bool plain = id[0] != '.' && !strchr(id, '/');
-	char hn[512];
-	bool queued = plain && exists_at(sp->new, id);
-	bool held = !queued && plain && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
-	int64_t qsince = queued ? stat_ms(sp->new, id, true) : held ? stat_ms(sp->new, hn, true) : 0;
-	char worker[sizeof q->worker];
-	bool running = plain && spool_find_claim(sp, id, worker, sizeof worker);
+	char at[sizeof q->name], worker[sizeof q->worker];
+	enum qwhere where = QW_NOWHERE;
+	if (plain)
+		where = spool_ids_state(sp, id, NULL) != IDS_NONE
+				? where_reserved(sp, id, at, sizeof at, worker, sizeof worker)
+				: where_named(sp, id, at, sizeof at, worker, sizeof worker);
+	int64_t qsince = where == QW_NEW || where == QW_HELD ? stat_ms(sp->new, at, true) : 0;
 	int r = query_done(sp, id, q);
 	if (r != -ENOENT)
 		return r;
-	memset(q, 0, sizeof *q);
+	memset(q, 0, sizeof q[0]);
 	q->exit_code = -1;
-	if (running) {
+	if (where != QW_NOWHERE)
+		snprintf(q->name, sizeof q->name, "%s", at);
+	if (where == QW_CUR) {
 		q->state = Q_RUNNING;
 		snprintf(q->worker, sizeof q->worker, "%s", worker);
 		char p[512];
-		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
+		if (pathfmt(p, sizeof p, "%s/%s", q->worker, at) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
-		q->paused = is_paused(sp, q->worker, id);
-	} else if (queued || held) {
-		if (held)
-			q->state = Q_HELD;
-		else
-			queued_state(sp, id, now_realtime_ms(), q);
+		q->paused = is_paused(sp, q->worker, at);
+	} else if (where == QW_HELD) {
+		q->state = Q_HELD;
+		q->since_ms = qsince;
+	} else if (where == QW_NEW) {
+		queued_state(sp, at, now_realtime_ms(), q);
 		q->since_ms = qsince;
 	} else {
 		q->state = Q_UNKNOWN;

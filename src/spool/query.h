@@ -25,6 +25,10 @@ struct qinfo {
 	/* Q_QUEUED whose after= names ids without a result: those ids,
 	 * comma-separated (query_queued); "": none, or not looked at. */
 	char waiting[512];
+	/* Queued, held or running: the entry's name in new/ or cur/W/. The
+	 * id, or for a reserved id re-queued onto a taken name ID.N (and
+	 * .held.ID for a held one). */
+	char name[256];
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);

@@ -426,6 +426,29 @@ test_reservation_found_and_never_given_away() {
 	assert_eq "H Z" "$(ls "$s/ids" | xargs)" "only the others' reservations are left"
 }
 
+# The state of a reserved id is its file's, whatever its name (spool-
+# layout §8): R, re-queued as R.2 because a scheduled copy sat at new/R,
+# is queued, then running as R.2, then finished; kart status R never
+# says the copy's "scheduled".
+test_status_follows_the_reservation() {
+	local s gate=$T_ROOT/gate.st nb; s=$(mkspool)
+	printf '#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho R\n' "$gate" |
+		"$KART" -s "$s" submit --name R - >/dev/null || fail "submit R"
+	mv "$s/new/R" "$s/new/R.2" # as a re-queue does when new/R is taken
+	nb=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)
+	printf '#!/bin/sh\n#kart: not_before=%s\necho copy\n' "$nb" >"$s/new/R"
+	chmod 600 "$s/new/R"
+	assert_match "^R	queued" "$("$KART" -s "$s" status R)" "R, queued as R.2"
+	KART_BACKEND=none start_worker "$s" --id ws
+	wait_until 20 test -e "$s/cur/ws/R.2" || fail "R.2 never claimed"
+	assert_match "^R	running	ws" "$("$KART" -s "$s" status R)" "R, running as R.2"
+	touch "$gate"
+	wait_until 20 test -e "$s/done/R.json" || fail "R never finished"
+	stop_worker "$WPID"
+	assert_match "^R	ok" "$("$KART" -s "$s" status R)" "R, finished"
+	assert_eq R "$(cat "$s/done/R.stdout" 2>/dev/null)" "done/R is the reserved task's"
+}
+
 # kart gc and reservations: one whose result exists goes at once; one as
 # old as the tmp/ age goes if its task is nowhere, stays while its task
 # is queued; a young one stays.
