@@ -9,7 +9,8 @@
 static const char help[] =
 	"usage: kart [-s SPOOL] init [--personal]\n"
 	"\n"
-	"Create the spool (tmp/ new/ cur/ done/). Running it again is harmless.\n"
+	"Create the spool (tmp/ new/ cur/ done/ ids/, and the file format: its\n"
+	"format version). Running it again is harmless.\n"
 	"A spool on NFS or SMB is refused: rename() and flock() there do not give\n"
 	"the guarantees the queue relies on.\n"
 	"\n"

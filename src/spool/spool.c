@@ -31,6 +31,66 @@
 
 static const char *const subdirs[] = {"tmp", "new", "cur", "done"};
 
+/* SPOOL/format: a decimal number, then at most white space. 1 where
+ * there is none; 0 when it is not a number; -errno when unreadable. */
+static int format_read(int root)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t n;
+	int r = read_file_at(root, "format", 64, &buf, &n);
+	if (r == -ENOENT)
+		return 1;
+	if (r < 0)
+		return r;
+	long long v;
+	size_t d = 0;
+	while (d < n && buf[d] >= '0' && buf[d] <= '9')
+		d++;
+	for (size_t i = d; i < n; i++)
+		if (buf[i] != '\n' && buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\r')
+			return 0;
+	if (d == 0 || d > 9)
+		return 0;
+	buf[d] = '\0';
+	return parse_int(buf, 1, INT32_MAX, &v) == 0 ? (int)v : 0;
+}
+
+int spool_format_check(const struct spool *sp, char *err, size_t errlen)
+{
+	if (sp->format == SPOOL_FORMAT)
+		return 0;
+	if (sp->format > SPOOL_FORMAT)
+		return ERR(-1, "%s is a spool of format %d (its file 'format'), and this kart knows "
+			   "format %d alone: it would not keep that format's rules; use a kart that "
+			   "knows format %d", sp->path, sp->format, SPOOL_FORMAT, sp->format);
+	if (sp->format < 0)
+		return ERR(-1, "%s/format: cannot read it: %s (the spool's format version)", sp->path,
+			   strerror(-sp->format));
+	return ERR(-1, "%s/format: not a format version (it holds one decimal number, %d "
+		   "for this kart); put it back as kart init writes it", sp->path, SPOOL_FORMAT);
+}
+
+/* SPOOL/format for a spool that has none (a new one, or one made before
+ * the file existed, which is format 1): written in tmp/ and linked in,
+ * so that nobody reads half of it and no one's is replaced. */
+static int format_write(int root)
+{
+	char tmp[64], text[16];
+	snprintf(tmp, sizeof tmp, "tmp/.format.%d", getpid());
+	int len = snprintf(text, sizeof text, "%d\n", SPOOL_FORMAT);
+	(void)unlinkat(root, tmp, 0);
+	_cleanup_close_ int fd = openat(root, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, text, (size_t)len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && linkat(root, tmp, root, "format", 0) < 0 && errno != EEXIST)
+		r = -errno;
+	(void)unlinkat(root, tmp, 0);
+	return r;
+}
+
 const char *spool_fs_network(unsigned long f_type)
 {
 	f_type &= 0xffffffffUL;
@@ -75,6 +135,16 @@ int spool_init(const char *path, char *err, size_t errlen)
 	 * spool made before it existed still opens (without reservations). */
 	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
 		return ERR(-1, "%s/ids: %s", path, strerror(errno));
+	int f = format_read(root);
+	if (f == 1 && !exists_at(root, "format")) {
+		int r = format_write(root);
+		if (r < 0)
+			return ERR(-1, "%s/format: %s", path, strerror(-r));
+		f = format_read(root);
+	}
+	struct spool shown = {.path = (char *)path, .format = f};
+	if (spool_format_check(&shown, err, errlen) < 0)
+		return -1;
 	if (fsync(root) < 0)
 		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
 	return 0;
@@ -104,6 +174,7 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	sp->drop = openat(sp->root, "drop", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	/* ids/ too: a spool made before reservations has none. */
 	sp->ids = openat(sp->root, "ids", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	sp->format = format_read(sp->root);
 	sp->path = xstrdup(path);
 	return 0;
 }

@@ -40,6 +40,10 @@ struct spool {
 	/* Results readable by done/'s group too ([worker] results = group);
 	 * set by the worker, read by its commit thread. */
 	_Atomic bool results_group;
+	/* What SPOOL/format says (spool_format_check): a version, 1 where
+	 * there is no such file; 0 when it is not a number; -errno when it
+	 * cannot be read. */
+	int format;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
@@ -61,7 +65,16 @@ void claim_meta_parse(const char *text, struct claim_meta *m);
 /* "NFS", "SMB" or "CIFS" for a statfs f_type a spool may not live on
  * (spool_init refuses it, kart doctor too); NULL otherwise. */
 const char *spool_fs_network(unsigned long f_type);
+/* The spool format this kart reads and writes (spool-layout/README.md,
+ * "Format"). kart init writes it into SPOOL/format; a spool without that
+ * file is format 1. */
+#define SPOOL_FORMAT 1
 int spool_init(const char *path, char *err, size_t errlen);
+/* 0 when the spool's format is the one this kart knows; else -1 with the
+ * reason and what to do in err. The worker and every verb that writes
+ * the spool call it: a newer format may mean what this kart would get
+ * wrong. */
+int spool_format_check(const struct spool *sp, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
 

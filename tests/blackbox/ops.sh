@@ -125,6 +125,7 @@ test_readme_system_spool() {
 	assert_eq "drwxrwx--T $gid" "$(stat -c '%A %g' "$s/drop")" "drop/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/tmp")" "tmp/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/ids")" "ids/ (reservations; sticky)"
+	assert_eq "1 -rw-r--r--" "$(cat "$s/format") $(stat -c %A "$s/format")" "format, the spool's format version"
 	# The unit's ExecStartPre and ExecStart, %f being the spool.
 	unit=$ROOT/contrib/systemd/kart-worker@.service
 	pre=$(sed -n 's/^ExecStartPre=//p' "$unit" | sed "s|@BINDIR@|$KART_BUILD|; s|%f|$s|")

@@ -69,6 +69,50 @@ test_link_publish_live_worker() {
 	stop_worker "$WPID"
 }
 
+# The spool's format version (spool-layout/README.md, "Format"): kart
+# init writes SPOOL/format; a spool without it is format 1 and kart init
+# adds it; a worker and every verb that writes refuse a format they do
+# not know (or a file that is no version), saying which and what to do,
+# and leave the spool as it was; a reader still reads.
+test_format_version() {
+	local s v; s=$(mkspool)
+	assert_eq "1" "$(cat "$s/format" 2>/dev/null)" "kart init writes format 1"
+	task_ok done1 | "$KART" -s "$s" submit --name done1 - >/dev/null || fail "submit on format 1"
+	drain "$s"
+	rm "$s/format" # a spool made before the file: format 1
+	task_ok old | "$KART" -s "$s" submit --name old - >/dev/null || fail "submit on a spool without format"
+	run_cmd -s "$s" init
+	assert_eq "0 1" "$RC $(cat "$s/format" 2>/dev/null)" "kart init on it adds the file ($ERR)"
+	for v in 2 abc; do
+		echo "$v" >"$s/format"
+		run_cmd -s "$s" worker --drain
+		assert_eq 1 "$RC" "worker on format '$v'"
+		case $v in
+		2) assert_match "spool of format 2 .*knows format 1 alone.*use a kart that knows format 2" "$ERR" "the worker says why" ;;
+		*) assert_match "format: not a format version" "$ERR" "the worker says why" ;;
+		esac
+		run_cmd -s "$s" submit --name new -- true
+		assert_eq 1 "$RC" "submit on format '$v' ($ERR)"
+		run_cmd -s "$s" hold old
+		assert_eq 1 "$RC" "hold on format '$v' ($ERR)"
+		run_cmd -s "$s" cancel old
+		assert_eq 1 "$RC" "cancel on format '$v' ($ERR)"
+		run_cmd -s "$s" gc
+		assert_eq 1 "$RC" "gc on format '$v' ($ERR)"
+		run_cmd -s "$s" init
+		assert_eq 1 "$RC" "init on format '$v' ($ERR)"
+		assert_eq "$v" "$(cat "$s/format")" "init leaves another format's file alone"
+		run_cmd -s "$s" status done1
+		assert_match "^done1	ok" "$OUT" "status still reads a format-$v spool ($ERR)"
+	done
+	assert_file "$s/new/old"
+	assert_no_file "$s/new/new"
+	assert_no_file "$s/done/old.json"
+	echo 1 >"$s/format"
+	drain "$s"
+	assert_eq ok "$(field "$s" old .status 2>/dev/null)" "format 1 again: it runs"
+}
+
 # kart init refuses a spool on NFS or SMB. The statfs() answer is faked by
 # a preloaded shim (this host has no NFS client); a local path still works.
 test_init_refuses_network_fs() {
