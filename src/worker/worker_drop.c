@@ -16,7 +16,7 @@
  * new/ by any worker finishes (the uid it must have is in the name). A
  * drop/ entry whose owner is not the user of its name is a squat: it is
  * moved into tmp/ (which kart gc empties), so it never blocks that user.
- * See spool-layout/README.md, "Shared spools". */
+ * See spool-layout README §6 and WORKER §7. */
 
 struct drop *drop_find(struct worker *w, const char *name, int wd)
 {
@@ -99,8 +99,8 @@ static void drop_consider(struct worker *w, struct drop *d, const char *name, co
 	enum kstate ks = strset_get(&w->known, key);
 	struct inspect ins;
 	task_inspect(d->fd, name, w->pol, &ins);
-	if (ins.kind == INSPECT_REJECT && ins.nlink == 2 && spool_tmp_holds(w->sp, ins.dev, ins.ino))
-		ins.kind = INSPECT_BUSY;
+	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)
+		link_publish_look(w, d->fd, name, &ins);
 	if (ins.kind == INSPECT_IGNORE)
 		return;
 	if (ins.kind == INSPECT_BUSY) {

@@ -181,7 +181,7 @@ struct task {
  * written and fsynced), fsyncs done/ once for the batch (group commit),
  * then removes each claim, and hands them back through an eventfd. The
  * order of steps per task, and so every crash state, is unchanged
- * (spool-layout §7). The thread touches only the spool and the tasks it
+ * (spool-layout WORKER §6). The thread touches only the spool and the tasks it
  * was given. */
 /* A thread beside the loop (the commit thread, the spawn threads): its
  * lock and condition over its queues, and the eventfd through which it
@@ -454,6 +454,9 @@ void new_mode(struct worker *w);
 void scan_new(struct worker *w);
 void busy_arm(struct worker *w);
 void busy_recheck(struct worker *w);
+/* An entry of dirfd with two links (ins): busy while it may be a link()
+ * publish in progress, else left rejected. */
+void link_publish_look(struct worker *w, int dirfd, const char *name, struct inspect *ins);
 void dispatch(struct worker *w);
 void undefer(struct worker *w);
 /* The timer rang (sched_next_mono): the names whose time came, looked at

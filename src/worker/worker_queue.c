@@ -10,28 +10,46 @@ static void reject_from_new(struct worker *w, const char *name, const char *why)
 	finish_from_new(w, name, "rejected", why);
 }
 
-/* new/NAME has two links. A link() publish has two until its writer
- * unlinks the tmp/ name: busy until then (IN_DELETE in tmp/ rings).
- * Scanning tmp/ takes time, and the writer may unlink at any moment of
- * it, so "not found" alone proves nothing: the inode is held by an
- * O_PATH descriptor and its link count read again after the scan. Still
- * two links then, the second one stayed in place through the whole scan
- * and was not in tmp/: a hard link from elsewhere, rejected. Down to one,
- * the writer unlinked while we looked: inspect the entry afresh. A tmp/
- * that cannot be read leaves the entry busy, never rejected. */
-static void link_publish_look(struct worker *w, const char *name, struct inspect *ins)
+/* Busy names are looked at again by then, at the latest. */
+static void busy_by(struct worker *w, int64_t mono)
+{
+	if (!w->busy_mono || mono < w->busy_mono)
+		w->busy_mono = mono;
+}
+
+/* How long a second link may stand before it is taken for a hard link
+ * from elsewhere: a link() publish keeps one until its writer unlinks
+ * the staging name, wherever that is (spool-layout README §5, WORKER §2). */
+#define LINK_GRACE_MS 2000
+
+/* dirfd/NAME (an entry of new/ or of a drop directory) has two links.
+ * link() and unlink() both set the file's ctime, so a second link made
+ * less than LINK_GRACE_MS ago is a publish in progress: busy, and looked
+ * at again then by the busy timer, whatever events come or not. One that
+ * has stood longer is busy while its other name is in tmp/ (a slow
+ * writer: a deletion there rings), else a hard link from elsewhere,
+ * rejected; but the writer may unlink at any moment of the scan of
+ * tmp/, so the inode, held by an O_PATH descriptor, is looked at again
+ * after it: a count or a ctime that moved means look afresh. A tmp/ that
+ * cannot be read leaves it busy, never rejected. */
+void link_publish_look(struct worker *w, int dirfd, const char *name, struct inspect *ins)
 {
 	for (int round = 0; round < 3 && ins->kind == INSPECT_REJECT && ins->nlink == 2; round++) {
-		_cleanup_close_ int fd = openat(w->sp->new, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		struct stat st;
+		_cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st, after;
 		if (fd < 0 || fstat(fd, &st) < 0) {
-			if (errno == ENOENT)
-				ins->kind = INSPECT_GONE;
-			else
-				ins->kind = INSPECT_BUSY;
+			ins->kind = errno == ENOENT ? INSPECT_GONE : INSPECT_BUSY;
 			return;
 		}
 		if (st.st_dev == ins->dev && st.st_ino == ins->ino && st.st_nlink == 2) {
+			int64_t ct = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+			int64_t quiet = ct + LINK_GRACE_MS - now_realtime_ms();
+			/* (Further ahead: the clock was set back; not waited for.) */
+			if (quiet > 0 && quiet <= LINK_GRACE_MS) {
+				ins->kind = INSPECT_BUSY;
+				busy_by(w, now_mono_ms() + quiet);
+				return;
+			}
 			int r = spool_tmp_holds(w->sp, st.st_dev, st.st_ino);
 			if (r != 0) {
 				if (r < 0)
@@ -40,14 +58,15 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 				ins->kind = INSPECT_BUSY;
 				return;
 			}
-			if (fstat(fd, &st) < 0) {
+			if (fstat(fd, &after) < 0) {
 				ins->kind = INSPECT_BUSY;
 				return;
 			}
-			if (st.st_nlink == 2)
+			if (after.st_nlink == 2 && after.st_ctim.tv_sec == st.st_ctim.tv_sec &&
+			    after.st_ctim.tv_nsec == st.st_ctim.tv_nsec)
 				return; /* rejected: the other link is not a publish */
 		}
-		task_inspect(w->sp->new, name, w->pol, ins);
+		task_inspect(dirfd, name, w->pol, ins);
 	}
 }
 
@@ -73,7 +92,7 @@ void consider(struct worker *w, const char *name)
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
 	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)
-		link_publish_look(w, name, &ins);
+		link_publish_look(w, w->sp->new, name, &ins);
 	switch (ins.kind) {
 	case INSPECT_IGNORE:
 		return;
@@ -227,14 +246,14 @@ void busy_recheck(struct worker *w)
 			if (e->st == K_BUSY && n < w->nbusy)
 				names[n++] = xstrdup(e->name);
 	w->busy_seen = false;
+	w->busy_mono = 0; /* a second link's wait sets its own (link_publish_look) */
 	for (size_t i = 0; i < n; i++) {
 		consider(w, names[i]);
 		free(names[i]);
 	}
 	free(names);
-	w->busy_mono = 0;
 	if (w->busy_seen && ++w->busy_step < BUSY_RECHECK_STEPS)
-		w->busy_mono = now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step);
+		busy_by(w, now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step));
 }
 
 /* Fill free slots from the candidates, best first. */
