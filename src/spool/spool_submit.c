@@ -1,7 +1,7 @@
-/* spool_submit.c - publishing a task (spool-layout §3, the durable
- * way), reserving its id in ids/ (§3.2), the drop directories of a shared
- * spool (§3a) and the look-ups of after= (§3b). Every rename here has a
- * row in spool-layout/README.md's crash-state table. */
+/* spool_submit.c - publishing a task (spool-layout README §5),
+ * reserving its id in ids/, the drop directories of a shared spool (§6)
+ * and the look-ups of after= (WORKER §3). Every rename here has a row in
+ * spool-layout/APPENDIX.md's crash-state tables. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 
@@ -44,7 +44,7 @@ bool spool_id_taken(struct spool *sp, const char *id)
 	return done_has(sp, id);
 }
 
-/* Reservations (spool-layout/README.md section 3.2). ids/ID is a
+/* Reservations (spool-layout README §5). ids/ID is a
  * symbolic link that a submitter makes before it publishes, whose target
  * is the task file's inode number in decimal. symlink(2) is exclusive
  * (EEXIST) in every language, and its target is there the moment the
@@ -271,7 +271,9 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		if (mkdirat(sp->drop, user, 0700) < 0 && errno != EEXIST)
 			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		int d = openat(sp->drop, user, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+		/* EACCES: another user's 0700 directory under our name, a
+		 * squat we cannot even open; a worker moves it as any other. */
+		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != EACCES)
 			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == me) {
 			/* Writable by us alone, or a worker trusts nothing in it. */
@@ -286,10 +288,13 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		}
 		if (d >= 0)
 			close(d);
-		if (tries >= 50)
+		if (tries >= 50 && d >= 0)
 			return ERR(-1, "%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
 				   "directory away when it sees it; is a worker running?",
-				   sp->path, user, d >= 0 ? (unsigned)st.st_uid : 0u);
+				   sp->path, user, (unsigned)st.st_uid);
+		if (tries >= 50)
+			return ERR(-1, "%s/drop/%s is not yours (you cannot open it): a worker moves such "
+				   "a directory away when it sees it; is a worker running?", sp->path, user);
 		usleep(100000);
 	}
 }
@@ -481,8 +486,8 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	return 0;
 }
 
-/* The id's reservation names the task file's inode (spool-layout/README.md
- * section 3.2), and the edited task is a new file: the reservation
+/* The id's reservation names the task file's inode (spool-layout README
+ * §8), and the edited task is a new file: the reservation
  * follows it, replaced in one rename (a new link under a dot name, then
  * over ids/ID), owned as the task is, or the finisher would give the
  * edited task another id than the one its submitter was told. */

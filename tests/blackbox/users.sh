@@ -149,6 +149,23 @@ test_squatted_drop_directory() {
 	stop_workers
 }
 
+# A squat alice cannot even open (mallory's 0700 directory under her
+# name: EACCES before any fstat, spool-layout README §6) is a squat all
+# the same: her kart submit waits for a worker to move it, then drops.
+test_unreadable_squat_waits() {
+	shared_spool || return
+	as "$U_MALLORY" mkdir -m 0700 "$S/drop/$U_ALICE" || fail "mallory's squat"
+	as "$U_ALICE" kart submit --name behind -- id -un >"$T_ROOT/behind.out" 2>"$T_ROOT/behind.err" &
+	local sub=$!
+	sleep 0.5
+	two_workers || return
+	wait_gone 20 "$sub"
+	assert_eq "0 $U_ALICE:behind" "$RC $(cat "$T_ROOT/behind.out")" "alice's submit behind the squat ($(cat "$T_ROOT/behind.err"))"
+	assert_eq "ok $U_ALICE" "$(result "$U_ALICE:behind" .status) $(cat "$S/done/$U_ALICE:behind.stdout" 2>/dev/null)" \
+		"alice's task"
+	stop_workers
+}
+
 # A new/ that others may write (a layout made by hand, or the old one):
 # a member's file put straight there is rejected, with where to drop it.
 test_shared_new_rejects_members_files() {
@@ -474,7 +491,7 @@ print("no forwarder seen")
 	stop_workers
 }
 
-# Ids reserved between users (spool-layout/README.md section 3.2): alice's
+# Ids reserved between users (spool-layout README §5, §6): alice's
 # concurrent submits of one name, against two workers, each get the id
 # they printed; mallory can squat a reservation name of alice's (alice
 # then gets the next id, and it is hers), but cannot remove one of hers
