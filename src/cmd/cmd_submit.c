@@ -740,6 +740,15 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 	int r = spool_submit(&sp, base, task, tlen, base, id, sizeof id);
 	if (has_env)
 		(void)umask(um);
+	if (r == -ENAMETOOLONG) {
+		/* An id is a task name: 200 bytes, the .N and a USER: prefix
+		 * included (spool-layout README §2). */
+		fprintf(stderr, "kart submit: no id of at most %d bytes is free for the name %s (its ids are "
+			"%s%s, then %s%s.2 ...): give a shorter --name\n", TASK_NAME_MAX, base,
+			sp.idprefix, base, sp.idprefix, base);
+		spool_close(&sp);
+		return 1;
+	}
 	if (r < 0) {
 		fprintf(stderr, "kart submit: cannot queue into %s/%s: %s\n", sp.path,
 			sp.dropd >= 0 ? "drop" : "new", strerror(-r));

@@ -69,7 +69,7 @@ test_link_publish_live_worker() {
 	stop_worker "$WPID"
 }
 
-# The spool's format version (spool-layout/README.md, "Format"): kart
+# The spool's format version (spool-layout README §0): kart
 # init writes SPOOL/format; a spool without it is format 1 and kart init
 # adds it; a worker and every verb that writes refuse a format they do
 # not know (or a file that is no version), saying which and what to do,
@@ -413,7 +413,7 @@ test_name_reuse_never_overwrites() {
 	assert_eq job "$(field "$s" job.4 .name)" "name of submitted reuse"
 }
 
-# Reservations, the worker's side (spool-layout/README.md section 3.2).
+# Reservations, the worker's side (spool-layout README §5, WORKER §6).
 # The race of issue 29 made to happen: A, submitted with a reservation,
 # is claimed and held; B is copied into the freed new/X with none and
 # finishes first on another worker. B must not take X: A gets the id it
@@ -470,8 +470,31 @@ test_reservation_found_and_never_given_away() {
 	assert_eq "H Z" "$(ls "$s/ids" | xargs)" "only the others' reservations are left"
 }
 
+# An id is a task name: at most 200 bytes (spool-layout README §2). A
+# taken name of 200 bytes has no next id (NAME.2 would be 202): kart
+# submit says so and publishes nothing, rather than a name a worker
+# rejects; one of 198 bytes still gets NAME.2.
+test_long_taken_name() {
+	local s n198 n200; s=$(mkspool)
+	n200=$(head -c 200 /dev/zero | tr '\0' a)
+	n198=$(head -c 198 /dev/zero | tr '\0' b)
+	run_cmd -s "$s" submit --no-cwd --name "$n200" -- true
+	assert_eq "0 $n200" "$RC $OUT" "the first, 200 bytes"
+	run_cmd -s "$s" submit --no-cwd --name "$n200" -- true
+	assert_eq 1 "$RC" "the second, whose next id would be 202 bytes"
+	assert_match "no id of at most 200 bytes is free for the name a+ .*give a shorter --name" "$ERR" "its error"
+	assert_eq "" "$(ls -A "$s/tmp")" "nothing left in tmp/"
+	assert_eq "$n200" "$(ls "$s/ids")" "no reservation but the first's"
+	assert_eq "$n200" "$(ls "$s/new")" "nothing published but the first"
+	run_cmd -s "$s" submit --no-cwd --name "$n198" -- true
+	run_cmd -s "$s" submit --no-cwd --name "$n198" -- true
+	assert_eq "0 $n198.2" "$RC $OUT" "198 bytes taken: NAME.2 (200 bytes)"
+	drain "$s"
+	assert_eq "ok ok ok" "$(field "$s" "$n200" .status) $(field "$s" "$n198" .status) $(field "$s" "$n198.2" .status)" "all ran"
+}
+
 # The state of a reserved id is its file's, whatever its name (spool-
-# layout §8): R, re-queued as R.2 because a scheduled copy sat at new/R,
+# layout README §7): R, re-queued as R.2 because a scheduled copy sat at new/R,
 # is queued, then running as R.2, then finished; kart status R never
 # says the copy's "scheduled".
 test_status_follows_the_reservation() {
@@ -676,7 +699,7 @@ test_artifacts_capped_by_policy() {
 }
 
 # A worker that dies between moving a result's tree to done/ID.out and
-# writing done/ID.json (spool-layout §12, "Finish, regular task file")
+# writing done/ID.json (spool-layout APPENDIX §3, "Finish, a task file")
 # leaves its claim in cur/W/ (linked as done/ID.task) and the tree. Its
 # recovery runs the task again: the result is the repeat's, with the
 # repeat's tree, not a worker retrying "Directory not empty" for ever.
