@@ -12,7 +12,7 @@
 # 2. for ID = NAME, NAME.2, ...: reserve ID with `ln -sT INO SPOOL/ids/ID`
 #    (symlink(2): it fails when anyone holds ID); then if new/, a
 #    worker's cur/ or done/ has ID, remove the reservation and take the
-#    next ID (spool-layout/README.md section 3.2);
+#    next ID (spool-layout README §5);
 # 3. write the task into the file, with `#kart: name=NAME` after its #!
 #    line (the value %XX-escaped, section 3.1) when ID is not NAME, so
 #    that its result keeps NAME; fsync it, and fsync SPOOL/ids/;
@@ -21,7 +21,7 @@
 # 5. fsync SPOOL/new/. The id printed is the id of the result.
 # On a shared spool (new/ not ours alone, drop/ present) steps 4 and 5 use
 # our own drop directory SPOOL/drop/USER/ (0700), and the id is USER:NAME
-# (spool-layout/README.md, "Shared spools").
+# (spool-layout README §6).
 # Without NAME a unique one is made: seconds.pid.random.host.
 set -eu
 
@@ -38,7 +38,7 @@ fi
 case $name in
 .* | */* | '') echo "kart-submit.sh: not a task name: $name" >&2; exit 2 ;;
 esac
-# Control bytes are no part of a name (spool-layout section 2).
+# Control bytes are no part of a name (spool-layout README §2).
 if [ -n "$(printf '%s' "$name" | tr -d '\040-\176\200-\377')" ]; then
 	echo "kart-submit.sh: not a task name: a control character" >&2
 	exit 2

@@ -24,7 +24,7 @@ cannot be had.
 
 On a shared spool (new/ is not ours alone) steps 4 and 5 use our own
 drop directory SPOOL/drop/USER/ instead of new/, and the id (reserved as
-ids/USER:NAME) is USER:NAME (spool-layout/README.md, "Shared spools"):
+ids/USER:NAME) is USER:NAME (spool-layout README §6):
 see drop_target().
 
 A task is queued the moment step 4 succeeds; a worker never sees a
@@ -74,7 +74,7 @@ def _renameat2(olddirfd, old, newdirfd, new):
 
 
 def pct_encode(value):
-    """A directive value, escaped (spool-layout section 3.1): %XX for '%',
+    """A directive value, escaped (spool-layout README §3): %XX for '%',
     space, tab, '#', bytes below 0x20 and 0x7f; every other byte as is."""
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     out = bytearray()
@@ -87,7 +87,7 @@ def pct_encode(value):
 
 
 def name_check(name):
-    """The task name rules (spool-layout section 2): None if fine, else why."""
+    """The task name rules (spool-layout README §2): None if fine, else why."""
     raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
     if not raw:
         return "empty name"

@@ -490,7 +490,7 @@ static bool reserves_live(struct gc *g, const char *name, const ino_t *v, size_t
 	return n && bsearch(&key, v, n, sizeof *v, ino_cmp) != NULL;
 }
 
-/* ids/: id reservations (spool-layout/README.md section 3.2). One whose
+/* ids/: id reservations (spool-layout README §5, WORKER §10). One whose
  * result exists has done its work: a worker that died between the
  * result and its removal leaves it. One not modified for the tmp/ age
  * (36 hours, --tmp-age) that names no task's inode (none in tmp/, new/,

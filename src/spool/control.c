@@ -1,5 +1,5 @@
 /* control.c - see control.h. Every rename here has a row in
- * spool-layout's crash-state table (§12, "Hold, release, edit"). */
+ * spool-layout's crash-state table (APPENDIX §3, "Hold, release, edit, pause"). */
 #define _GNU_SOURCE
 #include "control.h"
 

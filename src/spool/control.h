@@ -3,7 +3,7 @@
  * worker, so any number of workers, and their restarts, change nothing.
  * A rename is atomic against a worker's claim (also a rename of the same
  * name): either ours wins, or the task has left new/ and we say so.
- * spool-layout §10a has the names and the crash states. */
+ * spool-layout README §8 has the names, APPENDIX §3 the crash states. */
 #ifndef KART_CONTROL_H
 #define KART_CONTROL_H
 

@@ -238,7 +238,7 @@ static bool find_in(struct spool *sp, const char *id, int dirfd, char *at, size_
 }
 
 /* A reserved id names one file, whatever its name: after a re-queue it
- * is ID.N while another file may sit at ID (spool-layout §8). Looked
+ * is ID.N while another file may sit at ID (spool-layout README §7). Looked
  * for in the order tasks move. */
 static enum qwhere where_reserved(struct spool *sp, const char *id, char *at, size_t atlen,
 				  char *worker, size_t wlen)
@@ -283,7 +283,7 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 	q->exit_code = -1;
 	/* Look in the order tasks move (new, cur, done), so that one in
 	 * motion is seen somewhere, and report the furthest place found:
-	 * done/ID.json, then cur/W/ID, then new/ID (spool-layout §8). A
+	 * done/ID.json, then cur/W/ID, then new/ID (spool-layout README §7). A
 	 * finishing task writes its result before it leaves cur/ (and a new/
 	 * entry of a finished id will finish under another one): done/ wins. */
 	bool plain = id[0] != '.' && !strchr(id, '/');

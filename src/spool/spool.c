@@ -1,9 +1,9 @@
 /* spool.c - the spool itself: init and open, its layout and the checks
- * on it, the worker directories and their locks (spool-layout §1, §4, §5),
- * claiming, user.kart (§6), the walk over the spool's directories
+ * on it, the worker directories and their locks (spool-layout README §1, WORKER §1, §4),
+ * claiming, user.kart (WORKER §5), the walk over the spool's directories
  * (spool_walk), and what spool_submit.c, spool_finish.c and
  * spool_recover.c share (spool_int.h). Every rename here has a row in
- * spool-layout/README.md's crash-state table. The names it uses are
+ * spool-layout/APPENDIX.md's crash-state tables. The names it uses are
  * spool_name.c's, a layer below that knows no directory. */
 #define _GNU_SOURCE
 #include "spool_int.h"

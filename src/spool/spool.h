@@ -28,7 +28,7 @@ struct spool {
 	 * id of the form idprefix + name ("alice:"). -1 / "": into new/. */
 	int dropd;
 	char idprefix[72];
-	/* ids/: id reservations (spool-layout/README.md section 3.2), or -1
+	/* ids/: id reservations (spool-layout README §5), or -1
 	 * on a spool made before it existed. */
 	int ids;
 	/* spool_submit publishes the task held (kart submit --hold): under
@@ -139,7 +139,7 @@ int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg);
 /* The worker holding a claim of id (cur/WID/ID) into worker: true if any. */
 bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen);
 
-/* ---- spool_submit.c: publish (§3), ids/ (§3.2), drop/ (§3a), after= (§3b) ---- */
+/* ---- spool_submit.c: publish and ids/ (README §5), drop/ (§6), after= (WORKER §3) ---- */
 
 /* Who may read a result besides root: the account of the id's USER:
  * prefix where it names one (on a shared spool, who dropped the task,
@@ -165,7 +165,7 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
 /* Does tmp/ hold a name of this inode (a link() publish not yet done)?
  * 1 yes, 0 no, -errno when tmp/ could not be read (the caller cannot
  * tell, so must not treat it as "no"). Dot names count: a client may use
- * any name in tmp/ (spool-layout §2). */
+ * any name in tmp/ (spool-layout README §2). */
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
@@ -194,18 +194,18 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
  * out set, 0 when there is none. */
 int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
 		      size_t outlen);
-/* kart edit's swap of a queued task (spool-layout §10a): tmp/STAGED, the
+/* kart edit's swap of a queued task (spool-layout README §8): tmp/STAGED, the
  * new text's file (st its stat), exchanged with new/NAME (NAME: the id,
  * or its held name) by RENAME_EXCHANGE, which fails once the task is
  * claimed; kept only if what came out is old, the file the caller read,
  * else put back. The id's reservation in ids/ then follows the new file
- * (§3.2), and tmp/STAGED (the old file, or ours put back) is removed.
+ * (README §5), and tmp/STAGED (the old file, or ours put back) is removed.
  * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
  * -errno. */
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
 			 const struct stat *old, const struct stat *st);
 
-/* ---- spool_finish.c: the result protocol (§7), re-queue and retry (§7a) ---- */
+/* ---- spool_finish.c: the result protocol, re-queue and retry (WORKER §6) ---- */
 
 /* A safe id from arbitrary entry bytes (for rejected bad names). */
 void spool_id_from_bytes(const char *name, char *out, size_t outlen);
@@ -264,7 +264,7 @@ struct attempt_rec {
  * m->hold on the file); move the run's outputs there as N.stdout and
  * N.stderr (fsynced), write N.json; then re-queue the claim with
  * attempt N+1 and not_before (spool_requeue). reader may read the record.
- * See spool-layout §7a for its crash states. */
+ * See spool-layout APPENDIX §3 for its crash states. */
 int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta *m,
 		const struct attempt_rec *a, int64_t not_before_ms, uid_t reader);
 
@@ -276,7 +276,7 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
 		       const char *error, const char *worker, char *idbuf, size_t idlen);
 
-/* ---- spool_recover.c: dead workers' claims (§11), and live workers ---- */
+/* ---- spool_recover.c: dead workers' claims (WORKER §9), and live workers ---- */
 
 /* Outcome of recovering one claim of a dead (or restarted) worker. */
 enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BUSY, RECOVER_ERROR };

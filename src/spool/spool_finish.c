@@ -1,7 +1,7 @@
-/* spool_finish.c - the result protocol (spool-layout §7): a claim's id,
+/* spool_finish.c - the result protocol (spool-layout WORKER §6): a claim's id,
  * its outputs moved beside the result, the JSON written last and durably;
- * a claim that will not run; re-queue and retry (§7a). Every rename here
- * has a row in spool-layout/README.md's crash-state table. */
+ * a claim that will not run; re-queue and retry. Every rename here
+ * has a row in spool-layout/APPENDIX.md's crash-state tables. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 
@@ -476,7 +476,7 @@ static int take_id(struct spool *sp, const struct id_taker *t, const char *id, c
  * done/ID.task. A submitter reserves, then looks in done/; we take, then
  * look in ids/: one of the two sees the other, and a reservation made
  * since our first look wins (the id is given back: a crash there is a
- * finish cut short, §11). own_hold: base is the id its own earlier
+ * finish cut short, WORKER §9). own_hold: base is the id its own earlier
  * attempts hold, which counts as taken only by a result. */
 static int reserve_id(struct spool *sp, const char *base, bool own_hold, const struct stat *cst,
 		      const struct id_taker *t, char *id, size_t idlen)
@@ -697,7 +697,7 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		/* Scratch first: once the claim is gone the name is free for
 		 * the next task of that name, whose scratch this must not
 		 * touch. A crash in between leaves a claim whose JSON exists,
-		 * which recovery completes (§11). */
+		 * which recovery completes (WORKER §9). */
 		spool_clean_scratch(wdir, name, gone);
 		/* The result is durable: its reservation has done its work. */
 		struct stat st;
@@ -820,7 +820,7 @@ int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta 
 		/* Reserve the final result's id: done/ID.attempts/ counts as
 		 * taken for every finisher and kart submit (done_has). Made
 		 * first and recorded next: a crash between leaves a directory
-		 * nobody holds (spool-layout §12), never a hold of nothing. */
+		 * nobody holds (spool-layout APPENDIX §3), never a hold of nothing. */
 		for (int n = 1;; n++) {
 			if ((r = next_id(name, n, id, sizeof id)) < 0 ||
 			    (r = pathfmt(dir, sizeof dir, "%s.attempts", id)) < 0)

@@ -1,6 +1,6 @@
 /* spool_name.c - the spool's names on disk: the one place that knows
- * what a name in done/, new/ or beside a claim means (spool-layout §2,
- * §5, §6). Below the protocol: it knows no directory and no struct
+ * what a name in done/, new/ or beside a claim means (spool-layout README §1,
+ * §2). Below the protocol: it knows no directory and no struct
  * spool. See spool_name.h. */
 #include "spool_name.h"
 

@@ -1,5 +1,5 @@
 /* spool_name.h - every name on disk: the spool's suffix tables, the
- * builders of its names and their inverses (spool-layout §2, §5, §6).
+ * builders of its names and their inverses (spool-layout README §1, §2).
  * Pure: strings in, strings out, no descriptor and no struct spool, so
  * that it sits below the protocol (spool.c and its sections) and
  * everything above can spell a name the one way. spool.h includes it. */

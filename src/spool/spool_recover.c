@@ -1,7 +1,7 @@
-/* spool_recover.c - recovery (spool-layout §11): the claims of a dead
+/* spool_recover.c - recovery (spool-layout WORKER §9): the claims of a dead
  * worker re-queued, lost or their finish completed, its directory
  * removed; and whether any worker is alive at all. Every rename here has
- * a row in spool-layout/README.md's crash-state table. */
+ * a row in spool-layout/APPENDIX.md's crash-state tables. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 

@@ -674,7 +674,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	held_drop();
 	/* Leave nothing behind: our claim directory goes if it is empty. A
 	 * claim still in it (a re-queue that failed) keeps the .lock, which
-	 * our exit unlocks: that is what lets a peer recover it (§11). */
+	 * our exit unlocks: that is what lets a peer recover it (spool-layout WORKER §9). */
 	if (only_lock_left(w.wdir)) {
 		(void)unlinkat(w.wdir, ".lock", 0);
 		if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT &&

@@ -18,7 +18,7 @@
  * up again. One that ended otherwise than ok gets the waiting task
  * claimed and finished `skipped`, whose own result releases its own
  * dependants in turn: the skip runs down the graph. See
- * spool-layout/README.md §3b. */
+ * spool-layout WORKER §3. */
 
 /* A waiting task as it was filed: what consider would queue it with. */
 struct dep_filed {

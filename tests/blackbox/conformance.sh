@@ -131,7 +131,7 @@ test_wait_and_status_each_state() {
 # with two workers; each task prints its own token. Then, per client:
 # every submission has exactly one result; the id each printed is the id
 # of its own result (the id is reserved before the task is published,
-# spool-layout/README.md section 3.2); and a wait by that id, the client's
+# spool-layout README §5); and a wait by that id, the client's
 # own for a few and done/ID.json for all, returns that task's result.
 # Prints one line of figures per client; RACE_WRONG gets the total wrong.
 race() {
@@ -263,7 +263,7 @@ EOF
 )
 	assert_eq "js str | js str.2 | ok ok js str | ok js str.2" "$out" "node module"
 	assert_eq "from string é" "$(cat "$s/done/js str.stdout" 2>/dev/null)" "node: the string body, UTF-8"
-	# No renameat2 in Node: it publishes by link() and unlink() (§3), which
+	# No renameat2 in Node: it publishes by link() and unlink() (README §5), which
 	# a worker must never take for a hard link.
 	command -v strace >/dev/null && {
 		strace -f -o "$T_ROOT/node.strace" -e trace=link,linkat,unlink,unlinkat,rename,renameat,renameat2 \

@@ -664,7 +664,7 @@ test_clients_against_a_worker() {
 	cat "$T_ROOT"/idout/* >>"$T_ROOT/ids"
 	assert_eq 30 "$(lines "$T_ROOT/ids")" "ids printed by 30 concurrent submits"
 	# Unnamed sh submits get unique names; ten racing for one name each
-	# reserve their own id (spool-layout section 3.2): 30 distinct ids.
+	# reserve their own id (spool-layout README §5): 30 distinct ids.
 	assert_eq 10 "$(grep -v '^same\|^t\.sh' "$T_ROOT/ids" | sort -u | wc -l)" "distinct ids of 10 concurrent unnamed sh submits"
 	assert_eq 30 "$(sort -u "$T_ROOT/ids" | wc -l)" "distinct ids of all 30"
 	assert_eq 10 "$(grep -c '^t\.sh' "$T_ROOT/ids")" "python submits named after their file"

@@ -182,7 +182,7 @@ test_unique_worker_check() {
 }
 
 # A name the worker holds as scheduled is looked at again when its file
-# changes (spool-layout: an event on a name is a doorbell): an edit that
+# changes (spool-layout WORKER §2: an event on a name is a doorbell): an edit that
 # moves not_before= into the past, a hold, an edit and a release, and a
 # new file moved in under the name of one cancelled while it waited, all
 # run within seconds, not at the old time (an hour away).
