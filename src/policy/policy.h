@@ -18,7 +18,7 @@ struct plist {
 	char buf[PLIST_BYTES];
 };
 
-enum backend { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
+enum backend_id { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
 
 /* [limits] cgroup: require (a task without its leaf is refused), auto
  * (without one, the rlimit fallback), off (never a cgroup). */
@@ -49,10 +49,15 @@ struct kind {
 	int n_cred;
 	char endpoint[512];    /* $KART_LLM_ENDPOINT; "" unset */
 	char model[128];       /* $KART_LLM_MODEL; "" unset */
+	/* Who the forwarder may hand the credential to over http://: the
+	 * uid whose socket must hold the other end (-1 unset), reached at
+	 * a port of this host or at endpoint_socket ("" : by TCP). */
+	long long endpoint_uid;
+	char endpoint_socket[108];
 };
 
 struct policy {
-	enum backend backend;
+	enum backend_id backend;
 	char conf_path[4096];    /* SPOOL/kart.conf, read or not; "" without a spool */
 	int slots[2];            /* per lane: fast, batch */
 	uint64_t output_default; /* per stream */
@@ -63,6 +68,9 @@ struct policy {
 	 * bwrap the bytes and entries bound it while the task runs (outdir.h) */
 	uint64_t artifacts_files;
 	int artifacts_depth;
+	/* after=: the deepest chain of waiting tasks, and the most tasks one
+	 * look through the graph follows (depend.h) */
+	int after_max;
 	int retries_default;     /* re-queues after an interrupted run */
 	/* [worker] results = group: results and outputs readable by the
 	 * spool's group too (else by their submitter and root alone). */
@@ -160,7 +168,7 @@ bool policy_priority_allowed(const struct policy *pol, uid_t uid);
 const char *plist_next(const struct plist *l, const char *prev);
 bool plist_has(const struct plist *l, const char *s);
 
-const char *backend_name(enum backend b);
+const char *backend_name(enum backend_id b);
 /* "bwrap", "none" or "container"; -1 for anything else. */
 int backend_parse(const char *s);
 const char *cgroup_use_name(enum cgroup_use c);

@@ -222,8 +222,8 @@ refused" "$(cat "$s/done/ro.stdout")" "read, but no write"
 	assert_eq "$d ro" "$(field "$s" ro '.binds[0] | .path + " " + .mode')" "result: binds"
 }
 
-# The spool, what is in it and what is above it: never bound. kart submit
-# run inside the spool falls back to /work, saying so.
+# The spool, what is in it (a file too) and what is above it: never
+# bound. kart submit run inside the spool falls back to /work, saying so.
 test_spool_refused() {
 	can_run || return
 	local s
@@ -231,12 +231,15 @@ test_spool_refused() {
 	as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- ls >/dev/null
+	# A file in the spool, the user's own: no directory to walk up from.
+	as_user touch "$s/tmp/afile"
+	as_user_in /home/$U kart -s "$s" submit --name spfile --ro "$s/tmp/afile" --no-cwd -- ls >/dev/null
 	local err
 	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
 	assert_match "private /work, not in $s" "$err" "kart submit in the spool: its note"
 	drain "$s"
 	local id
-	for id in sp spdone above; do
+	for id in sp spdone above spfile; do
 		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
 		assert_match "the spool, in it or above it" "$(field "$s" "$id" .error)" "$id: error"
 	done
