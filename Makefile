@@ -141,7 +141,8 @@ $(B)/kart-top: $(LIB_OBJ) $(CMD_OBJ) $(B)/cmd_top.o $(B)/main-top.o
 
 # The launcher runs inside every sandbox, once per task: libc only, and
 # linked statically, which saves the dynamic loader's work on every run
-# (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
+# (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md, "A static
+# launcher") and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
 LAUNCH_SRC = src/sandbox/launch.c src/sandbox/confine.c src/sandbox/landlock.c

@@ -310,7 +310,8 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd, int *pidfd)
  * process group is all it needs (to be signalled with its tree), and
  * setsid would also give it a scheduler autogroup of its own
  * (sched_autogroup_enabled), made and torn down for each task, at a cost
- * measurable per task (docs/PERFORMANCE.md). */
+ * measurable per task (docs/PERFORMANCE.md, "No session without a
+ * terminal"). */
 static bool ctty = true;
 static void ctty_probe(void)
 {

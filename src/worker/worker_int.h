@@ -278,7 +278,7 @@ struct spawn_job {
 };
 
 /* Two: while one sleeps through a child's set-up, the other starts the
- * next task (docs/PERFORMANCE.md has the measurement). */
+ * next task (docs/PERFORMANCE.md, "Two spawn threads"). */
 #define SPAWN_THREADS 2
 
 /* Backend none has SPAWN_THREADS more, started at its first task, that
@@ -287,7 +287,8 @@ struct spawn_job {
  * loads only the seven instructions of the inner half before its exec:
  * the whole program's load (its JIT, the action cache filled by running
  * it for every syscall number, and its free at exit) is paid once per
- * thread instead of once per task (docs/PERFORMANCE.md). The
+ * thread instead of once per task (docs/PERFORMANCE.md, "The filter
+ * in two halves"). The
  * outer half lets clone3 through, so these threads can still clone
  * into a cgroup; the inner half refuses it to the task. They take only
  * jobs of backend none (nothing else may be born under that filter);
