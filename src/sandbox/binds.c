@@ -222,9 +222,9 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return ERR(-errno, "cannot open the task's paths: socketpair: %s", strerror(errno));
 	/* vfork: the worker's page tables are not copied (docs/
-	 * PERFORMANCE.md, "The opener is vforked"), and the child only makes system calls and exits;
-	 * the socketpair holds all it sends, so it never waits on us,
-	 * suspended until it is gone. */
+	 * PERFORMANCE.md, "The opener is vforked"), and the child only
+	 * makes system calls and exits; the socketpair holds all it sends,
+	 * so it never waits on us, suspended until it is gone. */
 	pid_t pid = vfork();
 	if (pid < 0) {
 		int e = errno;

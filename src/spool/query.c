@@ -210,17 +210,22 @@ static bool is_reserved(struct spool *sp, const char *id, int dirfd, const char 
 	       spool_ids_state(sp, id, &st) == IDS_MINE;
 }
 
-/* In dirfd, the reserved file of id under id, .held.id, or a name a
- * re-queue gave it (held true for a held name); false if none. */
-static bool find_in(struct spool *sp, const char *id, int dirfd, char *at, size_t atlen, bool *held)
+/* In dirfd, the reserved file of id: under id or .held.id (plain), or
+ * under a name a re-queue gave it (!plain, a scan of dirfd). held: it
+ * is a held name. */
+static bool find_in(struct spool *sp, const char *id, int dirfd, bool plain, char *at, size_t atlen,
+		    bool *held)
 {
 	char hn[512];
 	*held = false;
-	if (is_reserved(sp, id, dirfd, id))
-		return pathfmt(at, atlen, "%s", id) == 0;
-	if (spool_held_name(id, hn, sizeof hn) == 0 && is_reserved(sp, id, dirfd, hn)) {
-		*held = true;
-		return pathfmt(at, atlen, "%s", hn) == 0;
+	if (plain) {
+		if (is_reserved(sp, id, dirfd, id))
+			return pathfmt(at, atlen, "%s", id) == 0;
+		if (spool_held_name(id, hn, sizeof hn) == 0 && is_reserved(sp, id, dirfd, hn)) {
+			*held = true;
+			return pathfmt(at, atlen, "%s", hn) == 0;
+		}
+		return false;
 	}
 	DIR *d = opendir_at(dirfd, ".");
 	struct dirent *de;
@@ -238,29 +243,35 @@ static bool find_in(struct spool *sp, const char *id, int dirfd, char *at, size_
 }
 
 /* A reserved id names one file, whatever its name: after a re-queue it
- * is ID.N while another file may sit at ID (spool-layout README §7). Looked
- * for in the order tasks move. */
+ * is ID.N while another file may sit at ID (spool-layout README §7).
+ * Looked for in the order tasks move, under its own name first (no scan
+ * of new/ for a task that runs), then under a re-queue's. */
 static enum qwhere where_reserved(struct spool *sp, const char *id, char *at, size_t atlen,
 				  char *worker, size_t wlen)
 {
-	bool held;
-	if (find_in(sp, id, sp->new, at, atlen, &held))
-		return held ? QW_HELD : QW_NEW;
-	DIR *d = opendir_at(sp->cur, ".");
-	struct dirent *de;
-	enum qwhere w = QW_NOWHERE;
-	while (d && w == QW_NOWHERE && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		_cleanup_close_ int wd = openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (wd >= 0 && find_in(sp, id, wd, at, atlen, &held) && !held) {
-			snprintf(worker, wlen, "%s", de->d_name);
-			w = QW_CUR;
+	for (int plain = 1; plain >= 0; plain--) {
+		bool held;
+		if (find_in(sp, id, sp->new, plain, at, atlen, &held))
+			return held ? QW_HELD : QW_NEW;
+		DIR *d = opendir_at(sp->cur, ".");
+		struct dirent *de;
+		enum qwhere w = QW_NOWHERE;
+		while (d && w == QW_NOWHERE && (de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			_cleanup_close_ int wd =
+				openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (wd >= 0 && find_in(sp, id, wd, plain, at, atlen, &held) && !held) {
+				snprintf(worker, wlen, "%s", de->d_name);
+				w = QW_CUR;
+			}
 		}
+		if (d)
+			closedir(d);
+		if (w != QW_NOWHERE)
+			return w;
 	}
-	if (d)
-		closedir(d);
-	return w;
+	return QW_NOWHERE;
 }
 
 /* Without a reservation, the id is the name. */
@@ -289,10 +300,13 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 	bool plain = id[0] != '.' && !strchr(id, '/');
 	char at[sizeof q->name], worker[sizeof q->worker];
 	enum qwhere where = QW_NOWHERE;
-	if (plain)
-		where = spool_ids_state(sp, id, NULL) != IDS_NONE
-				? where_reserved(sp, id, at, sizeof at, worker, sizeof worker)
-				: where_named(sp, id, at, sizeof at, worker, sizeof worker);
+	/* A reservation whose file is nowhere (its client has not published
+	 * yet, or it is no reservation of ours to read): the name, as
+	 * without one. */
+	if (plain && spool_ids_state(sp, id, NULL) != IDS_NONE)
+		where = where_reserved(sp, id, at, sizeof at, worker, sizeof worker);
+	if (plain && where == QW_NOWHERE)
+		where = where_named(sp, id, at, sizeof at, worker, sizeof worker);
 	int64_t qsince = where == QW_NEW || where == QW_HELD ? stat_ms(sp->new, at, true) : 0;
 	int r = query_done(sp, id, q);
 	if (r != -ENOENT)

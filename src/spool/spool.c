@@ -1,7 +1,7 @@
-/* spool.c - the spool itself: init and open, its layout and the checks
- * on it, the worker directories and their locks (spool-layout README §1, WORKER §1, §4),
- * claiming, user.kart (WORKER §5), the walk over the spool's directories
- * (spool_walk), and what spool_submit.c, spool_finish.c and
+/* spool.c - the spool itself: init and open, its format and layout and
+ * the checks on it, the worker directories and their locks (spool-layout
+ * README §0, §1, WORKER §1, §4), claiming, user.kart (WORKER §5), the walk
+ * over the spool's directories (spool_walk), and what spool_submit.c, spool_finish.c and
  * spool_recover.c share (spool_int.h). Every rename here has a row in
  * spool-layout/APPENDIX.md's crash-state tables. The names it uses are
  * spool_name.c's, a layer below that knows no directory. */
