@@ -274,18 +274,22 @@ static enum qwhere where_reserved(struct spool *sp, const char *id, char *at, si
 	return QW_NOWHERE;
 }
 
-/* Without a reservation, the id is the name. */
+/* Without a reservation, the id is the name: looked for in the order
+ * tasks move, the furthest place found wins (a claim over a new entry
+ * of the same name, which will finish under another id). */
 static enum qwhere where_named(struct spool *sp, const char *id, char *at, size_t atlen,
 			       char *worker, size_t wlen)
 {
 	char hn[512];
 	if (pathfmt(at, atlen, "%s", id) < 0)
 		return QW_NOWHERE;
-	if (exists_at(sp->new, id))
-		return QW_NEW;
-	if (spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn))
+	bool queued = exists_at(sp->new, id);
+	bool held = !queued && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
+	if (spool_find_claim(sp, id, worker, wlen))
+		return QW_CUR;
+	if (held)
 		return pathfmt(at, atlen, "%s", hn) == 0 ? QW_HELD : QW_NOWHERE;
-	return spool_find_claim(sp, id, worker, wlen) ? QW_CUR : QW_NOWHERE;
+	return queued ? QW_NEW : QW_NOWHERE;
 }
 
 static int query_once(struct spool *sp, const char *id, struct qinfo *q)
