@@ -148,13 +148,17 @@ int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
 }
 
 /* With a drop directory, the name there is base.N and the id is the
- * prefix and that name: both must be free. */
+ * prefix and that name: both must be free, looked for in the order a
+ * drop moves (drop/USER/, new/.hoist.UID.ID, then as any id). */
 static bool drop_taken(struct spool *sp, const char *name)
 {
-	char id[TASK_NAME_MAX + 80];
+	char id[TASK_NAME_MAX + 80], hoist[NAME_MAX + 1];
 	if (pathfmt(id, sizeof id, "%s%s", sp->idprefix, name) < 0)
 		return true;
-	return exists_at(sp->dropd, name) || spool_id_taken(sp, id);
+	return exists_at(sp->dropd, name) ||
+	       (spool_name_hoist(hoist, sizeof hoist, (unsigned)geteuid(), id) == 0 &&
+		exists_at(sp->new, hoist)) ||
+	       spool_id_taken(sp, id);
 }
 
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)

@@ -149,6 +149,17 @@ test_squatted_drop_directory() {
 	stop_workers
 }
 
+# A drop on its way into new/ (new/.hoist.UID.USER:NAME, spool-layout
+# README §6) holds its id: alice's next submit of that name takes NAME.2.
+test_hoisted_drop_holds_its_id() {
+	shared_spool || return
+	local auid id
+	auid=$(id -u "$U_ALICE")
+	printf '#!/bin/sh\ntrue\n' >"$S/new/.hoist.$auid.$U_ALICE:H"
+	id=$(as "$U_ALICE" kart submit --name H -- true 2>/dev/null) || fail "alice's submit"
+	assert_eq "$U_ALICE:H.2" "$id" "the id beside a hoist in progress"
+}
+
 # A squat alice cannot even open (mallory's 0700 directory under her
 # name: EACCES before any fstat, spool-layout README §6) is a squat all
 # the same: her kart submit waits for a worker to move it, then drops.
