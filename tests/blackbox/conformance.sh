@@ -47,6 +47,25 @@ test_unicode_and_spaced_names() {
 	done
 }
 
+# Every place a task can be takes its id (spool-layout README §5 step
+# 2): a held task (new/.held.ID) and the earlier attempts of a retry
+# (done/ID.attempts/, left by a crashed retry) too; a client that looked
+# only at new/ID, cur/ and done/ID.task/.json printed an id another task
+# would finish under.
+test_every_taken_place() {
+	local c s id
+	s=$(mkspool)
+	for c in $(conf_clients); do
+		# A copied-in task, held: no reservation speaks for it.
+		token_task held >"$s/new/.held.held-$c"
+		mkdir "$s/done/retried-$c.attempts"
+		id=$(token_task two | c_submit "$c" "$s" "held-$c") || fail "$c: submit beside a held task"
+		assert_eq "held-$c.2" "$id" "$c: the id beside a held task"
+		id=$(token_task two | c_submit "$c" "$s" "retried-$c") || fail "$c: submit beside a retry"
+		assert_eq "retried-$c.2" "$id" "$c: the id beside a retry's attempts"
+	done
+}
+
 # A bad directive is never run: refused at submit (kart submit parses the
 # header) or rejected with an error that names the line.
 test_bad_directives() {
