@@ -5,7 +5,10 @@
  * the CLI: killed and removed by name, and a dead worker's found again by
  * their label (container.c). */
 #define _GNU_SOURCE
+#include <signal.h>
+
 #include "backend_local.h"
+#include "container.h"
 
 /* kart.worker=<this>: the label of this worker's containers, and the
  * count that names each (container_name). */

@@ -132,7 +132,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			return ERR(-1, "%s/%s: exists and is not a directory", path, subdirs[i]);
 	}
-	/* ids/: reservations (section 3.2); apart from subdirs, because a
+	/* ids/: reservations (spool-layout README §5); apart from subdirs, because a
 	 * spool made before it existed still opens (without reservations). */
 	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
 		return ERR(-1, "%s/ids: %s", path, strerror(errno));

@@ -510,7 +510,7 @@ static int reserve_id(struct spool *sp, const char *base, bool own_hold, const s
 /* The id of a claim being finished: the one it already holds when this
  * is a retry of a failed publish (*redo: its entries in done/ are made
  * dirty again), else a new one from the id its submitter reserved
- * (section 3.2: the claim's name, or that name before a re-queue or a
+ * (README §5: the claim's name, or that name before a re-queue or a
  * move from drop/ suffixed it), else the id its earlier attempts hold
  * (hold=), else base. */
 static int finish_reserve(struct spool *sp, const struct id_taker *t, const struct stat *cst,

@@ -342,7 +342,7 @@ static int write_task(int fd, const char *data, size_t len, const char *keep, bo
 		const char *nl = memchr(data, '\n', len);
 		split = nl ? (size_t)(nl - data) + 1 : len;
 	}
-	/* Escaped: a value ends at a space (section 3.1). */
+	/* Escaped: a value ends at a space (spool-layout README §3). */
 	char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
 	if (pct_encode(keep, enc, sizeof enc) < 0)
 		return -ENAMETOOLONG;
@@ -396,7 +396,7 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			r = pathfmt(id, idlen, "%s%s", pl ? sp->idprefix : "", name);
 		if (r < 0)
 			break;
-		/* Reserve the id first (section 3.2): a symlink ids/ID -> INO,
+		/* Reserve the id first (README §5): a symlink ids/ID -> INO,
 		 * which fails with EEXIST when anyone holds it. */
 		reserved = false;
 		if (sp->ids >= 0) {

@@ -1,6 +1,8 @@
 /* worker_leaf.c - the per-task cgroup leaf: made, kept for the next run,
  * drained after the run. */
 #define _GNU_SOURCE
+#include <sys/inotify.h>
+
 #include "worker_int.h"
 
 static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
@@ -241,11 +243,11 @@ bool drain_poll(struct worker *w, struct task *t)
 }
 
 /* An inotify event on a watch of ours? The draining task it is for, whose
- * TE_RETRY the loop fires: the leaf reports, the state table acts. */
+ * TE_AGAIN the loop fires: the leaf reports, the state table acts. */
 struct task *drain_event(struct worker *w, int wd)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
-		if (t->state == TS_DRAINING && t->cg_wd == wd)
+		if ((t->state == TS_DRAINING || t->state == TS_DYING) && t->cg_wd == wd)
 			return t;
 	return NULL;
 }

@@ -3,6 +3,9 @@
  * lookups and the waiting set are depend.c's; this is what the worker
  * does with them. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/inotify.h>
+
 #include "worker_int.h"
 
 #include "depend.h"
