@@ -373,21 +373,61 @@ void local_reap(struct worker *w, struct task *t)
 	run_close(&t->run);
 }
 
-/* The leaf counts the whole tree, reaped by us or not; without one, what
- * wait4 said of what we reaped. */
+/* CPU and memory: the leaf counts the whole tree, reaped by anyone or
+ * not, and wins where it measured; else what the task's parent saw of
+ * its tree (run.h's run_use: kart-launch's report, or a direct child's
+ * wait4). I/O is the parent's always: a cgroup charges a buffered write
+ * when it is written back, after the run (v2), or to no group (v1). */
+_Static_assert((int)CG_PSI__N == (int)PSI__N, "the pressure totals, in one order");
 void local_usage(const struct task *t, struct backend_usage *u)
 {
-	const struct run_end *e = &t->rend;
+	const struct run_use *p = &t->rend.use;
+	const struct cg_usage *c = &t->cgu;
+	bool leaf = t->cg.mode != CG_MODE_NONE;
 	backend_usage_init(u);
-	u->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
-	u->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
-	u->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
-	if (t->cg.mode != CG_MODE_NONE) {
-		if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
-			u->cpu_user_ms = t->cgu.cpu_user_us / 1000;
-			u->cpu_system_ms = t->cgu.cpu_system_us / 1000;
-		}
-		if (t->cgu.memory_peak >= 0)
-			u->memory_peak = t->cgu.memory_peak;
+	if (p->by && p->user_us >= 0 && p->system_us >= 0) {
+		u->cpu_user_ms = p->user_us / 1000;
+		u->cpu_system_ms = p->system_us / 1000;
+		u->by[UF_CPU] = p->by;
 	}
+	if (p->by && p->maxrss_kb >= 0) {
+		u->memory_peak = p->maxrss_kb * 1024;
+		u->by[UF_MEMORY] = p->by;
+	}
+	if (p->by && p->read_bytes >= 0 && p->write_bytes >= 0) {
+		u->io_read_bytes = p->read_bytes;
+		u->io_write_bytes = p->write_bytes;
+		u->by[UF_IO] = p->by;
+	}
+	if (leaf && c->cpu_user_us >= 0 && c->cpu_system_us >= 0) {
+		u->cpu_user_ms = c->cpu_user_us / 1000;
+		u->cpu_system_ms = c->cpu_system_us / 1000;
+		u->by[UF_CPU] = "cgroup";
+	}
+	if (leaf && c->memory_peak >= 0) {
+		u->memory_peak = c->memory_peak;
+		u->by[UF_MEMORY] = "cgroup";
+	}
+	for (int i = 0; leaf && i < PSI__N; i++)
+		if ((u->psi_us[i] = c->pressure[i]) >= 0)
+			u->by[UF_PRESSURE] = "cgroup";
+	const char *unreported = "kart-launch did not report what the task used (the sandbox "
+				 "was killed before the task ended)";
+	if (!u->by[UF_CPU])
+		u->why[UF_CPU] = leaf ? "its cgroup leaf counted no CPU time" : unreported;
+	if (!u->by[UF_MEMORY])
+		u->why[UF_MEMORY] = leaf ? "its cgroup leaf kept no memory peak" : unreported;
+	if (!u->by[UF_IO])
+		u->why[UF_IO] = !p->by ? unreported
+				: "the kernel's per-task I/O accounting could not be read "
+				  "(/proc/PID/io; CONFIG_TASK_IO_ACCOUNTING)";
+	u->why[UF_PIDS] = !leaf ? "no cgroup leaf (only a cgroup counts processes at once)"
+				: "its cgroup leaf's pids.peak is not read";
+	if (!u->by[UF_PRESSURE])
+		u->why[UF_PRESSURE] =
+			!leaf ? "no cgroup leaf (pressure stall information is a cgroup2 directory's)"
+			: !c->unified
+				? "its cgroup leaf has no cgroup2 directory, where pressure stall "
+				  "information is kept"
+				: "the kernel keeps no pressure stall information (CONFIG_PSI, psi=0)";
 }

@@ -89,8 +89,10 @@ struct src {
 	const struct backend *be; /* SRC_BACKEND: whose */
 };
 
+/* A leaf's counters that only grow: CPU times, pressure stall totals. */
 struct cg_cpu {
 	int64_t user_us, system_us;
+	int64_t pressure[CG_PSI__N];
 };
 
 /* A task's scratch directories with backend none (struct task's scr). */
@@ -179,7 +181,7 @@ struct task {
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
+	struct cg_cpu cg_base; /* the leaf's counters when the run began (a kept leaf's) */
 	struct cg_cpu cg_end;  /* and when it ended */
 	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
 	int64_t drain_end;   /* draining: give up waiting then */

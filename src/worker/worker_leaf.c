@@ -106,6 +106,13 @@ static void task_usage(struct task *t)
 		t->cgu.cpu_user_us -= t->cg_base.user_us;
 		t->cgu.cpu_system_us -= t->cg_base.system_us;
 	}
+	for (int i = 0; i < CG_PSI__N; i++) {
+		t->cg_end.pressure[i] = t->cgu.pressure[i];
+		if (t->cg_base.pressure[i] >= 0 && t->cgu.pressure[i] >= t->cg_base.pressure[i])
+			t->cgu.pressure[i] -= t->cg_base.pressure[i];
+		else
+			t->cgu.pressure[i] = -1;
+	}
 }
 
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
@@ -122,7 +129,7 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 		t->cgf = k->files;
 		return 0;
 	}
-	t->cg_base = (struct cg_cpu){0, 0};
+	t->cg_base = (struct cg_cpu){0, 0, {0}};
 	/* Leaves of workers killed -9 are swept at start-up and when a dead
 	 * peer is recovered (peer_dead), before its claims can run again:
 	 * not here, where it would cost a scan of every hierarchy per task. */

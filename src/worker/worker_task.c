@@ -10,6 +10,8 @@
 #include "backend.h"
 #include "outcome.h"
 
+#include <sched.h>
+
 struct task *find_task(struct worker *w, const char *name)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
@@ -204,6 +206,19 @@ static void result_usage(struct task *t, struct result *r)
 	r->cpu_user_ms = u.cpu_user_ms;
 	r->cpu_system_ms = u.cpu_system_ms;
 	r->memory_peak = u.memory_peak;
+	r->io_read_bytes = u.io_read_bytes;
+	r->io_write_bytes = u.io_write_bytes;
+	r->pids_peak = u.pids_peak;
+	memcpy(r->psi_us, u.psi_us, sizeof r->psi_us);
+	memcpy(r->usage_by, u.by, sizeof r->usage_by);
+	memcpy(r->usage_why, u.why, sizeof r->usage_why);
+	/* What it could have used: the CPUs it was let run on (read once;
+	 * the worker's affinity, which its tasks inherit). */
+	static int ncpu;
+	cpu_set_t set;
+	if (!ncpu)
+		ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+	r->host_cpus = ncpu;
 }
 
 /* The result's status, from what was observed (outcome.c decides). */

@@ -34,6 +34,10 @@ test_container_profile() {
 	assert_eq container "$(field "$s" prof .sandbox.backend)" "sandbox.backend"
 	assert_eq true "$(field "$s" prof .sandbox.seccomp)" "sandbox.seccomp"
 	assert_eq 67108864 "$(field "$s" prof .limits.memory_bytes)" "limits.memory_bytes"
+	# The engine's cgroup, not kart's: what the worker reaped is the CLI,
+	# whose figures are not the task's. Null, and why.
+	assert_eq "null null null" "$(field "$s" prof '[.usage.cpu_user_ms, .usage.memory_peak_bytes, .efficiency.memory] | map(tostring) | join(" ")')" "usage and efficiency"
+	assert_match 'container engine ran the task' "$(field "$s" prof .usage.why_null.cpu)" "why usage is null"
 	assert_eq "in-container" "$(head -1 "$s/done/prof.stdout")" "stdout"
 	assert_eq "prof /work" "$(sed -n 2p "$s/done/prof.stdout")" "KART_TASK_ID and HOME"
 	local a; a=$(run_argv)
