@@ -343,6 +343,14 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 	return 0;
 }
 
+const char *query_entry(const char *id, const struct qinfo *q)
+{
+	if (!q->name[0])
+		return id;
+	const char *queued = spool_held_id(q->name);
+	return queued ? queued : q->name;
+}
+
 int query_id(struct spool *sp, const char *id, struct qinfo *q)
 {
 	/* A hold and a release move a task between two names of new/ in

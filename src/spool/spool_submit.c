@@ -498,13 +498,11 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 static void ids_follow(struct spool *sp, const char *name, const struct stat *old,
 		       const struct stat *now)
 {
-	char tmp[64], ino[32];
-	const char *id = spool_held_id(name);
-	if (sp->ids < 0)
-		return;
-	if (!id)
-		id = name;
-	if (spool_ids_state(sp, id, old) != IDS_MINE)
+	char tmp[64], ino[32], id[TASK_NAME_MAX + 1];
+	const char *queued = spool_held_id(name);
+	/* Its id may be its name's base: a re-queue onto a taken name made
+	 * it ID.2 (README §7). */
+	if (spool_reserved_id(sp, queued ? queued : name, old, id, sizeof id) != 1)
 		return;
 	snprintf(ino, sizeof ino, "%llu", (unsigned long long)now->st_ino);
 	snprintf(tmp, sizeof tmp, ".follow.%d.%llu", getpid(), (unsigned long long)now->st_ino);

@@ -516,6 +516,46 @@ test_status_follows_the_reservation() {
 	assert_eq R "$(cat "$s/done/R.stdout" 2>/dev/null)" "done/R is the reserved task's"
 }
 
+# The commands act on a reserved id's own file, whatever its name
+# (spool-layout README §7, §8): R, re-queued as R.2 beside another file at
+# new/R, is held, released, edited, paused, resumed and cancelled as R.2;
+# the file at new/R is never touched, and the reservation follows the edit.
+test_control_follows_the_reservation() {
+	local s gate=$T_ROOT/gate.ct nb copy; s=$(mkspool)
+	printf '#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho R\n' "$gate" |
+		"$KART" -s "$s" submit --name R - >/dev/null || fail "submit R"
+	mv "$s/new/R" "$s/new/R.2" # as a re-queue does when new/R is taken
+	nb=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)
+	printf '#!/bin/sh\n#kart: not_before=%s\necho copy\n' "$nb" >"$s/new/R"
+	chmod 600 "$s/new/R"
+	copy=$(stat -c %i "$s/new/R")
+	run_cmd -s "$s" hold R
+	assert_eq 0 "$RC" "kart hold R ($OUT $ERR)"
+	[ -e "$s/new/.held.R.2" ] || fail "R.2 not held: $(ls -a "$s/new" | tr '\n' ' ')"
+	[ ! -e "$s/new/.held.R" ] || fail "the other file was held"
+	run_cmd -s "$s" release R
+	assert_eq 0 "$RC" "kart release R ($OUT $ERR)"
+	[ -e "$s/new/R.2" ] || fail "R.2 not released: $(ls -a "$s/new" | tr '\n' ' ')"
+	run_cmd -s "$s" edit R --set timeout=5m
+	assert_eq 0 "$RC" "kart edit R ($OUT $ERR)"
+	grep -q 'timeout=5m' "$s/new/R.2" || fail "R.2 not edited"
+	! grep -q 'timeout=' "$s/new/R" || fail "the other file was edited"
+	assert_eq "$(stat -c %i "$s/new/R.2")" "$(readlink "$s/ids/R")" "ids/R names the edited file"
+	start_worker "$s" --id wc
+	wait_until 20 test -e "$s/cur/wc/R.2" || fail "R.2 never claimed"
+	run_cmd -s "$s" pause R
+	assert_eq 0 "$RC" "kart pause R ($OUT $ERR)"
+	[ -e "$s/cur/wc/.R.2.paused" ] || fail "R.2 not paused"
+	run_cmd -s "$s" resume R
+	assert_eq 0 "$RC" "kart resume R ($OUT $ERR)"
+	run_cmd -s "$s" cancel R
+	assert_eq 0 "$RC" "kart cancel R ($OUT $ERR)"
+	assert_eq cancelled "$(field "$s" R .status)" "R's result"
+	assert_eq "$copy" "$(stat -c %i "$s/new/R" 2>/dev/null)" "the other file, still queued"
+	[ ! -e "$s/done/R.2.json" ] || fail "a result R.2: $(cat "$s/done/R.2.json")"
+	stop_worker "$WPID"
+}
+
 # kart gc and reservations: one whose result exists goes at once; one as
 # old as the tmp/ age goes if its task is nowhere, stays while its task
 # is queued; a young one stays.
