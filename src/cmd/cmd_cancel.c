@@ -201,15 +201,19 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 		 * it unrun; by its entry's name, which for a reserved id
 		 * re-queued is ID.2 (query_entry). */
 		struct qinfo e;
-		const char *at = query_id(sp, id, &e) == 0 ? query_entry(id, &e) : id;
+		bool known = query_id(sp, id, &e) == 0, done = known && e.state == Q_DONE;
+		const char *at = known ? query_entry(id, &e) : id;
 		char held[TASK_NAME_MAX + 24];
-		if (!may_cancel(sp, sp->new, at, id) ||
-		    (spool_held_name(at, held, sizeof held) == 0 && !may_cancel(sp, sp->new, held, id))) {
+		/* A finished id's name may be another task's by now (a file
+		 * copied in, to finish as ID.2): never claimed as this one. */
+		if (!done && (!may_cancel(sp, sp->new, at, id) ||
+			      (spool_held_name(at, held, sizeof held) == 0 &&
+			       !may_cancel(sp, sp->new, held, id)))) {
 			rc = 1;
 			break;
 		}
-		int r = spool_claim(sp, cc->wdir, at);
-		if (r == -ENOENT)
+		int r = done ? -ENOENT : spool_claim(sp, cc->wdir, at);
+		if (r == -ENOENT && !done)
 			r = spool_claim_held(sp, cc->wdir, at);
 		if (r == 0) {
 			char newid[256];

@@ -100,9 +100,15 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb,
 			if (r == 0 && (query_id(sp, id, &q) < 0 || (q.state == Q_HELD) != hold))
 				r = -ENOENT;
 		} else {
+			/* A finished id's name may be another task's by now (a
+			 * file copied in, to finish as ID.2): not that one. */
 			struct qinfo q;
-			const char *at = query_id(sp, id, &q) == 0 ? query_entry(id, &q) : id;
-			r = hold ? control_hold(sp, at) : control_release(sp, at);
+			bool known = query_id(sp, id, &q) == 0;
+			const char *at = known ? query_entry(id, &q) : id;
+			if (known && q.state == Q_DONE)
+				r = -ENOENT;
+			else
+				r = hold ? control_hold(sp, at) : control_release(sp, at);
 		}
 		if (r == 0) {
 			printf("%s: %s\n", sid, hold ? "held" : "released");

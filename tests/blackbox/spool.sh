@@ -553,6 +553,13 @@ test_control_follows_the_reservation() {
 	assert_eq cancelled "$(field "$s" R .status)" "R's result"
 	assert_eq "$copy" "$(stat -c %i "$s/new/R" 2>/dev/null)" "the other file, still queued"
 	[ ! -e "$s/done/R.2.json" ] || fail "a result R.2: $(cat "$s/done/R.2.json")"
+	# R is finished: the file at new/R is another task (it would finish
+	# as R.2), and no verb of R's takes it.
+	run_cmd -s "$s" hold R
+	assert_match "already finished" "$OUT" "kart hold of a finished R ($ERR)"
+	run_cmd -s "$s" cancel R
+	assert_match "already finished" "$OUT" "kart cancel of a finished R ($ERR)"
+	assert_eq "$copy" "$(stat -c %i "$s/new/R" 2>/dev/null)" "the other file, still queued, not held"
 	stop_worker "$WPID"
 }
 
