@@ -13,7 +13,7 @@ void result_init(struct result *r)
 	r->exit_code = -1;
 	r->timeout_s = -1;
 	r->kill_grace_s = -1;
-	r->cpu_user_ms = r->cpu_system_ms = r->memory_peak = -1;
+	r->cpu_user_ms = r->cpu_system_ms = r->memory_peak = r->pids_peak = -1;
 	r->attempt = 1;
 	r->backend = "none";
 	r->landlock = "off";
@@ -120,11 +120,12 @@ char *result_dumps(const struct result *r)
 				      jint_or_null((int64_t)r->memory, r->memory == 0), "pids",
 				      jint_or_null(r->pids, r->pids == 0), "cpu", cpu));
 	json_object_set_new(o, "usage",
-			    json_pack("{s:o, s:o, s:o}", "cpu_user_ms",
+			    json_pack("{s:o, s:o, s:o, s:o}", "cpu_user_ms",
 				      jint_or_null(r->cpu_user_ms, r->cpu_user_ms < 0), "cpu_system_ms",
 				      jint_or_null(r->cpu_system_ms, r->cpu_system_ms < 0),
 				      "memory_peak_bytes",
-				      jint_or_null(r->memory_peak, r->memory_peak < 0)));
+				      jint_or_null(r->memory_peak, r->memory_peak < 0), "pids_peak",
+				      jint_or_null(r->pids_peak, r->pids_peak < 0)));
 	json_t *ll;
 	char *endp;
 	long abi = r->landlock ? strtol(r->landlock, &endp, 10) : 0;

@@ -52,6 +52,7 @@ struct result {
 	uint32_t cpu_milli; /* 0: null */
 	/* usage */
 	int64_t cpu_user_ms, cpu_system_ms, memory_peak; /* -1: null */
+	int64_t pids_peak;  /* the leaf's pids.peak; -1: null */
 	/* sandbox */
 	const char *backend;
 	bool network;

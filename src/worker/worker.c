@@ -608,6 +608,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	 * commit thread inherits what the loop kept. */
 	commit_start(&w);
 	spawner_start(&w);
+	leaves_start(&w);
 	dispatch(&w);
 
 	for (;;) {
@@ -627,8 +628,6 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			if (idle_and_empty(&w))
 				break;
 		}
-		if (w.nrunning == 0 && w.heap[0].n == 0 && w.heap[1].n == 0)
-			leaves_drop(); /* nothing to run: no leaf is kept */
 		hooks_sweep(&w);
 		arm_timer(&w);
 		struct epoll_event evs[32];

@@ -101,10 +101,6 @@ struct src {
 	struct task *t;
 };
 
-struct cg_cpu {
-	int64_t user_us, system_us;
-};
-
 /* A task's scratch directories with backend none (struct task's scr). */
 enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
 
@@ -130,9 +126,8 @@ struct task {
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
-	struct cg_cpu cg_end;  /* and when it ended */
-	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
+	struct cg_files cgf;   /* its leaf's files, kept open with it (cgf_kept) */
+	bool cgf_kept;         /* descriptors kept across runs: its leaf is the pool's */
 	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
 	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
 	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
@@ -267,6 +262,7 @@ struct spawn_job {
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
+		int self[CG__SLOTS]; /* rj.self_fds (leaf_join_setup) */
 	} lj;
 };
 
@@ -560,12 +556,14 @@ void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratc
 		uint32_t events);
 void capture_loss(struct worker *w, struct task *t);
 
-/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
- * the run */
+/* ---- worker_leaf.c: the per-task cgroup leaf: taken from a pool made and renewed ahead of
+ * time, drained after the run */
 void sweep_leaves(struct worker *w);
+void leaves_start(struct worker *w);
 void leaves_drop(void);
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
 int join_leaf(pid_t pid, void *arg);
+void leaf_join_setup(struct task *t, struct leaf_join *lj, int ufd);
 void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);

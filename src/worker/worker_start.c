@@ -391,8 +391,7 @@ static struct spawn_job *start_job(struct worker *w, struct task *t, struct star
 	j->ufd_owned = !w->keep_fds;
 	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
-	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
-	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
+	leaf_join_setup(t, &j->lj, j->ufd);
 	j->use_join = t->cg.used != 0;
 	j->cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	j->cwd = s->none ? xstrdup(s->workdir) : NULL;

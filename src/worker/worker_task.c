@@ -269,6 +269,7 @@ static void result_usage(struct task *t, struct result *r)
 		}
 		if (t->cgu.memory_peak >= 0)
 			r->memory_peak = t->cgu.memory_peak;
+		r->pids_peak = t->cgu.pids_peak;
 	}
 }
 
