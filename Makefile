@@ -57,30 +57,34 @@ B = build
 SRC_DIRS = cmd worker sync spool sandbox policy lib
 vpath %.c $(addprefix src/,$(SRC_DIRS))
 INC = $(addprefix -iquote src/,$(SRC_DIRS))
-LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load.c \
+LIB_SRC = util.c task.c binds.c tally.c policy.c policy_conf.c policy_kind.c policy_load.c \
 	  result.c spool.c spool_submit.c spool_finish.c spool_recover.c sandbox.c \
 	  run.c worker.c worker_ev.c worker_state.c worker_start.c worker_task.c \
 	  worker_commit.c \
 	  worker_spawn.c worker_queue.c worker_drop.c worker_peer.c worker_leaf.c \
 	  worker_capture.c worker_wait.c worker_fair.c worker_end.c outcome.c hook.c acct.c held.c scratch.c \
-	  prioq.c strset.c \
+	  prioq.c strset.c termsafe.c progress.c \
 	  query.c spool_name.c cgroup.c cgroup_host.c rlimits.c log.c landlock.c \
 	  seccomp.c caps.c container.c confine.c space.c credfwd.c \
 	  sched.c worker_sched.c outdir.c depend.c \
 	  worker_control.c control.c
 CMD_SRC = cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
 	  cmd_wait.c cmd_cat.c cmd_cancel.c cmd_doctor.c cmd_setup_cgroup.c \
-	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c
+	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c \
+	  obs.c cmd_metrics.c cmd_eff.c cmd_report.c
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_SRC = sync.c sync_sqlite.c sync_pg.c cmd_sync.c cmd_feed.c
+# kart-top: the same program with kart top, which links ncurses.
+TOP_SRC = cmd_top.c
+TOP_LIBS = $(shell pkg-config --libs ncursesw)
 LIB_OBJ = $(LIB_SRC:%.c=$(B)/%.o)
 CMD_OBJ = $(CMD_SRC:%.c=$(B)/%.o)
 SYNC_OBJ = $(SYNC_SRC:%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm $(B)/kart-credfwd
+all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-top $(B)/kart-llm $(B)/kart-credfwd
 
 # Installs what is missing, with apt-get: only when asked (make deps), or
 # by the targets below that need it to run at all.
@@ -131,6 +135,15 @@ $(B)/main-sync.o: main.c $(B)/features.stamp | $(B)
 
 $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/main-top.o: main.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DKART_TOP_BIN -c -o $@ $<
+
+$(B)/cmd_top.o: cmd_top.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags ncursesw) $(DEPFLAGS) -c -o $@ $<
+
+$(B)/kart-top: $(LIB_OBJ) $(CMD_OBJ) $(B)/cmd_top.o $(B)/main-top.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS) $(TOP_LIBS)
 
 # The launcher runs inside every sandbox, once per task: libc only, and
 # linked statically, which saves the dynamic loader's work on every run
@@ -252,6 +265,7 @@ install: all
 	install -m 0755 $(B)/kart $(DESTDIR)$(BINDIR)/kart
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
 	install -m 0755 $(B)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-sync
+	install -m 0755 $(B)/kart-top $(DESTDIR)$(LIBEXECDIR)/kart-top
 	install -m 0755 $(B)/kart-llm $(DESTDIR)$(LIBEXECDIR)/kart-llm
 	install -m 0755 $(B)/kart-credfwd $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
@@ -270,7 +284,8 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch \
-	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-top \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-llm \
 	      $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \

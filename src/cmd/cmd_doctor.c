@@ -19,6 +19,7 @@
 #include "policy.h"
 #include "space.h"
 #include "outdir.h"
+#include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
 
@@ -416,14 +417,14 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	json_object_set_new(o, "environment", env_facts(&pol));
 	json_object_set_new(o, "ok", json_boolean(ok));
 	if (json) {
-		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		char *t = json_dumps_safe(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("%s\n", t);
 		free(t);
 	} else {
 		const char *k;
 		json_t *v;
 		json_object_foreach(o, k, v) {
-			char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			char *t = json_dumps_safe(v, JSON_ENCODE_ANY | JSON_COMPACT);
 			printf("%-16s %s\n", k, t);
 			free(t);
 		}

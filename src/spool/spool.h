@@ -40,6 +40,9 @@ struct spool {
 	/* Results readable by done/'s group too ([worker] results = group);
 	 * set by the worker, read by its commit thread. */
 	_Atomic bool results_group;
+	/* The tally this process appends to (tally.h): made by
+	 * spool_worker_open, whose worker id names it; NULL before. */
+	struct tally_writer *tally;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
@@ -290,5 +293,8 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 /* How many workers hold the spool (their flocks on cur/<id>/.lock, as
  * /proc/locks lists them), or -errno where that cannot be told. */
 int spool_live_workers(struct spool *sp);
+/* The same, and their ids added to ids (NULL: only counted). */
+struct strv;
+int spool_live_worker_ids(struct spool *sp, struct strv *ids);
 
 #endif

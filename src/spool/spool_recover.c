@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
+#include "tally.h"
 #include "task.h"
 #include "util.h"
 
@@ -93,6 +94,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					 * and done/ fsynced before the claim goes. */
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
+					spool_tally_recovered(sp, wdir, name, fd, m.id);
 					ids_release(sp, m.id, &st);
 					(void)unlinkat(wdir, name, 0);
 					spool_clean_scratch(wdir, name, 0);
@@ -236,7 +238,7 @@ static bool flocked(const char *locks, ino_t ino)
 	return false;
 }
 
-int spool_live_workers(struct spool *sp)
+int spool_live_worker_ids(struct spool *sp, struct strv *ids)
 {
 	_cleanup_free_ char *locks = NULL;
 	size_t len = 0;
@@ -255,9 +257,14 @@ int spool_live_workers(struct spool *sp)
 		if (de->d_name[0] == '.' || pathfmt(p, sizeof p, "%s/.lock", de->d_name) < 0 ||
 		    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (flocked(locks, st.st_ino))
+		if (flocked(locks, st.st_ino)) {
 			n++;
+			if (ids)
+				strv_add(ids, de->d_name);
+		}
 	}
 	closedir(d);
 	return n;
 }
+
+int spool_live_workers(struct spool *sp) { return spool_live_worker_ids(sp, NULL); }

@@ -370,6 +370,7 @@ static void on_signal(struct worker *w)
 					w->slots[l] = np.slots[l];
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			spool_tally_slots(w->sp, w->slots, LANE__N);
 			log_env_missing(w->pol, "SIGHUP");
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
@@ -477,6 +478,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		die("worker id '%s' is in use by a live worker (cur/%s/.lock is held)", w.id, w.id);
 	if (r < 0)
 		die("cannot open cur/%s/: %s", w.id, strerror(-r));
+	spool_tally_slots(sp, w.slots, LANE__N);
 
 	sigset_t mask;
 	sigemptyset(&mask);

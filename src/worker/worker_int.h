@@ -34,6 +34,7 @@
 #include "caps.h"
 #include "cgroup.h"
 #include "worker_control.h"
+#include "tally.h"
 #include "confine.h"
 #include "container.h"
 #include "credfwd.h"
