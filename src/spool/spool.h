@@ -285,9 +285,11 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
  * 1 if recovered (or still busy: *busy > 0), 0 if the worker is alive.
  * dead(arg, peer), if given, runs once the lock is ours (the worker is
  * gone) and before any claim moves: the caller ends what is left of its
- * runs there (the worker kills its cgroup leaves and its containers). */
+ * runs there (the worker kills its cgroup leaves and what its backends
+ * left). dead() < 0: a run of that worker may still go where only the
+ * caller can tell (no run lock holds it): no claim moves, *busy is 1. */
 int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
-		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
+		       const char *me, int (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost);
 
 /* How many workers hold the spool (their flocks on cur/<id>/.lock, as

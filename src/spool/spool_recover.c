@@ -168,7 +168,7 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 }
 
 int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
-		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
+		       const char *me, int (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost)
 {
 	_cleanup_close_ int d = openat(sp->cur, peer, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -188,8 +188,10 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 	}
 	if (flock(l, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? 0 : -errno;
-	if (dead)
-		dead(arg, peer);
+	if (dead && dead(arg, peer) < 0) {
+		*busy = 1;
+		return 1;
+	}
 	int r = spool_recover_dir(sp, pol, d, me, requeued, lost);
 	if (r < 0)
 		return r;

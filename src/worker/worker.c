@@ -129,6 +129,7 @@ static void arm_timer(struct worker *w)
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
 	EARLIER(sched_next_mono(w));
+	EARLIER(backend_next_mono(w));
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -178,6 +179,7 @@ static void on_timer(struct worker *w)
 		dispatch(w);
 	if (sched_ring(w))
 		dispatch(w);
+	backend_tick(w, now);
 }
 
 /* ---- inotify and signals -------------------------------------------------- */
@@ -363,6 +365,9 @@ static void on_signal(struct worker *w)
 				break;
 			}
 			*w->pol = np;
+			/* The next tasks start under it; each running one keeps
+			 * its own (t->be). */
+			w->be = backend_use(w, np.backend);
 			w->sp->results_group = np.results_group;
 			w->held_stale = true;
 			for (int l = 0; l < LANE__N; l++)
@@ -567,8 +572,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	 * peers', then the queue; first, what dead workers left running in
 	 * their cgroups. */
 	sweep_leaves(&w);
-	container_label(sp->path, w.id, w.clabel, sizeof w.clabel);
-	sweep_containers(&w, w.id);
+	w.be = backend_use(&w, pol->backend);
 	spares_drop(&w);
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -650,16 +654,13 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_SIGNAL: on_signal(&w); break;
 			case SRC_TIMER: on_timer(&w); break;
 			case SRC_WATCHDOG: notify_watchdog(wdog); break;
-			case SRC_PIDFD: exited[nexited++] = s->t; break;
+			case SRC_BACKEND:
+				if (s->be->ready(&w, s, evs[i].events) && s->t)
+					exited[nexited++] = s->t;
+				break;
 			case SRC_HOOK: on_hook(&w, s); break;
 			case SRC_HELPER:
 				helper_done(&w, (struct helper *)((char *)s - offsetof(struct helper, src)));
-				break;
-			case SRC_STDOUT:
-				on_capture(&w, s->t, &s->t->run.out, SCRATCH_STDOUT, evs[i].events);
-				break;
-			case SRC_STDERR:
-				on_capture(&w, s->t, &s->t->run.err, SCRATCH_STDERR, evs[i].events);
 				break;
 			}
 		}
@@ -668,6 +669,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	}
 	spawner_stop(&w);
 	commit_stop(&w);
+	backend_stop_all(&w);
 	outdir_ns_stop(&w.ons);
 	hooks_finish(&w);
 	spares_drop(&w);

@@ -205,10 +205,11 @@ static struct cg_limits lim_of(const struct worker *w, const struct task_spec *s
 }
 
 /* At start-up: the pool's first leaves are made before the first task
- * comes, with the limits of a task that asks for none. */
+ * comes, with the limits of a task that asks for none. None for a
+ * backend whose engine holds the limits (it makes no leaf). */
 void leaves_start(struct worker *w)
 {
-	if (w->pol->backend == BACKEND_CONTAINER || !w->keep_fds || !cg_usable(w))
+	if (w->be->engine_limits || !w->keep_fds || !cg_usable(w))
 		return;
 	struct task_spec spec = {.lane = LANE_FAST};
 	limits_apply_defaults(&spec, w->pol);
