@@ -348,6 +348,7 @@ static void on_signal(struct worker *w)
 		case SIGHUP: {
 			struct policy np;
 			char err[600];
+			policy_forget();
 			if (policy_load(&np, w->sp->path, err, sizeof err) < 0) {
 				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
 				       err);
