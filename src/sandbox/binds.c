@@ -7,9 +7,10 @@
  * at once, and a thread that failed to change back would go on opening
  * the next task's files as the wrong user. A child that drops uid, gid
  * and groups for good, opens, checks and exits, cannot leak its
- * credentials into anything; the cost is one vfork per task that asks
- * for a bind (none for the others). Its descriptors come back over a
- * socketpair (SCM_RIGHTS). */
+ * credentials into anything; the cost is one vfork per task of another
+ * user that asks for a bind (none for the others, nor for the worker's
+ * own user's, whose paths are opened in the spawn thread). Its
+ * descriptors come back over a socketpair (SCM_RIGHTS). */
 #define _GNU_SOURCE
 #include "binds.h"
 
@@ -48,42 +49,48 @@ static int may(int fd, int mode)
 	return access(p, mode);
 }
 
+/* Open bind i as whoever we are, and say what its submitter may do
+ * there. Async-signal-safe: the child below calls it. */
+static int open_bind(const struct task_bind *b, int i, struct bind_msg *m)
+{
+	*m = (struct bind_msg){.idx = i};
+	int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
+	int fd = open(b->path, flags);
+	struct stat st;
+	if (fd < 0) {
+		m->err = errno;
+		if (m->err == ENOTDIR && b->mode == BIND_CWD)
+			m->notdir = 1, m->err = 0;
+	} else if (fstat(fd, &st) < 0) {
+		m->err = errno;
+	} else {
+		bool dir = S_ISDIR(st.st_mode);
+		/* What the bind lets the task do, the submitter must be able
+		 * to do: read (and search a directory) for ro=, write too for
+		 * bind= and cwd=. */
+		if (may(fd, R_OK) < 0)
+			m->missing |= ACC_READ;
+		if (dir && may(fd, X_OK) < 0)
+			m->missing |= ACC_SEARCH;
+		if (b->mode != BIND_RO && may(fd, W_OK) < 0)
+			m->missing |= ACC_WRITE;
+	}
+	return fd;
+}
+
 /* In the child: async-signal-safe calls only (the worker has threads). */
 static void opener(const struct task_spec *spec, const struct run_cred *cred, int sock)
 {
-	if (cred) {
-		/* Raw calls: libc's would try to reach the parent's threads
-		 * (see run.c, child_become). Groups, gid, uid, in that order. */
-		if (syscall(SYS_setgroups, (size_t)cred->ngroups, cred->groups) < 0 ||
-		    syscall(SYS_setresgid, cred->gid, cred->gid, cred->gid) < 0 ||
-		    syscall(SYS_setresuid, cred->uid, cred->uid, cred->uid) < 0 ||
-		    (cred->uid != 0 && syscall(SYS_setuid, 0) == 0))
-			_exit(3);
-	}
+	/* Raw calls: libc's would try to reach the parent's threads (see
+	 * run.c, child_become). Groups, gid, uid, in that order. */
+	if (syscall(SYS_setgroups, (size_t)cred->ngroups, cred->groups) < 0 ||
+	    syscall(SYS_setresgid, cred->gid, cred->gid, cred->gid) < 0 ||
+	    syscall(SYS_setresuid, cred->uid, cred->uid, cred->uid) < 0 ||
+	    (cred->uid != 0 && syscall(SYS_setuid, 0) == 0))
+		_exit(3);
 	for (int i = 0; i < spec->n_binds; i++) {
-		const struct task_bind *b = &spec->binds[i];
-		struct bind_msg m = {.idx = i};
-		int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
-		int fd = open(b->path, flags);
-		struct stat st;
-		if (fd < 0) {
-			m.err = errno;
-			if (m.err == ENOTDIR && b->mode == BIND_CWD)
-				m.notdir = 1, m.err = 0;
-		} else if (fstat(fd, &st) < 0) {
-			m.err = errno;
-		} else {
-			bool dir = S_ISDIR(st.st_mode);
-			/* What the bind lets the task do, the submitter must be
-			 * able to do: read (and search a directory) for ro=, write
-			 * too for bind= and cwd=. */
-			if (may(fd, R_OK) < 0)
-				m.missing |= ACC_READ;
-			if (dir && may(fd, X_OK) < 0)
-				m.missing |= ACC_SEARCH;
-			if (b->mode != BIND_RO && may(fd, W_OK) < 0)
-				m.missing |= ACC_WRITE;
-		}
+		struct bind_msg m;
+		int fd = open_bind(&spec->binds[i], i, &m);
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		memset(cbuf, 0, sizeof cbuf);
 		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
@@ -204,15 +211,18 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	out->n = 0;
 	if (!spec->n_binds)
 		return 0;
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	/* Submitted by the worker's own user: no credentials to take, so
+	 * no child; the paths are opened here. */
+	bool here = !cred;
+	int sv[2] = {-1, -1};
+	pid_t pid = -1;
+	if (!here && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return ERR(-errno, "cannot open the task's paths: socketpair: %s", strerror(errno));
 	/* vfork: the worker's page tables are not copied (docs/
 	 * PERFORMANCE.md), and the child only makes system calls and exits;
 	 * the socketpair holds all it sends, so it never waits on us,
 	 * suspended until it is gone. */
-	pid_t pid = vfork();
-	if (pid < 0) {
+	if (!here && (pid = vfork()) < 0) {
 		int e = errno;
 		close(sv[0]);
 		close(sv[1]);
@@ -222,25 +232,34 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		close(sv[0]);
 		opener(spec, cred, sv[1]);
 	}
-	close(sv[1]);
+	if (!here)
+		close(sv[1]);
 	struct spool_ids sid;
 	spool_ids_get(spool, &sid);
 	int rc = 0;
 	for (int i = 0; i < spec->n_binds && rc == 0; i++) {
 		const struct task_bind *b = &spec->binds[i];
 		struct bind_msg m;
-		char cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-				    .msg_controllen = sizeof cbuf};
-		ssize_t n;
-		while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-			;
+		ssize_t n = sizeof m;
 		int fd = -1;
-		for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-			    c->cmsg_len == CMSG_LEN(sizeof(int)))
-				memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		if (here) {
+			fd = open_bind(b, i, &m);
+			if (fd >= 0 && m.err) {
+				close(fd);
+				fd = -1;
+			}
+		} else {
+			char cbuf[CMSG_SPACE(sizeof(int))];
+			struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+			struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+					    .msg_controllen = sizeof cbuf};
+			while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+				;
+			for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+				    c->cmsg_len == CMSG_LEN(sizeof(int)))
+					memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		}
 		if (n != (ssize_t)sizeof m || m.idx != i) {
 			if (fd >= 0)
 				close(fd);
@@ -303,10 +322,12 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		}
 		out->fd[out->n++] = fd;
 	}
-	close(sv[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	int status = 0;
+	if (!here) {
+		close(sv[0]);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
 		rc = ERR(-EIO, "cannot open the task's paths: the opener could not become uid %u",
 			 cred ? (unsigned)cred->uid : (unsigned)getuid());
