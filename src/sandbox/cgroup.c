@@ -638,13 +638,17 @@ int cg_leaf_renew(struct cg_host *h, struct cg_leaf *l, struct cg_files *f, cons
 		if (v2) {
 			/* The reset holds for reads through this descriptor
 			 * alone (Linux 6.12), which the next reading uses;
-			 * older kernels refuse the write. */
+			 * older kernels refuse the write. One opened for the
+			 * first reading is read-only (EBADF): opened again. */
 			char p[CG_PATH_MAX + 16];
-			close_fd(&f->peak);
-			if ((r = pathfmt(p, sizeof p, "%s/memory.peak", mem)) < 0)
-				return r;
-			if ((f->peak = open(p, O_RDWR | O_CLOEXEC)) < 0 || write(f->peak, "reset\n", 6) != 6)
-				return -ESTALE;
+			if (f->peak < 0 || write(f->peak, "reset\n", 6) != 6) {
+				close_fd(&f->peak);
+				if ((r = pathfmt(p, sizeof p, "%s/memory.peak", mem)) < 0)
+					return r;
+				if ((f->peak = open(p, O_RDWR | O_CLOEXEC)) < 0 ||
+				    write(f->peak, "reset\n", 6) != 6)
+					return -ESTALE;
+			}
 		} else {
 			if ((r = cg_write_file(mem, "memory.max_usage_in_bytes", "0\n", l->fake)) < 0 ||
 			    (r = cg_write_file(mem, "memory.failcnt", "0\n", l->fake)) < 0)

@@ -127,6 +127,15 @@ static int pooled_renew(struct pooled *p)
 
 static bool pool_short(void) { return pool.nready + pool.nback < pool.want && !pool.fresh_failed; }
 
+/* The descriptors the spawn will want (the unified directory, the v1
+ * tasks files), opened here rather than at the claim. */
+static void pooled_prime(struct pooled *p)
+{
+	int fds[CG__SLOTS];
+	(void)cg_files_dir(&p->leaf, &p->files);
+	(void)cg_leaf_join_fds(&p->leaf, &p->files, fds, CG__SLOTS);
+}
+
 static void *pool_main(void *arg)
 {
 	(void)arg;
@@ -145,6 +154,8 @@ static void *pool_main(void *arg)
 					logmsg("cannot renew the cgroup %s for the next task: %s",
 					       leaf_path(&p->leaf), strerror(-r));
 			}
+			if (keep)
+				pooled_prime(p);
 			pthread_mutex_lock(&pool.mu);
 			if (keep) {
 				p->next = pool.ready;
@@ -166,6 +177,8 @@ static void *pool_main(void *arg)
 			p = xcalloc(1, sizeof *p);
 			cg_files_init(&p->files);
 			int r = leaf_make(&p->leaf, &lim, err, sizeof err);
+			if (r == 0)
+				pooled_prime(p);
 			pthread_mutex_lock(&pool.mu);
 			if (r == 0) {
 				p->next = pool.ready;
