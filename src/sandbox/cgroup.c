@@ -632,9 +632,12 @@ int cg_leaf_renew(struct cg_host *h, struct cg_leaf *l, struct cg_files *f, cons
 	int64_t v;
 	int r;
 	if (mem && (!v2 || (h->ctls & CG_CTL_MEMORY))) {
-		if (read_int(mem, v2 ? "memory.current" : "memory.usage_in_bytes", &v) < 0 ||
-		    v > residue_max())
+		if (read_int(mem, v2 ? "memory.current" : "memory.usage_in_bytes", &v) < 0)
 			return -ESTALE;
+		/* Often what the kernel frees after a grace period (a
+		 * namespace's objects): worth a look again a little later. */
+		if (v > residue_max())
+			return -EAGAIN;
 		if (v2) {
 			/* The reset holds for reads through this descriptor
 			 * alone (Linux 6.12), which the next reading uses;

@@ -150,7 +150,8 @@ bool cg_leaf_reusable(const struct cg_leaf *l);
  * directory (as name); on v2 it cannot serve. Nor can one that still
  * holds more memory than a few of the kernel's charge batches (page
  * cache the run left, which the next run's peak would count). 0, or
- * -errno (-ESTALE: not reusable; the caller removes it). */
+ * -errno (-ESTALE: not reusable, the caller removes it; -EAGAIN: it still
+ * holds memory, which may yet go: try again later). */
 int cg_leaf_renew(struct cg_host *h, struct cg_leaf *l, struct cg_files *f, const char *name);
 /* A descriptor of the leaf's unified (cgroup v2) directory, for clone3
  * CLONE_INTO_CGROUP, or -errno (none, or a fake tree). */

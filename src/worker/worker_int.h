@@ -133,6 +133,7 @@ struct task {
 	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
 	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
+	int64_t settle_end;  /* draining: no kill before then (0: sent, or none to send) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
 	struct cg_files cgf;   /* its leaf's files, kept open with it (cgf_kept) */

@@ -4,6 +4,7 @@
 #include "worker_int.h"
 
 static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
+static void drain_again(struct task *t);
 
 /* The host's cgroups, looked at once, at the first task (on v2 the
  * worker may move itself into a leaf of its own then). */
@@ -61,9 +62,16 @@ void sweep_leaves(struct worker *w)
 struct pooled {
 	struct pooled *next;
 	bool dead; /* to be removed, not renewed */
+	int tries; /* renewals put off (-EAGAIN) */
+	int64_t again_mono; /* cooling: when to try again */
 	struct cg_leaf leaf;
 	struct cg_files files;
 };
+
+/* A leaf that still holds what its run's kernel objects were charged is
+ * tried again this long after, a few times, before it goes. */
+#define COOL_MS 50
+#define COOL_TRIES 4
 
 static struct {
 	pthread_t th;
@@ -71,7 +79,8 @@ static struct {
 	pthread_cond_t cv;
 	bool started, quit;
 	struct pooled *ready, *back; /* newest first */
-	size_t nready, nback;
+	struct pooled *cool;         /* renewals put off, in the order they were */
+	size_t nready, nback, ncool;
 	size_t want;               /* ready or on their way back: the slots */
 	struct cg_limits hint;     /* what new leaves get: the last task's limits */
 	bool fresh_failed;         /* the last new leaf could not be made */
@@ -125,7 +134,10 @@ static int pooled_renew(struct pooled *p)
 	return r;
 }
 
-static bool pool_short(void) { return pool.nready + pool.nback < pool.want && !pool.fresh_failed; }
+static bool pool_short(void)
+{
+	return pool.nready + pool.nback + pool.ncool < pool.want && !pool.fresh_failed;
+}
 
 /* The descriptors the spawn will want (the unified directory, the v1
  * tasks files), opened here rather than at the claim. */
@@ -142,15 +154,34 @@ static void *pool_main(void *arg)
 	pthread_mutex_lock(&pool.mu);
 	for (;;) {
 		struct pooled *p = pool.back;
+		if (!p && pool.cool && (pool.quit || pool.cool->again_mono <= now_mono_ms())) {
+			p = pool.cool;
+			pool.cool = p->next;
+			pool.ncool--;
+			p->next = NULL;
+			pool.back = p;
+			pool.nback++;
+		}
 		if (p) {
 			pool.back = p->next;
 			pool.nback--;
-			bool keep = !p->dead && pool.nready < 2 * pool.want;
+			bool keep = !p->dead && !pool.quit && pool.nready < 2 * pool.want;
 			pthread_mutex_unlock(&pool.mu);
 			int r = keep ? pooled_renew(p) : 0;
+			if (r == -EAGAIN && ++p->tries < COOL_TRIES) {
+				pthread_mutex_lock(&pool.mu);
+				p->again_mono = now_mono_ms() + COOL_MS;
+				struct pooled **q = &pool.cool;
+				while (*q)
+					q = &(*q)->next;
+				p->next = NULL;
+				*q = p;
+				pool.ncool++;
+				continue;
+			}
 			if (r < 0) {
 				keep = false;
-				if (r != -ESTALE)
+				if (r != -ESTALE && r != -EAGAIN)
 					logmsg("cannot renew the cgroup %s for the next task: %s",
 					       leaf_path(&p->leaf), strerror(-r));
 			}
@@ -158,6 +189,7 @@ static void *pool_main(void *arg)
 				pooled_prime(p);
 			pthread_mutex_lock(&pool.mu);
 			if (keep) {
+				p->tries = 0;
 				p->next = pool.ready;
 				pool.ready = p;
 				pool.nready++;
@@ -168,9 +200,9 @@ static void *pool_main(void *arg)
 			}
 			continue;
 		}
-		if (pool.quit)
+		if (pool.quit && !pool.cool)
 			break;
-		if (pool_short()) {
+		if (!pool.quit && pool_short()) {
 			struct cg_limits lim = pool.hint;
 			pthread_mutex_unlock(&pool.mu);
 			char err[256];
@@ -191,7 +223,13 @@ static void *pool_main(void *arg)
 			}
 			continue;
 		}
-		pthread_cond_wait(&pool.cv, &pool.mu);
+		if (pool.cool) {
+			/* CLOCK_MONOTONIC: the condition's clock (pool_start). */
+			int64_t at = pool.cool->again_mono;
+			struct timespec ts = {.tv_sec = at / 1000, .tv_nsec = (at % 1000) * 1000000};
+			(void)pthread_cond_timedwait(&pool.cv, &pool.mu, &ts);
+		} else
+			pthread_cond_wait(&pool.cv, &pool.mu);
 	}
 	pthread_mutex_unlock(&pool.mu);
 	return NULL;
@@ -200,6 +238,12 @@ static void *pool_main(void *arg)
 /* Every signal stays blocked in it, as in the loop that starts it. */
 static void pool_start(void)
 {
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_destroy(&pool.cv);
+	pthread_cond_init(&pool.cv, &ca);
+	pthread_condattr_destroy(&ca);
 	int e = pthread_create(&pool.th, NULL, pool_main, NULL);
 	if (e) {
 		logmsg("cannot start the thread of the cgroup leaves: %s; each task makes its own",
@@ -265,7 +309,7 @@ static struct pooled *pool_take(const struct cg_limits *lim, size_t want)
 /* The leaf of a task back to the thread: renewed or removed there. */
 static void pool_give(struct cg_leaf *l, struct cg_files *f, bool dead)
 {
-	struct pooled *p = xmalloc(sizeof *p);
+	struct pooled *p = xcalloc(1, sizeof *p);
 	p->leaf = *l;
 	p->files = *f;
 	p->dead = dead;
@@ -351,7 +395,7 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 	 * peer is recovered (peer_dead), before its claims can run again:
 	 * not here, where it would cost a scan of every hierarchy per task. */
 	int r = leaf_make(&t->cg, &lim, err, errlen);
-	if (r == 0 && pool.fresh_failed) {
+	if (r == 0 && pool.started) {
 		pthread_mutex_lock(&pool.mu);
 		pool.fresh_failed = false; /* it works again */
 		pthread_mutex_unlock(&pool.mu);
@@ -406,14 +450,24 @@ void task_cgroup_end(struct task *t)
 #define DRAIN_POLL_MS 250
 #define DRAIN_POLL_FAST_MS 20
 #define DRAIN_GIVE_UP_MS 10000
+/* What the reaped process leaves may be on its way out by itself: bwrap's
+ * pid 1, which the monitor does not wait for, often is. It gets this long
+ * before the kill, which would leave the leaf unfit for another run. */
+#define DRAIN_SETTLE_MS 20
 
 static bool drain_step(struct worker *w, struct task *t)
 {
-	bool late = now_mono_ms() >= t->drain_end;
+	int64_t now = now_mono_ms();
+	bool late = now >= t->drain_end;
 	bool empty = !cg_leaf_populated(&t->cg, task_files(t));
 	if (!empty) {
 		if (!late) {
-			if (!t->cg_atomic)
+			if (t->settle_end && now < t->settle_end)
+				return false;
+			if (t->settle_end) {
+				t->settle_end = 0;
+				t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
+			} else if (!t->cg_atomic)
 				(void)cg_leaf_kill_start(&t->cg); /* what forked since */
 			return false;
 		}
@@ -465,9 +519,7 @@ bool drain_begin(struct worker *w, struct task *t)
 		if (drain_done(w, t, true, false))
 			return false;
 	} else {
-		t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
-		if (drain_step(w, t))
-			return false;
+		t->settle_end = now_mono_ms() + DRAIN_SETTLE_MS;
 	}
 	char ev[CG_PATH_MAX + 32];
 	if (cg_leaf_events(&t->cg, ev, sizeof ev) == 0)
@@ -475,8 +527,16 @@ bool drain_begin(struct worker *w, struct task *t)
 	/* It may have emptied before the watch existed. */
 	if (drain_step(w, t))
 		return false;
-	t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
+	drain_again(t);
 	return true;
+}
+
+/* When to look again without an event: at the end of the settling, then
+ * by the timer. */
+static void drain_again(struct task *t)
+{
+	t->retry_mono = t->settle_end ? t->settle_end
+				      : now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
 }
 
 /* Another look: true once the leaf is empty (or given up on). */
@@ -484,7 +544,7 @@ bool drain_poll(struct worker *w, struct task *t)
 {
 	if (drain_step(w, t))
 		return true;
-	t->retry_mono = now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
+	drain_again(t);
 	return false;
 }
 
