@@ -187,6 +187,7 @@ run-torture: all
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/ids.sh
+	@KART_B=$(abspath $(B)) ./tests/torture/deps.sh
 	@# kart hold racing three workers at the issue's size (make check: 30 tasks)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) HOLD_RACE_N=$${HOLD_RACE_N:-200} \
 		KART_TEST_CASE=hold_races_workers bash tests/blackbox/control.sh && \

@@ -8,13 +8,17 @@
  * the next task's files as the wrong user. A child that drops uid, gid
  * and groups for good, opens, checks and exits, cannot leak its
  * credentials into anything; the cost is one vfork per task of another
- * user that asks for a bind (none for the others, nor for the worker's
- * own user's, whose paths are opened in the spawn thread). Its
- * descriptors come back over a socketpair (SCM_RIGHTS). */
+ * user than the worker's that asks for a bind (none for the others). Its
+ * descriptors come back over a socketpair (SCM_RIGHTS). The worker's own
+ * user's paths have no credentials to take: they are opened in the spawn
+ * thread, by openat2 that follows no magic link (nothing of the worker's
+ * reachable through /proc/self, as the child's closing of its
+ * descriptors ensures), where the kernel has openat2. */
 #define _GNU_SOURCE
 #include "binds.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,13 +53,17 @@ static int may(int fd, int mode)
 	return access(p, mode);
 }
 
-/* Open bind i as whoever we are, and say what its submitter may do
- * there. Async-signal-safe: the child below calls it. */
-static int open_bind(const struct task_bind *b, int i, struct bind_msg *m)
+/* Open bind i, and say what its submitter may do there. here: in a
+ * thread of the worker's, following no magic link. Async-signal-safe:
+ * the child below calls it. */
+static int open_bind(const struct task_bind *b, int i, bool here, struct bind_msg *m)
 {
 	*m = (struct bind_msg){.idx = i};
 	int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
-	int fd = open(b->path, flags);
+	struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_NO_MAGICLINKS};
+	int fd = !here ? open(b->path, flags)
+		 : b->path[0] != '/' ? (errno = EINVAL, -1)
+				      : (int)syscall(SYS_openat2, AT_FDCWD, b->path, &how, sizeof how);
 	struct stat st;
 	if (fd < 0) {
 		m->err = errno;
@@ -78,19 +86,71 @@ static int open_bind(const struct task_bind *b, int i, struct bind_msg *m)
 	return fd;
 }
 
+/* Does the submitter's switch change nothing (the worker's own user: a
+ * root task on a root worker, anyone's on their own worker)? */
+static bool in_groups(gid_t x, gid_t primary, const gid_t *g, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (g[i] == x)
+			return true;
+	return x == primary;
+}
+
+static bool ours(const struct run_cred *c)
+{
+	if (!c)
+		return true;
+	gid_t g[RUN_CRED_GROUPS_MAX];
+	int n = getgroups(RUN_CRED_GROUPS_MAX, g);
+	gid_t eg = getegid();
+	if (n < 0 || c->uid != geteuid() || c->gid != eg)
+		return false;
+	/* The same groups, the primary one counted in both. */
+	for (int i = 0; i < c->ngroups; i++)
+		if (!in_groups(c->groups[i], eg, g, n))
+			return false;
+	for (int i = 0; i < n; i++)
+		if (!in_groups(g[i], c->gid, c->groups, c->ngroups))
+			return false;
+	return true;
+}
+
+/* Can the worker's own user's paths be opened in a thread (openat2)? */
+static bool here_ok(void)
+{
+	static int ok = -1;
+	if (ok < 0) {
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
+		ok = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return ok;
+}
+
 /* In the child: async-signal-safe calls only (the worker has threads). */
 static void opener(const struct task_spec *spec, const struct run_cred *cred, int sock)
 {
-	/* Raw calls: libc's would try to reach the parent's threads (see
-	 * run.c, child_become). Groups, gid, uid, in that order. */
-	if (syscall(SYS_setgroups, (size_t)cred->ngroups, cred->groups) < 0 ||
-	    syscall(SYS_setresgid, cred->gid, cred->gid, cred->gid) < 0 ||
-	    syscall(SYS_setresuid, cred->uid, cred->uid, cred->uid) < 0 ||
-	    (cred->uid != 0 && syscall(SYS_setuid, 0) == 0))
-		_exit(3);
+	/* Before anything is opened, nothing of the worker's is left to
+	 * reach through /proc/self: its descriptors (a symlink to
+	 * /proc/self/fd/N opened its log, its spool, its tasks' files) all
+	 * closed but the socket, and its working directory "/". */
+	if ((sock > 0 && syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U) < 0) ||
+	    syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U) < 0 || chdir("/") < 0)
+		_exit(5);
+	if (cred) {
+		/* Raw calls: libc's would try to reach the parent's threads
+		 * (see run.c, child_become). Groups, gid, uid, in that order. */
+		if (syscall(SYS_setgroups, (size_t)cred->ngroups, cred->groups) < 0 ||
+		    syscall(SYS_setresgid, cred->gid, cred->gid, cred->gid) < 0 ||
+		    syscall(SYS_setresuid, cred->uid, cred->uid, cred->uid) < 0 ||
+		    (cred->uid != 0 && syscall(SYS_setuid, 0) == 0))
+			_exit(3);
+	}
 	for (int i = 0; i < spec->n_binds; i++) {
 		struct bind_msg m;
-		int fd = open_bind(&spec->binds[i], i, &m);
+		int fd = open_bind(&spec->binds[i], i, false, &m);
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		memset(cbuf, 0, sizeof cbuf);
 		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
@@ -196,6 +256,13 @@ static bool is_in_spool(const struct spool_ids *s, int fd)
 	return false;
 }
 
+/* Is path dir, or in it? A file in the spool has no ".." to walk up. */
+static bool under(const char *dir, const char *path)
+{
+	size_t l = strlen(dir);
+	return l && strncmp(dir, path, l) == 0 && (path[l] == '\0' || path[l] == '/');
+}
+
 void binds_close(struct binds_opened *b)
 {
 	for (int i = 0; i < b->n; i++)
@@ -211,9 +278,7 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	out->n = 0;
 	if (!spec->n_binds)
 		return 0;
-	/* Submitted by the worker's own user: no credentials to take, so
-	 * no child; the paths are opened here. */
-	bool here = !cred;
+	bool here = ours(cred) && here_ok();
 	int sv[2] = {-1, -1};
 	pid_t pid = -1;
 	if (!here && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -236,6 +301,9 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		close(sv[1]);
 	struct spool_ids sid;
 	spool_ids_get(spool, &sid);
+	char spool_real[PATH_MAX];
+	if (!realpath(spool, spool_real))
+		spool_real[0] = '\0';
 	int rc = 0;
 	for (int i = 0; i < spec->n_binds && rc == 0; i++) {
 		const struct task_bind *b = &spec->binds[i];
@@ -243,8 +311,7 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		ssize_t n = sizeof m;
 		int fd = -1;
 		if (here) {
-			fd = open_bind(b, i, &m);
-			if (fd >= 0 && m.err) {
+			if ((fd = open_bind(b, i, true, &m)) >= 0 && m.err) {
 				close(fd);
 				fd = -1;
 			}
@@ -302,7 +369,8 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 			else if ((why = bind_path_refused(real)))
 				;
 			else if (is_spool_or_above(&sid, &st) ||
-				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)))
+				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)) ||
+				 under(spool_real, real))
 				why = "it is the spool, in it or above it";
 		}
 		if (!why && m.missing) {
@@ -329,7 +397,7 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 			;
 	}
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-		rc = ERR(-EIO, "cannot open the task's paths: the opener could not become uid %u",
+		rc = ERR(-EIO, "cannot open the task's paths: the opener could not start as uid %u",
 			 cred ? (unsigned)cred->uid : (unsigned)getuid());
 	if (rc)
 		binds_close(out);

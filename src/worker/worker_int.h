@@ -522,6 +522,7 @@ struct dep_inputs {
 bool deps_ready(struct worker *w, const char *name, const struct inspect *ins);
 void dep_result(struct worker *w, const char *fname);
 void dep_recheck(struct worker *w);
+void dep_scanned(struct worker *w);
 int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 	       struct dep_inputs *di);
 void dep_inputs_free(struct dep_inputs *di);

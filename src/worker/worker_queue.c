@@ -198,6 +198,7 @@ void scan_new(struct worker *w)
 		free(v[i].name);
 	}
 	free(v);
+	dep_scanned(w);
 }
 
 #define BUSY_RECHECK_FIRST_MS 2

@@ -222,8 +222,8 @@ refused" "$(cat "$s/done/ro.stdout")" "read, but no write"
 	assert_eq "$d ro" "$(field "$s" ro '.binds[0] | .path + " " + .mode')" "result: binds"
 }
 
-# The spool, what is in it and what is above it: never bound. kart submit
-# run inside the spool falls back to /work, saying so.
+# The spool, what is in it (a file too) and what is above it: never
+# bound. kart submit run inside the spool falls back to /work, saying so.
 test_spool_refused() {
 	can_run || return
 	local s
@@ -231,12 +231,15 @@ test_spool_refused() {
 	as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- ls >/dev/null
+	# A file in the spool, the user's own: no directory to walk up from.
+	as_user touch "$s/tmp/afile"
+	as_user_in /home/$U kart -s "$s" submit --name spfile --ro "$s/tmp/afile" --no-cwd -- ls >/dev/null
 	local err
 	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
 	assert_match "private /work, not in $s" "$err" "kart submit in the spool: its note"
 	drain "$s"
 	local id
-	for id in sp spdone above; do
+	for id in sp spdone above spfile; do
 		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
 		assert_match "the spool, in it or above it" "$(field "$s" "$id" .error)" "$id: error"
 	done
@@ -328,6 +331,43 @@ test_readme_batch() {
 		assert_eq "$(seq $i 500 | md5sum)" "$(zcat $d/$i.log.gz 2>/dev/null | md5sum)" "$i.log.gz"
 		assert_eq "$U" "$(stat -c %U $d/$i.log.gz 2>/dev/null)" "$i.log.gz is the submitter's"
 	done
+}
+
+# The worker's own user's paths (root's tasks on a root worker: no one's
+# credentials to take) are opened in the spawn thread, not by a vforked
+# opener, and follow no magic link: a symlink to the worker's own
+# /proc/self/fd/N (its log, its spool, its leaves' files), cwd or root
+# reaches nothing of the worker's, as through the opener of another
+# user's tasks (users.sh bind_opener_holds_nothing_of_the_worker). Each
+# such task is rejected, none runs, no error names the worker's; a plain
+# cwd= runs, with no vfork (strace: the premise that the thread opened it).
+test_own_paths_follow_no_magic_link() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (the worker's own user is root)"; return; }
+	command -v strace >/dev/null || { skip "strace is missing"; return; }
+	local s d=$T_ROOT/ownfd t id err; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	mkdir -p "$d/plain"
+	for t in $(seq 0 40) cwd root; do
+		case $t in cwd | root) ln -s "/proc/self/$t" "$d/l$t" ;; *) ln -s "/proc/self/fd/$t" "$d/l$t" ;; esac
+		printf '#!/bin/sh\n#kart: ro=%s\nhead -c 300 %s; ls %s | head -5\n' "$d/l$t" "$d/l$t" "$d/l$t" >"$s/tmp/fd$t"
+		mv "$s/tmp/fd$t" "$s/new/fd$t"
+	done
+	printf '#!/bin/sh\n#kart: cwd=%s\npwd\n' "$d/plain" >"$s/new/plain"
+	KART_BACKEND=none strace -f -qq -o "$s.strace" -e trace=vfork "$KART" -s "$s" worker --drain \
+		>>"$s.worker.log" 2>&1 || fail "the worker exited $?: $(tail -2 "$s.worker.log")"
+	for t in $(seq 0 40) cwd root; do
+		id=fd$t
+		assert_eq rejected "$(field "$s" "$id" .status)" "fd$t: status"
+		[ -s "$s/done/$id.stdout" ] && fail "fd$t ran: $(head -c 200 "$s/done/$id.stdout")"
+		err=$(field "$s" "$id" .error)
+		case $err in
+		*"$s"* | *"$s.worker.log"* | *anon_inode* | *pipe:* | *memfd* | *socket:* | *"leads to /dev"* | *"leads to /sys"*)
+			fail "fd$t: the error names the worker's: $err" ;;
+		esac
+	done
+	assert_eq ok "$(field "$s" plain .status)" "a plain cwd=: status ($(field "$s" plain .error))"
+	assert_eq "$d/plain" "$(cat "$s/done/plain.stdout")" "its cwd"
+	! grep -q 'vfork(' "$s.strace" || fail "the worker's own paths were opened by a vforked child: $(grep -m1 vfork "$s.strace")"
 }
 
 run_tests
