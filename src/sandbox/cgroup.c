@@ -629,6 +629,10 @@ int cg_leaf_renew(struct cg_host *h, struct cg_leaf *l, struct cg_files *f, cons
 		return -ESTALE;
 	bool v2 = l->mode == CG_MODE_V2;
 	const char *mem = v2 ? slot_dir(l, CG_UNIFIED) : slot_dir(l, CG_MEMORY);
+	/* A counter not read at the end is no base for the next run. */
+	if (l->last.cpu_user_us < 0 || l->last.cpu_system_us < 0 ||
+	    (mem && (!v2 || (h->ctls & CG_CTL_MEMORY)) && l->last.oom_kills < 0))
+		return -ESTALE;
 	int64_t v;
 	int r;
 	if (mem && (!v2 || (h->ctls & CG_CTL_MEMORY))) {
