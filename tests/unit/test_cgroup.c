@@ -909,6 +909,38 @@ static void test_v1_renew(void **state)
 	assert_int_equal(cg_leaf_remove(&l), 0);
 }
 
+/* v2: the peak reset through the descriptor the next reading uses; a
+ * leaf whose pids.peak is above 1 is not renewed (no reset for it). */
+static void test_v2_renew(void **state)
+{
+	(void)state;
+	struct cg_usage u;
+	struct cg_files f;
+	cg_files_init(&f);
+	v2_host(&h, "cpu memory pids\n");
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
+	put(V2 "kart.7.1/memory.peak", "67100672\n");
+	put(V2 "kart.7.1/memory.current", "8192\n");
+	put(V2 "kart.7.1/memory.events", "oom 0\noom_kill 0\n");
+	put(V2 "kart.7.1/pids.peak", "1\n");
+	put(V2 "kart.7.1/cpu.stat", "usage_usec 3\nuser_usec 2\nsystem_usec 1\n");
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(u.memory_peak, 67100672);
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.2"), 0);
+	char *pk = get(V2 "kart.7.1/memory.peak"); /* (written at 0: a plain file) */
+	assert_non_null(pk);
+	assert_int_equal(strncmp(pk, "reset\n", 6), 0);
+	free(pk);
+	assert_true(f.peak >= 0); /* kept: the next reading goes through it */
+	put(V2 "kart.7.1/pids.peak", "5\n");
+	cg_files_close(&f);
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(u.pids_peak, 5);
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.3"), -ESTALE);
+	cg_files_close(&f);
+	assert_int_equal(cg_leaf_remove(&l), 0);
+}
+
 static void test_v1_renew_refused(void **state)
 {
 	(void)state;
@@ -972,6 +1004,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_v2_fit, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_v1_renew, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_v1_renew_refused, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_renew, tree_setup, tree_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
