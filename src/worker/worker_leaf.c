@@ -42,9 +42,9 @@ void sweep_leaves(struct worker *w)
 
 /* ---- the pool: leaves made and renewed ahead of time ---------------------
  *
- * A leaf's mkdir, limit writes and rmdir cost each task a few hundred us
- * of CPU (kernfs makes and unmakes every file of each directory; v1 makes
- * three), and a leaf made at the claim delays the start. So leaves come
+ * A leaf made, written and removed for each task costs it kernfs's making
+ * and unmaking of every file of each directory (three on v1; docs/
+ * PERFORMANCE.md), and one made at the claim delays the start. So leaves come
  * from a pool that a thread of their own keeps: a task takes one whose
  * limits are its own (or has the values that differ written), and after
  * the run, once the kernel says it is empty and its usage is read, the
