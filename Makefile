@@ -125,8 +125,10 @@ $(B)/policy.o: $(B)/config.h
 # jansson, libseccomp and libcap are linked in from their archives (which
 # their -dev packages ship), which spares each run the dynamic loader's
 # open, mappings and relocations of three libraries (docs/PERFORMANCE.md).
-# KART_LIBS_SHARED=1 links them as shared libraries instead.
-KART_LIBS = $(if $(KART_LIBS_SHARED),$(CORE_LIBS),-Wl,-Bstatic $(CORE_LIBS) -Wl,-Bdynamic)
+# KART_LIBS_SHARED=1 links them as shared libraries instead, as does a
+# system without the three archives.
+KART_ARCHIVES := $(foreach l,jansson seccomp cap,$(filter /%,$(shell $(CC) -print-file-name=lib$(l).a)))
+KART_LIBS = $(if $(or $(KART_LIBS_SHARED),$(filter-out 3,$(words $(KART_ARCHIVES)))),$(CORE_LIBS),-Wl,-Bstatic $(CORE_LIBS) -Wl,-Bdynamic)
 $(B)/kart: $(LIB_OBJ) $(CMD_OBJ) $(B)/main.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(KART_LIBS)
 
