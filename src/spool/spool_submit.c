@@ -370,7 +370,13 @@ static bool seen_taken(struct idsearch *q, int n)
 		return true;
 	if (q->pl && exists_at(sp->dropd, name))
 		return true;
-	if ((sp->ids >= 0 && exists_at(sp->ids, id)) || exists_at(sp->new, id) ||
+	/* A reservation counts here only if it is ours: ids/ is every
+	 * member's to write, and another's squats would steer the steps
+	 * below (a few dozen would end the search); the reservation itself
+	 * still refuses a squatted id, one at a time. */
+	struct stat st;
+	if ((sp->ids >= 0 && fstatat(sp->ids, id, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == geteuid()) ||
+	    exists_at(sp->new, id) ||
 	    (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)))
 		return true;
 	if (!q->listed)
@@ -392,13 +398,13 @@ static int skip_taken(struct idsearch *q, int n)
 	int lo = n, hi, step = 1;
 	for (;;) {
 		hi = lo + step;
-		if (hi > 1000000 || !seen_taken(q, hi))
+		if (hi > 1000000)
+			return n + 1; /* no end to the run in sight (planted?): one by one */
+		if (!seen_taken(q, hi))
 			break;
 		lo = hi;
 		step *= 2;
 	}
-	if (hi > 1000000)
-		hi = 1000001;
 	while (hi - lo > 1) {
 		int mid = lo + (hi - lo) / 2;
 		if (seen_taken(q, mid))
