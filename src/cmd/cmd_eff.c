@@ -3,14 +3,14 @@
  * the memory= and timeout= that would have fitted them all. */
 #define _GNU_SOURCE
 #include <fnmatch.h>
-#include <getopt.h>
 #include <math.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "obs.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] eff ID...\n"
 	"       kart [-s SPOOL] eff --label L | GLOB\n"
 	"\n"
@@ -22,11 +22,9 @@ static const char help[] =
 	"Over several tasks (more than one ID, a glob such as 'build-*', or\n"
 	"--label), the distribution (min, median, 95th percentile, max) and a\n"
 	"suggested memory= and timeout=: the largest seen, with headroom (x1.25\n"
-	"and x1.5), rounded up.\n"
-	"\n"
-	"  --label L   the finished tasks submitted with --label L\n"
-	"\n"
-	"exit status: 0; 1 if an ID has no result (or none matched); 2 usage error\n";
+	"and x1.5), rounded up.\n",
+	"exit status: 0; 1 if an ID has no result (or none matched); 2 usage error\n",
+};
 
 struct recs {
 	struct obs_rec *v;
@@ -64,32 +62,71 @@ static void pct(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.1f%%", v * 100);
 }
 
+/* "LABEL:   VALUE", and " (WHY)" where the result says why it is not
+ * known (why NULL: nothing more). */
+static void row(const char *label, const char *value, const char *why)
+{
+	_cleanup_free_ char *w = why ? obs_term(why) : NULL;
+	printf("%-19s%s%s%s%s\n", label, value, w ? " (" : "", w ? w : "", w ? ")" : "");
+}
+
 static void receipt(const struct obs_rec *r)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], v[160];
 	_cleanup_free_ char *id = obs_term(r->id), *st = obs_term(r->status), *user = obs_term(r->user),
 			   *lane = obs_term(r->lane);
-	printf("Task:              %s\n", id);
-	printf("Status:            %s\n", st);
-	printf("User, lane:        %s, %s\n", user, lane);
+	row("Task:", id, NULL);
+	row("Status:", st, NULL);
+	snprintf(v, sizeof v, "%s, %s", user, lane);
+	row("User, lane:", v, NULL);
 	obs_dur(a, sizeof a, r->run_ms);
 	obs_dur(b, sizeof b, r->wait_ms);
 	if (r->timeout_s >= 0)
 		obs_dur(c, sizeof c, r->timeout_s * 1000);
 	else
 		snprintf(c, sizeof c, "none");
-	printf("Run time:          %s (timeout=%s), waited %s\n", a, c, b);
+	snprintf(v, sizeof v, "%s (timeout=%s), waited %s", a, c, b);
+	row("Run time:", v, NULL);
 	obs_dur(a, sizeof a, r->cpu_ms);
+	row("CPU time:", a, r->cpu_ms < 0 ? r->why[UF_CPU] : NULL);
 	pct(b, sizeof b, r->cpu_eff);
-	printf("CPU time:          %s\n", a);
-	printf("CPU efficiency:    %s of %.2g CPU%s for %s\n", b, r->cpus, r->cpus == 1 ? "" : "s",
-	       r->run_ms >= 0 ? (obs_dur(c, sizeof c, r->run_ms), c) : "-");
+	if (r->cpu_eff >= 0) {
+		obs_dur(c, sizeof c, r->run_ms);
+		snprintf(v, sizeof v, "%s of %.2g CPU%s for %s", b, r->cpus, r->cpus == 1 ? "" : "s", c);
+		row("CPU efficiency:", v, NULL);
+	} else
+		row("CPU efficiency:", "-", r->cpu_why);
 	obs_bytes(a, sizeof a, r->mem_peak);
+	row("Memory peak:", a, r->mem_peak < 0 ? r->why[UF_MEMORY] : NULL);
 	obs_bytes(b, sizeof b, r->mem_limit);
 	pct(c, sizeof c, r->mem_eff);
-	printf("Memory peak:       %s\n", a);
-	printf("Memory efficiency: %s of %s%s\n", c, r->mem_limit > 0 ? b : "no limit",
-	       r->mem_limit > 0 ? "" : " (set memory= to be measured against it)");
+	snprintf(v, sizeof v, "%s of %s", c, b);
+	row("Memory efficiency:", r->mem_limit > 0 ? v : "-",
+	    r->mem_limit > 0 ? NULL : "no limit: set memory= to be measured against it");
+	obs_bytes(a, sizeof a, r->io_read);
+	obs_bytes(b, sizeof b, r->io_write);
+	snprintf(v, sizeof v, "%s read, %s written", a, b);
+	bool io = r->io_read >= 0 && r->io_write >= 0;
+	row("Storage I/O:", io ? v : "-", io ? NULL : r->why[UF_IO]);
+	snprintf(v, sizeof v, "%lld", r->pids_peak);
+	row("Processes at most:", r->pids_peak >= 0 ? v : "-", r->pids_peak >= 0 ? NULL : r->why[UF_PIDS]);
+	/* "some": the time at least one of its tasks waited for the
+	 * resource; "full": all of them at once (PSI). */
+	char ps[PSI__N][16];
+	bool any = false;
+	for (int i = 0; i < PSI__N; i++) {
+		obs_dur(ps[i], sizeof ps[i], r->psi_us[i] >= 0 ? r->psi_us[i] / 1000 : -1);
+		any = any || r->psi_us[i] >= 0;
+	}
+	snprintf(v, sizeof v, "cpu %s/%s, memory %s/%s, io %s/%s", ps[0], ps[1], ps[2], ps[3], ps[4],
+		 ps[5]);
+	row("Stall (some/full):", any ? v : "-", any ? NULL : r->why[UF_PRESSURE]);
+	if (r->by[UF_CPU] || r->by[UF_MEMORY]) {
+		_cleanup_free_ char *bc = obs_term(r->by[UF_CPU]), *bm = obs_term(r->by[UF_MEMORY]),
+				   *bi = obs_term(r->by[UF_IO]);
+		snprintf(v, sizeof v, "%s (CPU), %s (memory), %s (I/O)", bc, bm, bi);
+		row("Measured by:", v, NULL);
+	}
 }
 
 static int cmp_ll(const void *a, const void *b)
@@ -201,27 +238,22 @@ static bool is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
 int cmd_eff(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"label", required_argument, NULL, 'L'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct recs rs = {0};
-	int ch, rc = 0;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'L': rs.label = optarg; break;
-		case ':': return usage_error("eff", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("eff", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind == argc && !rs.label)
+	int rc = 0;
+	const struct opt opts[] = {
+		OPT_STRING(0, "label", &rs.label, "L", "the finished tasks submitted with --label L"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("eff", argc, argv, opts, &help, 0, &rest);
+	argc = rest.argc;
+	argv = rest.argv;
+	if (argc == 0 && !rs.label)
 		return usage_error("eff", "give task ids, a glob or --label L");
 	struct spool *sp = &c->sp;
 	bool many = false; /* a glob or a label: the spread alone */
-	if (rs.label || (argc - optind == 1 && is_glob(argv[optind]))) {
-		rs.glob = optind < argc ? argv[optind] : NULL;
+	if (rs.label || (argc == 1 && is_glob(argv[0]))) {
+		rs.glob = argc > 0 ? argv[0] : NULL;
 		many = true;
 		(void)obs_results(sp, pick, &rs);
 		if (!rs.n) {
@@ -229,7 +261,7 @@ int cmd_eff(struct ctx *c, int argc, char **argv)
 			return 1;
 		}
 	} else {
-		for (int i = optind; i < argc; i++) {
+		for (int i = 0; i < argc; i++) {
 			_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
 			json_t *j = NULL;
 			int r = query_load(sp, id, &j);

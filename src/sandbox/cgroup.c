@@ -559,10 +559,27 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
-/* The run's share of a counter that only grows; -1: unknown. */
+/* The run's share of a counter that only grows; -1: unknown (a base
+ * not read at the last run's end is no base). */
 static int64_t grown(int64_t now, int64_t base)
 {
-	return now < 0 ? -1 : base > 0 && now >= base ? now - base : now;
+	return now < 0 || base < 0 ? -1 : now >= base ? now - base : now;
+}
+
+/* cpu, memory and io.pressure of the cgroup2 directory dir (NULL: none);
+ * -1 where a file or line is missing (no PSI in the kernel, psi=0). */
+static void pressure_read(const char *dir, int64_t p[CG_PSI__N])
+{
+	static const char *const file[] = {"cpu.pressure", "memory.pressure", "io.pressure"};
+	for (int i = 0; i < CG_PSI__N; i++)
+		p[i] = -1;
+	for (size_t f = 0; dir && f < ARRAY_SIZE(file); f++) {
+		_cleanup_free_ char *t = NULL;
+		if (cg_read_text(dir, file[f], &t) < 0)
+			continue;
+		(void)cg_parse_pressure(t, "some", &p[2 * f]);
+		(void)cg_parse_pressure(t, "full", &p[2 * f + 1]);
+	}
 }
 
 int cg_usage_read(struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
@@ -570,9 +587,11 @@ int cg_usage_read(struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
 	if (l->fake)
 		f = NULL;
 	int64_t v;
-	struct cg_count c = {-1, -1, -1};
+	struct cg_count c = {-1, -1, -1, {-1, -1, -1, -1, -1, -1}};
 	u->memory_peak = u->pids_peak = -1;
 	const char *un = slot_dir(l, CG_UNIFIED);
+	u->unified = un != NULL;
+	pressure_read(un, c.pressure);
 	const char *mem = l->mode == CG_MODE_V2 ? un : slot_dir(l, CG_MEMORY);
 	const char *pd = l->mode == CG_MODE_V2 ? un : slot_dir(l, CG_PIDS);
 	bool v2 = l->mode == CG_MODE_V2;
@@ -607,6 +626,8 @@ int cg_usage_read(struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
 	u->cpu_user_us = grown(c.cpu_user_us, l->base.cpu_user_us);
 	u->cpu_system_us = grown(c.cpu_system_us, l->base.cpu_system_us);
 	u->oom_kills = grown(c.oom_kills, l->base.oom_kills);
+	for (int i = 0; i < CG_PSI__N; i++)
+		u->pressure[i] = grown(c.pressure[i], l->base.pressure[i]);
 	return 0;
 }
 

@@ -85,6 +85,31 @@ int spool_init(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+const struct spool_shared_dir spool_shared_dirs[] = {
+	{".", 0755}, {"tmp", 03770}, {"ids", 03770}, {"drop", 01770},
+	{"new", 0755}, {"cur", 0755}, {"done", 02750}, {"tally", 02750},
+};
+const size_t spool_nshared_dirs = ARRAY_SIZE(spool_shared_dirs);
+
+int spool_init_shared(const char *path, gid_t gid, char *err, size_t errlen)
+{
+	if (spool_init(path, err, errlen) < 0)
+		return -1;
+	_cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0 || (mkdirat(root, "drop", 0700) < 0 && errno != EEXIST))
+		return ERR(-1, "%s%s: %s", path, root < 0 ? "" : "/drop", strerror(errno));
+	for (size_t i = 0; i < spool_nshared_dirs; i++) {
+		const struct spool_shared_dir *d = &spool_shared_dirs[i];
+		_cleanup_close_ int fd = openat(root, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* The owner first: a chown clears the setgid and sticky bits. */
+		if (fd < 0 || fchown(fd, 0, gid) < 0 || fchmod(fd, d->mode) < 0)
+			return ERR(-1, "%s/%s: %s", path, d->name, strerror(errno));
+	}
+	if (fsync(root) < 0)
+		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
+	return 0;
+}
+
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 {
 	memset(sp, 0, sizeof *sp);
@@ -261,6 +286,54 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 		return 0;
 	}
 	return -EBUSY;
+}
+
+int spool_worker_hold(struct spool *sp, const char *wid, int *lockfd, bool *made)
+{
+	*lockfd = -1;
+	*made = false;
+	for (int tries = 0; tries < 10; tries++) {
+		_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_close_ int l = -1;
+		if (d < 0) {
+			if (errno != ENOENT)
+				return -errno;
+			int r = worker_dir_create(sp, wid, &d, &l);
+			if (r < 0)
+				return r;
+			if (d < 0)
+				continue; /* a namesake's appeared meanwhile */
+			*made = true;
+			*lockfd = steal_fd(&l);
+			return 0;
+		}
+		/* No .lock: one being removed, or garbage gc removes. */
+		l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (l < 0)
+			return errno == ENOENT ? -EBUSY : -errno;
+		if (flock(l, LOCK_EX | LOCK_NB) < 0)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+		struct stat a, b, c, e;
+		if (fstat(l, &a) < 0 || fstatat(d, ".lock", &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    a.st_ino != b.st_ino || fstat(d, &c) < 0 ||
+		    fstatat(sp->cur, wid, &e, AT_SYMLINK_NOFOLLOW) < 0 || c.st_ino != e.st_ino)
+			continue;
+		*lockfd = steal_fd(&l);
+		return 0;
+	}
+	return -EBUSY;
+}
+
+void spool_worker_unhold(struct spool *sp, const char *wid, int lockfd, bool made)
+{
+	if (made) {
+		_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (d >= 0)
+			(void)unlinkat(d, ".lock", 0);
+		(void)unlinkat(sp->cur, wid, AT_REMOVEDIR);
+	}
+	if (lockfd >= 0)
+		(void)close(lockfd);
 }
 
 int spool_claim(struct spool *sp, int wdir, const char *name)

@@ -23,7 +23,11 @@ enum {
 	C_TIMEOUT, C_MEMORY, C_PIDS, C_CPU, C_CPU_USER, C_CPU_SYS, C_MEM_PEAK,
 	C_STDOUT, C_STDERR, C_TASK, C_RESULT,
 	/* schema version 2 (docs/SYNC.md): scheduling and live control */
-	C_NOT_BEFORE, C_WAITING_ON, C_ATTEMPTS, C_PAUSED_MS, C_N
+	C_NOT_BEFORE, C_WAITING_ON, C_ATTEMPTS, C_PAUSED_MS,
+	/* schema version 3: the rest of the receipt (kart-spool(5), usage
+	 * and efficiency) */
+	C_IO_READ, C_IO_WRITE, C_PIDS_PEAK, C_PSI_CPU_SOME, C_PSI_CPU_FULL, C_PSI_MEM_SOME,
+	C_PSI_MEM_FULL, C_PSI_IO_SOME, C_PSI_IO_FULL, C_CPU_EFF, C_MEM_EFF, C_N
 };
 
 const struct sync_col sync_cols[] = {
@@ -58,10 +62,21 @@ const struct sync_col sync_cols[] = {
 	[C_WAITING_ON] = {"waiting_on", COL_TEXT},
 	[C_ATTEMPTS] = {"attempts", COL_JSON},
 	[C_PAUSED_MS] = {"paused_ms", COL_INT},
+	[C_IO_READ] = {"io_read_bytes", COL_INT},
+	[C_IO_WRITE] = {"io_write_bytes", COL_INT},
+	[C_PIDS_PEAK] = {"pids_peak", COL_INT},
+	[C_PSI_CPU_SOME] = {"psi_cpu_some_us", COL_INT},
+	[C_PSI_CPU_FULL] = {"psi_cpu_full_us", COL_INT},
+	[C_PSI_MEM_SOME] = {"psi_memory_some_us", COL_INT},
+	[C_PSI_MEM_FULL] = {"psi_memory_full_us", COL_INT},
+	[C_PSI_IO_SOME] = {"psi_io_some_us", COL_INT},
+	[C_PSI_IO_FULL] = {"psi_io_full_us", COL_INT},
+	[C_CPU_EFF] = {"cpu_efficiency", COL_REAL},
+	[C_MEM_EFF] = {"memory_efficiency", COL_REAL},
 };
 /* The first column of each later schema version, in order: a mirror of
  * version v gets the columns from sync_since[v - 1] on (ALTER TABLE). */
-const size_t sync_since[] = {C_NOT_BEFORE};
+const size_t sync_since[] = {C_NOT_BEFORE, C_IO_READ};
 const size_t sync_ncols = C_N;
 
 _Static_assert(C_N <= ARRAY_SIZE(((struct sync_row *)0)->v), "sync_row too small");
@@ -136,6 +151,13 @@ static int row_done(struct spool *sp, const char *id, struct sync_row *r)
 		{C_CPU_USER, "usage", "cpu_user_ms"}, {C_CPU_SYS, "usage", "cpu_system_ms"},
 		{C_MEM_PEAK, "usage", "memory_peak_bytes"}, {C_STDOUT, "stdout", "path"},
 		{C_STDERR, "stderr", "path"}, {C_TASK, "task", "path"},
+		{C_IO_READ, "usage", "io_read_bytes"}, {C_IO_WRITE, "usage", "io_write_bytes"},
+		{C_PIDS_PEAK, "usage", "pids_peak"}, {C_PSI_CPU_SOME, "usage", "psi_cpu_some_us"},
+		{C_PSI_CPU_FULL, "usage", "psi_cpu_full_us"},
+		{C_PSI_MEM_SOME, "usage", "psi_memory_some_us"},
+		{C_PSI_MEM_FULL, "usage", "psi_memory_full_us"},
+		{C_PSI_IO_SOME, "usage", "psi_io_some_us"}, {C_PSI_IO_FULL, "usage", "psi_io_full_us"},
+		{C_CPU_EFF, "efficiency", "cpu"}, {C_MEM_EFF, "efficiency", "memory"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
 		r->v[sub[i].col] = jtext(json_object_get(json_object_get(o, sub[i].obj), sub[i].key));
@@ -220,6 +242,9 @@ static void row_pending(struct spool *sp, int dirfd, const char *dir, const char
 	if (worker) {
 		r->v[C_WORKER] = xstrdup(worker);
 		r->v[C_STARTED] = ms_text(since);
+		/* As kart status says it: the claim waits for a worker. */
+		if (spool_worker_live(sp, worker) == 0)
+			r->v[C_ERROR] = xasprintf(QUERY_GONE_FMT, worker);
 		char o[512], e[512];
 		if (spool_name_scratch(o, sizeof o, id, SCRATCH_STDOUT) == 0 &&
 		    spool_name_scratch(e, sizeof e, id, SCRATCH_STDERR) == 0) {
@@ -409,6 +434,9 @@ struct watches {
 };
 
 #define W_DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
+/* A worker directory's too: its .lock closed is its worker gone (no
+ * other event says so), and its claims' rows say so. */
+#define W_WORKER_MASK (W_DIR_MASK | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)
 
 /* Watch a worker directory, then look at what it already holds. */
 static void watch_worker(struct spool *sp, struct watches *w, const char *wid, struct idset *s)
@@ -416,7 +444,7 @@ static void watch_worker(struct spool *sp, struct watches *w, const char *wid, s
 	char p[600];
 	if (wid[0] == '.' || pathfmt(p, sizeof p, "/proc/self/fd/%d/%s", sp->cur, wid) < 0)
 		return;
-	if (inotify_add_watch(w->fd, p, W_DIR_MASK | IN_DONT_FOLLOW) < 0)
+	if (inotify_add_watch(w->fd, p, W_WORKER_MASK | IN_DONT_FOLLOW) < 0)
 		return; /* gone already: its tasks moved on, and we hear of that */
 	DIR *d = opendir_at(sp->cur, wid);
 	struct dirent *de;
@@ -447,6 +475,24 @@ static int watch_all(struct spool *sp, struct watches *w, struct idset *s)
 	return 0;
 }
 
+/* Every claim of every worker directory into s. */
+static void claims_all(struct spool *sp, struct idset *s)
+{
+	struct strv workers = {0};
+	if (dir_names(sp->cur, ".", &workers) < 0)
+		return;
+	for (size_t i = 0; i < workers.n; i++) {
+		DIR *d = workers.v[i][0] == '.' ? NULL : opendir_at(sp->cur, workers.v[i]);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (task_name_ok(de->d_name))
+				idset_add(s, de->d_name);
+		if (d)
+			closedir(d);
+	}
+	strv_free(&workers);
+}
+
 /* Read every pending event: the ids they name into s; returns 1 after an
  * overflow (rescan everything), 0, or -errno. */
 static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
@@ -466,6 +512,10 @@ static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
 			}
 			if (!ev->len)
 				continue;
+			if (strcmp(ev->name, ".lock") == 0 && (ev->mask & (IN_CLOSE_WRITE | IN_CLOSE_NOWRITE))) {
+				claims_all(sp, s);
+				continue;
+			}
 			if (ev->name[0] == '.') {
 				/* new/.held.ID: a hold or a release changes ID's row. */
 				const char *held = ev->wd == w->new ? spool_held_id(ev->name) : NULL;

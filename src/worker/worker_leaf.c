@@ -1,6 +1,9 @@
 /* worker_leaf.c - the per-task cgroup leaf: taken from a pool made and
  * renewed ahead of time, drained after the run. */
 #define _GNU_SOURCE
+#include <sys/inotify.h>
+
+#include "backend.h"
 #include "worker_int.h"
 
 static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
@@ -266,7 +269,7 @@ static struct cg_limits lim_of(const struct worker *w, const struct task_spec *s
  * backend whose engine holds the limits (it makes no leaf). */
 void leaves_start(struct worker *w)
 {
-	if (w->be->engine_limits || !w->keep_fds || !cg_usable(w))
+	if (w->be->engine_limits || !w->fds.keep || !cg_usable(w))
 		return;
 	struct task_spec spec = {.lane = LANE_FAST};
 	limits_apply_defaults(&spec, w->pol);
@@ -367,8 +370,8 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 		return -ENODEV;
 	}
 	struct cg_limits lim = lim_of(w, &t->spec);
-	t->cgf_kept = w->keep_fds;
-	if (w->keep_fds) {
+	t->cgf_kept = w->fds.keep;
+	if (w->fds.keep) {
 		if (!pool.started)
 			pool_start();
 		struct pooled *p = pool.started ? pool_take(&lim, (size_t)w->slots[LANE_FAST] +
@@ -549,11 +552,11 @@ bool drain_poll(struct worker *w, struct task *t)
 }
 
 /* An inotify event on a watch of ours? The draining task it is for, whose
- * TE_RETRY the loop fires: the leaf reports, the state table acts. */
+ * TE_AGAIN the loop fires: the leaf reports, the state table acts. */
 struct task *drain_event(struct worker *w, int wd)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
-		if (t->state == TS_DRAINING && t->cg_wd == wd)
+		if ((t->state == TS_DRAINING || t->state == TS_DYING) && t->cg_wd == wd)
 			return t;
 	return NULL;
 }

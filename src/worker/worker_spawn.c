@@ -1,6 +1,11 @@
 /* worker_spawn.c - the spawn threads: the child's set-up off the event loop. */
 #define _GNU_SOURCE
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/seccomp.h>
+
 #include "worker_int.h"
+#include "binds.h"
 
 static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 {
@@ -21,8 +26,8 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		/* Opened here, off the loop: a path on a slow disk stalls
 		 * this thread alone. */
 		struct binds_opened bo = {.n = 0};
-		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool, &bo,
-					j->bind_err, sizeof j->bind_err);
+		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool,
+					j->spool_masked, &bo, j->bind_err, sizeof j->bind_err);
 		if (j->outdir && j->bind_rc >= 0) {
 			int fd = outdir_mount(j->ons, j->outpath, j->obytes, j->ofiles, j->ouid, j->ogid);
 			if (fd < 0) {
@@ -31,7 +36,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 				snprintf(j->bind_err, sizeof j->bind_err,
 					 "cannot mount the tmpfs of $KART_OUTDIR: %s", strerror(-fd));
 			} else {
-				t->out_mfd = fd;
+				t->outdir.mfd = fd;
 				j->join_ns = true;
 			}
 		}
@@ -121,8 +126,8 @@ void spawn_job_free(struct spawn_job *j)
 void spawner_start_filtered(struct worker *w)
 {
 	struct spawner *sp = &w->spawner;
-	sp->outer = &w->fp_outer;
-	sp->inner = &w->fp_inner;
+	sp->outer = &w->flt.fp_outer;
+	sp->inner = &w->flt.fp_inner;
 	for (int i = 0; i < SPAWN_THREADS; i++) {
 		int e = pthread_create(&sp->filtered_th[sp->nfiltered], NULL, spawn_main_filtered, sp);
 		if (e) {
