@@ -916,8 +916,12 @@ static void test_v1_renew(void **state)
 	put(MEMP "kart.7.1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
 	put("pids/kart.7.1/pids.peak", "9\n");
 	put("unified/kart.7.1/cpu.stat", "usage_usec 300000\nuser_usec 200000\nsystem_usec 100000\n");
+	put("unified/kart.7.1/cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=5000\n"
+					     "full avg10=0.00 avg60=0.00 avg300=0.00 total=4000\n");
 	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
 	assert_int_equal(u.pids_peak, 9);
+	assert_int_equal(u.pressure[CG_PSI_CPU_SOME], 5000);
+	assert_int_equal(u.pressure[CG_PSI_IO_SOME], -1); /* no io.pressure: unknown */
 	assert_int_equal(u.cpu_user_us, 200000);
 	assert_true(cg_leaf_reusable(&l));
 	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.2"), 0);
@@ -927,12 +931,21 @@ static void test_v1_renew(void **state)
 	assert_file_is("pids/kart.7.2/pids.max", "32\n");
 	/* The next run: its own share of the CPU. */
 	put("unified/kart.7.1/cpu.stat", "usage_usec 350000\nuser_usec 230000\nsystem_usec 120000\n");
+	put("unified/kart.7.1/cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=5700\n"
+					     "full avg10=0.00 avg60=0.00 avg300=0.00 total=4000\n");
+	put("unified/kart.7.1/io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=900\n"
+					    "full avg10=0.00 avg60=0.00 avg300=0.00 total=800\n");
 	put("pids/kart.7.2/pids.peak", "1\n");
 	put(MEMP "kart.7.1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
 	cg_files_close(&f); /* read afresh: the fake tree's files were rewritten */
 	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
 	assert_int_equal(u.cpu_user_us, 30000);
 	assert_int_equal(u.cpu_system_us, 20000);
+	/* Stall time too: the run's own; a total unknown at the last
+	 * run's end is no base (unknown, not the leaf's whole total). */
+	assert_int_equal(u.pressure[CG_PSI_CPU_SOME], 700);
+	assert_int_equal(u.pressure[CG_PSI_CPU_FULL], 0);
+	assert_int_equal(u.pressure[CG_PSI_IO_SOME], -1);
 	assert_int_equal(u.pids_peak, 1);
 	assert_int_equal(u.oom_kills, 1);
 	/* It held an OOM kill: never again. */
