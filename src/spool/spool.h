@@ -54,12 +54,20 @@ struct claim_meta {
 	/* Automatic retry (retry_on=, sched.h): */
 	int64_t not_before_ms; /* the retry waits until then; 0: none */
 	char hold[256];        /* the id whose done/ID.attempts/ keeps the earlier attempts */
+	/* A run that goes on without the worker (a batch system's job):
+	 * "BACKEND WORDS...", set before the run can exist, so that a worker
+	 * that finds the claim after a crash asks that backend first and
+	 * never starts the task again while it may run; "" for none. Gone
+	 * with a re-queue or a retry (a new attempt is a new run). */
+	char run[192];
 };
 
 /* The text of user.kart into m (defaults for what it lacks). */
 void claim_meta_parse(const char *text, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
+/* Its value, at most (every line of struct claim_meta at its longest). */
+#define KART_XATTR_MAX 1024
 
 /* "NFS", "SMB" or "CIFS" for a statfs f_type a spool may not live on
  * (spool_init refuses it, kart doctor too); NULL otherwise. */

@@ -171,6 +171,36 @@ test_engine_timeout_and_cancel() {
 	stop_worker "$WPID"
 }
 
+# kart pause holds the container itself still (the engine's pause: its
+# cgroup frozen), not only the CLI that started it; resume lets it go on;
+# a cancel of a paused task thaws and kills it, and nothing is left.
+ticks() { cat "$1"/cur/*/."$2".out/n 2>/dev/null; }
+test_engine_pause() {
+	need_engine || return
+	local s a b; s=$(espool)
+	printf '#!/bin/sh\n#kart: kill_grace=1s\ni=0; while :; do i=$((i + 1)); echo $i >"$KART_OUTDIR/n"; sleep 0.1; done\n' >"$s/new/tick"
+	start_worker "$s"
+	wait_container || { fail "no container ran"; stop_worker "$WPID"; return; }
+	wait_until 20 sh -c "[ \"\$(cat $s/cur/*/.tick.out/n 2>/dev/null)\" -gt 2 ]" || fail "the task does not count"
+	run_cmd -s "$s" pause tick
+	assert_eq 0 "$RC" "kart pause ($OUT $ERR)"
+	assert_eq true "$(insp '{{.State.Paused}}')" "the engine says the container is paused"
+	a=$(ticks "$s" tick); sleep 1.5; b=$(ticks "$s" tick)
+	assert_eq "$a" "$b" "the count while paused"
+	run_cmd -s "$s" resume tick
+	assert_eq 0 "$RC" "kart resume ($ERR)"
+	assert_eq false "$(insp '{{.State.Paused}}')" "the engine says it runs again"
+	wait_until 10 sh -c "[ \"\$(cat $s/cur/*/.tick.out/n 2>/dev/null)\" -gt $b ]" || fail "the count did not go on after resume"
+	run_cmd -s "$s" pause tick
+	assert_eq 0 "$RC" "kart pause, again ($ERR)"
+	run_cmd -s "$s" cancel tick
+	assert_eq 0 "$RC" "kart cancel of the paused task ($ERR)"
+	wait_until 30 test -e "$s/done/tick.json" || fail "cancel: no result"
+	assert_eq cancelled "$(field "$s" tick .status)" "status"
+	stop_worker "$WPID"
+	no_container_left
+}
+
 # Past its memory limit the kernel kills the task; the runtime's
 # OOMKilled makes it certain.
 test_engine_oom() {
@@ -364,10 +394,15 @@ test_engine_task_binds() {
 	touch $h/ref/new 2>/dev/null && echo wrote-ro || echo ro-refused
 	$WAIT_GO
 	EOF
-	printf '#!/bin/sh\ncat %s/f\n' "$priv" | u sh -c "cat >priv.task"
-	# (Queued before the worker starts: kart submit notes that none runs.)
-	u kart -s "$s" submit --name priv --no-cwd --ro "$priv" priv.task >/dev/null 2>"$T_ROOT/sub.err" ||
-		fail "submit priv: $(cat "$T_ROOT/sub.err")"
+	printf '#!/bin/sh\n#kart: ro=%s\ncat %s/f\n' "$priv" "$priv" | u sh -c "cat >priv.task"
+	# kart submit refuses it at once, naming the path; dropped by hand
+	# (as any client may), the worker's own check as the submitter
+	# rejects it. (Queued before the worker starts.)
+	u kart -s "$s" submit --name priv --no-cwd priv.task >/dev/null 2>"$T_ROOT/sub.err" &&
+		fail "kart submit took a ro= its submitter cannot read"
+	assert_match "ro=$priv: uid $uid has no read" "$(cat "$T_ROOT/sub.err")" "kart submit's refusal"
+	u sh -c "mkdir -p -m 0700 '$s/drop/$E_USER' && cp priv.task '$s/tmp/priv.$$' && mv '$s/tmp/priv.$$' '$s/drop/$E_USER/priv'" ||
+		fail "the drop of priv by hand"
 	u kart -s "$s" submit --name binds -C "$h/proj" --ro "$h/ref" binds.task >/dev/null 2>"$T_ROOT/sub.err" ||
 		fail "submit binds: $(cat "$T_ROOT/sub.err")"
 	t0=$(date +%s)
