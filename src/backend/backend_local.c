@@ -224,8 +224,7 @@ struct spawn_job *local_job(struct worker *w, struct task *t, struct local_start
 	j->ufd_owned = !w->fds.keep;
 	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
-	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
-	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
+	leaf_join_setup(t, &j->lj, j->ufd);
 	j->use_join = t->cg.used != 0;
 	j->cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	j->sfd = steal_fd(&s->sfd);
@@ -410,6 +409,10 @@ void local_usage(const struct task *t, struct backend_usage *u)
 		u->memory_peak = c->memory_peak;
 		u->by[UF_MEMORY] = "cgroup";
 	}
+	if (leaf && c->pids_peak >= 0) {
+		u->pids_peak = c->pids_peak;
+		u->by[UF_PIDS] = "cgroup";
+	}
 	for (int i = 0; leaf && i < PSI__N; i++)
 		if ((u->psi_us[i] = c->pressure[i]) >= 0)
 			u->by[UF_PRESSURE] = "cgroup";
@@ -423,8 +426,9 @@ void local_usage(const struct task *t, struct backend_usage *u)
 		u->why[UF_IO] = !p->by ? unreported
 				: "the kernel's per-task I/O accounting could not be read "
 				  "(/proc/PID/io; CONFIG_TASK_IO_ACCOUNTING)";
-	u->why[UF_PIDS] = !leaf ? "no cgroup leaf (only a cgroup counts processes at once)"
-				: "its cgroup leaf's pids.peak is not read";
+	if (!u->by[UF_PIDS])
+		u->why[UF_PIDS] = !leaf ? "no cgroup leaf (only a cgroup counts processes at once)"
+				  : "its cgroup leaf has no pids.peak (the kernel keeps none)";
 	if (!u->by[UF_PRESSURE])
 		u->why[UF_PRESSURE] =
 			!leaf ? "no cgroup leaf (pressure stall information is a cgroup2 directory's)"

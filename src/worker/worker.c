@@ -366,6 +366,7 @@ static void on_signal(struct worker *w)
 		case SIGHUP: {
 			struct policy np;
 			char err[600];
+			policy_forget();
 			if (policy_load(&np, w->sp->path, err, sizeof err) < 0) {
 				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
 				       err);
@@ -647,6 +648,7 @@ static void worker_setup(struct worker *w)
 	 * commit thread inherits what the loop kept. */
 	commit_start(w);
 	spawner_start(w);
+	leaves_start(w);
 	dispatch(w);
 }
 
@@ -699,8 +701,6 @@ static void worker_run(struct worker *w)
 			if (idle_and_empty(w))
 				return;
 		}
-		if (w->nrunning == 0 && w->heap[0].n == 0 && w->heap[1].n == 0)
-			leaves_drop(); /* nothing to run: no leaf is kept */
 		hooks_sweep(w);
 		arm_timer(w);
 		struct epoll_event evs[32];

@@ -91,12 +91,6 @@ struct src {
 	const struct backend *be; /* SRC_BACKEND: whose */
 };
 
-/* A leaf's counters that only grow: CPU times, pressure stall totals. */
-struct cg_cpu {
-	int64_t user_us, system_us;
-	int64_t pressure[CG_PSI__N];
-};
-
 /* A task's scratch directories with backend none (struct task's scr). */
 enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
 
@@ -184,11 +178,11 @@ struct task {
 	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
 	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
+	int64_t settle_end;  /* draining: no kill before then (0: sent, or none to send) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu cg_base; /* the leaf's counters when the run began (a kept leaf's) */
-	struct cg_cpu cg_end;  /* and when it ended */
-	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
+	struct cg_files cgf;   /* its leaf's files, kept open with it (cgf_kept) */
+	bool cgf_kept;         /* descriptors kept across runs: its leaf is the pool's */
 	int64_t drain_end;   /* draining: give up waiting then */
 	struct task_scratch scr;
 	struct task_outdir outdir;
@@ -298,6 +292,7 @@ struct spawn_job {
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
+		int self[CG__SLOTS]; /* rj.self_fds (leaf_join_setup) */
 	} lj;
 };
 
@@ -633,12 +628,14 @@ void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratc
 		uint32_t events);
 void capture_loss(struct worker *w, struct task *t);
 
-/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
- * the run */
+/* ---- worker_leaf.c: the per-task cgroup leaf: taken from a pool made and renewed ahead of
+ * time, drained after the run */
 void sweep_leaves(struct worker *w);
+void leaves_start(struct worker *w);
 void leaves_drop(void);
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
 int join_leaf(pid_t pid, void *arg);
+void leaf_join_setup(struct task *t, struct leaf_join *lj, int ufd);
 void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);
