@@ -438,17 +438,22 @@ struct worker {
 	struct strset known;
 	size_t nbusy, ndeferred;
 	/* after=: the tasks of new/ waiting on others' results, and the
-	 * results read; done/ is watched (wd_done) while any waits. */
-	struct depwait *dwait;
-	struct dep_cache *dcache;
-	int wd_done;
+	 * results read; done/ is watched (wd_done) while any waits
+	 * (worker_wait.c's). */
+	struct {
+		struct depwait *wait;
+		struct dep_cache *cache;
+		int wd_done;
+	} after;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
 	 * with backoff, after each event that left one busy. */
-	int64_t busy_mono;
-	int busy_step;
-	bool busy_seen; /* consider() just found a name busy */
+	struct {
+		int64_t mono;
+		int step;
+		bool seen; /* consider() just found a name busy */
+	} busy;
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	/* A task's slot came free, or its claim went (the state table,
