@@ -135,6 +135,21 @@ struct task_back {
 	enum tevent ev;
 };
 
+/* A task's cgroup leaf, worker_leaf.c's alone: the leaf, what was read
+ * from it after the run, and its drain. */
+struct task_leaf {
+	struct cg_leaf cg;    /* cg.mode != NONE: it ran in this leaf */
+	struct cg_usage use;  /* read from the leaf after the run (use_read) */
+	bool use_read;
+	int wd;               /* draining: watch on the leaf's cgroup.events, or -1 */
+	bool atomic;          /* draining: cgroup.kill was sent (else kill again) */
+	int64_t settle_end;   /* draining: no kill before then (0: sent, or none to send) */
+	int64_t drain_end;    /* draining: give up waiting then */
+	bool empty;           /* the leaf was removed: nothing of the run is alive */
+	struct cg_files files; /* its files, kept open with it (files_kept) */
+	bool files_kept;      /* descriptors kept across runs: the leaf is the pool's */
+};
+
 struct task {
 	struct task *next;
 	char *name;
@@ -171,19 +186,10 @@ struct task {
 	struct src s_pid, s_out, s_err;
 	struct spawn_job *job;
 	struct run_end rend;
-	/* Its limits (worker_leaf.c's leaf; rlimits.h's plan where there is
-	 * none) */
-	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
-	struct cg_usage cgu; /* read from the leaf after the run */
-	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
-	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
-	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
-	int64_t settle_end;  /* draining: no kill before then (0: sent, or none to send) */
-	bool cgu_read;
-	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_files cgf;   /* its leaf's files, kept open with it (cgf_kept) */
-	bool cgf_kept;         /* descriptors kept across runs: its leaf is the pool's */
-	int64_t drain_end;   /* draining: give up waiting then */
+	/* Its limits: worker_leaf.c's leaf, and rlimits.h's plan where
+	 * there is none (the fallback kart-launch sets). */
+	struct task_leaf leaf;
+	struct rl_plan rl;
 	struct task_scratch scr;
 	struct task_outdir outdir;
 	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
@@ -261,7 +267,7 @@ struct spawn_job {
 	uint64_t cap;
 	int ufd, sfd, rc;
 	int ifd; /* the CLI's stdin (backend container: container_env_input), or -1 */
-	bool ufd_owned; /* else ufd is the task's (t->cgf) */
+	bool ufd_owned; /* else ufd is the task's (t->leaf.files) */
 	struct run_cred cred;
 	struct confine conf;
 	bool inherit;		 /* for a thread that holds the outer half */
@@ -433,17 +439,22 @@ struct worker {
 	struct strset known;
 	size_t nbusy, ndeferred;
 	/* after=: the tasks of new/ waiting on others' results, and the
-	 * results read; done/ is watched (wd_done) while any waits. */
-	struct depwait *dwait;
-	struct dep_cache *dcache;
-	int wd_done;
+	 * results read; done/ is watched (wd_done) while any waits
+	 * (worker_wait.c's). */
+	struct {
+		struct depwait *wait;
+		struct dep_cache *cache;
+		int wd_done;
+	} after;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
 	 * with backoff, after each event that left one busy. */
-	int64_t busy_mono;
-	int busy_step;
-	bool busy_seen; /* consider() just found a name busy */
+	struct {
+		int64_t mono;
+		int step;
+		bool seen; /* consider() just found a name busy */
+	} busy;
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	/* A task's slot came free, or its claim went (the state table,

@@ -330,11 +330,11 @@ static void pool_give(struct cg_leaf *l, struct cg_files *f, bool dead)
  * False where there is no pool (the caller removes it). */
 static bool leaf_back(struct task *t)
 {
-	if (!pool.started || !t->cgf_kept)
+	if (!pool.started || !t->leaf.files_kept)
 		return false;
 	/* A pause froze it, or stopped what it held. */
 	bool paused = t->pause.how != PAUSE_NONE || t->pause.since_mono;
-	pool_give(&t->cg, &t->cgf, paused || !cg_leaf_reusable(&t->cg));
+	pool_give(&t->leaf.cg, &t->leaf.files, paused || !cg_leaf_reusable(&t->leaf.cg));
 	return true;
 }
 
@@ -358,10 +358,10 @@ void leaves_drop(void)
 
 /* The leaf's files kept with the task, or NULL where none are kept
  * (fd_budget: then the spawn opened the directory for itself only). */
-static struct cg_files *task_files(struct task *t) { return t->cgf_kept ? &t->cgf : NULL; }
+static struct cg_files *task_files(struct task *t) { return t->leaf.files_kept ? &t->leaf.files : NULL; }
 
 /* The usage of the run: what the leaf counted since the run began. */
-static void task_usage(struct task *t) { (void)cg_usage_read(&t->cg, &t->cgu, task_files(t)); }
+static void task_usage(struct task *t) { (void)cg_usage_read(&t->leaf.cg, &t->leaf.use, task_files(t)); }
 
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 {
@@ -370,7 +370,7 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 		return -ENODEV;
 	}
 	struct cg_limits lim = lim_of(w, &t->spec);
-	t->cgf_kept = w->fds.keep;
+	t->leaf.files_kept = w->fds.keep;
 	if (w->fds.keep) {
 		if (!pool.started)
 			pool_start();
@@ -378,26 +378,26 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 								  (size_t)w->slots[LANE_BATCH])
 						: NULL;
 		if (p) {
-			t->cg = p->leaf;
-			t->cgf = p->files;
+			t->leaf.cg = p->leaf;
+			t->leaf.files = p->files;
 			free(p);
-			if (lim_eq(&t->cg.lim, &lim))
+			if (lim_eq(&t->leaf.cg.lim, &lim))
 				return 0;
 			char name[64];
 			leaf_name(name, sizeof name);
 			pthread_mutex_lock(&host_mu);
-			int r = cg_leaf_fit(&cg_host, &t->cg, name, &lim, err, errlen);
+			int r = cg_leaf_fit(&cg_host, &t->leaf.cg, name, &lim, err, errlen);
 			pthread_mutex_unlock(&host_mu);
 			if (r == 0)
 				return 0;
 			/* Half-way to other limits: never run in it. */
-			pool_give(&t->cg, &t->cgf, true);
+			pool_give(&t->leaf.cg, &t->leaf.files, true);
 		}
 	}
 	/* Leaves of workers killed -9 are swept at start-up and when a dead
 	 * peer is recovered (peer_dead), before its claims can run again:
 	 * not here, where it would cost a scan of every hierarchy per task. */
-	int r = leaf_make(&t->cg, &lim, err, errlen);
+	int r = leaf_make(&t->leaf.cg, &lim, err, errlen);
 	if (r == 0 && pool.started) {
 		pthread_mutex_lock(&pool.mu);
 		pool.fresh_failed = false; /* it works again */
@@ -412,10 +412,10 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
  * spawn thread after a fork. */
 void leaf_join_setup(struct task *t, struct leaf_join *lj, int ufd)
 {
-	bool uni = t->cg.used & (1u << CG_UNIFIED);
+	bool uni = t->leaf.cg.used & (1u << CG_UNIFIED);
 	int n = 0;
-	if (t->cg.used & ~(1u << CG_UNIFIED))
-		n = t->cgf_kept ? cg_leaf_join_fds(&t->cg, &t->cgf, lj->self, CG__SLOTS) : -1;
+	if (t->leaf.cg.used & ~(1u << CG_UNIFIED))
+		n = t->leaf.files_kept ? cg_leaf_join_fds(&t->leaf.cg, &t->leaf.files, lj->self, CG__SLOTS) : -1;
 	lj->rj.self_fds = lj->self;
 	lj->rj.nself = n > 0 ? n : 0;
 	lj->rj.born_is_enough = n >= 0 && (!uni || ufd >= 0);
@@ -432,15 +432,15 @@ int join_leaf(pid_t pid, void *arg)
  * process was in is as it was). */
 void task_cgroup_end(struct task *t)
 {
-	if (!t->cg.used)
+	if (!t->leaf.cg.used)
 		return;
 	int r = 0;
-	if (cg_leaf_populated(&t->cg, task_files(t)) && (r = cg_leaf_kill(&t->cg, 2000)) < 0)
+	if (cg_leaf_populated(&t->leaf.cg, task_files(t)) && (r = cg_leaf_kill(&t->leaf.cg, 2000)) < 0)
 		logmsg("%s: its cgroup is not empty after the kill: %s", t->name, strerror(-r));
 	task_usage(t);
 	if (r == 0 && leaf_back(t))
 		return;
-	if ((r = cg_leaf_remove(&t->cg)) < 0)
+	if ((r = cg_leaf_remove(&t->leaf.cg)) < 0)
 		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
 }
 
@@ -461,17 +461,17 @@ void task_cgroup_end(struct task *t)
 static bool drain_step(struct worker *w, struct task *t)
 {
 	int64_t now = now_mono_ms();
-	bool late = now >= t->drain_end;
-	bool empty = !cg_leaf_populated(&t->cg, task_files(t));
+	bool late = now >= t->leaf.drain_end;
+	bool empty = !cg_leaf_populated(&t->leaf.cg, task_files(t));
 	if (!empty) {
 		if (!late) {
-			if (t->settle_end && now < t->settle_end)
+			if (t->leaf.settle_end && now < t->leaf.settle_end)
 				return false;
-			if (t->settle_end) {
-				t->settle_end = 0;
-				t->cg_atomic = cg_leaf_kill_start(&t->cg) == 1;
-			} else if (!t->cg_atomic)
-				(void)cg_leaf_kill_start(&t->cg); /* what forked since */
+			if (t->leaf.settle_end) {
+				t->leaf.settle_end = 0;
+				t->leaf.atomic = cg_leaf_kill_start(&t->leaf.cg) == 1;
+			} else if (!t->leaf.atomic)
+				(void)cg_leaf_kill_start(&t->leaf.cg); /* what forked since */
 			return false;
 		}
 		logmsg("%s: its cgroup is not empty %ds after the kill", t->name,
@@ -484,25 +484,25 @@ static bool drain_step(struct worker *w, struct task *t)
  * read and its directories removed. */
 static bool drain_done(struct worker *w, struct task *t, bool empty, bool late)
 {
-	if (!t->cgu_read) {
+	if (!t->leaf.use_read) {
 		task_usage(t);
-		t->cgu_read = true;
+		t->leaf.use_read = true;
 	}
-	if (t->cg_wd >= 0) {
-		(void)inotify_rm_watch(w->ino, t->cg_wd);
-		t->cg_wd = -1;
+	if (t->leaf.wd >= 0) {
+		(void)inotify_rm_watch(w->ino, t->leaf.wd);
+		t->leaf.wd = -1;
 	}
 	/* Empty: nothing of the run is alive (a task leaves its leaf after
 	 * it has let go of its files and its cwd). */
 	if (empty && leaf_back(t)) {
-		t->cg_empty = true;
+		t->leaf.empty = true;
 		return true;
 	}
-	int r = cg_leaf_remove_nowait(&t->cg);
+	int r = cg_leaf_remove_nowait(&t->leaf.cg);
 	if (r == -EBUSY && !late)
 		return false; /* the kernel still lets go of the dead */
 	/* The kernel removes only an empty leaf: nothing of the run lives. */
-	t->cg_empty = r == 0;
+	t->leaf.empty = r == 0;
 	if (r < 0)
 		logmsg("%s: cannot remove its cgroup: %s", t->name, strerror(-r));
 	return true;
@@ -512,21 +512,21 @@ static bool drain_done(struct worker *w, struct task *t, bool empty, bool late)
  * empty. */
 bool drain_begin(struct worker *w, struct task *t)
 {
-	if (!t->cg.used)
+	if (!t->leaf.cg.used)
 		return false;
-	t->drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
-	if (!cg_leaf_populated(&t->cg, task_files(t))) {
+	t->leaf.drain_end = now_mono_ms() + DRAIN_GIVE_UP_MS;
+	if (!cg_leaf_populated(&t->leaf.cg, task_files(t))) {
 		/* Most runs leave nothing behind their reaped process: then
 		 * there is nothing to kill. (Its rmdir may still be refused
 		 * for a moment: then it waits below like any other.) */
 		if (drain_done(w, t, true, false))
 			return false;
 	} else {
-		t->settle_end = now_mono_ms() + DRAIN_SETTLE_MS;
+		t->leaf.settle_end = now_mono_ms() + DRAIN_SETTLE_MS;
 	}
 	char ev[CG_PATH_MAX + 32];
-	if (cg_leaf_events(&t->cg, ev, sizeof ev) == 0)
-		t->cg_wd = inotify_add_watch(w->ino, ev, IN_MODIFY);
+	if (cg_leaf_events(&t->leaf.cg, ev, sizeof ev) == 0)
+		t->leaf.wd = inotify_add_watch(w->ino, ev, IN_MODIFY);
 	/* It may have emptied before the watch existed. */
 	if (drain_step(w, t))
 		return false;
@@ -538,8 +538,8 @@ bool drain_begin(struct worker *w, struct task *t)
  * by the timer. */
 static void drain_again(struct task *t)
 {
-	t->retry_mono = t->settle_end ? t->settle_end
-				      : now_mono_ms() + (t->cg_wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
+	t->retry_mono = t->leaf.settle_end ? t->leaf.settle_end
+				      : now_mono_ms() + (t->leaf.wd >= 0 ? DRAIN_POLL_MS : DRAIN_POLL_FAST_MS);
 }
 
 /* Another look: true once the leaf is empty (or given up on). */
@@ -556,7 +556,7 @@ bool drain_poll(struct worker *w, struct task *t)
 struct task *drain_event(struct worker *w, int wd)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
-		if ((t->state == TS_DRAINING || t->state == TS_DYING) && t->cg_wd == wd)
+		if ((t->state == TS_DRAINING || t->state == TS_DYING) && t->leaf.wd == wd)
 			return t;
 	return NULL;
 }

@@ -16,8 +16,8 @@ static void reject_from_new(struct worker *w, const char *name, const char *why)
 /* Busy names are looked at again by then, at the latest. */
 static void busy_by(struct worker *w, int64_t mono)
 {
-	if (!w->busy_mono || mono < w->busy_mono)
-		w->busy_mono = mono;
+	if (!w->busy.mono || mono < w->busy.mono)
+		w->busy.mono = mono;
 }
 
 /* How long a second link may stand before it is taken for a hard link
@@ -110,7 +110,7 @@ void consider(struct worker *w, const char *name)
 			strset_put(&w->known, name, K_BUSY);
 			w->nbusy++;
 		}
-		w->busy_seen = true;
+		w->busy.seen = true;
 		return;
 	case INSPECT_REJECT:
 		if (ks == K_BUSY) {
@@ -237,8 +237,8 @@ void scan_new(struct worker *w)
 /* An event left a name busy: look again soon, then less often. */
 void busy_arm(struct worker *w)
 {
-	w->busy_step = 0;
-	w->busy_mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
+	w->busy.step = 0;
+	w->busy.mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
 }
 
 void busy_recheck(struct worker *w)
@@ -249,15 +249,15 @@ void busy_recheck(struct worker *w)
 		for (struct strset_ent *e = w->known.b[i]; e; e = e->next)
 			if (e->st == K_BUSY && n < w->nbusy)
 				names[n++] = xstrdup(e->name);
-	w->busy_seen = false;
-	w->busy_mono = 0; /* a second link's wait sets its own (link_publish_look) */
+	w->busy.seen = false;
+	w->busy.mono = 0; /* a second link's wait sets its own (link_publish_look) */
 	for (size_t i = 0; i < n; i++) {
 		consider(w, names[i]);
 		free(names[i]);
 	}
 	free(names);
-	if (w->busy_seen && ++w->busy_step < BUSY_RECHECK_STEPS)
-		busy_by(w, now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step));
+	if (w->busy.seen && ++w->busy.step < BUSY_RECHECK_STEPS)
+		busy_by(w, now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy.step));
 }
 
 /* Fill free slots from the candidates, best first. */
