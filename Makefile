@@ -61,7 +61,7 @@ LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load
 	  result.c spool.c spool_submit.c spool_finish.c spool_recover.c sandbox.c \
 	  run.c worker.c worker_ev.c worker_state.c worker_start.c worker_task.c \
 	  worker_commit.c \
-	  worker_spawn.c worker_queue.c worker_drop.c worker_peer.c worker_leaf.c \
+	  worker_spawn.c worker_queue.c worker_drop.c worker_quota.c worker_peer.c worker_leaf.c \
 	  worker_capture.c worker_wait.c worker_fair.c worker_end.c outcome.c hook.c acct.c held.c scratch.c \
 	  prioq.c strset.c \
 	  query.c spool_name.c cgroup.c cgroup_host.c rlimits.c log.c landlock.c \

@@ -122,7 +122,7 @@ static void read_queued(struct spool *sp, int dirfd, const char *name, int64_t n
 	struct claim_meta m;
 	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
 	kattr[kn > 0 ? kn : 0] = '\0';
-	claim_meta_parse(kattr, &m);
+	claim_meta_parse(kattr, name, &m);
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *text = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, text, want);

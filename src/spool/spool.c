@@ -279,7 +279,21 @@ int spool_claim_held(struct spool *sp, int wdir, const char *id)
 	return renameat2(sp->new, held, wdir, id, RENAME_NOREPLACE) == 0 ? 0 : -errno;
 }
 
-void claim_meta_parse(const char *text, struct claim_meta *m)
+/* An id= or hold= of name's: a task name, with name's own USER: prefix
+ * (or none, for a name without one), so that it can neither leave done/
+ * nor be another user's id. */
+static bool meta_id_ok(const char *id, const char *name)
+{
+	const char *why, *c = strchr(name, ':');
+	if (task_name_check(id, &why) != 0)
+		return false;
+	if (!c)
+		return !strchr(id, ':');
+	size_t pl = (size_t)(c - name) + 1;
+	return strncmp(id, name, pl) == 0;
+}
+
+void claim_meta_parse(const char *text, const char *name, struct claim_meta *m)
 {
 	char buf[512];
 	memset(m, 0, sizeof *m);
@@ -293,17 +307,17 @@ void claim_meta_parse(const char *text, struct claim_meta *m)
 		else if (strncmp(t, "submitted=", 10) == 0 &&
 			 parse_int(t + 10, 0, INT64_MAX, &v) == 0)
 			m->submitted_ms = v;
-		else if (strncmp(t, "id=", 3) == 0)
+		else if (strncmp(t, "id=", 3) == 0 && meta_id_ok(t + 3, name))
 			snprintf(m->id, sizeof m->id, "%s", t + 3);
 		else if (strncmp(t, "not_before=", 11) == 0 &&
 			 parse_int(t + 11, 0, INT64_MAX, &v) == 0)
 			m->not_before_ms = v;
-		else if (strncmp(t, "hold=", 5) == 0)
+		else if (strncmp(t, "hold=", 5) == 0 && meta_id_ok(t + 5, name))
 			snprintf(m->hold, sizeof m->hold, "%s", t + 5);
 	}
 }
 
-int claim_meta_get(int fd, struct claim_meta *m)
+int claim_meta_get(int fd, const char *name, struct claim_meta *m)
 {
 	char buf[512];
 	memset(m, 0, sizeof *m);
@@ -312,7 +326,7 @@ int claim_meta_get(int fd, struct claim_meta *m)
 	if (n < 0)
 		return errno == ENODATA ? 0 : -errno;
 	buf[n] = '\0';
-	claim_meta_parse(buf, m);
+	claim_meta_parse(buf, name, m);
 	return 0;
 }
 
@@ -332,6 +346,50 @@ int claim_meta_set(int fd, const struct claim_meta *m)
 	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)
 		return -errno;
 	return 0;
+}
+
+void spool_submitter(int fd, const struct stat *st, struct submitter *s)
+{
+	*s = (struct submitter){.uid = st->st_uid};
+	/* Another's file: its owner may have written anything there. */
+	if (st->st_uid != 0 && st->st_uid != geteuid())
+		return;
+	char buf[128];
+	ssize_t n = fgetxattr(fd, KART_XATTR_BY, buf, sizeof buf - 1);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	long long uid = -1, from = 0, v;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(t, "uid=", 4) == 0 && parse_int(t + 4, 0, (uid_t)-2, &v) == 0)
+			uid = v;
+		else if (strncmp(t, "from=", 5) == 0 && parse_int(t + 5, 0, INT64_MAX, &v) == 0)
+			from = v;
+	}
+	if (uid < 0)
+		return;
+	*s = (struct submitter){.uid = (uid_t)uid, .from = (unsigned long long)from, .recorded = true};
+}
+
+int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
+		    unsigned long long from)
+{
+	char rec[64];
+	int n = snprintf(rec, sizeof rec, "uid=%u\nfrom=%llu\n", (unsigned)by, from);
+	int r;
+	/* Mode first: nothing of what follows is ever anyone else's. */
+	if (fchmod(fd, 0600) < 0)
+		return -errno;
+	if ((r = grant_read_acl(fd, by)) < 0)
+		return r;
+	if (fsetxattr(fd, KART_XATTR_BY, rec, (size_t)n, 0) < 0)
+		return -errno;
+	if (m && (r = claim_meta_set(fd, m)) < 0)
+		return r;
+	if ((r = write_all(fd, text, len)) < 0)
+		return r;
+	return fsync(fd) < 0 ? -errno : 0;
 }
 
 int open_regular(int dirfd, const char *name)

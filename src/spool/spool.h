@@ -53,10 +53,40 @@ struct claim_meta {
 	char hold[256];        /* the id whose done/ID.attempts/ keeps the earlier attempts */
 };
 
-/* The text of user.kart into m (defaults for what it lacks). */
-void claim_meta_parse(const char *text, struct claim_meta *m);
+/* The text of user.kart into m (defaults for what it lacks), for the
+ * claim or queued task name: an id= or hold= that is not a task name of
+ * name's own USER: prefix (or, for a name without one, of none) is
+ * dropped, whoever wrote it (issue 35: hold=../../x made root write
+ * outside the spool, hold=alice:X filed another's result). */
+void claim_meta_parse(const char *text, const char *name, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
+
+/* ---- who submitted a task (spool-layout §6) ----
+ * On a shared spool the worker makes its own copy of each task at the
+ * hoist out of drop/USER/ (and at an edit): the file is root's, and who
+ * submitted it is recorded on it, in user.kart.submitter ("uid=N\n
+ * from=INO\n": the submitter, and the inode of the file it was copied
+ * from, which the id's reservation named). Only the file's owner (or
+ * root) can write it, so the record is trusted only on a file of root's
+ * or of the caller's own; anyone else's file is its owner's. */
+#define KART_XATTR_BY "user.kart.submitter"
+struct submitter {
+	uid_t uid;
+	unsigned long long from; /* the inode it was copied from; 0: unknown */
+	bool recorded;           /* from a record (the worker's copy), not the owner */
+};
+/* Who submitted the task file fd (st: its stat). */
+void spool_submitter(int fd, const struct stat *st, struct submitter *s);
+/* Make fd a task file of the worker's for uid (by): mode 0600, one ACL
+ * entry letting uid read it (which the task, running as uid, needs), the
+ * record (by, from), user.kart (m, when given), its text (len bytes),
+ * fsynced. fd: an empty file of the caller's, open for writing. 0, or
+ * -errno: -EOPNOTSUPP where the filesystem has no POSIX ACLs (a shared
+ * spool needs them; no copy is then made readable to its submitter by
+ * giving it to them). */
+int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
+		    unsigned long long from);
 
 /* "NFS", "SMB" or "CIFS" for a statfs f_type a spool may not live on
  * (spool_init refuses it, kart doctor too); NULL otherwise. */
@@ -74,7 +104,7 @@ int spool_claim(struct spool *sp, int wdir, const char *name);
  * cancel of a held task. */
 int spool_claim_held(struct spool *sp, int wdir, const char *id);
 
-int claim_meta_get(int fd, struct claim_meta *m);
+int claim_meta_get(int fd, const char *name, struct claim_meta *m);
 int claim_meta_set(int fd, const struct claim_meta *m);
 
 /* Remove a per-claim scratch entry (.<name>.*) in wdir, but what gone
@@ -181,12 +211,21 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
  * out set, 0 when there is none. */
 int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
 		      size_t outlen);
-/* kart edit's swap of a queued task (spool-layout §10a): tmp/STAGED, the
- * new text's file (st its stat), exchanged with new/NAME (NAME: the id,
- * or its held name) by RENAME_EXCHANGE, which fails once the task is
- * claimed; kept only if what came out is old, the file the caller read,
- * else put back. The id's reservation in ids/ then follows the new file
- * (§3.2), and tmp/STAGED (the old file, or ours put back) is removed.
+/* The id's reservation names the task file's inode (§3.2), and an edited
+ * task, or the worker's copy of a hoisted one, is a new file: if ids/ID
+ * (ID: name, or the id of a held name) is the reservation of old, it
+ * follows now, replaced in one rename (a new link under a dot name, then
+ * over ids/ID), owned as now is, or the finisher would give the task
+ * another id than the one its submitter was told. */
+void spool_ids_follow(struct spool *sp, const char *name, const struct stat *old,
+		      const struct stat *now);
+/* kart edit's swap of a queued task (spool-layout §10a): new/STAGED (a
+ * dot name), the new text's file (st its stat), exchanged with new/NAME
+ * (NAME: the id, or its held name) by RENAME_EXCHANGE, which fails once
+ * the task is claimed; kept only if what came out is old, the file the
+ * caller read, else put back. The id's reservation in ids/ then follows
+ * the new file (§3.2), and new/STAGED (the old file, or ours put back)
+ * is removed.
  * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
  * -errno. */
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
@@ -194,6 +233,12 @@ int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
 
 /* ---- spool_finish.c: the result protocol (§7), re-queue and retry (§7a) ---- */
 
+/* The disk space and entries a directory tree at/name holds (never
+ * following a link): 1 once past cap bytes or max_entries entries (or 64
+ * levels deep; counting stops there), 0 within (or no such directory),
+ * or -errno. */
+int spool_tree_usage(int at, const char *name, uint64_t cap, uint64_t max_entries, uint64_t *bytes,
+		     uint64_t *entries);
 /* A safe id from arbitrary entry bytes (for rejected bad names). */
 void spool_id_from_bytes(const char *name, char *out, size_t outlen);
 /* A result's file (its JSON, a capture) readable by reader and root;
@@ -271,6 +316,12 @@ enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BU
 /* Recover one claim in wdir (see recover_kind). */
 enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
 				      const char *name, const char *me);
+
+/* A finish of the claim begun and not completed (done/ID.task linked,
+ * no done/ID.json): undone, as recovery undoes one, so that the claim
+ * can be finished anew (a publish given up on). 1 undone, 0 none begun,
+ * -EEXIST its result is written, -errno. */
+int spool_finish_undo(struct spool *sp, int wdir, const char *name);
 
 /* Recover every claim in cur/<wid>/ (whose lock the caller holds via
  * lockfd or has just taken). Returns the number still busy (an old run

@@ -74,12 +74,18 @@ static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
 #define TREE_ENTRIES_MAX 100000
 static int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes)
 {
-	*bytes = 0;
 	uint64_t entries = 0;
+	return spool_tree_usage(at, name, cap, TREE_ENTRIES_MAX, bytes, &entries);
+}
+
+int spool_tree_usage(int at, const char *name, uint64_t cap, uint64_t max_entries, uint64_t *bytes,
+		     uint64_t *entries)
+{
+	*bytes = *entries = 0;
 	_cleanup_close_ int d = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (d < 0)
 		return errno == ENOENT ? 0 : -errno;
-	return tree_walk(d, cap, bytes, &entries, TREE_ENTRIES_MAX, 0);
+	return tree_walk(d, cap, bytes, entries, max_entries, 0);
 }
 
 /* Link an unnamed file (O_TMPFILE) as at/name; never replaces. With
@@ -462,7 +468,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		struct stat cst;
 		if (fstat(fd, &cst) < 0)
 			return -errno;
-		(void)claim_meta_get(fd, &m);
+		(void)claim_meta_get(fd, name, &m);
 		snprintf(hold, sizeof hold, "%s", m.hold);
 		if (hold[0]) {
 			free(base_copy);
@@ -551,6 +557,8 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 					stream_kept(st[i], q);
 					continue;
 				}
+				if (!S_ISREG(os.st_mode))
+					continue; /* none of ours: no output to name */
 				if ((r = redirty(sp, q)) < 0)
 					return r;
 				if (!st[i]->bytes)
@@ -708,10 +716,17 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	regular = S_ISREG(st.st_mode) && st.st_nlink == 1;
+	/* Its submitter: the record of the worker's copy; else whoever's
+	 * drop it came from (USER:), even when the file is another's (a
+	 * rejected drop is the dropper's: issue 35); else its owner. */
+	uid_t by = spool_reader(sp, name, st.st_uid);
 	if (regular) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
+		struct submitter rec;
+		if (fd >= 0 && (spool_submitter(fd, &st, &rec), rec.recorded))
+			by = rec.uid;
 		if (fd >= 0) {
-			(void)claim_meta_get(fd, &m);
+			(void)claim_meta_get(fd, name, &m);
 			/* Best effort: lane and name= for the record. */
 			char buf[4096], e[64];
 			ssize_t n = read_upto(fd, buf, sizeof buf);
@@ -730,7 +745,7 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	res.submitted_ms = m.submitted_ms ? m.submitted_ms : ctime_ms(&st);
 	res.finished_ms = now_realtime_ms();
 	res.backend = "none";
-	fill_user(&res, st.st_uid, user, sizeof user);
+	fill_user(&res, by, user, sizeof user);
 	return spool_finish(sp, wdir, name, regular, &res, idbuf, idlen);
 }
 

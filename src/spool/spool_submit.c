@@ -101,18 +101,27 @@ void ids_release(struct spool *sp, const char *id, const struct stat *st)
 
 /* ---- after=: where an upstream without a result is ---- */
 
-/* 1 with *owner when the entry is there, 0 when it is not, -errno when
- * it cannot be told (the caller must not call that "absent"). */
+/* 1 with *owner (its submitter: the record of the worker's copy, else
+ * its owner) when the entry is there, 0 when it is not, -errno when it
+ * cannot be told (the caller must not call that "absent"). */
 static int owner_at(int dirfd, const char *name, uid_t *owner)
 {
 	struct stat st;
 	if (dirfd < 0)
 		return 0;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		*owner = st.st_uid;
-		return 1;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+	*owner = st.st_uid;
+	if (S_ISREG(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid())) {
+		_cleanup_close_ int fd = open_regular(dirfd, name);
+		struct stat fst;
+		struct submitter by;
+		if (fd >= 0 && fstat(fd, &fst) == 0 && same_inode(&fst, &st)) {
+			spool_submitter(fd, &fst, &by);
+			*owner = by.uid;
+		}
 	}
-	return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+	return 1;
 }
 
 int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
@@ -481,13 +490,8 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	return 0;
 }
 
-/* The id's reservation names the task file's inode (spool-layout/README.md
- * section 3.2), and the edited task is a new file: the reservation
- * follows it, replaced in one rename (a new link under a dot name, then
- * over ids/ID), owned as the task is, or the finisher would give the
- * edited task another id than the one its submitter was told. */
-static void ids_follow(struct spool *sp, const char *name, const struct stat *old,
-		       const struct stat *now)
+void spool_ids_follow(struct spool *sp, const char *name, const struct stat *old,
+		      const struct stat *now)
 {
 	char tmp[64], ino[32];
 	const char *id = spool_held_id(name);
@@ -514,20 +518,20 @@ int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
 {
 	struct stat now;
 	int r;
-	if (renameat2(sp->tmp, staged, sp->new, name, RENAME_EXCHANGE) < 0) {
+	if (renameat2(sp->new, staged, sp->new, name, RENAME_EXCHANGE) < 0) {
 		r = -errno;
-		(void)unlinkat(sp->tmp, staged, 0);
+		(void)unlinkat(sp->new, staged, 0);
 		return r;
 	}
 	/* What came out must be what the caller read: else another edit
 	 * went in between, and its file goes back. */
-	if (fstatat(sp->tmp, staged, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(old, &now)) {
-		if (renameat2(sp->tmp, staged, sp->new, name, RENAME_EXCHANGE) == 0)
-			(void)unlinkat(sp->tmp, staged, 0);
+	if (fstatat(sp->new, staged, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(old, &now)) {
+		if (renameat2(sp->new, staged, sp->new, name, RENAME_EXCHANGE) == 0)
+			(void)unlinkat(sp->new, staged, 0);
 		return -ESTALE;
 	}
-	ids_follow(sp, name, old, st);
+	spool_ids_follow(sp, name, old, st);
 	r = fsync(sp->new) < 0 ? -errno : 0;
-	(void)unlinkat(sp->tmp, staged, 0);
+	(void)unlinkat(sp->new, staged, 0);
 	return r;
 }

@@ -128,6 +128,7 @@ static void arm_timer(struct worker *w)
 	EARLIER(w->recover_mono);
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
+	EARLIER(w->quota_mono);
 	EARLIER(sched_next_mono(w));
 #undef EARLIER
 	struct itimerspec its = {0};
@@ -176,6 +177,8 @@ static void on_timer(struct worker *w)
 	}
 	if (w->space_mono && w->space_mono <= now)
 		dispatch(w);
+	if (w->quota_mono && w->quota_mono <= now)
+		quota_scan(w);
 	if (sched_ring(w))
 		dispatch(w);
 }
@@ -244,7 +247,9 @@ static void on_inotify(struct worker *w)
 						busy_arm(w);
 				}
 			} else if (ev->wd == w->wd_tmp) {
-				if (w->nbusy) /* a link() publisher's tmp/ name went */
+				if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
+					quota_note(w); /* a member's bytes, on a shared spool */
+				else if (w->nbusy) /* a link() publisher's tmp/ name went */
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				char name[NAME_MAX + 1];
@@ -368,6 +373,7 @@ static void on_signal(struct worker *w)
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
 					w->slots[l] = np.slots[l];
+			quota_policy(w);
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
 			log_env_missing(w->pol, "SIGHUP");
@@ -470,6 +476,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	w.wd_done = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
+	quota_policy(&w);
 	fd_budget(&w);
 
 	int r = spool_worker_open(sp, w.id, &w.wdir, &w.lockfd);
@@ -513,8 +520,10 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		  (w.wd_drop = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR |
 								   IN_DONT_FOLLOW)) < 0))
 		die("inotify watch on %s: %s", p, strerror(errno));
+	/* On a shared spool also what members leave there (quota_note). */
 	if (pathfmt(p, sizeof p, "%s/tmp", sp->path) < 0 ||
-	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
+	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
+							    (w.wd_drop >= 0 ? IN_CLOSE_WRITE | IN_MOVED_TO : 0))) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
 	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
@@ -590,6 +599,11 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	scan_new(&w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
 	       backend_name(pol->backend), w.slots[0], w.slots[1]);
+	if (pol->shared)
+		logmsg("shared spool: each member runs %d task(s) here at once at most (slots_per_user; "
+		       "0: no bound), each for %lld s at most (timeout_max; -1: no bound)",
+		       pol->slots_per_user, (long long)pol->timeout_max_s);
+	quota_note(&w);
 	log_env_missing(pol, "start");
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	struct src s_wdog = {SRC_WATCHDOG, NULL};

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
+#include <sys/file.h>
+
 /* ---- drop/: the file's owner is who dropped it -----------------------------
  *
  * On a shared spool new/ is written by the workers alone, and each member
@@ -47,7 +49,73 @@ static void drop_reject(struct worker *w, int dirfd, const char *name, const cha
 	finish_unrun(w, claim, "rejected", why);
 }
 
-/* new/.hoist.UID.USER:NAME: check what arrived, then give it its name. */
+/* The worker's copy of the member's file at new/DOT (src, st its stat;
+ * uid the dropper), made under new/.copy.UID.ID and exchanged with DOT:
+ * from then on DOT is a file the member never had a descriptor to, whose
+ * bytes, mode, attributes and name only workers can change, and which
+ * records who dropped it (spool_task_fill). The member's file goes.
+ * Only the holder of the copy's flock copies (a peer finishing the same
+ * hoist from its scan of new/ waits its turn, or finds the copy made).
+ * 0 done; -EAGAIN a peer is at it; -ESTALE DOT changed: look again;
+ * -ENOENT DOT is gone (a peer finished); else -errno, the reason to
+ * reject it (-EFBIG over task_max, -ETXTBSY opened for writing again,
+ * -EOPNOTSUPP no ACLs). */
+static int hoist_copy(struct worker *w, const char *dot, int src, const struct stat *st, uid_t uid,
+		      const char *final)
+{
+	char cp[NAME_MAX + 1];
+	if (spool_name_hoist_copy(cp, sizeof cp, (unsigned)uid, final) < 0)
+		return -ENAMETOOLONG;
+	_cleanup_close_ int c = openat(w->sp->new, cp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (c < 0)
+		return -errno;
+	if (flock(c, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	struct stat cs, ns, ds;
+	if (fstat(c, &cs) < 0 || fstatat(w->sp->new, cp, &ns, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    cs.st_dev != ns.st_dev || cs.st_ino != ns.st_ino)
+		return -ESTALE; /* a peer's copy, consumed meanwhile */
+	int r = 0;
+	if (fstatat(w->sp->new, dot, &ds, AT_SYMLINK_NOFOLLOW) < 0)
+		r = errno == ENOENT ? -ENOENT : -errno;
+	else if (ds.st_dev != st->st_dev || ds.st_ino != st->st_ino)
+		r = -ESTALE;
+	else if (!S_ISREG(cs.st_mode) || cs.st_uid != geteuid() || ftruncate(c, 0) < 0)
+		r = -EPERM; /* not ours to reuse: removed below, made afresh next time */
+	_cleanup_free_ char *text = NULL;
+	ssize_t n = 0;
+	if (r == 0 && (uint64_t)st->st_size > w->pol->task_max_bytes)
+		r = -EFBIG;
+	if (r == 0) {
+		/* Read under a lease: a writer back at it (the member may
+		 * still open her file by its name here) is refused. */
+		if (fcntl(src, F_SETLEASE, F_RDLCK) < 0 && (errno == EAGAIN || errno == EBUSY))
+			r = -ETXTBSY;
+		else {
+			text = xmalloc((size_t)st->st_size + 2);
+			n = read_upto(src, text, (size_t)st->st_size + 1);
+			(void)fcntl(src, F_SETLEASE, F_UNLCK);
+			if (n < 0)
+				r = (int)n;
+			else if ((size_t)n > (size_t)st->st_size || (uint64_t)n > w->pol->task_max_bytes)
+				r = -EFBIG; /* it grew: not what was checked */
+		}
+	}
+	struct claim_meta m = {.attempt = 1, .submitted_ms = now_realtime_ms()};
+	if (r == 0)
+		r = spool_task_fill(c, text, (size_t)n, &m, uid, (unsigned long long)st->st_ino);
+	if (r == 0 && renameat2(w->sp->new, cp, w->sp->new, dot, RENAME_EXCHANGE) < 0)
+		r = errno == ENOENT ? -ENOENT : -errno;
+	/* The copy unused, or, after the exchange, the member's file. */
+	(void)unlinkat(w->sp->new, cp, 0);
+	return r;
+}
+
+/* new/.hoist.UID.USER:NAME: check what arrived, make it the worker's
+ * (hoist_copy), let its id's reservation follow the copy, then give it
+ * its name. A crash at any step leaves the dot name (the member's file,
+ * or the worker's copy, which says so by its record), finished here at
+ * the next scan of new/. */
 void hoist_finish(struct worker *w, const char *dot)
 {
 	char *end;
@@ -56,28 +124,65 @@ void hoist_finish(struct worker *w, const char *dot)
 	if (errno || end == dot + 7 || *end != '.' || !end[1])
 		return;
 	const char *final = end + 1;
+	char why[300] = "";
+	struct submitter by = {0};
 	struct stat st;
-	if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return; /* another worker finished it */
-	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
-		char why[256];
-		snprintf(why, sizeof why,
-			 "the file that arrived from the drop directory of uid %lu is not a regular file "
-			 "of that uid with one link, writable by its owner alone", uid);
+	for (int round = 0;; round++) {
+		if (round > 4)
+			return; /* changing under us: the next scan of new/ */
+		if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return; /* another worker finished it */
+		_cleanup_close_ int fd = !S_ISREG(st.st_mode) ? -1
+			: openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+		struct stat fst;
+		if (fd >= 0 && (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino))
+			continue; /* it changed: look again */
+		if (fd >= 0)
+			spool_submitter(fd, &st, &by);
+		if (by.recorded) {
+			/* The worker's copy already: a hoist cut short after it. */
+			if (by.uid != (uid_t)uid)
+				snprintf(why, sizeof why, "the worker's copy of the file from the drop directory of "
+					 "uid %lu records uid %u", uid, (unsigned)by.uid);
+			break;
+		}
+		if (fd < 0 || st.st_nlink != 1 || st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
+			snprintf(why, sizeof why,
+				 "the file that arrived from the drop directory of uid %lu is not a regular file "
+				 "of that uid with one link, writable by its owner alone", uid);
+			break;
+		}
+		int r = hoist_copy(w, dot, fd, &st, (uid_t)uid, final);
+		if (r == -ESTALE)
+			continue;
+		if (r == -EAGAIN || r == -ENOENT)
+			return; /* a peer is at it, or finished it */
+		if (r == -EFBIG)
+			snprintf(why, sizeof why, "the task file is larger than the limit of %llu bytes",
+				 (unsigned long long)w->pol->task_max_bytes);
+		else if (r == -ETXTBSY)
+			snprintf(why, sizeof why, "the file was opened for writing again while it was moved "
+				 "from the drop directory: a task is published whole");
+		else if (r == -EOPNOTSUPP)
+			snprintf(why, sizeof why, "the spool's filesystem has no POSIX ACLs: the worker's copy "
+				 "of a task could not be made readable by its submitter alone");
+		else if (r < 0)
+			snprintf(why, sizeof why, "the worker could not make its own copy of it: %s",
+				 strerror(-r));
+		if (r < 0)
+			break;
+		by.recorded = false; /* the copy is in place: read it again */
+	}
+	if (why[0]) {
 		drop_reject(w, w->sp->new, dot, final, why);
 		return;
 	}
-	/* The spool's record (attempt, submitted) starts here: whatever
-	 * user.kart the submitter set on their file before dropping it is
-	 * not ours, and goes (issue 26: a forged attempt and submitted_at). */
-	int fd = openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0) {
-		struct stat fst;
-		if (fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev &&
-		    fremovexattr(fd, KART_XATTR) < 0 && errno != ENODATA && errno != ENOTSUP)
-			logmsg("%s: cannot remove the submitter's %s: %s", final, KART_XATTR, strerror(errno));
-		close(fd);
-	}
+	/* The id the dropper reserved named its file: now it names the copy
+	 * (made by its owner, the worker, as the finisher checks). */
+	struct stat orig = {.st_dev = st.st_dev, .st_ino = (ino_t)by.from, .st_uid = (uid_t)uid};
+	char rid[TASK_NAME_MAX + 80];
+	if (by.from && spool_reserved_id(w->sp, final, &orig, rid, sizeof rid) == 1)
+		spool_ids_follow(w->sp, rid, &orig, &st);
 	char dst[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000; n++) {
 		if ((n == 1 ? pathfmt(dst, sizeof dst, "%s", final)
@@ -167,6 +272,7 @@ void drop_key(struct worker *w, const char *key)
 
 void drop_entry(struct worker *w, struct drop *d, const char *name)
 {
+	quota_note(w); /* its bytes, and its entries, count to its owner */
 	/* kart hold, edit, pause ... of a user of a shared spool. */
 	if (wctl_drop_entry(name)) {
 		wctl_drop_request(w->sp, w->pol, w->id, w->wdir, d->fd, d->name, d->uid, name);

@@ -56,8 +56,8 @@ void task_free(struct worker *w, struct task *t)
 		if (t->scr_fd[i] >= 0)
 			close(t->scr_fd[i]);
 	}
-	if (t->uniq_fd >= 0)
-		close(t->uniq_fd); /* its key is free: the result is written */
+	if (t->uniq_fd >= 0) /* its key is free: the result is written */
+		uniq_unlock(w->sp->cur, t->uid, t->spec.unique, t->uniq_fd);
 	if (t->out_mfd >= 0) {
 		(void)outdir_release(&w->ons, t->out_mfd);
 		close(t->out_mfd);

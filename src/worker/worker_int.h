@@ -165,6 +165,7 @@ struct task {
 	struct spawn_job *job; /* spawning: its job, until it is back */
 	int commit_err;     /* 0: published; else -errno of the failed step */
 	bool commit_output; /* the failure was an fsync of its output */
+	int publish_tries;  /* publishes failed so far (commit_failed) */
 	struct json_pending jpend; /* its JSON, staged and not yet committed */
 	/* Its $KART_OUTDIR's tmpfs (outdir.h), or -1; once the run is over,
 	 * the copy the commit thread hands to the mover first (mv.src >= 0). */
@@ -418,6 +419,12 @@ struct worker {
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
 	bool space_low;     /* below [worker] min_free: nothing new is claimed */
 	int64_t space_mono; /* while so, with tasks waiting: look again then */
+	/* worker_quota.c (a shared spool): a scan of tmp/ and drop/ due then
+	 * (0: none); below min_free, the members over their share (claimed
+	 * for no more), as measured at share_mono. */
+	int64_t quota_mono, share_mono;
+	uid_t over[64];
+	size_t nover;
 };
 
 struct acct {
@@ -468,6 +475,19 @@ void drop_key(struct worker *w, const char *key);
 void drop_entry(struct worker *w, struct drop *d, const char *name);
 void drop_seen(struct worker *w, const char *name);
 void scan_drops(struct worker *w);
+
+/* ---- worker_quota.c: a shared spool's bounds on each member: slots, tmp/ and drop/, min_free */
+/* slots_per_user where kart.conf leaves it to the shared spool: half the
+ * slots, at least 1 (at start, and after SIGHUP). */
+void quota_policy(struct worker *w);
+/* Something arrived in tmp/ or a drop directory: a scan soon. */
+void quota_note(struct worker *w);
+/* Each member's entries in tmp/ and their drop directory beyond
+ * drop_max_bytes or drop_max_files: the newest rejected or removed. */
+void quota_scan(struct worker *w);
+/* Below min_free: measure who holds more than their share (over[]). */
+void quota_shares(struct worker *w);
+bool quota_over(const struct worker *w, uid_t uid);
 
 /* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);

@@ -29,7 +29,7 @@ enum taction {
 	TA_PUBLISH,        /* handed to the commit thread */
 	TA_DONE,           /* logged, on_done run, freed */
 	TA_RETRY_LATER,    /* its task file kept for a retry_on attempt (RESULT if it cannot be), freed */
-	TA_COMMIT_FAILED,  /* retried in a second (or re-run, or left for recovery) */
+	TA_COMMIT_FAILED,  /* retried later (or re-run, finished lost, or left for recovery) */
 	TA_ABANDON,        /* left in cur/W/ for recovery, freed */
 	TA__N
 };
@@ -106,7 +106,7 @@ static const char *const taction_names[TA__N] = {
 	[TA_STOP_CANCEL] = "SIGTERM (end: cancelled)", [TA_KILL] = "SIGKILL",
 	[TA_KILL_REQUEUE] = "SIGKILL (end: re-queue)", [TA_DRAIN_LOOK] = "look at the leaf",
 	[TA_COMPLETE] = "make the result, or re-queue", [TA_PUBLISH] = "publish",
-	[TA_DONE] = "log, on_done, free", [TA_RETRY_LATER] = "keep for a retry, free", [TA_COMMIT_FAILED] = "retry in 1s",
+	[TA_DONE] = "log, on_done, free", [TA_RETRY_LATER] = "keep for a retry, free", [TA_COMMIT_FAILED] = "retry later, or lost",
 	[TA_ABANDON] = "leave for recovery, free",
 };
 

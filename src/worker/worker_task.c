@@ -454,9 +454,46 @@ void task_started(struct worker *w, struct task *t)
 		task_pause_look(w, t); /* kart pause while it spawned */
 }
 
+/* A fault of the host, which passes (a full or failing disk, a quota,
+ * a filesystem remounted read-only for a while): a publish is retried
+ * as long as it lasts. Any other failure (a name in done/ that is not
+ * what the protocol makes, a name too long) recurs at each try. */
+static bool host_fault(int e)
+{
+	return e == ENOSPC || e == EDQUOT || e == EIO || e == EROFS || e == ENOMEM || e == EAGAIN ||
+	       e == EINTR || e == EMFILE || e == ENFILE;
+}
+
+/* A publish that cannot succeed: after PUBLISH_TRIES, the task is
+ * finished `lost`, the reason in its error, without the outputs that
+ * would not go (one of them may be what fails); if even that cannot be
+ * written, it is left for recovery as a stop leaves it. Retries back off
+ * from 1 s to a minute, and are logged at the 1st, 2nd, 4th... try. */
+#define PUBLISH_TRIES 5
+#define PUBLISH_RETRY_MAX_MS 60000
+static void publish_lost(struct worker *w, struct task *t)
+{
+	char why[400], id[256];
+	snprintf(why, sizeof why, "its result could not be published in %d tries: %s; its outputs are "
+		 "not kept", t->publish_tries, strerror(-t->commit_err));
+	spool_clean_scratch(w->wdir, t->name, 0);
+	int r = spool_finish_undo(w->sp, w->wdir, t->name);
+	if (r >= 0)
+		r = spool_finish_unrun(w->sp, w->wdir, t->name, "lost", why, w->id, id, sizeof id);
+	if (r < 0) {
+		logmsg("%s: %s, nor its lost result: %s", t->name, why, strerror(-r));
+		abandon(w, t);
+		return;
+	}
+	log_task("finished", id, "lost", -1, why);
+	run_hook(w, id);
+	task_free(w, t);
+}
+
 /* Back from the commit thread, not published: retried (a full disk, an
  * I/O error: a task is never dropped), or, when its output could not be
- * made durable, run again; left for recovery once the worker stops. */
+ * made durable, run again; left for recovery once the worker stops; a
+ * publish that fails otherwise gives up (publish_lost). */
 void commit_failed(struct worker *w, struct task *t)
 {
 	if (t->commit_output) {
@@ -469,10 +506,15 @@ void commit_failed(struct worker *w, struct task *t)
 	} else if (w->stopping && !w->grace_mono) {
 		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
 		abandon(w, t);
+	} else if (!host_fault(-t->commit_err) && ++t->publish_tries >= PUBLISH_TRIES) {
+		publish_lost(w, t);
 	} else {
-		logmsg("%s: cannot publish its result: %s; retrying", t->name,
-		       strerror(-t->commit_err));
-		t->retry_mono = now_mono_ms() + 1000;
+		int n = host_fault(-t->commit_err) ? ++t->publish_tries : t->publish_tries;
+		int64_t wait = n < 8 ? 1000LL << (n - 1) : PUBLISH_RETRY_MAX_MS;
+		if ((n & (n - 1)) == 0)
+			logmsg("%s: cannot publish its result: %s; retrying (try %d)", t->name,
+			       strerror(-t->commit_err), n);
+		t->retry_mono = now_mono_ms() + (wait < PUBLISH_RETRY_MAX_MS ? wait : PUBLISH_RETRY_MAX_MS);
 		t->res.id = t->name;
 		t->next = w->tasks;
 		w->tasks = t;
