@@ -51,36 +51,34 @@ ALL_CFLAGS = $(WARN) $(CFLAGS) -D_FORTIFY_SOURCE=2 -fstack-protector-strong \
 
 B = build
 # src/ by layer, as git keeps its verbs in builtin/: cmd/ (the verbs),
-# worker/, spool/ (the on-disk protocol), sandbox/, policy/, sync/ and lib/
-# (generic pieces). Objects go flat into $(B)/; every folder is on the
+# worker/, backend/ (where a task runs: one interface, one file per
+# backend), spool/ (the on-disk protocol), sandbox/, policy/, sync/ and
+# lib/ (generic pieces). Objects go flat into $(B)/; every folder is on the
 # include path, so a file names a header by its name alone.
-SRC_DIRS = cmd worker sync spool sandbox policy lib
+SRC_DIRS = cmd worker backend sync spool sandbox policy lib
 vpath %.c $(addprefix src/,$(SRC_DIRS))
 INC = $(addprefix -iquote src/,$(SRC_DIRS))
-LIB_SRC = util.c task.c binds.c policy.c policy_conf.c policy_kind.c policy_load.c \
-	  result.c spool.c spool_submit.c spool_finish.c spool_recover.c sandbox.c \
-	  run.c worker.c worker_ev.c worker_state.c worker_start.c worker_task.c \
-	  worker_commit.c \
-	  worker_spawn.c worker_queue.c worker_drop.c worker_quota.c worker_peer.c worker_leaf.c \
-	  worker_capture.c worker_wait.c worker_fair.c worker_end.c outcome.c hook.c acct.c held.c scratch.c \
-	  prioq.c strset.c \
-	  query.c spool_name.c cgroup.c cgroup_host.c rlimits.c log.c landlock.c \
-	  seccomp.c caps.c container.c confine.c space.c credfwd.c \
-	  sched.c worker_sched.c outdir.c depend.c \
-	  worker_control.c control.c
-CMD_SRC = cmd_init.c cmd_submit.c cmd_worker.c cmd_status.c \
-	  cmd_wait.c cmd_cat.c cmd_cancel.c cmd_doctor.c cmd_setup_cgroup.c \
-	  cmd_retry.c cmd_watch.c cmd_gc.c cmd_control.c
+# The sources are found, not listed: a new file in a folder is built
+# without a Makefile edit (and branches adding files do not collide here).
+# kart: every .c of the library folders and cmd/, but kart-launch's own
+# main (it is a program of its own, below), the sync verbs and kart top.
+LIB_DIRS = worker backend spool sandbox policy lib
+LIB_SRC = $(filter-out launch.c,$(notdir $(wildcard $(LIB_DIRS:%=src/%/*.c))))
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
-SYNC_SRC = sync.c sync_sqlite.c sync_pg.c cmd_sync.c cmd_feed.c
+SYNC_CMD = cmd_sync.c cmd_feed.c
+SYNC_SRC = $(notdir $(wildcard src/sync/*.c)) $(SYNC_CMD)
+CMD_SRC = $(filter-out main.c $(SYNC_CMD) $(TOP_SRC),$(notdir $(wildcard src/cmd/*.c)))
+# kart-top: the same program with kart top, which links ncurses.
+TOP_SRC = cmd_top.c
+TOP_LIBS = $(shell pkg-config --libs ncursesw)
 LIB_OBJ = $(LIB_SRC:%.c=$(B)/%.o)
 CMD_OBJ = $(CMD_SRC:%.c=$(B)/%.o)
 SYNC_OBJ = $(SYNC_SRC:%.c=$(B)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(B)/%)
 
-all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-llm $(B)/kart-credfwd
+all: $(B)/kart $(B)/kart-launch $(B)/kart-sync $(B)/kart-top $(B)/kart-llm $(B)/kart-credfwd
 
 # Installs what is missing, with apt-get: only when asked (make deps), or
 # by the targets below that need it to run at all.
@@ -131,6 +129,15 @@ $(B)/main-sync.o: main.c $(B)/features.stamp | $(B)
 
 $(B)/kart-sync: $(LIB_OBJ) $(CMD_OBJ) $(SYNC_OBJ) $(B)/main-sync.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/main-top.o: main.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DKART_TOP_BIN -c -o $@ $<
+
+$(B)/cmd_top.o: cmd_top.c $(B)/features.stamp | $(B)
+	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags ncursesw) $(DEPFLAGS) -c -o $@ $<
+
+$(B)/kart-top: $(LIB_OBJ) $(CMD_OBJ) $(B)/cmd_top.o $(B)/main-top.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS) $(TOP_LIBS)
 
 # The launcher runs inside every sandbox, once per task: libc only, and
 # linked statically, which saves the dynamic loader's work on every run
@@ -252,6 +259,7 @@ install: all
 	install -m 0755 $(B)/kart $(DESTDIR)$(BINDIR)/kart
 	install -m 0755 $(B)/kart-launch $(DESTDIR)$(LIBEXECDIR)/kart-launch
 	install -m 0755 $(B)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-sync
+	install -m 0755 $(B)/kart-top $(DESTDIR)$(LIBEXECDIR)/kart-top
 	install -m 0755 $(B)/kart-llm $(DESTDIR)$(LIBEXECDIR)/kart-llm
 	install -m 0755 $(B)/kart-credfwd $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
@@ -270,7 +278,8 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/kart $(DESTDIR)$(LIBEXECDIR)/kart-launch \
-	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-llm \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-sync $(DESTDIR)$(LIBEXECDIR)/kart-top \
+	      $(DESTDIR)$(LIBEXECDIR)/kart-llm \
 	      $(DESTDIR)$(LIBEXECDIR)/kart-credfwd
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
@@ -285,5 +294,9 @@ uninstall:
 clean:
 	rm -rf $(B)
 
+# The library's sources, for scripts that build them otherwise (the fuzzers).
+lib-sources:
+	@echo $(LIB_SRC)
+
 FORCE:
-.PHONY: all deps depcheck $(INSTALLING) $(INSTALLING:%=run-%) check-asan install uninstall clean FORCE
+.PHONY: lib-sources all deps depcheck $(INSTALLING) $(INSTALLING:%=run-%) check-asan install uninstall clean FORCE

@@ -60,6 +60,10 @@ int cmd_setup_cgroup(struct ctx *c, int argc, char **argv);
 int cmd_retry(struct ctx *c, int argc, char **argv);
 int cmd_watch(struct ctx *c, int argc, char **argv);
 int cmd_gc(struct ctx *c, int argc, char **argv);
+int cmd_metrics(struct ctx *c, int argc, char **argv);
+int cmd_top(struct ctx *c, int argc, char **argv);
+int cmd_eff(struct ctx *c, int argc, char **argv);
+int cmd_report(struct ctx *c, int argc, char **argv);
 int cmd_sync(struct ctx *c, int argc, char **argv);
 int cmd_feed(struct ctx *c, int argc, char **argv);
 

@@ -11,6 +11,7 @@
 #include "control.h"
 #include "policy.h"
 #include "query.h"
+#include "termsafe.h"
 #include "task.h"
 #include "util.h"
 
@@ -114,7 +115,8 @@ static bool may_cancel(struct spool *sp, int dirfd, const char *path, const char
 	struct stat st;
 	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || control_may(sp, id, &st) == 0)
 		return true; /* gone: the claim that follows finds out */
-	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", id);
+	_cleanup_free_ char *sid = term_safe(id);
+	fprintf(stderr, "kart cancel: %s: not your task (only its submitter or root may cancel it)\n", sid);
 	return false;
 }
 
@@ -136,11 +138,11 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 	char me[128];
 	snprintf(me, sizeof me, "cancel.%d", getpid());
 	for (int i = first; i < argc; i++) {
-		_cleanup_free_ char *own = spool_own_id(sp, argv[i]);
+		_cleanup_free_ char *own = spool_own_id(sp, argv[i]), *sid = term_safe(own);
 		const char *id = own;
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
-			fprintf(stderr, "kart cancel: %s: no such task\n", id);
+			fprintf(stderr, "kart cancel: %s: no such task\n", sid);
 			rc = 1;
 			continue;
 		}
@@ -149,26 +151,26 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 			struct qinfo q;
 			int r = query_id(sp, id, &q);
 			if (r == 0 && q.state == Q_UNKNOWN) {
-				fprintf(stderr, "kart cancel: %s: no such task\n", id);
+				fprintf(stderr, "kart cancel: %s: no such task\n", sid);
 				rc = 1;
 				continue;
 			}
 			if (r == 0 && q.state == Q_DONE) {
-				printf("%s: had already finished: %s\n", id, q.status);
+				printf("%s: had already finished: %s\n", sid, q.status);
 				rc = 1;
 				continue;
 			}
 			r = cancel_via_drop(sp, id);
 			if (r < 0) {
-				fprintf(stderr, "kart cancel: %s: %s\n", id,
+				fprintf(stderr, "kart cancel: %s: %s\n", sid,
 					r == -EPERM	 ? "not your task (only its submitter or root may cancel it)"
 					: r == -ETIMEDOUT ? "no worker took the request, or no result came"
 							  : strerror(-r));
 				rc = 1;
 			} else if (query_done(sp, id, &q) == 0 && strcmp(q.status, "cancelled") == 0) {
-				printf("%s: cancelled\n", id);
+				printf("%s: cancelled\n", sid);
 			} else {
-				printf("%s: had already finished: %s\n", id, q.status);
+				printf("%s: had already finished: %s\n", sid, q.status);
 				rc = 1;
 			}
 			continue;
@@ -198,11 +200,13 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 						       "cancelled by kart cancel before it ran", me, newid,
 						       sizeof newid);
 				if (r < 0) {
-					fprintf(stderr, "kart cancel: %s: cannot write its result: %s\n", id,
+					fprintf(stderr, "kart cancel: %s: cannot write its result: %s\n", sid,
 						strerror(-r));
 					rc = 1;
-				} else
-					printf("%s: cancelled (it never ran)\n", newid);
+				} else {
+					_cleanup_free_ char *snew = term_safe(newid);
+					printf("%s: cancelled (it never ran)\n", snew);
+				}
 				break;
 			}
 			struct qinfo q;
@@ -218,7 +222,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				r = cancel_running(sp, q.worker, id);
 				struct qinfo d;
 				if (r < 0) {
-					fprintf(stderr, "kart cancel: %s: %s\n", id, strerror(-r));
+					fprintf(stderr, "kart cancel: %s: %s\n", sid, strerror(-r));
 					rc = 1;
 					break;
 				}
@@ -229,7 +233,7 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 						fprintf(stderr,
 							"kart cancel: %s: re-queued %d times while being cancelled "
 							"(its workers keep stopping); giving up\n",
-							id, REQUEUES_MAX);
+							sid, REQUEUES_MAX);
 						rc = 1;
 						break;
 					}
@@ -237,19 +241,19 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 					continue;
 				}
 				if (strcmp(d.status, "cancelled") != 0) {
-					printf("%s: had already finished: %s\n", id, d.status);
+					printf("%s: had already finished: %s\n", sid, d.status);
 					rc = 1;
 				} else
-					printf("%s: cancelled (killed while running on %s)\n", id, q.worker);
+					printf("%s: cancelled (killed while running on %s)\n", sid, q.worker);
 				break;
 			}
 			if (q.state == Q_DONE) {
-				printf("%s: had already finished: %s\n", id, q.status);
+				printf("%s: had already finished: %s\n", sid, q.status);
 				rc = 1;
 				break;
 			}
 			if (q.state == Q_UNKNOWN && attempt == 2) {
-				fprintf(stderr, "kart cancel: %s: no such task\n", id);
+				fprintf(stderr, "kart cancel: %s: no such task\n", sid);
 				rc = 1;
 			}
 			/* Q_QUEUED again, or in motion: look again. */

@@ -17,6 +17,7 @@
 
 #include "cmd.h"
 #include "query.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char help[] =
@@ -199,14 +200,15 @@ static int cat_follow(struct spool *sp, const char *id, bool err)
 	close(f.ino);
 	if (r == 1)
 		return query_exit_status(&q);
+	_cleanup_free_ char *sid = term_safe(id);
 	if (r == -ENOENT) {
-		fprintf(stderr, "kart cat: %s: no such task\n", id);
+		fprintf(stderr, "kart cat: %s: no such task\n", sid);
 		return 125;
 	}
 	if (r == -EINTR)
 		return 130;
 	if (r != -EPIPE)
-		fprintf(stderr, "kart cat: %s: %s\n", id, strerror(-r));
+		fprintf(stderr, "kart cat: %s: %s\n", sid, strerror(-r));
 	return r == -EPIPE ? 0 : 125;
 }
 
@@ -232,7 +234,7 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	if (argc - optind != 1)
 		return usage_error("cat", "give exactly one task ID");
 	struct spool *sp = &c->sp;
-	_cleanup_free_ char *own = spool_own_id(sp, argv[optind]);
+	_cleanup_free_ char *own = spool_own_id(sp, argv[optind]), *sid = term_safe(own);
 	const char *id = own;
 	if (follow)
 		return cat_follow(sp, id, err);
@@ -241,11 +243,11 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 	char p[4096], name[512];
 	_cleanup_close_ int fd = -1;
 	if (r < 0 || q.state == Q_UNKNOWN) {
-		fprintf(stderr, "kart cat: %s: %s\n", id, r < 0 ? strerror(-r) : "no such task");
+		fprintf(stderr, "kart cat: %s: %s\n", sid, r < 0 ? strerror(-r) : "no such task");
 		return 1;
 	}
 	if (q.state == Q_QUEUED || q.state == Q_SCHEDULED || q.state == Q_HELD) {
-		fprintf(stderr, "kart cat: %s: %s, no output yet\n", id,
+		fprintf(stderr, "kart cat: %s: %s, no output yet\n", sid,
 			q.state == Q_HELD ? "held" : q.state == Q_SCHEDULED ? "scheduled" : "queued");
 		return 1;
 	}
@@ -262,7 +264,7 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 			fd = openat(sp->done, rel + 5, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	if (fd < 0) {
-		fprintf(stderr, "kart cat: %s: no captured %s\n", id, err ? "stderr" : "stdout");
+		fprintf(stderr, "kart cat: %s: no captured %s\n", sid, err ? "stderr" : "stdout");
 		return 1;
 	}
 	r = drain(fd);

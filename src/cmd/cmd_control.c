@@ -13,6 +13,7 @@
 #include "policy.h"
 #include "query.h"
 #include "task.h"
+#include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
 
@@ -57,16 +58,17 @@ static const char edit_help[] =
  * says it. 1, the exit status. */
 static int say_state(struct spool *sp, const char *verb, const char *id)
 {
+	_cleanup_free_ char *sid = term_safe(id);
 	struct qinfo q;
 	if (query_id(sp, id, &q) < 0)
 		q.state = Q_UNKNOWN;
 	switch (q.state) {
-	case Q_RUNNING: printf("%s: had already started on %s\n", id, q.worker); break;
-	case Q_DONE: printf("%s: had already finished: %s\n", id, q.status); break;
+	case Q_RUNNING: printf("%s: had already started on %s\n", sid, q.worker); break;
+	case Q_DONE: printf("%s: had already finished: %s\n", sid, q.status); break;
 	case Q_QUEUED:
-	case Q_SCHEDULED: printf("%s: not held\n", id); break;
-	case Q_HELD: printf("%s: held\n", id); return 0;
-	default: fprintf(stderr, "kart %s: %s: no such task\n", verb, id); break;
+	case Q_SCHEDULED: printf("%s: not held\n", sid); break;
+	case Q_HELD: printf("%s: held\n", sid); return 0;
+	default: fprintf(stderr, "kart %s: %s: no such task\n", verb, sid); break;
 	}
 	return 1;
 }
@@ -88,10 +90,10 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 	struct spool *sp = &c->sp;
 	int rc = 0;
 	for (int i = first; i < argc; i++) {
-		_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
+		_cleanup_free_ char *id = spool_own_id(sp, argv[i]), *sid = term_safe(id);
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
-			fprintf(stderr, "kart %s: %s: no such task\n", verb, id);
+			fprintf(stderr, "kart %s: %s: no such task\n", verb, sid);
 			rc = 1;
 			continue;
 		}
@@ -107,7 +109,7 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 			r = hold ? control_hold(sp, id) : control_release(sp, id);
 		}
 		if (r == 0) {
-			printf("%s: %s\n", id, hold ? "held" : "released");
+			printf("%s: %s\n", sid, hold ? "held" : "released");
 			continue;
 		}
 		if (r == -ENOENT) {
@@ -117,7 +119,7 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 				if (query_id(sp, id, &q) == 0 && q.state == Q_HELD)
 					r = control_release(sp, id); /* in motion: once more */
 				if (r == 0) {
-					printf("%s: released\n", id);
+					printf("%s: released\n", sid);
 					continue;
 				}
 			}
@@ -128,14 +130,14 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 		rc = 1;
 		if (r == -EPERM)
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
-				verb, id, verb);
+				verb, sid, verb);
 		else if (r == -EEXIST)
-			fprintf(stderr, "kart %s: %s: another task of that name is %s already\n", verb, id,
+			fprintf(stderr, "kart %s: %s: another task of that name is %s already\n", verb, sid,
 				hold ? "held" : "queued");
 		else if (r == -ETIMEDOUT)
-			fprintf(stderr, "kart %s: %s: no worker took the request (is one running?)\n", verb, id);
+			fprintf(stderr, "kart %s: %s: no worker took the request (is one running?)\n", verb, sid);
 		else
-			fprintf(stderr, "kart %s: %s: %s\n", verb, id, strerror(-r));
+			fprintf(stderr, "kart %s: %s: %s\n", verb, sid, strerror(-r));
 	}
 	spool_close(sp);
 	return rc;
@@ -211,13 +213,13 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	if (argc - optind != 1)
 		return usage_error("edit", "give exactly one task ID");
 	struct spool *sp = &c->sp;
-	_cleanup_free_ char *id = spool_own_id(sp, argv[optind]);
+	_cleanup_free_ char *id = spool_own_id(sp, argv[optind]), *sid = term_safe(id);
 	struct qinfo q;
 	if (query_id(sp, id, &q) < 0)
 		q.state = Q_UNKNOWN;
 	if (q.state != Q_QUEUED && q.state != Q_SCHEDULED && q.state != Q_HELD) {
 		if (q.state == Q_UNKNOWN)
-			fprintf(stderr, "kart edit: %s: no such task\n", id);
+			fprintf(stderr, "kart edit: %s: no such task\n", sid);
 		else
 			(void)say_state(sp, "edit", id);
 		return 1;
@@ -238,15 +240,15 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	if (orig < 0 || fstat(orig, &st) < 0) {
 		if (errno == ENOENT)
 			return say_state(sp, "edit", id);
-		fprintf(stderr, "kart edit: %s: %s\n", id, strerror(errno));
+		fprintf(stderr, "kart edit: %s: %s\n", sid, strerror(errno));
 		return 1;
 	}
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > pol.task_max_bytes) {
-		fprintf(stderr, "kart edit: %s: not a task file a worker would run\n", id);
+		fprintf(stderr, "kart edit: %s: not a task file a worker would run\n", sid);
 		return 1;
 	}
 	if (control_may(sp, id, &st) < 0) {
-		fprintf(stderr, "kart edit: %s: not your task (only its submitter or root may edit it)\n", id);
+		fprintf(stderr, "kart edit: %s: not your task (only its submitter or root may edit it)\n", sid);
 		return 1;
 	}
 	size_t len;
@@ -254,7 +256,7 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	_cleanup_free_ char *text = xmalloc((size_t)st.st_size + 1);
 	ssize_t n = pread(orig, text, (size_t)st.st_size, 0);
 	if (n < 0) {
-		fprintf(stderr, "kart edit: %s: %s\n", id, strerror(errno));
+		fprintf(stderr, "kart edit: %s: %s\n", sid, strerror(errno));
 		return 1;
 	}
 	len = (size_t)n;
@@ -284,16 +286,16 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 		}
 		if ((r = run_editor(kept)) < 0) {
 			fprintf(stderr, "kart edit: %s: the editor failed; nothing changed (your copy: %s)\n",
-				id, kept);
+				sid, kept);
 			return 1;
 		}
 		if (read_file_at(AT_FDCWD, kept, pol.task_max_bytes, &edited, &elen) < 0) {
-			fprintf(stderr, "kart edit: %s: cannot read %s back: %s\n", id, kept, strerror(errno));
+			fprintf(stderr, "kart edit: %s: cannot read %s back: %s\n", sid, kept, strerror(errno));
 			return 1;
 		}
 		if (elen == len && memcmp(edited, text, len) == 0) {
 			(void)unlink(kept);
-			printf("%s: unchanged\n", id);
+			printf("%s: unchanged\n", sid);
 			return 0;
 		}
 	}
@@ -304,7 +306,8 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	    task_resolve_kind(&spec, &pol, id, err, sizeof err) < 0 ||
 	    task_check_policy(&spec, &pol, submitter, err, sizeof err) < 0) {
 		keep_copy(edited, elen, kept, sizeof kept);
-		fprintf(stderr, "kart edit: %s: %s; nothing changed%s%s%s\n", id, err,
+		_cleanup_free_ char *serr = term_safe(err); /* it may quote the task */
+		fprintf(stderr, "kart edit: %s: %s; nothing changed%s%s%s\n", sid, serr,
 			kept[0] ? " (your copy: " : "", kept, kept[0] ? ")" : "");
 		return 1;
 	}
@@ -328,21 +331,21 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	if (r == 0) {
 		if (kept[0])
 			(void)unlink(kept);
-		printf("%s: edited\n", id);
+		printf("%s: edited\n", sid);
 		return 0;
 	}
 	keep_copy(edited, elen, kept, sizeof kept);
 	if (r == -ENOENT) {
 		(void)say_state(sp, "edit", id);
-		fprintf(stderr, "kart edit: %s: no longer queued; nothing changed (your copy: %s)\n", id, kept);
+		fprintf(stderr, "kart edit: %s: no longer queued; nothing changed (your copy: %s)\n", sid, kept);
 	} else if (r == -ESTALE) {
 		fprintf(stderr, "kart edit: %s: changed by someone else meanwhile; nothing changed "
-				"(your copy: %s)\n", id, kept);
+				"(your copy: %s)\n", sid, kept);
 	} else if (r == -ETIMEDOUT) {
 		fprintf(stderr, "kart edit: %s: no worker took the request (is one running?); nothing "
-				"changed (your copy: %s)\n", id, kept);
+				"changed (your copy: %s)\n", sid, kept);
 	} else {
-		fprintf(stderr, "kart edit: %s: %s; nothing changed (your copy: %s)\n", id, strerror(-r), kept);
+		fprintf(stderr, "kart edit: %s: %s; nothing changed (your copy: %s)\n", sid, strerror(-r), kept);
 	}
 	return 1;
 }
@@ -465,12 +468,13 @@ static void pause_each(const char *id, const struct qinfo *q, void *arg)
 	struct all_arg *a = arg;
 	if (q->state != Q_RUNNING || q->paused == a->on)
 		return;
+	_cleanup_free_ char *sid = term_safe(id);
 	char refusal[1024] = "";
 	int r = pause_one(a->sp, q->worker, id, a->on, refusal, sizeof refusal);
 	if (r == 0)
-		printf("%s: %s\n", id, a->on ? "paused" : "resumed");
+		printf("%s: %s\n", sid, a->on ? "paused" : "resumed");
 	else if (r != -ENOENT) {
-		fprintf(stderr, "kart %s: %s: %s%s\n", a->on ? "pause" : "resume", id,
+		fprintf(stderr, "kart %s: %s: %s%s\n", a->on ? "pause" : "resume", sid,
 			r == -EOPNOTSUPP && refusal[0] ? "its worker cannot pause it: " : "",
 			r == -EOPNOTSUPP && refusal[0] ? refusal
 			: r == -ETIMEDOUT		 ? "its worker did not answer"
@@ -523,14 +527,14 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 	}
 	int rc = 0;
 	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
+		_cleanup_free_ char *id = spool_own_id(sp, argv[i]), *sid = term_safe(id);
 		struct qinfo q;
 		char claim[600];
 		struct stat st;
 		if (query_id(sp, id, &q) < 0)
 			q.state = Q_UNKNOWN;
 		if (q.state == Q_QUEUED || q.state == Q_SCHEDULED || q.state == Q_HELD) {
-			printf("%s: not running (%s)%s\n", id,
+			printf("%s: not running (%s)%s\n", sid,
 			       q.state == Q_HELD ? "held" : q.state == Q_SCHEDULED ? "scheduled" : "queued",
 			       on ? ": kart hold keeps a queued task from starting" : "");
 			rc = 1;
@@ -544,26 +548,26 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 		if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
 		    fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) == 0 && control_may(sp, id, &st) < 0) {
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
-				verb, id, verb);
+				verb, sid, verb);
 			rc = 1;
 			continue;
 		}
 		char refusal[1024] = "";
 		int r = pause_one(sp, q.worker, id, on, refusal, sizeof refusal);
 		if (r == 0) {
-			printf("%s: %s\n", id, on ? "paused" : "resumed");
+			printf("%s: %s\n", sid, on ? "paused" : "resumed");
 			continue;
 		}
 		rc = 1;
 		if (r == -ENOENT)
 			(void)say_state(sp, verb, id);
 		else if (r == -EOPNOTSUPP && refusal[0])
-			fprintf(stderr, "kart %s: %s: its worker cannot pause it: %s\n", verb, id, refusal);
+			fprintf(stderr, "kart %s: %s: its worker cannot pause it: %s\n", verb, sid, refusal);
 		else if (r == -EPERM)
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
-				verb, id, verb);
+				verb, sid, verb);
 		else
-			fprintf(stderr, "kart %s: %s: %s\n", verb, id,
+			fprintf(stderr, "kart %s: %s: %s\n", verb, sid,
 				r == -ETIMEDOUT ? "its worker did not answer (no cgroup to freeze it by?)"
 						: strerror(-r));
 	}

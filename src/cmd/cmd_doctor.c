@@ -13,12 +13,13 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
+#include "backend.h"
 #include "cgroup.h"
 #include "cmd.h"
-#include "container.h"
 #include "policy.h"
 #include "space.h"
 #include "outdir.h"
+#include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
 
@@ -42,35 +43,6 @@ static long read_long(const char *path)
 	if (read_file_at(AT_FDCWD, path, 64, &buf, NULL) < 0)
 		return -1;
 	return strtol(buf, NULL, 10);
-}
-
-static bool bwrap_works(const char *bwrap, char *why, size_t len)
-{
-	pid_t pid = fork();
-	if (pid < 0) {
-		snprintf(why, len, "fork: %s", strerror(errno));
-		return false;
-	}
-	if (pid == 0) {
-		int dn = open("/dev/null", O_RDWR);
-		if (dn >= 0) {
-			dup2(dn, 0);
-			dup2(dn, 1);
-			dup2(dn, 2);
-		}
-		execlp(bwrap, bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-		       "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink",
-		       "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "/bin/true", NULL);
-		_exit(127);
-	}
-	int st;
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		snprintf(why, len, "%s", WIFEXITED(st) && WEXITSTATUS(st) == 127
-						 ? "bwrap is not installed"
-						 : "bwrap could not build a sandbox");
-		return false;
-	}
-	return true;
 }
 
 /* Can an unprivileged process make a user namespace? That is what bwrap
@@ -260,8 +232,6 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	char why[256] = "";
 	bool bw = bwrap_works(pol.bwrap, why, sizeof why);
 	json_object_set_new(o, "bwrap", json_pack("{s:b, s:s}", "works", bw, "detail", bw ? "ok" : why));
-	if (pol.backend == BACKEND_BWRAP && !bw)
-		ok = false;
 	/* The hosted-posture gate (backend none) and the container's image. */
 	const char *spath = c->spool_path && *c->spool_path ? c->spool_path : NULL;
 	bool bok = policy_backend_check(&pol, spath, err, sizeof err) == 0;
@@ -269,51 +239,25 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			    json_pack("{s:b, s:s}", "ok", bok, "detail", bok ? "ok" : err));
 	if (!bok)
 		ok = false;
-	if (pol.backend == BACKEND_CONTAINER) {
-		/* The CLI answers `version` when it can reach its engine. */
-		char cmd[PATH_MAX], out[256] = "";
-		bool found = find_in_path(pol.container_cmd, cmd, sizeof cmd) == 0;
-		char *const vargv[] = {cmd, "version", "--format", "{{.Server.Version}}", NULL};
-		int st = found ? host_run(vargv, out, sizeof out, 10000) : -1;
-		out[strcspn(out, "\n")] = '\0';
-		/* What will not work with this engine on this host, and why. */
-		struct engine_facts f;
-		struct engine_problem probs[ENGINE_PROBLEMS_MAX];
-		int np = 0;
-		if (found) {
-			container_facts(cmd, &f);
-			np = container_problems(&f, &pol, probs);
-		}
-		json_t *pa = json_array();
-		for (int i = 0; i < np; i++) {
-			json_array_append_new(pa, json_pack("{s:b, s:s}", "fatal", probs[i].fatal,
-							    "detail", probs[i].what));
-			if (probs[i].fatal)
-				ok = false;
-		}
-		json_object_set_new(o, "container",
-				    json_pack("{s:s, s:o, s:b, s:s, s:s, s:o}", "command", pol.container_cmd,
-					      "path", found ? json_string(cmd) : json_null(), "works",
-					      st == 0, "engine", st == 0 ? out : "not reachable",
-					      "cli", !found ? "none" : f.podman ? "podman" : "docker-compatible",
-					      "problems", pa));
-		if (st != 0)
-			ok = false;
+	/* What the backend's tasks need of this host, and its own facts. */
+	struct backend_probe bp = {.ok = true};
+	snprintf(bp.outdir_why, sizeof bp.outdir_why, "not with this backend: measured when the task ends");
+	const struct backend *be = backend_get(pol.backend);
+	if (be->probe)
+		be->probe(&pol, &bp);
+	if (!bp.ok)
+		ok = false;
+	if (bp.facts) {
+		json_object_update(o, bp.facts);
+		json_decref(bp.facts);
 	}
 	json_object_set_new(o, "user_namespaces", userns_facts());
-	{
-		/* $KART_OUTDIR bounded while a task runs (outdir.h): the
-		 * worker's holder, tried as the worker would. */
-		struct outdir_ns ons = OUTDIR_NS_INIT;
-		char oerr[256] = "";
-		bool bounded = pol.backend == BACKEND_BWRAP && outdir_ns_start(&ons, oerr, sizeof oerr) == 0;
-		outdir_ns_stop(&ons);
-		json_object_set_new(o, "outdir",
-				    json_pack("{s:b, s:s}", "bounded_while_running", bounded, "detail",
-					      bounded ? "a tmpfs per task in the worker's own namespace"
-					      : pol.backend != BACKEND_BWRAP ? "not with this backend: measured when the task ends"
-								      : oerr));
-	}
+	/* $KART_OUTDIR bounded while a task runs (outdir.h): the worker's
+	 * holder, tried as the worker would (the backend's probe). */
+	json_object_set_new(o, "outdir",
+			    json_pack("{s:b, s:s}", "bounded_while_running", bp.bounded_outdir, "detail",
+				      bp.bounded_outdir ? "a tmpfs per task in the worker's own namespace"
+							: bp.outdir_why));
 	json_object_set_new(o, "cgroup", cgroup_facts(&pol, &ok));
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */);
 	json_object_set_new(o, "landlock_abi", abi > 0 ? json_integer(abi) : json_string("unsupported"));
@@ -417,14 +361,14 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 	json_object_set_new(o, "environment", env_facts(&pol));
 	json_object_set_new(o, "ok", json_boolean(ok));
 	if (json) {
-		char *t = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		char *t = json_dumps_safe(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("%s\n", t);
 		free(t);
 	} else {
 		const char *k;
 		json_t *v;
 		json_object_foreach(o, k, v) {
-			char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			char *t = json_dumps_safe(v, JSON_ENCODE_ANY | JSON_COMPACT);
 			printf("%-16s %s\n", k, t);
 			free(t);
 		}

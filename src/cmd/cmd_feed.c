@@ -13,6 +13,7 @@
 #include <sys/signalfd.h>
 
 #include "cmd.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char help[] =
@@ -178,9 +179,10 @@ static size_t with_lane(const char *b, size_t len, const char *lane, const char 
 	char line[64];
 	int ll = 0;
 	if (lane && *lane) {
-		if (strlen(lane) > 32 || lane[strspn(lane, "abcdefghijklmnopqrstuvwxyz0123456789_-")])
-			fprintf(stderr, "%s: row %s: lane '%.32s' ignored: not a lane name\n", prog, qid, lane);
-		else
+		if (strlen(lane) > 32 || lane[strspn(lane, "abcdefghijklmnopqrstuvwxyz0123456789_-")]) {
+			_cleanup_free_ char *sl = term_safe(lane);
+			fprintf(stderr, "%s: row %s: lane '%.128s' ignored: not a lane name\n", prog, qid, sl);
+		} else
 			ll = snprintf(line, sizeof line, "#kart: lane=%s\n", lane);
 	}
 	size_t split = 0;

@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "progress.h"
+#include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
 
@@ -73,12 +75,20 @@ static int64_t mtime_ms(const struct stat *st)
 }
 
 
+/* "PRE DIR/NAME" on stdout, NAME escaped: a member's choice. */
+static void say_path(const char *pre, const char *dir, const char *name)
+{
+	_cleanup_free_ char *sname = term_safe(name);
+	printf("%s%s/%s\n", pre, dir, sname);
+}
+
 /* Remove dirfd/name (a tree, never following links); say so. With
  * defer, a tree is only renamed .rm-NAME and left in g->trash. */
 static void gc_remove_(struct gc *g, int dirfd, const char *dir, const char *name, bool defer)
 {
+	/* Names in tmp/, ids/, drop/ and done/ are any member's choice. */
 	if (g->verbose || g->dry)
-		printf("%s%s/%s\n", g->dry ? "would remove " : "", dir, name);
+		say_path(g->dry ? "would remove " : "", dir, name);
 	if (g->dry) {
 		g->removed++;
 		return;
@@ -99,7 +109,8 @@ static void gc_remove_(struct gc *g, int dirfd, const char *dir, const char *nam
 	}
 	int r = rm_rf_at(dirfd, name);
 	if (r < 0 && r != -ENOENT) {
-		fprintf(stderr, "kart gc: %s/%s: %s\n", dir, name, strerror(-r));
+		_cleanup_free_ char *sname = term_safe(name);
+		fprintf(stderr, "kart gc: %s/%s: %s\n", dir, sname, strerror(-r));
 		g->errors++;
 		return;
 	}
@@ -264,12 +275,12 @@ static void gc_result(struct gc *g, const char *id)
 	files[nf++] = on;
 	files[nf++] = an; /* the earlier attempts of a retry_on= task */
 	if (g->dry) {
-		printf("would remove done/%s\n", jn);
+		say_path("would remove ", "done", jn);
 		for (size_t i = 0; i < nf; i++)
 			if (exists_at(g->sp->done, files[i]))
-				printf("would remove done/%s\n", files[i]);
+				say_path("would remove ", "done", files[i]);
 		if (exists_at(g->sp->done, tn))
-			printf("would remove done/%s\n", tn);
+			say_path("would remove ", "done", tn);
 		g->removed++;
 		json_decref(o);
 		return;
@@ -284,7 +295,8 @@ static void gc_result(struct gc *g, const char *id)
 	}
 	if (unlinkat(g->sp->done, jn, 0) < 0) {
 		if (errno != ENOENT) {
-			fprintf(stderr, "kart gc: done/%s: %s\n", jn, strerror(errno));
+			_cleanup_free_ char *sjn = term_safe(jn);
+			fprintf(stderr, "kart gc: done/%s: %s\n", sjn, strerror(errno));
 			g->errors++;
 		}
 		if (reserved)
@@ -293,7 +305,7 @@ static void gc_result(struct gc *g, const char *id)
 		return;
 	}
 	if (g->verbose)
-		printf("done/%s\n", jn);
+		say_path("", "done", jn);
 	/* The JSON's removal is durable before any file it names goes. */
 	if (fsync(g->sp->done) < 0) {
 		fprintf(stderr, "kart gc: fsync done/: %s (its files are kept)\n", strerror(errno));
@@ -314,7 +326,8 @@ static void gc_result(struct gc *g, const char *id)
 	for (size_t i = 0; i < g->trash.n; i++) {
 		int r = rm_rf_at(g->sp->done, g->trash.v[i]);
 		if (r < 0 && r != -ENOENT) {
-			fprintf(stderr, "kart gc: done/%s: %s\n", g->trash.v[i], strerror(-r));
+			_cleanup_free_ char *st = term_safe(g->trash.v[i]);
+			fprintf(stderr, "kart gc: done/%s: %s\n", st, strerror(-r));
 			g->errors++;
 		}
 	}
@@ -350,6 +363,8 @@ static bool orphan(const struct gc *g, const char *n)
 struct gc_done {
 	struct gc *g;
 	struct strv expired, orphans;
+	struct progress pr;
+	unsigned long long seen;
 };
 
 static int gc_done_one(const struct spool_entry *e, void *arg)
@@ -357,6 +372,7 @@ static int gc_done_one(const struct spool_entry *e, void *arg)
 	struct gc_done *d = arg;
 	struct gc *g = d->g;
 	struct stat st;
+	progress(&d->pr, ++d->seen, 0);
 	if (spool_is_trash(e->name)) {
 		/* A removal cut short (gc_remove): finished now. */
 		gc_remove(g, e->dirfd, e->dir, e->name);
@@ -382,9 +398,15 @@ static int gc_done_one(const struct spool_entry *e, void *arg)
 static void gc_done(struct gc *g)
 {
 	struct gc_done d = {.g = g};
+	progress_init(&d.pr, "gc", "entries of done/ looked at");
 	gc_walk(g, SPOOL_WALK_DONE, "done", gc_done_one, &d);
-	for (size_t i = 0; i < d.expired.n; i++)
+	progress_done(&d.pr);
+	progress_init(&d.pr, "gc", "old results removed");
+	for (size_t i = 0; i < d.expired.n; i++) {
 		gc_result(g, d.expired.v[i]);
+		progress(&d.pr, i + 1, d.expired.n);
+	}
+	progress_done(&d.pr);
 	/* Orphans: the .task (the id's reservation) after the others, each
 	 * looked at again just before it goes. */
 	for (int pass = 0; pass < 2; pass++)

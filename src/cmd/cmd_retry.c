@@ -11,6 +11,7 @@
 
 #include "cmd.h"
 #include "task.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char help[] =
@@ -73,16 +74,14 @@ static int load(struct spool *sp, const char *id, char **text, size_t *len, char
 
 static int retry_one(struct spool *sp, const char *id)
 {
-	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ char *text = NULL, *sid = term_safe(id);
 	size_t len = 0;
 	char name[TASK_NAME_MAX + 1], err[600];
-	if (load(sp, id, &text, &len, name, sizeof name, err, sizeof err) < 0) {
-		fprintf(stderr, "kart retry: %s: %s\n", id, err);
-		return 1;
-	}
 	struct task_spec spec;
-	if (task_parse(text, len < TASK_HEADER_MAX ? len : TASK_HEADER_MAX, &spec, err, sizeof err) < 0) {
-		fprintf(stderr, "kart retry: %s: %s\n", id, err);
+	if (load(sp, id, &text, &len, name, sizeof name, err, sizeof err) < 0 ||
+	    task_parse(text, len < TASK_HEADER_MAX ? len : TASK_HEADER_MAX, &spec, err, sizeof err) < 0) {
+		_cleanup_free_ char *serr = term_safe(err);
+		fprintf(stderr, "kart retry: %s: %s\n", sid, serr);
 		return 1;
 	}
 	/* The new id is the name, suffixed; `name` in its result stays the
@@ -98,7 +97,7 @@ static int retry_one(struct spool *sp, const char *id)
 		/* Escaped: a value ends at a space (kart-task(5), "Values"). */
 		char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
 		if (pct_encode(name, enc, sizeof enc) < 0) {
-			fprintf(stderr, "kart retry: %s: name too long\n", id);
+			fprintf(stderr, "kart retry: %s: name too long\n", sid);
 			return 1;
 		}
 		int ll = snprintf(line, sizeof line, "%s#kart: name=%s\n",
@@ -115,10 +114,11 @@ static int retry_one(struct spool *sp, const char *id)
 	char nid[TASK_NAME_MAX + 16];
 	int r = spool_submit(sp, name, task, tlen, NULL, nid, sizeof nid);
 	if (r < 0) {
-		fprintf(stderr, "kart retry: %s: cannot queue into %s/new: %s\n", id, sp->path, strerror(-r));
+		fprintf(stderr, "kart retry: %s: cannot queue into %s/new: %s\n", sid, sp->path, strerror(-r));
 		return 1;
 	}
-	printf("%s\n", nid);
+	_cleanup_free_ char *snid = term_safe(nid);
+	printf("%s\n", snid);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include "query.h"
 #include "result.h"
 #include "task.h"
+#include "termsafe.h"
 #include "space.h"
 #include "util.h"
 #include "worker_control.h"
@@ -45,18 +46,6 @@ static const char help[] =
 	"  --label L           only tasks submitted with --label L (#kart: label=L)\n"
 	"\n"
 	"exit status: 0; 1 if an ID is unknown; 2 usage error\n";
-
-static const char *state_word(const struct qinfo *q)
-{
-	switch (q->state) {
-	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
-	case Q_SCHEDULED: return "scheduled";
-	case Q_HELD: return "held";
-	case Q_RUNNING: return q->paused ? "paused" : "running";
-	case Q_DONE: return q->status;
-	default: return "unknown";
-	}
-}
 
 /* The states --summary always counts, in the order tasks move. */
 static const char *const summary_states[] = {
@@ -156,7 +145,7 @@ static bool wanted(const struct out *o, const struct qinfo *q)
 {
 	if (o->states[0]) {
 		char k[64];
-		snprintf(k, sizeof k, ",%s,", state_word(q));
+		snprintf(k, sizeof k, ",%s,", query_state_name(q));
 		if (!strstr(o->states, k) && !(q->state == Q_DONE && strstr(o->states, ",done,")))
 			return false;
 	}
@@ -182,14 +171,14 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 	if (!wanted(o, q))
 		return;
 	if (o->summary) {
-		const char *w = state_word(q);
+		const char *w = query_state_name(q);
 		json_t *n = json_object_get(o->counts, w);
 		json_object_set_new(o->counts, w, json_integer(n ? json_integer_value(n) + 1 : 1));
 		return;
 	}
-	_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
 	if (o->json || o->ndjson) {
-		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", state_word(q));
+		_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
+		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", query_state_name(q));
 		if (q->state == Q_RUNNING)
 			json_object_set_new(e, "worker", json_string(q->worker));
 		if (q->state == Q_SCHEDULED) {
@@ -217,7 +206,7 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 			json_array_append_new(o->arr, e);
 			return;
 		}
-		char *line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *line = json_dumps_safe(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		json_decref(e);
 		if (line)
 			printf("%s\n", line);
@@ -225,19 +214,28 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 		fflush(stdout);
 		return;
 	}
-	if (q->state == Q_RUNNING)
-		printf("%s\t%s\t%s\n", clean, state_word(q), q->worker);
+	/* The id, the worker and the after= ids are names anyone may
+	 * have chosen: printed escaped. */
+	_cleanup_free_ char *clean = term_safe(id);
+	if (q->state == Q_RUNNING) {
+		_cleanup_free_ char *w = term_safe(q->worker);
+		printf("%s\t%s\t%s\n", clean, query_state_name(q), w);
+	}
 	else if (q->state == Q_SCHEDULED) {
 		char nb[32];
 		fmt_rfc3339_ms(q->not_before_ms, nb);
 		printf("%s\tscheduled\t%s\n", clean, nb);
 	}
-	else if (q->waiting[0])
-		printf("%s\twaiting\t%s\n", clean, q->waiting);
-	else if (q->state == Q_DONE && q->exit_code >= 0)
-		printf("%s\t%s\t%d\n", clean, q->status, q->exit_code);
-	else
-		printf("%s\t%s\n", clean, state_word(q));
+	else if (q->waiting[0]) {
+		_cleanup_free_ char *on = term_safe(q->waiting);
+		printf("%s\twaiting\t%s\n", clean, on);
+	} else {
+		_cleanup_free_ char *st = term_safe(query_state_name(q));
+		if (q->state == Q_DONE && q->exit_code >= 0)
+			printf("%s\t%s\t%d\n", clean, st, q->exit_code);
+		else
+			printf("%s\t%s\n", clean, st);
+	}
 }
 
 /* Below [worker] min_free, workers claim nothing: what is queued waits
@@ -346,7 +344,8 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 				if (fnmatch(argv[i], all.v[k].id, FNM_PERIOD) == 0)
 					collect(all.v[k].id, &all.v[k].q, &sel);
 			if (sel.n == before) {
-				fprintf(stderr, "kart status: %s: no task matches\n", argv[i]);
+				_cleanup_free_ char *a = term_safe(argv[i]);
+				fprintf(stderr, "kart status: %s: no task matches\n", a);
 				rc = 1;
 			}
 			continue;
@@ -355,7 +354,8 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
 		int r = query_id(sp, id, &q);
 		if (r < 0 || q.state == Q_UNKNOWN) {
-			fprintf(stderr, "kart status: %s: %s\n", id,
+			_cleanup_free_ char *sid = term_safe(id);
+			fprintf(stderr, "kart status: %s: %s\n", sid,
 				r < 0 ? strerror(-r) : "no such task");
 			rc = 1;
 			continue;
@@ -393,15 +393,16 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		else if (claiming_stopped(sp, why, sizeof why))
 			json_object_set_new(o.counts, "claiming", json_sprintf("stopped: %s", why));
 		if (o.json || o.ndjson) {
-			char *s = json_dumps(o.counts, JSON_PRESERVE_ORDER |
+			char *s = json_dumps_safe(o.counts, JSON_PRESERVE_ORDER |
 							       (o.json ? JSON_INDENT(2) : JSON_COMPACT));
 			printf("%s\n", s ? s : "{}");
 			free(s);
 		} else {
 			json_object_foreach(o.counts, k, v) {
-				if (json_is_string(v))
-					printf("%s\t%s\n", k, json_string_value(v));
-				else
+				if (json_is_string(v)) {
+					_cleanup_free_ char *t = term_safe(json_string_value(v));
+					printf("%s\t%s\n", k, t);
+				} else
 					printf("%s\t%lld\n", k, (long long)json_integer_value(v));
 			}
 		}
@@ -411,7 +412,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		return rc;
 	}
 	if (o.json) {
-		char *s = json_dumps(o.arr, JSON_INDENT(2));
+		char *s = json_dumps_safe(o.arr, JSON_INDENT(2));
 		printf("%s\n", s ? s : "[]");
 		free(s);
 		json_decref(o.arr);

@@ -12,6 +12,7 @@
 #include "sched.h"
 #include "space.h"
 #include "task.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char help[] =
@@ -325,12 +326,11 @@ static int after_line(struct spool *sp, const char *url, const struct strv *ids,
 		_cleanup_free_ char *id = spool_own_id(sp, ids->v[i]);
 		const char *why;
 		uid_t owner;
-		if (task_name_check(id, &why) != 0) {
-			fprintf(stderr, "kart submit: --after %s: not a task id\n", ids->v[i]);
-			return -1;
-		}
-		if (!spool_id_taken(sp, id) && spool_id_pending(sp, id, getuid(), &owner) <= 0) {
-			fprintf(stderr, "kart submit: --after %s: no such task\n", id);
+		if (task_name_check(id, &why) != 0 ||
+		    (!spool_id_taken(sp, id) && spool_id_pending(sp, id, getuid(), &owner) <= 0)) {
+			_cleanup_free_ char *sid = term_safe(id);
+			fprintf(stderr, "kart submit: --after %s: %s\n", sid,
+				task_name_check(id, &why) != 0 ? "not a task id" : "no such task");
 			return -1;
 		}
 		char enc[3 * (TASK_NAME_MAX + 80) + 1];
@@ -662,9 +662,10 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 			char have[TASK_NAME_MAX + 80];
 			const char *state = unique_existing(&sp, ukey, have, sizeof have);
 			if (state) {
-				printf("%s\n", have);
+				_cleanup_free_ char *shave = term_safe(have);
+				printf("%s\n", shave);
 				fprintf(stderr, "kart submit: unique=%s: %s is already %s; not queued again\n",
-					ukey, have, state);
+					ukey, shave, state);
 				return 0;
 			}
 		}
@@ -749,7 +750,8 @@ int cmd_submit(struct ctx *c, int argc, char **argv)
 		spool_close(&sp);
 		return 1;
 	}
-	printf("%s\n", id);
+	_cleanup_free_ char *sid = term_safe(id);
+	printf("%s\n", sid);
 	(void)fflush(stdout);
 	warn_no_worker(&sp, "submit");
 	spool_close(&sp);

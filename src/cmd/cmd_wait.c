@@ -7,6 +7,7 @@
 
 #include "cmd.h"
 #include "query.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char help[] =
@@ -32,12 +33,13 @@ static void report_not_ok(char **ids, const struct qinfo *q, int n)
 	for (int i = 0; i < n; i++) {
 		if (strcmp(q[i].status, "ok") == 0)
 			continue;
+		_cleanup_free_ char *sid = term_safe(ids[i]), *st = term_safe(q[i].status);
 		if (q[i].exit_code >= 0)
-			fprintf(stderr, "kart wait: %s: %s (exit %d)\n", ids[i], q[i].status, q[i].exit_code);
+			fprintf(stderr, "kart wait: %s: %s (exit %d)\n", sid, st, q[i].exit_code);
 		else if (q[i].signal > 0)
-			fprintf(stderr, "kart wait: %s: %s (%s)\n", ids[i], q[i].status, signal_name(q[i].signal));
+			fprintf(stderr, "kart wait: %s: %s (%s)\n", sid, st, signal_name(q[i].signal));
 		else
-			fprintf(stderr, "kart wait: %s: %s\n", ids[i], q[i].status);
+			fprintf(stderr, "kart wait: %s: %s\n", sid, st);
 	}
 }
 
@@ -90,12 +92,13 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 			if (fin[i])
 				continue;
 			int r = query_id(sp, ids[i], &q[i]);
-			if (r < 0) {
-				fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", ids[i], strerror(-r));
-				return 125;
-			}
-			if (q[i].state == Q_UNKNOWN) {
-				fprintf(stderr, "kart wait: %s: no such task\n", ids[i]);
+			if (r < 0 || q[i].state == Q_UNKNOWN) {
+				_cleanup_free_ char *sid = term_safe(ids[i]);
+				if (r < 0)
+					fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", sid,
+						strerror(-r));
+				else
+					fprintf(stderr, "kart wait: %s: no such task\n", sid);
 				return 125;
 			}
 			if (q[i].state == Q_DONE) {

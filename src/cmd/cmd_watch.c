@@ -17,6 +17,7 @@
 #include "query.h"
 #include "result.h"
 #include "strset.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char help[] =
@@ -26,7 +27,7 @@ static const char help[] =
 	"or SIGTERM: ID, status and exit code (if it exited), separated by tabs,\n"
 	"as `kart status` prints them.\n"
 	"\n"
-	"  --json    print each result document itself, on one line (NDJSON)\n"
+	"  --json    print each result document, on one line (NDJSON)\n"
 	"  --all     print the results already there first (oldest first)\n"
 	"  --events  also a line when a task is claimed (ID, claimed, worker) and\n"
 	"            when its run starts (ID, started, worker); with --json, an\n"
@@ -61,41 +62,29 @@ static bool events_mode;
 
 static bool print_result(struct spool *sp, const char *id, bool json)
 {
-	if (json && events_mode) {
+	if (json) {
 		json_t *o = NULL;
 		if (query_load(sp, id, &o) < 0)
 			return false;
-		json_t *e = json_pack("{s:s}", "event", "finished");
+		/* The document on one line, its strings terminal-safe. */
+		json_t *e = events_mode ? json_pack("{s:s}", "event", "finished") : json_object();
 		(void)json_object_update(e, o);
 		json_decref(o);
-		char *line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *line = json_dumps_safe(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		json_decref(e);
 		if (!line)
 			return false;
 		printf("%s\n", line);
 		free(line);
-	} else if (json) {
-		char jn[512];
-		_cleanup_free_ char *buf = NULL;
-		size_t len;
-		if (pathfmt(jn, sizeof jn, "%s.json", id) < 0 || read_file_at(sp->done, jn, 1 << 20, &buf, &len) < 0)
-			return false;
-		/* The result is one document, maybe indented: one line each. */
-		for (size_t i = 0; i < len; i++)
-			if (buf[i] == '\n' || buf[i] == '\r')
-				buf[i] = ' ';
-		while (len && buf[len - 1] == ' ')
-			len--;
-		printf("%.*s\n", (int)len, buf);
 	} else {
 		struct qinfo q = {0};
 		if (query_done(sp, id, &q) < 0)
 			return false;
-		_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
+		_cleanup_free_ char *clean = term_safe(id), *st = term_safe(q.status);
 		if (q.exit_code >= 0)
-			printf("%s\t%s\t%d\n", clean, q.status, q.exit_code);
+			printf("%s\t%s\t%d\n", clean, st, q.exit_code);
 		else
-			printf("%s\t%s\n", clean, q.status);
+			printf("%s\t%s\n", clean, st);
 	}
 	return fflush(stdout) == 0;
 }
@@ -154,20 +143,22 @@ struct wdirs {
 
 static bool print_event(const char *event, const char *id, const char *worker, bool json)
 {
-	_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
 	if (json) {
+		_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id)),
+				    *w = utf8_sanitize(worker, strlen(worker));
 		char ts[32];
 		fmt_rfc3339_ms(now_realtime_ms(), ts);
-		json_t *e = json_pack("{s:s, s:s, s:s, s:s}", "event", event, "id", clean, "worker",
-				      worker, "at", ts);
-		char *line = e ? json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+		json_t *e = json_pack("{s:s, s:s, s:s, s:s}", "event", event, "id", clean, "worker", w,
+				      "at", ts);
+		char *line = e ? json_dumps_safe(e, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 		json_decref(e);
 		if (!line)
 			return false;
 		printf("%s\n", line);
 		free(line);
 	} else {
-		printf("%s\t%s\t%s\n", clean, event, worker);
+		_cleanup_free_ char *clean = term_safe(id), *w = term_safe(worker);
+		printf("%s\t%s\t%s\n", clean, event, w);
 	}
 	return fflush(stdout) == 0;
 }

@@ -5,6 +5,7 @@
 
 #include "cmd.h"
 #include "policy.h"
+#include "termsafe.h"
 #include "util.h"
 
 static const char main_help[] =
@@ -30,6 +31,10 @@ static const char main_help[] =
 	"  retry ID...          queue finished tasks again, under new ids\n"
 	"  watch                print one line per result as it lands\n"
 	"  gc                   clean tmp/, dead workers' directories, old results\n"
+	"  metrics              the queue for Prometheus (--textfile DIR)\n"
+	"  top                  a live view of what runs and waits\n"
+	"  eff ID...|--label L  what tasks used against what they asked for\n"
+	"  report [--html FILE] the queue over time: timeline, throughput, waste\n"
 	"  sync sqlite|postgres mirror every task into a SQL table\n"
 	"  feed postgres URL    run tasks from a queue shared by several hosts\n"
 	"\n"
@@ -50,21 +55,28 @@ static const char main_help[] =
 #define FEATURE_PQ ""
 #endif
 
+static char **main_argv;
+
+/* Run the helper program bin (beside kart, or in LIBEXECDIR) with our own
+ * command line: the verbs that link a library no other verb needs. */
+static int run_helper(const char *bin, const char *verb)
+{
+	char path[4096];
+	find_libexec(bin, path, sizeof path);
+	execv(path, main_argv);
+	fprintf(stderr, "kart %s: cannot run %s: %s\n", verb, path, strerror(errno));
+	return 1;
+}
+
 /* The sync verbs link libsqlite3 and libpq, which with what they pull in
  * are 24 more shared libraries: 5 ms more for every kart submit or status.
  * They live in kart-sync (this same main, built with KART_SYNC_BIN), and
  * kart runs it for them with its own command line. */
 #ifndef KART_SYNC_BIN
-static char **main_argv;
-
 static int cmd_in_sync(struct ctx *c, int argc, char **argv)
 {
 	(void)c, (void)argc;
-	char path[4096];
-	find_libexec("kart-sync", path, sizeof path);
-	execv(path, main_argv);
-	fprintf(stderr, "kart %s: cannot run %s: %s\n", argv[0], path, strerror(errno));
-	return 1;
+	return run_helper("kart-sync", argv[0]);
 }
 #define cmd_sync cmd_in_sync
 #define cmd_feed cmd_in_sync
@@ -72,6 +84,18 @@ static int cmd_in_sync(struct ctx *c, int argc, char **argv)
 #define SYNC_SPOOL 0
 #else
 #define SYNC_SPOOL VERB_SPOOL
+#endif
+/* kart top links ncurses: it lives in kart-top (KART_TOP_BIN), likewise. */
+#ifndef KART_TOP_BIN
+static int cmd_in_top(struct ctx *c, int argc, char **argv)
+{
+	(void)c, (void)argc;
+	return run_helper("kart-top", argv[0]);
+}
+#define cmd_top cmd_in_top
+#define TOP_SPOOL 0
+#else
+#define TOP_SPOOL VERB_SPOOL
 #endif
 
 /* VERB_SPOOL: main opens the spool before the verb runs (unless help is
@@ -99,6 +123,10 @@ static const struct verb {
 	{"retry", cmd_retry, VERB_SPOOL},
 	{"watch", cmd_watch, VERB_SPOOL},
 	{"gc", cmd_gc, VERB_SPOOL},
+	{"metrics", cmd_metrics, VERB_SPOOL},
+	{"top", cmd_top, TOP_SPOOL},
+	{"eff", cmd_eff, VERB_SPOOL},
+	{"report", cmd_report, VERB_SPOOL},
 	{"sync", cmd_sync, SYNC_SPOOL},
 	{"feed", cmd_feed, 0},
 };
@@ -110,10 +138,11 @@ int usage_error(const char *verb, const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
+	_cleanup_free_ char *sbuf = term_safe(buf); /* it quotes what was typed */
 	if (verb)
-		fprintf(stderr, "kart %s: %s (see 'kart %s --help')\n", verb, buf, verb);
+		fprintf(stderr, "kart %s: %s (see 'kart %s --help')\n", verb, sbuf, verb);
 	else
-		fprintf(stderr, "kart: %s (see 'kart --help')\n", buf);
+		fprintf(stderr, "kart: %s (see 'kart --help')\n", sbuf);
 	return EXIT_USAGE;
 }
 
@@ -162,9 +191,8 @@ void warn_no_worker(struct spool *sp, const char *verb)
 int main(int argc, char **argv)
 {
 	struct ctx c = {.spool_path = getenv("KART_SPOOL"), .prog = "kart"};
-#ifndef KART_SYNC_BIN
 	main_argv = argv;
-#else
+#ifdef KART_SYNC_BIN
 	submit_to_queue = feed_submit;
 #endif
 	static const struct option opts[] = {

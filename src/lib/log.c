@@ -9,6 +9,7 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 
+#include "termsafe.h"
 #include "util.h"
 
 static const char *log_prog = "kart";
@@ -22,22 +23,21 @@ void logmsg(const char *fmt, ...)
 	char buf[2048];
 	va_list ap;
 	va_start(ap, fmt);
+	(void)vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
 	if (log_sink) {
-		(void)vsnprintf(buf, sizeof buf, fmt, ap);
-		va_end(ap);
 		log_sink("info", buf);
 		return;
 	}
-	int n = snprintf(buf, sizeof buf, "%s: ", log_prog);
-	if (n < 0)
+	/* A message names tasks and files of anyone's: escaped whole. */
+	char line[TERM_ESC_GROWTH * sizeof buf + 64];
+	int n = snprintf(line, 64, "%s: ", log_prog);
+	if (n < 0 || n >= 64)
 		n = 0;
-	if ((size_t)n < sizeof buf)
-		(void)vsnprintf(buf + n, sizeof buf - n, fmt, ap);
-	va_end(ap);
-	size_t l = strlen(buf);
-	if (l + 1 < sizeof buf)
-		buf[l++] = '\n';
-	(void)write_all(STDERR_FILENO, buf, l);
+	ssize_t el = term_escape(line + n, sizeof line - (size_t)n - 1, buf, strlen(buf), NULL);
+	size_t l = (size_t)n + (el > 0 ? (size_t)el : 0);
+	line[l++] = '\n';
+	(void)write_all(STDERR_FILENO, line, l);
 }
 
 void die(const char *fmt, ...)
@@ -76,41 +76,19 @@ struct kv {
 	bool number;    /* JSON: v is a number */
 };
 
-/* Bytes at p that start a code point a terminal acts on although it is
- * no ASCII control: C1 controls (NEL U+0085 among them), the bidi
- * overrides and isolates (U+202A-202E, U+2066-2069, U+200E/F) and the
- * line and paragraph separators (U+2028/2029). Its length, or 0. */
-static size_t unsafe_cp(const unsigned char *p, unsigned *cp)
-{
-	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
-		*cp = p[1];
-		return 2;
-	}
-	if (p[0] == 0xe2 && (p[1] == 0x80 || p[1] == 0x81) && p[2] >= 0x80 && p[2] <= 0xbf) {
-		unsigned c = 0x2000 | ((unsigned)(p[1] & 0x3f) << 6) | (p[2] & 0x3f);
-		if (c == 0x200e || c == 0x200f || (c >= 0x2028 && c <= 0x202e) ||
-		    (c >= 0x2066 && c <= 0x2069)) {
-			*cp = c;
-			return 3;
-		}
-	}
-	return 0;
-}
-
-/* A logfmt line into b: values bare when safe, else quoted with \" \\
- * \n, \xHH and (for unsafe_cp's code points) \uHHHH escapes. Returns the length, or 0 when it does not fit in
- * cap (logfmt_bound always does). */
+/* A logfmt line into b: values bare when safe, else quoted, with \" \\
+ * and term_escape's escapes. Returns the length, or 0 when it does not
+ * fit in cap (logfmt_bound always does). */
 static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 {
-	static const char hex[] = "0123456789abcdef";
 	size_t o = 0;
 	bool first = true;
 	for (size_t i = 0; i < n; i++) {
 		const char *v = kvs[i].v;
 		if (!v)
 			continue;
-		size_t kl = strlen(kvs[i].k);
-		if (o + kl + 2 >= cap)
+		size_t kl = strlen(kvs[i].k), vl = strlen(v);
+		if (o + kl + 3 >= cap)
 			return 0;
 		if (!first)
 			b[o++] = ' ';
@@ -118,49 +96,17 @@ static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 		memcpy(b + o, kvs[i].k, kl);
 		o += kl;
 		b[o++] = '=';
-		bool bare = *v != '\0';
-		for (const char *p = v; *p && bare; p++) {
-			unsigned cp;
-			if ((unsigned char)*p <= ' ' || *p == '=' || *p == '"' || *p == '\\' || *p == 0x7f ||
-			    unsafe_cp((const unsigned char *)p, &cp))
-				bare = false;
-		}
-		if (bare) {
-			size_t vl = strlen(v);
-			if (o + vl >= cap)
-				return 0;
-			memcpy(b + o, v, vl);
+		/* Escaped one byte on, where its opening quote would go. */
+		ssize_t el = term_escape(b + o + 1, cap - o - 1, v, vl, "\"\\");
+		if (el < 0)
+			return 0;
+		if (vl && (size_t)el == vl && !strpbrk(v, " =")) {
+			memmove(b + o, b + o + 1, vl); /* nothing escaped: bare */
 			o += vl;
 			continue;
 		}
-		if (o + 1 >= cap)
-			return 0;
-		b[o++] = '"';
-		for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-			unsigned cp;
-			size_t ul;
-			if (o + 7 >= cap)
-				return 0;
-			if ((ul = unsafe_cp(p, &cp))) {
-				b[o++] = '\\';
-				b[o++] = 'u';
-				for (int sh = 12; sh >= 0; sh -= 4)
-					b[o++] = hex[(cp >> sh) & 15];
-				p += ul - 1;
-			} else if (*p == '"' || *p == '\\') {
-				b[o++] = '\\';
-				b[o++] = (char)*p;
-			} else if (*p == '\n') {
-				b[o++] = '\\';
-				b[o++] = 'n';
-			} else if (*p < ' ' || *p == 0x7f) {
-				b[o++] = '\\';
-				b[o++] = 'x';
-				b[o++] = hex[*p >> 4];
-				b[o++] = hex[*p & 15];
-			} else
-				b[o++] = (char)*p;
-		}
+		b[o] = '"';
+		o += (size_t)el + 1;
 		if (o + 1 >= cap)
 			return 0;
 		b[o++] = '"';
@@ -171,13 +117,13 @@ static size_t logfmt_line(char *b, size_t cap, const struct kv *kvs, size_t n)
 	return o;
 }
 
-/* Room enough for any logfmt line of kvs: an escape is 4 bytes at most. */
+/* Room enough for any logfmt line of kvs. */
 static size_t logfmt_bound(const struct kv *kvs, size_t n)
 {
 	size_t b = 2;
 	for (size_t i = 0; i < n; i++)
 		if (kvs[i].v)
-			b += strlen(kvs[i].k) + 4 * strlen(kvs[i].v) + 4;
+			b += strlen(kvs[i].k) + TERM_ESC_GROWTH * strlen(kvs[i].v) + 4;
 	return b;
 }
 
@@ -210,7 +156,7 @@ static void emit(const struct kv *kvs, size_t n)
 		_cleanup_free_ char *v = utf8_sanitize(kvs[i].v, strlen(kvs[i].v));
 		json_object_set_new(o, kvs[i].k, json_string(v));
 	}
-	_cleanup_free_ char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	_cleanup_free_ char *s = json_dumps_safe(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	size_t len = s ? strlen(s) : 0;
 	_cleanup_free_ char *line = xmalloc(len + 1);

@@ -400,8 +400,9 @@ bool utf8_valid(const char *str, size_t len)
 	return true;
 }
 
-static size_t utf8_seq(const unsigned char *s, size_t left)
+size_t utf8_char(const char *str, size_t left)
 {
+	const unsigned char *s = (const unsigned char *)str;
 	if (s[0] < 0x80)
 		return 1;
 	size_t n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
@@ -416,7 +417,7 @@ char *utf8_sanitize(const char *str, size_t len)
 	char *out = xmalloc(len * 3 + 1), *o = out;
 	size_t i = 0;
 	while (i < len) {
-		size_t n = utf8_seq(s + i, len - i);
+		size_t n = utf8_char((const char *)s + i, len - i);
 		if (n == 0 || (n == 1 && s[i] == 0)) {
 			memcpy(o, "\xEF\xBF\xBD", 3); /* U+FFFD */
 			o += 3;

@@ -126,6 +126,9 @@ static inline void sort_n(void *v, size_t n, size_t size, int (*cmp)(const void 
 
 /* Valid UTF-8 (no overlongs, no surrogates)? */
 bool utf8_valid(const char *s, size_t len);
+/* The length of the valid UTF-8 sequence that starts s (left bytes
+ * there, left > 0), or 0 when it starts none. */
+size_t utf8_char(const char *s, size_t left);
 /* A copy of arbitrary bytes as UTF-8, for JSON and log lines: invalid
  * sequences and NUL become U+FFFD. Caller frees. */
 char *utf8_sanitize(const char *s, size_t len);

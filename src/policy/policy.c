@@ -17,7 +17,7 @@
 
 #include "config.h" /* LIBEXECDIR, written by the Makefile */
 
-const char *backend_name(enum backend b)
+const char *backend_name(enum backend_id b)
 {
 	return b == BACKEND_NONE ? "none" : b == BACKEND_CONTAINER ? "container" : "bwrap";
 }

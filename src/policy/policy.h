@@ -18,7 +18,7 @@ struct plist {
 	char buf[PLIST_BYTES];
 };
 
-enum backend { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
+enum backend_id { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
 
 /* [limits] cgroup: require (a task without its leaf is refused), auto
  * (without one, the rlimit fallback), off (never a cgroup). */
@@ -52,7 +52,7 @@ struct kind {
 };
 
 struct policy {
-	enum backend backend;
+	enum backend_id backend;
 	char conf_path[4096];    /* SPOOL/kart.conf, read or not; "" without a spool */
 	int slots[2];            /* per lane: fast, batch */
 	uint64_t output_default; /* per stream */
@@ -176,7 +176,7 @@ bool policy_priority_allowed(const struct policy *pol, uid_t uid);
 const char *plist_next(const struct plist *l, const char *prev);
 bool plist_has(const struct plist *l, const char *s);
 
-const char *backend_name(enum backend b);
+const char *backend_name(enum backend_id b);
 /* "bwrap", "none" or "container"; -1 for anything else. */
 int backend_parse(const char *s);
 const char *cgroup_use_name(enum cgroup_use c);

@@ -326,7 +326,7 @@ static int key_backend(struct policy *pol, const struct conf_key *ck, const char
 	if (b < 0)
 		return ERR(-1, "%s: %s = %s: not a backend (bwrap, container or none)", where, ck->key,
 			   val);
-	pol->backend = (enum backend)b;
+	pol->backend = (enum backend_id)b;
 	return 0;
 }
 

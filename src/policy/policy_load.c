@@ -113,7 +113,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		int b = backend_parse(v);
 		if (b < 0)
 			return ERR(-1, "KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
-		pol->backend = (enum backend)b;
+		pol->backend = (enum backend_id)b;
 	}
 	if ((v = getenv("KART_CONTAINER_CMD")) && *v && container_cmd_set(pol, v) < 0)
 		return ERR(-1, "KART_CONTAINER_CMD=%s: not a program name or an absolute path", v);

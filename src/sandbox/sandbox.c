@@ -1,4 +1,8 @@
-/* sandbox.c - the bwrap profile and the `none` backend's command line. */
+/* sandbox.c - the command lines of the backends that run a task as a
+ * child of the worker: the bwrap profile (sandbox_bwrap), kart-launch's
+ * steps alone for backend none (sandbox_launch), the container CLI's
+ * (sandbox_container). Which one runs is the backend's (src/backend/):
+ * nothing here asks the policy which backend it has. */
 #define _GNU_SOURCE
 #include "sandbox.h"
 
@@ -65,7 +69,7 @@ static const char *kind_runner_bound(const struct sandbox_req *req)
  * the forwarder that adds the kind's credentials. Never the credentials:
  * the runner and the host-side bwrap run as the submitter, who could
  * read them there (/proc/PID/environ). */
-static void env_kind(const struct sandbox_req *req, struct strv *envp)
+static void env_kind(const struct sandbox_req *req, struct strv *envp, bool host)
 {
 	const struct kind *k = req_kind(req);
 	if (!k)
@@ -75,12 +79,12 @@ static void env_kind(const struct sandbox_req *req, struct strv *envp)
 	if (k->model[0])
 		strv_addf(envp, "KART_LLM_MODEL=%s", k->model);
 	if (req->cred_socket)
-		strv_addf(envp, "KART_LLM_SOCKET=%s", req->pol->backend == BACKEND_NONE
-							      ? req->cred_socket : SANDBOX_CRED_SOCKET);
+		strv_addf(envp, "KART_LLM_SOCKET=%s", host ? req->cred_socket : SANDBOX_CRED_SOCKET);
 }
 
-/* Through envp only: never as --setenv, where argv (ps, logs) shows it. */
-static void env_policy(const struct sandbox_req *req, struct strv *envp)
+/* Through envp only: never as --setenv, where argv (ps, logs) shows it.
+ * host: the task sees the host's paths (no mount namespace of its own). */
+static void env_policy(const struct sandbox_req *req, struct strv *envp, bool host)
 {
 	const char *e, *kv;
 	for (e = NULL; (e = plist_next(&req->pol->env_pass, e));)
@@ -90,7 +94,7 @@ static void env_policy(const struct sandbox_req *req, struct strv *envp)
 		for (e = NULL; (e = plist_next(&req->pol->cred_env, e));)
 			if ((kv = host_var(req->host_env, e)))
 				strv_add(envp, kv);
-	env_kind(req, envp);
+	env_kind(req, envp, host);
 }
 
 /* The task's env= sets NAME (PATH, HOME, TMPDIR and LANG it may). */
@@ -138,7 +142,7 @@ static void env_task(const struct sandbox_req *req, struct strv *envp)
 }
 
 static void env_common(const struct sandbox_req *req, struct strv *envp, const char *home,
-		       const char *tmp, const char *out)
+		       const char *tmp, const char *out, bool host)
 {
 	char buf[PATH_MAX + 16];
 	const char *own = sandbox_home(req);
@@ -152,9 +156,8 @@ static void env_common(const struct sandbox_req *req, struct strv *envp, const c
 	strv_addf(envp, "KART_ATTEMPT=%d", req->attempt);
 	strv_addf(envp, "KART_OUTDIR=%s", out);
 	if (req->n_inputs)
-		strv_addf(envp, "KART_INPUTS=%s",
-			  req->pol->backend == BACKEND_NONE ? req->in_dir : SANDBOX_INPUTS);
-	env_policy(req, envp);
+		strv_addf(envp, "KART_INPUTS=%s", host ? req->in_dir : SANDBOX_INPUTS);
+	env_policy(req, envp, host);
 	env_task(req, envp);
 }
 
@@ -171,13 +174,13 @@ static void ll_rules_plist(struct strv *argv, bool rw, const struct plist *l)
 }
 
 /* What kart-launch's Landlock ruleset allows: exactly what the sandbox
- * shows (bwrap: its mounts, by their paths inside), or for backend none
- * the host paths a task needs. The system read and execute; the task's
- * own directories every right. */
-static void ll_rules(const struct sandbox_req *req, struct strv *argv)
+ * shows (bwrap: its mounts, by their paths inside), or, where the task
+ * sees the host's paths (host: backend none), the host paths a task
+ * needs. The system read and execute; the task's own directories every
+ * right. */
+static void ll_rules(const struct sandbox_req *req, struct strv *argv, bool host)
 {
 	const struct policy *pol = req->pol;
-	bool none = pol->backend == BACKEND_NONE;
 	strv_addf(argv, "--landlock=%s", ll_mode_name(pol->landlock));
 	if (pol->landlock == LL_MODE_OFF)
 		return;
@@ -185,9 +188,9 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 		strv_add(argv, "--tcp");
 	ll_rule(argv, false, "/usr");
 	for (size_t i = 0; i < ARRAY_SIZE(usr_links); i++) {
-		char host[64];
-		snprintf(host, sizeof host, "/%s", usr_links[i]);
-		ll_rule(argv, false, host); /* absent ones get no rule */
+		char link[64];
+		snprintf(link, sizeof link, "/%s", usr_links[i]);
+		ll_rule(argv, false, link); /* absent ones get no rule */
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(etc_ro); i++)
 		ll_rule(argv, false, etc_ro[i]);
@@ -195,8 +198,8 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 		for (size_t i = 0; i < ARRAY_SIZE(etc_net); i++)
 			ll_rule(argv, false, etc_net[i]);
 	ll_rule(argv, false, "/proc");
-	ll_rule(argv, false, none ? req->task_path : SANDBOX_TASK);
-	if (!none) /* backend none runs no launcher: nothing to read of it */
+	ll_rule(argv, false, host ? req->task_path : SANDBOX_TASK);
+	if (!host) /* no launcher (backend none): nothing to read of it */
 		ll_rule(argv, false, SANDBOX_LAUNCH);
 	const char *runner = kind_runner_bound(req);
 	if (runner)
@@ -208,19 +211,19 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	/* The task's own binds, with the access they were bound with. */
 	for (int i = 0; i < req->spec->n_binds; i++)
 		ll_rule(argv, req->spec->binds[i].mode != BIND_RO, req->spec->binds[i].path);
-	/* after='s inputs: read only, where they are bound (none: the links'
+	/* after='s inputs: read only, where they are bound (host: the links'
 	 * directory and the upstreams' outputs themselves). */
-	if (req->n_inputs && !none)
+	if (req->n_inputs && !host)
 		ll_rule(argv, false, SANDBOX_INPUTS);
-	for (int i = 0; none && i < req->n_inputs; i++) {
+	for (int i = 0; host && i < req->n_inputs; i++) {
 		if (req->inputs[i].out_path)
 			ll_rule(argv, false, req->inputs[i].out_path);
 		if (req->inputs[i].stdout_path)
 			ll_rule(argv, false, req->inputs[i].stdout_path);
 	}
-	if (none && req->n_inputs)
+	if (host && req->n_inputs)
 		ll_rule(argv, false, req->in_dir);
-	if (none) {
+	if (host) {
 		/* The host's /dev and /tmp are shared: only the harmless
 		 * devices, and a private TMPDIR. */
 		static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full",
@@ -242,17 +245,19 @@ static void ll_rules(const struct sandbox_req *req, struct strv *argv)
 	}
 }
 
+/* host: no bwrap around it (backend none), so the launcher's steps load
+ * the filter themselves (--seccomp-fd), and see the host's paths. */
 static void launcher_tail(const struct sandbox_req *req, struct strv *argv, const char *launch,
-			  const char *task)
+			  const char *task, bool host)
 {
 	const char *targv[4];
 	strv_add(argv, launch);
 	strv_addf(argv, "--status-fd=%d", SANDBOX_STATUS_FD);
-	if (req->seccomp && req->pol->backend == BACKEND_NONE)
+	if (req->seccomp && host)
 		strv_addf(argv, "--seccomp-fd=%d", SANDBOX_SECCOMP_FD);
 	for (char *const *o = req->launch_opts; o && *o; o++)
 		strv_add(argv, *o);
-	ll_rules(req, argv);
+	ll_rules(req, argv, host);
 	strv_add(argv, "--");
 	task_argv(req->spec, task, targv);
 	for (int i = 0; targv[i]; i++)
@@ -316,11 +321,24 @@ char *container_env_input(const struct strv *named)
 	return out;
 }
 
-static int container_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp,
-			   char *err, size_t errlen)
+/* A kind the policy no longer has (a SIGHUP since the task was read):
+ * -1, said in err. */
+static int kind_check(const struct sandbox_req *req, char *err, size_t errlen)
+{
+	if (req->spec->kind[0] && !req_kind(req)) {
+		snprintf(err, errlen, "the policy no longer has kind %s", req->spec->kind);
+		return -1;
+	}
+	return 0;
+}
+
+int sandbox_container(const struct sandbox_req *req, struct strv *argv, struct strv *envp,
+		      char *err, size_t errlen)
 {
 	const struct policy *pol = req->pol;
 	const struct task_spec *spec = req->spec;
+	if (kind_check(req, err, errlen) < 0)
+		return -1;
 	if (mount_path_ok(req->task_path, err, errlen) < 0 ||
 	    mount_path_ok(req->work_dir, err, errlen) < 0 ||
 	    (req->out_dir && mount_path_ok(req->out_dir, err, errlen) < 0))
@@ -457,7 +475,7 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 		strv_add(argv, "KART_INPUTS=" SANDBOX_INPUTS);
 	}
 	struct strv named = {0};
-	env_policy(req, &named);
+	env_policy(req, &named, false);
 	bool input = false;
 	for (size_t i = 0; i < named.n; i++) {
 		const char *kv = named.v[i];
@@ -521,27 +539,24 @@ static int container_build(const struct sandbox_req *req, struct strv *argv, str
 	return 0;
 }
 
-int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
+int sandbox_launch(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
+		   size_t errlen)
+{
+	if (kind_check(req, err, errlen) < 0)
+		return -1;
+	env_common(req, envp, req->work_dir, req->tmp_dir ? req->tmp_dir : "/tmp", req->out_dir, true);
+	launcher_tail(req, argv, req->pol->launcher, req->task_path, true);
+	return 0;
+}
+
+int sandbox_bwrap(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
 		  size_t errlen)
 {
 	const struct policy *pol = req->pol;
 	struct stat st;
 
-	if (req->spec->kind[0] && !req_kind(req)) {
-		snprintf(err, errlen, "the policy no longer has kind %s", req->spec->kind);
+	if (kind_check(req, err, errlen) < 0)
 		return -1;
-	}
-
-	if (pol->backend == BACKEND_CONTAINER)
-		return container_build(req, argv, envp, err, errlen);
-
-	if (pol->backend == BACKEND_NONE) {
-		env_common(req, envp, req->work_dir, req->tmp_dir ? req->tmp_dir : "/tmp",
-			   req->out_dir);
-		launcher_tail(req, argv, pol->launcher, req->task_path);
-		return 0;
-	}
-
 	strv_add(argv, pol->bwrap);
 	strv_add(argv, "--unshare-all");
 	if (req->spec->net)
@@ -684,9 +699,7 @@ int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv 
 	strv_add(argv, "/");
 	strv_add(argv, "--chdir");
 	strv_add(argv, req->spec->cwd >= 0 ? req->spec->binds[req->spec->cwd].path : SANDBOX_WORK);
-	launcher_tail(req, argv, SANDBOX_LAUNCH, SANDBOX_TASK);
-	env_common(req, envp, SANDBOX_WORK, "/tmp", SANDBOX_OUT);
-	(void)err;
-	(void)errlen;
+	launcher_tail(req, argv, SANDBOX_LAUNCH, SANDBOX_TASK, false);
+	env_common(req, envp, SANDBOX_WORK, "/tmp", SANDBOX_OUT, false);
 	return 0;
 }

@@ -1,7 +1,9 @@
 /* sandbox.h - policy + task spec -> the command line that runs a task.
  * Pure: builds argv and envp, starts nothing, so it is unit-testable.
- * The backend seam: bwrap (the default), a container CLI (docker,
- * podman, nerdctl), and `none` for trusted batch use. */
+ * One builder per backend that runs a local process: bwrap (the
+ * default), kart-launch's steps alone (backend none, trusted batch use),
+ * a container CLI (docker, podman, nerdctl); each backend (src/backend/)
+ * calls its own. */
 #ifndef KART_SANDBOX_H
 #define KART_SANDBOX_H
 
@@ -89,8 +91,17 @@ const char *sandbox_home(const struct sandbox_req *req);
 /* The /tmp of a container when the policy sets no tmpfs_size. */
 #define SANDBOX_CONTAINER_TMP (256ull << 20)
 
-/* Fills argv (argv[0] is the program to execve) and envp. */
-int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
+/* Each fills argv (argv[0] is the program to execve) and envp; -1 with
+ * err when the task cannot be given what it asks. */
+/* bwrap, then kart-launch inside it, at the SANDBOX_* paths. */
+int sandbox_bwrap(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
 		  size_t errlen);
+/* kart-launch's command line alone, with the host's paths (backend none:
+ * the worker's child runs its steps itself, confine.h). */
+int sandbox_launch(const struct sandbox_req *req, struct strv *argv, struct strv *envp, char *err,
+		   size_t errlen);
+/* The container CLI's `run` (container_name, container_label, input). */
+int sandbox_container(const struct sandbox_req *req, struct strv *argv, struct strv *envp,
+		      char *err, size_t errlen);
 
 #endif

@@ -301,7 +301,14 @@ static int list_one(const struct spool_entry *e, void *arg)
 	return 0;
 }
 
-int query_all(struct spool *sp, query_cb cb, void *arg)
+/* done/ID.json exists (or cannot be told): the task is no longer live. */
+static bool has_result(struct spool *sp, const char *id)
+{
+	char p[512];
+	return spool_name_done(p, sizeof p, id, DONE_JSON) < 0 || exists_at(sp->done, p);
+}
+
+static int query_walk(struct spool *sp, bool done, query_cb cb, void *arg)
 {
 	/* Every listing is read first, in the order tasks move (new, cur,
 	 * done), so that one in motion is seen at least once; then each id
@@ -309,7 +316,8 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 	 * query_id does. A directory that cannot be read reports nothing. */
 	struct qlists l = {0};
 	struct qlist *nl = &l.nl, *cl = &l.cl, *dl = &l.dl;
-	int r = spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | SPOOL_WALK_DONE | SPOOL_WALK_DOTS,
+	int r = spool_walk(sp, SPOOL_WALK_NEW | SPOOL_WALK_CUR | (done ? SPOOL_WALK_DONE : 0) |
+				       SPOOL_WALK_DOTS,
 			   list_one, &l);
 	if (r < 0)
 		goto out;
@@ -321,7 +329,8 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 	sort_n(cs.v, cs.n, sizeof *cs.v, qent_cmp);
 	struct qinfo q;
 	for (size_t i = 0; i < nl->n; i++) {
-		if (qlist_has(&cs, nl->v[i].id) || qlist_has(dl, nl->v[i].id))
+		if (qlist_has(&cs, nl->v[i].id) || qlist_has(dl, nl->v[i].id) ||
+		    (!done && has_result(sp, nl->v[i].id)))
 			continue;
 		memset(&q, 0, sizeof q);
 		if (nl->v[i].held)
@@ -339,7 +348,7 @@ int query_all(struct spool *sp, query_cb cb, void *arg)
 		bool dup = false;
 		for (size_t j = 0; j < seen.n && !dup; j++)
 			dup = strcmp(seen.v[j].id, cl->v[i].id) == 0;
-		if (dup || qlist_has(dl, cl->v[i].id))
+		if (dup || qlist_has(dl, cl->v[i].id) || (!done && has_result(sp, cl->v[i].id)))
 			continue;
 		qlist_add(&seen, cl->v[i].id, NULL, 0); /* few: the running tasks */
 		memset(&q, 0, sizeof q);
@@ -363,3 +372,19 @@ out:
 	qlist_free(dl);
 	return r;
 }
+
+const char *query_state_name(const struct qinfo *q)
+{
+	switch (q->state) {
+	case Q_QUEUED: return q->waiting[0] ? "waiting" : "queued";
+	case Q_SCHEDULED: return "scheduled";
+	case Q_HELD: return "held";
+	case Q_RUNNING: return q->paused ? "paused" : "running";
+	case Q_DONE: return q->status;
+	default: return "unknown";
+	}
+}
+
+int query_all(struct spool *sp, query_cb cb, void *arg) { return query_walk(sp, true, cb, arg); }
+
+int query_live(struct spool *sp, query_cb cb, void *arg) { return query_walk(sp, false, cb, arg); }

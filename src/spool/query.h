@@ -50,8 +50,15 @@ int query_read(struct spool *sp, const char *id, struct json_t **out, char **tex
 int64_t query_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, char *waiting,
 		     size_t wlen);
 
+/* The state as kart status names it: queued, waiting (queued on after=
+ * ids), scheduled, held, running, paused, or the final status. */
+const char *query_state_name(const struct qinfo *q);
+
 typedef void (*query_cb)(const char *id, const struct qinfo *q, void *arg);
 /* Every task in the spool: queued, running, then finished. */
 int query_all(struct spool *sp, query_cb cb, void *arg);
+/* The same without the finished ones, and without reading done/ whole:
+ * what is queued and running (kart metrics, kart top). */
+int query_live(struct spool *sp, query_cb cb, void *arg);
 
 #endif

@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <sys/xattr.h>
 
+#include "tally.h"
 #include "task.h"
 #include "util.h"
 
@@ -75,6 +76,10 @@ int spool_init(const char *path, char *err, size_t errlen)
 	 * spool made before it existed still opens (without reservations). */
 	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
 		return ERR(-1, "%s/ids: %s", path, strerror(errno));
+	/* tally/: the results counted, for kart metrics (tally.h); a
+	 * worker makes it on a spool older than it. */
+	if (mkdirat(root, "tally", 0755) < 0 && errno != EEXIST)
+		return ERR(-1, "%s/tally: %s", path, strerror(errno));
 	if (fsync(root) < 0)
 		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
 	return 0;
@@ -118,6 +123,7 @@ void spool_close(struct spool *sp)
 		}
 	free(sp->path);
 	sp->path = NULL;
+	tally_writer_free(sp);
 }
 
 bool exists_at(int dirfd, const char *name)
@@ -249,6 +255,7 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 		    fstatat(sp->cur, wid, &e, AT_SYMLINK_NOFOLLOW) < 0 || c.st_ino != e.st_ino)
 			continue;
 		(void)fchmod(l, 0600); /* one made 0644 by an older kart */
+		tally_writer_set(sp, wid);
 		*wdir = steal_fd(&d);
 		*lockfd = steal_fd(&l);
 		return 0;

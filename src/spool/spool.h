@@ -40,6 +40,9 @@ struct spool {
 	/* Results readable by done/'s group too ([worker] results = group);
 	 * set by the worker, read by its commit thread. */
 	_Atomic bool results_group;
+	/* The tally this process appends to (tally.h): made by
+	 * spool_worker_open, whose worker id names it; NULL before. */
+	struct tally_writer *tally;
 };
 
 /* Per-claim bookkeeping kept on the task file itself (xattr user.kart),
@@ -333,13 +336,18 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
  * 1 if recovered (or still busy: *busy > 0), 0 if the worker is alive.
  * dead(arg, peer), if given, runs once the lock is ours (the worker is
  * gone) and before any claim moves: the caller ends what is left of its
- * runs there (the worker kills its cgroup leaves and its containers). */
+ * runs there (the worker kills its cgroup leaves and what its backends
+ * left). dead() < 0: a run of that worker may still go where only the
+ * caller can tell (no run lock holds it): no claim moves, *busy is 1. */
 int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
-		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
+		       const char *me, int (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost);
 
 /* How many workers hold the spool (their flocks on cur/<id>/.lock, as
  * /proc/locks lists them), or -errno where that cannot be told. */
 int spool_live_workers(struct spool *sp);
+/* The same, and their ids added to ids (NULL: only counted). */
+struct strv;
+int spool_live_worker_ids(struct spool *sp, struct strv *ids);
 
 #endif

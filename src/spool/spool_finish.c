@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 
 #include "result.h"
+#include "tally.h"
 #include "task.h"
 #include "util.h"
 
@@ -697,6 +698,9 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		return r;
 	if (fsync(sp->done) < 0)
 		return -errno;
+	struct tally_row row;
+	tally_row_of(res, &row);
+	spool_tally_add(sp, wdir, name, idbuf, &row);
 	return spool_finish_complete(sp, wdir, name, regular, idbuf, 0);
 }
 

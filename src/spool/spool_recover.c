@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "policy.h"
+#include "tally.h"
 #include "task.h"
 #include "util.h"
 
@@ -125,6 +126,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					 * and done/ fsynced before the claim goes. */
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
+					spool_tally_recovered(sp, wdir, name, fd, m.id);
 					ids_release(sp, m.id, &st);
 					(void)unlinkat(wdir, name, 0);
 					spool_clean_scratch(wdir, name, 0);
@@ -189,7 +191,7 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 }
 
 int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *peer,
-		       const char *me, void (*dead)(void *arg, const char *peer), void *arg, int *busy,
+		       const char *me, int (*dead)(void *arg, const char *peer), void *arg, int *busy,
 		       int *requeued, int *lost)
 {
 	_cleanup_close_ int d = openat(sp->cur, peer, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -209,8 +211,10 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 	}
 	if (flock(l, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? 0 : -errno;
-	if (dead)
-		dead(arg, peer);
+	if (dead && dead(arg, peer) < 0) {
+		*busy = 1;
+		return 1;
+	}
 	int r = spool_recover_dir(sp, pol, d, me, requeued, lost);
 	if (r < 0)
 		return r;
@@ -259,7 +263,7 @@ static bool flocked(const char *locks, ino_t ino)
 	return false;
 }
 
-int spool_live_workers(struct spool *sp)
+int spool_live_worker_ids(struct spool *sp, struct strv *ids)
 {
 	_cleanup_free_ char *locks = NULL;
 	size_t len = 0;
@@ -278,9 +282,14 @@ int spool_live_workers(struct spool *sp)
 		if (de->d_name[0] == '.' || pathfmt(p, sizeof p, "%s/.lock", de->d_name) < 0 ||
 		    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		if (flocked(locks, st.st_ino))
+		if (flocked(locks, st.st_ino)) {
 			n++;
+			if (ids)
+				strv_add(ids, de->d_name);
+		}
 	}
 	closedir(d);
 	return n;
 }
+
+int spool_live_workers(struct spool *sp) { return spool_live_worker_ids(sp, NULL); }

@@ -14,6 +14,7 @@
 #include <sys/xattr.h>
 
 #include "query.h"
+#include "progress.h"
 #include "util.h"
 
 enum {
@@ -285,6 +286,7 @@ struct scan {
 	struct spool *sp;
 	long n, inbatch;
 	int err;
+	struct progress pr;
 };
 
 static int scan_put(struct scan *s, struct sync_row *r)
@@ -294,6 +296,7 @@ static int scan_put(struct scan *s, struct sync_row *r)
 	if (rc < 0)
 		return -1;
 	s->n++;
+	progress(&s->pr, (unsigned long long)s->n, 0);
 	if (++s->inbatch >= BATCH) {
 		s->inbatch = 0;
 		if (s->db->ops->commit(s->db) < 0 || s->db->ops->begin(s->db) < 0)
@@ -334,6 +337,7 @@ static int scan_one(const struct spool_entry *e, void *arg)
 static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
 {
 	struct scan s = {.db = db, .sp = sp};
+	progress_init(&s.pr, "sync", "tasks mirrored");
 	int64_t t0 = now_mono_ms();
 	if (db->ops->begin(db) < 0 || db->ops->scan_begin(db) < 0)
 		return -1;
@@ -341,6 +345,7 @@ static int full_scan(struct spool *sp, struct sync_db *db, bool verbose)
 		       &s) > 0)
 		return -1;
 	long gone = 0;
+	progress_done(&s.pr);
 	if (db->ops->scan_end(db, &gone) < 0 || db->ops->commit(db) < 0)
 		return -1;
 	if (verbose)

@@ -91,14 +91,14 @@ void outcome_decide(const struct observed *o, bool seccomp, struct result *r, ch
 	}
 	/* Not under the built-in share of the host's memory: too large a
 	 * limit to make a SIGKILL a probable OOM. */
-	if (o->end == OUTCOME_NATURAL && e->exited && e->exit_code == 137 && o->container &&
-	    o->memory && !o->memory_builtin && o->container_oom != 0) {
-		/* Backend container: the runtime's OOMKilled (container_end);
+	if (o->end == OUTCOME_NATURAL && e->exited && e->exit_code == 137 && o->engine &&
+	    o->memory && !o->memory_builtin && o->engine_oom != 0) {
+		/* An engine's word (backend container: the runtime's OOMKilled);
 		 * where it could not be read, SIGKILL under a memory limit is
 		 * called a probable OOM. */
 		r->status = "oom";
 		snprintf(errbuf, errlen,
-			 o->container_oom > 0 ? "the memory limit of %llu bytes was hit: the container "
+			 o->engine_oom > 0 ? "the memory limit of %llu bytes was hit: the container "
 						"runtime reports it OOM-killed"
 					      : "probably out of memory: exit status 137 (SIGKILL) under a "
 						"memory limit of %llu bytes; the runtime's OOMKilled state "

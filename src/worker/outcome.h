@@ -28,11 +28,12 @@ struct observed {
 	/* It ran in a cgroup leaf, which counted the kernel's OOM kills: */
 	bool leaf;
 	int64_t oom_kills;
-	/* Backend container: SIGKILL under a memory limit may be an OOM. */
-	bool container;
+	/* An engine holds its limits (backend.h engine_limits: backend
+	 * container): SIGKILL under a memory limit may be an OOM. */
+	bool engine;
 	uint64_t memory;           /* its memory limit, 0: none */
 	bool memory_builtin;       /* that limit is the policy's built-in share */
-	int container_oom;         /* the runtime's OOMKilled: 1, 0, -1 unknown */
+	int engine_oom;            /* the engine's word (the runtime's OOMKilled): 1, 0, -1 unknown */
 };
 
 /* Sets r's status, exit_code, signal, refusal, error, landlock and

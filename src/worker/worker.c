@@ -130,6 +130,7 @@ static void arm_timer(struct worker *w)
 	EARLIER(w->space_mono);
 	EARLIER(w->quota_mono);
 	EARLIER(sched_next_mono(w));
+	EARLIER(backend_next_mono(w));
 #undef EARLIER
 	struct itimerspec its = {0};
 	if (next) {
@@ -181,6 +182,7 @@ static void on_timer(struct worker *w)
 		quota_scan(w);
 	if (sched_ring(w))
 		dispatch(w);
+	backend_tick(w, now);
 }
 
 /* ---- inotify and signals -------------------------------------------------- */
@@ -368,6 +370,9 @@ static void on_signal(struct worker *w)
 				break;
 			}
 			*w->pol = np;
+			/* The next tasks start under it; each running one keeps
+			 * its own (t->be). */
+			w->be = backend_use(w, np.backend);
 			w->sp->results_group = np.results_group;
 			w->held_stale = true;
 			for (int l = 0; l < LANE__N; l++)
@@ -376,6 +381,7 @@ static void on_signal(struct worker *w)
 			quota_policy(w);
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
+			spool_tally_slots(w->sp, w->slots, LANE__N);
 			log_env_missing(w->pol, "SIGHUP");
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
@@ -484,6 +490,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		die("worker id '%s' is in use by a live worker (cur/%s/.lock is held)", w.id, w.id);
 	if (r < 0)
 		die("cannot open cur/%s/: %s", w.id, strerror(-r));
+	spool_tally_slots(sp, w.slots, LANE__N);
 
 	sigset_t mask;
 	sigemptyset(&mask);
@@ -574,8 +581,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	 * peers', then the queue; first, what dead workers left running in
 	 * their cgroups. */
 	sweep_leaves(&w);
-	container_label(sp->path, w.id, w.clabel, sizeof w.clabel);
-	sweep_containers(&w, w.id);
+	w.be = backend_use(&w, pol->backend);
 	spares_drop(&w);
 	{
 		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -663,16 +669,13 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 			case SRC_SIGNAL: on_signal(&w); break;
 			case SRC_TIMER: on_timer(&w); break;
 			case SRC_WATCHDOG: notify_watchdog(wdog); break;
-			case SRC_PIDFD: exited[nexited++] = s->t; break;
+			case SRC_BACKEND:
+				if (s->be->ready(&w, s, evs[i].events) && s->t)
+					exited[nexited++] = s->t;
+				break;
 			case SRC_HOOK: on_hook(&w, s); break;
 			case SRC_HELPER:
 				helper_done(&w, (struct helper *)((char *)s - offsetof(struct helper, src)));
-				break;
-			case SRC_STDOUT:
-				on_capture(&w, s->t, &s->t->run.out, SCRATCH_STDOUT, evs[i].events);
-				break;
-			case SRC_STDERR:
-				on_capture(&w, s->t, &s->t->run.err, SCRATCH_STDERR, evs[i].events);
 				break;
 			}
 		}
@@ -681,6 +684,7 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 	}
 	spawner_stop(&w);
 	commit_stop(&w);
+	backend_stop_all(&w);
 	outdir_ns_stop(&w.ons);
 	hooks_finish(&w);
 	spares_drop(&w);

@@ -55,12 +55,18 @@ static void commit_finish(struct commit *c, struct task *batch)
 			if (!t->commit_err)
 				t->commit_err = e;
 	}
-	for (struct task *t = batch; t; t = t->cnext)
-		if (!t->commit_err)
-			t->commit_err = spool_finish_complete(
-				c->sp, c->wdir, t->name, true, t->idbuf,
-				(t->scratch_retired ? SCRATCH_RUN_GONE : 0) |
-					(t->res.outdir_gone ? SCRATCH_OUT_GONE : 0));
+	for (struct task *t = batch; t; t = t->cnext) {
+		if (t->commit_err)
+			continue;
+		/* Counted once durable, before the claim goes (tally.h). */
+		struct tally_row row;
+		tally_row_of(&t->res, &row);
+		spool_tally_add(c->sp, c->wdir, t->name, t->idbuf, &row);
+		t->commit_err = spool_finish_complete(
+			c->sp, c->wdir, t->name, true, t->idbuf,
+			(t->scratch_retired ? SCRATCH_RUN_GONE : 0) |
+				(t->res.outdir_gone ? SCRATCH_OUT_GONE : 0));
+	}
 }
 
 /* A group commit takes what is queued, and what is queued while it

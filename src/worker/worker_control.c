@@ -55,36 +55,36 @@ static int signal_run(const struct cg_leaf *cg, const struct run *r, int sig)
 	return -ENOTSUP;
 }
 
-int wctl_pause(struct pause_state *ps, const struct cg_leaf *cg, const struct run *r,
-	       int64_t *deadline_mono)
+int wctl_freeze(const struct cg_leaf *cg, const struct run *r)
 {
-	if (ps->how != PAUSE_NONE)
-		return 0;
-	int rc;
-	enum pause_how how = PAUSE_FREEZE;
-	if ((rc = cg_leaf_freeze(cg, true)) < 0) {
-		how = PAUSE_STOP;
-		if ((rc = signal_run(cg, r, SIGSTOP)) < 0)
-			return rc;
-	}
+	if (cg_leaf_freeze(cg, true) == 0)
+		return PAUSE_FREEZE;
+	int rc = signal_run(cg, r, SIGSTOP);
+	return rc < 0 ? rc : PAUSE_STOP;
+}
+
+void wctl_thaw(enum pause_how how, const struct cg_leaf *cg, const struct run *r)
+{
+	if (how == PAUSE_FREEZE)
+		(void)cg_leaf_freeze(cg, false);
+	else if (how == PAUSE_STOP)
+		(void)signal_run(cg, r, SIGCONT);
+}
+
+void wctl_clock_stop(struct pause_state *ps, enum pause_how how, int64_t *deadline_mono)
+{
 	int64_t now = now_mono_ms();
 	ps->how = how;
 	ps->since_mono = now;
 	/* The clock stops: a paused task never times out. */
 	ps->left_ms = *deadline_mono ? (*deadline_mono > now ? *deadline_mono - now : 0) : -1;
 	*deadline_mono = 0;
-	return 0;
 }
 
-void wctl_resume(struct pause_state *ps, const struct cg_leaf *cg, const struct run *r,
-		 int64_t *deadline_mono)
+void wctl_clock_start(struct pause_state *ps, int64_t *deadline_mono)
 {
 	if (ps->how == PAUSE_NONE)
 		return;
-	if (ps->how == PAUSE_FREEZE)
-		(void)cg_leaf_freeze(cg, false);
-	else
-		(void)signal_run(cg, r, SIGCONT);
 	int64_t now = now_mono_ms();
 	ps->total_ms += now - ps->since_mono;
 	if (ps->left_ms >= 0)

@@ -31,13 +31,18 @@ struct pause_state {
 bool wctl_pause_entry(const char *entry, char *name, size_t len);
 /* Does cur/W/.NAME.pause exist (wdir: the claim directory)? */
 bool wctl_pause_wanted(int wdir, const char *name);
-/* Freeze the run: 0, or -errno (nothing to freeze it by: no leaf and no
- * process group). *deadline_mono (0: none) is taken off the clock. */
-int wctl_pause(struct pause_state *ps, const struct cg_leaf *cg, const struct run *r,
-	       int64_t *deadline_mono);
-/* Thaw it, and put its rest of the timeout back on the clock. */
-void wctl_resume(struct pause_state *ps, const struct cg_leaf *cg, const struct run *r,
-		 int64_t *deadline_mono);
+/* Hold a run of the worker's children still: its leaf frozen, else
+ * SIGSTOP to each process the leaf lists, or to its process group. How
+ * (PAUSE_FREEZE, PAUSE_STOP), or -errno: nothing to freeze it by (no
+ * leaf and no process group). */
+int wctl_freeze(const struct cg_leaf *cg, const struct run *r);
+/* Let it go again, as it was held. */
+void wctl_thaw(enum pause_how how, const struct cg_leaf *cg, const struct run *r);
+/* Paused (how the backend holds it): *deadline_mono (0: none) is taken
+ * off the clock. */
+void wctl_clock_stop(struct pause_state *ps, enum pause_how how, int64_t *deadline_mono);
+/* Resumed: the rest of its timeout back on the clock. */
+void wctl_clock_start(struct pause_state *ps, int64_t *deadline_mono);
 /* Time paused over the run, the current pause included. */
 int64_t wctl_paused_ms(const struct pause_state *ps);
 /* The worker's answer, for kart pause and kart status: .NAME.paused

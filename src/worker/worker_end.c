@@ -68,6 +68,8 @@ void task_free(struct worker *w, struct task *t)
 		close(t->run.err.file);
 	cg_files_close(&t->cgf);
 	credfwd_close(&t->fwd);
+	if (t->be->cleanup)
+		t->be->cleanup(w, t);
 	free(t->name);
 	free(t);
 }

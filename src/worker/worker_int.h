@@ -31,9 +31,11 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include "backend.h"
 #include "caps.h"
 #include "cgroup.h"
 #include "worker_control.h"
+#include "tally.h"
 #include "confine.h"
 #include "container.h"
 #include "credfwd.h"
@@ -92,13 +94,15 @@ enum tevent {
 };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
 
-enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_PIDFD, SRC_STDOUT, SRC_STDERR, SRC_WATCHDOG, SRC_HOOK,
-	       SRC_HELPER };
+/* SRC_BACKEND: a backend's descriptor (a task's pidfd and pipes, with
+ * the backends that run a local child), handed to its ready(). */
+enum srckind { SRC_INOTIFY, SRC_SIGNAL, SRC_TIMER, SRC_BACKEND, SRC_WATCHDOG, SRC_HOOK, SRC_HELPER };
 
 struct task;
 struct src {
 	enum srckind kind;
 	struct task *t;
+	const struct backend *be; /* SRC_BACKEND: whose */
 };
 
 struct cg_cpu {
@@ -116,6 +120,11 @@ struct task {
 	int uniq_fd;         /* unique=: its key's lock (worker_sched.h), or -1 */
 	enum tstate state;
 	enum tend end;
+	/* The backend it started under (a SIGHUP may name another for the
+	 * next tasks), and that backend's own state for it (backend.h). */
+	const struct backend *be;
+	void *be_task;
+	int engine_oom;      /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown */
 	uid_t uid;
 	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
 	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
@@ -148,8 +157,6 @@ struct task {
 	bool seccomp;        /* its sandbox was handed the filter */
 	bool pending;        /* spawning: an event came, kept for when it runs: */
 	enum tevent pending_ev;
-	char cname[160];     /* backend container: its container, or "" */
-	int coom;            /* and its OOMKilled, read before its removal: 1, 0, -1 unknown */
 	struct src s_pid, s_out, s_err;
 	struct result res;
 	char idbuf[256];
@@ -237,7 +244,7 @@ struct spawn_job {
 	bool pgroup, use_join, use_cred, is_direct;
 	uint64_t cap;
 	int ufd, sfd, rc;
-	int ifd; /* backend container: the CLI's stdin (container_env_input), or -1 */
+	int ifd; /* the CLI's stdin (backend container: container_env_input), or -1 */
 	bool ufd_owned; /* else ufd is the task's (t->cgf) */
 	struct run_cred cred;
 	struct confine conf;
@@ -409,8 +416,7 @@ struct worker {
 	 * them for the worker's life. */
 	struct sock_fprog fp_whole, fp_outer, fp_inner;
 	char *scmp_json;          /* the same, as a container runtime's profile */
-	char clabel[96];          /* backend container: kart.worker=<this> */
-	unsigned long cseq;
+	const struct backend *be; /* the backend new tasks start under (backend_use) */
 	struct commit commit;
 	int ncommit; /* tasks with the commit thread */
 	struct outdir_ns ons; /* where $KART_OUTDIR is a bounded tmpfs (bwrap) */
@@ -453,7 +459,6 @@ void recover_peer(struct worker *w, const char *peer);
 void recover_own(struct worker *w);
 void watch_peer(struct worker *w, const char *peer);
 void scan_peers(struct worker *w);
-void sweep_containers(struct worker *w, const char *peer);
 
 /* ---- worker_queue.c: queued tasks: what new/ holds, claiming, deferral, names still busy */
 void consider(struct worker *w, const char *name);
@@ -489,7 +494,8 @@ void quota_scan(struct worker *w);
 void quota_shares(struct worker *w);
 bool quota_over(const struct worker *w, uid_t uid);
 
-/* ---- worker_start.c: starting a claimed task, step by step, up to its spawn job */
+/* ---- worker_start.c: starting a claimed task: read again, whom it runs as, its backend's
+ * prepare, then its spawn */
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
 
 /* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one

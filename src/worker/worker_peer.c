@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
-static void peer_dead(void *arg, const char *peer);
+static int peer_dead(void *arg, const char *peer);
 
 /* ---- peers: other workers' claim directories ---------------------------- */
 
@@ -28,8 +28,13 @@ void recover_own(struct worker *w)
 {
 	size_t keep = 0;
 	bool moved = false;
-	if (w->nown_busy)
-		peer_dead(w, w->id); /* the earlier life's leaves, as for a dead peer */
+	/* The earlier life's runs, as for a dead peer: one a backend still
+	 * sees going keeps every claim where it is, for the next look. */
+	if (w->nown_busy && peer_dead(w, w->id) < 0) {
+		if (!w->recover_mono)
+			w->recover_mono = now_mono_ms() + 200;
+		return;
+	}
 	for (size_t i = 0; i < w->nown_busy; i++) {
 		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->own_busy[i], w->id);
 		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
@@ -83,28 +88,9 @@ void scan_peers(struct worker *w)
 
 /* Recovery holds a dead peer's lock: nothing of its runs may survive
  * (a daemon of backend none is outside any PID namespace) before its
- * claims are re-queued. */
-/* Backend container: the containers of a dead worker (or of this
- * worker's earlier life: all but this life's) run on without their CLI;
- * they go before its claims run again. Bounded, and in the loop: it
- * happens only when a worker has died. */
-void sweep_containers(struct worker *w, const char *peer)
-{
-	if (w->pol->backend != BACKEND_CONTAINER)
-		return;
-	char label[96], keep[160];
-	container_label(w->sp->path, peer, label, sizeof label);
-	/* This life's names start so (container_name). */
-	snprintf(keep, sizeof keep, "kart-%s-%d-", w->clabel, (int)getpid());
-	int n = container_sweep(w->pol, label, strcmp(peer, w->id) == 0 ? keep : NULL, 30000);
-	if (n < 0)
-		logmsg("%s: cannot list the containers of worker %s", w->pol->container_cmd, peer);
-	else if (n)
-		logmsg("removed %d container(s) left by worker %s", n, peer);
-}
-
-static void peer_dead(void *arg, const char *peer)
+ * claims are re-queued: its leaves, and what each backend left. */
+static int peer_dead(void *arg, const char *peer)
 {
 	sweep_leaves(arg);
-	sweep_containers(arg, peer);
+	return backend_sweep(arg, peer);
 }

@@ -15,7 +15,7 @@
  * RESULT). */
 enum taction {
 	TA_NONE,
-	TA_SPAWN,          /* its slot counted, the job queued for a spawn thread */
+	TA_SPAWN,          /* its slot counted, handed to its backend's spawn */
 	TA_STARTED,        /* its pidfd and pipes watched; what was kept applied */
 	TA_UNSPAWN,        /* its slot given back; refused (RESULT) */
 	TA_KEEP,           /* kept for when it runs (the first only) */
@@ -154,16 +154,14 @@ void task_event(struct worker *w, struct task *t, enum tevent ev)
 	case TA_SPAWN:
 		w->used[t->spec.lane]++;
 		w->nrunning++;
+		t->be->spawn(w, t);
 		return;
 	case TA_STARTED:
-		spawn_job_free(t->job);
-		t->job = NULL;
 		task_started(w, t);
 		return;
 	case TA_UNSPAWN:
 		w->used[t->spec.lane]--;
 		w->nrunning--;
-		t->run.out.file = t->run.err.file = -1;
 		spawn_refuse(w, t);
 		return;
 	case TA_KEEP:

@@ -6,34 +6,6 @@
 #include "worker_int.h"
 #include "outcome.h"
 
-/* The polite half: the runtime passes SIGTERM to the container's init. */
-static bool container_term(struct worker *w, struct task *t)
-{
-	char what[256];
-	if (!t->cname[0])
-		return false;
-	char *const k[] = {w->pol->container_cmd, "kill", "--signal", "TERM", t->cname, NULL};
-	snprintf(what, sizeof what, "container kill --signal TERM %.160s", t->cname);
-	spawn_host(w, k, NULL, what);
-	return true;
-}
-
-/* Backend container: the container goes by its name, whatever became of
- * the CLI that started it (killed on a timeout, or failed): kill, then
- * remove (one that never got to run is only removed). One that ended by
- * itself is only removed (no --rm: its state is read first). */
-static void container_kill(struct worker *w, struct task *t, bool ended)
-{
-	char what[256];
-	if (!t->cname[0])
-		return;
-	char *const k[] = {w->pol->container_cmd, "kill", t->cname, NULL};
-	char *const rm[] = {w->pol->container_cmd, "rm", "--force", t->cname, NULL};
-	snprintf(what, sizeof what, "container %s %.160s", ended ? "rm" : "kill/rm", t->cname);
-	spawn_host(w, ended ? rm : k, ended ? NULL : rm, what);
-	t->cname[0] = '\0';
-}
-
 struct task *find_task(struct worker *w, const char *name)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
@@ -55,7 +27,8 @@ void scan_cancels(struct worker *w)
 
 void task_thaw(struct worker *w, struct task *t)
 {
-	wctl_resume(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+	(void)t->be->pause(w, t, false);
+	wctl_clock_start(&t->pause, &t->deadline_mono);
 	wctl_ack(w->wdir, t->name, false);
 	log_task("resumed", t->name, NULL, -1, NULL);
 }
@@ -64,7 +37,7 @@ void task_pause_look(struct worker *w, struct task *t)
 {
 	bool want = wctl_pause_wanted(w->wdir, t->name);
 	if (want && t->pause.how == PAUSE_NONE && t->state == TS_RUNNING) {
-		int r = wctl_pause(&t->pause, &t->cg, &t->run, &t->deadline_mono);
+		int r = t->be->pause(w, t, true);
 		if (r < 0) {
 			/* The refusal is an answer too, with its reason: kart
 			 * pause says it rather than wait for one that never
@@ -73,6 +46,7 @@ void task_pause_look(struct worker *w, struct task *t)
 			wctl_refuse(w->wdir, t->name, r);
 			return;
 		}
+		wctl_clock_stop(&t->pause, (enum pause_how)r, &t->deadline_mono);
 		wctl_refuse(w->wdir, t->name, 0);
 		wctl_ack(w->wdir, t->name, true);
 		log_task("paused", t->name, NULL, -1, NULL);
@@ -109,7 +83,7 @@ static void fill_result(struct worker *w, struct task *t)
 	r->timeout_s = t->spec.timeout_s;
 	r->kill_grace_s = t->spec.kill_grace_s;
 	r->label = t->spec.label[0] ? t->spec.label : NULL;
-	r->backend = backend_name(w->pol->backend);
+	r->backend = t->be->name;
 	r->network = t->spec.net;
 	if (t->cg.mode != CG_MODE_NONE) {
 		/* Limits as applied: only a leaf applies them. */
@@ -117,8 +91,9 @@ static void fill_result(struct worker *w, struct task *t)
 		r->memory = t->spec.memory;
 		r->pids = t->spec.pids;
 		r->cpu_milli = t->spec.cpu_milli;
-	} else if (w->pol->backend == BACKEND_CONTAINER) {
-		/* The engine applies them (--memory, --pids-limit, --cpus). */
+	} else if (t->be->engine_limits) {
+		/* The engine applies them (the container's --memory,
+		 * --pids-limit, --cpus). */
 		r->memory = t->spec.memory;
 		r->pids = t->spec.pids;
 		r->cpu_milli = t->spec.cpu_milli;
@@ -138,7 +113,7 @@ static void fill_result(struct worker *w, struct task *t)
 	if (t->user[0])
 		r->user = t->user;
 	r->task = &t->spec;
-	r->home = t->home[0] ? t->home : (w->pol->backend == BACKEND_NONE ? NULL : SANDBOX_WORK);
+	r->home = t->home[0] ? t->home : t->be->work;
 	/* Its /work (backend none: its spare), and HOME where that was it. */
 	r->work_discarded = t->spec.cwd < 0 || !t->home[0];
 }
@@ -179,49 +154,11 @@ void finish_refused(struct worker *w, struct task *t, const char *refusal,
 
 /* ---- ending a task ----------------------------------------------------------- */
 
-/* Backend container: no launcher reports from inside, so the CLI's own
- * status says how it went. docker, podman and nerdctl all exit 125 when
- * the container could not be made or started, and otherwise with the
- * container's status (126 and 127 are the task's, as with a shell). */
-static void container_end(struct worker *w, struct task *t)
-{
-	struct run_end *e = &t->rend;
-	int st = e->wrapper_status;
-	bool clean = WIFEXITED(st) && WEXITSTATUS(st) != 125;
-	if (clean) {
-		e->started = e->exited = true;
-		e->exit_code = WEXITSTATUS(st);
-	} else if (WIFSIGNALED(st)) {
-		e->started = true;
-		e->signal = WTERMSIG(st);
-	}
-	/* SIGKILL under a memory limit: the runtime says whether it was the
-	 * limit, read before the removal takes the container's state. */
-	t->coom = 0;
-	if (clean && t->end == END_NATURAL && e->exit_code == 137 && t->spec.memory)
-		t->coom = container_oom_killed(w->pol, t->cname, 5000);
-	/* Whatever ended the CLI other than its container's exit (a kill of
-	 * ours, a failure), the container is killed by name; removed in
-	 * every case. */
-	container_kill(w, t, clean && t->end == END_NATURAL);
-}
-
 /* Reaped, and its leaf killed: true while it waits for the leaf to
  * empty (TS_DRAINING). */
 bool task_ended(struct worker *w, struct task *t)
 {
-	struct run_end *e = &t->rend;
-	ep_del(w, t->run.pidfd);
-	ep_del(w, t->run.out.pipe);
-	ep_del(w, t->run.err.pipe);
-	/* What is still in the pipes is read by run_collect. */
-	capture_file(w, t, &t->run.out, SCRATCH_STDOUT);
-	capture_file(w, t, &t->run.err, SCRATCH_STDERR);
-	if (run_collect(&t->run, e) < 0)
-		logmsg("%s: wait: %s", t->name, strerror(errno));
-	run_close(&t->run);
-	if (w->pol->backend == BACKEND_CONTAINER)
-		container_end(w, t);
+	t->be->reap(w, t);
 	if (drain_begin(w, t)) {
 		/* cgroup.kill has SIGKILLed all of it at once: nothing of the
 		 * run executes another instruction, so the slot is free now,
@@ -253,23 +190,15 @@ static void task_requeue(struct worker *w, struct task *t)
 	task_free(w, t);
 }
 
-/* What the run used: the leaf counts the whole tree, reaped by us or
- * not; without one, what wait4 said of what we reaped. */
+/* What the run used, as its backend tells. */
 static void result_usage(struct task *t, struct result *r)
 {
-	struct run_end *e = &t->rend;
+	struct backend_usage u;
+	t->be->usage(t, &u);
 	r->paused_ms = wctl_paused_ms(&t->pause);
-	r->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
-	r->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
-	r->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
-	if (t->cg.mode != CG_MODE_NONE) {
-		if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
-			r->cpu_user_ms = t->cgu.cpu_user_us / 1000;
-			r->cpu_system_ms = t->cgu.cpu_system_us / 1000;
-		}
-		if (t->cgu.memory_peak >= 0)
-			r->memory_peak = t->cgu.memory_peak;
-	}
+	r->cpu_user_ms = u.cpu_user_ms;
+	r->cpu_system_ms = u.cpu_system_ms;
+	r->memory_peak = u.memory_peak;
 }
 
 /* The result's status, from what was observed (outcome.c decides). */
@@ -279,16 +208,16 @@ static void result_outcome(struct worker *w, struct task *t, struct result *r)
 		.end = t->end == END_TIMEOUT ? OUTCOME_TIMEOUT
 		       : t->end == END_CANCEL ? OUTCOME_CANCEL : OUTCOME_NATURAL,
 		.run = &t->rend,
-		.backend = backend_name(w->pol->backend),
+		.backend = t->be->name,
 		.term_sent = t->term_sent,
 		.timeout_s = t->spec.timeout_s,
 		.kill_grace_s = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s,
 		.leaf = t->cg.mode != CG_MODE_NONE,
 		.oom_kills = t->cgu.oom_kills,
-		.container = w->pol->backend == BACKEND_CONTAINER,
+		.engine = t->be->engine_limits,
 		.memory = t->spec.memory,
 		.memory_builtin = memory_builtin(w->pol, &t->spec),
-		.container_oom = t->coom,
+		.engine_oom = t->engine_oom,
 	};
 	outcome_decide(&o, t->seccomp, r, t->errbuf, sizeof t->errbuf);
 }
@@ -386,30 +315,7 @@ void task_complete(struct worker *w, struct task *t)
 
 void kill_now(struct worker *w, struct task *t)
 {
-	run_kill(&t->run);
-	/* The CLI is not the container: that goes by name (its --rm then
-	 * removes it). */
-	container_kill(w, t, false);
-}
-
-/* SIGTERM to the whole of the task, not to what holds it together (bwrap,
- * the container CLI): false where that cannot be done. */
-static bool term_tree(struct worker *w, struct task *t)
-{
-	switch (w->pol->backend) {
-	case BACKEND_CONTAINER:
-		return container_term(w, t);
-	case BACKEND_BWRAP:
-		/* Its comm is the name of the path bwrap execs it by. */
-		return run_term_launcher(&t->run, strrchr(SANDBOX_LAUNCH, '/') + 1) == 0;
-	case BACKEND_NONE:
-		break;
-	}
-	/* The leaf lists what left the process group too; once is enough
-	 * (a shell's trap would run twice). */
-	if (t->cg.mode == CG_MODE_NONE || cg_leaf_signal(&t->cg, SIGTERM) <= 0)
-		run_term(&t->run);
-	return true;
+	(void)t->be->signal(w, t, SIGKILL);
 }
 
 /* A timeout or a cancel: SIGTERM, and SIGKILL once the kill grace has
@@ -420,7 +326,7 @@ static bool term_tree(struct worker *w, struct task *t)
 void stop_begin(struct worker *w, struct task *t)
 {
 	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
-	if (g <= 0 || !term_tree(w, t)) {
+	if (g <= 0 || !t->be->signal(w, t, SIGTERM)) {
 		if (g > 0)
 			logmsg("%s: cannot find the task to send SIGTERM: killed at once", t->name);
 		task_event(w, t, TE_TIMEOUT);
@@ -433,17 +339,9 @@ void stop_begin(struct worker *w, struct task *t)
 /* Back from a spawn thread, its process running. */
 void task_started(struct worker *w, struct task *t)
 {
-	t->s_pid = (struct src){SRC_PIDFD, t};
-	t->s_out = (struct src){SRC_STDOUT, t};
-	t->s_err = (struct src){SRC_STDERR, t};
-	ep_add(w, t->run.pidfd, &t->s_pid);
-	ep_add(w, t->run.out.pipe, &t->s_out);
-	ep_add(w, t->run.err.pipe, &t->s_err);
+	t->be->started(w, t);
 	if (t->spec.timeout_s > 0)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
-	int r = credfwd_start(&t->fwd, t->run.pidfd, environ);
-	if (r < 0)
-		logmsg("%s: cannot start its kind's credential forwarder: %s", t->name, strerror(-r));
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
@@ -521,36 +419,13 @@ void commit_failed(struct worker *w, struct task *t)
 	}
 }
 
-/* Back from a spawn thread, not started (TE_SPAWN_FAILED): refused, or
- * rejected where a bind asked for what its submitter may not have. */
+/* Back from its spawn, not started (TE_SPAWN_FAILED): its backend says
+ * why it is refused (or rejected). */
 void spawn_refuse(struct worker *w, struct task *t)
 {
-	struct spawn_job *j = t->job;
-	t->job = NULL;
-	int r = j->rc;
-	int join_err = j->lj.rj.err;
-	int bind_rc = j->bind_rc;
-	if (bind_rc < 0)
-		snprintf(t->errbuf, sizeof t->errbuf, "%s", j->bind_err);
-	if (j->outdir && (bind_rc == -EPIPE || bind_rc == -ECONNRESET) && outdir_ns_ok(&w->ons)) {
-		logmsg("the $KART_OUTDIR holder is gone: from now on $KART_OUTDIR is measured when "
-		       "each task ends");
-		outdir_ns_lost(&w->ons);
-	}
-	spawn_job_free(j);
-	if (bind_rc == -EACCES) {
-		/* A path its submitter may not have: the task file asked
-		 * for what it cannot get, as with a ceiling. */
-		finish_unstarted(w, t, "rejected", NULL, t->errbuf);
-	} else if (bind_rc < 0) {
-		finish_refused(w, t, "sandbox_setup_failed", t->errbuf);
-	} else if (r == -ECANCELED) {
-		snprintf(t->errbuf, sizeof t->errbuf,
-			 "the task's process could not be put in its cgroup: %s",
-			 strerror(-join_err));
-		finish_refused(w, t, "cgroup_join_failed", t->errbuf);
-	} else
-		finish_refused(w, t, "sandbox_setup_failed", "cannot start the task's process");
+	struct backend_refusal why;
+	t->be->unspawned(w, t, &why);
+	finish_unstarted(w, t, why.status, why.refusal, why.error);
 }
 
 /* Is the task's memory or pids the built-in default of the policy (and

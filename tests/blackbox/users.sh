@@ -774,4 +774,86 @@ test_member_cannot_fill_the_spool() {
 	small_spool_gone
 }
 
+# ---- issue 35: what a member chose never reaches a terminal raw -----------------------------
+
+# no_raw_controls FILE WHAT: FILE is valid UTF-8 with no control a
+# terminal acts on but tab and newline: no C0, DEL, C1, bidi control or
+# line separator (termsafe.h's list).
+no_raw_controls() {
+	python3 - "$1" "$2" <<'PY' || fail "$2: $(head -c 300 "$1" | od -c | head -5)"
+import sys
+data = open(sys.argv[1], 'rb').read()
+try:
+    text = data.decode('utf-8')
+except UnicodeDecodeError as e:
+    print(f"    {sys.argv[2]}: not UTF-8 at byte {e.start}", file=sys.stderr); sys.exit(1)
+bad = sorted({f"U+{ord(c):04X}" for c in text
+              if (ord(c) < 0x20 and c not in '\t\n') or 0x7f <= ord(c) <= 0x9f
+              or ord(c) in (0x061c, 0x200e, 0x200f) or 0x2028 <= ord(c) <= 0x202e
+              or 0x2066 <= ord(c) <= 0x2069})
+if bad:
+    print(f"    {sys.argv[2]}: raw {' '.join(bad)}", file=sys.stderr); sys.exit(1)
+PY
+}
+
+# Break 5 as written: mallory drops two tasks whose names clear the
+# screen, retitle the window, print a fake green line and reverse text:
+# one with ESC and BEL (claimed under that raw name, then rejected, its
+# result filed with each control as '_'), one with the valid C1 CSI (U+009B), NEL (U+0085) and U+202E,
+# which runs and fails. Root's kart status (text, --json, --ndjson, by
+# glob), watch (--events, --json, --all), wait, cat, cancel and retry,
+# and the workers' log, print no raw control: the names show escaped.
+test_names_reach_no_terminal_raw() {
+	setup || return
+	local esc c1 o=$T_ROOT/term35 f escid
+	esc=$'pay\e[2J\e]0;owned\a\e[32malice:payroll ok\e[0m'
+	escid=$U_MALLORY:${esc//[$'\e\a']/_}
+	c1=$'c1\xc2\x9b2J\xc2\x85\xe2\x80\xaellorayap\xe2\x81\xa6'
+	mkdir -p "$o"
+	"$KART" -s "$S" watch --events >"$o/watch" 2>&1 &
+	local wp=$! ; T_PIDS+=("$wp")
+	"$KART" -s "$S" watch --events --json >"$o/watch.json" 2>&1 &
+	local wj=$! ; T_PIDS+=("$wj")
+	sleep 0.5
+	as "$U_MALLORY" kart submit --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	as "$U_MALLORY" sh -c 'd=$1/drop/$2; printf "#!/bin/sh\n#kart: label=l%%1b%%5b2J\nexit 3\n" >"$d/.t" &&
+		cp "$d/.t" "$d/.u" && mv "$d/.t" "$d/$3" && mv "$d/.u" "$d/$4"' sh "$S" "$U_MALLORY" "$esc" "$c1" ||
+		fail "mallory's drops"
+	assert_eq rejected "$(result "$escid" .status)" "the ESC name: status"
+	assert_eq failed "$(result "$U_MALLORY:$c1" .status)" "the C1 name: status"
+	wait_until 10 grep -q 'failed' "$o/watch" || fail "watch --events did not see it finish"
+	kill "$wp" "$wj" 2>/dev/null
+	"$KART" -s "$S" status >"$o/status" 2>&1
+	"$KART" -s "$S" status "$U_MALLORY:*" >"$o/status.glob" 2>&1
+	"$KART" -s "$S" status --json >"$o/status.json" 2>&1
+	"$KART" -s "$S" status --ndjson >"$o/status.ndjson" 2>&1
+	"$KART" -s "$S" watch --all --json >"$o/watch.all.json" 2>&1 &
+	local wa=$! ; T_PIDS+=("$wa")
+	"$KART" -s "$S" watch --all >"$o/watch.all" 2>&1 &
+	local wt=$! ; T_PIDS+=("$wt")
+	"$KART" -s "$S" wait "$escid" "$U_MALLORY:$c1" >"$o/wait" 2>&1
+	"$KART" -s "$S" wait "$U_MALLORY:$c1" >"$o/wait.one" 2>&1
+	"$KART" -s "$S" cat "$U_MALLORY:$c1.9" >"$o/cat" 2>&1
+	"$KART" -s "$S" cancel "$U_MALLORY:$c1" >"$o/cancel" 2>&1
+	"$KART" -s "$S" retry "$U_MALLORY:$esc" "$escid" >"$o/retry" 2>&1
+	"$KART" -s "$S" status "$esc" >"$o/status.unknown" 2>&1
+	sleep 1
+	kill "$wa" "$wt" 2>/dev/null
+	cp "$S.worker.log" "$o/worker.log"
+	for f in "$o"/*; do no_raw_controls "$f" "root's ${f##*/}"; done
+	# The names were printed, escaped: the test saw them.
+	grep -qF 'pay\x1b[2J\x1b]0;owned\x07' "$o/watch" || fail "watch --events: no escaped ESC claim: $(cat -v "$o/watch")"
+	grep -qF 'c1\u009b2J\u0085\u202ellorayap\u2066' "$o/status" || fail "status: no escaped C1 name"
+	for f in watch watch.all wait cat cancel status.glob; do
+		grep -qF '\u009b' "$o/$f" || fail "$f: no escaped C1 name: $(cat -v "$o/$f" | head -5)"
+	done
+	grep -qF 'claimed' "$o/watch" || fail "watch --events: no claim line"
+	# JSON means the exact names.
+	assert_eq "$U_MALLORY:$c1" "$(jq -r --arg id "$U_MALLORY:$c1" '.[] | select(.id == $id) | .id' "$o/status.json")" \
+		"status --json: the C1 name, exactly"
+	assert_eq 1 "$(jq -c --arg id "$U_MALLORY:$c1" 'select(.id == $id and .event == "claimed")' "$o/watch.json" | wc -l)" \
+		"watch --events --json: the C1 name's claim"
+	stop_workers
+}
+
 run_tests

@@ -17,9 +17,9 @@ flags="-g -O1 -std=gnu11 -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
 libs="$(pkg-config --libs jansson libseccomp libcap)"
 printf '#define LIBEXECDIR "/usr/local/libexec/kart"\n' >"$b/config.h"
 objs=()
-# The library's sources as the Makefile lists them (LIB_SRC), so that a
+# The library's sources as the Makefile finds them (LIB_SRC), so that a
 # new file is never missing here.
-srcs=$(sed -n '/^LIB_SRC *=/,/[^\\]$/p' Makefile | tr -d '\\' | sed 's/^LIB_SRC *=//')
+srcs=$(make -s lib-sources)
 [ -n "$srcs" ] || { echo "fuzz: no LIB_SRC in the Makefile" >&2; exit 1; }
 for f in $srcs; do
 	f=$(basename "$f" .c)

@@ -27,7 +27,7 @@ static struct run_end ran(void)
 static struct observed seen(const struct run_end *e)
 {
 	return (struct observed){.end = OUTCOME_NATURAL, .run = e, .backend = "bwrap",
-				 .timeout_s = 7, .kill_grace_s = 3, .container_oom = -1};
+				 .timeout_s = 7, .kill_grace_s = 3, .engine_oom = -1};
 }
 
 static struct result decide(const struct observed *o)
@@ -168,23 +168,23 @@ static void test_oom_container(void **state)
 	struct run_end e = ran();
 	e.exit_code = 137;
 	struct observed o = seen(&e);
-	o.container = true;
+	o.engine = true;
 	o.memory = 4096;
-	o.container_oom = 1;
+	o.engine_oom = 1;
 	struct result r = decide(&o);
 	assert_string_equal(r.status, "oom");
 	assert_int_equal(r.exit_code, 137);
-	o.container_oom = -1;
+	o.engine_oom = -1;
 	r = decide(&o);
 	assert_string_equal(r.status, "oom");
 	assert_non_null(strstr(r.error, "probably out of memory"));
 	/* Any one of these, the rest as above, is a plain failure. */
 	static const struct {
 		const char *why;
-		int container_oom;
+		int engine_oom;
 		bool memory_builtin;
 		uint64_t memory;
-		bool container;
+		bool engine;
 		int exit_code;
 	} failed[] = {
 		{"the runtime says no", 0, false, 4096, true, 137},
@@ -194,10 +194,10 @@ static void test_oom_container(void **state)
 		{"exit 1", 1, false, 4096, true, 1},
 	};
 	for (size_t i = 0; i < sizeof failed / sizeof failed[0]; i++) {
-		o.container_oom = failed[i].container_oom;
+		o.engine_oom = failed[i].engine_oom;
 		o.memory_builtin = failed[i].memory_builtin;
 		o.memory = failed[i].memory;
-		o.container = failed[i].container;
+		o.engine = failed[i].engine;
 		e.exit_code = failed[i].exit_code;
 		r = decide(&o);
 		if (strcmp(r.status, "failed") != 0)

@@ -1,5 +1,6 @@
 /* test_sandbox.c - the command line and environment a task runs with
- * (src/sandbox.c): the bwrap profile and the `none` backend. */
+ * (src/sandbox/sandbox.c): the bwrap profile, the `none` backend's
+ * kart-launch line and the container CLI's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,19 @@
 /* The task's socket to its kind's forwarder, as credfwd_open makes it. */
 #define FWD_HOST "/tmp/kart-credfwd.Ab12Cd/s"
 
+/* The builder of the policy's backend, as that backend calls it
+ * (src/backend/). */
+static int sandbox_build(const struct sandbox_req *req, struct strv *argv, struct strv *envp,
+			 char *err, size_t errlen)
+{
+	switch (req->pol->backend) {
+	case BACKEND_NONE: return sandbox_launch(req, argv, envp, err, errlen);
+	case BACKEND_CONTAINER: return sandbox_container(req, argv, envp, err, errlen);
+	case BACKEND_BWRAP: break;
+	}
+	return sandbox_bwrap(req, argv, envp, err, errlen);
+}
+
 struct built {
 	struct policy pol;
 	struct task_spec spec;
@@ -34,7 +48,7 @@ struct built {
 
 /* The test policy's own settings, over kart.conf's: BACKEND, where bwrap
  * and the launcher are, and ceilings of 1G of memory and one CPU. */
-static void base_policy(struct policy *pol, enum backend backend)
+static void base_policy(struct policy *pol, enum backend_id backend)
 {
 	pol->backend = backend;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "/usr/bin/bwrap");
@@ -45,7 +59,7 @@ static void base_policy(struct policy *pol, enum backend backend)
 
 /* conf: kart.conf text over the test policy; env: the worker's
  * environment as the sandbox sees it. */
-static void build_ex(struct built *b, enum backend backend, const char *task_text,
+static void build_ex(struct built *b, enum backend_id backend, const char *task_text,
 		     const char *conf, char *const *env)
 {
 	char err[256] = "";
@@ -76,7 +90,7 @@ static void build_ex(struct built *b, enum backend backend, const char *task_tex
 	assert_null(b->envp.v[b->envp.n]);
 }
 
-static void build(struct built *b, enum backend backend, const char *task_text)
+static void build(struct built *b, enum backend_id backend, const char *task_text)
 {
 	build_ex(b, backend, task_text, NULL, NULL);
 }
@@ -891,7 +905,7 @@ static void test_seccomp_fd(void **state)
 
 /* ---- the task's own binds and env= ---------------------------------------- */
 
-static void build_home(struct built *b, enum backend backend, const char *text, const char *home,
+static void build_home(struct built *b, enum backend_id backend, const char *text, const char *home,
 		       char *const *env)
 {
 	char err[256] = "";

@@ -1,0 +1,151 @@
+/* backend.h - where a task's run happens: one interface, one file per
+ * implementation (backend_bwrap.c, backend_none.c, backend_container.c),
+ * chosen when the worker starts (and again when a SIGHUP's policy names
+ * another), as OpenSMTPD's queue_backend.c picks its backend and calls
+ * through struct queue_backend. The worker's state machine calls these
+ * operations and knows no backend by name; a backend keeps its per-task
+ * state behind t->be_task, opaque to the worker. A new backend is a file
+ * here and a row in backend.c's table (and its name in policy.c).
+ *
+ * A backend calls down into the worker's shared mechanisms (the cgroup
+ * leaf, scratch directories, the spawn threads, output capture) and
+ * never up into the state machine: it raises no event of a task's from
+ * inside an operation the machine called. Completion comes back through
+ * the loop: from a descriptor the backend registered (ready), or from
+ * its timer (tick), where it may fire the task's EXIT itself. */
+#ifndef KART_BACKEND_H
+#define KART_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "policy.h"
+#include "run.h"
+
+struct worker;
+struct task;
+struct src;
+struct dep_inputs;
+
+/* Why a task is refused before it runs (prepare, or a spawn that
+ * failed): its result's status ("refused", or "rejected" where the task
+ * asked for what it may not have), refusal and error (which may point
+ * into the task's errbuf). */
+struct backend_refusal {
+	const char *status, *refusal, *error;
+};
+
+/* What the worker hands prepare: the task's name, whom it runs as (the
+ * policy's checks are made), and after='s inputs, opened in done/. */
+struct backend_start {
+	const char *name;
+	struct run_cred cred;
+	int as_user;           /* > 0 as the submitter (cred), 0 as the worker */
+	gid_t gid;             /* as_user: cred's; else -1 */
+	struct dep_inputs *di;
+	struct backend_refusal why; /* out: why, when prepare returns -1 */
+};
+
+/* What a run used, as far as the backend can tell: each field
+ * USAGE_UNKNOWN where it cannot (the result says null). */
+#define USAGE_UNKNOWN (-1)
+struct backend_usage {
+	int64_t cpu_user_ms, cpu_system_ms;
+	int64_t memory_peak;                /* bytes */
+	int64_t io_read_bytes, io_write_bytes;
+	int64_t pids_peak;
+	/* cgroup v2 pressure stall totals over the run, in microseconds */
+	int64_t cpu_some_us, memory_some_us, memory_full_us, io_some_us, io_full_us;
+};
+void backend_usage_init(struct backend_usage *u);
+
+/* What this host gives the backend's tasks, for kart doctor. */
+struct backend_probe {
+	bool ok;             /* false: every task would fail, or run with less than asked */
+	bool bounded_outdir; /* $KART_OUTDIR is bounded while the task runs */
+	char outdir_why[256]; /* else why not */
+	json_t *facts;       /* its own keys of kart doctor's report, or NULL */
+};
+
+struct backend {
+	const char *name; /* as kart.conf and the result say it */
+	/* Properties of the backend, read by the worker (never its name): */
+	/* Memory, pids and cpu are held by the engine it drives, not by a
+	 * leaf of kart's: the result gives them as asked, and an engine's
+	 * word on an OOM kill is taken (outcome.c). */
+	bool engine_limits;
+	/* The task's private work directory as the task sees it (its HOME
+	 * where no bind of its own holds one), for the result; NULL: a path
+	 * of the host's, not said. */
+	const char *work;
+
+	/* ---- the worker's life (NULL: nothing to do) ----------------------- */
+	/* kart doctor: what the host gives it (no worker needed). */
+	void (*probe)(const struct policy *pol, struct backend_probe *p);
+	/* Once, the first time the worker uses it: what it keeps for the
+	 * worker's life, and what an earlier life of this worker left. */
+	void (*start)(struct worker *w);
+	/* At the worker's exit, for each backend started. */
+	void (*stop)(struct worker *w);
+	/* A dead worker's runs (peer; this worker's own id: its earlier
+	 * life's), before any of its claims is re-queued. Asked of every
+	 * backend, started by this worker or not: a claim may be another
+	 * backend's. 0, or -EBUSY where a run of that worker may still go:
+	 * its claims stay where they are, and recovery is tried again. */
+	int (*sweep)(struct worker *w, const char *peer, bool started);
+	/* Its timer: the monotonic ms it wants a tick at (0: none), set
+	 * into the loop's one timerfd before each wait; then tick. */
+	int64_t (*next_mono)(struct worker *w);
+	void (*tick)(struct worker *w, int64_t now);
+
+	/* ---- a task's run -------------------------------------------------- */
+	/* Everything the task's start needs, in the loop: its limits, its
+	 * directories, its command line, its per-task state. 0, or -1 with
+	 * s->why set: the task is refused (never run with less). */
+	int (*prepare)(struct worker *w, struct task *t, struct backend_start *s);
+	/* Start it, off the loop: the loop later gets SPAWNED or
+	 * SPAWN_FAILED for it (a helper thread's hand-back). */
+	void (*spawn)(struct worker *w, struct task *t);
+	/* Back from its spawn, running: watch for its end. */
+	void (*started)(struct worker *w, struct task *t);
+	/* Back from its spawn, not started: why it is refused. */
+	void (*unspawned)(struct worker *w, struct task *t, struct backend_refusal *why);
+	/* One of its descriptors is ready (a struct src of kind SRC_BACKEND
+	 * it registered, s->t its task or NULL): true when s->t's run has
+	 * ended (the loop fires EXIT after the batch's other events). */
+	bool (*ready)(struct worker *w, struct src *s, uint32_t events);
+	/* SIGTERM to the whole of the task, not to what holds it together
+	 * (false: it cannot be sent, only a kill is left), or SIGKILL. */
+	bool (*signal)(struct worker *w, struct task *t, int sig);
+	/* kart pause: hold the whole run still (on) and let it go again.
+	 * On: how (enum pause_how) or -errno; off: 0. */
+	int (*pause)(struct worker *w, struct task *t, bool on);
+	/* Its run ended: how (t->rend; t->engine_oom), and it unwatched. */
+	void (*reap)(struct worker *w, struct task *t);
+	/* What it used, once its leaf (if any) is drained. */
+	void (*usage)(const struct task *t, struct backend_usage *u);
+	/* At the task's free: its per-task state let go. */
+	void (*cleanup)(struct worker *w, struct task *t);
+};
+
+/* The backend for the policy's choice. */
+const struct backend *backend_get(enum backend_id b);
+/* The same, started for this worker if it was not (the worker's start,
+ * and a SIGHUP that names another): the backend of the tasks that start
+ * from now on. A task keeps the one it started with (t->be). */
+const struct backend *backend_use(struct worker *w, enum backend_id b);
+void backend_stop_all(struct worker *w);
+/* Every backend's sweep (recovery): 0, or -EBUSY from any of them. */
+int backend_sweep(struct worker *w, const char *peer);
+/* The backends' timers, for the loop's. */
+int64_t backend_next_mono(struct worker *w);
+void backend_tick(struct worker *w, int64_t now);
+
+/* Can bwrap build a sandbox here (kart doctor says it whatever the
+ * backend; backend bwrap's probe needs it)? why: if not, why. */
+bool bwrap_works(const char *bwrap, char *why, size_t len);
+
+#endif
