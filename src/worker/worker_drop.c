@@ -36,16 +36,76 @@ void drop_forget(struct worker *w, struct drop *d)
 	*d = w->drops[--w->ndrops];
 }
 
-/* Reject a drop entry: claimed straight from the drop directory into our
- * claim directory (it never passes through new/), then given its result. */
-static void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim,
-			const char *why)
+/* A rejected drop of the dropper's own (uid) is kept in done/ as the
+ * worker's: a member must not keep an object she can write, beyond her
+ * share, in the worker's directories (issue 35). Owner first (then she
+ * can change nothing more), then every attribute she set goes (a
+ * record of hers, which root's file would make trusted, first of all),
+ * mode 0600, readable by her through one ACL entry. A file she still
+ * holds open for writing keeps nothing: emptied, its writer may go on
+ * into a file of no name. A directory is closed at its top (what she
+ * holds a descriptor into stays hers to write, out of every path). */
+static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool keep)
+{
+	struct stat st;
+	if (fstatat(w->wdir, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_uid != uid || uid == geteuid())
+		return;
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		if (fchownat(w->wdir, claim, geteuid(), getegid(), AT_SYMLINK_NOFOLLOW) < 0)
+			logmsg("%s: cannot take the rejected entry from its dropper: %s", claim, strerror(errno));
+		return;
+	}
+	_cleanup_close_ int fd = openat(w->wdir, claim, (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY |
+							    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat fst;
+	if (fd < 0 || fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+	    fchown(fd, geteuid(), getegid()) < 0) {
+		logmsg("%s: cannot take the rejected file from its dropper: %s", claim, strerror(errno));
+		return;
+	}
+	char names[4096];
+	ssize_t n = flistxattr(fd, names, sizeof names);
+	for (ssize_t o = 0; n > 0 && o < n; o += (ssize_t)strlen(names + o) + 1)
+		if (strncmp(names + o, "user.", 5) == 0 || strcmp(names + o, "system.posix_acl_access") == 0)
+			(void)fremovexattr(fd, names + o);
+	if (fchmod(fd, S_ISDIR(st.st_mode) ? 0700 : 0600) < 0)
+		logmsg("%s: chmod: %s", claim, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return;
+	(void)grant_read_acl(fd, uid);
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0 || (errno != EAGAIN && errno != EBUSY)) {
+		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+		/* Past task_max it was never a task: its bytes are not kept. */
+		_cleanup_close_ int wfd = keep && (uint64_t)fst.st_size <= w->pol->task_max_bytes ? -1
+			: openat(w->wdir, claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (wfd >= 0)
+			(void)!ftruncate(wfd, 0);
+		return;
+	}
+	/* Still open for writing: an empty file of the worker's takes its
+	 * place, and it goes, emptied. */
+	char e[NAME_MAX + 1];
+	if (spool_name_hoist_copy(e, sizeof e, (unsigned)uid, claim) < 0)
+		return;
+	_cleanup_close_ int efd = openat(w->wdir, e, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int wfd = openat(w->wdir, claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (wfd >= 0)
+		(void)!ftruncate(wfd, 0);
+	if (efd >= 0 && grant_read_acl(efd, uid) == 0 &&
+	    renameat2(w->wdir, e, w->wdir, claim, RENAME_EXCHANGE) < 0)
+		logmsg("%s: open for writing by its dropper, and cannot be set aside: %s", claim, strerror(errno));
+	(void)unlinkat(w->wdir, e, 0);
+}
+
+void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
+		 uid_t uid, bool keep)
 {
 	if (renameat2(dirfd, name, w->wdir, claim, RENAME_NOREPLACE) < 0) {
 		if (errno != ENOENT)
 			logmsg("%s: cannot claim for rejection: %s", claim, strerror(errno));
 		return;
 	}
+	drop_disown(w, claim, uid, keep);
 	finish_unrun(w, claim, "rejected", why);
 }
 
@@ -174,7 +234,7 @@ void hoist_finish(struct worker *w, const char *dot)
 		by.recorded = false; /* the copy is in place: read it again */
 	}
 	if (why[0]) {
-		drop_reject(w, w->sp->new, dot, final, why);
+		drop_reject(w, w->sp->new, dot, final, why, (uid_t)uid, true);
 		return;
 	}
 	/* The id the dropper reserved named its file: now it names the copy
@@ -194,7 +254,7 @@ void hoist_finish(struct worker *w, const char *dot)
 			break;
 	}
 	if (errno != ENOENT)
-		drop_reject(w, w->sp->new, dot, final, "no free name in new/ for it");
+		drop_reject(w, w->sp->new, dot, final, "no free name in new/ for it", (uid_t)uid, true);
 }
 
 /* One entry of a drop directory: wait for its writer, reject it, or move
@@ -241,7 +301,7 @@ static void drop_consider(struct worker *w, struct drop *d, const char *name, co
 		 pathfmt(dot, sizeof dot, ".hoist.%u.%s", (unsigned)d->uid, final) < 0)
 		snprintf(why, sizeof why, "the name %s is longer than %d bytes", final, TASK_NAME_MAX);
 	if (why[0]) {
-		drop_reject(w, d->fd, name, final, why);
+		drop_reject(w, d->fd, name, final, why, d->uid, true);
 		return;
 	}
 	if (renameat2(d->fd, name, w->sp->new, dot, RENAME_NOREPLACE) < 0) {

@@ -476,6 +476,13 @@ bool sched_ring(struct worker *w);
 struct drop *drop_find(struct worker *w, const char *name, int wd);
 void drop_forget(struct worker *w, struct drop *d);
 void hoist_finish(struct worker *w, const char *dot);
+/* Reject dirfd/name, an entry of the drop directory of uid (or its move
+ * into new/): claimed straight into our claim directory as claim (it
+ * never passes through new/), made the worker's if it is the dropper's
+ * own (a member keeps no object she can write in done/), its bytes kept
+ * only with keep and up to task_max, then given its result. */
+void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
+		 uid_t uid, bool keep);
 void drop_key(struct worker *w, const char *key);
 void drop_entry(struct worker *w, struct drop *d, const char *name);
 void drop_seen(struct worker *w, const char *name);

@@ -120,11 +120,8 @@ static void qremove(struct worker *w, const struct qent *e, const char *why)
 {
 	if (e->task) {
 		char claim[TASK_NAME_MAX * 2];
-		if (pathfmt(claim, sizeof claim, "%s:%s", e->dname, e->name) < 0 ||
-		    renameat2(e->dirfd, e->name, w->wdir, claim, RENAME_NOREPLACE) < 0)
-			return; /* hoisted, or taken by a peer, meanwhile */
-		qtruncate(w->wdir, claim);
-		finish_unrun(w, claim, "rejected", why);
+		if (pathfmt(claim, sizeof claim, "%s:%s", e->dname, e->name) == 0)
+			drop_reject(w, e->dirfd, e->name, claim, why, e->uid, false);
 		return;
 	}
 	qtruncate(e->dirfd, e->name);
