@@ -129,7 +129,7 @@ int control_replace(struct spool *sp, const char *name, int orig, const char *te
 	}
 	/* Closed before the swap: a worker never meets it open for writing. */
 	close(steal_fd(&fd));
-	return spool_replace_queued(sp, t, name, &st, &nst);
+	return spool_replace_queued(sp, t, name, &st, &nst, by.uid);
 }
 
 /* Is line (len bytes, no newline) a directive line? Then *items is

@@ -379,13 +379,33 @@ void spool_submitter(int fd, const struct stat *st, struct submitter *s)
 	*s = (struct submitter){.uid = (uid_t)uid, .from = (unsigned long long)from, .recorded = true};
 }
 
-int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
-		    unsigned long long from)
+uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, const struct stat *st)
+{
+	struct submitter by = {.uid = st->st_uid};
+	if (fd >= 0)
+		spool_submitter(fd, st, &by);
+	return by.recorded ? by.uid : spool_reader(sp, name, st->st_uid);
+}
+
+int spool_task_record(int fd, const struct claim_meta *m, uid_t by, unsigned long long from)
 {
 	char rec[64];
 	int n = snprintf(rec, sizeof rec, "uid=%u\nfrom=%llu\n", (unsigned)by, from);
 	int r;
-	/* Mode first: nothing of what follows is ever anyone else's. */
+	/* Every attribute a member may have set goes, and ACLs; the two set
+	 * below are replaced in one call each (never missing a moment, for a
+	 * peer that looks meanwhile). */
+	ssize_t ln = flistxattr(fd, NULL, 0);
+	if (ln < 0 && errno != ENOTSUP)
+		return -errno;
+	_cleanup_free_ char *names = xmalloc(ln > 0 ? (size_t)ln + 1 : 1);
+	if (ln > 0 && (ln = flistxattr(fd, names, (size_t)ln)) < 0)
+		return -errno; /* (ERANGE: it grew meanwhile, which only its owner, root, does) */
+	for (ssize_t o = 0; ln > 0 && o < ln; o += (ssize_t)strlen(names + o) + 1)
+		if ((strncmp(names + o, "user.", 5) == 0 || strncmp(names + o, "system.posix_acl", 16) == 0) &&
+		    strcmp(names + o, KART_XATTR) != 0 && strcmp(names + o, KART_XATTR_BY) != 0 &&
+		    fremovexattr(fd, names + o) < 0 && errno != ENODATA)
+			return -errno;
 	if (fchmod(fd, 0600) < 0)
 		return -errno;
 	if ((r = grant_read_acl(fd, by)) < 0)
@@ -394,9 +414,20 @@ int spool_task_fill(int fd, const char *text, size_t len, const struct claim_met
 		return -errno;
 	if (m && (r = claim_meta_set(fd, m)) < 0)
 		return r;
-	if ((r = write_all(fd, text, len)) < 0)
-		return r;
-	return fsync(fd) < 0 ? -errno : 0;
+	if (!m && fremovexattr(fd, KART_XATTR) < 0 && errno != ENODATA)
+		return -errno;
+	return 0;
+}
+
+int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
+		    unsigned long long from)
+{
+	int r = spool_task_record(fd, m, by, from);
+	if (r == 0)
+		r = write_all(fd, text, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	return r;
 }
 
 int open_regular(int dirfd, const char *name)

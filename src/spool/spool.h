@@ -66,28 +66,36 @@ void claim_meta_parse(const char *text, const char *name, struct claim_meta *m);
 #define KART_XATTR "user.kart"
 
 /* ---- who submitted a task (spool-layout §6) ----
- * On a shared spool the worker makes its own copy of each task at the
- * hoist out of drop/USER/ (and at an edit): the file is root's, and who
- * submitted it is recorded on it, in user.kart.submitter ("uid=N\n
- * from=INO\n": the submitter, and the inode of the file it was copied
- * from, which the id's reservation named). Only the file's owner (or
- * root) can write it, so the record is trusted only on a file of root's
- * or of the caller's own; anyone else's file is its owner's. */
+ * On a shared spool the worker takes each task for its own at the
+ * hoist out of drop/USER/ (and an edit makes a new file of it): the file
+ * is root's, and who submitted it is recorded on it, in
+ * user.kart.submitter ("uid=N\nfrom=INO\n": the submitter, and the
+ * inode of the file dropped, which the id's reservation names). Only
+ * the file's owner (or root) can write it, so the record is trusted only
+ * on a file of root's or of the caller's own; anyone else's file is its
+ * owner's. */
 #define KART_XATTR_BY "user.kart.submitter"
 struct submitter {
 	uid_t uid;
-	unsigned long long from; /* the inode it was copied from; 0: unknown */
-	bool recorded;           /* from a record (the worker's copy), not the owner */
+	unsigned long long from; /* the inode that was dropped; 0: unknown */
+	bool recorded;           /* from a record (the worker's file), not the owner */
 };
 /* Who submitted the task file fd (st: its stat). */
 void spool_submitter(int fd, const struct stat *st, struct submitter *s);
-/* Make fd a task file of the worker's for uid (by): mode 0600, one ACL
- * entry letting uid read it (which the task, running as uid, needs), the
- * record (by, from), user.kart (m, when given), its text (len bytes),
- * fsynced. fd: an empty file of the caller's, open for writing. 0, or
- * -errno: -EOPNOTSUPP where the filesystem has no POSIX ACLs (a shared
- * spool needs them; no copy is then made readable to its submitter by
- * giving it to them). */
+/* The same for the claim (or queued task) name, its file fd (or -1) and
+ * st: its record; else, on a spool with drop/, the account its USER:
+ * prefix names (the dropper, also of a drop rejected and taken from
+ * them); else its owner. Whose reservation, and whose result, it is. */
+uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, const struct stat *st);
+/* Make fd, a file of the caller's (the worker's), a task file of by's:
+ * every user.* attribute and ACL it had removed, mode 0600, one ACL
+ * entry letting by read it (which the task, running as by, needs), the
+ * record (by, from), user.kart (m, when given). 0, or -errno:
+ * -EOPNOTSUPP where the filesystem has no POSIX ACLs (a shared spool
+ * needs them: the file is never given to by instead). */
+int spool_task_record(int fd, const struct claim_meta *m, uid_t by, unsigned long long from);
+/* The same for an empty file fd open for writing, then its text (len
+ * bytes), fsynced (kart edit's new file). */
 int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
 		    unsigned long long from);
 
@@ -203,36 +211,37 @@ int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
  * (RENAME_NOREPLACE) into new/, fsync new/. */
 int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
 		 const char *keep, char *id, size_t idlen);
-/* The reservation ids/<id>, for a task file whose stat is st: 0 none,
- * 1 it names this file (its inode, made by its owner), 2 it is someone
- * else's (or not a reservation at all: it still holds the id). */
+/* The reservation ids/<id>, for a task file whose stat is st and whose
+ * submitter is owner (spool_submitter): 0 none, 1 it names this file
+ * (its inode, made by owner), 2 it is someone else's (or not a
+ * reservation at all: it still holds the id). */
 enum { IDS_NONE = 0, IDS_MINE = 1, IDS_OTHER = 2 };
-int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
-/* The id reserved for the claim name in wdir (st its stat): name itself,
- * or name without the .N suffixes a re-queue or a move from drop/ gave
- * it, when ids/ holds a reservation of that id naming this file. 1 with
- * out set, 0 when there is none. */
-int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
-		      size_t outlen);
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner);
+/* The id reserved for the claim name in wdir (st its stat, owner its
+ * submitter): name itself, or name without the .N suffixes a re-queue
+ * or a move from drop/ gave it, when ids/ holds a reservation of that id
+ * naming this file. 1 with out set, 0 when there is none. */
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, uid_t owner,
+		      char *out, size_t outlen);
 /* The id's reservation names the task file's inode (§3.2), and an edited
- * task, or the worker's copy of a hoisted one, is a new file: if ids/ID
- * (ID: name, or the id of a held name) is the reservation of old, it
- * follows now, replaced in one rename (a new link under a dot name, then
- * over ids/ID), owned as now is, or the finisher would give the task
- * another id than the one its submitter was told. */
+ * task is a new file: if ids/ID (ID: name, or the id of a held name) is
+ * owner's reservation of old, it follows now, replaced in one rename (a
+ * new link under a dot name, then over ids/ID), owned by owner, or the
+ * finisher would give the task another id than the one its submitter
+ * was told. */
 void spool_ids_follow(struct spool *sp, const char *name, const struct stat *old,
-		      const struct stat *now);
+		      const struct stat *now, uid_t owner);
 /* kart edit's swap of a queued task (spool-layout §10a): new/STAGED (a
  * dot name), the new text's file (st its stat), exchanged with new/NAME
  * (NAME: the id, or its held name) by RENAME_EXCHANGE, which fails once
  * the task is claimed; kept only if what came out is old, the file the
  * caller read, else put back. The id's reservation in ids/ then follows
- * the new file (§3.2), and new/STAGED (the old file, or ours put back)
- * is removed.
+ * the new file (§3.2; owner: the task's submitter), and new/STAGED (the
+ * old file, or ours put back) is removed.
  * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
  * -errno. */
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
-			 const struct stat *old, const struct stat *st);
+			 const struct stat *old, const struct stat *st, uid_t owner);
 
 /* ---- spool_finish.c: the result protocol (§7), re-queue and retry (§7a) ---- */
 

@@ -469,6 +469,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		struct stat cst;
 		if (fstat(fd, &cst) < 0)
 			return -errno;
+		uid_t by = spool_claim_submitter(sp, name, fd, &cst);
 		(void)claim_meta_get(fd, name, &m);
 		snprintf(hold, sizeof hold, "%s", m.hold);
 		if (hold[0]) {
@@ -487,7 +488,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 		 * 3.2): the claim's name, or that name before a re-queue or a
 		 * move from drop/ suffixed it. */
 		char rid[TASK_NAME_MAX + 80];
-		if (spool_reserved_id(sp, name, &cst, rid, sizeof rid) == 1) {
+		if (spool_reserved_id(sp, name, &cst, by, rid, sizeof rid) == 1) {
 			free(base_copy);
 			base_copy = xstrdup(rid);
 		}
@@ -503,7 +504,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			/* The id its own earlier attempts hold is its own. */
 			if (n == 1 && hold[0] ? done_has_result(sp, idbuf) : done_has(sp, idbuf))
 				continue;
-			int held = spool_ids_state(sp, idbuf, &cst);
+			int held = spool_ids_state(sp, idbuf, &cst, by);
 			if (held == IDS_OTHER)
 				continue;
 			snprintf(m.id, sizeof m.id, "%s", idbuf);
@@ -518,7 +519,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			 * then look in ids/: one of the two sees the other. A
 			 * reservation made since our first look wins: give the
 			 * id back (a crash here is a finish cut short, §11). */
-			if (held == IDS_NONE && spool_ids_state(sp, idbuf, &cst) == IDS_OTHER) {
+			if (held == IDS_NONE && spool_ids_state(sp, idbuf, &cst, by) == IDS_OTHER) {
 				if (unlinkat(sp->done, p, 0) < 0)
 					return -errno;
 				continue;
@@ -616,7 +617,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
 				return r;
 			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0 ||
-			    spool_ids_state(sp, idbuf, NULL) != IDS_NONE)
+			    spool_ids_state(sp, idbuf, NULL, 0) != IDS_NONE)
 				continue;
 			int fd = openat(sp->done, p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 			if (fd < 0 && errno == EEXIST)
@@ -625,7 +626,7 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 				return -errno;
 			close(fd);
 			/* As for a task: a reservation made meanwhile wins. */
-			if (spool_ids_state(sp, idbuf, NULL) != IDS_NONE) {
+			if (spool_ids_state(sp, idbuf, NULL, 0) != IDS_NONE) {
 				if (unlinkat(sp->done, p, 0) < 0)
 					return -errno;
 				continue;
@@ -671,8 +672,9 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		spool_clean_scratch(wdir, name, gone);
 		/* The result is durable: its reservation has done its work. */
 		struct stat st;
-		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			ids_release(sp, idbuf, &st);
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd >= 0 && fstat(fd, &st) == 0)
+			ids_release(sp, idbuf, &st, spool_claim_submitter(sp, name, fd, &st));
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		return 0;
@@ -720,15 +722,14 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	regular = S_ISREG(st.st_mode) && st.st_nlink == 1;
-	/* Its submitter: the record of the worker's copy; else whoever's
+	/* Its submitter: the record of the worker's file; else whoever's
 	 * drop it came from (USER:), even when the file is another's (a
 	 * rejected drop is the dropper's: issue 35); else its owner. */
 	uid_t by = spool_reader(sp, name, st.st_uid);
 	if (regular) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
-		struct submitter rec;
-		if (fd >= 0 && (spool_submitter(fd, &st, &rec), rec.recorded))
-			by = rec.uid;
+		if (fd >= 0)
+			by = spool_claim_submitter(sp, name, fd, &st);
 		if (fd >= 0) {
 			(void)claim_meta_get(fd, name, &m);
 			/* Best effort: lane and name= for the record. */

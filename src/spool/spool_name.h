@@ -46,7 +46,9 @@ int spool_name_result_tmp(char *buf, size_t n, const char *id, int pid);
 int spool_name_redo(char *buf, size_t n, const char *name);
 /* new/.hoist.UID.ID: a task moved from drop/ on its way into new/. */
 int spool_name_hoist(char *buf, size_t n, unsigned uid, const char *id);
-/* new/.copy.UID.ID: the worker's copy of that task, being made (§3a). */
+/* cur/W/.copy.UID.ID: an empty file of the worker's, made to take the
+ * place of a rejected drop that its dropper still holds open for
+ * writing (§3a). */
 int spool_name_hoist_copy(char *buf, size_t n, unsigned uid, const char *id);
 
 /* The id and kind of a done/ name (ID + a known suffix): false if it has

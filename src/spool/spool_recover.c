@@ -127,7 +127,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
 					spool_tally_recovered(sp, wdir, name, fd, m.id);
-					ids_release(sp, m.id, &st);
+					ids_release(sp, m.id, &st, spool_claim_submitter(sp, name, fd, &st));
 					(void)unlinkat(wdir, name, 0);
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;

@@ -49,7 +49,7 @@ bool spool_id_taken(struct spool *sp, const char *id)
  * is the task file's inode number in decimal. symlink(2) is exclusive
  * (EEXIST) in every language, and its target is there the moment the
  * name is: no reader ever finds half a reservation. Nothing follows it. */
-int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
 	char buf[32], *end;
 	struct stat ls;
@@ -65,16 +65,16 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
 		return IDS_OTHER;
 	errno = 0;
 	unsigned long long ino = strtoull(buf, &end, 10);
-	/* Made by the file's owner: no one reserves an id for another's
+	/* Made by the task's submitter: no one reserves an id for another's
 	 * task (on a shared spool ids are USER:NAME in any case). */
 	if (errno || ino != (unsigned long long)st->st_ino ||
-	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != st->st_uid)
+	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != owner)
 		return IDS_OTHER;
 	return IDS_MINE;
 }
 
-int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
-		      size_t outlen)
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, uid_t owner,
+		      char *out, size_t outlen)
 {
 	char cand[512];
 	if (sp->ids < 0 || pathfmt(cand, sizeof cand, "%s", name) < 0)
@@ -82,7 +82,7 @@ int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st,
 	/* A re-queue that found new/NAME taken put it back as NAME.2 (and
 	 * a move from drop/ as USER:NAME.2): its reservation is NAME's. */
 	for (;;) {
-		if (spool_ids_state(sp, cand, st) == IDS_MINE)
+		if (spool_ids_state(sp, cand, st, owner) == IDS_MINE)
 			return pathfmt(out, outlen, "%s", cand) < 0 ? 0 : 1;
 		char *dot = strrchr(cand, '.');
 		if (!dot || dot == cand || !dot[1] || dot[1 + strspn(dot + 1, "0123456789")] != '\0')
@@ -93,9 +93,9 @@ int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st,
 
 /* Remove ids/ID once the result it promised is durable, if it is the
  * reservation of this file (st). */
-void ids_release(struct spool *sp, const char *id, const struct stat *st)
+void ids_release(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
-	if (spool_ids_state(sp, id, st) == IDS_MINE)
+	if (spool_ids_state(sp, id, st, owner) == IDS_MINE)
 		(void)unlinkat(sp->ids, id, 0);
 }
 
@@ -491,7 +491,7 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 }
 
 void spool_ids_follow(struct spool *sp, const char *name, const struct stat *old,
-		      const struct stat *now)
+		      const struct stat *now, uid_t owner)
 {
 	char tmp[64], ino[32];
 	const char *id = spool_held_id(name);
@@ -499,14 +499,13 @@ void spool_ids_follow(struct spool *sp, const char *name, const struct stat *old
 		return;
 	if (!id)
 		id = name;
-	if (spool_ids_state(sp, id, old) != IDS_MINE)
+	if (spool_ids_state(sp, id, old, owner) != IDS_MINE)
 		return;
 	snprintf(ino, sizeof ino, "%llu", (unsigned long long)now->st_ino);
 	snprintf(tmp, sizeof tmp, ".follow.%d.%llu", getpid(), (unsigned long long)now->st_ino);
 	if (symlinkat(ino, sp->ids, tmp) < 0)
 		return;
-	if ((geteuid() != now->st_uid &&
-	     fchownat(sp->ids, tmp, now->st_uid, now->st_gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+	if ((geteuid() != owner && fchownat(sp->ids, tmp, owner, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) ||
 	    renameat(sp->ids, tmp, sp->ids, id) < 0)
 		(void)unlinkat(sp->ids, tmp, 0);
 	else
@@ -514,7 +513,7 @@ void spool_ids_follow(struct spool *sp, const char *name, const struct stat *old
 }
 
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
-			 const struct stat *old, const struct stat *st)
+			 const struct stat *old, const struct stat *st, uid_t owner)
 {
 	struct stat now;
 	int r;
@@ -530,7 +529,7 @@ int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
 			(void)unlinkat(sp->new, staged, 0);
 		return -ESTALE;
 	}
-	spool_ids_follow(sp, name, old, st);
+	spool_ids_follow(sp, name, old, st, owner);
 	r = fsync(sp->new) < 0 ? -errno : 0;
 	(void)unlinkat(sp->new, staged, 0);
 	return r;

@@ -3,8 +3,6 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
-#include <sys/file.h>
-
 /* ---- drop/: the file's owner is who dropped it -----------------------------
  *
  * On a shared spool new/ is written by the workers alone, and each member
@@ -109,73 +107,50 @@ void drop_reject(struct worker *w, int dirfd, const char *name, const char *clai
 	finish_unrun(w, claim, "rejected", why);
 }
 
-/* The worker's copy of the member's file at new/DOT (src, st its stat;
- * uid the dropper), made under new/.copy.UID.ID and exchanged with DOT:
- * from then on DOT is a file the member never had a descriptor to, whose
- * bytes, mode, attributes and name only workers can change, and which
- * records who dropped it (spool_task_fill). The member's file goes.
- * Only the holder of the copy's flock copies (a peer finishing the same
- * hoist from its scan of new/ waits its turn, or finds the copy made).
- * 0 done; -EAGAIN a peer is at it; -ESTALE DOT changed: look again;
- * -ENOENT DOT is gone (a peer finished); else -errno, the reason to
- * reject it (-EFBIG over task_max, -ETXTBSY opened for writing again,
- * -EOPNOTSUPP no ACLs). */
-static int hoist_copy(struct worker *w, const char *dot, int src, const struct stat *st, uid_t uid,
-		      const char *final)
+/* Make the member's file at new/DOT (fd, read-only; st its stat; uid
+ * the dropper) the worker's, where it is: from then on it is a file
+ * whose bytes, mode, attributes and name only workers can change, and
+ * which records who dropped it (spool_task_record). The owner first,
+ * then the mode and ACLs: after them she can change nothing more (a
+ * write, a chmod, an attribute or an ACL is checked against the owner,
+ * or write permission, at each call). What she opened for writing
+ * before (a descriptor, a shared mapping) would still write: a read
+ * lease shows any, and such a file is given back to her, to be rejected
+ * as hers (drop_reject takes it again, and empties it).
+ * No byte is copied and nothing needs an fsync: a crash leaves DOT
+ * root's with or without the record, and the next look does this again.
+ * 0; else -errno, the reason to reject it (-EFBIG over task_max,
+ * -ETXTBSY open for writing, -EOPNOTSUPP no ACLs). */
+static int hoist_adopt(struct worker *w, int fd, const struct stat *st, uid_t uid)
 {
-	char cp[NAME_MAX + 1];
-	if (spool_name_hoist_copy(cp, sizeof cp, (unsigned)uid, final) < 0)
-		return -ENAMETOOLONG;
-	_cleanup_close_ int c = openat(w->sp->new, cp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (c < 0)
+	struct stat now;
+	if (fchown(fd, geteuid(), getegid()) < 0)
 		return -errno;
-	if (flock(c, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-	struct stat cs, ns, ds;
-	if (fstat(c, &cs) < 0 || fstatat(w->sp->new, cp, &ns, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    cs.st_dev != ns.st_dev || cs.st_ino != ns.st_ino)
-		return -ESTALE; /* a peer's copy, consumed meanwhile */
-	int r = 0;
-	if (fstatat(w->sp->new, dot, &ds, AT_SYMLINK_NOFOLLOW) < 0)
-		r = errno == ENOENT ? -ENOENT : -errno;
-	else if (ds.st_dev != st->st_dev || ds.st_ino != st->st_ino)
-		r = -ESTALE;
-	else if (!S_ISREG(cs.st_mode) || cs.st_uid != geteuid() || ftruncate(c, 0) < 0)
-		r = -EPERM; /* not ours to reuse: removed below, made afresh next time */
-	_cleanup_free_ char *text = NULL;
-	ssize_t n = 0;
-	if (r == 0 && (uint64_t)st->st_size > w->pol->task_max_bytes)
-		r = -EFBIG;
-	if (r == 0) {
-		/* Read under a lease: a writer back at it (the member may
-		 * still open her file by its name here) is refused. */
-		if (fcntl(src, F_SETLEASE, F_RDLCK) < 0 && (errno == EAGAIN || errno == EBUSY))
-			r = -ETXTBSY;
-		else {
-			text = xmalloc((size_t)st->st_size + 2);
-			n = read_upto(src, text, (size_t)st->st_size + 1);
-			(void)fcntl(src, F_SETLEASE, F_UNLCK);
-			if (n < 0)
-				r = (int)n;
-			else if ((size_t)n > (size_t)st->st_size || (uint64_t)n > w->pol->task_max_bytes)
-				r = -EFBIG; /* it grew: not what was checked */
-		}
+	/* Then no one else may open it for writing (she may have made it
+	 * 0666, or given herself an ACL entry, since it was checked), and a
+	 * record of hers, which root's file would make trusted, goes. */
+	if (fchmod(fd, 0600) < 0 ||
+	    (fremovexattr(fd, "system.posix_acl_access") < 0 && errno != ENODATA && errno != ENOTSUP &&
+	     errno != EOPNOTSUPP) ||
+	    (fremovexattr(fd, KART_XATTR_BY) < 0 && errno != ENODATA && errno != ENOTSUP))
+		return -errno;
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0 && (errno == EAGAIN || errno == EBUSY)) {
+		(void)!fchown(fd, uid, (gid_t)-1);
+		return -ETXTBSY;
 	}
+	(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+	if (fstat(fd, &now) < 0)
+		return -errno;
+	if ((uint64_t)now.st_size > w->pol->task_max_bytes)
+		return -EFBIG;
 	struct claim_meta m = {.attempt = 1, .submitted_ms = now_realtime_ms()};
-	if (r == 0)
-		r = spool_task_fill(c, text, (size_t)n, &m, uid, (unsigned long long)st->st_ino);
-	if (r == 0 && renameat2(w->sp->new, cp, w->sp->new, dot, RENAME_EXCHANGE) < 0)
-		r = errno == ENOENT ? -ENOENT : -errno;
-	/* The copy unused, or, after the exchange, the member's file. */
-	(void)unlinkat(w->sp->new, cp, 0);
-	return r;
+	return spool_task_record(fd, &m, uid, (unsigned long long)st->st_ino);
 }
 
 /* new/.hoist.UID.USER:NAME: check what arrived, make it the worker's
- * (hoist_copy), let its id's reservation follow the copy, then give it
- * its name. A crash at any step leaves the dot name (the member's file,
- * or the worker's copy, which says so by its record), finished here at
- * the next scan of new/. */
+ * (hoist_adopt), then give it its name. A crash at any step leaves the
+ * dot name: the member's file, or root's (adopted, maybe without its
+ * record yet), which the next scan of new/ finishes here. */
 void hoist_finish(struct worker *w, const char *dot)
 {
 	char *end;
@@ -185,38 +160,30 @@ void hoist_finish(struct worker *w, const char *dot)
 		return;
 	const char *final = end + 1;
 	char why[300] = "";
-	struct submitter by = {0};
 	struct stat st;
-	for (int round = 0;; round++) {
-		if (round > 4)
-			return; /* changing under us: the next scan of new/ */
-		if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return; /* another worker finished it */
-		_cleanup_close_ int fd = !S_ISREG(st.st_mode) ? -1
-			: openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-		struct stat fst;
-		if (fd >= 0 && (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino))
-			continue; /* it changed: look again */
-		if (fd >= 0)
-			spool_submitter(fd, &st, &by);
-		if (by.recorded) {
-			/* The worker's copy already: a hoist cut short after it. */
-			if (by.uid != (uid_t)uid)
-				snprintf(why, sizeof why, "the worker's copy of the file from the drop directory of "
-					 "uid %lu records uid %u", uid, (unsigned)by.uid);
-			break;
-		}
-		if (fd < 0 || st.st_nlink != 1 || st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
-			snprintf(why, sizeof why,
-				 "the file that arrived from the drop directory of uid %lu is not a regular file "
-				 "of that uid with one link, writable by its owner alone", uid);
-			break;
-		}
-		int r = hoist_copy(w, dot, fd, &st, (uid_t)uid, final);
-		if (r == -ESTALE)
-			continue;
-		if (r == -EAGAIN || r == -ENOENT)
-			return; /* a peer is at it, or finished it */
+	if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return; /* another worker finished it */
+	_cleanup_close_ int fd = !S_ISREG(st.st_mode) ? -1
+		: openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat fst;
+	if (fd >= 0 && (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino))
+		return; /* it moved: whoever moved it goes on */
+	struct submitter by = {0};
+	if (fd >= 0)
+		spool_submitter(fd, &st, &by);
+	/* Root's (or ours) under this name: adopted, perhaps cut short before
+	 * its record (only a worker's rename from drop/UID/, after its
+	 * checks, makes the name, and only a worker chowns it). */
+	bool ours = fd >= 0 && (st.st_uid == 0 || st.st_uid == geteuid()) && (uid_t)uid != st.st_uid;
+	if (by.recorded && by.uid != (uid_t)uid)
+		snprintf(why, sizeof why, "the file from the drop directory of uid %lu records uid %u", uid,
+			 (unsigned)by.uid);
+	else if (!by.recorded && (fd < 0 || st.st_nlink != 1 || (!ours && (st.st_uid != (uid_t)uid || (st.st_mode & 022)))))
+		snprintf(why, sizeof why,
+			 "the file that arrived from the drop directory of uid %lu is not a regular file "
+			 "of that uid with one link, writable by its owner alone", uid);
+	else if (!by.recorded) {
+		int r = hoist_adopt(w, fd, &st, (uid_t)uid);
 		if (r == -EFBIG)
 			snprintf(why, sizeof why, "the task file is larger than the limit of %llu bytes",
 				 (unsigned long long)w->pol->task_max_bytes);
@@ -224,25 +191,16 @@ void hoist_finish(struct worker *w, const char *dot)
 			snprintf(why, sizeof why, "the file was opened for writing again while it was moved "
 				 "from the drop directory: a task is published whole");
 		else if (r == -EOPNOTSUPP)
-			snprintf(why, sizeof why, "the spool's filesystem has no POSIX ACLs: the worker's copy "
-				 "of a task could not be made readable by its submitter alone");
+			snprintf(why, sizeof why, "the spool's filesystem has no POSIX ACLs: the task could not "
+				 "be made the worker's and readable by its submitter alone");
 		else if (r < 0)
-			snprintf(why, sizeof why, "the worker could not make its own copy of it: %s",
+			snprintf(why, sizeof why, "the worker could not take the file for its own: %s",
 				 strerror(-r));
-		if (r < 0)
-			break;
-		by.recorded = false; /* the copy is in place: read it again */
 	}
 	if (why[0]) {
 		drop_reject(w, w->sp->new, dot, final, why, (uid_t)uid, true);
 		return;
 	}
-	/* The id the dropper reserved named its file: now it names the copy
-	 * (made by its owner, the worker, as the finisher checks). */
-	struct stat orig = {.st_dev = st.st_dev, .st_ino = (ino_t)by.from, .st_uid = (uid_t)uid};
-	char rid[TASK_NAME_MAX + 80];
-	if (by.from && spool_reserved_id(w->sp, final, &orig, rid, sizeof rid) == 1)
-		spool_ids_follow(w->sp, rid, &orig, &st);
 	char dst[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000; n++) {
 		if ((n == 1 ? pathfmt(dst, sizeof dst, "%s", final)

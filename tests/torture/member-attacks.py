@@ -109,8 +109,7 @@ while time.time() < end:
         if attempt(os.mkdir, p) is None and not os.path.isdir(p):
             break
         p += "/d"
-    with open(mine + "/.hidden%d" % rnd, "wb") as f:
-        f.write(b"\0" * 65536)
+    attempt(lambda: open(mine + "/.hidden%d" % rnd, "wb").write(b"\0" * 65536))
     if rnd % 5 == 1:
         drop_task("huge%d" % rnd, b"#!/bin/sh\n" + b"#" * (17 << 20))
     # Requests: for ids that are not hers, for names no task has, huge edits.
@@ -132,7 +131,7 @@ while time.time() < end:
     attempt(os.mkfifo, tmp + "/fifo%d" % rnd)
     for k in range(300):
         attempt(lambda: open(tmp + "/flood%d.%d" % (rnd, k), "w").close())
-    if rnd % 3 == 1:
+    if rnd % 3 == 1 and len(held) < 900:
         # Over her share of tmp/, held open while she writes on.
         try:
             f = open(tmp + "/big%d" % rnd, "wb")
@@ -176,7 +175,10 @@ while time.time() < end:
                         counts["wrote_workers_file"].append("%s %s" % (how, p))
                 except OSError:
                     pass
-            # And hold every one she can open, locked.
+            # And hold every one she can open, locked (as many as her
+            # descriptors allow).
+            if len(held) > 800:
+                continue
             try:
                 fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
