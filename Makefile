@@ -186,6 +186,7 @@ run-torture: all
 		MEMBERS_SECONDS=$${MEMBERS_SECONDS:-300} MEMBERS_CHAIN=$${MEMBERS_CHAIN:-20000} \
 		KART_TEST_CASE=member_writes_everything bash tests/blackbox/hostile.sh && \
 		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s
+	@KART_B=$(abspath $(B)) ./tests/torture/deps.sh
 	@# kart hold racing three workers at the issue's size (make check: 30 tasks)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) HOLD_RACE_N=$${HOLD_RACE_N:-200} \
 		KART_TEST_CASE=hold_races_workers bash tests/blackbox/control.sh && \

@@ -216,7 +216,8 @@ tmpfiles_spool() {
 shared_spool() { users_make && tmpfiles_spool; }
 
 # llm_kind PORT: the [kind.llm] section of a kart.conf whose endpoint is
-# the fake one (tests/fake/llm-endpoint.py) listening on 127.0.0.1:PORT.
+# the fake one (tests/fake/llm-endpoint.py) listening on 127.0.0.1:PORT,
+# run by us (endpoint_uid: the forwarder sends the key to our port alone).
 llm_kind() {
 	cat <<EOF
 [kind.llm]
@@ -224,6 +225,7 @@ extensions = .prompt
 net = yes
 credentials = KART_LLM_API_KEY
 endpoint = http://127.0.0.1:$1/v1
+endpoint_uid = $(id -u)
 model = mock-model
 EOF
 }

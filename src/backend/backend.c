@@ -21,10 +21,9 @@ void backend_usage_init(struct backend_usage *u)
 		.cpu_user_ms = USAGE_UNKNOWN, .cpu_system_ms = USAGE_UNKNOWN,
 		.memory_peak = USAGE_UNKNOWN, .io_read_bytes = USAGE_UNKNOWN,
 		.io_write_bytes = USAGE_UNKNOWN, .pids_peak = USAGE_UNKNOWN,
-		.cpu_some_us = USAGE_UNKNOWN, .memory_some_us = USAGE_UNKNOWN,
-		.memory_full_us = USAGE_UNKNOWN, .io_some_us = USAGE_UNKNOWN,
-		.io_full_us = USAGE_UNKNOWN,
 	};
+	for (int i = 0; i < PSI__N; i++)
+		u->psi_us[i] = USAGE_UNKNOWN;
 }
 
 /* b is one of the policy's (backend_parse). */

@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "policy.h"
+#include "result.h"
 #include "run.h"
 
 struct worker;
@@ -50,15 +51,22 @@ struct backend_start {
 };
 
 /* What a run used, as far as the backend can tell: each field
- * USAGE_UNKNOWN where it cannot (the result says null). */
+ * USAGE_UNKNOWN where it cannot (the result says null). Per family of
+ * fields (result.h), where it was measured, or else why not (literals:
+ * the result's usage.measured_by and usage.why_null). */
 #define USAGE_UNKNOWN (-1)
 struct backend_usage {
 	int64_t cpu_user_ms, cpu_system_ms;
 	int64_t memory_peak;                /* bytes */
 	int64_t io_read_bytes, io_write_bytes;
 	int64_t pids_peak;
-	/* cgroup v2 pressure stall totals over the run, in microseconds */
-	int64_t cpu_some_us, memory_some_us, memory_full_us, io_some_us, io_full_us;
+	/* cgroup2 pressure stall totals over the run, in microseconds */
+	int64_t psi_us[PSI__N];
+	/* "cgroup" (the task's leaf), "launcher" (kart-launch, the task's
+	 * parent in the sandbox), "process" (the task the worker exec'd
+	 * and reaped) */
+	const char *by[UF__N];
+	const char *why[UF__N];
 };
 void backend_usage_init(struct backend_usage *u);
 

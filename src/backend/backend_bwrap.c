@@ -4,6 +4,9 @@
  * inside it (confine.h), in a cgroup leaf of its own, $KART_OUTDIR a
  * bounded tmpfs while it runs (outdir.h). */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/wait.h>
+
 #include "backend_local.h"
 
 bool bwrap_works(const char *bwrap, char *why, size_t len)

@@ -5,7 +5,10 @@
  * the CLI: killed and removed by name, and a dead worker's found again by
  * their label (container.c). */
 #define _GNU_SOURCE
+#include <signal.h>
+
 #include "backend_local.h"
+#include "container.h"
 
 /* kart.worker=<this>: the label of this worker's containers, and the
  * count that names each (container_name). */
@@ -167,6 +170,17 @@ static void container_reap(struct worker *w, struct task *t)
 	container_kill(w, t, clean && t->end == END_NATURAL);
 }
 
+/* The engine runs the task in a cgroup of its own: what the worker
+ * reaped is the engine's CLI, whose figures are not the task's. */
+static void container_usage(const struct task *t, struct backend_usage *u)
+{
+	(void)t;
+	backend_usage_init(u);
+	for (int i = 0; i < UF__N; i++)
+		u->why[i] = "the container engine ran the task, in a cgroup of its own: kart does "
+			    "not measure it";
+}
+
 static void container_cleanup(struct worker *w, struct task *t)
 {
 	(void)w;
@@ -189,6 +203,6 @@ const struct backend backend_container = {
 	.signal = container_signal,
 	.pause = local_pause,
 	.reap = container_reap,
-	.usage = local_usage,
+	.usage = container_usage,
 	.cleanup = container_cleanup,
 };

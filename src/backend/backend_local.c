@@ -1,6 +1,9 @@
 /* backend_local.c - what the backends that run a task as a child of the
  * worker share (backend_local.h). */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+
 #include "backend_local.h"
 
 void local_start_close(struct local_start *s)
@@ -77,10 +80,10 @@ int local_limits(struct worker *w, struct task *t, struct backend_start *b)
 int local_outdir(struct worker *w, struct task *t, struct local_start *s, bool here)
 {
 	const char *name = s->b->name;
-	char *outdir = here ? t->scr[SCR_OUT] : s->outname;
+	char *outdir = here ? t->scr.dir[SCR_OUT] : s->outname;
 	if ((!here && spool_name_scratch(s->outname, sizeof s->outname, name, SCRATCH_OUT) < 0) ||
-	    scratch_dir(w, outdir, here, 0700, t->run_uid, s->b->gid, &s->out_owned, &t->scr_ct[SCR_OUT],
-			&t->scr_fd[SCR_OUT]) < 0 ||
+	    scratch_dir(w, outdir, here, 0700, t->run_uid, s->b->gid, &s->out_owned, &t->scr.ct[SCR_OUT],
+			&t->scr.fd[SCR_OUT]) < 0 ||
 	    pathfmt(s->taskpath, sizeof s->taskpath, "%s/cur/%s/%s", w->sp->path, w->id, name) < 0 ||
 	    pathfmt(s->outhost, sizeof s->outhost, "%s/cur/%s/%s", w->sp->path, w->id, outdir) < 0 ||
 	    (!here && pathfmt(s->workdir, sizeof s->workdir, "%s/cur/%s/.%s.work", w->sp->path, w->id, name) < 0))
@@ -107,13 +110,13 @@ int local_workdir(struct worker *w, struct task *t, struct local_start *s)
 /* A private TMPDIR too: the host's /tmp is everyone's. */
 int local_workdirs_here(struct worker *w, struct task *t, struct local_start *s)
 {
-	const char *wd = t->scr[SCR_WORK], *td = t->scr[SCR_TMP];
+	const char *wd = t->scr.dir[SCR_WORK], *td = t->scr.dir[SCR_TMP];
 	const struct run_cred *cred = &s->b->cred;
 	bool own_w = false, own_t = false;
-	if (scratch_dir(w, t->scr[SCR_WORK], true, 0700, t->run_uid, s->b->gid, &own_w,
-			&t->scr_ct[SCR_WORK], &t->scr_fd[SCR_WORK]) < 0 ||
-	    scratch_dir(w, t->scr[SCR_TMP], true, 0700, t->run_uid, s->b->gid, &own_t,
-			&t->scr_ct[SCR_TMP], &t->scr_fd[SCR_TMP]) < 0 ||
+	if (scratch_dir(w, t->scr.dir[SCR_WORK], true, 0700, t->run_uid, s->b->gid, &own_w,
+			&t->scr.ct[SCR_WORK], &t->scr.fd[SCR_WORK]) < 0 ||
+	    scratch_dir(w, t->scr.dir[SCR_TMP], true, 0700, t->run_uid, s->b->gid, &own_t,
+			&t->scr.ct[SCR_TMP], &t->scr.fd[SCR_TMP]) < 0 ||
 	    pathfmt(s->workdir, sizeof s->workdir, "%s/cur/%s/%s", w->sp->path, w->id, wd) < 0 ||
 	    pathfmt(s->tmpdir, sizeof s->tmpdir, "%s/cur/%s/%s", w->sp->path, w->id, td) < 0 ||
 	    (s->b->as_user &&
@@ -142,14 +145,14 @@ int local_filter(struct worker *w, struct task *t, struct local_start *s, enum l
 	s->want_scmp = how != LOCAL_FILTER_OFF;
 	bool want_fd = how == LOCAL_FILTER_FD || how == LOCAL_FILTER_JSON;
 	s->sfd = how == LOCAL_FILTER_JSON
-			 ? (w->scmp_json ? memfd_sealed("kart-seccomp.json", w->scmp_json, strlen(w->scmp_json))
+			 ? (w->flt.json ? memfd_sealed("kart-seccomp.json", w->flt.json, strlen(w->flt.json))
 					 : -EINVAL)
-		 : how == LOCAL_FILTER_FD ? (w->scmp.bpf ? seccomp_prog_fd(&w->scmp) : -EINVAL)
+		 : how == LOCAL_FILTER_FD ? (w->flt.whole.bpf ? seccomp_prog_fd(&w->flt.whole) : -EINVAL)
 					  : -1;
-	if (s->want_scmp && (want_fd ? s->sfd < 0 : !w->scmp.bpf)) {
+	if (s->want_scmp && (want_fd ? s->sfd < 0 : !w->flt.whole.bpf)) {
 		snprintf(t->errbuf, sizeof t->errbuf, "the seccomp filter %s: %.180s",
-			 w->scmp.bpf ? "cannot be handed to the sandbox" : "could not be built",
-			 w->scmp.bpf ? strerror(-s->sfd) : w->scmp_err);
+			 w->flt.whole.bpf ? "cannot be handed to the sandbox" : "could not be built",
+			 w->flt.whole.bpf ? strerror(-s->sfd) : w->flt.err);
 		return local_refuse(s->b, "seccomp_failed", t->errbuf);
 	}
 	t->seccomp = s->want_scmp;
@@ -162,7 +165,7 @@ int local_sandbox(struct worker *w, struct task *t, struct local_start *s, local
 	char *input = NULL;
 	const struct backend_start *b = s->b;
 	gid_t run_gid = b->as_user ? b->cred.gid : getegid();
-	t->rl.nofile = w->nofile_task;
+	t->rl.nofile = w->fds.nofile_task;
 	limits_launch_opts(&t->rl, &lopts);
 	const struct acct *ha = acct_get(t->run_uid);
 	if (credfwd_open(&t->fwd, w->pol, &t->spec, t->run_uid, run_gid, s->err, sizeof s->err) < 0) {
@@ -217,7 +220,7 @@ struct spawn_job *local_job(struct worker *w, struct task *t, struct local_start
 	j->envp = s->envp;
 	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
 	j->lj.rj.arg = &j->lj;
-	j->ufd_owned = !w->keep_fds;
+	j->ufd_owned = !w->fds.keep;
 	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
 	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
@@ -370,21 +373,61 @@ void local_reap(struct worker *w, struct task *t)
 	run_close(&t->run);
 }
 
-/* The leaf counts the whole tree, reaped by us or not; without one, what
- * wait4 said of what we reaped. */
+/* CPU and memory: the leaf counts the whole tree, reaped by anyone or
+ * not, and wins where it measured; else what the task's parent saw of
+ * its tree (run.h's run_use: kart-launch's report, or a direct child's
+ * wait4). I/O is the parent's always: a cgroup charges a buffered write
+ * when it is written back, after the run (v2), or to no group (v1). */
+_Static_assert((int)CG_PSI__N == (int)PSI__N, "the pressure totals, in one order");
 void local_usage(const struct task *t, struct backend_usage *u)
 {
-	const struct run_end *e = &t->rend;
+	const struct run_use *p = &t->rend.use;
+	const struct cg_usage *c = &t->cgu;
+	bool leaf = t->cg.mode != CG_MODE_NONE;
 	backend_usage_init(u);
-	u->cpu_user_ms = e->ru.ru_utime.tv_sec * 1000 + e->ru.ru_utime.tv_usec / 1000;
-	u->cpu_system_ms = e->ru.ru_stime.tv_sec * 1000 + e->ru.ru_stime.tv_usec / 1000;
-	u->memory_peak = (int64_t)e->ru.ru_maxrss * 1024;
-	if (t->cg.mode != CG_MODE_NONE) {
-		if (t->cgu.cpu_user_us >= 0 && t->cgu.cpu_system_us >= 0) {
-			u->cpu_user_ms = t->cgu.cpu_user_us / 1000;
-			u->cpu_system_ms = t->cgu.cpu_system_us / 1000;
-		}
-		if (t->cgu.memory_peak >= 0)
-			u->memory_peak = t->cgu.memory_peak;
+	if (p->by && p->user_us >= 0 && p->system_us >= 0) {
+		u->cpu_user_ms = p->user_us / 1000;
+		u->cpu_system_ms = p->system_us / 1000;
+		u->by[UF_CPU] = p->by;
 	}
+	if (p->by && p->maxrss_kb >= 0) {
+		u->memory_peak = p->maxrss_kb * 1024;
+		u->by[UF_MEMORY] = p->by;
+	}
+	if (p->by && p->read_bytes >= 0 && p->write_bytes >= 0) {
+		u->io_read_bytes = p->read_bytes;
+		u->io_write_bytes = p->write_bytes;
+		u->by[UF_IO] = p->by;
+	}
+	if (leaf && c->cpu_user_us >= 0 && c->cpu_system_us >= 0) {
+		u->cpu_user_ms = c->cpu_user_us / 1000;
+		u->cpu_system_ms = c->cpu_system_us / 1000;
+		u->by[UF_CPU] = "cgroup";
+	}
+	if (leaf && c->memory_peak >= 0) {
+		u->memory_peak = c->memory_peak;
+		u->by[UF_MEMORY] = "cgroup";
+	}
+	for (int i = 0; leaf && i < PSI__N; i++)
+		if ((u->psi_us[i] = c->pressure[i]) >= 0)
+			u->by[UF_PRESSURE] = "cgroup";
+	const char *unreported = "kart-launch did not report what the task used (the sandbox "
+				 "was killed before the task ended)";
+	if (!u->by[UF_CPU])
+		u->why[UF_CPU] = leaf ? "its cgroup leaf counted no CPU time" : unreported;
+	if (!u->by[UF_MEMORY])
+		u->why[UF_MEMORY] = leaf ? "its cgroup leaf kept no memory peak" : unreported;
+	if (!u->by[UF_IO])
+		u->why[UF_IO] = !p->by ? unreported
+				: "the kernel's per-task I/O accounting could not be read "
+				  "(/proc/PID/io; CONFIG_TASK_IO_ACCOUNTING)";
+	u->why[UF_PIDS] = !leaf ? "no cgroup leaf (only a cgroup counts processes at once)"
+				: "its cgroup leaf's pids.peak is not read";
+	if (!u->by[UF_PRESSURE])
+		u->why[UF_PRESSURE] =
+			!leaf ? "no cgroup leaf (pressure stall information is a cgroup2 directory's)"
+			: !c->unified
+				? "its cgroup leaf has no cgroup2 directory, where pressure stall "
+				  "information is kept"
+				: "the kernel keeps no pressure stall information (CONFIG_PSI, psi=0)";
 }

@@ -5,6 +5,8 @@
  * $KART_OUTDIR directories are spares used under their own names
  * (scratch.c), and Landlock's system paths are held open (held.c). */
 #define _GNU_SOURCE
+#include <signal.h>
+
 #include "backend_local.h"
 
 /* kart-launch's command line, run by the spawned child itself, which
@@ -27,13 +29,13 @@ static int job_direct(struct worker *w, struct task *t, struct local_start *s, s
 	j->conf.bset = w->bset;
 	j->direct = (struct run_direct){.c = &j->conf, .abi = abi};
 	if (s->want_scmp) {
-		j->direct.filter = &w->fp_whole;
+		j->direct.filter = &w->flt.fp_whole;
 		/* Born under the outer half: only where nothing is left
 		 * to do between the clone and the child's own steps (no
 		 * v1 join, which needs a fork of its own). */
 		/* (Not a task with binds: their opener forks, which that
 		 * filter is not made for.) */
-		j->inherit = w->scmp_inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
+		j->inherit = w->flt.inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
 			     !t->spec.n_binds;
 	}
 	return 0;
@@ -50,7 +52,7 @@ static int none_prepare(struct worker *w, struct task *t, struct backend_start *
 	    local_filter(w, t, &s, LOCAL_FILTER_MEMORY) < 0)
 		return -1;
 	/* No mounts: $KART_INPUTS is a directory of links. */
-	int lr = t->spec.n_after ? dep_links(w, b->di, t->scr[SCR_WORK], t->spec.n_after) : 0;
+	int lr = t->spec.n_after ? dep_links(w, b->di, t->scr.dir[SCR_WORK], t->spec.n_after) : 0;
 	if (lr < 0) {
 		snprintf(t->errbuf, sizeof t->errbuf, "cannot link the inputs of after=: %s", strerror(-lr));
 		return local_refuse(b, "sandbox_setup_failed", t->errbuf);

@@ -243,8 +243,10 @@ int cmd_cancel(struct ctx *c, int argc, char **argv)
 				if (strcmp(d.status, "cancelled") != 0) {
 					printf("%s: had already finished: %s\n", sid, d.status);
 					rc = 1;
-				} else
-					printf("%s: cancelled (killed while running on %s)\n", sid, q.worker);
+				} else {
+					_cleanup_free_ char *sw = term_safe(q.worker);
+					printf("%s: cancelled (killed while running on %s)\n", sid, sw);
+				}
 				break;
 			}
 			if (q.state == Q_DONE) {

@@ -58,12 +58,15 @@ static const char edit_help[] =
  * says it. 1, the exit status. */
 static int say_state(struct spool *sp, const char *verb, const char *id)
 {
-	_cleanup_free_ char *sid = term_safe(id);
+	_cleanup_free_ char *sid = term_safe(id), *sw = NULL;
 	struct qinfo q;
 	if (query_id(sp, id, &q) < 0)
 		q.state = Q_UNKNOWN;
 	switch (q.state) {
-	case Q_RUNNING: printf("%s: had already started on %s\n", sid, q.worker); break;
+	case Q_RUNNING:
+		sw = term_safe(q.worker);
+		printf("%s: had already started on %s\n", sid, sw);
+		break;
 	case Q_DONE: printf("%s: had already finished: %s\n", sid, q.status); break;
 	case Q_QUEUED:
 	case Q_SCHEDULED: printf("%s: not held\n", sid); break;

@@ -64,32 +64,71 @@ static void pct(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.1f%%", v * 100);
 }
 
+/* "LABEL:   VALUE", and " (WHY)" where the result says why it is not
+ * known (why NULL: nothing more). */
+static void row(const char *label, const char *value, const char *why)
+{
+	_cleanup_free_ char *w = why ? obs_term(why) : NULL;
+	printf("%-19s%s%s%s%s\n", label, value, w ? " (" : "", w ? w : "", w ? ")" : "");
+}
+
 static void receipt(const struct obs_rec *r)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], v[160];
 	_cleanup_free_ char *id = obs_term(r->id), *st = obs_term(r->status), *user = obs_term(r->user),
 			   *lane = obs_term(r->lane);
-	printf("Task:              %s\n", id);
-	printf("Status:            %s\n", st);
-	printf("User, lane:        %s, %s\n", user, lane);
+	row("Task:", id, NULL);
+	row("Status:", st, NULL);
+	snprintf(v, sizeof v, "%s, %s", user, lane);
+	row("User, lane:", v, NULL);
 	obs_dur(a, sizeof a, r->run_ms);
 	obs_dur(b, sizeof b, r->wait_ms);
 	if (r->timeout_s >= 0)
 		obs_dur(c, sizeof c, r->timeout_s * 1000);
 	else
 		snprintf(c, sizeof c, "none");
-	printf("Run time:          %s (timeout=%s), waited %s\n", a, c, b);
+	snprintf(v, sizeof v, "%s (timeout=%s), waited %s", a, c, b);
+	row("Run time:", v, NULL);
 	obs_dur(a, sizeof a, r->cpu_ms);
+	row("CPU time:", a, r->cpu_ms < 0 ? r->why[UF_CPU] : NULL);
 	pct(b, sizeof b, r->cpu_eff);
-	printf("CPU time:          %s\n", a);
-	printf("CPU efficiency:    %s of %.2g CPU%s for %s\n", b, r->cpus, r->cpus == 1 ? "" : "s",
-	       r->run_ms >= 0 ? (obs_dur(c, sizeof c, r->run_ms), c) : "-");
+	if (r->cpu_eff >= 0) {
+		obs_dur(c, sizeof c, r->run_ms);
+		snprintf(v, sizeof v, "%s of %.2g CPU%s for %s", b, r->cpus, r->cpus == 1 ? "" : "s", c);
+		row("CPU efficiency:", v, NULL);
+	} else
+		row("CPU efficiency:", "-", r->cpu_why);
 	obs_bytes(a, sizeof a, r->mem_peak);
+	row("Memory peak:", a, r->mem_peak < 0 ? r->why[UF_MEMORY] : NULL);
 	obs_bytes(b, sizeof b, r->mem_limit);
 	pct(c, sizeof c, r->mem_eff);
-	printf("Memory peak:       %s\n", a);
-	printf("Memory efficiency: %s of %s%s\n", c, r->mem_limit > 0 ? b : "no limit",
-	       r->mem_limit > 0 ? "" : " (set memory= to be measured against it)");
+	snprintf(v, sizeof v, "%s of %s", c, b);
+	row("Memory efficiency:", r->mem_limit > 0 ? v : "-",
+	    r->mem_limit > 0 ? NULL : "no limit: set memory= to be measured against it");
+	obs_bytes(a, sizeof a, r->io_read);
+	obs_bytes(b, sizeof b, r->io_write);
+	snprintf(v, sizeof v, "%s read, %s written", a, b);
+	bool io = r->io_read >= 0 && r->io_write >= 0;
+	row("Storage I/O:", io ? v : "-", io ? NULL : r->why[UF_IO]);
+	snprintf(v, sizeof v, "%lld", r->pids_peak);
+	row("Processes at most:", r->pids_peak >= 0 ? v : "-", r->pids_peak >= 0 ? NULL : r->why[UF_PIDS]);
+	/* "some": the time at least one of its tasks waited for the
+	 * resource; "full": all of them at once (PSI). */
+	char ps[PSI__N][16];
+	bool any = false;
+	for (int i = 0; i < PSI__N; i++) {
+		obs_dur(ps[i], sizeof ps[i], r->psi_us[i] >= 0 ? r->psi_us[i] / 1000 : -1);
+		any = any || r->psi_us[i] >= 0;
+	}
+	snprintf(v, sizeof v, "cpu %s/%s, memory %s/%s, io %s/%s", ps[0], ps[1], ps[2], ps[3], ps[4],
+		 ps[5]);
+	row("Stall (some/full):", any ? v : "-", any ? NULL : r->why[UF_PRESSURE]);
+	if (r->by[UF_CPU] || r->by[UF_MEMORY]) {
+		_cleanup_free_ char *bc = obs_term(r->by[UF_CPU]), *bm = obs_term(r->by[UF_MEMORY]),
+				   *bi = obs_term(r->by[UF_IO]);
+		snprintf(v, sizeof v, "%s (CPU), %s (memory), %s (I/O)", bc, bm, bi);
+		row("Measured by:", v, NULL);
+	}
 }
 
 static int cmp_ll(const void *a, const void *b)

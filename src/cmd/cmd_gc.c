@@ -32,6 +32,7 @@
 
 #include "cmd.h"
 #include "progress.h"
+#include "tally.h"
 #include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
@@ -577,6 +578,34 @@ static void gc_ids(struct gc *g)
 	strv_free(&stale);
 }
 
+/* tally/: the row files of workers that are gone folded into one (and,
+ * once, the results older than tally/ counted): tally.h, tally_fold.
+ * Only who may write tally/ can (a member of a shared spool cannot). */
+static void gc_tally(struct gc *g)
+{
+	struct tally_fold f;
+	if (g->dry)
+		return;
+	int r = tally_fold(g->sp, &f);
+	if (r == -EACCES || r == -EPERM || r == -EROFS || r == -EBUSY) {
+		if (g->verbose)
+			fprintf(stderr, "kart gc: tally/: not folded: %s\n",
+				r == -EBUSY ? "another kart gc is folding it" : strerror(-r));
+		return;
+	}
+	if (r < 0) {
+		fprintf(stderr, "kart gc: tally/: %s\n", strerror(-r));
+		g->errors++;
+		return;
+	}
+	if (f.why[0])
+		fprintf(stderr, "kart gc: tally/: %s\n", f.why);
+	if (g->verbose && f.files)
+		printf("tally/: %zu files of workers that are gone folded into tally/folded\n", f.files);
+	if (g->verbose && f.pretally)
+		printf("tally/: %zu results older than tally/ counted\n", f.pretally);
+}
+
 int cmd_gc(struct ctx *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -615,6 +644,8 @@ int cmd_gc(struct ctx *c, int argc, char **argv)
 	gc_ids(&g);
 	gc_walk(&g, SPOOL_WALK_NEW, "new", gc_new_dot, &g);
 	gc_walk(&g, SPOOL_WALK_WORKERS, "cur", gc_cur_one, &g);
+	/* Before gc_done: an old result is counted before it goes. */
+	gc_tally(&g);
 	gc_done(&g);
 	fflush(stdout);
 	spool_close(sp);

@@ -67,7 +67,7 @@ static void hist(FILE *f, const char *name, const char *text, const struct tally
 		}
 		fprintf(f, "%s_sum{lane=\"", name);
 		label(f, h[i].lane);
-		fprintf(f, "\"} %.3f\n%s_count{lane=\"", h[i].sum_s, name);
+		fprintf(f, "\"} %.3f\n%s_count{lane=\"", (double)h[i].sum_ms / 1000.0, name);
 		label(f, h[i].lane);
 		fprintf(f, "\"} %llu\n", (unsigned long long)h[i].n);
 	}
@@ -107,7 +107,8 @@ static void write_metrics(struct spool *sp, FILE *f, bool *ok)
 	     "1 if the results were counted from tally/; 0 if it could not be read.");
 	fprintf(f, "kart_tally_up %d\n", r == 0);
 	if (r < 0) {
-		fprintf(stderr, "kart metrics: %s/tally: %s: results are not counted\n", sp->path,
+		_cleanup_free_ char *path = obs_term(sp->path);
+		fprintf(stderr, "kart metrics: %s/tally: %s: results are not counted\n", path,
 			strerror(-r));
 		*ok = false;
 	}
@@ -183,15 +184,16 @@ static void write_metrics(struct spool *sp, FILE *f, bool *ok)
 static int write_textfile(struct spool *sp, const char *dir)
 {
 	_cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_free_ char *sdir = obs_term(dir);
 	if (d < 0) {
-		fprintf(stderr, "kart metrics: --textfile %s: %s\n", dir, strerror(errno));
+		fprintf(stderr, "kart metrics: --textfile %s: %s\n", sdir, strerror(errno));
 		return 1;
 	}
 	char tmp[64];
 	snprintf(tmp, sizeof tmp, ".kart.prom.%d", (int)getpid());
 	int fd = openat(d, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		fprintf(stderr, "kart metrics: %s/%s: %s\n", dir, tmp, strerror(errno));
+		fprintf(stderr, "kart metrics: %s/%s: %s\n", sdir, tmp, strerror(errno));
 		return 1;
 	}
 	FILE *f = fdopen(fd, "w");
@@ -211,7 +213,7 @@ static int write_textfile(struct spool *sp, const char *dir)
 		e = errno;
 	if (e) {
 		(void)unlinkat(d, tmp, 0);
-		fprintf(stderr, "kart metrics: %s/kart.prom: %s\n", dir, strerror(e));
+		fprintf(stderr, "kart metrics: %s/kart.prom: %s\n", sdir, strerror(e));
 		return 1;
 	}
 	(void)fsync(d);

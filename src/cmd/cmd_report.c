@@ -348,7 +348,9 @@ static void html_report(FILE *f, const struct rep *r, const char *spool)
 			fputs(": ", f);
 			esc(f, x->name);
 			obs_dur(c, sizeof c, x->run_ms);
-			fprintf(f, " (%s, %s)</title></rect>\n", x->status ? x->status : "-", c);
+			fputs(" (", f);
+			esc(f, x->status ? x->status : "-");
+			fprintf(f, ", %s)</title></rect>\n", c);
 		}
 		fputs("</g>\n", f);
 	}
@@ -453,7 +455,8 @@ int cmd_report(struct ctx *c, int argc, char **argv)
 	r.from = r.to - hours * 3600 * 1000;
 	int e = obs_results(&c->sp, pick, &r);
 	if (e < 0) {
-		fprintf(stderr, "kart report: %s/done: %s\n", c->sp.path, strerror(-e));
+		_cleanup_free_ char *path = obs_term(c->sp.path);
+		fprintf(stderr, "kart report: %s/done: %s\n", path, strerror(-e));
 		return 1;
 	}
 	/* The page spans what happened, not the whole window. */
@@ -479,13 +482,14 @@ int cmd_report(struct ctx *c, int argc, char **argv)
 		text_report(&r, c->sp.path);
 	else {
 		FILE *f = strcmp(html, "-") == 0 ? stdout : fopen(html, "we");
+		_cleanup_free_ char *shtml = obs_term(html);
 		if (!f) {
-			fprintf(stderr, "kart report: %s: %s\n", html, strerror(errno));
+			fprintf(stderr, "kart report: %s: %s\n", shtml, strerror(errno));
 			rc = 1;
 		} else {
 			html_report(f, &r, c->sp.path);
 			if ((f == stdout ? fflush(f) : fclose(f)) != 0) {
-				fprintf(stderr, "kart report: %s: %s\n", html, strerror(errno));
+				fprintf(stderr, "kart report: %s: %s\n", shtml, strerror(errno));
 				rc = 1;
 			}
 		}

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "cmd.h"
+#include "obs.h"
 #include "policy.h"
 #include "query.h"
 #include "result.h"
@@ -28,10 +29,12 @@ static const char help[] =
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Lines are ID, state, and the time (scheduled), the worker\n"
-	"(running) or the exit code (finished), separated by tabs, oldest first.\n"
+	"and its use so far (running: CPU time, memory now and at its peak, output\n"
+	"bytes) or the exit code (finished), separated by tabs, oldest first.\n"
 	"\n"
 	"  --json              one JSON array of {\"id\", \"state\", \"worker\",\n"
-	"                      \"not_before\", \"exit_code\", \"since\"} objects\n"
+	"                      \"usage\", \"not_before\", \"exit_code\", \"since\"}\n"
+	"                      objects\n"
 	"  --ndjson            one such object per line, printed as found\n"
 	"  --summary           the number of tasks in each state (with --json: an\n"
 	"                      object)\n"
@@ -62,7 +65,19 @@ struct out {
 	json_t *counts;           /* --summary: state -> count, in order */
 	const char *label;        /* --label; NULL: any */
 	struct spool *sp;
+	char *locks;              /* /proc/locks, read at the first running task */
+	bool locks_read;
 };
+
+/* A running task's use so far (obs.h), as Slurm's sstat. */
+static void run_now(struct out *o, const char *id, const struct qinfo *q, struct run_now *u)
+{
+	if (!o->locks_read) {
+		o->locks = obs_locks();
+		o->locks_read = true;
+	}
+	obs_run_now(o->sp, o->locks, q->worker, id, u);
+}
 
 /* The tasks found, kept to be sorted and cut before they are printed. */
 struct entry {
@@ -179,8 +194,12 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 	if (o->json || o->ndjson) {
 		_cleanup_free_ char *clean = utf8_sanitize(id, strlen(id));
 		json_t *e = json_pack("{s:s, s:s}", "id", clean, "state", query_state_name(q));
-		if (q->state == Q_RUNNING)
+		if (q->state == Q_RUNNING) {
+			struct run_now u;
+			run_now(o, id, q, &u);
 			json_object_set_new(e, "worker", json_string(q->worker));
+			json_object_set_new(e, "usage", obs_run_json(&u));
+		}
 		if (q->state == Q_SCHEDULED) {
 			char nb[32];
 			fmt_rfc3339_ms(q->not_before_ms, nb);
@@ -218,8 +237,12 @@ static void emit(const char *id, const struct qinfo *q, void *arg)
 	 * have chosen: printed escaped. */
 	_cleanup_free_ char *clean = term_safe(id);
 	if (q->state == Q_RUNNING) {
-		_cleanup_free_ char *w = term_safe(q->worker);
-		printf("%s\t%s\t%s\n", clean, query_state_name(q), w);
+		struct run_now u;
+		run_now(o, id, q, &u);
+		/* Its use, where its processes are found (a claim whose
+		 * run is starting or gone has none). */
+		_cleanup_free_ char *w = term_safe(q->worker), *use = u.by ? obs_run_text(&u) : NULL;
+		printf("%s\t%s\t%s%s%s\n", clean, query_state_name(q), w, use ? "\t" : "", use ? use : "");
 	}
 	else if (q->state == Q_SCHEDULED) {
 		char nb[32];
@@ -411,6 +434,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		spool_close(sp);
 		return rc;
 	}
+	free(o.locks);
 	if (o.json) {
 		char *s = json_dumps_safe(o.arr, JSON_INDENT(2));
 		printf("%s\n", s ? s : "[]");

@@ -89,115 +89,13 @@ static void user_of(uid_t uid, char *out, size_t len)
 	char buf[1024];
 	if (uid == (uid_t)-1)
 		snprintf(out, len, "-");
-	else if (getpwuid_r(uid, &pw, buf, sizeof buf, &pp) == 0 && pp)
-		snprintf(out, len, "%s", pp->pw_name);
+	else if (getpwuid_r(uid, &pw, buf, sizeof buf, &pp) == 0 && pp) {
+		/* A directory service's name may hold anything. */
+		_cleanup_free_ char *safe = obs_term(pp->pw_name);
+		snprintf(out, len, "%s", safe);
+	}
 	else
 		snprintf(out, len, "%u", (unsigned)uid);
-}
-
-static long long read_ll(const char *path)
-{
-	char buf[64];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read_upto(fd, buf, sizeof buf - 1);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	char *end;
-	long long v = strtoll(buf, &end, 10);
-	return end == buf || v < 0 ? -1 : v;
-}
-
-/* "key value" of a flat-keyed cgroup file (cpu.stat). */
-static long long read_key(const char *path, const char *key)
-{
-	_cleanup_free_ char *text = NULL;
-	size_t len;
-	if (read_file_at(AT_FDCWD, path, 1 << 16, &text, &len) < 0)
-		return -1;
-	size_t kl = strlen(key);
-	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-		if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
-			return strtoll(l + kl + 1, NULL, 10);
-	return -1;
-}
-
-/* The pid holding the run lock of cur/W/ID (spool-layout §5), or 0. */
-static pid_t run_pid(struct spool *sp, const char *locks, const struct live_task *t)
-{
-	char p[600];
-	struct stat st;
-	if (spool_name_claim_scratch(p, sizeof p, t->q.worker, t->id, SCRATCH_LOCK) < 0 ||
-	    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return 0;
-	char want[32];
-	snprintf(want, sizeof want, ":%llu ", (unsigned long long)st.st_ino);
-	for (const char *l = locks; l && *l;) {
-		const char *nl = strchr(l, '\n');
-		const char *hit = strstr(l, want);
-		if (hit && (!nl || hit < nl) && !strstr(l, "->")) {
-			long pid = 0;
-			/* "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" */
-			if (sscanf(l, "%*s %*s %*s %*s %ld", &pid) == 1 && pid > 0)
-				return (pid_t)pid;
-		}
-		l = nl ? nl + 1 : NULL;
-	}
-	return 0;
-}
-
-/* Memory now and peak, and CPU time, of the cgroup of pid. */
-static void cgroup_usage(pid_t pid, long long *mem, long long *peak, long long *cpu_ns)
-{
-	char p[128];
-	_cleanup_free_ char *cg = NULL;
-	size_t len;
-	*mem = *peak = *cpu_ns = -1;
-	snprintf(p, sizeof p, "/proc/%d/cgroup", (int)pid);
-	if (read_file_at(AT_FDCWD, p, 1 << 16, &cg, &len) < 0)
-		return;
-	/* Where the cgroup2 tree is: the whole of /sys/fs/cgroup, or its
-	 * unified/ on a hybrid host. */
-	const char *v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 ? "/sys/fs/cgroup"
-										: "/sys/fs/cgroup/unified";
-	char path[CG_PATH_MAX + 64];
-	for (char *l = cg, *nl; l && *l; l = nl) {
-		nl = strchr(l, '\n');
-		if (nl)
-			*nl++ = '\0';
-		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = '\0';
-		const char *ctl = c1 + 1, *dir = c2 + 1;
-		/* Only the task's own leaf (kart.PID.N, cgroup.h): a
-		 * hierarchy where it has none counts the whole host. */
-		const char *base = strrchr(dir, '/');
-		if (!base || strncmp(base + 1, "kart.", 5) != 0)
-			continue;
-		if (strcmp(ctl, "memory") == 0) {
-			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", dir);
-			*mem = read_ll(path);
-			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.max_usage_in_bytes", dir);
-			*peak = read_ll(path);
-		} else if (strstr(ctl, "cpuacct") && *cpu_ns < 0) {
-			char mount[64];
-			snprintf(mount, sizeof mount, "%s", ctl);
-			snprintf(path, sizeof path, "/sys/fs/cgroup/%s%s/cpuacct.usage", mount, dir);
-			*cpu_ns = read_ll(path);
-		} else if (!*ctl) {
-			if (*mem < 0) {
-				snprintf(path, sizeof path, "%s%s/memory.current", v2, dir);
-				*mem = read_ll(path);
-				snprintf(path, sizeof path, "%s%s/memory.peak", v2, dir);
-				*peak = read_ll(path);
-			}
-			snprintf(path, sizeof path, "%s%s/cpu.stat", v2, dir);
-			long long us = read_key(path, "usage_usec");
-			if (us >= 0 && *cpu_ns < 0)
-				*cpu_ns = us * 1000;
-		}
-	}
 }
 
 /* The last line of what the run wrote so far (for its submitter and
@@ -225,20 +123,6 @@ static void last_line(struct spool *sp, const struct live_task *t, char *out, si
 	snprintf(out, len, "%s", safe);
 }
 
-static long long out_bytes(struct spool *sp, const struct live_task *t)
-{
-	long long total = 0;
-	const int which[] = {SCRATCH_STDOUT, SCRATCH_STDERR};
-	for (size_t i = 0; i < 2; i++) {
-		char p[600];
-		struct stat st;
-		if (spool_name_claim_scratch(p, sizeof p, t->q.worker, t->id, which[i]) == 0 &&
-		    fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			total += st.st_size;
-	}
-	return total;
-}
-
 static int by_state(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
@@ -258,9 +142,7 @@ static void reload(struct top *tp)
 	free(tp->rows);
 	tp->nrows = tp->live.n;
 	tp->rows = xcalloc(tp->nrows ? tp->nrows : 1, sizeof *tp->rows);
-	_cleanup_free_ char *locks = NULL;
-	size_t len;
-	(void)read_file_at(AT_FDCWD, "/proc/locks", 4 << 20, &locks, &len);
+	_cleanup_free_ char *locks = obs_locks();
 	int64_t now = now_mono_ms();
 	struct cpu_seen *seen = xcalloc(tp->nrows ? tp->nrows : 1, sizeof *seen);
 	size_t nseen = 0;
@@ -272,12 +154,13 @@ static void reload(struct top *tp)
 		r->cpu_pct = -1;
 		if (r->t.q.state != Q_RUNNING)
 			continue;
-		r->out_bytes = out_bytes(tp->sp, &r->t);
 		last_line(tp->sp, &r->t, r->last, sizeof r->last);
-		pid_t pid = run_pid(tp->sp, locks, &r->t);
-		long long cpu_ns = -1;
-		if (pid > 0)
-			cgroup_usage(pid, &r->mem, &r->mem_peak, &cpu_ns);
+		struct run_now u;
+		obs_run_now(tp->sp, locks, r->t.q.worker, r->t.id, &u);
+		r->out_bytes = u.out_bytes;
+		r->mem = u.mem;
+		r->mem_peak = u.mem_peak;
+		long long cpu_ns = u.cpu_ns;
 		if (cpu_ns < 0)
 			continue;
 		for (size_t k = 0; k < tp->ncpu; k++)
@@ -419,9 +302,9 @@ static void lines(const struct top *tp, void (*put)(void *, int, const char *), 
 	struct tm tm;
 	localtime_r(&s, &tm);
 	strftime(ts, sizeof ts, "%H:%M:%S", &tm);
-	_cleanup_free_ char *path = obs_term(tp->sp->path);
+	_cleanup_free_ char *path = obs_term(tp->sp->path), *why = obs_term(tp->stopped);
 	snprintf(buf, sizeof buf, "kart top  %s  %s  workers: %d%s%s", path, ts, tp->nworkers,
-		 tp->stopped[0] ? "  CLAIMING STOPPED: " : "", tp->stopped);
+		 tp->stopped[0] ? "  CLAIMING STOPPED: " : "", tp->stopped[0] ? why : "");
 	put(arg, 1, buf);
 	put(arg, 0, "lane      queued  waiting  scheduled  held  running  paused");
 	const char *ln[] = {"fast", "batch"};

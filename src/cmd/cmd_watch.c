@@ -60,12 +60,14 @@ static int by_mtime(const void *a, const void *b)
 /* With --events, the result documents say what they are. */
 static bool events_mode;
 
+/* false when stdout is gone; a result that cannot be read (removed by
+ * gc meanwhile, or not JSON) is passed over, never the end of the watch. */
 static bool print_result(struct spool *sp, const char *id, bool json)
 {
 	if (json) {
 		json_t *o = NULL;
 		if (query_load(sp, id, &o) < 0)
-			return false;
+			return true;
 		/* The document on one line, its strings terminal-safe. */
 		json_t *e = events_mode ? json_pack("{s:s}", "event", "finished") : json_object();
 		(void)json_object_update(e, o);
@@ -73,13 +75,13 @@ static bool print_result(struct spool *sp, const char *id, bool json)
 		char *line = json_dumps_safe(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		json_decref(e);
 		if (!line)
-			return false;
+			return true;
 		printf("%s\n", line);
 		free(line);
 	} else {
 		struct qinfo q = {0};
 		if (query_done(sp, id, &q) < 0)
-			return false;
+			return true;
 		_cleanup_free_ char *clean = term_safe(id), *st = term_safe(q.status);
 		if (q.exit_code >= 0)
 			printf("%s\t%s\t%d\n", clean, st, q.exit_code);

@@ -10,6 +10,7 @@
 
 #include "progress.h"
 #include "query.h"
+#include "result.h"
 #include "spool.h"
 #include "task.h"
 
@@ -49,6 +50,24 @@ void obs_dur(char *buf, size_t len, long long ms);
 
 
 
+/* A running task's use so far, as Slurm's sstat gives it: from its
+ * cgroup leaf, found by the run lock (spool-layout §5: the run's
+ * processes hold cur/W/.ID.lock, /proc/locks names a holder, and
+ * /proc/PID/cgroup its leaf); without a leaf, summed over its processes
+ * (no peak then). -1 where unknown. */
+struct run_now {
+	long long cpu_ns, mem, mem_peak, out_bytes;
+	const char *by; /* "cgroup", "processes", or NULL: not found */
+};
+/* /proc/locks, read once for many tasks (caller frees; NULL: unreadable). */
+char *obs_locks(void);
+void obs_run_now(struct spool *sp, const char *locks, const char *worker, const char *id,
+		 struct run_now *u);
+/* As kart status prints it: "cpu 1.2s, memory 40M (peak 200M), output
+ * 3.1K", "-" for what is unknown; and as JSON. Callers free. */
+char *obs_run_text(const struct run_now *u);
+json_t *obs_run_json(const struct run_now *u);
+
 /* A result, reduced to what report and eff show (-1: null). */
 struct obs_rec {
 	char *id, *name, *status, *lane, *user, *worker, *label;
@@ -58,6 +77,12 @@ struct obs_rec {
 	double cpus;             /* the CPUs it could use: limits.cpu, else the host's */
 	long long timeout_s;
 	double cpu_eff, mem_eff; /* 0..1 and more; -1: cannot be told */
+	long long io_read, io_write, pids_peak;
+	long long psi_us[PSI__N];
+	/* usage.measured_by and usage.why_null by family (result.h); NULL:
+	 * not said (a result of an older kart says neither) */
+	char *by[UF__N], *why[UF__N];
+	char *cpu_why, *mem_why; /* efficiency.why_null */
 };
 void obs_rec_of(const char *id, json_t *res, struct obs_rec *r);
 void obs_rec_free(struct obs_rec *r);

@@ -49,6 +49,11 @@ struct kind {
 	int n_cred;
 	char endpoint[512];    /* $KART_LLM_ENDPOINT; "" unset */
 	char model[128];       /* $KART_LLM_MODEL; "" unset */
+	/* Who the forwarder may hand the credential to over http://: the
+	 * uid whose socket must hold the other end (-1 unset), reached at
+	 * a port of this host or at endpoint_socket ("" : by TCP). */
+	long long endpoint_uid;
+	char endpoint_socket[108];
 };
 
 struct policy {
@@ -63,6 +68,9 @@ struct policy {
 	 * bwrap the bytes and entries bound it while the task runs (outdir.h) */
 	uint64_t artifacts_files;
 	int artifacts_depth;
+	/* after=: the deepest chain of waiting tasks, and the most tasks one
+	 * look through the graph follows (depend.h) */
+	int after_max;
 	int retries_default;     /* re-queues after an interrupted run */
 	/* [worker] results = group: results and outputs readable by the
 	 * spool's group too (else by their submitter and root alone). */

@@ -429,6 +429,7 @@ static const struct conf_key conf_keys[] = {
 	SIZE("limits", "artifacts_max", artifacts_max),
 	COUNT("limits", "artifacts_files", artifacts_files, 1, 100000000),
 	INT("limits", "artifacts_depth", artifacts_depth, 1, OUTDIR_DEPTH_MAX),
+	INT("limits", "after_max", after_max, 1, 10000000),
 
 	OWN("network", "allow_uids", key_net_uids),
 	OWN("network", "allow_groups", set_net_gids),

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "policy_int.h"
 
+#include <pwd.h>
+
 #include "util.h"
 
 bool kind_name_ok(const char *s)
@@ -63,6 +65,7 @@ int kind_open(struct policy *pol, const char *name, char *err, size_t errlen,
 		return ERR(-1, "%s: more than %d [kind.*] sections", where, KIND_MAX);
 	struct kind *k = &pol->kinds[pol->n_kinds++];
 	memset(k, 0, sizeof *k);
+	k->endpoint_uid = -1;
 	memcpy(k->name, name, strlen(name) + 1); /* checked: it fits */
 	return 0;
 }
@@ -119,9 +122,24 @@ int conf_kind(struct policy *pol, const char *name, const char *key, const char 
 		if (ep && strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)
 			return ERR(-1, "%s: endpoint = %s: not an http:// or https:// URL", where, val);
 		snprintf(ep ? k->endpoint : k->model, cap, "%s", val);
+	} else if (strcmp(key, "endpoint_uid") == 0) {
+		struct passwd pw, *pp = NULL;
+		char buf[4096];
+		long long n;
+		if (parse_int(val, 0, UINT32_MAX - 1, &n) == 0)
+			k->endpoint_uid = n;
+		else if (getpwnam_r(val, &pw, buf, sizeof buf, &pp) == 0 && pp)
+			k->endpoint_uid = pp->pw_uid;
+		else
+			return ERR(-1, "%s: endpoint_uid = %s: not a user (a name or a number)", where, val);
+	} else if (strcmp(key, "endpoint_socket") == 0) {
+		if (!bind_path_ok(val) || strlen(val) >= sizeof k->endpoint_socket || strpbrk(val, " \t"))
+			return ERR(-1, "%s: endpoint_socket = %s: not an absolute path to a Unix socket (under "
+				   "%zu bytes, without spaces, . or ..)", where, val, sizeof k->endpoint_socket);
+		snprintf(k->endpoint_socket, sizeof k->endpoint_socket, "%s", val);
 	} else {
 		return ERR(-1, "%s: unknown key '%s' in section [kind.%s] (known: runner, extensions, net, "
-			   "credentials, endpoint, model)", where, key, name);
+			   "credentials, endpoint, endpoint_uid, endpoint_socket, model)", where, key, name);
 	}
 	return 0;
 }
@@ -156,6 +174,22 @@ int kinds_check(struct policy *pol, const char *fname, char *err, size_t errlen)
 			return ERR(-1, "%s: [kind.%s] has credentials but no endpoint: they are added to the "
 				   "requests the worker forwards there, never handed to a task", fname,
 				   k->name);
+		/* The forwarder proves whom it gives the key to: a certificate,
+		 * or, over http://, the uid of the socket at the other end (a
+		 * port of this host, or endpoint_socket). Whoever binds the
+		 * port while the service is down gets nothing. */
+		bool https = strncmp(k->endpoint, "https://", 8) == 0;
+		if (k->n_cred && !https && k->endpoint_uid < 0)
+			return ERR(-1, "%s: [kind.%s]: endpoint %s is http://, and its forwarder sends the "
+				   "key only to a peer it can prove: set endpoint_uid to the user the "
+				   "service runs as (its port must be on this host, or at endpoint_socket), "
+				   "or use https://", fname, k->name, k->endpoint);
+		if (https && (k->endpoint_uid >= 0 || k->endpoint_socket[0]))
+			return ERR(-1, "%s: [kind.%s]: endpoint_uid and endpoint_socket are for an http:// "
+				   "endpoint; an https:// one is proven by its certificate", fname, k->name);
+		if ((k->endpoint_uid >= 0 || k->endpoint_socket[0]) && !k->n_cred)
+			return ERR(-1, "%s: [kind.%s]: endpoint_uid and endpoint_socket are for the forwarder "
+				   "of credentials, and the kind has none", fname, k->name);
 	}
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "depend.h"
 #include "util.h"
 
 /* The built-in defaults, once kart.conf and the environment are read:
@@ -52,6 +53,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->artifacts_max = 256ull << 20;
 	pol->artifacts_files = 10000;
 	pol->artifacts_depth = 32;
+	pol->after_max = DEPWAIT_MAX_DEFAULT;
 	pol->task_max_bytes = 16ull << 20;
 	pol->retries_default = 2;
 	pol->timeout_max_s = -1;
@@ -279,6 +281,7 @@ char *policy_describe(const struct policy *pol)
 	json_t *lim = json_object_get(o, "limits");
 	json_object_set_new(lim, "artifacts_files", json_integer((json_int_t)pol->artifacts_files));
 	json_object_set_new(lim, "artifacts_depth", json_integer(pol->artifacts_depth));
+	json_object_set_new(lim, "after_max", json_integer(pol->after_max));
 	json_t *kinds = json_object();
 	for (int i = 0; i < pol->n_kinds; i++) {
 		const struct kind *k = &pol->kinds[i];
@@ -288,9 +291,14 @@ char *policy_describe(const struct policy *pol)
 		for (int j = 0; j < k->n_cred; j++)
 			json_array_append_new(cred, json_string(k->cred[j]));
 		json_object_set_new(kinds, k->name,
-				    json_pack("{s:s, s:o, s:b, s:o, s:o, s:o}", "runner", k->runner,
+				    json_pack("{s:s, s:o, s:b, s:o, s:o, s:o, s:o, s:o}", "runner", k->runner,
 					      "extensions", ext, "net", k->net, "credentials", cred,
 					      "endpoint", k->endpoint[0] ? json_string(k->endpoint) : json_null(),
+					      "endpoint_uid", k->endpoint_uid >= 0 ? json_integer(k->endpoint_uid)
+										  : json_null(),
+					      "endpoint_socket", k->endpoint_socket[0]
+								 ? json_string(k->endpoint_socket)
+								 : json_null(),
 					      "model", k->model[0] ? json_string(k->model) : json_null()));
 	}
 	json_object_set_new(o, "kinds", kinds);

@@ -51,6 +51,13 @@ static int may(int fd, int mode)
 /* In the child: async-signal-safe calls only (the worker has threads). */
 static void opener(const struct task_spec *spec, const struct run_cred *cred, int sock)
 {
+	/* Before anything is opened, nothing of the worker's is left to
+	 * reach through /proc/self: its descriptors (a symlink to
+	 * /proc/self/fd/N opened its log, its spool, its tasks' files) all
+	 * closed but the socket, and its working directory "/". */
+	if ((sock > 0 && syscall(SYS_close_range, 0U, (unsigned)sock - 1, 0U) < 0) ||
+	    syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0U) < 0 || chdir("/") < 0)
+		_exit(5);
 	if (cred) {
 		/* Raw calls: libc's would try to reach the parent's threads
 		 * (see run.c, child_become). Groups, gid, uid, in that order. */
@@ -189,6 +196,13 @@ static bool is_in_spool(const struct spool_ids *s, int fd)
 	return false;
 }
 
+/* Is path dir, or in it? A file in the spool has no ".." to walk up. */
+static bool under(const char *dir, const char *path)
+{
+	size_t l = strlen(dir);
+	return l && strncmp(dir, path, l) == 0 && (path[l] == '\0' || path[l] == '/');
+}
+
 void binds_close(struct binds_opened *b)
 {
 	for (int i = 0; i < b->n; i++)
@@ -225,6 +239,9 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	close(sv[1]);
 	struct spool_ids sid;
 	spool_ids_get(spool, &sid);
+	char spool_real[PATH_MAX];
+	if (!realpath(spool, spool_real))
+		spool_real[0] = '\0';
 	int rc = 0;
 	for (int i = 0; i < spec->n_binds && rc == 0; i++) {
 		const struct task_bind *b = &spec->binds[i];
@@ -283,7 +300,8 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 			else if ((why = bind_path_refused(real)))
 				;
 			else if (is_spool_or_above(&sid, &st) ||
-				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)))
+				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)) ||
+				 under(spool_real, real))
 				why = "it is the spool, in it or above it";
 		}
 		if (!why && m.missing) {
@@ -308,7 +326,7 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-		rc = ERR(-EIO, "cannot open the task's paths: the opener could not become uid %u",
+		rc = ERR(-EIO, "cannot open the task's paths: the opener could not start as uid %u",
 			 cred ? (unsigned)cred->uid : (unsigned)getuid());
 	if (rc)
 		binds_close(out);

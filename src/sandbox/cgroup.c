@@ -439,6 +439,22 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
+/* cpu, memory and io.pressure of the cgroup2 directory dir (NULL: none);
+ * -1 where a file or line is missing (no PSI in the kernel, psi=0). */
+static void pressure_read(const char *dir, int64_t p[CG_PSI__N])
+{
+	static const char *const file[] = {"cpu.pressure", "memory.pressure", "io.pressure"};
+	for (int i = 0; i < CG_PSI__N; i++)
+		p[i] = -1;
+	for (size_t f = 0; dir && f < ARRAY_SIZE(file); f++) {
+		_cleanup_free_ char *t = NULL;
+		if (cg_read_text(dir, file[f], &t) < 0)
+			continue;
+		(void)cg_parse_pressure(t, "some", &p[2 * f]);
+		(void)cg_parse_pressure(t, "full", &p[2 * f + 1]);
+	}
+}
+
 int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
 {
 	if (l->fake)
@@ -446,6 +462,8 @@ int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *
 	int64_t v;
 	u->memory_peak = u->cpu_user_us = u->cpu_system_us = u->oom_kills = -1;
 	const char *un = slot_dir(l, CG_UNIFIED);
+	u->unified = un != NULL;
+	pressure_read(un, u->pressure);
 	if (l->mode == CG_MODE_V2 && un) {
 		if (read_int(un, "memory.peak", &v) == 0)
 			u->memory_peak = v;

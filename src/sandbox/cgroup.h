@@ -74,10 +74,17 @@ struct cg_leaf {
 	char path[CG__SLOTS][CG_PATH_MAX];
 };
 
+/* The pressure stall totals of a cgroup2 directory (its *.pressure
+ * files; a hybrid host's controller-less unified leaf has them too). */
+enum cg_psi { CG_PSI_CPU_SOME, CG_PSI_CPU_FULL, CG_PSI_MEMORY_SOME, CG_PSI_MEMORY_FULL,
+	      CG_PSI_IO_SOME, CG_PSI_IO_FULL, CG_PSI__N };
+
 struct cg_usage {
 	int64_t memory_peak;   /* bytes; -1: unknown */
 	int64_t cpu_user_us, cpu_system_us; /* -1: unknown */
 	int64_t oom_kills;     /* -1: unknown */
+	int64_t pressure[CG_PSI__N]; /* total= in microseconds; -1: unknown */
+	bool unified;          /* the leaf had a cgroup2 directory (where PSI is kept) */
 };
 
 /* ---- the host (cgroup_host.c) ----------------------------------------- */
@@ -98,6 +105,10 @@ int cg_host_init(struct cg_host *h, const char *root, const char *self_cgroup,
 int cg_parse_keyed(const char *text, const char *key, int64_t *out);
 /* A single integer (memory.peak, memory.max_usage_in_bytes). */
 int cg_parse_int(const char *text, int64_t *out);
+/* A *.pressure file: the total= (microseconds) of its line "some" or
+ * "full"; -ENOENT where it has no such line (the host's cpu.pressure
+ * before 5.13 had no "full"). */
+int cg_parse_pressure(const char *text, const char *line, int64_t *total);
 /* Controller names in cgroup.controllers / cgroup.subtree_control text. */
 unsigned cg_parse_ctls(const char *text);
 

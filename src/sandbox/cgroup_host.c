@@ -70,6 +70,26 @@ int cg_parse_keyed(const char *text, const char *key, int64_t *out)
 	return -ENOENT;
 }
 
+int cg_parse_pressure(const char *text, const char *line, int64_t *total)
+{
+	size_t ll = strlen(line);
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, line, ll) != 0 || l[ll] != ' ')
+			continue;
+		const char *e = strchr(l, '\n'), *t = strstr(l, " total=");
+		if (!t || (e && t > e))
+			return -EINVAL;
+		char *end;
+		errno = 0;
+		long long v = strtoll(t + 7, &end, 10);
+		if (errno || end == t + 7 || v < 0 || (*end && *end != '\n' && *end != ' '))
+			return -EINVAL;
+		*total = v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 unsigned cg_parse_ctls(const char *text)
 {
 	unsigned m = 0;

@@ -51,6 +51,33 @@ void confine_say(int fd, const char *msg)
 	}
 }
 
+static long long io_key(const char *text, const char *key)
+{
+	size_t kl = strlen(key);
+	for (const char *l = text; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (strncmp(l, key, kl) == 0 && l[kl] == ':')
+			return strtoll(l + kl + 1, NULL, 10);
+	return -1;
+}
+
+int proc_io_read(int fd, struct proc_io *io)
+{
+	char buf[512];
+	ssize_t n;
+	while ((n = pread(fd, buf, sizeof buf - 1, 0)) < 0 && errno == EINTR)
+		;
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	long long r = io_key(buf, "read_bytes"), w = io_key(buf, "write_bytes"),
+		  cw = io_key(buf, "cancelled_write_bytes");
+	if (r < 0 || w < 0 || cw < 0)
+		return -1;
+	io->read_bytes = r;
+	io->write_bytes = w > cw ? w - cw : 0;
+	return 0;
+}
+
 /* To stderr, "WHO: ...\n", through a buffer on the stack (no stdio: its
  * locks are the worker's when this runs in spawn_vm's child). */
 __attribute__((format(printf, 2, 3))) static void complain(const char *who, const char *fmt, ...)

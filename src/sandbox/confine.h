@@ -67,4 +67,14 @@ void confine_status(const struct confine *c, const char *msg);
 /* Append msg to m, as much of it as fits. */
 void confine_mem_say(struct confine_mem *m, const char *msg);
 
+/* A process's storage I/O from /proc/PID/io (the kernel's per-task I/O
+ * accounting, which adds each reaped child's to its parent's): bytes it
+ * made be read from storage, and written (write_bytes less the
+ * cancelled_write_bytes of pages truncated before they were written). */
+struct proc_io {
+	long long read_bytes, write_bytes;
+};
+/* Read fd (an open /proc/PID/io) from its start: 0, or -1. */
+int proc_io_read(int fd, struct proc_io *io);
+
 #endif

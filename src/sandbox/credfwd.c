@@ -102,9 +102,13 @@ int credfwd_start(struct credfwd *f, int task_pidfd, char *const *env)
 	const char *key = NULL;
 	for (int i = 0; i < k->n_cred && !key; i++)
 		key = env_value(env, k->cred[i]);
-	char helper[PATH_MAX];
+	char helper[PATH_MAX], uid[24];
 	find_libexec("kart-credfwd", helper, sizeof helper);
-	char *const argv[] = {helper, f->path, (char *)k->endpoint, NULL};
+	snprintf(uid, sizeof uid, "%lld", k->endpoint_uid);
+	/* Whom it may give the key to: https proves itself; http:// a
+	 * socket of this uid (kart.conf(5) endpoint_uid), here or there. */
+	char *const argv[] = {helper, f->path, (char *)k->endpoint, uid, (char *)k->endpoint_socket,
+			      NULL};
 	char *const envp[] = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", NULL};
 	/* Above what the child's dup2s write, so that none is overwritten
 	 * before it is moved. */

@@ -6,9 +6,11 @@
  * SANDBOX_CRED_SOCKET ($KART_LLM_SOCKET). Behind it, kart-credfwd, run
  * by the worker as the worker (root on a shared spool), forwards each
  * HTTP request to the policy's endpoint alone, adding "Authorization:
- * Bearer VALUE". The runner and its host-side bwrap run as the
- * submitter: nothing of theirs holds the value, so no process the
- * submitter can read (/proc/PID/environ, cmdline, mem) does.
+ * Bearer VALUE" once it has proven the peer is the service (https: its
+ * certificate; http://: a socket of the kind's endpoint_uid, at a port
+ * of this host or at endpoint_socket). The runner and its host-side
+ * bwrap run as the submitter: nothing of theirs holds the value, so no
+ * process the submitter can read (/proc/PID/environ, cmdline, mem) does.
  *
  * One forwarder per task, not one per worker: the socket is the task's
  * alone (no peer to tell apart, no routing table), and the forwarder

@@ -6,7 +6,9 @@
  *
  * It stays as the task's parent so that the worker learns exactly how the
  * task ended ("exit N" or "signal N" on the status fd) where bwrap would
- * only report 128+N. The task itself inherits no descriptor but 0, 1, 2:
+ * only report 128+N, and what the task's tree used ("usage ..." just
+ * before: bwrap's own figures are bwrap's, and it leaves without reaping
+ * the namespace). The task itself inherits no descriptor but 0, 1, 2:
  * in particular not the run's lock, which is what tells recovery that a
  * run is still alive. Confinement steps that must happen inside the
  * sandbox (rlimits, capabilities, Landlock) belong here, before the fork;
@@ -19,9 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/filter.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "confine.h"
@@ -77,6 +82,44 @@ static void pass_term(int sig)
 	errno = e;
 }
 
+/* The task is over: what is left of its tree (daemons, orphans, which
+ * came to us as the subreaper) is killed, as the namespace's end would
+ * kill it a moment later, and reaped, so that RUSAGE_CHILDREN counts
+ * them. Bounded: a process stuck in the kernel is not waited for. */
+static void reap_rest(void)
+{
+	(void)kill(-1, SIGKILL); /* as pass_term: spares init and us */
+	for (int i = 0; i < 500; i++) {
+		pid_t p;
+		while ((p = waitpid(-1, NULL, WNOHANG)) > 0)
+			;
+		if (p < 0 && errno != EINTR)
+			return; /* ECHILD: all reaped */
+		nanosleep(&(struct timespec){0, 2000000}, NULL);
+	}
+}
+
+/* "usage USER_US SYSTEM_US MAXRSS_KB READ_BYTES WRITE_BYTES": the reaped
+ * tree's (getrusage), I/O from our /proc/self/io, which the kernel
+ * grows by each reaped child's; "-" where unknown. */
+static void say_usage(int status_fd, int io_fd, const struct proc_io *io0)
+{
+	struct rusage ru;
+	struct proc_io io1;
+	char rd[24] = "-", wr[24] = "-", msg[160];
+	if (getrusage(RUSAGE_CHILDREN, &ru) < 0)
+		return;
+	if (io_fd >= 0 && io0->read_bytes >= 0 && proc_io_read(io_fd, &io1) == 0) {
+		long long r = io1.read_bytes - io0->read_bytes, w = io1.write_bytes - io0->write_bytes;
+		snprintf(rd, sizeof rd, "%lld", r > 0 ? r : 0);
+		snprintf(wr, sizeof wr, "%lld", w > 0 ? w : 0);
+	}
+	snprintf(msg, sizeof msg, "usage %lld %lld %ld %s %s\n",
+		 (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
+		 (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, ru.ru_maxrss, rd, wr);
+	confine_say(status_fd, msg);
+}
+
 int main(int argc, char **argv)
 {
 	struct confine c;
@@ -93,6 +136,14 @@ int main(int argc, char **argv)
 	struct sock_fprog fp;
 	if (c.seccomp_fd >= 0 && read_filter(c.seccomp_fd, &fp) < 0)
 		return 127;
+	/* Opened before Landlock, which may not list /proc; read again
+	 * after the task (each read of it is current). */
+	int io_fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+	struct proc_io io0 = {-1, -1};
+	if (io_fd >= 0 && proc_io_read(io_fd, &io0) < 0)
+		io0.read_bytes = -1;
+	/* Orphans of the task's tree come to us, to be reaped and counted. */
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	/* It confines the launcher too, which from here on only forks,
 	 * waits and reports. */
 	int abi = c.ll_mode == LL_MODE_OFF ? 0 : ll_abi();
@@ -140,6 +191,8 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return 127;
+	reap_rest();
+	say_usage(status_fd, io_fd, &io0);
 	char msg[32];
 	if (WIFEXITED(st))
 		snprintf(msg, sizeof msg, "exit %d\n", WEXITSTATUS(st));

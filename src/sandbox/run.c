@@ -610,10 +610,42 @@ void run_kill(struct run *r)
 		(void)kill(-r->pid, SIGKILL);
 }
 
+/* kart-launch's "usage U S M R W" (launch.c); "-" or junk: not known. */
+static void use_line(const char *l, struct run_use *u)
+{
+	int64_t v[5];
+	for (int i = 0; i < 5; i++) {
+		char *end;
+		errno = 0;
+		long long x = strtoll(l, &end, 10);
+		bool ok = end != l && !errno && x >= 0 && (*end == ' ' || *end == '\0');
+		v[i] = ok ? x : -1;
+		if (i < 2 && !ok)
+			return; /* no CPU times: no report */
+		l = strchr(l, ' ');
+		if (!l && i < 4)
+			return;
+		l = l ? l + 1 : "";
+	}
+	*u = (struct run_use){"launcher", v[0], v[1], v[2], v[3], v[4]};
+}
+
 int run_collect(struct run *r, struct run_end *end)
 {
 	int st;
 	memset(end, 0, sizeof *end);
+	end->use = (struct run_use){NULL, -1, -1, -1, -1, -1};
+	/* A direct child is the task: its I/O (its reaped descendants'
+	 * included), read while it is a zombie, before wait4 lets its pid
+	 * go. */
+	struct proc_io io = {-1, -1};
+	if (r->direct) {
+		char p[64];
+		snprintf(p, sizeof p, "/proc/%d/io", (int)r->pid);
+		_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || proc_io_read(fd, &io) < 0)
+			io = (struct proc_io){-1, -1};
+	}
 	if (wait4(r->pid, &st, 0, &end->ru) < 0)
 		return -errno;
 	r->pid = 0;
@@ -646,6 +678,8 @@ int run_collect(struct run *r, struct run_end *end)
 			end->exit_code = atoi(l + 5);
 		} else if (strncmp(l, "signal ", 7) == 0)
 			end->signal = atoi(l + 7);
+		else if (strncmp(l, "usage ", 6) == 0 && !r->direct)
+			use_line(l + 6, &end->use);
 		else if (end->started)
 			continue; /* the set-up's lines come before "start" */
 		else if (strncmp(l, "landlock ", 9) == 0)
@@ -664,7 +698,13 @@ int run_collect(struct run *r, struct run_end *end)
 				 "the task could not run as its submitter: %s", l + 14);
 		}
 	}
-	/* Exec'd directly: no launcher reports; the status is the task's. */
+	/* Exec'd directly: no launcher reports; the status is the task's,
+	 * and so is what wait4 measured. */
+	if (r->direct && end->started)
+		end->use = (struct run_use){"process",
+					    end->ru.ru_utime.tv_sec * 1000000LL + end->ru.ru_utime.tv_usec,
+					    end->ru.ru_stime.tv_sec * 1000000LL + end->ru.ru_stime.tv_usec,
+					    end->ru.ru_maxrss, io.read_bytes, io.write_bytes};
 	if (r->direct && end->started && !end->exited && !end->signal) {
 		if (WIFEXITED(st)) {
 			end->exited = true;

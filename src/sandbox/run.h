@@ -144,6 +144,15 @@ struct run_end {
 	int signal;        /* the task was killed by this signal */
 	int wrapper_status; /* raw wait status of the spawned process */
 	struct rusage ru;
+	/* What the task's tree used as its parent saw it: kart-launch's
+	 * "usage" line (by "launcher"), or a direct child's wait4 and
+	 * /proc/PID/io read before it was reaped (by "process"); by NULL:
+	 * no such report (the spawned process was not the task's parent,
+	 * or the launcher was killed first). -1: not known. */
+	struct run_use {
+		const char *by;
+		int64_t user_us, system_us, maxrss_kb, read_bytes, write_bytes;
+	} use;
 	/* The launcher's Landlock report: an ABI number, "off" or
 	 * "unsupported" ("" if it said nothing). */
 	char landlock[16];

@@ -3,7 +3,8 @@
  * A denylist on a default-allow filter, modelled on what Docker's default
  * profile leaves out of its allowlist, plus what container runtimes have
  * learnt to block since: io_uring (its submissions are not seen by
- * seccomp), TIOCSTI/TIOCLINUX, namespace flags, the new mount API.
+ * seccomp), TIOCSTI/TIOCLINUX, namespace flags, the new mount API, and
+ * the socket families AF_VSOCK and AF_NETLINK but NETLINK_ROUTE.
  * Denied calls fail with EPERM, so programs that probe a feature fall
  * back; clone3 fails with ENOSYS so that libc falls back to clone, whose
  * flags, unlike clone3's (behind a pointer), a filter can read.
@@ -83,6 +84,21 @@ static const unsigned long ns_flags[] = {
 
 /* The tty ioctls that push input into a terminal or its console. */
 static const unsigned long tty_reqs[] = {TIOCSTI, TIOCLINUX};
+
+/* Socket families a task has no use for and the host's kernel exposes
+ * through them: AF_VSOCK reaches the hypervisor and its other guests;
+ * AF_NETLINK but NETLINK_ROUTE reaches the audit log, uevents, netfilter,
+ * every socket of the host with its owner (sock_diag), and more.
+ * NETLINK_ROUTE stays: it sees the task's own network namespace (only
+ * lo without `net`), and getaddrinfo and ip(8) read addresses through
+ * it. The family (an int to the kernel) is compared on its low word;
+ * the protocol on all of it: a high word set is refused, never a hole. */
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+#define SOCK_FAMILY_DENIED AF_VSOCK
+#define SOCK_FAMILY_NETLINK 16 /* AF_NETLINK */
+#define SOCK_NETLINK_OK 0      /* NETLINK_ROUTE */
 
 /* personality(2) takes an unsigned int, and libseccomp cannot say "not
  * one of these values" in a default-allow filter (one comparison per
@@ -172,6 +188,13 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 			return ERR(r, "seccomp rule for ioctl: %s", strerror(-r));
 		++*nrules;
 	}
+	struct scmp_arg_cmp vs = SCMP_A0_64(SCMP_CMP_MASKED_EQ, 0xffffffffUL, SOCK_FAMILY_DENIED);
+	struct scmp_arg_cmp nl[2] = {SCMP_A0_64(SCMP_CMP_MASKED_EQ, 0xffffffffUL, SOCK_FAMILY_NETLINK),
+				     SCMP_A2_64(SCMP_CMP_NE, SOCK_NETLINK_OK)};
+	if ((r = deny(ctx, SCMP_SYS(socket), 1, &vs, EPERM)) < 0 ||
+	    (r = deny(ctx, SCMP_SYS(socket), 2, nl, EPERM)) < 0)
+		return ERR(r, "seccomp rule for socket: %s", strerror(-r));
+	*nrules += 2;
 	return 0;
 }
 
@@ -242,9 +265,9 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
  *   arch != x86_64 -> kill; nr >= 0x40000000 (x32) -> kill, but -1;
  *   the search: one JGE per boundary between ranges;
  *   blocks for the numbers whose arguments decide (clone and unshare,
- *   ioctl, personality); then the four returns. */
+ *   ioctl, personality, socket); then the four returns. */
 enum act { ACT_ALLOW, ACT_EPERM, ACT_ENOSYS, ACT_KILL, ACT_NSFLAGS, ACT_IOCTL, ACT_PERSONA,
-	   ACT_X32, ACT__N };
+	   ACT_SOCKET, ACT_X32, ACT__N };
 
 struct span {
 	uint32_t lo; /* the first number of the range; it runs to the next span's lo */
@@ -322,6 +345,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 		one[n1++] = (struct span){SCMP_SYS(clone3), ACT_ENOSYS};
 	one[n1++] = (struct span){SCMP_SYS(ioctl), ACT_IOCTL};
 	one[n1++] = (struct span){SCMP_SYS(personality), ACT_PERSONA};
+	one[n1++] = (struct span){SCMP_SYS(socket), ACT_SOCKET};
 	sort_n(one, n1, sizeof *one, cmp_span);
 	/* Ranges: allow between the numbers, neighbours with one action
 	 * merged. */
@@ -379,6 +403,16 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 	for (size_t i = 0; i < ARRAY_SIZE(persona_ok); i++)
 		emit(a, BPF_JMP | BPF_JEQ | BPF_K, persona_ok[i], ACT_ALLOW,
 		     i + 1 < ARRAY_SIZE(persona_ok) ? -1 : ACT_EPERM);
+	/* socket: the families above, by the low word; netlink's protocol,
+	 * by both words. */
+	a->block[ACT_SOCKET] = (int)a->n;
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(0, 0), -1, -1);
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, SOCK_FAMILY_DENIED, ACT_EPERM, -1);
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, SOCK_FAMILY_NETLINK, -1, ACT_ALLOW);
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(2, 0), -1, -1);
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, SOCK_NETLINK_OK, -1, ACT_EPERM);
+	emit(a, BPF_LD | BPF_W | BPF_ABS, LD_ARG(2, 1), -1, -1);
+	emit(a, BPF_JMP | BPF_JEQ | BPF_K, 0, ACT_ALLOW, ACT_EPERM);
 	static const uint32_t ret[] = {
 		[ACT_ALLOW] = SECCOMP_RET_ALLOW,
 		[ACT_EPERM] = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA),
@@ -426,7 +460,7 @@ static int prog_build(struct seccomp_prog *p, bool clone3_denied, char *err, siz
 		/* As counted for the log: one per denied call and per argument
 		 * test, as libseccomp's rules are. */
 		p->nrules = (int)ARRAY_SIZE(denied) + 2 * (int)ARRAY_SIZE(ns_flags) + 1 +
-			    (int)ARRAY_SIZE(tty_reqs) + 1;
+			    (int)ARRAY_SIZE(tty_reqs) + 2 + 1;
 	}
 	free(a);
 	return r;
@@ -509,6 +543,12 @@ char *seccomp_profile_json(void)
 	json_array_append_new(rules, profile_rule("clone3", ENOSYS, -1, 0, 0));
 	for (size_t i = 0; i < ARRAY_SIZE(tty_reqs); i++)
 		json_array_append_new(rules, profile_rule("ioctl", EPERM, 1, 0xffffffffUL, tty_reqs[i]));
+	json_array_append_new(rules, profile_rule("socket", EPERM, 0, 0xffffffffUL, SOCK_FAMILY_DENIED));
+	json_t *nl = profile_rule("socket", EPERM, 0, 0xffffffffUL, SOCK_FAMILY_NETLINK);
+	json_array_append_new(json_object_get(nl, "args"),
+			      json_pack("{s:i, s:I, s:s}", "index", 2, "value", (json_int_t)SOCK_NETLINK_OK,
+					"op", "SCMP_CMP_NE"));
+	json_array_append_new(rules, nl);
 	/* personality: a profile cannot say "none of persona_ok", but it can
 	 * deny every bit that none of them holds, one rule a bit. Unlike the
 	 * BPF program, this also denies the 0xffffffff query. */

@@ -50,7 +50,8 @@ struct sock_fprog seccomp_prog_fprog(const struct seccomp_prog *p);
 /* The same denylist as a container runtime's seccomp profile (the JSON
  * that docker, podman and nerdctl take with --security-opt seccomp=FILE):
  * default allow, each denied call with its errno, the namespace flags of
- * clone and unshare and the two tty ioctls by masked argument. The
+ * clone and unshare, the two tty ioctls and the socket families by masked
+ * argument. The
  * personality check has no equivalent there (a profile cannot say "none
  * of these values" either) and is left to the runtime's own default.
  * Returns malloc'd text, or NULL. */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "query.h"
@@ -19,7 +20,17 @@
  * along), but is filed in one list only, its first upstream's: released
  * by that result, it is looked at again and filed under the next one.
  * So a release costs the length of one list, and nothing is ever
- * unlinked from a second one. */
+ * unlinked from a second one.
+ *
+ * The graph is the members' to shape (issue 35: a 130,000-task chain
+ * overflowed every worker's stack, and a chain of 16,000 filed in order
+ * took 8 s). So a walk of it is a loop with stacks of its own, never a
+ * recursion; it runs only where a cycle can close (the name being filed
+ * is waited on already, nin); it goes both ways at once, up from the
+ * new upstreams and down from the name's dependants, and stops when
+ * either side has nothing left, so it costs the smaller side (a chain
+ * filed in any order: about N log N in all); and it follows at most
+ * after_max names. */
 
 struct dnode {
 	const char *name;   /* its entry's in the set */
@@ -28,16 +39,33 @@ struct dnode {
 	void *data;         /* the caller's, while it waits */
 	char **waiters;     /* names filed under this one */
 	size_t nw, capw;
-	unsigned mark;      /* cycle search: visited in search number mark */
+	char **deps;        /* names filed with this one among their ups;
+			     * some may be stale (checked where used) */
+	size_t nd, capd;
+	size_t nin;         /* how many filed names have it among their ups */
+	unsigned depth;     /* filed: 1 + its deepest filed upstream's */
+	unsigned mark_up, mark_down;  /* the last walk that reached it, each way */
+	struct dnode *via_up, *via_down; /* and from where (a cycle's path) */
 };
 
 struct depwait {
 	struct strset set; /* every name, its dnode (strset_getp) */
 	size_t nwaiting;
 	unsigned search;
+	unsigned max;      /* after_max */
+	uint64_t steps;    /* names looked at by filing, in all */
 };
 
-struct depwait *depwait_new(void) { return xcalloc(1, sizeof(struct depwait)); }
+struct depwait *depwait_new(void)
+{
+	struct depwait *d = xcalloc(1, sizeof(struct depwait));
+	d->max = DEPWAIT_MAX_DEFAULT;
+	return d;
+}
+
+void depwait_set_max(struct depwait *d, unsigned max) { d->max = max ? max : DEPWAIT_MAX_DEFAULT; }
+
+uint64_t depwait_steps(const struct depwait *d) { return d->steps; }
 
 static void node_clear_ups(struct dnode *e)
 {
@@ -48,20 +76,33 @@ static void node_clear_ups(struct dnode *e)
 	e->ups = NULL;
 	e->data = NULL;
 	e->nups = 0;
+	e->depth = 0;
+}
+
+static void node_clear_deps(struct dnode *e)
+{
+	for (size_t k = 0; k < e->nd; k++)
+		free(e->deps[k]);
+	free(e->deps);
+	e->deps = NULL;
+	e->nd = e->capd = 0;
+}
+
+static void node_free(struct dnode *e)
+{
+	node_clear_ups(e);
+	node_clear_deps(e);
+	for (size_t k = 0; k < e->nw; k++)
+		free(e->waiters[k]);
+	free(e->waiters);
+	free(e);
 }
 
 void depwait_free(struct depwait *d)
 {
 	if (!d)
 		return;
-	STRSET_EACH(&d->set, x) {
-		struct dnode *e = x->p;
-		node_clear_ups(e);
-		for (size_t k = 0; k < e->nw; k++)
-			free(e->waiters[k]);
-		free(e->waiters);
-		free(e);
-	}
+	STRSET_EACH(&d->set, x) node_free(x->p);
 	strset_free(&d->set);
 	free(d);
 }
@@ -85,36 +126,158 @@ static struct dnode *dput(struct depwait *d, const char *name)
 static void dgc(struct depwait *d, const char *name)
 {
 	struct dnode *e = dget(d, name);
-	if (!e || e->ups || e->nw)
+	if (!e || e->ups || e->nw || e->nin)
 		return;
-	free(e->waiters);
-	free(e);
 	strset_del(&d->set, name);
+	node_free(e);
 }
 
-/* Does `from` wait, through the set, on target? The path found is
- * written into path (from first), NUL-terminated at *off. Depth-first,
- * each node once per search. */
-static bool reaches(struct depwait *d, const char *from, const char *target, char *path,
-		    size_t len, size_t *off)
+/* x's edges leave the graph: each upstream is waited on once less (its
+ * deps entry goes stale, and goes at its next compaction). */
+static void edges_drop(struct depwait *d, char **ups, int n)
 {
-	size_t at = *off;
-	int w = snprintf(path + at, at < len ? len - at : 0, " -> %s", from);
-	if (w > 0)
-		*off = at + (size_t)w < len ? at + (size_t)w : len ? len - 1 : 0;
-	if (strcmp(from, target) == 0)
-		return true;
-	struct dnode *e = dget(d, from);
-	if (e && e->mark != d->search) {
-		e->mark = d->search;
-		for (int i = 0; i < e->nups; i++)
-			if (reaches(d, e->ups[i], target, path, len, off))
-				return true;
+	for (int i = 0; i < n; i++) {
+		struct dnode *u = dget(d, ups[i]);
+		if (u && u->nin) {
+			u->nin--;
+			dgc(d, ups[i]);
+		}
 	}
-	*off = at;
-	if (at < len)
-		path[at] = '\0';
-	return false;
+}
+
+/* Is the deps entry `name` of u live: filed, with u among its ups? */
+static struct dnode *dep_live(const struct depwait *d, const struct dnode *u, const char *name)
+{
+	struct dnode *x = dget(d, name);
+	for (int i = 0; x && i < x->nups; i++)
+		if (strcmp(x->ups[i], u->name) == 0)
+			return x;
+	return NULL;
+}
+
+/* u's deps, once stale entries are most of them: the live ones, each
+ * once (the mark of a search of its own). */
+static void deps_compact(struct depwait *d, struct dnode *u)
+{
+	size_t o = 0;
+	d->search++;
+	for (size_t k = 0; k < u->nd; k++) {
+		struct dnode *x = dep_live(d, u, u->deps[k]);
+		if (x && x->mark_down != d->search) {
+			x->mark_down = d->search;
+			u->deps[o++] = u->deps[k];
+		} else {
+			free(u->deps[k]);
+		}
+	}
+	u->nd = o;
+}
+
+static void deps_add(struct depwait *d, struct dnode *u, const char *name)
+{
+	if (u->nd >= 2 * u->nin + 8)
+		deps_compact(d, u);
+	if (u->nd == u->capd) {
+		u->capd = u->capd ? 2 * u->capd : 4;
+		u->deps = xrealloc(u->deps, u->capd * sizeof *u->deps);
+	}
+	u->deps[u->nd++] = xstrdup(name);
+}
+
+struct walk {
+	struct dnode **v;
+	size_t n, cap;
+};
+
+static void walk_push(struct walk *w, struct dnode *x)
+{
+	if (w->n == w->cap)
+		w->v = xrealloc(w->v, (w->cap = w->cap ? 2 * w->cap : 64) * sizeof *w->v);
+	w->v[w->n++] = x;
+}
+
+/* The cycle met at m: "target -> ups[i] -> ... -> m -> ... -> target",
+ * each arrow "waits on": up from ups[i] to m, then down from m. */
+static void cycle_path(const struct dnode *target, const struct dnode *m, char *out, size_t len)
+{
+	size_t n = 0, o;
+	for (const struct dnode *x = m; x; x = x->via_up)
+		n++;
+	const struct dnode **v = xcalloc(n, sizeof *v);
+	size_t k = n;
+	for (const struct dnode *x = m; x; x = x->via_up)
+		v[--k] = x;
+	o = (size_t)snprintf(out, len, "%s", target->name);
+	for (size_t i = 0; i < n && o < len; i++)
+		o += (size_t)snprintf(out + o, len - o, " -> %s", v[i]->name);
+	for (const struct dnode *x = m->via_down; x && o < len; x = x->via_down)
+		o += (size_t)snprintf(out + o, len - o, " -> %s", x->name);
+	free(v);
+}
+
+/* Does one of ups lead, through filed names, back to target (which
+ * something waits on)? Up from ups and down from target, a step each
+ * in turn, until the two meet (a cycle: 1, its path in why), either
+ * side runs out (0), or more than d->max names were looked at
+ * (-E2BIG). Each name is looked at once each way. */
+static int walk_both(struct depwait *d, struct dnode *target, const char *const *ups, int n,
+		     char *why, size_t len)
+{
+	struct walk up = {0}, down = {0};
+	struct dnode *meet = NULL;
+	size_t seen = 0;
+	int r = 0;
+	unsigned s = ++d->search;
+	target->mark_down = s;
+	target->via_down = NULL;
+	walk_push(&down, target);
+	for (int i = 0; i < n; i++) {
+		struct dnode *u = dget(d, ups[i]);
+		if (!u || u->mark_up == s)
+			continue;
+		u->mark_up = s;
+		u->via_up = NULL;
+		walk_push(&up, u);
+	}
+	while (r == 0 && !meet && up.n && down.n) {
+		struct dnode *x = up.v[--up.n];
+		d->steps++;
+		if (x->mark_down == s)
+			meet = x;
+		for (int k = 0; !meet && k < x->nups; k++) {
+			struct dnode *y = dget(d, x->ups[k]);
+			if (!y || y->mark_up == s)
+				continue;
+			y->mark_up = s;
+			y->via_up = x;
+			walk_push(&up, y);
+		}
+		x = down.v[--down.n];
+		d->steps++;
+		if (!meet && x->mark_up == s)
+			meet = x;
+		for (size_t k = 0; !meet && k < x->nd; k++) {
+			struct dnode *y = dep_live(d, x, x->deps[k]);
+			if (!y || y->mark_down == s)
+				continue;
+			y->mark_down = s;
+			y->via_down = x;
+			walk_push(&down, y);
+		}
+		if (!meet && (seen += 2) > d->max) {
+			snprintf(why, len,
+				 "looking for a cycle through it would follow more than after_max (%u) "
+				 "tasks", d->max);
+			r = -E2BIG;
+		}
+	}
+	if (meet) {
+		cycle_path(target, meet, why, len);
+		r = 1;
+	}
+	free(up.v);
+	free(down.v);
+	return r;
 }
 
 static void unfile(struct depwait *d, struct dnode *e)
@@ -129,48 +292,61 @@ static void unfile(struct depwait *d, struct dnode *e)
 			u->waiters[k] = u->waiters[--u->nw];
 			break;
 		}
-	char first[TASK_NAME_MAX + 1];
-	snprintf(first, sizeof first, "%s", e->ups[0]);
+	edges_drop(d, e->ups, e->nups);
 	node_clear_ups(e);
 	d->nwaiting--;
-	if (u)
-		dgc(d, first);
 }
 
 int depwait_add(struct depwait *d, const char *name, const char *const *ups, int n,
-		const void *data, size_t dlen, char *cycle, size_t cyclen)
+		const void *data, size_t dlen, char *why, size_t whylen)
 {
-	if (cyclen)
-		cycle[0] = '\0';
+	if (whylen)
+		why[0] = '\0';
 	struct dnode *e = dget(d, name);
 	if (e && e->ups)
 		unfile(d, e);
-	/* A cycle closes only through a name that waits already: ups[i]
-	 * leads back to name. The search starts afresh for each upstream. */
-	for (int i = 0; i < n; i++) {
-		char path[1024];
-		size_t off = 0;
-		path[0] = '\0';
-		d->search++;
-		if (reaches(d, ups[i], name, path, sizeof path, &off)) {
-			if (cyclen)
-				snprintf(cycle, cyclen, "%s%s", name, path);
-			e = dget(d, name);
-			if (e)
-				dgc(d, name);
-			return -ELOOP;
+	e = dput(d, name);
+	unsigned depth = 0;
+	int r = 0;
+	for (int i = 0; i < n && r == 0; i++) {
+		const struct dnode *u = dget(d, ups[i]);
+		d->steps++;
+		if (strcmp(ups[i], name) == 0) {
+			snprintf(why, whylen, "%s -> %s", name, name);
+			r = -ELOOP;
+		} else if (u && u->depth > depth) {
+			depth = u->depth;
 		}
 	}
-	e = dput(d, name);
+	if (r == 0 && depth >= d->max) {
+		snprintf(why, whylen, "it would make a chain of more than after_max (%u) waiting tasks",
+			 d->max);
+		r = -E2BIG;
+	}
+	/* A cycle closes only through a name something waits on already. */
+	if (r == 0 && e->nin) {
+		r = walk_both(d, e, ups, n, why, whylen);
+		if (r == 1)
+			r = -ELOOP;
+	}
+	if (r < 0) {
+		dgc(d, name);
+		return r;
+	}
 	e->ups = xcalloc((size_t)n, sizeof *e->ups);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
+		struct dnode *u = dput(d, ups[i]);
 		e->ups[i] = xstrdup(ups[i]);
+		u->nin++;
+		deps_add(d, u, name);
+	}
 	e->nups = n;
+	e->depth = depth + 1;
 	if (dlen) {
 		e->data = xmalloc(dlen);
 		memcpy(e->data, data, dlen);
 	}
-	struct dnode *u = dput(d, ups[0]);
+	struct dnode *u = dget(d, ups[0]);
 	if (u->nw == u->capw) {
 		u->capw = u->capw ? u->capw * 2 : 4;
 		u->waiters = xrealloc(u->waiters, u->capw * sizeof *u->waiters);
@@ -203,7 +379,9 @@ size_t depwait_release(struct depwait *d, const char *id, depwait_fn fn, void *a
 			e->ups = NULL;
 			e->data = NULL;
 			e->nups = 0;
+			e->depth = 0;
 			d->nwaiting--;
+			edges_drop(d, t[k].ups, t[k].nups);
 			dgc(d, w[k]);
 			n++;
 		}

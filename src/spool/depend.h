@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "task.h"
@@ -26,15 +27,26 @@ struct spool;
 struct depwait;
 struct depwait *depwait_new(void);
 void depwait_free(struct depwait *d);
+/* after_max (kart.conf(5)): how deep a chain of waiting tasks may be,
+ * and how many names one walk of the graph may follow. 0: the default. */
+#define DEPWAIT_MAX_DEFAULT 1000
+void depwait_set_max(struct depwait *d, unsigned max);
+/* Names looked at so far by every add, an operation count: a chain of
+ * N filed in order costs N, in any order about N ln N at most, and no
+ * add more than after_max + 16. */
+uint64_t depwait_steps(const struct depwait *d);
 
 /* name waits on the ids ups[0..n) (those without a result yet; n >= 1).
  * It is filed under ups[0] alone, and looked at again once that one has
  * its result; data (dlen bytes, copied) is the caller's, handed back
- * then. Returns 0; or -ELOOP when one of ups waits, through the set, on
- * name itself: nothing is filed, and cycle says the path ("a -> b -> a").
- * Filing a name again replaces what it waited on. */
+ * then. Returns 0; or, with nothing filed and why saying why:
+ * -ELOOP when one of ups waits, through the set, on name itself (why:
+ * the path, "a -> b -> a"); -E2BIG when name would wait behind a chain
+ * of more than after_max waiting names, or when looking for a cycle
+ * would follow more than after_max names. Filing a name again replaces
+ * what it waited on. */
 int depwait_add(struct depwait *d, const char *name, const char *const *ups, int n,
-		const void *data, size_t dlen, char *cycle, size_t cyclen);
+		const void *data, size_t dlen, char *why, size_t whylen);
 /* id has its result: each name filed under id leaves the set and is
  * passed to fn with what it waited on (ups[0] is id) and its data; fn
  * may file it again. Returns how many. */

@@ -7,6 +7,11 @@
 #include "task.h"
 #include "util.h"
 
+const char *const usage_family_name[UF__N] = {
+	[UF_CPU] = "cpu", [UF_MEMORY] = "memory", [UF_IO] = "io", [UF_PIDS] = "pids",
+	[UF_PRESSURE] = "pressure",
+};
+
 void result_init(struct result *r)
 {
 	memset(r, 0, sizeof *r);
@@ -14,6 +19,9 @@ void result_init(struct result *r)
 	r->timeout_s = -1;
 	r->kill_grace_s = -1;
 	r->cpu_user_ms = r->cpu_system_ms = r->memory_peak = -1;
+	r->io_read_bytes = r->io_write_bytes = r->pids_peak = -1;
+	for (int i = 0; i < PSI__N; i++)
+		r->psi_us[i] = -1;
 	r->attempt = 1;
 	r->backend = "none";
 	r->landlock = "off";
@@ -60,6 +68,88 @@ static json_t *jstream(const struct result_stream *s)
 	if (o && s->lost_bytes)
 		json_object_set_new(o, "lost_bytes", json_integer((json_int_t)s->lost_bytes));
 	return o;
+}
+
+static json_t *jcount(int64_t v) { return jint_or_null(v, v < 0); }
+
+/* {"FAMILY": "text", ...} of the families that have one; NULL: none. */
+static json_t *jfamilies(const char *const *text)
+{
+	json_t *o = NULL;
+	for (int i = 0; i < UF__N; i++) {
+		if (!text[i])
+			continue;
+		if (!o)
+			o = json_object();
+		json_object_set_new(o, usage_family_name[i], json_string(text[i]));
+	}
+	return o;
+}
+
+static json_t *jusage(const struct result *r)
+{
+	static const char *const psi[PSI__N] = {
+		[PSI_CPU_SOME] = "psi_cpu_some_us", [PSI_CPU_FULL] = "psi_cpu_full_us",
+		[PSI_MEMORY_SOME] = "psi_memory_some_us", [PSI_MEMORY_FULL] = "psi_memory_full_us",
+		[PSI_IO_SOME] = "psi_io_some_us", [PSI_IO_FULL] = "psi_io_full_us",
+	};
+	json_t *u = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "cpu_user_ms", jcount(r->cpu_user_ms),
+			      "cpu_system_ms", jcount(r->cpu_system_ms), "memory_peak_bytes",
+			      jcount(r->memory_peak), "io_read_bytes", jcount(r->io_read_bytes),
+			      "io_write_bytes", jcount(r->io_write_bytes), "pids_peak",
+			      jcount(r->pids_peak));
+	for (int i = 0; i < PSI__N; i++)
+		json_object_set_new(u, psi[i], jcount(r->psi_us[i]));
+	/* Only of a run: a task that never ran used nothing, and says why. */
+	json_t *by = r->started_ms > 0 ? jfamilies(r->usage_by) : NULL;
+	json_t *why = r->started_ms > 0 ? jfamilies(r->usage_why) : NULL;
+	if (by)
+		json_object_set_new(u, "measured_by", by);
+	if (why)
+		json_object_set_new(u, "why_null", why);
+	return u;
+}
+
+/* To a hundredth of a percent: seff's precision, not the float's. */
+static double round4(double x) { return (double)(int64_t)(x * 10000 + 0.5) / 10000; }
+
+/* As Slurm's seff: CPU time over the run time (less the time paused)
+ * times the CPUs it could use (its cpu= limit, else the worker's, at
+ * most the worker's); the memory peak over the memory limit applied.
+ * null where a figure is missing, and why. Never ran: null. */
+static json_t *jefficiency(const struct result *r)
+{
+	if (r->started_ms <= 0 || r->finished_ms <= 0)
+		return json_null();
+	double cpus = r->cpu_milli ? r->cpu_milli / 1000.0 : r->host_cpus;
+	if (r->host_cpus > 0 && cpus > r->host_cpus)
+		cpus = r->host_cpus;
+	int64_t run = r->finished_ms - r->started_ms - r->paused_ms;
+	json_t *cpu, *mem, *why = json_object();
+	if (r->cpu_user_ms < 0 || r->cpu_system_ms < 0) {
+		cpu = json_null();
+		json_object_set_new(why, "cpu", json_string("its CPU time was not measured (usage.why_null)"));
+	} else if (run <= 0 || cpus <= 0) {
+		cpu = json_null();
+		json_object_set_new(why, "cpu", json_string(run <= 0 ? "it ran for no measurable time"
+								      : "the worker's CPUs are not known"));
+	} else
+		cpu = json_real(round4((double)(r->cpu_user_ms + r->cpu_system_ms) / ((double)run * cpus)));
+	if (!r->memory) {
+		mem = json_null();
+		json_object_set_new(why, "memory", json_string("no memory limit (memory=)"));
+	} else if (r->memory_peak < 0) {
+		mem = json_null();
+		json_object_set_new(why, "memory", json_string("its memory peak was not measured (usage.why_null)"));
+	} else
+		mem = json_real(round4((double)r->memory_peak / (double)r->memory));
+	json_t *e = json_pack("{s:o, s:o, s:o}", "cpu", cpu, "memory", mem, "cpus",
+			      cpus > 0 ? json_real(cpus) : json_null());
+	if (json_object_size(why))
+		json_object_set_new(e, "why_null", why);
+	else
+		json_decref(why);
+	return e;
 }
 
 char *result_dumps(const struct result *r)
@@ -119,12 +209,8 @@ char *result_dumps(const struct result *r)
 				      jint_or_null(r->kill_grace_s, r->kill_grace_s < 0), "memory_bytes",
 				      jint_or_null((int64_t)r->memory, r->memory == 0), "pids",
 				      jint_or_null(r->pids, r->pids == 0), "cpu", cpu));
-	json_object_set_new(o, "usage",
-			    json_pack("{s:o, s:o, s:o}", "cpu_user_ms",
-				      jint_or_null(r->cpu_user_ms, r->cpu_user_ms < 0), "cpu_system_ms",
-				      jint_or_null(r->cpu_system_ms, r->cpu_system_ms < 0),
-				      "memory_peak_bytes",
-				      jint_or_null(r->memory_peak, r->memory_peak < 0)));
+	json_object_set_new(o, "usage", jusage(r));
+	json_object_set_new(o, "efficiency", jefficiency(r));
 	json_t *ll;
 	char *endp;
 	long abi = r->landlock ? strtol(r->landlock, &endp, 10) : 0;
@@ -160,7 +246,8 @@ char *result_dumps(const struct result *r)
 		json_t *a = json_loads(r->attempts_json, 0, NULL);
 		json_object_set_new(o, "attempts", a ? a : json_null());
 	}
-	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	/* Ten digits: 0.0612, not 0.061199999999999997. */
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	json_decref(o);
 	if (!s)
 		oom();

@@ -17,6 +17,14 @@ struct result_stream {
 	uint64_t lost_bytes; /* read and dropped because the file refused a write */
 };
 
+/* The families of usage's fields, for usage.measured_by and
+ * usage.why_null (usage_family_name). */
+enum usage_family { UF_CPU, UF_MEMORY, UF_IO, UF_PIDS, UF_PRESSURE, UF__N };
+extern const char *const usage_family_name[UF__N];
+/* usage.psi_*_us, in this order. */
+enum { PSI_CPU_SOME, PSI_CPU_FULL, PSI_MEMORY_SOME, PSI_MEMORY_FULL, PSI_IO_SOME, PSI_IO_FULL,
+       PSI__N };
+
 struct result {
 	const char *id;
 	const char *name; /* bytes, whatever they are */
@@ -52,6 +60,13 @@ struct result {
 	uint32_t cpu_milli; /* 0: null */
 	/* usage */
 	int64_t cpu_user_ms, cpu_system_ms, memory_peak; /* -1: null */
+	int64_t io_read_bytes, io_write_bytes;           /* -1: null */
+	int64_t pids_peak;                               /* -1: null */
+	int64_t psi_us[PSI__N];                          /* -1: null */
+	const char *usage_by[UF__N], *usage_why[UF__N];  /* NULL: none said */
+	/* The CPUs the task could have used without a cpu= limit (the
+	 * worker's), for efficiency.cpu; 0: unknown. */
+	int host_cpus;
 	/* sandbox */
 	const char *backend;
 	bool network;

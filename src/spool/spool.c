@@ -263,6 +263,54 @@ int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd)
 	return -EBUSY;
 }
 
+int spool_worker_hold(struct spool *sp, const char *wid, int *lockfd, bool *made)
+{
+	*lockfd = -1;
+	*made = false;
+	for (int tries = 0; tries < 10; tries++) {
+		_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_close_ int l = -1;
+		if (d < 0) {
+			if (errno != ENOENT)
+				return -errno;
+			int r = worker_dir_create(sp, wid, &d, &l);
+			if (r < 0)
+				return r;
+			if (d < 0)
+				continue; /* a namesake's appeared meanwhile */
+			*made = true;
+			*lockfd = steal_fd(&l);
+			return 0;
+		}
+		/* No .lock: one being removed, or garbage gc removes. */
+		l = openat(d, ".lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (l < 0)
+			return errno == ENOENT ? -EBUSY : -errno;
+		if (flock(l, LOCK_EX | LOCK_NB) < 0)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+		struct stat a, b, c, e;
+		if (fstat(l, &a) < 0 || fstatat(d, ".lock", &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    a.st_ino != b.st_ino || fstat(d, &c) < 0 ||
+		    fstatat(sp->cur, wid, &e, AT_SYMLINK_NOFOLLOW) < 0 || c.st_ino != e.st_ino)
+			continue;
+		*lockfd = steal_fd(&l);
+		return 0;
+	}
+	return -EBUSY;
+}
+
+void spool_worker_unhold(struct spool *sp, const char *wid, int lockfd, bool made)
+{
+	if (made) {
+		_cleanup_close_ int d = openat(sp->cur, wid, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (d >= 0)
+			(void)unlinkat(d, ".lock", 0);
+		(void)unlinkat(sp->cur, wid, AT_REMOVEDIR);
+	}
+	if (lockfd >= 0)
+		(void)close(lockfd);
+}
+
 int spool_claim(struct spool *sp, int wdir, const char *name)
 {
 	if (renameat2(sp->new, name, wdir, name, RENAME_NOREPLACE) == 0)

@@ -108,6 +108,12 @@ void spool_close(struct spool *sp);
 
 /* Worker directories: cur/<wid>/ with .lock held (flock) for life. */
 int spool_worker_open(struct spool *sp, const char *wid, int *wdir, int *lockfd);
+/* Hold a worker's cur/WID/.lock as it would (making cur/WID, then *made,
+ * where there is none), so that no worker WID runs meanwhile, nor starts:
+ * 0, -EBUSY (one lives, or its directory is being made or removed), or
+ * -errno. spool_worker_unhold lets go (and removes what it made). */
+int spool_worker_hold(struct spool *sp, const char *wid, int *lockfd, bool *made);
+void spool_worker_unhold(struct spool *sp, const char *wid, int lockfd, bool made);
 /* Claim new/<name> into the claim directory: -ENOENT if another took it,
  * -EEXIST if the claim directory already holds that name. */
 int spool_claim(struct spool *sp, int wdir, const char *name);

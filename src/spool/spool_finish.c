@@ -702,7 +702,9 @@ int spool_finish(struct spool *sp, int wdir, const char *name, bool regular,
 		return -errno;
 	struct tally_row row;
 	tally_row_of(res, &row);
-	spool_tally_add(sp, wdir, name, idbuf, &row);
+	/* Only a plain claim is opened for its mark: another (a hard link
+	 * to a file elsewhere, a FIFO) is not ours to open. */
+	spool_tally_add(sp, wdir, regular ? name : NULL, idbuf, &row);
 	return spool_finish_complete(sp, wdir, name, regular, idbuf, 0);
 }
 

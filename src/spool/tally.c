@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 
 #include "query.h"
 #include "result.h"
@@ -19,6 +21,12 @@ const double tally_bounds_s[TALLY_BUCKETS - 1] = {0.1, 0.5, 1, 5, 10, 30, 60, 30
 #define TALLY_DIR "tally"
 #define TALLY_HEADER "kart-tally 1"
 #define TALLY_MARK "user.kart.tally"
+/* The counts of writers that are gone (kart gc's fold), the row files
+ * renamed on their way into it, and the fold's lock. */
+#define TALLY_FOLDED "folded"
+#define TALLY_FOLDED_HEADER "kart-tally-folded 1"
+#define TALLY_FOLD_PREFIX "f."
+#define TALLY_FOLD_LOCK ".lock"
 
 struct tally_writer {
 	pthread_mutex_t mu; /* the worker's loop and its commit thread both publish */
@@ -70,6 +78,18 @@ static int tally_dir(struct spool *sp)
 	return d;
 }
 
+/* The last byte of d/name, read without blocking: true if there is one. */
+static bool pread_last(int d, const char *name, char *c)
+{
+	_cleanup_close_ int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 && pread(fd, c, 1, st.st_size - 1) == 1;
+}
+
+/* tally/w.WRITER, opened for appending. The writer holds cur/WRITER/.lock
+ * whenever it opens or appends to it; kart gc's fold holds that lock
+ * while it moves a file away (tally_fold). */
+
 static int tally_open(struct spool *sp, struct tally_writer *tw)
 {
 	if (tw->fd >= 0)
@@ -77,8 +97,10 @@ static int tally_open(struct spool *sp, struct tally_writer *tw)
 	_cleanup_close_ int d = tally_dir(sp);
 	if (d < 0)
 		return d;
-	_cleanup_close_ int fd =
-		openat(d, tw->file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	/* O_NONBLOCK: a FIFO planted under our name fails (ENXIO) instead
+	 * of holding the worker until someone reads it. */
+	_cleanup_close_ int fd = openat(d, tw->file, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
+						  O_NONBLOCK | O_CLOEXEC, 0644);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return -errno;
@@ -90,10 +112,8 @@ static int tally_open(struct spool *sp, struct tally_writer *tw)
 	} else {
 		/* A row cut short (a crash of the machine mid-write) stays a
 		 * line of its own, which readers skip, not the start of ours. */
-		_cleanup_close_ int rd = openat(d, tw->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		char last;
-		if (rd >= 0 && pread(rd, &last, 1, st.st_size - 1) == 1 && last != '\n' &&
-		    write_all(fd, "\n", 1) < 0)
+		if (pread_last(d, tw->file, &last) && last != '\n' && write_all(fd, "\n", 1) < 0)
 			return -errno;
 	}
 	tw->fd = steal_fd(&fd);
@@ -223,14 +243,10 @@ static bool mark_landed(struct spool *sp, int fd, const char *id)
 	       st.st_size > off;
 }
 
-void spool_tally_recovered(struct spool *sp, int wdir, const char *claim, int fd, const char *id)
+/* A published result's row (its strings borrowed from j). */
+static void row_of_json(json_t *j, struct tally_row *row)
 {
-	if (!sp->tally || mark_landed(sp, fd, id))
-		return;
-	json_t *j = NULL;
-	if (query_load(sp, id, &j) < 0)
-		return;
-	struct tally_row row = {
+	*row = (struct tally_row){
 		.status = json_string_value(json_object_get(j, "status")),
 		.lane = json_string_value(json_object_get(j, "lane")),
 		.user = json_string_value(json_object_get(json_object_get(j, "submitter"), "user")),
@@ -239,19 +255,31 @@ void spool_tally_recovered(struct spool *sp, int wdir, const char *claim, int fd
 		.run_ms = json_is_integer(json_object_get(j, "duration_ms"))
 				  ? json_integer_value(json_object_get(j, "duration_ms")) : -1,
 	};
+}
+
+void spool_tally_recovered(struct spool *sp, int wdir, const char *claim, int fd, const char *id)
+{
+	if (!sp->tally || mark_landed(sp, fd, id))
+		return;
+	json_t *j = NULL;
+	if (query_load(sp, id, &j) < 0)
+		return;
+	struct tally_row row;
+	row_of_json(j, &row);
 	spool_tally_add(sp, wdir, claim, id, &row);
 	json_decref(j);
 }
 
 /* ---- reading ------------------------------------------------------------- */
 
-/* The counts, keyed by the row's encoded "STATUS LANE USER": an open
- * addressing table over t->count. */
+/* The counts, keyed by the row's encoded "STATUS LANE USER" (open
+ * addressing over t->count), and the histograms by lane. */
 struct reader {
 	struct tally *t;
 	size_t *slot; /* index + 1 into t->count; 0: empty */
 	size_t nslot;
 	char **key;   /* the encoded key of each count */
+	struct strv marks; /* "NAME OFFSET" of folded's watermarks */
 };
 
 static uint64_t hash(const char *s, size_t n)
@@ -291,8 +319,10 @@ static void grow(struct reader *rd)
 	rd->nslot = n;
 }
 
+/* key: the three encoded fields f[0..2], space-separated, as one string
+ * of klen bytes. */
 static void count_add(struct reader *rd, const char *key, size_t klen, const char *f[3],
-		      const size_t fl[3])
+		      const size_t fl[3], uint64_t n)
 {
 	struct tally *t = rd->t;
 	if (2 * (t->ncount + 1) > rd->nslot)
@@ -301,7 +331,7 @@ static void count_add(struct reader *rd, const char *key, size_t klen, const cha
 	for (; rd->slot[k]; k = (k + 1) & (rd->nslot - 1)) {
 		size_t i = rd->slot[k] - 1;
 		if (strlen(rd->key[i]) == klen && memcmp(rd->key[i], key, klen) == 0) {
-			t->count[i].n++;
+			t->count[i].n += n;
 			return;
 		}
 	}
@@ -311,43 +341,52 @@ static void count_add(struct reader *rd, const char *key, size_t klen, const cha
 	memcpy(rd->key[t->ncount], key, klen);
 	rd->key[t->ncount][klen] = '\0';
 	t->count[t->ncount] = (struct tally_count){decoded(f[0], fl[0]), decoded(f[1], fl[1]),
-						   decoded(f[2], fl[2]), 1};
+						   decoded(f[2], fl[2]), n};
 	rd->slot[k] = ++t->ncount;
+}
+
+static struct tally_hist *hist_of(struct tally_hist **h, size_t *n, const char *lane, size_t ll)
+{
+	_cleanup_free_ char *l = decoded(lane, ll);
+	const char *name = l ? l : "";
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*h)[i].lane, name) == 0)
+			return &(*h)[i];
+	*h = xrealloc(*h, (*n + 1) * sizeof **h);
+	struct tally_hist *x = &(*h)[(*n)++];
+	memset(x, 0, sizeof *x);
+	x->lane = xstrdup(name);
+	return x;
+}
+
+/* A number of a line: 0 <= v, or -1. */
+static long long number(const char *s, size_t n)
+{
+	char num[24];
+	if (n == 0 || n >= sizeof num)
+		return -1;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	char *end;
+	errno = 0;
+	long long v = strtoll(num, &end, 10);
+	return *end || errno || v < 0 ? -1 : v;
 }
 
 static void hist_add(struct tally_hist **h, size_t *n, const char *lane, size_t ll, const char *ms,
 		     size_t msl)
 {
-	if (msl == 1 && ms[0] == '-')
-		return;
-	char num[24];
-	if (msl >= sizeof num)
-		return;
-	memcpy(num, ms, msl);
-	num[msl] = '\0';
-	char *end;
-	long long v = strtoll(num, &end, 10);
-	if (*end || v < 0)
-		return;
-	_cleanup_free_ char *l = decoded(lane, ll);
-	const char *name = l ? l : "";
-	struct tally_hist *x = NULL;
-	for (size_t i = 0; i < *n && !x; i++)
-		if (strcmp((*h)[i].lane, name) == 0)
-			x = &(*h)[i];
-	if (!x) {
-		*h = xrealloc(*h, (*n + 1) * sizeof **h);
-		x = &(*h)[(*n)++];
-		memset(x, 0, sizeof *x);
-		x->lane = xstrdup(name);
-	}
-	double s = v / 1000.0;
+	long long v = number(ms, msl);
+	if (v < 0)
+		return; /* "-": not timed */
+	struct tally_hist *x = hist_of(h, n, lane, ll);
+	double s = (double)v / 1000.0;
 	size_t b = 0;
 	while (b < TALLY_BUCKETS - 1 && s > tally_bounds_s[b])
 		b++;
 	x->bucket[b]++;
 	x->n++;
-	x->sum_s += s;
+	x->sum_ms += v;
 }
 
 /* Split a line into at most n space-separated fields. */
@@ -365,18 +404,21 @@ static size_t split(const char *s, size_t len, const char **f, size_t *fl, size_
 	return i < len ? n + 1 : k; /* more than n: not a line we know */
 }
 
-static void line(struct reader *rd, const char *writer, const char *s, size_t len)
+/* A row file's line: "r STATUS LANE USER WAIT_MS RUN_MS", "s FAST BATCH". */
+static void row_line(struct reader *rd, const char *writer, const char *s, size_t len)
 {
 	struct tally *t = rd->t;
 	const char *f[6];
 	size_t fl[6];
 	size_t n = split(s, len, f, fl, 6);
-	if (n == 6 && fl[0] == 1 && f[0][0] == 'r') {
-		count_add(rd, f[1], (size_t)(f[4] - f[1] - 1), f + 1, fl + 1);
+	bool timed = n == 6 && (number(f[4], fl[4]) >= 0 || (fl[4] == 1 && f[4][0] == '-')) &&
+		     (number(f[5], fl[5]) >= 0 || (fl[5] == 1 && f[5][0] == '-'));
+	if (n == 6 && fl[0] == 1 && f[0][0] == 'r' && timed) {
+		count_add(rd, f[1], (size_t)(f[4] - f[1] - 1), f + 1, fl + 1, 1);
 		hist_add(&t->wait, &t->nwait, f[2], fl[2], f[4], fl[4]);
 		hist_add(&t->run, &t->nrun, f[2], fl[2], f[5], fl[5]);
 		t->rows++;
-	} else if (n == 3 && fl[0] == 1 && f[0][0] == 's') {
+	} else if (n == 3 && fl[0] == 1 && f[0][0] == 's' && writer) {
 		struct tally_slots *x = NULL;
 		for (size_t i = 0; i < t->nslots && !x; i++)
 			if (strcmp(t->slots[i].writer, writer) == 0)
@@ -392,41 +434,185 @@ static void line(struct reader *rd, const char *writer, const char *s, size_t le
 		t->bad++;
 }
 
-static void read_one(struct reader *rd, int d, const char *name)
+/* folded's line: "p", "c STATUS LANE USER N", "h run|wait LANE N SUM_MS
+ * B0..B11", "m NAME OFFSET". */
+static void folded_line(struct reader *rd, const char *s, size_t len)
 {
-	_cleanup_close_ int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return;
-	rd->t->files++;
+	struct tally *t = rd->t;
+	const char *f[5 + TALLY_BUCKETS];
+	size_t fl[5 + TALLY_BUCKETS];
+	size_t n = split(s, len, f, fl, 5 + TALLY_BUCKETS);
+	long long v;
+	if (n == 1 && fl[0] == 1 && f[0][0] == 'p')
+		t->pretally = true;
+	else if (n == 5 && fl[0] == 1 && f[0][0] == 'c' && (v = number(f[4], fl[4])) >= 0)
+		count_add(rd, f[1], (size_t)(f[4] - f[1] - 1), f + 1, fl + 1, (uint64_t)v);
+	else if (n == 5 + TALLY_BUCKETS && fl[0] == 1 && f[0][0] == 'h' &&
+		   ((fl[1] == 3 && !memcmp(f[1], "run", 3)) || (fl[1] == 4 && !memcmp(f[1], "wait", 4)))) {
+		long long cnt = number(f[3], fl[3]), sum = number(f[4], fl[4]), b[TALLY_BUCKETS];
+		bool ok = cnt >= 0 && sum >= 0;
+		for (int i = 0; i < TALLY_BUCKETS && ok; i++)
+			ok = (b[i] = number(f[5 + i], fl[5 + i])) >= 0;
+		if (!ok) {
+			t->bad++;
+			return;
+		}
+		bool run = f[1][0] == 'r';
+		struct tally_hist *x = hist_of(run ? &t->run : &t->wait, run ? &t->nrun : &t->nwait,
+					       f[2], fl[2]);
+		for (int i = 0; i < TALLY_BUCKETS; i++)
+			x->bucket[i] += (uint64_t)b[i];
+		x->n += (uint64_t)cnt;
+		x->sum_ms += sum;
+	} else if (n == 3 && fl[0] == 1 && f[0][0] == 'm' && number(f[2], fl[2]) >= 0) {
+		_cleanup_free_ char *m = xmalloc(len);
+		memcpy(m, s + 2, len - 2);
+		m[len - 2] = '\0';
+		strv_add(&rd->marks, m);
+	} else
+		t->bad++;
+}
+
+/* The offset up to which folded holds name's rows; 0: none of them. */
+static off_t mark_of(const struct reader *rd, const char *name)
+{
+	size_t l = strlen(name);
+	for (size_t i = 0; i < rd->marks.n; i++)
+		if (strncmp(rd->marks.v[i], name, l) == 0 && rd->marks.v[i][l] == ' ')
+			return (off_t)strtoll(rd->marks.v[i] + l + 1, NULL, 10);
+	return 0;
+}
+
+/* Each complete line of fd from offset from (a header first when from is
+ * 0, which must be header), to line(); returns the offset after the last
+ * complete line, or -1 when the header is another's (not ours to read). */
+static off_t read_lines(int fd, off_t from, const char *header, struct reader *rd, const char *writer,
+			void (*line)(struct reader *, const char *, const char *, size_t))
+{
 	enum { BUF = 1 << 16 };
 	_cleanup_free_ char *buf = xmalloc(BUF);
 	size_t have = 0;
-	bool header = false;
+	bool need_header = from == 0;
+	off_t at = from, done = from;
 	for (;;) {
-		ssize_t n = read(fd, buf + have, BUF - have);
+		ssize_t n = pread(fd, buf + have, BUF - have, at);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
+		at += n;
 		have += (size_t)n;
 		size_t start = 0;
 		for (char *nl; (nl = memchr(buf + start, '\n', have - start));) {
 			size_t len = (size_t)(nl - (buf + start));
-			if (!header) {
-				if (len != strlen(TALLY_HEADER) || memcmp(buf + start, TALLY_HEADER, len))
-					return; /* another version: not ours to read */
-				header = true;
+			if (need_header) {
+				if (len != strlen(header) || memcmp(buf + start, header, len))
+					return -1;
+				need_header = false;
 			} else
-				line(rd, name + 2, buf + start, len);
+				line(rd, writer, buf + start, len);
 			start += len + 1;
 		}
+		done += (off_t)start;
 		memmove(buf, buf + start, have - start);
 		have -= start;
-		if (have == BUF)
-			have = 0, rd->t->bad++; /* no row is that long */
+		if (have == BUF) {
+			/* No line is that long: skipped, up to its end. */
+			done += BUF;
+			have = 0;
+			rd->t->bad++;
+		}
 	}
 	/* A last line without its newline is a row being written: not yet. */
+	return done;
+}
+
+static void folded_line_cb(struct reader *rd, const char *writer, const char *s, size_t len)
+{
+	(void)writer;
+	folded_line(rd, s, len);
+}
+
+static void reader_free(struct reader *rd)
+{
+	for (size_t i = 0; i < rd->t->ncount; i++)
+		free(rd->key[i]);
+	free(rd->key);
+	free(rd->slot);
+	strv_free(&rd->marks);
+	memset(rd, 0, sizeof *rd);
+}
+
+/* A regular file of d, opened without following a link or blocking on a
+ * FIFO; -1 (errno) otherwise. */
+static int open_plain(int d, const char *name, struct stat *st)
+{
+	int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))) {
+		(void)close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+/* Every row file of d, each from where folded (read into rd) stops.
+ * 1: a fold renamed or removed one meanwhile (look again), 0, -errno. */
+static int read_rows(int d, struct reader *rd)
+{
+	struct strv names = {0};
+	int rc = dir_names(d, ".", &names);
+	if (rc < 0)
+		return rc;
+	ino_t *seen = xcalloc(names.n + 1, sizeof *seen);
+	size_t nseen = 0;
+	for (size_t i = 0; i < names.n && !rc; i++) {
+		const char *name = names.v[i];
+		bool fold = strncmp(name, TALLY_FOLD_PREFIX, strlen(TALLY_FOLD_PREFIX)) == 0;
+		if (strncmp(name, "w.", 2) != 0 && !fold)
+			continue;
+		off_t from = mark_of(rd, name);
+		struct stat st;
+		_cleanup_close_ int fd = open_plain(d, name, &st);
+		if (fd < 0) {
+			/* Gone since the listing: a fold's (unless folded
+			 * already holds all of it). */
+			if (errno == ENOENT && !(fold && from > 0))
+				rc = 1;
+			continue;
+		}
+		/* Seen under two names (renamed by a fold in the middle of
+		 * the listing): look again. */
+		for (size_t k = 0; k < nseen; k++)
+			if (seen[k] == st.st_ino)
+				rc = 1;
+		seen[nseen++] = st.st_ino;
+		if (read_lines(fd, from, TALLY_HEADER, rd, fold ? NULL : name + 2, row_line) >= 0)
+			rd->t->files++;
+	}
+	free(seen);
+	strv_free(&names);
+	return rc;
+}
+
+/* One look at tally/: folded, then the row files. A fold replaces
+ * folded whole, so a new one at the end means it ran meanwhile: 1 (look
+ * again), 0, or -errno. */
+static int read_once(int d, struct tally *t)
+{
+	struct reader rd = {.t = t};
+	struct stat st1, st2;
+	_cleanup_close_ int ff = open_plain(d, TALLY_FOLDED, &st1);
+	int rc = ff < 0 && errno != ENOENT ? -errno : 0;
+	if (!rc && ff >= 0 && read_lines(ff, 0, TALLY_FOLDED_HEADER, &rd, NULL, folded_line_cb) >= 0)
+		t->files++;
+	if (!rc)
+		rc = read_rows(d, &rd);
+	bool now = fstatat(d, TALLY_FOLDED, &st2, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!rc && (now != (ff >= 0) || (now && st2.st_ino != st1.st_ino)))
+		rc = 1;
+	reader_free(&rd);
+	return rc;
 }
 
 int tally_read(struct spool *sp, struct tally *t)
@@ -435,20 +621,14 @@ int tally_read(struct spool *sp, struct tally *t)
 	_cleanup_close_ int d = openat(sp->root, TALLY_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d < 0)
 		return -errno;
-	struct strv names = {0};
-	int r = dir_names(d, ".", &names);
-	if (r < 0)
-		return r;
-	struct reader rd = {.t = t};
-	for (size_t i = 0; i < names.n; i++)
-		if (strncmp(names.v[i], "w.", 2) == 0)
-			read_one(&rd, d, names.v[i]);
-	strv_free(&names);
-	for (size_t i = 0; i < t->ncount; i++)
-		free(rd.key[i]);
-	free(rd.key);
-	free(rd.slot);
-	return 0;
+	for (int tries = 0; tries < 20; tries++) {
+		int r = read_once(d, t);
+		if (r <= 0)
+			return r;
+		tally_free(t);
+		usleep(10000);
+	}
+	return -EAGAIN;
 }
 
 void tally_free(struct tally *t)
@@ -469,4 +649,301 @@ void tally_free(struct tally *t)
 	free(t->wait);
 	free(t->slots);
 	memset(t, 0, sizeof *t);
+}
+
+/* ---- folding (kart gc) ------------------------------------------------------ */
+
+/* The mark of d/name, read by its path: a claim may be a member's hard
+ * link to a file elsewhere, or a FIFO, which is not ours to open.
+ * Its length, or -1 (errno: ENOENT no such file, ENODATA no mark). */
+static ssize_t xattr_at(int d, const char *name, char *v, size_t len)
+{
+	char p[PATH_MAX];
+	if (pathfmt(p, sizeof p, "/proc/self/fd/%d/%s", d, name) < 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return lgetxattr(p, TALLY_MARK, v, len);
+}
+
+/* "FILE INODE" of each mark on a claim still in cur/ (a finish or a
+ * recovery that may yet be retried, whose mark_landed must find FILE as
+ * it is). */
+static void pending_marks(struct spool *sp, struct strv *out)
+{
+	struct strv workers = {0};
+	if (dir_names(sp->cur, ".", &workers) < 0)
+		return;
+	for (size_t i = 0; i < workers.n; i++) {
+		struct strv claims = {0};
+		_cleanup_close_ int wd = workers.v[i][0] == '.' ? -1
+					 : openat(sp->cur, workers.v[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (wd < 0 || dir_names(wd, ".", &claims) < 0)
+			continue;
+		for (size_t k = 0; k < claims.n; k++) {
+			char v[1024], file[600];
+			long long off;
+			unsigned long long ino;
+			ssize_t n = claims.v[k][0] == '.' ? -1 : xattr_at(wd, claims.v[k], v, sizeof v - 1);
+			if (n <= 0)
+				continue;
+			v[n] = '\0';
+			if (sscanf(v, "%lld %llu %599[^\n]", &off, &ino, file) == 3) {
+				char m[640];
+				snprintf(m, sizeof m, "%s %llu", file, ino);
+				strv_add(out, m);
+			}
+		}
+		strv_free(&claims);
+	}
+	strv_free(&workers);
+}
+
+static bool marked(const struct strv *marks, const char *file, ino_t ino)
+{
+	char m[640];
+	snprintf(m, sizeof m, "%s %llu", file, (unsigned long long)ino);
+	for (size_t i = 0; i < marks->n; i++)
+		if (strcmp(marks->v[i], m) == 0)
+			return true;
+	return false;
+}
+
+/* Results published before tally/ was made (a spool of an older kart),
+ * counted into rd once. A result is one of them when its JSON is older
+ * than tally/ and its task file carries no mark of its row (the first
+ * result a writer counts is published just before it makes tally/, and
+ * is marked), or, with no task file, when it finished before tally/. */
+static int count_pretally(struct spool *sp, int d, struct reader *rd, struct tally_fold *out)
+{
+	struct statx sx;
+	if (statx(d, "", AT_EMPTY_PATH, STATX_BTIME, &sx) < 0 || !(sx.stx_mask & STATX_BTIME)) {
+		snprintf(out->why, sizeof out->why,
+			 "this filesystem does not say when tally/ was made: results older than it "
+			 "are not counted");
+		return -ENOTSUP;
+	}
+	int64_t birth = (int64_t)sx.stx_btime.tv_sec * 1000 + sx.stx_btime.tv_nsec / 1000000;
+	struct strv names = {0};
+	int r = dir_names(sp->done, ".", &names);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < names.n; i++) {
+		char *n = names.v[i], task[600], v[1024];
+		size_t l = strlen(n);
+		struct stat st;
+		if (n[0] == '.' || l <= 5 || strcmp(n + l - 5, ".json") != 0 ||
+		    fstatat(sp->done, n, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000 >= birth)
+			continue;
+		n[l - 5] = '\0';
+		if (spool_name_done(task, sizeof task, n, DONE_TASK) < 0)
+			continue;
+		ssize_t m = xattr_at(sp->done, task, v, sizeof v - 1);
+		bool has_task = m >= 0 || errno != ENOENT;
+		if (m > 0) {
+			v[m] = '\0';
+			const char *id = strchr(v, '\n');
+			if (id && strcmp(id + 1, n) == 0)
+				continue; /* its row was written */
+		}
+		json_t *j = NULL;
+		if (query_load(sp, n, &j) < 0)
+			continue;
+		const char *fin = json_string_value(json_object_get(j, "finished_at"));
+		struct tm tm = {0};
+		const char *e = fin ? strptime(fin, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+		if (!has_task && (!e || (int64_t)timegm(&tm) * 1000 >= birth)) {
+			json_decref(j);
+			continue;
+		}
+		struct tally_row row;
+		char line[1200];
+		row_of_json(j, &row);
+		format_row(&row, line, sizeof line);
+		row_line(rd, NULL, line, strlen(line) - 1);
+		json_decref(j);
+		out->pretally++;
+	}
+	strv_free(&names);
+	return 0;
+}
+
+static void put_hist(FILE *f, const char *what, const struct tally_hist *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char la[96];
+		field(la, sizeof la, h[i].lane);
+		fprintf(f, "h %s %s %llu %lld", what, la, (unsigned long long)h[i].n, (long long)h[i].sum_ms);
+		for (int b = 0; b < TALLY_BUCKETS; b++)
+			fprintf(f, " %llu", (unsigned long long)h[i].bucket[b]);
+		fputc('\n', f);
+	}
+}
+
+/* folded, anew: by a temporary name, fsynced, renamed over the old. */
+static int write_folded(int d, const struct reader *rd, const struct strv *marks)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, ".folded.%d.tmp", (int)getpid());
+	(void)unlinkat(d, tmp, 0);
+	int fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		int e = errno;
+		(void)close(fd);
+		(void)unlinkat(d, tmp, 0);
+		return -e;
+	}
+	const struct tally *t = rd->t;
+	fprintf(f, "%s\n", TALLY_FOLDED_HEADER);
+	if (t->pretally)
+		fputs("p\n", f);
+	for (size_t i = 0; i < t->ncount; i++)
+		fprintf(f, "c %s %llu\n", rd->key[i], (unsigned long long)t->count[i].n);
+	put_hist(f, "run", t->run, t->nrun);
+	put_hist(f, "wait", t->wait, t->nwait);
+	for (size_t i = 0; i < marks->n; i++)
+		fprintf(f, "m %s\n", marks->v[i]);
+	int e = fflush(f) != 0 || fsync(fd) < 0 ? errno : 0;
+	if (fclose(f) != 0 && !e)
+		e = errno;
+	if (!e && renameat(d, tmp, d, TALLY_FOLDED) < 0)
+		e = errno;
+	if (e) {
+		(void)unlinkat(d, tmp, 0);
+		return -e;
+	}
+	return fsync(d) < 0 ? -errno : 0;
+}
+
+struct fold_src {
+	char name[TASK_NAME_MAX + 96]; /* its name; once renamed, its f. name */
+	char wid[TASK_NAME_MAX + 1];   /* w.W: W */
+	int lock;                      /* its writer's cur/W/.lock, held; or -1 */
+	bool made;                     /* and cur/W was made for it */
+	off_t end;                     /* folded up to here; -1: left as it is */
+};
+
+/* The files no writer can append to meanwhile: f.* (no writer's),
+ * and each w.W whose writer's lock we now hold (a writer appends only
+ * while it holds it, and one starting waits for it). */
+static void fold_sources(struct spool *sp, const struct strv *names, struct fold_src **src, size_t *n)
+{
+	for (size_t i = 0; i < names->n; i++) {
+		const char *nm = names->v[i], *why;
+		struct fold_src x = {.lock = -1};
+		bool w = strncmp(nm, "w.", 2) == 0;
+		if (!w && strncmp(nm, TALLY_FOLD_PREFIX, strlen(TALLY_FOLD_PREFIX)) != 0)
+			continue;
+		if (w && (task_name_check(nm + 2, &why) != 0 ||
+			  spool_worker_hold(sp, nm + 2, &x.lock, &x.made) < 0))
+			continue; /* its writer lives (or no writer could be it) */
+		snprintf(x.name, sizeof x.name, "%s", nm);
+		if (w)
+			snprintf(x.wid, sizeof x.wid, "%s", nm + 2);
+		*src = xrealloc(*src, (*n + 1) * sizeof **src);
+		(*src)[(*n)++] = x;
+	}
+}
+
+int tally_fold(struct spool *sp, struct tally_fold *out)
+{
+	memset(out, 0, sizeof *out);
+	_cleanup_close_ int d = openat(sp->root, TALLY_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d < 0)
+		return errno == ENOENT ? 0 : -errno;
+	/* One fold at a time, by a lock only the spool's owner can open
+	 * (readers need none: read_once). */
+	_cleanup_close_ int lk = openat(d, TALLY_FOLD_LOCK, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (lk < 0)
+		return -errno;
+	if (flock(lk, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	struct tally t = {0};
+	struct reader rd = {.t = &t};
+	struct strv names = {0}, pend = {0}, marks = {0};
+	struct fold_src *src = NULL;
+	size_t nsrc = 0;
+	struct stat st;
+	bool changed = false;
+	int r = 0;
+	_cleanup_close_ int ff = open_plain(d, TALLY_FOLDED, &st);
+	if (ff < 0 && errno != ENOENT)
+		r = -errno;
+	else if (ff >= 0 && read_lines(ff, 0, TALLY_FOLDED_HEADER, &rd, NULL, folded_line_cb) < 0)
+		r = -EPROTO; /* another version's: not ours to rewrite */
+	/* Once: what was published before tally/ (no writer held for it). */
+	if (!r && !t.pretally) {
+		int pr = count_pretally(sp, d, &rd, out);
+		if (pr == 0)
+			t.pretally = changed = true;
+		else if (pr != -ENOTSUP)
+			r = pr;
+	}
+	if (!r)
+		r = dir_names(d, ".", &names);
+	if (!r)
+		fold_sources(sp, &names, &src, &nsrc);
+	/* Only a writer holding its lock marks a claim with its file: the
+	 * marks are looked at once every writer folded is held. */
+	if (!r)
+		pending_marks(sp, &pend);
+	for (size_t i = 0; !r && i < nsrc; i++) {
+		struct fold_src *x = &src[i];
+		_cleanup_close_ int fd = open_plain(d, x->name, &st);
+		x->end = -1;
+		if (fd < 0 || (x->name[0] == 'w' && marked(&pend, x->name, st.st_ino)))
+			continue; /* gone, or a recovery may yet look for it */
+		if (x->name[0] == 'w') {
+			/* Out of its writer's name first; the new name is never
+			 * used again. */
+			char nn[sizeof x->name];
+			snprintf(nn, sizeof nn, "%s%s.%llu.%lld", TALLY_FOLD_PREFIX, x->name + 2,
+				 (unsigned long long)st.st_ino, (long long)now_realtime_ms());
+			if (renameat(d, x->name, d, nn) < 0)
+				continue;
+			snprintf(x->name, sizeof x->name, "%s", nn);
+		}
+		x->end = read_lines(fd, mark_of(&rd, x->name), TALLY_HEADER, &rd, NULL, row_line);
+		if (x->end < 0)
+			continue; /* another version's rows: left to it */
+		out->files++;
+		changed = true;
+		char m[sizeof x->name + 24];
+		snprintf(m, sizeof m, "%s %lld", x->name, (long long)x->end);
+		strv_add(&marks, m);
+	}
+	/* The marks of earlier folds whose file is still there (killed
+	 * between its rename and its removal), unless folded again now. */
+	for (size_t i = 0; !r && i < rd.marks.n; i++) {
+		char n[600];
+		bool keep = sscanf(rd.marks.v[i], "%599s", n) == 1 &&
+			    fstatat(d, n, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		for (size_t k = 0; k < nsrc && keep; k++)
+			keep = !(src[k].end >= 0 && strcmp(src[k].name, n) == 0);
+		if (keep)
+			strv_add(&marks, rd.marks.v[i]);
+		else
+			changed = true; /* dropped, or renewed above */
+	}
+	if (!r && changed)
+		r = write_folded(d, &rd, &marks);
+	/* In folded now: gone. (Killed before this, a file stays, and its
+	 * mark says how much of it folded holds.) */
+	for (size_t i = 0; i < nsrc; i++) {
+		if (!r && src[i].end >= 0)
+			(void)unlinkat(d, src[i].name, 0);
+		if (src[i].lock >= 0)
+			spool_worker_unhold(sp, src[i].wid, src[i].lock, src[i].made);
+	}
+	free(src);
+	strv_free(&names);
+	strv_free(&pend);
+	strv_free(&marks);
+	reader_free(&rd);
+	tally_free(&t);
+	return r;
 }

@@ -54,7 +54,7 @@ struct tally_hist {
 	char *lane;
 	uint64_t bucket[TALLY_BUCKETS]; /* not cumulative */
 	uint64_t n;
-	double sum_s;
+	int64_t sum_ms;
 };
 struct tally_slots {
 	char *writer;
@@ -68,10 +68,28 @@ struct tally {
 	struct tally_slots *slots;
 	size_t nslots;
 	size_t files, rows, bad; /* bad: lines not understood (skipped) */
+	bool pretally; /* the results older than tally/ are counted (tally_fold) */
 };
-/* Sum every tally/w.* file: 0, -ENOENT when the spool has no tally/
- * (made before it existed), or another -errno. */
+/* Sum folded and every row file: 0, -ENOENT when the spool has no
+ * tally/ (made before it existed), or another -errno. */
 int tally_read(struct spool *sp, struct tally *t);
 void tally_free(struct tally *t);
+
+/* ---- folding (kart gc) ---- */
+
+/* The row files of writers that are gone, folded into tally/folded (the
+ * counts and histograms, summed), so that tally/ does not grow by a file
+ * each worker start; and once, the results published before tally/ was
+ * made. Crash-safe: a row file is first renamed to a name of its own
+ * (f.*), then folded is replaced whole (by rename) with a mark of
+ * how much of each such file it holds, then the file is removed; readers
+ * read each file from its mark. A file a writer holds (flock, for its
+ * life) or that a claim's mark names (a recovery may look for it) stays.
+ * 0, -EBUSY (another fold runs), or -errno. */
+struct tally_fold {
+	size_t files, pretally; /* row files folded, results older than tally/ counted */
+	char why[160]; /* why results older than tally/ were not counted, or "" */
+};
+int tally_fold(struct spool *sp, struct tally_fold *out);
 
 #endif

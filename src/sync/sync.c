@@ -23,7 +23,11 @@ enum {
 	C_TIMEOUT, C_MEMORY, C_PIDS, C_CPU, C_CPU_USER, C_CPU_SYS, C_MEM_PEAK,
 	C_STDOUT, C_STDERR, C_TASK, C_RESULT,
 	/* schema version 2 (docs/SYNC.md): scheduling and live control */
-	C_NOT_BEFORE, C_WAITING_ON, C_ATTEMPTS, C_PAUSED_MS, C_N
+	C_NOT_BEFORE, C_WAITING_ON, C_ATTEMPTS, C_PAUSED_MS,
+	/* schema version 3: the rest of the receipt (kart-spool(5), usage
+	 * and efficiency) */
+	C_IO_READ, C_IO_WRITE, C_PIDS_PEAK, C_PSI_CPU_SOME, C_PSI_CPU_FULL, C_PSI_MEM_SOME,
+	C_PSI_MEM_FULL, C_PSI_IO_SOME, C_PSI_IO_FULL, C_CPU_EFF, C_MEM_EFF, C_N
 };
 
 const struct sync_col sync_cols[] = {
@@ -58,10 +62,21 @@ const struct sync_col sync_cols[] = {
 	[C_WAITING_ON] = {"waiting_on", COL_TEXT},
 	[C_ATTEMPTS] = {"attempts", COL_JSON},
 	[C_PAUSED_MS] = {"paused_ms", COL_INT},
+	[C_IO_READ] = {"io_read_bytes", COL_INT},
+	[C_IO_WRITE] = {"io_write_bytes", COL_INT},
+	[C_PIDS_PEAK] = {"pids_peak", COL_INT},
+	[C_PSI_CPU_SOME] = {"psi_cpu_some_us", COL_INT},
+	[C_PSI_CPU_FULL] = {"psi_cpu_full_us", COL_INT},
+	[C_PSI_MEM_SOME] = {"psi_memory_some_us", COL_INT},
+	[C_PSI_MEM_FULL] = {"psi_memory_full_us", COL_INT},
+	[C_PSI_IO_SOME] = {"psi_io_some_us", COL_INT},
+	[C_PSI_IO_FULL] = {"psi_io_full_us", COL_INT},
+	[C_CPU_EFF] = {"cpu_efficiency", COL_REAL},
+	[C_MEM_EFF] = {"memory_efficiency", COL_REAL},
 };
 /* The first column of each later schema version, in order: a mirror of
  * version v gets the columns from sync_since[v - 1] on (ALTER TABLE). */
-const size_t sync_since[] = {C_NOT_BEFORE};
+const size_t sync_since[] = {C_NOT_BEFORE, C_IO_READ};
 const size_t sync_ncols = C_N;
 
 _Static_assert(C_N <= ARRAY_SIZE(((struct sync_row *)0)->v), "sync_row too small");
@@ -136,6 +151,13 @@ static int row_done(struct spool *sp, const char *id, struct sync_row *r)
 		{C_CPU_USER, "usage", "cpu_user_ms"}, {C_CPU_SYS, "usage", "cpu_system_ms"},
 		{C_MEM_PEAK, "usage", "memory_peak_bytes"}, {C_STDOUT, "stdout", "path"},
 		{C_STDERR, "stderr", "path"}, {C_TASK, "task", "path"},
+		{C_IO_READ, "usage", "io_read_bytes"}, {C_IO_WRITE, "usage", "io_write_bytes"},
+		{C_PIDS_PEAK, "usage", "pids_peak"}, {C_PSI_CPU_SOME, "usage", "psi_cpu_some_us"},
+		{C_PSI_CPU_FULL, "usage", "psi_cpu_full_us"},
+		{C_PSI_MEM_SOME, "usage", "psi_memory_some_us"},
+		{C_PSI_MEM_FULL, "usage", "psi_memory_full_us"},
+		{C_PSI_IO_SOME, "usage", "psi_io_some_us"}, {C_PSI_IO_FULL, "usage", "psi_io_full_us"},
+		{C_CPU_EFF, "efficiency", "cpu"}, {C_MEM_EFF, "efficiency", "memory"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
 		r->v[sub[i].col] = jtext(json_object_get(json_object_get(o, sub[i].obj), sub[i].key));

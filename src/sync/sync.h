@@ -10,7 +10,7 @@
 
 #include "spool.h"
 
-#define SYNC_SCHEMA_VERSION 2
+#define SYNC_SCHEMA_VERSION 3
 
 enum sync_type { COL_TEXT, COL_INT, COL_REAL, COL_JSON };
 
@@ -29,7 +29,7 @@ extern const size_t sync_since[];
 /* One row: each value as text (as the JSON or the spool gives it), or
  * NULL for SQL NULL. Backends convert by the column's type. */
 struct sync_row {
-	char *v[32];
+	char *v[48];
 };
 void sync_row_clear(struct sync_row *r);
 

@@ -59,7 +59,7 @@ static int pg_flush(struct pg *p)
 {
 	if (!p->nbuf)
 		return 0;
-	const char *vals[PG_BATCH * 32];
+	const char *vals[PG_BATCH * ARRAY_SIZE(((struct sync_row *)0)->v)];
 	size_t k = 0;
 	for (int i = 0; i < p->nbuf; i++)
 		for (size_t j = 0; j < sync_ncols; j++)
@@ -150,7 +150,7 @@ static int pg_upsert(struct sync_db *db, const struct sync_row *r, bool scan)
 	if (!scan) {
 		if (pg_flush(p) < 0)
 			return -1;
-		const char *vals[32];
+		const char *vals[ARRAY_SIZE(((struct sync_row *)0)->v)];
 		for (size_t i = 0; i < sync_ncols; i++)
 			vals[i] = r->v[i];
 		return pg_check(p, PQexecPrepared(p->c, "upsert", (int)sync_ncols, vals, NULL, NULL, 0),
@@ -245,7 +245,8 @@ static int pg_migrate(struct pg *p)
 		v = SYNC_SCHEMA_VERSION;
 	}
 	/* An older mirror: each later version's columns, added in order
-	 * (version 2: not_before, waiting_on, attempts, paused_ms), under
+	 * (version 2: not_before, waiting_on, attempts, paused_ms; version
+	 * 3: the receipt's io_*, pids_peak, psi_* and *_efficiency), under
 	 * the advisory lock, so two feeds never migrate twice. */
 	for (; v < SYNC_SCHEMA_VERSION; v++) {
 		size_t end = v + 1 < SYNC_SCHEMA_VERSION ? sync_since[v] : sync_ncols;

@@ -157,7 +157,8 @@ static int migrate(struct sq *q)
 		v = SYNC_SCHEMA_VERSION;
 	}
 	/* An older mirror: each later version's columns, added in order
-	 * (version 2: not_before, waiting_on, attempts, paused_ms). */
+	 * (version 2: not_before, waiting_on, attempts, paused_ms; version
+	 * 3: the receipt's io_*, pids_peak, psi_* and *_efficiency). */
 	for (; v < SYNC_SCHEMA_VERSION; v++) {
 		size_t end = v + 1 < SYNC_SCHEMA_VERSION ? sync_since[v] : sync_ncols;
 		for (size_t i = sync_since[v - 1]; i < end; i++) {

@@ -1,6 +1,9 @@
 /* acct.c - accounts, looked up once per uid, and the switch to the
  * submitter. */
 #define _GNU_SOURCE
+#include <grp.h>
+#include <pwd.h>
+
 #include "worker_int.h"
 
 /* ---- accounts: looked up once per uid, not once per task ----------------

@@ -1,6 +1,8 @@
 /* held.c - Landlock's system paths, held open for every task of backend
  * none. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
 #include "worker_int.h"
 
 /* ---- Landlock's system paths, held open ----------------------------------- */
@@ -206,9 +208,9 @@ void task_paths_held(const struct task *t, struct confine *c, const char *task,
 		if (p->held)
 			continue;
 		for (int k = 0; k < SCR_NDIRS; k++)
-			if (t->scr_fd[k] >= 0 && strcmp(p->path, dirs[k]) == 0) {
+			if (t->scr.fd[k] >= 0 && strcmp(p->path, dirs[k]) == 0) {
 				*p = (struct ll_path){.path = p->path, .writable = p->writable, .held = true,
-						      .dir = true, .fd = t->scr_fd[k]};
+						      .dir = true, .fd = t->scr.fd[k]};
 				break;
 			}
 	}

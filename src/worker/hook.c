@@ -1,6 +1,10 @@
 /* hook.c - programs run on the host: the on_done hook, the container CLI's
  * kill and rm. */
 #define _GNU_SOURCE
+#include <signal.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
+
 #include "worker_int.h"
 
 /* ---- the on_done hook ----------------------------------------------------- */

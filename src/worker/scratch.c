@@ -1,5 +1,13 @@
 /* scratch.c - spare scratch directories, reused from one run to the next. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <sys/syscall.h>
+
 #include "worker_int.h"
 
 /* ---- spare scratch directories ---------------------------------------- */
@@ -97,7 +105,7 @@ int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t u
 		*ct = (struct timespec){0, 0};
 	if (dfd)
 		*dfd = -1;
-	if (!w->keep_fds)
+	if (!w->fds.keep)
 		dfd = NULL; /* none kept (fd_budget) */
 	static mode_t um = (mode_t)-1;
 	if (um == (mode_t)-1) {

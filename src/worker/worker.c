@@ -6,7 +6,19 @@
  * all lead to looking at the directory itself. Nothing here polls: with
  * nothing running the timer is disarmed and the loop sleeps. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+
 #include "worker_int.h"
+#include "backend.h"
+#include "caps.h"
+#include "depend.h"
+#include "tally.h"
 
 static void build_seccomp(struct worker *w);
 
@@ -40,13 +52,13 @@ static void fd_budget(struct worker *w)
 	struct rlimit nf;
 	if (getrlimit(RLIMIT_NOFILE, &nf) < 0)
 		nf.rlim_cur = nf.rlim_max = 1024;
-	w->nofile = nf.rlim_cur;
+	w->fds.nofile = nf.rlim_cur;
 	if (nf.rlim_cur != RLIM_INFINITY && nf.rlim_cur < all && nf.rlim_max > nf.rlim_cur) {
 		rlim_t was = nf.rlim_cur;
 		nf.rlim_cur = nf.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &nf) == 0) {
-			w->nofile = nf.rlim_cur;
-			w->nofile_task = was;
+			w->fds.nofile = nf.rlim_cur;
+			w->fds.nofile_task = was;
 			if (nf.rlim_cur == RLIM_INFINITY)
 				logmsg("open files limit raised from %llu to unlimited; tasks get %llu",
 				       (unsigned long long)was, (unsigned long long)was);
@@ -57,21 +69,21 @@ static void fd_budget(struct worker *w)
 				       (unsigned long long)was);
 		}
 	}
-	bool inf = w->nofile == RLIM_INFINITY, kept = w->keep_fds;
-	w->keep_fds = inf || w->nofile >= slots;
-	if (!w->keep_fds && (kept || !w->budgeted))
+	bool inf = w->fds.nofile == RLIM_INFINITY, kept = w->fds.keep;
+	w->fds.keep = inf || w->fds.nofile >= slots;
+	if (!w->fds.keep && (kept || !w->fds.budgeted))
 		logmsg("open files limit %llu: below 16 a slot and 256 besides; no descriptors are kept "
 		       "across runs and results are written one at a time (more system calls per "
 		       "task)",
-		       (unsigned long long)w->nofile);
-	w->budgeted = true;
-	w->backlog_max = inf || w->nofile >= all ? COMMIT_BACKLOG_MAX
-			 : w->nofile > slots + 2  ? (int)((w->nofile - slots) / 2)
+		       (unsigned long long)w->fds.nofile);
+	w->fds.budgeted = true;
+	w->fds.backlog_max = inf || w->fds.nofile >= all ? COMMIT_BACKLOG_MAX
+			 : w->fds.nofile > slots + 2  ? (int)((w->fds.nofile - slots) / 2)
 						  : 1;
 	/* Short of descriptors, one result's files open at a time. */
 	if (w->commit.h.started) {
 		pthread_mutex_lock(&w->commit.h.mu);
-		w->commit.writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1;
+		w->commit.writes_max = w->fds.keep ? COMMIT_WRITES_MAX : 1;
 		pthread_mutex_unlock(&w->commit.h.mu);
 	}
 }
@@ -89,13 +101,13 @@ void helper_done(struct worker *w, struct helper *h)
 	pthread_mutex_unlock(&h->mu);
 	struct task *rev = NULL;
 	for (struct task *t = list, *nx; t; t = nx) {
-		nx = t->cnext;
-		t->cnext = rev;
+		nx = t->back.next;
+		t->back.next = rev;
 		rev = t;
 	}
 	for (struct task *t = rev, *nx; t; t = nx) {
-		nx = t->cnext;
-		task_event(w, t, t->back_ev);
+		nx = t->back.next;
+		task_event(w, t, t->back.ev);
 	}
 	(void)notify_statusf("%d running", w->nrunning);
 	/* A task of the same name may wait for this one's claim to go. */
@@ -120,12 +132,12 @@ static void arm_timer(struct worker *w)
 	for (struct task *t = w->tasks; t; t = t->next) {
 		if (t->state == TS_RUNNING || t->state == TS_STOPPING)
 			EARLIER(t->deadline_mono);
-		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING)
+		if (t->state == TS_PUBLISHING || t->state == TS_DRAINING || t->state == TS_DYING)
 			EARLIER(t->retry_mono);
 	}
 	if (w->stopping && (w->nrunning || w->tasks))
 		EARLIER(w->grace_mono);
-	EARLIER(w->recover_mono);
+	EARLIER(w->peers.recover_mono);
 	EARLIER(w->busy_mono);
 	EARLIER(w->space_mono);
 	EARLIER(w->quota_mono);
@@ -157,8 +169,9 @@ static void on_timer(struct worker *w)
 		if ((t->state == TS_RUNNING || t->state == TS_STOPPING) && t->deadline_mono &&
 		    t->deadline_mono <= now)
 			task_event(w, t, TE_TIMEOUT);
-		else if ((t->state == TS_PUBLISHING || t->state == TS_DRAINING) && t->retry_mono <= now)
-			task_event(w, t, TE_RETRY);
+		else if ((t->state == TS_PUBLISHING || t->state == TS_DRAINING || t->state == TS_DYING) &&
+			 t->retry_mono <= now)
+			task_event(w, t, TE_AGAIN);
 	}
 	if (w->stopping && w->grace_mono && w->grace_mono <= now) {
 		for (struct task *t = w->tasks, *nx; t; t = nx) {
@@ -167,8 +180,8 @@ static void on_timer(struct worker *w)
 		}
 		w->grace_mono = 0;
 	}
-	if (w->recover_mono && w->recover_mono <= now) {
-		w->recover_mono = 0;
+	if (w->peers.recover_mono && w->peers.recover_mono <= now) {
+		w->peers.recover_mono = 0;
 		recover_own(w);
 		scan_peers(w);
 	}
@@ -232,7 +245,7 @@ static void on_inotify(struct worker *w)
 			}
 			struct task *dt = ev->len ? NULL : drain_event(w, ev->wd);
 			if (dt) {
-				task_event(w, dt, TE_RETRY);
+				task_event(w, dt, TE_AGAIN);
 				continue;
 			}
 			if (!ev->len)
@@ -268,9 +281,9 @@ static void on_inotify(struct worker *w)
 			} else if (ev->wd == w->wd_cur) {
 				watch_peer(w, ev->name);
 			} else if (strcmp(ev->name, ".lock") == 0) {
-				for (size_t i = 0; i < w->npeers; i++)
-					if (w->peers[i].wd == ev->wd)
-						recover_peer(w, w->peers[i].name);
+				for (size_t i = 0; i < w->peers.n; i++)
+					if (w->peers.v[i].wd == ev->wd)
+						recover_peer(w, w->peers.v[i].name);
 			}
 		}
 	}
@@ -386,7 +399,7 @@ static void on_signal(struct worker *w)
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
-			if (!w->scmp.bpf)
+			if (!w->flt.whole.bpf)
 				build_seccomp(w);
 			dispatch(w);
 			break;
@@ -414,32 +427,32 @@ static bool only_lock_left(int wdir)
 static bool idle_and_empty(struct worker *w)
 {
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
-	       w->nbusy == 0 && w->ndeferred == 0 && w->nown_busy == 0 && w->ncommit == 0 &&
+	       w->nbusy == 0 && w->ndeferred == 0 && w->peers.nown == 0 && w->ncommit == 0 &&
 	       w->sched.h.n == 0 &&
 	       depwait_count(w->dwait) == 0 &&
-	       !w->recover_mono; /* a dead peer's claim waits for its old run to go */
+	       !w->peers.recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
 /* A filter that cannot be built is logged once and refuses every task
  * (refusal seccomp_failed) until a SIGHUP builds it. */
 static void build_seccomp(struct worker *w)
 {
-	int r = seccomp_prog_build(&w->scmp, w->scmp_err, sizeof w->scmp_err);
+	int r = seccomp_prog_build(&w->flt.whole, w->flt.err, sizeof w->flt.err);
 	if (r < 0)
 		logmsg("seccomp: the filter could not be built, every task will be refused: %s",
-		       w->scmp_err);
+		       w->flt.err);
 	else
-		logmsg("seccomp: %d rules, %zu instructions", w->scmp.nrules, w->scmp.len / 8);
+		logmsg("seccomp: %d rules, %zu instructions", w->flt.whole.nrules, w->flt.whole.len / 8);
 	char err[256];
-	if (r == 0 && !w->scmp_inner.bpf &&
-	    seccomp_prog_build_split(&w->scmp_outer, &w->scmp_inner, err, sizeof err) < 0) {
-		seccomp_prog_free(&w->scmp_outer);
+	if (r == 0 && !w->flt.inner.bpf &&
+	    seccomp_prog_build_split(&w->flt.outer, &w->flt.inner, err, sizeof err) < 0) {
+		seccomp_prog_free(&w->flt.outer);
 		logmsg("seccomp: no split filter (%s): each task loads the whole program", err);
 	}
-	w->fp_whole = seccomp_prog_fprog(&w->scmp);
-	w->fp_outer = seccomp_prog_fprog(&w->scmp_outer);
-	w->fp_inner = seccomp_prog_fprog(&w->scmp_inner);
-	if (!w->scmp_json && !(w->scmp_json = seccomp_profile_json()))
+	w->flt.fp_whole = seccomp_prog_fprog(&w->flt.whole);
+	w->flt.fp_outer = seccomp_prog_fprog(&w->flt.outer);
+	w->flt.fp_inner = seccomp_prog_fprog(&w->flt.inner);
+	if (!w->flt.json && !(w->flt.json = seccomp_profile_json()))
 		logmsg("seccomp: the container profile could not be made");
 }
 
@@ -455,43 +468,29 @@ static void worker_release(struct worker *w)
 		free(w->heap[l].v);
 	}
 	strset_free(&w->known);
-	for (size_t i = 0; i < w->npeers; i++)
-		free(w->peers[i].name);
-	free(w->peers);
-	for (size_t i = 0; i < w->nown_busy; i++)
-		free(w->own_busy[i]);
-	free(w->own_busy);
+	for (size_t i = 0; i < w->peers.n; i++)
+		free(w->peers.v[i].name);
+	free(w->peers.v);
+	for (size_t i = 0; i < w->peers.nown; i++)
+		free(w->peers.own[i]);
+	free(w->peers.own);
 	for (size_t i = 0; i < w->ndeferred; i++)
 		free(w->deferred[i]);
 	free(w->deferred);
 	hooks_release(w);
-	seccomp_prog_free(&w->scmp);
-	seccomp_prog_free(&w->scmp_outer);
-	seccomp_prog_free(&w->scmp_inner);
-	free(w->scmp_json);
-	w->scmp_json = NULL;
+	seccomp_prog_free(&w->flt.whole);
+	seccomp_prog_free(&w->flt.outer);
+	seccomp_prog_free(&w->flt.inner);
+	free(w->flt.json);
+	w->flt.json = NULL;
 }
 
-int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
+/* The loop's descriptors, and the watches: the watch first, then the
+ * scans (setup_recover), so that nothing that lands in between can be
+ * missed. */
+static void setup_loop(struct worker *w)
 {
-	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
-	sp->results_group = pol->results_group;
 	char p[PATH_MAX];
-	w.dwait = depwait_new();
-	w.dcache = dep_cache_new();
-	w.wd_done = -1;
-	for (int l = 0; l < LANE__N; l++)
-		w.slots[l] = opts->slots[l] > 0 ? opts->slots[l] : pol->slots[l];
-	quota_policy(&w);
-	fd_budget(&w);
-
-	int r = spool_worker_open(sp, w.id, &w.wdir, &w.lockfd);
-	if (r == -EBUSY)
-		die("worker id '%s' is in use by a live worker (cur/%s/.lock is held)", w.id, w.id);
-	if (r < 0)
-		die("cannot open cur/%s/: %s", w.id, strerror(-r));
-	spool_tally_slots(sp, w.slots, LANE__N);
-
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -503,62 +502,63 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		die("sigprocmask: %s", strerror(errno));
 	sigdelset(&mask, SIGIO);
 	sigdelset(&mask, SIGPIPE);
-	w.sig = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	w.ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	w.ep = epoll_create1(EPOLL_CLOEXEC);
-	w.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (w.sig < 0 || w.ino < 0 || w.ep < 0 || w.tfd < 0)
+	w->sig = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	w->ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	w->ep = epoll_create1(EPOLL_CLOEXEC);
+	w->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (w->sig < 0 || w->ino < 0 || w->ep < 0 || w->tfd < 0)
 		die("event loop set-up: %s", strerror(errno));
 
-	/* The watch first, then the scans: nothing that lands in between
-	 * can be missed. */
-	if (pathfmt(p, sizeof p, "%s/new", sp->path) < 0 ||
-	    (w.wd_new = inotify_add_watch(w.ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |
+	if (pathfmt(p, sizeof p, "%s/new", w->sp->path) < 0 ||
+	    (w->wd_new = inotify_add_watch(w->ino, p, IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |
 							     IN_ONLYDIR | IN_DONT_FOLLOW)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
-	new_mode(&w);
-	w.wd_drop = -1;
-	if (sp->drop >= 0 && w.new_shared)
+	new_mode(w);
+	w->wd_drop = -1;
+	if (w->sp->drop >= 0 && w->new_shared)
 		logmsg("new/ is writable by others than its owner: files there not owned by root or "
 		       "new/'s owner are rejected, and drop/ is not looked at; make new/ 0755 "
 		       "(see kart.tmpfiles)");
-	else if (sp->drop >= 0 &&
-		 (pathfmt(p, sizeof p, "%s/drop", sp->path) < 0 ||
-		  (w.wd_drop = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR |
+	else if (w->sp->drop >= 0 &&
+		 (pathfmt(p, sizeof p, "%s/drop", w->sp->path) < 0 ||
+		  (w->wd_drop = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR |
 								   IN_DONT_FOLLOW)) < 0))
 		die("inotify watch on %s: %s", p, strerror(errno));
 	/* On a shared spool also what members leave there (quota_note). */
-	if (pathfmt(p, sizeof p, "%s/tmp", sp->path) < 0 ||
-	    (w.wd_tmp = inotify_add_watch(w.ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
-							    (w.wd_drop >= 0 ? IN_CLOSE_WRITE | IN_MOVED_TO : 0))) < 0)
+	if (pathfmt(p, sizeof p, "%s/tmp", w->sp->path) < 0 ||
+	    (w->wd_tmp = inotify_add_watch(w->ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
+							     (w->wd_drop >= 0 ? IN_CLOSE_WRITE | IN_MOVED_TO : 0))) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
-	if (pathfmt(p, sizeof p, "%s/cur/%s", sp->path, w.id) < 0 ||
-	    (w.wd_wdir = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
+	if (pathfmt(p, sizeof p, "%s/cur/%s", w->sp->path, w->id) < 0 ||
+	    (w->wd_wdir = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
-	if (pathfmt(p, sizeof p, "%s/cur", sp->path) < 0 ||
-	    (w.wd_cur = inotify_add_watch(w.ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
+	if (pathfmt(p, sizeof p, "%s/cur", w->sp->path) < 0 ||
+	    (w->wd_cur = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 
 	/* Held files of /etc (held_get) are good while this says nothing. */
 	/* And the accounts are looked up again only after a change there
 	 * (acct_get): IN_MODIFY too, for a file written in place. */
-	w.wd_etc = inotify_add_watch(w.ino, "/etc",
+	w->wd_etc = inotify_add_watch(w->ino, "/etc",
 				     IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY |
 					     IN_ONLYDIR);
-	etc_gen = w.wd_etc >= 0 ? 0 : -1;
-	if (w.wd_etc < 0)
+	etc_gen = w->wd_etc >= 0 ? 0 : -1;
+	if (w->wd_etc < 0)
 		logmsg("no inotify watch on /etc (%s): each task's child opens its files", strerror(errno));
 
-	w.s_ino = (struct src){SRC_INOTIFY, NULL};
-	w.s_sig = (struct src){SRC_SIGNAL, NULL};
-	w.s_timer = (struct src){SRC_TIMER, NULL};
-	ep_add(&w, w.ino, &w.s_ino);
-	ep_add(&w, w.sig, &w.s_sig);
-	ep_add(&w, w.tfd, &w.s_timer);
+	w->s_ino = (struct src){SRC_INOTIFY, NULL};
+	w->s_sig = (struct src){SRC_SIGNAL, NULL};
+	w->s_timer = (struct src){SRC_TIMER, NULL};
+	ep_add(w, w->ino, &w->s_ino);
+	ep_add(w, w->sig, &w->s_sig);
+	ep_add(w, w->tfd, &w->s_timer);
+}
 
-	/* Start-up is done: compile the tasks' filter once, then give up
-	 * every capability the work from here on does not need. */
-	build_seccomp(&w);
+/* Start-up is done: compile the tasks' filter once, then give up every
+ * capability the work from here on does not need. */
+static void setup_privileges(struct worker *w)
+{
+	build_seccomp(w);
 	unsigned long long kept;
 	char cerr[256];
 	if (caps_drop_worker(&kept, cerr, sizeof cerr) < 0)
@@ -574,133 +574,184 @@ int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *
 		if (in < 0)
 			break;
 		if (in == 1)
-			w.bset |= 1ULL << c;
+			w->bset |= 1ULL << c;
 	}
+}
 
-	/* Our own claims from an earlier life under this id, then dead
-	 * peers', then the queue; first, what dead workers left running in
-	 * their cgroups. */
-	sweep_leaves(&w);
-	w.be = backend_use(&w, pol->backend);
-	spares_drop(&w);
-	{
-		_cleanup_close_ int d = openat(w.wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-		struct dirent *de;
-		if (dir) {
-			d = -1;
-			while ((de = readdir(dir))) {
-				if (de->d_name[0] == '.')
-					continue;
-				w.own_busy = xrealloc(w.own_busy, (w.nown_busy + 1) * sizeof(char *));
-				w.own_busy[w.nown_busy++] = xstrdup(de->d_name);
-			}
-			closedir(dir);
+/* What dead workers left running in their cgroups first (and what its
+ * backend's earlier life of this worker left), then our own claims
+ * from an earlier life under this id, then dead peers', then the
+ * queue. */
+static void setup_recover(struct worker *w)
+{
+	sweep_leaves(w);
+	w->be = backend_use(w, w->pol->backend);
+	spares_drop(w);
+	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	struct dirent *de;
+	if (dir) {
+		d = -1;
+		while ((de = readdir(dir))) {
+			if (de->d_name[0] == '.')
+				continue;
+			w->peers.own = xrealloc(w->peers.own, (w->peers.nown + 1) * sizeof(char *));
+			w->peers.own[w->peers.nown++] = xstrdup(de->d_name);
 		}
-		recover_own(&w);
+		closedir(dir);
 	}
-	scan_peers(&w);
-	scan_drops(&w);
-	scan_pauses(&w);
-	scan_new(&w);
-	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w.id, sp->path,
-	       backend_name(pol->backend), w.slots[0], w.slots[1]);
-	if (pol->shared)
+	recover_own(w);
+	scan_peers(w);
+	scan_drops(w);
+	scan_pauses(w);
+	scan_new(w);
+}
+
+/* Set-up: the claim directory and its lock, the loop, the privileges
+ * given up, recovery, then the threads and the first claims. */
+static void worker_setup(struct worker *w)
+{
+	const struct worker_opts *opts = w->opts;
+	w->sp->results_group = w->pol->results_group;
+	w->dwait = depwait_new();
+	w->dcache = dep_cache_new();
+	w->wd_done = -1;
+	w->wdog = -1;
+	for (int l = 0; l < LANE__N; l++)
+		w->slots[l] = opts->slots[l] > 0 ? opts->slots[l] : w->pol->slots[l];
+	quota_policy(w);
+	fd_budget(w);
+
+	int r = spool_worker_open(w->sp, w->id, &w->wdir, &w->lockfd);
+	if (r == -EBUSY)
+		die("worker id '%s' is in use by a live worker (cur/%s/.lock is held)", w->id, w->id);
+	if (r < 0)
+		die("cannot open cur/%s/: %s", w->id, strerror(-r));
+	spool_tally_slots(w->sp, w->slots, LANE__N);
+	setup_loop(w);
+	setup_privileges(w);
+	setup_recover(w);
+	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w->id, w->sp->path,
+	       backend_name(w->pol->backend), w->slots[0], w->slots[1]);
+	if (w->pol->shared)
 		logmsg("shared spool: each member runs %d task(s) here at once at most (slots_per_user; "
 		       "0: no bound), each for %lld s at most (timeout_max; -1: no bound)",
-		       pol->slots_per_user, (long long)pol->timeout_max_s);
-	quota_note(&w);
-	log_env_missing(pol, "start");
+		       w->pol->slots_per_user, (long long)w->pol->timeout_max_s);
+	quota_note(w);
+	log_env_missing(w->pol, "start");
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
-	struct src s_wdog = {SRC_WATCHDOG, NULL};
-	_cleanup_close_ int wdog = notify_watchdog_fd();
-	if (wdog >= 0)
-		ep_add(&w, wdog, &s_wdog);
-	{
-		/* Before the threads: the holder is forked (outdir.h). */
-		char oerr[256];
-		w.ons = (struct outdir_ns)OUTDIR_NS_INIT;
-		if (outdir_ns_start(&w.ons, oerr, sizeof oerr) < 0)
-			logmsg("$KART_OUTDIR cannot be bounded while tasks run (%s): it is measured "
-			       "when each ends", oerr);
-	}
+	w->s_wdog = (struct src){SRC_WATCHDOG, NULL};
+	if ((w->wdog = notify_watchdog_fd()) >= 0)
+		ep_add(w, w->wdog, &w->s_wdog);
+	/* Before the threads: the holder is forked (outdir.h). */
+	char oerr[256];
+	w->ons = (struct outdir_ns)OUTDIR_NS_INIT;
+	if (outdir_ns_start(&w->ons, oerr, sizeof oerr) < 0)
+		logmsg("$KART_OUTDIR cannot be bounded while tasks run (%s): it is measured "
+		       "when each ends", oerr);
 	/* After the capabilities were dropped: they are per thread, and the
 	 * commit thread inherits what the loop kept. */
-	commit_start(&w);
-	spawner_start(&w);
-	dispatch(&w);
+	commit_start(w);
+	spawner_start(w);
+	dispatch(w);
+}
 
-	for (;;) {
-		if (w.freed) {
-			/* A slot the state table freed since the last look. */
-			w.freed = false;
-			undefer(&w);
-			dispatch(&w);
-		}
-		if (w.stopping && w.nrunning == 0 && !w.tasks && !w.ncommit)
+/* One wait's events. Exits last: finishing frees a task that other
+ * events of this batch may still name (so the second pass reads no
+ * src). */
+static void worker_turn(struct worker *w, const struct epoll_event *evs, int n)
+{
+	struct task *exited[32];
+	int nexited = 0;
+	for (int i = 0; i < n; i++) {
+		struct src *s = evs[i].data.ptr;
+		switch (s->kind) {
+		case SRC_INOTIFY: on_inotify(w); break;
+		case SRC_SIGNAL: on_signal(w); break;
+		case SRC_TIMER: on_timer(w); break;
+		case SRC_WATCHDOG: notify_watchdog(w->wdog); break;
+		case SRC_BACKEND:
+			if (s->be->ready(w, s, evs[i].events) && s->t)
+				exited[nexited++] = s->t;
 			break;
-		if (w.drain && idle_and_empty(&w)) {
-			/* Events may still be in flight: look once more. */
-			scan_drops(&w);
-			scan_new(&w);
-			dispatch(&w);
-			if (idle_and_empty(&w))
-				break;
+		case SRC_HOOK: on_hook(w, s); break;
+		case SRC_HELPER:
+			helper_done(w, (struct helper *)((char *)s - offsetof(struct helper, src)));
+			break;
 		}
-		if (w.nrunning == 0 && w.heap[0].n == 0 && w.heap[1].n == 0)
+	}
+	for (int i = 0; i < nexited; i++)
+		task_event(w, exited[i], TE_EXIT);
+}
+
+/* The loop, until the stop has nothing left to wait for, or a drain
+ * finds nothing to do. */
+static void worker_run(struct worker *w)
+{
+	for (;;) {
+		if (w->freed) {
+			/* A slot the state table freed since the last look. */
+			w->freed = false;
+			undefer(w);
+			dispatch(w);
+		}
+		if (w->stopping && w->nrunning == 0 && !w->tasks && !w->ncommit)
+			return;
+		if (w->drain && idle_and_empty(w)) {
+			/* Events may still be in flight: look once more. */
+			scan_drops(w);
+			scan_new(w);
+			dispatch(w);
+			if (idle_and_empty(w))
+				return;
+		}
+		if (w->nrunning == 0 && w->heap[0].n == 0 && w->heap[1].n == 0)
 			leaves_drop(); /* nothing to run: no leaf is kept */
-		hooks_sweep(&w);
-		arm_timer(&w);
+		hooks_sweep(w);
+		arm_timer(w);
 		struct epoll_event evs[32];
-		int n = epoll_wait(w.ep, evs, 32, -1);
+		int n = epoll_wait(w->ep, evs, 32, -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			die("epoll_wait: %s", strerror(errno));
 		}
-		/* Exits last: finishing frees a task that other events of this
-		 * batch may still name (so the second pass reads no src). */
-		struct task *exited[32];
-		int nexited = 0;
-		for (int i = 0; i < n; i++) {
-			struct src *s = evs[i].data.ptr;
-			switch (s->kind) {
-			case SRC_INOTIFY: on_inotify(&w); break;
-			case SRC_SIGNAL: on_signal(&w); break;
-			case SRC_TIMER: on_timer(&w); break;
-			case SRC_WATCHDOG: notify_watchdog(wdog); break;
-			case SRC_BACKEND:
-				if (s->be->ready(&w, s, evs[i].events) && s->t)
-					exited[nexited++] = s->t;
-				break;
-			case SRC_HOOK: on_hook(&w, s); break;
-			case SRC_HELPER:
-				helper_done(&w, (struct helper *)((char *)s - offsetof(struct helper, src)));
-				break;
-			}
-		}
-		for (int i = 0; i < nexited; i++)
-			task_event(&w, exited[i], TE_EXIT);
+		worker_turn(w, evs, n);
 	}
-	spawner_stop(&w);
-	commit_stop(&w);
-	backend_stop_all(&w);
-	outdir_ns_stop(&w.ons);
-	hooks_finish(&w);
-	spares_drop(&w);
+}
+
+/* The stop: the threads joined, the holder, the hooks, spares and
+ * leaves gone. Leave nothing behind: our claim directory goes if it is
+ * empty. A claim still in it (a re-queue that failed) keeps the .lock,
+ * which our exit unlocks: that is what lets a peer recover it (§11). */
+static void worker_stop(struct worker *w)
+{
+	spawner_stop(w);
+	commit_stop(w);
+	backend_stop_all(w);
+	outdir_ns_stop(&w->ons);
+	hooks_finish(w);
+	spares_drop(w);
 	leaves_drop();
 	held_drop();
-	/* Leave nothing behind: our claim directory goes if it is empty. A
-	 * claim still in it (a re-queue that failed) keeps the .lock, which
-	 * our exit unlocks: that is what lets a peer recover it (§11). */
-	if (only_lock_left(w.wdir)) {
-		(void)unlinkat(w.wdir, ".lock", 0);
-		if (unlinkat(sp->cur, w.id, AT_REMOVEDIR) < 0 && errno != ENOENT &&
+	if (w->wdog >= 0)
+		close(w->wdog);
+	if (only_lock_left(w->wdir)) {
+		(void)unlinkat(w->wdir, ".lock", 0);
+		if (unlinkat(w->sp->cur, w->id, AT_REMOVEDIR) < 0 && errno != ENOENT &&
 		    errno != ENOTEMPTY)
-			logmsg("cannot remove cur/%s: %s", w.id, strerror(errno));
+			logmsg("cannot remove cur/%s: %s", w->id, strerror(errno));
 	} else
-		logmsg("cur/%s still holds claims: left for recovery", w.id);
-	logmsg("worker %s stopped", w.id);
-	worker_release(&w);
+		logmsg("cur/%s still holds claims: left for recovery", w->id);
+	logmsg("worker %s stopped", w->id);
+	worker_release(w);
+}
+
+int worker_main(struct spool *sp, struct policy *pol, const struct worker_opts *opts)
+{
+	struct worker w = {.sp = sp, .pol = pol, .id = opts->id, .drain = opts->drain, .opts = opts};
+	worker_setup(&w);
+	worker_run(&w);
+	worker_stop(&w);
 	return 0;
 }

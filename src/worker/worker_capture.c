@@ -1,7 +1,13 @@
 /* worker_capture.c - a task's stdout and stderr, captured into the claim
  * directory. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/statfs.h>
+#include <sys/epoll.h>
+
 #include "worker_int.h"
+#include "space.h"
 
 /* Readable by the submitter and root alone (or also the spool's group,
  * [worker] results = group), while it runs and after (renamed into

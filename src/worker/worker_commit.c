@@ -1,7 +1,11 @@
 /* worker_commit.c - the commit thread: results made durable off the event
  * loop. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <jansson.h>
+
 #include "worker_int.h"
+#include "tally.h"
 
 /* Everything of a result but the fsync of done/: the outputs fsynced,
  * the entries linked, the JSON written and fsynced. Up to
@@ -13,31 +17,31 @@ static void commit_stage(struct commit *c, struct task *batch, int writes_max)
 {
 	for (struct task *first = batch, *end; first; first = end) {
 		end = first;
-		for (int n = 0; end && n < writes_max; n++, end = end->cnext) {
-			end->commit_err = 0;
-			end->commit_output = false;
-			end->jpend = JSON_PENDING_NONE;
+		for (int n = 0; end && n < writes_max; n++, end = end->back.next) {
+			end->commit.err = 0;
+			end->commit.output = false;
+			end->commit.jpend = JSON_PENDING_NONE;
 			if (end->run.out.file >= 0)
 				(void)sync_file_range(end->run.out.file, 0, 0, SYNC_FILE_RANGE_WRITE);
 			if (end->run.err.file >= 0)
 				(void)sync_file_range(end->run.err.file, 0, 0, SYNC_FILE_RANGE_WRITE);
 		}
-		for (struct task *t = first; t != end; t = t->cnext) {
+		for (struct task *t = first; t != end; t = t->back.next) {
 			int files[] = {t->run.out.file, t->run.err.file};
-			for (int i = 0; i < 2 && !t->commit_err; i++)
+			for (int i = 0; i < 2 && !t->commit.err; i++)
 				if (files[i] >= 0 && fsync(files[i]) < 0) {
 					/* Never report done on a failed fsync. */
-					t->commit_err = -errno;
-					t->commit_output = true;
+					t->commit.err = -errno;
+					t->commit.output = true;
 				}
-			if (!t->commit_err)
-				t->commit_err = spool_finish_stage(c->sp, c->wdir, t->name, true,
+			if (!t->commit.err)
+				t->commit.err = spool_finish_stage(c->sp, c->wdir, t->name, true,
 								   &t->res, t->idbuf, sizeof t->idbuf,
-								   &t->jpend);
+								   &t->commit.jpend);
 		}
-		for (struct task *t = first; t != end; t = t->cnext)
-			if (!t->commit_err)
-				t->commit_err = spool_json_commit(c->sp, &t->jpend);
+		for (struct task *t = first; t != end; t = t->back.next)
+			if (!t->commit.err)
+				t->commit.err = spool_json_commit(c->sp, &t->commit.jpend);
 	}
 }
 
@@ -45,26 +49,26 @@ static void commit_stage(struct commit *c, struct task *batch, int writes_max)
 static void commit_finish(struct commit *c, struct task *batch)
 {
 	bool any = false;
-	for (struct task *t = batch; t; t = t->cnext)
-		any |= !t->commit_err;
+	for (struct task *t = batch; t; t = t->back.next)
+		any |= !t->commit.err;
 	if (any && fsync(c->sp->done) < 0) {
 		/* Every result of the batch is in doubt: each is retried,
 		 * and a retry writes its entries anew (spool_finish). */
 		int e = -errno;
-		for (struct task *t = batch; t; t = t->cnext)
-			if (!t->commit_err)
-				t->commit_err = e;
+		for (struct task *t = batch; t; t = t->back.next)
+			if (!t->commit.err)
+				t->commit.err = e;
 	}
-	for (struct task *t = batch; t; t = t->cnext) {
-		if (t->commit_err)
+	for (struct task *t = batch; t; t = t->back.next) {
+		if (t->commit.err)
 			continue;
 		/* Counted once durable, before the claim goes (tally.h). */
 		struct tally_row row;
 		tally_row_of(&t->res, &row);
 		spool_tally_add(c->sp, c->wdir, t->name, t->idbuf, &row);
-		t->commit_err = spool_finish_complete(
+		t->commit.err = spool_finish_complete(
 			c->sp, c->wdir, t->name, true, t->idbuf,
-			(t->scratch_retired ? SCRATCH_RUN_GONE : 0) |
+			(t->scr.retired ? SCRATCH_RUN_GONE : 0) |
 				(t->res.outdir_gone ? SCRATCH_OUT_GONE : 0));
 	}
 }
@@ -89,15 +93,15 @@ static void *commit_main(void *arg)
 			/* Oldest first (the list is pushed at its head). */
 			struct task *batch = NULL;
 			for (struct task *t = c->todo, *nx; t; t = nx) {
-				nx = t->cnext;
-				if (t->mv.src >= 0) {
+				nx = t->back.next;
+				if (t->outdir.mv.src >= 0) {
 					/* Its artifacts first, by the mover: a
 					 * big tree would hold up every result. */
 					c->moving++;
-					outdir_mover_add(&c->mover, &t->mv);
+					outdir_mover_add(&c->mover, &t->outdir.mv);
 					continue;
 				}
-				t->cnext = batch;
+				t->back.next = batch;
 				batch = t;
 				n++;
 			}
@@ -107,7 +111,7 @@ static void *commit_main(void *arg)
 			commit_stage(c, batch, wm);
 			*tail = batch;
 			while (*tail)
-				tail = &(*tail)->cnext;
+				tail = &(*tail)->back.next;
 			pthread_mutex_lock(&c->h.mu);
 		}
 		if (!all)
@@ -116,8 +120,8 @@ static void *commit_main(void *arg)
 		commit_finish(c, all);
 		pthread_mutex_lock(&c->h.mu);
 		for (struct task *t = all, *nx; t; t = nx) {
-			nx = t->cnext;
-			helper_back(&c->h, t, t->commit_err ? TE_COMMIT_FAILED : TE_COMMITTED);
+			nx = t->back.next;
+			helper_back(&c->h, t, t->commit.err ? TE_COMMIT_FAILED : TE_COMMITTED);
 		}
 		uint64_t one = 1;
 		(void)!write(c->h.efd, &one, sizeof one);
@@ -131,9 +135,8 @@ static void *commit_main(void *arg)
 void publish(struct worker *w, struct task *t)
 {
 	task_unlink(w, t);
-	w->ncommit++;
 	pthread_mutex_lock(&w->commit.h.mu);
-	t->cnext = w->commit.todo;
+	t->back.next = w->commit.todo;
 	w->commit.todo = t;
 	pthread_mutex_unlock(&w->commit.h.mu);
 	/* After the unlock: the thread woken does not block at once on the
@@ -146,7 +149,7 @@ void commit_start(struct worker *w)
 	struct commit *c = &w->commit;
 	c->sp = w->sp;
 	c->wdir = w->wdir;
-	c->writes_max = w->keep_fds ? COMMIT_WRITES_MAX : 1; /* as fd_budget */
+	c->writes_max = w->fds.keep ? COMMIT_WRITES_MAX : 1; /* as fd_budget */
 	/* JSON objects are made in both threads: jansson's hash seed is
 	 * set once, here, before there are two. */
 	json_object_seed(0);
@@ -167,7 +170,7 @@ void commit_start(struct worker *w)
  * nor struct helper: done() is how it hands back to whoever called. */
 void outdir_moved(struct outdir_move *m)
 {
-	struct task *t = (struct task *)(void *)((char *)m - offsetof(struct task, mv));
+	struct task *t = (struct task *)(void *)((char *)m - offsetof(struct task, outdir.mv));
 	struct commit *c = m->arg;
 	struct result *r = &t->res;
 	r->artifacts_max = 0; /* measured: spool_finish_stage moves it as it is */
@@ -180,7 +183,7 @@ void outdir_moved(struct outdir_move *m)
 		r->error = t->errbuf;
 	}
 	pthread_mutex_lock(&c->h.mu);
-	t->cnext = c->todo;
+	t->back.next = c->todo;
 	c->todo = t;
 	c->moving--;
 	pthread_mutex_unlock(&c->h.mu);

@@ -1,6 +1,10 @@
 /* worker_drop.c - drop/: a shared spool's per-user drop directories, moved
  * into new/. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <sys/xattr.h>
+
 #include "worker_int.h"
 
 /* ---- drop/: the file's owner is who dropped it -----------------------------

@@ -6,6 +6,7 @@
  * the on_done hook. */
 #define _GNU_SOURCE
 #include "worker_int.h"
+#include "backend.h"
 
 void finish_unrun(struct worker *w, const char *name, const char *status, const char *why)
 {
@@ -51,16 +52,16 @@ void task_free(struct worker *w, struct task *t)
 	 * as spool_clean_scratch does the others. One the commit moved into
 	 * done/ is not there any more. */
 	for (int i = 0; i < 3; i++) {
-		if (t->scr[i][0])
-			(void)rm_rf_at(w->wdir, t->scr[i]);
-		if (t->scr_fd[i] >= 0)
-			close(t->scr_fd[i]);
+		if (t->scr.dir[i][0])
+			(void)rm_rf_at(w->wdir, t->scr.dir[i]);
+		if (t->scr.fd[i] >= 0)
+			close(t->scr.fd[i]);
 	}
 	if (t->uniq_fd >= 0) /* its key is free: the result is written */
 		uniq_unlock(w->sp->cur, t->uid, t->spec.unique, t->uniq_fd);
-	if (t->out_mfd >= 0) {
-		(void)outdir_release(&w->ons, t->out_mfd);
-		close(t->out_mfd);
+	if (t->outdir.mfd >= 0) {
+		(void)outdir_release(&w->ons, t->outdir.mfd);
+		close(t->outdir.mfd);
 	}
 	if (t->run.out.file >= 0)
 		close(t->run.out.file);

@@ -6,6 +6,9 @@
  * The hand-back's other half, helper_done, is the loop's: it runs the
  * tasks' events (worker.c). */
 #define _GNU_SOURCE
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
 #include "worker_int.h"
 
 /* Counted up at every change in /etc the worker's watch sees; -1: there
@@ -58,8 +61,8 @@ void helper_start(struct worker *w, struct helper *h, void *(*fn)(void *), void 
 /* In the thread, under h->mu: t is the loop's again, with ev for it. */
 void helper_back(struct helper *h, struct task *t, enum tevent ev)
 {
-	t->back_ev = ev;
-	t->cnext = h->done;
+	t->back.ev = ev;
+	t->back.next = h->done;
 	h->done = t;
 }
 

@@ -4,57 +4,34 @@
 #ifndef KART_WORKER_INT_H
 #define KART_WORKER_INT_H
 
-#include "worker.h"
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
-#include <signal.h>
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/ioctl.h>
-#include <sys/xattr.h>
-#include <linux/fs.h>
-#include <linux/magic.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
-#include <sys/timerfd.h>
-#include <sys/wait.h>
-#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <time.h>
 #include <linux/filter.h>
-#include <linux/seccomp.h>
 
-#include "backend.h"
-#include "caps.h"
 #include "cgroup.h"
-#include "worker_control.h"
-#include "tally.h"
 #include "confine.h"
-#include "container.h"
 #include "credfwd.h"
-#include "rlimits.h"
-#include "log.h"
 #include "outdir.h"
+#include "prioq.h"
 #include "result.h"
-#include "binds.h"
+#include "rlimits.h"
 #include "run.h"
 #include "sandbox.h"
 #include "seccomp.h"
-#include "space.h"
-#include "task.h"
-#include "util.h"
-#include "prioq.h"
-#include "worker_sched.h"
+#include "spool.h"
 #include "strset.h"
-#include "depend.h"
+#include "task.h"
+#include "worker.h"
+#include "worker_control.h"
+#include "worker_sched.h"
 
+struct backend;
 struct hook;
 
 /* ---- the task lifecycle ------------------------------------------------ */
@@ -67,29 +44,37 @@ struct hook;
 enum tstate {
 	TS_CLAIMED,    /* first (a task is made zeroed): in cur/W/, not running: being
 		       * prepared, or its spawn failed */
-	TS_SPAWNING,   /* with a spawn thread, holding its slot */
+	TS_SPAWNING,   /* with its backend's spawn */
 	TS_RUNNING,
 	TS_STOPPING,   /* sent SIGTERM (a timeout, a cancel), its kill grace running */
 	TS_KILLING,    /* sent SIGKILL */
-	TS_DRAINING,   /* reaped; its leaf emptying */
+	TS_DRAINING,   /* reaped; its leaf emptying, what is left of it may still run */
+	TS_DYING,      /* reaped; its leaf killed at once (cgroup.kill): nothing of it runs
+		       * again while the kernel tears it down */
+	TS_ENDED,      /* nothing of its run is left, its slot free: its result made */
 	TS_COMMITTING, /* with the commit thread (out of w->tasks) */
 	TS_PUBLISHING, /* its result could not be published: retried */
+	TS_FREED,      /* its life is over: freed by the action that led here */
 	TS__N
 };
 enum tevent {
-	TE_SPAWN,         /* prepared: handed to a spawn thread */
+	TE_NONE,          /* no event: what an action returns when none follows */
+	TE_SPAWN,         /* prepared: handed to its backend's spawn */
 	TE_SPAWNED,       /* back from it, its process running */
 	TE_SPAWN_FAILED,  /* back from it, not started */
 	TE_EXIT,          /* its process ended (pidfd) */
 	TE_TIMEOUT,       /* its deadline passed (the timeout, or the kill grace) */
 	TE_CANCEL,        /* kart cancel asked */
 	TE_GRACE_OVER,    /* the shutdown's grace ran out */
+	TE_LEAF_KILLED,   /* its leaf was killed at once: nothing of the run executes again */
 	TE_LEAF_EMPTY,    /* nothing of the run is left in its leaf (or it had none) */
 	TE_RESULT,        /* its result is made, to be published */
+	TE_RETRY_KEPT,    /* retry_on took another attempt: its task file is back in new/ */
+	TE_REQUEUE,       /* its attempt is void (the shutdown, its output lost): run it again */
 	TE_COMMITTED,     /* back from the commit thread, published */
 	TE_COMMIT_FAILED, /* back from it, not published */
-	TE_RETRY,         /* its time to look again came, or its leaf changed */
-	TE_RETRY_LATER,   /* its result is made and its retry_on may want another attempt */
+	TE_AGAIN,         /* its time to look again came, or its leaf changed */
+	TE_GIVE_UP,       /* its publish cannot succeed (commit_failed) */
 	TE__N
 };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
@@ -105,33 +90,92 @@ struct src {
 	const struct backend *be; /* SRC_BACKEND: whose */
 };
 
+/* A leaf's counters that only grow: CPU times, pressure stall totals. */
 struct cg_cpu {
 	int64_t user_us, system_us;
+	int64_t pressure[CG_PSI__N];
 };
 
 /* A task's scratch directories with backend none (struct task's scr). */
 enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
+
+/* A task's parts, each owned by the file that uses it (the task's own
+ * fields, below, are the record and the state machine's). */
+
+/* scratch.c's: the run's directories in the claim directory. */
+struct task_scratch {
+	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
+	 * by enum scr_dir), spares used under their own names (scratch_dir);
+	 * "" once handed on. */
+	char dir[SCR_NDIRS][24];
+	/* and the change time each had as a spare, when it was older than
+	 * the run (scratch_dir); {0, 0} if not */
+	struct timespec ct[SCR_NDIRS];
+	int fd[SCR_NDIRS]; /* and an O_PATH descriptor of each, or -1 */
+	bool retired;      /* its work and tmp directories are gone (a spare, or removed) */
+};
+
+/* outdir.h's, for the task: its $KART_OUTDIR's tmpfs, or -1; once the
+ * run is over, the copy the commit thread hands to the mover first
+ * (mv.src >= 0). */
+struct task_outdir {
+	int mfd;
+	struct outdir_move mv;
+};
+
+/* worker_commit.c's: how its result's commit went. */
+struct task_commit {
+	int err;                  /* 0: published; else -errno of the failed step */
+	bool output;              /* the failure was an fsync of its output */
+	int tries;                /* publishes failed so far (commit_failed) */
+	struct json_pending jpend; /* its JSON, staged and not yet committed */
+};
+
+/* With a helper thread (the commit thread from publish(), a spawn
+ * thread from its backend's spawn, until it hands the task back the
+ * loop does not touch it): its link in the thread's queues, and the
+ * event the thread has for it when it hands it back (worker_ev.c's
+ * helper_back, worker.c's helper_done). */
+struct task_back {
+	struct task *next;
+	enum tevent ev;
+};
 
 struct task {
 	struct task *next;
 	char *name;
 	struct task_spec spec;
 	struct claim_meta meta;
-	int uniq_fd;         /* unique=: its key's lock (worker_sched.h), or -1 */
+	uid_t uid;
+	int64_t submitted_ms, started_ms;
+	/* The state machine's (worker_state.c, worker_task.c). */
 	enum tstate state;
 	enum tend end;
+	int64_t deadline_mono; /* its timeout, or its kill grace; 0: none */
+	bool term_sent;        /* a timeout or cancel sent SIGTERM first */
+	int64_t retry_mono;    /* publishing failed, or its leaf drains: look again then */
+	struct {
+		bool on;           /* spawning: an event came, kept for when it runs */
+		enum tevent ev;
+	} kept;
 	/* The backend it started under (a SIGHUP may name another for the
 	 * next tasks), and that backend's own state for it (backend.h). */
 	const struct backend *be;
 	void *be_task;
-	int engine_oom;      /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown */
-	uid_t uid;
-	int64_t submitted_ms, started_ms, deadline_mono; /* deadline 0: none */
-	bool term_sent;      /* a timeout or cancel sent SIGTERM first */
+	int engine_oom;        /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown */
+	uid_t run_uid;         /* whom it ran as: owner of its scratch directories */
+	bool seccomp;          /* its sandbox was handed the filter */
+	int uniq_fd;           /* unique=: its key's lock (worker_sched.h), or -1 */
 	struct pause_state pause; /* kart pause: frozen, its clock stopped (worker_control.c) */
-	int64_t retry_mono; /* publishing failed: try again then */
+	/* A run of the worker's child (backend_local.c's; its captures,
+	 * worker_capture.c's): its pidfd and pipes, what the loop watches
+	 * them by, its spawn job until the spawn is back, and how it ended. */
 	struct run run;
+	struct src s_pid, s_out, s_err;
+	struct spawn_job *job;
 	struct run_end rend;
+	/* Its limits (worker_leaf.c's leaf; rlimits.h's plan where there is
+	 * none) */
 	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
 	struct cg_usage cgu; /* read from the leaf after the run */
 	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
@@ -139,45 +183,20 @@ struct task {
 	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
 	bool cgu_read;
 	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu cg_base; /* the leaf's CPU times when the run began (a kept leaf's) */
+	struct cg_cpu cg_base; /* the leaf's counters when the run began (a kept leaf's) */
 	struct cg_cpu cg_end;  /* and when it ended */
 	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
-	bool slot_freed;     /* draining after cgroup.kill: its slot is free */
-	bool scratch_retired; /* its work and tmp directories are gone (a spare, or removed) */
-	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
-	 * by enum scr_dir), spares used under their own names (scratch_dir);
-	 * "" once handed on. */
-	char scr[SCR_NDIRS][24];
-	/* and the change time each had as a spare, when it was older than
-	 * the run (scratch_dir); {0, 0} if not */
-	struct timespec scr_ct[SCR_NDIRS];
-	int scr_fd[SCR_NDIRS]; /* and an O_PATH descriptor of each, or -1 */
-	uid_t run_uid;       /* whom it ran as: owner of its scratch directories */
 	int64_t drain_end;   /* draining: give up waiting then */
-	bool seccomp;        /* its sandbox was handed the filter */
-	bool pending;        /* spawning: an event came, kept for when it runs: */
-	enum tevent pending_ev;
-	struct src s_pid, s_out, s_err;
+	struct task_scratch scr;
+	struct task_outdir outdir;
+	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
+	struct task_back back;
+	struct task_commit commit;
+	/* Its record. */
 	struct result res;
 	char idbuf[256];
 	char user[256], errbuf[1024]; /* storage for res.user, res.error */
 	char home[TASK_BIND_PATH_MAX]; /* its HOME where a bind holds it, or "" */
-	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
-	/* With a helper thread (the commit thread from publish(), a spawn
-	 * thread from TE_SPAWN, until it hands the task back the loop does
-	 * not touch it): its link in the thread's queues, and the event
-	 * the thread has for it when it hands it back (helper_done). */
-	struct task *cnext;
-	enum tevent back_ev;
-	struct spawn_job *job; /* spawning: its job, until it is back */
-	int commit_err;     /* 0: published; else -errno of the failed step */
-	bool commit_output; /* the failure was an fsync of its output */
-	int publish_tries;  /* publishes failed so far (commit_failed) */
-	struct json_pending jpend; /* its JSON, staged and not yet committed */
-	/* Its $KART_OUTDIR's tmpfs (outdir.h), or -1; once the run is over,
-	 * the copy the commit thread hands to the mover first (mv.src >= 0). */
-	int out_mfd;
-	struct outdir_move mv;
 };
 
 /* ---- the commit thread: results made durable off the event loop --------
@@ -201,12 +220,12 @@ struct helper {
 	bool quit, started;
 	int efd;
 	struct src src;
-	struct task *done; /* handed back, newest first, linked by cnext (under mu) */
+	struct task *done; /* handed back, newest first, linked by back.next (under mu) */
 };
 
 struct commit {
 	struct helper h;
-	struct task *todo; /* linked by cnext */
+	struct task *todo; /* linked by back.next */
 	struct spool *sp;
 	int wdir;
 	int writes_max; /* results written before their fsyncs, at most (under h.mu) */
@@ -348,25 +367,54 @@ struct drop {
 	char *name;
 };
 
+/* The descriptor budget (worker.c's fd_budget), set at start and when a
+ * SIGHUP changes the slots. */
+struct fd_budget {
+	rlim_t nofile;      /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
+	rlim_t nofile_task; /* the one it was at start, for the tasks, where raised; else 0 */
+	bool keep;          /* descriptors kept across runs (spares', leaves') */
+	bool budgeted;      /* fd_budget has run once */
+	int backlog_max;    /* results waiting for the commit thread, at most */
+};
+
+/* The tasks' seccomp filter, built once (worker.c's build_seccomp), handed
+ * over by the backends. */
+struct filters {
+	struct seccomp_prog whole; /* whole.bpf NULL: it failed, */
+	char err[256];             /* and why: every task is refused */
+	struct seccomp_prog outer, inner; /* the same, split (spawner); or NULL */
+	/* The same three as the kernel takes them. Once built they are never
+	 * rebuilt (only a filter that failed is, at SIGHUP): spawns point at
+	 * them for the worker's life. */
+	struct sock_fprog fp_whole, fp_outer, fp_inner;
+	char *json;                /* the same, as a container runtime's profile */
+};
+
+/* worker_peer.c's: other workers, and recovery of a dead one's claims. */
+struct peers {
+	struct peer *v;
+	size_t n;
+	char **own;           /* our own claims from an earlier life, still held by its runs */
+	size_t nown;
+	int64_t recover_mono; /* retry recovery of busy claims then */
+};
+
 struct worker {
 	struct spool *sp;
 	struct policy *pol;
 	const char *id;
-	int slots[LANE__N], used[LANE__N];
-	/* The descriptor budget (fd_budget), set at start and when a SIGHUP changes the slots: */
-	rlim_t nofile;            /* RLIMIT_NOFILE's soft limit, raised where the slots want more */
-	rlim_t nofile_task;       /* the one it was at start, for the tasks, where raised; else 0 */
-	bool keep_fds;            /* descriptors kept across runs (spares', leaves') */
-	bool budgeted;            /* fd_budget has run once */
-	int backlog_max;          /* results waiting for the commit thread, at most */
+	int slots[LANE__N];
+	/* Counted by the state machine alone (task_event), as a task's
+	 * state changes: the slots held in each lane, in all, and the tasks
+	 * with the commit thread. */
+	int used[LANE__N], nrunning, ncommit;
+	struct fd_budget fds;
 	bool drain, stopping;
 	bool spool_paused;   /* new/.paused: claim nothing (kart pause --all) */
 	int64_t grace_mono;
 	int64_t timer_at;         /* what the timerfd is armed for (0: disarmed) */
 	unsigned long long bset;  /* our bounding set, read once after the drop */
-	int64_t recover_mono; /* retry recovery of busy claims then */
-	char **own_busy;      /* our own claims from an earlier life, still held by its runs */
-	size_t nown_busy;
+	struct peers peers;
 	int wdir, lockfd, ep, ino, sig, tfd;
 	int wd_new, wd_wdir, wd_cur, wd_tmp;
 	/* A shared spool's drop/ and the drop directories in it (drop_seen);
@@ -376,9 +424,8 @@ struct worker {
 	size_t ndrops;
 	bool new_shared;
 	uid_t new_uid;
-	struct peer *peers;
-	size_t npeers;
-	struct src s_ino, s_sig, s_timer;
+	struct src s_ino, s_sig, s_timer, s_wdog;
+	int wdog; /* the watchdog's timerfd (sd_notify WATCHDOG), or -1 */
 	struct prioq heap[LANE__N];
 	struct sched_queue sched; /* K_SCHEDULED names, by time (worker_sched.c) */
 	struct uniq_index uniq;   /* queued and scheduled tasks with unique= */
@@ -399,7 +446,6 @@ struct worker {
 	bool busy_seen; /* consider() just found a name busy */
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
-	int nrunning;
 	/* A task's slot came free, or its claim went (the state table,
 	 * which sits below the queue): the loop undefers and dispatches
 	 * before its next wait. */
@@ -408,17 +454,9 @@ struct worker {
 	struct hook *hooks; /* on_done hooks still running */
 	int nhooks;
 	const struct worker_opts *opts;
-	struct seccomp_prog scmp; /* built once; scmp.bpf NULL: it failed, */
-	char scmp_err[256];       /* and why: every task is refused */
-	struct seccomp_prog scmp_outer, scmp_inner; /* the same, split (spawner); or NULL */
-	/* The same three as the kernel takes them. Once built they are never
-	 * rebuilt (only a filter that failed is, at SIGHUP): spawns point at
-	 * them for the worker's life. */
-	struct sock_fprog fp_whole, fp_outer, fp_inner;
-	char *scmp_json;          /* the same, as a container runtime's profile */
+	struct filters flt;
 	const struct backend *be; /* the backend new tasks start under (backend_use) */
 	struct commit commit;
-	int ncommit; /* tasks with the commit thread */
 	struct outdir_ns ons; /* where $KART_OUTDIR is a bounded tmpfs (bwrap) */
 	struct spawner spawner;
 	bool held_stale; /* SIGHUP: the held Landlock paths are opened again */
@@ -446,8 +484,10 @@ struct acct {
 
 /* One section per file, from the top of the worker down: each file
  * calls only the files below it, save worker_state.c and worker_task.c,
- * the table and its actions, which call each other (an action fires the
- * next event). docs/DESIGN.md has the map. */
+ * the table and its actions, on one floor: task_event runs an action,
+ * which returns the next event rather than fire it (test_lifecycle).
+ * The backends (src/backend/) sit below worker_task.c. docs/DESIGN.md
+ * has the map. */
 
 /* ---- worker.c: the event loop: worker_main, the epoll dispatch, inotify routed by watch,
  * signals, the timer (set before each wait from every file's deadline), the descriptor
@@ -506,9 +546,12 @@ bool quota_over(const struct worker *w, uid_t uid);
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
 
 /* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
- * setter of a task's state */
+ * setter of a task's state, one event per turn */
 void task_event(struct worker *w, struct task *t, enum tevent ev);
 void task_table_markdown(FILE *f);
+/* Its state holds a slot of its lane (w->used, w->nrunning: counted as
+ * the state changes, nowhere else). */
+bool task_holds_slot(const struct task *t);
 
 /* ---- worker_task.c: a task's life once it is made: its record, a run's end, its result,
  * stop and kill, pause and cancel, its free */
@@ -524,14 +567,19 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
 		    const char *error);
 /* The actions of the state table, run by task_event alone (each named
- * in worker_state.c's enum taction). */
+ * in worker_state.c's enum taction): each returns the event that
+ * follows, or TE_NONE, and never calls task_event. */
 void task_thaw(struct worker *w, struct task *t);
-void task_started(struct worker *w, struct task *t);
-bool task_ended(struct worker *w, struct task *t);
-void task_complete(struct worker *w, struct task *t);
-void stop_begin(struct worker *w, struct task *t);
+enum tevent task_started(struct worker *w, struct task *t);
+enum tevent task_ended(struct worker *w, struct task *t);
+enum tevent task_complete(struct worker *w, struct task *t);
+void task_requeue(struct worker *w, struct task *t);
+enum tevent stop_begin(struct worker *w, struct task *t);
 void kill_now(struct worker *w, struct task *t);
-void commit_failed(struct worker *w, struct task *t);
+enum tevent commit_failed(struct worker *w, struct task *t);
+/* GIVE_UP: finished lost, the failure named, without its outputs; freed
+ * (or left for recovery where even that cannot be written). */
+void publish_lost(struct worker *w, struct task *t);
 void spawn_refuse(struct worker *w, struct task *t);
 /* Is the task's memory (or pids) the policy's built-in default, which
  * yields where nothing can hold it? (The result says so.) */
@@ -552,6 +600,7 @@ struct dep_inputs {
 bool deps_ready(struct worker *w, const char *name, const struct inspect *ins);
 void dep_result(struct worker *w, const char *fname);
 void dep_recheck(struct worker *w);
+void dep_scanned(struct worker *w);
 int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 	       struct dep_inputs *di);
 void dep_inputs_free(struct dep_inputs *di);
@@ -567,8 +616,8 @@ bool sched_consider(struct worker *w, const char *name, const struct inspect *in
 bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins, int *ufd);
 /* dispatch: name was claimed; forget it among the keys' queued ones. */
 void sched_claim_done(struct worker *w, const char *name);
-/* task_complete: true when the attempt is kept and the task re-queued
- * for its retry (retry_on=); the task is freed. */
+/* task_complete: true when the attempt is kept and the task's file is
+ * back in new/ for its retry (retry_on=). */
 bool sched_retry(struct worker *w, struct task *t);
 /* The timer: the CLOCK_MONOTONIC ms of the earliest time waited for (0:
  * none); what to do when it rings is the queue's (sched_ring). */

@@ -1,6 +1,8 @@
 /* worker_leaf.c - the per-task cgroup leaf: made, kept for the next run,
  * drained after the run. */
 #define _GNU_SOURCE
+#include <sys/inotify.h>
+
 #include "worker_int.h"
 
 static bool drain_done(struct worker *w, struct task *t, bool empty, bool late);
@@ -104,6 +106,13 @@ static void task_usage(struct task *t)
 		t->cgu.cpu_user_us -= t->cg_base.user_us;
 		t->cgu.cpu_system_us -= t->cg_base.system_us;
 	}
+	for (int i = 0; i < CG_PSI__N; i++) {
+		t->cg_end.pressure[i] = t->cgu.pressure[i];
+		if (t->cg_base.pressure[i] >= 0 && t->cgu.pressure[i] >= t->cg_base.pressure[i])
+			t->cgu.pressure[i] -= t->cg_base.pressure[i];
+		else
+			t->cgu.pressure[i] = -1;
+	}
 }
 
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
@@ -120,7 +129,7 @@ int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen)
 		t->cgf = k->files;
 		return 0;
 	}
-	t->cg_base = (struct cg_cpu){0, 0};
+	t->cg_base = (struct cg_cpu){0, 0, {0}};
 	/* Leaves of workers killed -9 are swept at start-up and when a dead
 	 * peer is recovered (peer_dead), before its claims can run again:
 	 * not here, where it would cost a scan of every hierarchy per task. */
@@ -241,11 +250,11 @@ bool drain_poll(struct worker *w, struct task *t)
 }
 
 /* An inotify event on a watch of ours? The draining task it is for, whose
- * TE_RETRY the loop fires: the leaf reports, the state table acts. */
+ * TE_AGAIN the loop fires: the leaf reports, the state table acts. */
 struct task *drain_event(struct worker *w, int wd)
 {
 	for (struct task *t = w->tasks; t; t = t->next)
-		if (t->state == TS_DRAINING && t->cg_wd == wd)
+		if ((t->state == TS_DRAINING || t->state == TS_DYING) && t->cg_wd == wd)
 			return t;
 	return NULL;
 }

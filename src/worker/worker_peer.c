@@ -1,7 +1,10 @@
 /* worker_peer.c - peers: other workers' claim directories, and recovery of a
  * dead one's. */
 #define _GNU_SOURCE
+#include <sys/inotify.h>
+
 #include "worker_int.h"
+#include "backend.h"
 
 static int peer_dead(void *arg, const char *peer);
 
@@ -18,8 +21,8 @@ void recover_peer(struct worker *w, const char *peer)
 	else if (r > 0 && (rq || lost || busy))
 		logmsg("recovered dead worker %s: %d re-queued, %d lost, %d still busy", peer, rq,
 		       lost, busy);
-	if (busy > 0 && !w->recover_mono)
-		w->recover_mono = now_mono_ms() + 200;
+	if (busy > 0 && !w->peers.recover_mono)
+		w->peers.recover_mono = now_mono_ms() + 200;
 }
 
 /* Our own claims left by an earlier life under this id: recover each
@@ -30,25 +33,25 @@ void recover_own(struct worker *w)
 	bool moved = false;
 	/* The earlier life's runs, as for a dead peer: one a backend still
 	 * sees going keeps every claim where it is, for the next look. */
-	if (w->nown_busy && peer_dead(w, w->id) < 0) {
-		if (!w->recover_mono)
-			w->recover_mono = now_mono_ms() + 200;
+	if (w->peers.nown && peer_dead(w, w->id) < 0) {
+		if (!w->peers.recover_mono)
+			w->peers.recover_mono = now_mono_ms() + 200;
 		return;
 	}
-	for (size_t i = 0; i < w->nown_busy; i++) {
-		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->own_busy[i], w->id);
+	for (size_t i = 0; i < w->peers.nown; i++) {
+		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->peers.own[i], w->id);
 		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
-			w->own_busy[keep++] = w->own_busy[i];
+			w->peers.own[keep++] = w->peers.own[i];
 			continue;
 		}
 		moved = true;
-		logmsg("%s: recovered from an earlier run of worker %s (%s)", w->own_busy[i], w->id,
+		logmsg("%s: recovered from an earlier run of worker %s (%s)", w->peers.own[i], w->id,
 		       k == RECOVER_LOST ? "lost" : k == RECOVER_REQUEUED ? "re-queued" : "finished");
-		free(w->own_busy[i]);
+		free(w->peers.own[i]);
 	}
-	w->nown_busy = keep;
-	if (keep && !w->recover_mono)
-		w->recover_mono = now_mono_ms() + 200;
+	w->peers.nown = keep;
+	if (keep && !w->peers.recover_mono)
+		w->peers.recover_mono = now_mono_ms() + 200;
 	if (moved)
 		undefer(w);
 }
@@ -65,11 +68,11 @@ void watch_peer(struct worker *w, const char *peer)
 	int wd = inotify_add_watch(w->ino, p, IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW);
 	if (wd < 0)
 		return;
-	for (size_t i = 0; i < w->npeers; i++)
-		if (w->peers[i].wd == wd)
+	for (size_t i = 0; i < w->peers.n; i++)
+		if (w->peers.v[i].wd == wd)
 			return;
-	w->peers = xrealloc(w->peers, (w->npeers + 1) * sizeof *w->peers);
-	w->peers[w->npeers++] = (struct peer){.wd = wd, .name = xstrdup(peer)};
+	w->peers.v = xrealloc(w->peers.v, (w->peers.n + 1) * sizeof *w->peers.v);
+	w->peers.v[w->peers.n++] = (struct peer){.wd = wd, .name = xstrdup(peer)};
 }
 
 void scan_peers(struct worker *w)

@@ -1,7 +1,10 @@
 /* worker_queue.c - queued tasks: what new/ holds, claiming,
  * deferral, names still busy. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
 #include "worker_int.h"
+#include "space.h"
 
 /* Take an entry of new/ that is not a runnable task (hostile, invalid)
  * and give it its `rejected` result. Rejection takes no slot. */
@@ -198,6 +201,7 @@ void scan_new(struct worker *w)
 		free(v[i].name);
 	}
 	free(v);
+	dep_scanned(w);
 }
 
 #define BUSY_RECHECK_FIRST_MS 2
@@ -236,7 +240,7 @@ static int user_running(const struct worker *w, uid_t uid)
 {
 	int n = 0;
 	for (const struct task *t = w->tasks; t; t = t->next)
-		if (t->uid == uid && t->state != TS_PUBLISHING && !t->slot_freed)
+		if (t->uid == uid && task_holds_slot(t))
 			n++;
 	return n;
 }
@@ -318,11 +322,11 @@ void dispatch(struct worker *w)
 		return;
 	w->space_mono = 0;
 	bool low_share = false;
-	if (w->ncommit < w->backlog_max && any_claimable(w) && !space_ok(w, &low_share))
+	if (w->ncommit < w->fds.backlog_max && any_claimable(w) && !space_ok(w, &low_share))
 		return;
 	for (int l = 0; l < LANE__N; l++) {
 		struct prioq capped = {0};
-		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->backlog_max &&
+		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->fds.backlog_max &&
 		       capped.n < CAPPED_MAX) {
 			struct cand c = prioq_pop(&w->heap[l]);
 			if (user_at_cap(w, &c, &capped, low_share))

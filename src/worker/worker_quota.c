@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 /* A scan follows an event in tmp/ or a drop directory by this much at

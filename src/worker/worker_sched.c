@@ -327,13 +327,12 @@ bool sched_retry(struct worker *w, struct task *t)
 	}
 	logmsg("%s: attempt %d ended %s; retry_on: attempt %d in %lld ms", t->name, a.attempt,
 	       a.status, a.attempt + 1, (long long)delay);
-	if (t->mv.src >= 0) {
+	if (t->outdir.mv.src >= 0) {
 		/* An attempt's kept $KART_OUTDIR is not kept across a
 		 * retry (kart-task(5)): the mover never had it. */
-		close(t->mv.src);
-		t->mv.src = -1;
+		close(t->outdir.mv.src);
+		t->outdir.mv.src = -1;
 	}
-	task_free(w, t);
 	return true;
 }
 

@@ -1,6 +1,11 @@
 /* worker_spawn.c - the spawn threads: the child's set-up off the event loop. */
 #define _GNU_SOURCE
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/seccomp.h>
+
 #include "worker_int.h"
+#include "binds.h"
 
 static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 {
@@ -31,7 +36,7 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 				snprintf(j->bind_err, sizeof j->bind_err,
 					 "cannot mount the tmpfs of $KART_OUTDIR: %s", strerror(-fd));
 			} else {
-				t->out_mfd = fd;
+				t->outdir.mfd = fd;
 				j->join_ns = true;
 			}
 		}
@@ -121,8 +126,8 @@ void spawn_job_free(struct spawn_job *j)
 void spawner_start_filtered(struct worker *w)
 {
 	struct spawner *sp = &w->spawner;
-	sp->outer = &w->fp_outer;
-	sp->inner = &w->fp_inner;
+	sp->outer = &w->flt.fp_outer;
+	sp->inner = &w->flt.fp_inner;
 	for (int i = 0; i < SPAWN_THREADS; i++) {
 		int e = pthread_create(&sp->filtered_th[sp->nfiltered], NULL, spawn_main_filtered, sp);
 		if (e) {

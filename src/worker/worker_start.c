@@ -3,7 +3,10 @@
  * directories, filter and command line: src/backend/), and its spawn
  * (start_claimed, step by step). */
 #define _GNU_SOURCE
+#include <fcntl.h>
+
 #include "worker_int.h"
+#include "backend.h"
 
 /* Looked at again in our directory, since it may have changed after it
  * was seen in new/: false when it does not start (given back, rejected,
@@ -82,9 +85,9 @@ static struct task *task_new(struct worker *w, const char *name, struct inspect 
 	t->engine_oom = -1;
 	t->cg_wd = -1;
 	t->uniq_fd = steal_fd(ufd);
-	t->scr_fd[SCR_WORK] = t->scr_fd[SCR_TMP] = t->scr_fd[SCR_OUT] = -1;
+	t->scr.fd[SCR_WORK] = t->scr.fd[SCR_TMP] = t->scr.fd[SCR_OUT] = -1;
 	t->fwd = (struct credfwd)CREDFWD_INIT;
-	t->out_mfd = t->mv.src = t->mv.dst = -1;
+	t->outdir.mfd = t->outdir.mv.src = t->outdir.mv.dst = -1;
 	cg_files_init(&t->cgf);
 	t->uid = ins->uid;
 	t->run.out.file = t->run.err.file = -1;

@@ -3,8 +3,14 @@
  * Which step runs when is the state table's (worker_state.c); starting
  * it is worker_start.c's. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+
 #include "worker_int.h"
+#include "backend.h"
 #include "outcome.h"
+
+#include <sched.h>
 
 struct task *find_task(struct worker *w, const char *name)
 {
@@ -125,13 +131,14 @@ void abandon(struct worker *w, struct task *t)
 {
 	logmsg("%s: its result could not be published before the stop; left in cur/%s/ for recovery",
 	       t->name, w->id);
-	memset(t->scr, 0, sizeof t->scr);
+	memset(t->scr.dir, 0, sizeof t->scr.dir);
 	task_free(w, t);
 }
 
-/* A claimed task that will not run but has a full record (refused). */
-void finish_unstarted(struct worker *w, struct task *t, const char *status,
-		      const char *refusal, const char *error)
+/* The result of a claimed task that will not run but has a full record
+ * (refused). */
+static void result_unstarted(struct worker *w, struct task *t, const char *status,
+			     const char *refusal, const char *error)
 {
 	/* Its leaf, if one was made, goes with it; it applied nothing. */
 	task_cgroup_end(t);
@@ -143,6 +150,12 @@ void finish_unstarted(struct worker *w, struct task *t, const char *status,
 	t->res.error = error;
 	t->res.started_ms = 0;
 	t->res.finished_ms = now_realtime_ms();
+}
+
+void finish_unstarted(struct worker *w, struct task *t, const char *status,
+		      const char *refusal, const char *error)
+{
+	result_unstarted(w, t, status, refusal, error);
 	task_event(w, t, TE_RESULT);
 }
 
@@ -154,29 +167,23 @@ void finish_refused(struct worker *w, struct task *t, const char *refusal,
 
 /* ---- ending a task ----------------------------------------------------------- */
 
-/* Reaped, and its leaf killed: true while it waits for the leaf to
- * empty (TS_DRAINING). */
-bool task_ended(struct worker *w, struct task *t)
+/* Reaped, and its leaf killed: LEAF_EMPTY where nothing of it is left;
+ * else it waits for the leaf to empty (DRAINING), and where cgroup.kill
+ * SIGKILLed all of it at once, nothing of the run executes another
+ * instruction: LEAF_KILLED, its slot free now, not once the kernel has
+ * finished tearing it down (bwrap's namespaces can take several ms). */
+enum tevent task_ended(struct worker *w, struct task *t)
 {
 	t->be->reap(w, t);
-	if (drain_begin(w, t)) {
-		/* cgroup.kill has SIGKILLed all of it at once: nothing of the
-		 * run executes another instruction, so the slot is free now,
-		 * not once the kernel has finished tearing it down (bwrap's
-		 * namespaces can take several ms). */
-		if (t->cg_atomic) {
-			w->used[t->spec.lane]--;
-			w->nrunning--;
-			t->slot_freed = true;
-		}
-		return true;
-	}
-	return false;
+	if (!drain_begin(w, t))
+		return TE_LEAF_EMPTY;
+	return t->cg_atomic ? TE_LEAF_KILLED : TE_NONE;
 }
 
-/* Interrupted by the shutdown: back into new/ for its next attempt, and
- * no result; freed. */
-static void task_requeue(struct worker *w, struct task *t)
+/* Its attempt is void (interrupted by the shutdown, or its output could
+ * not be made durable): back into new/ for its next attempt, and no
+ * result; freed. */
+void task_requeue(struct worker *w, struct task *t)
 {
 	t->meta.attempt++;
 	if (t->meta.submitted_ms == 0)
@@ -184,7 +191,7 @@ static void task_requeue(struct worker *w, struct task *t)
 	int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
 	if (r < 0)
 		logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
-	else
+	else if (!t->commit.output) /* else commit_failed said why */
 		logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
 		       t->meta.attempt);
 	task_free(w, t);
@@ -199,6 +206,19 @@ static void result_usage(struct task *t, struct result *r)
 	r->cpu_user_ms = u.cpu_user_ms;
 	r->cpu_system_ms = u.cpu_system_ms;
 	r->memory_peak = u.memory_peak;
+	r->io_read_bytes = u.io_read_bytes;
+	r->io_write_bytes = u.io_write_bytes;
+	r->pids_peak = u.pids_peak;
+	memcpy(r->psi_us, u.psi_us, sizeof r->psi_us);
+	memcpy(r->usage_by, u.by, sizeof r->usage_by);
+	memcpy(r->usage_why, u.why, sizeof r->usage_why);
+	/* What it could have used: the CPUs it was let run on (read once;
+	 * the worker's affinity, which its tasks inherit). */
+	static int ncpu;
+	cpu_set_t set;
+	if (!ncpu)
+		ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+	r->host_cpus = ncpu;
 }
 
 /* The result's status, from what was observed (outcome.c decides). */
@@ -247,61 +267,56 @@ static void scratch_hand_on(struct worker *w, struct task *t, struct result *r)
 	char p[512];
 	/* The commit thread measures a full $KART_OUTDIR against this. */
 	r->artifacts_max = w->pol->artifacts_max;
-	t->scratch_retired = true;
-	if (t->scr[SCR_WORK][0] || t->scr[SCR_OUT][0]) {
+	t->scr.retired = true;
+	if (t->scr.dir[SCR_WORK][0] || t->scr.dir[SCR_OUT][0]) {
 		/* Backend none's, by their names: each gone is forgotten. */
 		for (int i = 0; i < 2; i++) {
-			bool gone = !t->scr[i][0] || scratch_retire(w, t, t->scr[i], false, &t->scr_ct[i], &t->scr_fd[i]);
-			t->scratch_retired &= gone;
+			bool gone = !t->scr.dir[i][0] || scratch_retire(w, t, t->scr.dir[i], false, &t->scr.ct[i], &t->scr.fd[i]);
+			t->scr.retired &= gone;
 			if (gone)
-				t->scr[i][0] = '\0';
+				t->scr.dir[i][0] = '\0';
 		}
-		r->outdir_gone = !t->scr[SCR_OUT][0] || scratch_retire(w, t, t->scr[SCR_OUT], true, &t->scr_ct[SCR_OUT], &t->scr_fd[SCR_OUT]);
+		r->outdir_gone = !t->scr.dir[SCR_OUT][0] || scratch_retire(w, t, t->scr.dir[SCR_OUT], true, &t->scr.ct[SCR_OUT], &t->scr.fd[SCR_OUT]);
 		if (r->outdir_gone)
-			t->scr[SCR_OUT][0] = '\0';
+			t->scr.dir[SCR_OUT][0] = '\0';
 		else
-			r->outdir_scratch = t->scr[SCR_OUT]; /* the commit moves or removes it */
+			r->outdir_scratch = t->scr.dir[SCR_OUT]; /* the commit moves or removes it */
 		return;
 	}
 	static const enum scratch_file gone[] = {SCRATCH_WORK, SCRATCH_TMP};
 	for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
-		t->scratch_retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
+		t->scr.retired &= spool_name_scratch(p, sizeof p, t->name, gone[i]) == 0 &&
 				      scratch_retire(w, t, p, false, NULL, NULL);
-	if (t->out_mfd >= 0)
-		(void)outdir_release(&w->ons, t->out_mfd); /* the descriptor keeps it */
-	if (t->out_mfd >= 0 && !outdir_empty(t->out_mfd) &&
+	if (t->outdir.mfd >= 0)
+		(void)outdir_release(&w->ons, t->outdir.mfd); /* the descriptor keeps it */
+	if (t->outdir.mfd >= 0 && !outdir_empty(t->outdir.mfd) &&
 	    spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0) {
 		/* Copied into .NAME.out by the mover, for the commit
 		 * thread to move beside the result. */
-		t->mv = (struct outdir_move){
-			.src = t->out_mfd, .dst_at = w->wdir, .dst = -1,
+		t->outdir.mv = (struct outdir_move){
+			.src = t->outdir.mfd, .dst_at = w->wdir, .dst = -1,
 			.reader = spool_reader(w->sp, t->name, t->uid),
 			.c = {.bytes_max = w->pol->artifacts_max, .files_max = w->pol->artifacts_files,
 			      .depth_max = w->pol->artifacts_depth},
 			.done = outdir_moved, .arg = &w->commit};
-		snprintf(t->mv.dst_name, sizeof t->mv.dst_name, "%s", p);
-		t->out_mfd = -1;
+		snprintf(t->outdir.mv.dst_name, sizeof t->outdir.mv.dst_name, "%s", p);
+		t->outdir.mfd = -1;
 		r->outdir_gone = false;
 	} else {
-		if (t->out_mfd >= 0)
-			close(t->out_mfd); /* nothing in it */
-		t->out_mfd = -1;
+		if (t->outdir.mfd >= 0)
+			close(t->outdir.mfd); /* nothing in it */
+		t->outdir.mfd = -1;
 		r->outdir_gone = spool_name_scratch(p, sizeof p, t->name, SCRATCH_OUT) == 0 &&
 				 scratch_retire(w, t, p, true, NULL, NULL);
 	}
 }
 
-/* The run is reaped and its leaf gone: the result (or the re-queue). */
-void task_complete(struct worker *w, struct task *t)
+/* The run is reaped and its leaf gone: its result, kept for retry_on's
+ * next attempt or to be published; or, interrupted, none (REQUEUE). */
+enum tevent task_complete(struct worker *w, struct task *t)
 {
-	if (!t->slot_freed) {
-		w->used[t->spec.lane]--;
-		w->nrunning--;
-	}
-	if (t->end == END_REQUEUE) {
-		task_requeue(w, t);
-		return;
-	}
+	if (t->end == END_REQUEUE)
+		return TE_REQUEUE;
 	fill_result(w, t);
 	struct result *r = &t->res;
 	r->finished_ms = now_realtime_ms();
@@ -310,7 +325,7 @@ void task_complete(struct worker *w, struct task *t)
 	result_streams(w, t, r);
 	/* The outputs are fsynced by the commit thread, first. */
 	scratch_hand_on(w, t, r);
-	task_event(w, t, TE_RETRY_LATER);
+	return sched_retry(w, t) ? TE_RETRY_KEPT : TE_RESULT;
 }
 
 void kill_now(struct worker *w, struct task *t)
@@ -323,21 +338,22 @@ void kill_now(struct worker *w, struct task *t)
  * Its end comes when the task's main process ends; what it leaves
  * behind is killed then. No grace, or no SIGTERM to send: the grace is
  * over at once. */
-void stop_begin(struct worker *w, struct task *t)
+enum tevent stop_begin(struct worker *w, struct task *t)
 {
 	int64_t g = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s;
 	if (g <= 0 || !t->be->signal(w, t, SIGTERM)) {
 		if (g > 0)
 			logmsg("%s: cannot find the task to send SIGTERM: killed at once", t->name);
-		task_event(w, t, TE_TIMEOUT);
-		return;
+		return TE_TIMEOUT;
 	}
 	t->term_sent = true;
 	t->deadline_mono = now_mono_ms() + g * 1000;
+	return TE_NONE;
 }
 
-/* Back from a spawn thread, its process running. */
-void task_started(struct worker *w, struct task *t)
+/* Back from its spawn, its process running: what was kept for it while
+ * it spawned follows. */
+enum tevent task_started(struct worker *w, struct task *t)
 {
 	t->be->started(w, t);
 	if (t->spec.timeout_s > 0)
@@ -345,11 +361,12 @@ void task_started(struct worker *w, struct task *t)
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
 	/* Cancelled, or the shutdown's grace ran out, while it spawned. */
-	if (t->pending) {
-		t->pending = false;
-		task_event(w, t, t->pending_ev);
-	} else
-		task_pause_look(w, t); /* kart pause while it spawned */
+	if (t->kept.on) {
+		t->kept.on = false;
+		return t->kept.ev;
+	}
+	task_pause_look(w, t); /* kart pause while it spawned */
+	return TE_NONE;
 }
 
 /* A fault of the host, which passes (a full or failing disk, a quota,
@@ -362,18 +379,18 @@ static bool host_fault(int e)
 	       e == EINTR || e == EMFILE || e == ENFILE;
 }
 
-/* A publish that cannot succeed: after PUBLISH_TRIES, the task is
- * finished `lost`, the reason in its error, without the outputs that
- * would not go (one of them may be what fails); if even that cannot be
- * written, it is left for recovery as a stop leaves it. Retries back off
- * from 1 s to a minute, and are logged at the 1st, 2nd, 4th... try. */
+/* Retries back off from 1 s to a minute, and are logged at the 1st,
+ * 2nd, 4th... try; one that cannot succeed gives up after PUBLISH_TRIES. */
 #define PUBLISH_TRIES 5
 #define PUBLISH_RETRY_MAX_MS 60000
-static void publish_lost(struct worker *w, struct task *t)
+
+void publish_lost(struct worker *w, struct task *t)
 {
 	char why[400], id[256];
 	snprintf(why, sizeof why, "its result could not be published in %d tries: %s; its outputs are "
-		 "not kept", t->publish_tries, strerror(-t->commit_err));
+		 "not kept", t->commit.tries, strerror(-t->commit.err));
+	/* What failed may be one of them; and a finish begun goes as
+	 * recovery undoes one, so that the claim finishes anew. */
 	spool_clean_scratch(w->wdir, t->name, 0);
 	int r = spool_finish_undo(w->sp, w->wdir, t->name);
 	if (r >= 0)
@@ -390,42 +407,40 @@ static void publish_lost(struct worker *w, struct task *t)
 
 /* Back from the commit thread, not published: retried (a full disk, an
  * I/O error: a task is never dropped), or, when its output could not be
- * made durable, run again; left for recovery once the worker stops; a
- * publish that fails otherwise gives up (publish_lost). */
-void commit_failed(struct worker *w, struct task *t)
+ * made durable, run again (REQUEUE); left for recovery once the worker
+ * stops (GRACE_OVER); given up when it cannot succeed (GIVE_UP). */
+enum tevent commit_failed(struct worker *w, struct task *t)
 {
-	if (t->commit_output) {
+	if (t->commit.output) {
 		logmsg("%s: fsync of its output failed: %s; re-queued", t->name,
-		       strerror(-t->commit_err));
+		       strerror(-t->commit.err));
 		t->end = END_REQUEUE;
-		t->meta.attempt++;
-		(void)spool_requeue(w->sp, w->wdir, t->name, &t->meta);
-		task_free(w, t);
-	} else if (w->stopping && !w->grace_mono) {
-		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit_err));
-		abandon(w, t);
-	} else if (!host_fault(-t->commit_err) && ++t->publish_tries >= PUBLISH_TRIES) {
-		publish_lost(w, t);
-	} else {
-		int n = host_fault(-t->commit_err) ? ++t->publish_tries : t->publish_tries;
-		int64_t wait = n < 8 ? 1000LL << (n - 1) : PUBLISH_RETRY_MAX_MS;
-		if ((n & (n - 1)) == 0)
-			logmsg("%s: cannot publish its result: %s; retrying (try %d)", t->name,
-			       strerror(-t->commit_err), n);
-		t->retry_mono = now_mono_ms() + (wait < PUBLISH_RETRY_MAX_MS ? wait : PUBLISH_RETRY_MAX_MS);
-		t->res.id = t->name;
-		t->next = w->tasks;
-		w->tasks = t;
+		return TE_REQUEUE;
 	}
+	if (w->stopping && !w->grace_mono) {
+		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit.err));
+		return TE_GRACE_OVER;
+	}
+	int n = ++t->commit.tries;
+	if (!host_fault(-t->commit.err) && n >= PUBLISH_TRIES)
+		return TE_GIVE_UP;
+	if ((n & (n - 1)) == 0)
+		logmsg("%s: cannot publish its result: %s; retrying (try %d)", t->name,
+		       strerror(-t->commit.err), n);
+	t->retry_mono = now_mono_ms() + (n < 7 ? 1000LL << (n - 1) : PUBLISH_RETRY_MAX_MS);
+	t->res.id = t->name;
+	t->next = w->tasks;
+	w->tasks = t;
+	return TE_NONE;
 }
 
 /* Back from its spawn, not started (TE_SPAWN_FAILED): its backend says
- * why it is refused (or rejected). */
+ * why it is refused (or rejected); its result is made (RESULT follows). */
 void spawn_refuse(struct worker *w, struct task *t)
 {
 	struct backend_refusal why;
 	t->be->unspawned(w, t, &why);
-	finish_unstarted(w, t, why.status, why.refusal, why.error);
+	result_unstarted(w, t, why.status, why.refusal, why.error);
 }
 
 /* Is the task's memory or pids the built-in default of the policy (and

@@ -3,6 +3,9 @@
  * lookups and the waiting set are depend.c's; this is what the worker
  * does with them. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/inotify.h>
+
 #include "worker_int.h"
 
 #include "depend.h"
@@ -57,19 +60,26 @@ static void dep_unwatch(struct worker *w)
 static bool dep_decide(struct worker *w, const char *name, struct dep_check *dc,
 		       const struct dep_filed *f)
 {
-	char cycle[600];
+	char why[600];
+	int r;
 	switch (dc->v) {
 	case DEP_READY:
 		return true;
 	case DEP_WAIT:
-		if (depwait_add(w->dwait, name, dc->pending, dc->npending, f, sizeof *f, cycle,
-				sizeof cycle) == 0) {
+		depwait_set_max(w->dwait, w->pol->after_max);
+		r = depwait_add(w->dwait, name, dc->pending, dc->npending, f, sizeof *f, why, sizeof why);
+		if (r == 0) {
 			strset_put(&w->known, name, K_WAITING);
 			return false;
 		}
-		snprintf(dc->why, sizeof dc->why,
-			 "line %d: after= closes a cycle (%.500s): none of them could ever run",
-			 f->line, cycle);
+		if (r == -ELOOP)
+			snprintf(dc->why, sizeof dc->why,
+				 "line %d: after= closes a cycle (%.500s): none of them could ever run",
+				 f->line, why);
+		else
+			snprintf(dc->why, sizeof dc->why,
+				 "line %d: after=: %.300s; a longer pipeline needs a higher after_max in "
+				 "kart.conf", f->line, why);
 		finish_from_new(w, name, "rejected", dc->why);
 		return false;
 	case DEP_SKIP:
@@ -156,6 +166,16 @@ void dep_result(struct worker *w, const char *fname)
 		logmsg("after=: %zu tasks waiting on %s released in %lld ms (CPU %lld ms)", n, id,
 		       (long long)(now_mono_ms() - t0), (long long)(thread_cpu_ms() - c0));
 	dep_unwatch(w);
+}
+
+/* A look at all of new/ is done: how many wait, and what filing them
+ * has cost so far (names looked at: depend.h; tests/blackbox/deps.sh
+ * holds a deep chain's start-up to it). */
+void dep_scanned(struct worker *w)
+{
+	if (depwait_count(w->dwait))
+		logmsg("after=: %zu tasks wait; %llu names looked at", depwait_count(w->dwait),
+		       (unsigned long long)depwait_steps(w->dwait));
 }
 
 /* After an overflow: every id waited on, looked up again. */

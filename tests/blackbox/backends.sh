@@ -34,6 +34,10 @@ test_container_profile() {
 	assert_eq container "$(field "$s" prof .sandbox.backend)" "sandbox.backend"
 	assert_eq true "$(field "$s" prof .sandbox.seccomp)" "sandbox.seccomp"
 	assert_eq 67108864 "$(field "$s" prof .limits.memory_bytes)" "limits.memory_bytes"
+	# The engine's cgroup, not kart's: what the worker reaped is the CLI,
+	# whose figures are not the task's. Null, and why.
+	assert_eq "null null null" "$(field "$s" prof '[.usage.cpu_user_ms, .usage.memory_peak_bytes, .efficiency.memory] | map(tostring) | join(" ")')" "usage and efficiency"
+	assert_match 'container engine ran the task' "$(field "$s" prof .usage.why_null.cpu)" "why usage is null"
 	assert_eq "in-container" "$(head -1 "$s/done/prof.stdout")" "stdout"
 	assert_eq "prof /work" "$(sed -n 2p "$s/done/prof.stdout")" "KART_TASK_ID and HOME"
 	local a; a=$(run_argv)
@@ -312,6 +316,31 @@ test_reload_none_to_bwrap() {
 		assert_eq bwrap "$(field "$s" t .sandbox.backend)" "backend"
 	fi
 	stop_worker "$WPID"
+}
+
+# SIGHUP to another backend while a task runs: the running one ends
+# under the backend it started with (its result says which, and its end
+# is that backend's), the next starts under the new one.
+test_reload_running_task_keeps_backend() {
+	local s; s=$(mkspool)
+	printf '[worker]\nbackend = none\n' >"$s/kart.conf"
+	start_worker "$s"
+	wait_until 10 grep -q 'worker .* on ' "$s.worker.log" || { fail "worker did not start"; return; }
+	printf '#!/bin/sh\nsleep 3\necho ran\n' >"$s/new/long"
+	wait_until 10 grep -q 'event=started.* id=long' "$s.worker.log" ||
+		{ fail "long never started: $(tail -2 "$s.worker.log")"; return; }
+	printf '[worker]\nbackend = bwrap\n' >"$s/kart.conf"
+	kill -HUP "$WPID"
+	wait_until 10 grep -q 'SIGHUP: policy reloaded (backend bwrap' "$s.worker.log" ||
+		fail "no reload: $(tail -2 "$s.worker.log")"
+	printf '#!/bin/sh\necho ran\n' >"$s/new/next"
+	wait_until 20 test -e "$s/done/long.json" -a -e "$s/done/next.json" || fail "no results"
+	stop_worker "$WPID"
+	assert_eq ok "$(field "$s" long .status)" "long: status ($(field "$s" long .error))"
+	assert_eq none "$(field "$s" long .sandbox.backend)" "long: the backend it ran under"
+	assert_eq ran "$(cat "$s/done/long.stdout")" "long: its output"
+	assert_eq ok "$(field "$s" next .status)" "next: status"
+	assert_eq bwrap "$(field "$s" next .sandbox.backend)" "next: the new backend"
 }
 
 run_tests

@@ -7,7 +7,7 @@
 # worker reaches anything else.
 . "$(dirname "$0")/../lib.sh"
 
-U=kt19user O=kt19other
+U=${KART_TEST_USER_TAG:-}kt19user O=${KART_TEST_USER_TAG:-}kt19other
 B_USERS=()
 
 b_cleanup() {
@@ -127,10 +127,10 @@ test_rejected_paths() {
 	chmod 0700 /home/$O/private
 	mkdir -p "$T_ROOT/theirs" && chown "$O" "$T_ROOT/theirs" && chmod 0755 "$T_ROOT/theirs"
 	submit_file "$s" root $'#kart: cwd=/root\npwd\n'
-	submit_file "$s" other $'#kart: cwd=/home/kt19other\npwd\n'
-	submit_file "$s" deep $'#kart: ro=/home/kt19other/private/sub\npwd\n'
+	submit_file "$s" other $'#kart: cwd=/home/'"$O"$'\npwd\n'
+	submit_file "$s" deep $'#kart: ro=/home/'"$O"$'/private/sub\npwd\n'
 	submit_file "$s" theirs "#kart: bind=$T_ROOT/theirs"$'\npwd\n'
-	submit_file "$s" missing $'#kart: cwd=/home/kt19user/nowhere\npwd\n'
+	submit_file "$s" missing $'#kart: cwd=/home/'"$U"$'/nowhere\npwd\n'
 	# (kart submit refuses this one itself: straight into new/.)
 	printf '#kart: ro=/proc/1\npwd\n' >"$s/new/proc" && chown "$U" "$s/new/proc"
 	drain "$s"
@@ -140,8 +140,8 @@ test_rejected_paths() {
 		assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "$id: never ran"
 	done
 	assert_match "cwd=/root: uid [0-9]+ has no read, write and search access" "$(field "$s" root .error)" "root"
-	assert_match "cwd=/home/kt19other: uid [0-9]+ has no .*write" "$(field "$s" other .error)" "other's home"
-	assert_match "ro=/home/kt19other/private/sub cannot be opened as uid [0-9]+: Permission denied" \
+	assert_match "cwd=/home/$O: uid [0-9]+ has no .*write" "$(field "$s" other .error)" "other's home"
+	assert_match "ro=/home/$O/private/sub cannot be opened as uid [0-9]+: Permission denied" \
 		"$(field "$s" deep .error)" "inside another's 0700 directory"
 	assert_match "bind=$T_ROOT/theirs: uid [0-9]+ has no write access" "$(field "$s" theirs .error)" "theirs"
 	assert_match "No such file" "$(field "$s" missing .error)" "missing"
@@ -158,11 +158,11 @@ test_symlink_to_shadow() {
 	mkdir -p /root/kt19secret/pub && echo "secret-kt19" >/root/kt19secret/pub/f
 	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
 	as_user ln -sfn /root/kt19secret/pub /home/$U/pub
-	submit_file "$s" shadow $'#kart: ro=/home/kt19user/shadow\ncat /home/kt19user/shadow\n'
-	submit_file "$s" pub $'#kart: ro=/home/kt19user/pub\ncat /home/kt19user/pub/f\n'
+	submit_file "$s" shadow $'#kart: ro=/home/'"$U"$'/shadow\ncat /home/'"$U"$'/shadow\n'
+	submit_file "$s" pub $'#kart: ro=/home/'"$U"$'/pub\ncat /home/'"$U"$'/pub/f\n'
 	drain "$s"
 	assert_eq rejected "$(field "$s" shadow .status)" "shadow: status"
-	assert_match "ro=/home/kt19user/shadow: uid [0-9]+ has no read access" "$(field "$s" shadow .error)" "shadow: error"
+	assert_match "ro=/home/$U/shadow: uid [0-9]+ has no read access" "$(field "$s" shadow .error)" "shadow: error"
 	assert_eq rejected "$(field "$s" pub .status)" "pub: status"
 	assert_match "Permission denied" "$(field "$s" pub .error)" "pub: error"
 	grep -q "root:" "$s/done/shadow.stdout" 2>/dev/null && fail "the shadow file was read"
@@ -180,7 +180,7 @@ test_swap_race() {
 	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
 	as_user sh -c 'mkdir -p ~/mine && echo public > ~/mine/f && ln -sfn mine ~/race'
 	for i in $(seq 1 $n); do
-		submit_file "$s" "r$i" $'#kart: ro=/home/kt19user/race\ncat /home/kt19user/race/f\n'
+		submit_file "$s" "r$i" $'#kart: ro=/home/'"$U"$'/race\ncat /home/'"$U"$'/race/f\n'
 	done
 	# The symlink race flips between the user's directory and one under
 	# /root, each flip one rename(2): the name is always there. Until the
@@ -222,8 +222,8 @@ refused" "$(cat "$s/done/ro.stdout")" "read, but no write"
 	assert_eq "$d ro" "$(field "$s" ro '.binds[0] | .path + " " + .mode')" "result: binds"
 }
 
-# The spool, what is in it and what is above it: never bound. kart submit
-# run inside the spool falls back to /work, saying so.
+# The spool, what is in it (a file too) and what is above it: never
+# bound. kart submit run inside the spool falls back to /work, saying so.
 test_spool_refused() {
 	can_run || return
 	local s
@@ -231,12 +231,15 @@ test_spool_refused() {
 	as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls >/dev/null
 	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- ls >/dev/null
+	# A file in the spool, the user's own: no directory to walk up from.
+	as_user touch "$s/tmp/afile"
+	as_user_in /home/$U kart -s "$s" submit --name spfile --ro "$s/tmp/afile" --no-cwd -- ls >/dev/null
 	local err
 	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
 	assert_match "private /work, not in $s" "$err" "kart submit in the spool: its note"
 	drain "$s"
 	local id
-	for id in sp spdone above; do
+	for id in sp spdone above spfile; do
 		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
 		assert_match "the spool, in it or above it" "$(field "$s" "$id" .error)" "$id: error"
 	done

@@ -159,4 +159,83 @@ test_other_users_task_rejected() {
 	stop_worker "$WPID"
 }
 
+# ---- issue 35, break 3: a member's graph sets no worker's recursion ------
+
+# drop_chain USER N CMD0: USER drops c0 (running CMD0), then c1..cN, each
+# after the one before, into drop/USER/ in that order, as fast as
+# python writes them (a worker hoists them into new/ in that order).
+drop_chain() {
+	as "$1" python3 - "$S/drop/$1" "$1" "$2" "$3" <<'PY'
+import os, sys
+d, user, n, cmd0 = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+for k in range(n + 1):
+    body = "#!/bin/sh\n"
+    body += "#kart: after=%s:c%d\n" % (user, k - 1) if k else ""
+    body += (cmd0 if k == 0 else "true") + "\n"
+    t = os.path.join(d, ".t")
+    with open(t, "w") as f:
+        f.write(body)
+    os.rename(t, os.path.join(d, "c%d" % k))
+PY
+}
+
+# Break 3 as written: mallory drops a chain, each task after the one
+# before, on a shared spool, and every worker reads it again at each
+# start (here after a kill -9). The graph's walk is a loop: a worker
+# with a 512 KiB stack starts on a chain of 20,000 (one frame per link
+# overflowed it). And filing the chain costs a count of names looked at
+# that grows as N (in the order of arrival) to N ln N (the worker hoists
+# a batch of drops in directory order), the worker's log says how many,
+# where each task used to walk all of the chain before it (N^2/2: 8 s
+# for 16,000). DEPS_CHAIN sets the length (tests/torture/deps.sh: the
+# issue's 130,000).
+test_deep_chain_restart() {
+	shared_spool || return
+	local n=${DEPS_CHAIN:-20000} m=$U_MALLORY line steps t0
+	printf '[limits]\nafter_max = %d\n' $((n + 10)) >"$S/kart.conf"
+	start_worker "$S" --id d35a
+	local wa=$WPID
+	as "$m" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	drop_chain "$m" "$n" "sleep 600" || fail "mallory's chain"
+	wait_until $((60 + n / 200)) sh -c "[ -z \"\$(ls '$S/drop/$m')\" ]" ||
+		fail "the chain was not hoisted: $(ls "$S/drop/$m" | wc -l) left"
+	kill -9 "$wa"
+	wait_gone 10 "$wa"
+	t0=$SECONDS
+	(ulimit -s 512 && exec "$KART" -s "$S" worker --id d35b) >>"$S.worker.log" 2>&1 &
+	local wb=$!
+	T_PIDS+=("$wb")
+	wait_until $((60 + n / 200)) sh -c "grep -q 'after=: $n tasks wait' '$S.worker.log' || ! kill -0 $wb" ||
+		fail "the worker did not file the chain: $(tail -2 "$S.worker.log")"
+	kill -0 "$wb" 2>/dev/null || { fail "the worker died on a chain of $n (512 KiB stack)"; return; }
+	line=$(grep -o "after=: $n tasks wait; [0-9]* names looked at" "$S.worker.log" | tail -1)
+	steps=$(echo "$line" | awk '{print $5}')
+	[ -n "$steps" ] && [ "$steps" -le $((20 * n)) ] ||
+		fail "filing $n cost '$steps' names looked at (at most $((20 * n)))"
+	echo "    chain of $n: $line; started in about $((SECONDS - t0)) s"
+	assert_eq "waiting" "$("$KART" -s "$S" status "$m:c$n" | cut -f2)" "the chain's last"
+	kill -9 "$wb"
+}
+
+# after_max bounds a chain (kart.conf(5)): the task that would wait
+# behind more than after_max others is rejected, naming it; its own
+# dependant is skipped; the chain up to it runs.
+test_after_max_bounds_a_chain() {
+	shared_spool || return
+	local m=$U_MALLORY k
+	printf '[limits]\nafter_max = 5\n' >"$S/kart.conf"
+	start_worker "$S" --id d35c
+	as "$m" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	drop_chain "$m" 7 "sleep 3" || fail "mallory's chain"
+	wait_until 60 test -e "$S/done/$m:c7.json" || fail "no result for c7: $(ls "$S/done")"
+	assert_eq rejected "$(field "$S" "$m:c6" .status)" "c6, sixth in the chain"
+	assert_match "more than after_max \(5\)" "$(field "$S" "$m:c6" .error)" "c6's error"
+	assert_eq skipped "$(field "$S" "$m:c7" .status)" "c7, after c6"
+	for k in 1 2 3 4 5; do
+		wait_until 30 test -e "$S/done/$m:c$k.json"
+		assert_eq ok "$(field "$S" "$m:c$k" .status)" "c$k"
+	done
+	stop_worker "$WPID"
+}
+
 run_tests

@@ -36,7 +36,8 @@ PROBES=(
 	sys_unshare_user sys_unshare_mount sys_unshare_net sys_clone_newuser sys_clone3 sys_keyctl
 	sys_add_key sys_request_key sys_io_uring_setup sys_userfaultfd sys_perf_event_open sys_bpf
 	sys_mount sys_fsopen sys_open_tree sys_setns sys_personality sys_kexec_load
-	sys_open_by_handle_at abi_i386 abi_x32
+	sys_open_by_handle_at sys_socket_vsock sys_socket_netlink_sock_diag sys_socket_netlink_audit
+	sys_socket_netlink_uevent abi_i386 abi_x32
 	tty_open tty_tiocsti_std tty_tiocsti_own_pty
 	leak_environment leak_fds
 )

@@ -156,7 +156,11 @@ test_llm_errors() {
 # environment, only $KART_LLM_SOCKET; through it, a request under the
 # endpoint's path reaches the endpoint with the key added (the task's
 # own Authorization and Host replaced), and nothing else is forwarded:
-# another path, an absolute URL, "..", "%2e%2e", a chunked body. Each
+# another path, an absolute URL, "..", "%2e%2e", a chunked body, and
+# (issue 35) "..;", ";" parameters, an escaped "/" or ".", a double
+# escape, a folded header line (" Transfer-Encoding", which the next
+# parser may read as its own header), a header name with a space, a
+# bare LF, two Content-Lengths. Each
 # forwarder ends with its task, however it ends (here also a timeout,
 # while the forwarder waits for requests), and takes its socket along.
 test_credentials_only_through_the_forwarder() {
@@ -168,6 +172,7 @@ runner = /bin/sh
 net = yes
 credentials = KART_LLM_API_KEY
 endpoint = http://127.0.0.1:$MOCK_PORT/v1
+endpoint_uid = $(id -u)
 EOF
 	cat >"$s/new/probe" <<'EOF'
 #kart: kind=probe timeout=60s
@@ -196,6 +201,16 @@ print("absolute", post("http://127.0.0.1:1/v1/chat/completions"))
 print("dotdot", post("/v1/../admin"))
 print("encoded", post("/v1/%2e%2e/admin"))
 print("chunked", ask("POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
+print("dotdot-semi", post("/v1/..;/admin"))
+print("params", post("/v1/chat/completions;jsessionid=x"))
+print("slash", post("/v1%2Fchat/completions"))
+print("dot", post("/v1/%2E/chat/completions"))
+print("double", post("/v1/%252e%252e/admin"))
+print("folded", post("/v1/chat/completions", "X-A: b\r\n Transfer-Encoding: chunked\r\n"))
+print("tab-folded", post("/v1/chat/completions", "X-A: b\r\n\tTransfer-Encoding: chunked\r\n"))
+print("spaced-name", post("/v1/chat/completions", "Transfer-Encoding : chunked\r\n"))
+print("bare-lf", post("/v1/chat/completions", "X-A: b\nX-B: c\r\n"))
+print("two-lengths", post("/v1/chat/completions", "Content-Length: 0\r\n"))
 '
 EOF
 	printf '#kart: kind=probe timeout=1s kill_grace=0\ntest -S "$KART_LLM_SOCKET" && echo has-socket\nsleep 60\n' \
@@ -207,7 +222,7 @@ EOF
 	assert_eq ok "$(field "$s" probe .status)" "status ($(cat "$s/done/probe.stderr" 2>/dev/null))"
 	grep -q "$KEY" "$out" && fail "the key is in the runner's environment"
 	assert_eq "KART_LLM_SOCKET=/run/kart/llm.sock" "$(grep '^KART_LLM_SOCKET=' "$out")" "the socket, named"
-	assert_eq "good 200|own-host 200|other-path 403|absolute 403|dotdot 403|encoded 403|chunked 411" \
+	assert_eq "good 200|own-host 200|other-path 403|absolute 403|dotdot 403|encoded 403|chunked 411|dotdot-semi 403|params 403|slash 403|dot 403|double 403|folded 400|tab-folded 400|spaced-name 400|bare-lf 400|two-lengths 413" \
 		"$(grep -E '^[a-z-]+ [0-9]+$' "$out" | paste -sd'|')" "what the forwarder answered"
 	assert_eq "/v1/chat/completions true|/v1/chat/completions true" \
 		"$(jq -r '"\(.path) \(.auth_ok)"' "$MOCK_LOG" | paste -sd'|')" "what reached the endpoint"

@@ -32,6 +32,10 @@ run_n() {
 	KART_BACKEND=none drain "$1"
 }
 
+# Version 3's columns, the receipt's, and ALTER TABLE's clauses to drop them.
+V3_COLS="io_read_bytes io_write_bytes pids_peak psi_cpu_some_us psi_cpu_full_us psi_memory_some_us psi_memory_full_us psi_io_some_us psi_io_full_us cpu_efficiency memory_efficiency"
+v3_drop() { local c; for c in $V3_COLS; do printf 'ALTER TABLE tasks DROP COLUMN %s; ' "$c"; done; }
+
 # mirrored DB N: a spool of N finished tasks (run_n), mirrored once into
 # the SQLite file DB; sets MS.
 mirrored() {
@@ -139,7 +143,7 @@ test_sqlite_mirror_equality() {
 	assert_eq "done/t0.stdout|ok|1" "$(sq "$db" "SELECT stdout_path, status, attempt FROM tasks WHERE id = 't0'")" "t0's row"
 	rows_eq "$db" "state = 'done' AND (finished_at IS NULL OR duration_ms IS NULL OR json_extract(result, '\$.status') <> status)" 0 ||
 		fail "done rows lack times or their JSON"
-	assert_eq "2" "$(sq "$db" "SELECT max(version) FROM schema_version")" "schema version"
+	assert_eq "3" "$(sq "$db" "SELECT max(version) FROM schema_version")" "schema version"
 	assert_eq "wal" "$(sq "$db" "PRAGMA journal_mode")" "journal mode"
 }
 
@@ -167,13 +171,34 @@ test_sqlite_v2_states_and_migration() {
 	assert_eq "done|0||2|0" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'flaky'")" "the retried row"
 	# Back to version 1, then a pass: the columns come back, filled.
 	sq "$db" "ALTER TABLE tasks DROP COLUMN not_before; ALTER TABLE tasks DROP COLUMN waiting_on;
-		ALTER TABLE tasks DROP COLUMN attempts; ALTER TABLE tasks DROP COLUMN paused_ms;
+		ALTER TABLE tasks DROP COLUMN attempts; ALTER TABLE tasks DROP COLUMN paused_ms; $(v3_drop)
 		DELETE FROM schema_version; INSERT INTO schema_version VALUES (1)" || fail "cannot make a version 1 mirror"
 	assert_eq "1" "$(sq "$db" "SELECT max(version) FROM schema_version")" "made version 1"
 	"$KART" -s "$s" sync sqlite "$db" || fail "kart sync of a version 1 mirror exited $?"
-	assert_eq "1 2" "$(sq "$db" "SELECT version FROM schema_version ORDER BY version" | xargs)" "migrated to 2"
+	assert_eq "1 2 3" "$(sq "$db" "SELECT version FROM schema_version ORDER BY version" | xargs)" "migrated to 3"
 	assert_eq "waiting|0|up|0|-1" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'down'")" "the waiting row, migrated"
 	assert_eq "done|0||2|0" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'flaky'")" "the retried row, migrated"
+}
+
+# Schema version 3: the receipt's columns, as the result says them (null
+# where it does); a version 2 mirror gets them, filled by the next pass.
+test_sqlite_v3_receipt_and_migration() {
+	need_sqlite || return
+	local s db=$T_ROOT/v3.db cols row want
+	s=$(mkspool)
+	"$KART" -s "$s" submit --name rc --memory 512M -- sh -c 'dd if=/dev/zero of=f bs=64k count=16 conv=fsync 2>/dev/null' >/dev/null || fail "submit rc"
+	KART_BACKEND=none drain "$s"
+	cols="io_read_bytes, io_write_bytes, coalesce(pids_peak, 'null'), coalesce(psi_cpu_some_us, 'null'), cpu_efficiency, memory_efficiency"
+	want=$(jq -r '[.usage.io_read_bytes, .usage.io_write_bytes, (.usage.pids_peak // "null"), (.usage.psi_cpu_some_us // "null"), .efficiency.cpu, .efficiency.memory] | map(tostring) | join("|")' "$s/done/rc.json")
+	assert_match '^[0-9]+\|[0-9]+\|' "$want" "the result's receipt"
+	"$KART" -s "$s" sync sqlite "$db" || fail "kart sync exited $?"
+	row=$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'rc'")
+	assert_eq "$want" "$row" "the receipt's columns"
+	sq "$db" "$(v3_drop) DELETE FROM schema_version; INSERT INTO schema_version VALUES (1); INSERT INTO schema_version VALUES (2)" ||
+		fail "cannot make a version 2 mirror"
+	"$KART" -s "$s" sync sqlite "$db" || fail "kart sync of a version 2 mirror exited $?"
+	assert_eq "1 2 3" "$(sq "$db" "SELECT version FROM schema_version ORDER BY version" | xargs)" "migrated to 3"
+	assert_eq "$want" "$(sq "$db" "SELECT $cols FROM tasks WHERE id = 'rc'")" "the receipt's columns, migrated"
 }
 
 test_sqlite_idempotent() {
@@ -362,17 +387,20 @@ test_postgres_mirror_idempotent_gone() {
 	"$KART" -s "$s" gc --older-than 1s >/dev/null || fail "kart gc"
 	"$KART" -s "$s" sync postgres "$PG_URL" || fail "sync after gc"
 	rows_eq "$PG_URL" "state = 'gone'" 250 || fail "gone rows: $(rows "$PG_URL" "state = 'gone'")"
-	assert_eq 2 "$(psql -X -At "$PG_URL" -c 'SELECT max(version) FROM schema_version')" "schema version"
-	# A version 1 mirror (version 2's columns dropped) is migrated in place.
-	psql -X -q "$PG_URL" -c 'ALTER TABLE tasks DROP COLUMN not_before, DROP COLUMN waiting_on,
-		DROP COLUMN attempts, DROP COLUMN paused_ms; DELETE FROM schema_version;
-		INSERT INTO schema_version VALUES (1)' || fail "cannot make a version 1 mirror"
+	assert_eq 3 "$(psql -X -At "$PG_URL" -c 'SELECT max(version) FROM schema_version')" "schema version"
+	# A version 1 mirror (version 2's and 3's columns dropped) is migrated in place.
+	psql -X -q "$PG_URL" -c "ALTER TABLE tasks DROP COLUMN not_before, DROP COLUMN waiting_on,
+		DROP COLUMN attempts, DROP COLUMN paused_ms; $(v3_drop) DELETE FROM schema_version;
+		INSERT INTO schema_version VALUES (1)" || fail "cannot make a version 1 mirror"
 	"$KART" -s "$s" sync postgres "$PG_URL" || fail "sync of a version 1 mirror"
-	assert_eq "1 2" "$(psql -X -At "$PG_URL" -c 'SELECT version FROM schema_version ORDER BY 1' | xargs)" \
-		"migrated to 2"
+	assert_eq "1 2 3" "$(psql -X -At "$PG_URL" -c 'SELECT version FROM schema_version ORDER BY 1' | xargs)" \
+		"migrated to 3"
 	assert_eq 4 "$(psql -X -At "$PG_URL" -c "SELECT count(*) FROM information_schema.columns WHERE
 		table_name = 'tasks' AND column_name IN ('not_before', 'waiting_on', 'attempts', 'paused_ms')")" \
 		"version 2's columns"
+	assert_eq 11 "$(psql -X -At "$PG_URL" -c "SELECT count(*) FROM information_schema.columns WHERE
+		table_name = 'tasks' AND column_name IN ('$(echo $V3_COLS | sed "s/ /','/g")')")" \
+		"version 3's columns"
 	pg_stop
 }
 

@@ -856,4 +856,180 @@ test_names_reach_no_terminal_raw() {
 	stop_workers
 }
 
+# ---- issue 35, break 6: the key goes to a proven endpoint alone -------------------------
+
+# squat MODE WHERE OUT [CERT KEY]: as mallory, listen where the endpoint
+# should be (tcp PORT, tls PORT, unix PATH) and write into OUT each
+# request that arrives (an empty one: a connection that sent nothing),
+# answering a chat completion; prints the port (or "ready").
+squat() {
+	as "$U_MALLORY" /usr/bin/python3 -c '
+import os, socket, ssl, sys
+mode, where, out = sys.argv[1:4]
+if mode == "unix":
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(where)
+    os.chmod(where, 0o777)
+else:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", int(where)))
+s.listen(16)
+if mode == "tls":
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[4], sys.argv[5])
+print("ready" if mode == "unix" else s.getsockname()[1], flush=True)
+body = b"{\"choices\": [{\"message\": {\"content\": \"squatted\"}}]}"
+while True:
+    c, _ = s.accept()
+    data = b""
+    try:
+        if mode == "tls":
+            c = ctx.wrap_socket(c, server_side=True)
+        c.settimeout(5)
+        while b"\r\n\r\n" not in data:
+            d = c.recv(65536)
+            if not d:
+                break
+            data += d
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    except Exception as e:
+        data += ("(%s)" % type(e).__name__).encode()
+    finally:
+        c.close()
+    with open(out, "ab") as f:
+        f.write(b"request: " + data + b"\n")
+' "$@"
+}
+
+# Break 6 as written: while the endpoint's server is down, mallory binds
+# its port and runs an llm task; also a Unix socket endpoint in a
+# directory anyone can write (she puts her own socket there), and an
+# https endpoint whose port she holds with a certificate of her own.
+# The port forwarders reach her listeners and send nothing: no key, not
+# even a request (TLS: the handshake fails); the socket one does not
+# connect at all (a path others can change proves nothing). Her tasks
+# fail, saying the key was not sent. Then the real server is back on its port, root's, as
+# endpoint_uid says, and alice's task gets its answer with the key.
+test_llm_key_only_to_the_proven_endpoint() {
+	[ -x /usr/bin/python3 ] || { skip "no /usr/bin/python3 (contrib/install-deps installs it)"; return; }
+	shared_spool || return
+	local key=sk-users35-$RANDOM$RANDOM-$RANDOM log=$T_ROOT/llm35.log port tport ep k
+	local mdir=$T_ROOT/m35 run=$T_ROOT/run35
+	FAKE_LLM_KEY=$key /usr/bin/python3 "$ROOT/tests/fake/llm-endpoint.py" - "$T_ROOT/llm35.port" "$log" \
+		2>>"$T_ROOT/llm35.err" &
+	ep=$!
+	wait_until 10 test -s "$T_ROOT/llm35.port" || { fail "the fake endpoint did not start"; return; }
+	port=$(cat "$T_ROOT/llm35.port")
+	kill "$ep"
+	wait_gone 10 "$ep"
+	mkdir -p "$mdir" "$run" && chown "$U_MALLORY" "$mdir" && chmod 0700 "$mdir" && chmod 1777 "$run"
+	as "$U_MALLORY" openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$mdir/k.pem" -out "$mdir/c.pem" 2>/dev/null ||
+		fail "mallory's certificate"
+	squat tcp "$port" "$mdir/tcp.got" >"$mdir/tcp.out" 2>&1 &
+	T_PIDS+=("$!")
+	squat tls 0 "$mdir/tls.got" "$mdir/c.pem" "$mdir/k.pem" >"$mdir/tls.out" 2>&1 &
+	T_PIDS+=("$!")
+	squat unix "$run/llm.sock" "$mdir/unix.got" >"$mdir/unix.out" 2>&1 &
+	T_PIDS+=("$!")
+	wait_until 10 test -s "$mdir/tcp.out" -a -s "$mdir/tls.out" -a -s "$mdir/unix.out" ||
+		{ fail "mallory's listeners: $(cat "$mdir"/*.out)"; return; }
+	tport=$(cat "$mdir/tls.out")
+	{
+		llm_kind "$port" # endpoint_uid: root's, who runs the real server
+		printf '[kind.llms]\nrunner = %s\nnet = yes\ncredentials = KART_LLM_API_KEY\n' "$KART_BUILD/kart-llm"
+		printf 'endpoint = https://127.0.0.1:%s/v1\n' "$tport"
+		printf '[kind.llmu]\nrunner = %s\nnet = yes\ncredentials = KART_LLM_API_KEY\n' "$KART_BUILD/kart-llm"
+		printf 'endpoint = http://localhost/v1\nendpoint_socket = %s\nendpoint_uid = 0\n' "$run/llm.sock"
+		printf '[network]\nallow_uids = %s %s\n' "$(id -u "$U_ALICE")" "$(id -u "$U_MALLORY")"
+	} >"$S/kart.conf"
+	export KART_LLM_API_KEY=$key
+	two_workers
+	local rc=$?
+	unset KART_LLM_API_KEY
+	[ $rc = 0 ] || return
+	for k in llm llms llmu; do
+		printf '#kart: kind=%s timeout=60s\nhello\n' "$k" | as "$U_MALLORY" kart submit --no-cwd --name "q-$k" - \
+			>/dev/null || fail "mallory cannot submit her $k task"
+	done
+	assert_eq failed "$(result "$U_MALLORY:q-llm" .status)" "mallory's llm task"
+	assert_match "cannot prove the endpoint: 127.0.0.1 port $port is held by uid $(id -u "$U_MALLORY"), not by endpoint_uid 0; the key was not sent" \
+		"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-llm" 2>&1)" "llm: what her task was told"
+	assert_eq failed "$(result "$U_MALLORY:q-llmu" .status)" "mallory's socket task"
+	assert_match "cannot prove the endpoint: /tmp can be written by others than root and endpoint_uid; the key was not sent" \
+		"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-llmu" 2>&1)" "llmu: what her task was told"
+	assert_eq failed "$(result "$U_MALLORY:q-llms" .status)" "mallory's https task"
+	assert_match "cannot prove the endpoint: its certificate does not verify .*; the key was not sent" \
+		"$(as "$U_MALLORY" kart cat --stderr "$U_MALLORY:q-llms" 2>&1)" \
+		"https: what her task was told"
+	# The forwarders did reach her port listeners, and sent them nothing;
+	# her socket, in a directory anyone can write, was not even tried.
+	for k in tcp tls; do
+		grep -q '^request: ' "$mdir/$k.got" 2>/dev/null || fail "$k: no forwarder reached mallory: it proves nothing"
+		grep -aq -e "$key" -e Authorization -e POST "$mdir/$k.got" &&
+			fail "$k: mallory received: $(head -c 300 "$mdir/$k.got")"
+	done
+	[ -e "$mdir/unix.got" ] && fail "unix: mallory's socket was connected to: $(head -c 300 "$mdir/unix.got")"
+	# The server back on its port, root's (once mallory's listener is
+	# gone): the key goes there.
+	pkill -u "$U_MALLORY" 2>/dev/null
+	local try
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		FAKE_LLM_PORT=$port FAKE_LLM_KEY=$key /usr/bin/python3 "$ROOT/tests/fake/llm-endpoint.py" - \
+			"$T_ROOT/llm35b.port" "$log" 2>>"$T_ROOT/llm35.err" &
+		ep=$!
+		T_PIDS+=("$ep")
+		wait_until 5 sh -c "test -s '$T_ROOT/llm35b.port' || ! kill -0 $ep"
+		[ -s "$T_ROOT/llm35b.port" ] && break
+		sleep 0.5
+	done
+	[ -s "$T_ROOT/llm35b.port" ] || { fail "the fake endpoint did not come back on port $port"; return; }
+	printf '#kart: kind=llm timeout=60s\nhello\n' | as "$U_ALICE" kart submit --no-cwd --name q35 - >/dev/null ||
+		fail "alice cannot submit"
+	assert_eq ok "$(result "$U_ALICE:q35" .status)" "alice's task, the server back"
+	assert_eq "answer to [hello]" "$(as "$U_ALICE" kart cat "$U_ALICE:q35")" "alice's answer"
+	assert_eq "true" "$(jq -r .auth_ok "$log" | paste -sd' ')" "the key reached the real server, once"
+	stop_workers
+}
+
+# ---- issue 35: the bind opener holds nothing of the worker's -------------------------------
+
+# The bind opener (a vfork child of the worker, become the submitter)
+# held every descriptor of the worker's: mallory's symlink to
+# /proc/self/fd/N opened them as her (its log, its spool's directories,
+# its tasks' files), bound a readable one (the log) into her task, and
+# her task's error named where the others led. Now it holds its socket
+# alone and stands in "/" before it opens anything: each of her tasks
+# (fds 0 to 40, and /proc/self/cwd and root) is rejected, none runs, and
+# no error names anything of the worker's.
+test_bind_opener_holds_nothing_of_the_worker() {
+	setup || return
+	local d=$T_ROOT/m35fd t id err
+	mkdir -p "$d" && chown "$U_MALLORY" "$d" && chmod 0755 "$d"
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	for t in $(seq 0 40) cwd root; do
+		case $t in cwd | root) as "$U_MALLORY" ln -s "/proc/self/$t" "$d/l$t" ;;
+		*) as "$U_MALLORY" ln -s "/proc/self/fd/$t" "$d/l$t" ;;
+		esac
+		as "$U_MALLORY" sh -c 'umask 077; printf "#!/bin/sh\n#kart: ro=%s\nhead -c 300 %s; ls %s | head -5\n" "$1" "$1" "$1" \
+			>"$2/.t" && mv "$2/.t" "$2/fd$3"' sh "$d/l$t" "$S/drop/$U_MALLORY" "$t" || fail "mallory's drop fd$t"
+	done
+	for t in $(seq 0 40) cwd root; do
+		id=$U_MALLORY:fd$t
+		assert_eq rejected "$(result "$id" .status)" "fd$t: status"
+		[ -s "$S/done/$id.stdout" ] && fail "fd$t ran: $(head -c 200 "$S/done/$id.stdout")"
+		err=$(jq -r .error "$S/done/$id.json" 2>/dev/null)
+		case $err in
+		*"$S"* | *worker.log* | *anon_inode* | *pipe:* | *memfd* | *"leads to /dev"* | *"leads to $T_ROOT"*)
+			fail "fd$t: the error names the worker's: $err" ;;
+		esac
+	done
+	assert_match "cannot be opened as uid [0-9]+: No such file or directory" \
+		"$(jq -r .error "$S/done/$U_MALLORY:fd2.json")" "fd2 (the worker's log): its error"
+	assert_match "is refused: it leads to the root directory" \
+		"$(jq -r .error "$S/done/$U_MALLORY:fdcwd.json")" "/proc/self/cwd: its error"
+	stop_workers
+}
+
 run_tests

@@ -76,7 +76,7 @@ NR = dict(ioctl=16, ptrace=101, personality=135, mount=165, keyctl=250, add_key=
           request_key=249, unshare=272, perf_event_open=298, bpf=321, userfaultfd=323,
           io_uring_setup=425, clone=56, clone3=435, setns=308, fsopen=430, open_tree=428,
           kexec_load=246, init_module=175, pivot_root=155, process_vm_readv=310,
-          open_by_handle_at=304)
+          open_by_handle_at=304, socket=41)
 CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID = 0x10000000, 0x20000, 0x40000000, 0x20000000
 TIOCSTI = 0x5412
 
@@ -502,6 +502,29 @@ def _(name):
 @probe("sys_open_by_handle_at")
 def _(name):
     syscall_probe(name, NR["open_by_handle_at"], -100, 0, 0, want=errno.EPERM)
+
+
+# Socket families (issue 35): vsock reaches the hypervisor; netlink but
+# its route protocol reaches the host: sock_diag lists every socket of
+# the host with its owner, audit, uevents.
+@probe("sys_socket_vsock")
+def _(name):
+    syscall_probe(name, NR["socket"], 40, socket.SOCK_STREAM, 0, want=errno.EPERM)
+
+
+@probe("sys_socket_netlink_sock_diag")
+def _(name):
+    syscall_probe(name, NR["socket"], 16, socket.SOCK_DGRAM, 4, want=errno.EPERM)
+
+
+@probe("sys_socket_netlink_audit")
+def _(name):
+    syscall_probe(name, NR["socket"], 16, socket.SOCK_RAW, 9, want=errno.EPERM)
+
+
+@probe("sys_socket_netlink_uevent")
+def _(name):
+    syscall_probe(name, NR["socket"], 16, socket.SOCK_DGRAM, 15, want=errno.EPERM)
 
 
 def in_child_code(code):

@@ -9,6 +9,7 @@
 # Every request is a JSON line in LOG: its path, whether the key came,
 # its body. The chosen port is written to PORTFILE once it listens.
 # KEY "-": $FAKE_LLM_KEY, out of the command line others can read.
+# $FAKE_LLM_PORT: listen on that port (a restart on the same one).
 import http.server, json, os, sys, time
 key, portfile, log = sys.argv[1:4]
 key = os.environ["FAKE_LLM_KEY"] if key == "-" else key
@@ -43,7 +44,7 @@ class H(http.server.BaseHTTPRequestHandler):
              "message": {"role": "assistant", "content": "answer to [" + prompt + "]"}}]})
     def log_message(self, *a):
         pass
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ.get("FAKE_LLM_PORT", "0"))), H)
 with open(portfile + ".tmp", "w") as f:
     f.write(str(srv.server_port))
 os.rename(portfile + ".tmp", portfile)

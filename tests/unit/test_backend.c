@@ -103,9 +103,14 @@ static void test_usage_unknown(void **state)
 	struct backend_usage u;
 	memset(&u, 0, sizeof u);
 	backend_usage_init(&u);
+	/* Every figure (the int64_t fields before by[]); no family said. */
 	const int64_t *f = (const int64_t *)&u;
-	for (size_t i = 0; i < sizeof u / sizeof *f; i++)
+	for (size_t i = 0; i < offsetof(struct backend_usage, by) / sizeof *f; i++)
 		assert_int_equal(f[i], USAGE_UNKNOWN);
+	for (int i = 0; i < UF__N; i++) {
+		assert_null(u.by[i]);
+		assert_null(u.why[i]);
+	}
 }
 
 int main(void)

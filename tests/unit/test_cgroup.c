@@ -174,6 +174,24 @@ static void test_parse_peak(void **state)
 	assert_int_equal(cg_parse_int("99999999999999999999999\n", &v), -ERANGE);
 }
 
+static void test_parse_pressure(void **state)
+{
+	(void)state;
+	int64_t v = -1;
+	const char *p = "some avg10=0.12 avg60=0.05 avg300=0.01 total=123456\n"
+			"full avg10=0.00 avg60=0.00 avg300=0.00 total=789\n";
+	assert_int_equal(cg_parse_pressure(p, "some", &v), 0);
+	assert_int_equal(v, 123456);
+	assert_int_equal(cg_parse_pressure(p, "full", &v), 0);
+	assert_int_equal(v, 789);
+	assert_int_equal(cg_parse_pressure("some avg10=0.00 total=5\n", "full", &v), -ENOENT);
+	assert_int_equal(v, 789); /* untouched */
+	assert_int_equal(cg_parse_pressure("some avg10=0.00\nfull total=1\n", "some", &v), -EINVAL);
+	assert_int_equal(cg_parse_pressure("some total=x\n", "some", &v), -EINVAL);
+	assert_int_equal(cg_parse_pressure("some total=-4\n", "some", &v), -EINVAL);
+	assert_int_equal(cg_parse_pressure("somewhat total=4\n", "some", &v), -ENOENT);
+}
+
 static void test_parse_ctls(void **state)
 {
 	(void)state;
@@ -261,6 +279,21 @@ static void test_v2_usage_kill_remove(void **state)
 	assert_int_equal(u.oom_kills, 1);
 	assert_int_equal(u.cpu_user_us, 1000999);
 	assert_int_equal(u.cpu_system_us, 50001);
+	assert_int_equal(u.pressure[CG_PSI_CPU_SOME], -1); /* no *.pressure: unknown, not 0 */
+	put(V2 "kart.7.1/cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=1500\n"
+					"full avg10=0.00 avg60=0.00 avg300=0.00 total=900\n");
+	/* An older kernel's memory.pressure with "some" only. */
+	put(V2 "kart.7.1/memory.pressure", "some avg10=1.00 avg60=0.50 avg300=0.10 total=77\n");
+	put(V2 "kart.7.1/io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+				       "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+	assert_int_equal(cg_usage_read(&l, &u, NULL), 0);
+	assert_true(u.unified);
+	assert_int_equal(u.pressure[CG_PSI_CPU_SOME], 1500);
+	assert_int_equal(u.pressure[CG_PSI_CPU_FULL], 900);
+	assert_int_equal(u.pressure[CG_PSI_MEMORY_SOME], 77);
+	assert_int_equal(u.pressure[CG_PSI_MEMORY_FULL], -1);
+	assert_int_equal(u.pressure[CG_PSI_IO_SOME], 0); /* measured, and none */
+	assert_int_equal(u.pressure[CG_PSI_IO_FULL], 0);
 
 	/* Still populated: the kill reports it after its bound. */
 	put(V2 "kart.7.1/cgroup.events", "populated 1\nfrozen 0\n");
@@ -758,6 +791,7 @@ int main(void)
 		cmocka_unit_test(test_parse_cpu_stat),
 		cmocka_unit_test(test_parse_oom_control),
 		cmocka_unit_test(test_parse_peak),
+		cmocka_unit_test(test_parse_pressure),
 		cmocka_unit_test(test_parse_ctls),
 		cmocka_unit_test_setup_teardown(test_v2_writes, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_v2_usage_kill_remove, tree_setup, tree_teardown),

@@ -19,7 +19,7 @@
 #include "util.h"
 
 static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-			   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\n"
+			   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nendpoint_uid = 0\n"
 			   "[kind.plain]\nrunner = /usr/bin/python3\nendpoint = http://127.0.0.1:9/p\n";
 
 static void spec_of(const struct policy *pol, const char *text, struct task_spec *spec)

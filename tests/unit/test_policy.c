@@ -60,6 +60,7 @@ static void test_defaults(void **state)
 	assert_int_equal(p.artifacts_max, 256ull << 20);
 	assert_int_equal(p.artifacts_files, 10000);
 	assert_int_equal(p.artifacts_depth, 32);
+	assert_int_equal(p.after_max, 1000); /* after=: a chain's depth, a walk's length */
 	assert_int_equal(count(&p.ro_binds), 0);
 	assert_int_equal(count(&p.rw_binds), 0);
 	assert_int_equal(count(&p.env_pass), 0);
@@ -78,6 +79,8 @@ static void test_artifacts_keys(void **state)
 	assert_int_equal(p.artifacts_max, 1u << 20);
 	assert_int_equal(p.artifacts_files, 100);
 	assert_int_equal(p.artifacts_depth, 4);
+	assert_int_equal(parse(&p, "[limits]\nafter_max = 20000\n", err, sizeof err), 0);
+	assert_int_equal(p.after_max, 20000);
 	/* defaults = none keeps them: a bound on what is kept, not a
 	 * default a task could raise */
 	assert_int_equal(parse(&p, "[limits]\ndefaults = none\n", err, sizeof err), 0);
@@ -166,6 +169,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\ntmpfs_size = big\n", "kart.conf line 2: tmpfs_size = big"},
 		{"[limits]\nartifacts_files = 0\n", "line 2: artifacts_files = 0: not a number from 1"},
 		{"[limits]\nartifacts_depth = 257\n", "line 2: artifacts_depth = 257: not a number from 1 to 256"},
+		{"[limits]\nafter_max = 0\n", "line 2: after_max = 0: not a number from 1"},
 		{"[sandbox]\nro_binds = /ok, relative/path\n", "line 2: ro_binds: 'relative/path'"},
 		{"[sandbox]\nrw_binds = /\n", "line 2: rw_binds: '/'"},
 		{"[sandbox]\nrw_binds = /srv/../etc\n", "line 2: rw_binds: '/srv/../etc'"},
@@ -370,6 +374,7 @@ static void test_kind_sections(void **state)
 		      "net = yes\n"
 		      "credentials = KART_LLM_API_KEY OPENAI_API_KEY\n"
 		      "endpoint = http://127.0.0.1:8080/v1\n"
+		      "endpoint_uid = 0\n"
 		      "model = some-model\n"
 		      "[kind.python]\n"
 		      "net = no\n",
@@ -435,6 +440,18 @@ static void test_kind_errors(void **state)
 		 "line 2: credentials: 'KART_LLM_SOCKET' is set by the sandbox"},
 		{"[kind.llm]\nendpoint = 127.0.0.1:8080\n", "line 2: endpoint = 127.0.0.1:8080: not an http"},
 		{"[kind.llm]\nmodel = two words\n", "line 2: model = two words"},
+		/* The forwarder proves its peer: over http://, by endpoint_uid. */
+		{"[kind.llm]\ncredentials = K\nendpoint = http://127.0.0.1:8080/v1\n",
+		 "[kind.llm]: endpoint http://127.0.0.1:8080/v1 is http://, and its forwarder sends the "
+		 "key only to a peer it can prove: set endpoint_uid"},
+		{"[kind.llm]\ncredentials = K\nendpoint = https://api.example/v1\nendpoint_uid = 0\n",
+		 "endpoint_uid and endpoint_socket are for an http:// endpoint"},
+		{"[kind.llm]\nendpoint = http://127.0.0.1:1/v1\nendpoint_uid = 0\n",
+		 "endpoint_uid and endpoint_socket are for the forwarder of credentials"},
+		{"[kind.llm]\nendpoint_uid = no-such-user-35\n",
+		 "line 2: endpoint_uid = no-such-user-35: not a user"},
+		{"[kind.llm]\nendpoint_socket = run/llm.sock\n",
+		 "line 2: endpoint_socket = run/llm.sock: not an absolute path"},
 		{"[kind.llm]\ntemperature = 0\n",
 		 "line 2: unknown key 'temperature' in section [kind.llm]"},
 		{"[kind.ruby]\nextensions = .rb\n", "kart.conf: [kind.ruby] has no runner"},
@@ -467,7 +484,8 @@ static void test_describe_kinds(void **state)
 	(void)state;
 	json_t *o = describe("[kind.node]\nrunner = /usr/bin/node\nextensions = .js .mjs\n"
 			     "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-			     "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n",
+			     "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nendpoint_uid = 0\n"
+			     "endpoint_socket = /run/llm/api.sock\nmodel = m1\n",
 			     "LLM_KEY");
 	json_t *k = json_object_get(o, "kinds");
 	assert_int_equal(json_object_size(k), 2);
@@ -480,6 +498,9 @@ static void test_describe_kinds(void **state)
 	assert_string_equal(json_string_value(json_array_get(json_object_get(llm, "credentials"), 0)),
 			    "LLM_KEY");
 	assert_string_equal(json_string_value(json_object_get(llm, "model")), "m1");
+	assert_int_equal(json_integer_value(json_object_get(llm, "endpoint_uid")), 0);
+	assert_string_equal(json_string_value(json_object_get(llm, "endpoint_socket")), "/run/llm/api.sock");
+	assert_true(json_is_null(json_object_get(node, "endpoint_uid")));
 	json_decref(o);
 }
 

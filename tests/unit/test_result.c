@@ -235,6 +235,87 @@ static void test_signal_and_error(void **state)
 	json_decref(o);
 }
 
+static double num(json_t *o, const char *key)
+{
+	json_t *v = get(o, key);
+	if (!json_is_number(v))
+		fail_msg("field \"%s\" is not a number", key);
+	return json_number_value(v);
+}
+
+/* The receipt: every figure of usage, where each was measured or why
+ * not, and the efficiency as seff computes it (the time paused left
+ * out; a cpu= limit above the worker's CPUs counts the worker's). */
+static void test_usage_efficiency(void **state)
+{
+	(void)state;
+	struct result r;
+	full_result(&r); /* ran 2.5 s, cpu=0.5, 1.75 s of CPU, 10M of 256M */
+	r.paused_ms = 500;
+	r.io_read_bytes = 4096;
+	r.io_write_bytes = 0;
+	for (int i = 0; i < PSI__N; i++)
+		r.psi_us[i] = i == PSI_CPU_FULL ? -1 : 100 * i;
+	r.usage_by[UF_CPU] = r.usage_by[UF_MEMORY] = r.usage_by[UF_PRESSURE] = "cgroup";
+	r.usage_by[UF_IO] = "launcher";
+	r.usage_why[UF_PIDS] = "no pids controller";
+	r.host_cpus = 8;
+	json_t *o = dump_parse(&r, NULL);
+	json_t *use = assert_obj(o, "usage");
+	assert_int(use, "io_read_bytes", 4096);
+	assert_int(use, "io_write_bytes", 0); /* measured, and nothing: 0, not null */
+	assert_jnull(use, "pids_peak");
+	assert_int(use, "psi_cpu_some_us", 0);
+	assert_jnull(use, "psi_cpu_full_us");
+	assert_int(use, "psi_io_full_us", 500);
+	json_t *by = assert_obj(use, "measured_by");
+	assert_str(by, "cpu", "cgroup");
+	assert_str(by, "io", "launcher");
+	assert_null(json_object_get(by, "pids"));
+	json_t *why = assert_obj(use, "why_null");
+	assert_str(why, "pids", "no pids controller");
+	assert_int_equal(json_object_size(why), 1);
+	json_t *eff = assert_obj(o, "efficiency");
+	/* 1750 ms / ((2500 - 500) ms x 0.5 CPU) */
+	assert_true(num(eff, "cpu") == 1.75);
+	assert_true(num(eff, "cpus") == 0.5);
+	assert_true(num(eff, "memory") == 0.0391); /* 10M / 256M, to 0.01% */
+	assert_null(json_object_get(eff, "why_null"));
+	json_decref(o);
+
+	/* No cpu= limit: the worker's CPUs; no memory limit: null, and why. */
+	r.cpu_milli = 0;
+	r.memory = 0;
+	r.paused_ms = 0;
+	r.host_cpus = 2;
+	o = dump_parse(&r, NULL);
+	eff = assert_obj(o, "efficiency");
+	assert_true(num(eff, "cpu") == 0.35); /* 1750 / (2500 x 2) */
+	assert_true(num(eff, "cpus") == 2);
+	assert_jnull(eff, "memory");
+	assert_str(assert_obj(eff, "why_null"), "memory", "no memory limit (memory=)");
+	json_decref(o);
+
+	/* A cpu= above the worker's CPUs: the worker's. CPU not measured:
+	 * null, never 0. */
+	r.cpu_milli = 4000;
+	r.cpu_user_ms = -1;
+	o = dump_parse(&r, NULL);
+	eff = assert_obj(o, "efficiency");
+	assert_true(num(eff, "cpus") == 2);
+	assert_jnull(eff, "cpu");
+	assert_non_null(json_object_get(assert_obj(eff, "why_null"), "cpu"));
+	assert_jnull(assert_obj(o, "usage"), "cpu_user_ms");
+	json_decref(o);
+
+	/* Never ran: no efficiency, and usage says no why. */
+	r.started_ms = 0;
+	o = dump_parse(&r, NULL);
+	assert_jnull(o, "efficiency");
+	assert_null(json_object_get(assert_obj(o, "usage"), "why_null"));
+	json_decref(o);
+}
+
 /* A rejected task: nothing ran, almost everything is unknown. */
 static void test_nulls(void **state)
 {
@@ -588,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_every_field),
 		cmocka_unit_test(test_task_binds_and_env),
 		cmocka_unit_test(test_signal_and_error),
+		cmocka_unit_test(test_usage_efficiency),
 		cmocka_unit_test(test_nulls),
 		cmocka_unit_test(test_nulls_one_by_one),
 		cmocka_unit_test(test_sandbox_values),

@@ -580,9 +580,9 @@ static void test_kind_runner_and_credentials(void **state)
 {
 	(void)state;
 	static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n"
+				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nendpoint_uid = 0\nmodel = m1\n"
 				   "[kind.python]\nrunner = /usr/bin/python3\ncredentials = PY_KEY\n"
-				   "endpoint = http://127.0.0.1:9/py\n"
+				   "endpoint = http://127.0.0.1:9/py\nendpoint_uid = 0\n"
 				   "[network]\ncred_env = API_TOKEN\n";
 	char *const env[] = {"LLM_KEY=llm-" CANARY, "PY_KEY=py-" CANARY, "API_TOKEN=general", NULL};
 	struct built b;
@@ -672,7 +672,7 @@ static void test_kind_container(void **state)
 {
 	(void)state;
 	static const char conf[] = "[kind.llm]\nrunner = /opt/kart/kart-llm\nnet = yes\n"
-				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nmodel = m1\n"
+				   "credentials = LLM_KEY\nendpoint = http://127.0.0.1:9/v1\nendpoint_uid = 0\nmodel = m1\n"
 				   "[kind.python]\nrunner = /usr/bin/python3\n";
 	char *const env[] = {"LLM_KEY=llm-" CANARY, NULL};
 	struct policy pol;
