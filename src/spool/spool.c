@@ -435,25 +435,31 @@ uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, co
 	return by.recorded ? by.uid : spool_reader(sp, name, st->st_uid);
 }
 
+int spool_strip_attrs(int fd, bool keep_ours)
+{
+	ssize_t ln = flistxattr(fd, NULL, 0);
+	if (ln < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	_cleanup_free_ char *names = xmalloc((size_t)ln + 1);
+	if (ln > 0 && (ln = flistxattr(fd, names, (size_t)ln)) < 0)
+		return -errno; /* (ERANGE: it grew meanwhile, which only its owner, root, does) */
+	for (ssize_t o = 0; o < ln; o += (ssize_t)strlen(names + o) + 1)
+		if ((strncmp(names + o, "user.", 5) == 0 || strncmp(names + o, "system.posix_acl", 16) == 0) &&
+		    !(keep_ours && (strcmp(names + o, KART_XATTR) == 0 || strcmp(names + o, KART_XATTR_BY) == 0)) &&
+		    fremovexattr(fd, names + o) < 0 && errno != ENODATA)
+			return -errno;
+	return 0;
+}
+
 int spool_task_record(int fd, const struct claim_meta *m, uid_t by, unsigned long long from)
 {
 	char rec[64];
 	int n = snprintf(rec, sizeof rec, "uid=%u\nfrom=%llu\n", (unsigned)by, from);
-	int r;
-	/* Every attribute a member may have set goes, and ACLs; the two set
-	 * below are replaced in one call each (never missing a moment, for a
-	 * peer that looks meanwhile). */
-	ssize_t ln = flistxattr(fd, NULL, 0);
-	if (ln < 0 && errno != ENOTSUP)
-		return -errno;
-	_cleanup_free_ char *names = xmalloc(ln > 0 ? (size_t)ln + 1 : 1);
-	if (ln > 0 && (ln = flistxattr(fd, names, (size_t)ln)) < 0)
-		return -errno; /* (ERANGE: it grew meanwhile, which only its owner, root, does) */
-	for (ssize_t o = 0; ln > 0 && o < ln; o += (ssize_t)strlen(names + o) + 1)
-		if ((strncmp(names + o, "user.", 5) == 0 || strncmp(names + o, "system.posix_acl", 16) == 0) &&
-		    strcmp(names + o, KART_XATTR) != 0 && strcmp(names + o, KART_XATTR_BY) != 0 &&
-		    fremovexattr(fd, names + o) < 0 && errno != ENODATA)
-			return -errno;
+	/* The two set below are kept, and replaced in one call each: never
+	 * missing a moment, for a peer that looks meanwhile. */
+	int r = spool_strip_attrs(fd, true);
+	if (r < 0)
+		return r;
 	if (fchmod(fd, 0600) < 0)
 		return -errno;
 	if ((r = grant_read_acl(fd, by)) < 0)

@@ -87,6 +87,10 @@ void spool_submitter(int fd, const struct stat *st, struct submitter *s);
  * prefix names (the dropper, also of a drop rejected and taken from
  * them); else its owner. Whose reservation, and whose result, it is. */
 uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, const struct stat *st);
+/* Remove every user.* attribute and POSIX ACL of fd (a member may have
+ * set them on what is now root's file), but user.kart and
+ * user.kart.submitter with keep_ours. 0 or -errno. */
+int spool_strip_attrs(int fd, bool keep_ours);
 /* Make fd, a file of the caller's (the worker's), a task file of by's:
  * every user.* attribute and ACL it had removed, mode 0600, one ACL
  * entry letting by read it (which the task, running as by, needs), the

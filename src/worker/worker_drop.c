@@ -65,11 +65,9 @@ static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool kee
 		logmsg("%s: cannot take the rejected file from its dropper: %s", claim, strerror(errno));
 		return;
 	}
-	char names[4096];
-	ssize_t n = flistxattr(fd, names, sizeof names);
-	for (ssize_t o = 0; n > 0 && o < n; o += (ssize_t)strlen(names + o) + 1)
-		if (strncmp(names + o, "user.", 5) == 0 || strcmp(names + o, "system.posix_acl_access") == 0)
-			(void)fremovexattr(fd, names + o);
+	int r = spool_strip_attrs(fd, false);
+	if (r < 0)
+		logmsg("%s: cannot remove its dropper's attributes: %s", claim, strerror(-r));
 	if (fchmod(fd, S_ISDIR(st.st_mode) ? 0700 : 0600) < 0)
 		logmsg("%s: chmod: %s", claim, strerror(errno));
 	if (!S_ISREG(st.st_mode))
