@@ -5,7 +5,15 @@
 # renameat2(RENAME_NOREPLACE) in coreutils 9: a queued task of the same
 # name is never replaced.
 #
-#   kart-submit.sh SPOOL [NAME] < task        prints the id
+#   kart-submit.sh [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]]
+#                  SPOOL [NAME] < task        prints the id
+#
+# The task's files and environment as kart submit takes them (kart-task(5)
+# cwd=, bind=, ro=, env=; each path made absolute and resolved here): -C
+# DIR, --bind PATH, --ro PATH, -e NAME=VALUE (or -e NAME: the value from
+# ours). Unlike kart submit, no cwd= unless asked: without one the task
+# runs in a private /work, discarded at its end. The directives go after
+# the file's own.
 #
 # 1. make the task's file in SPOOL/tmp/ under a fresh name (mktemp); its
 #    inode number is INO;
@@ -25,9 +33,55 @@
 # Without NAME a unique one is made: seconds.pid.random.host.
 set -eu
 
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then
-	echo "usage: kart-submit.sh SPOOL [NAME] < task" >&2
+usage() {
+	echo "usage: kart-submit.sh [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]] SPOOL [NAME] < task" >&2
 	exit 2
+}
+# pct VALUE: a directive value, escaped (spool-layout section 3.1): %XX for
+# '%', '#', space, the other bytes below 0x21, and 0x7f.
+pct() {
+	printf '%s' "$1" | od -An -v -tx1 | LC_ALL=C awk '
+		BEGIN { for (i = 0; i < 256; i++) { h = sprintf("%02x", i); n[h] = i; c[h] = sprintf("%c", i) } }
+		{ for (f = 1; f <= NF; f++) { v = n[$f]
+			if (v <= 32 || v == 35 || v == 37 || v == 127) printf "%%%02X", v; else printf "%s", c[$f] } }'
+}
+# The directives of the options, one line each: added after the task's
+# own (its leading comment block), as kart submit adds its options.
+add=
+path_line() { # KEY PATH
+	real=$(realpath -e -- "$2") || { echo "kart-submit.sh: --$1 $2: no such file or directory" >&2; exit 1; }
+	add="$add#kart: $1=$(pct "$real")
+"
+}
+while [ $# -gt 0 ]; do
+	case $1 in
+	--) shift; break ;;
+	-C | --cwd | --bind | --ro | -e | --env)
+		[ $# -ge 2 ] || usage
+		case $1 in
+		-C | --cwd) path_line cwd "$2" ;;
+		--bind) path_line bind "$2" ;;
+		--ro) path_line ro "$2" ;;
+		*)
+			k=${2%%=*}
+			case $k in '' | [0-9]* | *[!A-Za-z0-9_]*) echo "kart-submit.sh: -e $k: not a variable name" >&2; exit 2 ;; esac
+			if [ "$k" = "$2" ]; then
+				eval "[ -n \"\${$k+x}\" ]" || { echo "kart-submit.sh: -e $k: give NAME=VALUE, or NAME of a variable that is set" >&2; exit 2; }
+				eval "v=\$$k"
+			else
+				v=${2#*=}
+			fi
+			add="$add#kart: env=$k=$(pct "$v")
+"
+			;;
+		esac
+		shift 2 ;;
+	-?*) echo "kart-submit.sh: unknown option $1" >&2; usage ;;
+	*) break ;;
+	esac
+done
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+	usage
 fi
 spool=$1
 name=${2:-}
@@ -82,7 +136,15 @@ rid=
 trap 'rm -f "$src" ${tmp:+"$tmp"} ${rid:+"$spool/ids/$rid"}' EXIT
 trap 'exit 1' INT TERM HUP
 chmod 0600 "$src"
-cat >"$src"
+if [ -n "$add" ]; then
+	# At the end of the leading comment block (lines of '#', none empty).
+	KART_ADD=$add awk 'BEGIN { h = 1 }
+		h && ($0 == "" || substr($0, 1, 1) != "#") { printf "%s", ENVIRON["KART_ADD"]; h = 0 }
+		{ print }
+		END { if (h) printf "%s", ENVIRON["KART_ADD"] }' >"$src"
+else
+	cat >"$src"
+fi
 tmp=$(mktemp "$spool/tmp/sh.XXXXXXXXXX")
 chmod 0600 "$tmp"
 ino=$(stat -c %i "$tmp")

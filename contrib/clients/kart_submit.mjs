@@ -22,15 +22,25 @@
 // wait (section 8): a watch on done/ (inotify, through fs.watch), and a
 // look for done/ID.json after every event, with a slow poll beside it.
 //
-//   node kart_submit.mjs SPOOL FILE|- [NAME]      submit; prints the id
+//   node kart_submit.mjs [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]]
+//                        SPOOL FILE|- [NAME]      submit; prints the id
 //   node kart_submit.mjs wait SPOOL ID [SECONDS]  prints the result (JSON)
 //   node kart_submit.mjs status SPOOL ID          queued, running, a status, unknown
 //   node kart_submit.mjs result SPOOL ID          prints the result, or exits 1
 //
+// The task's files and environment as kart submit takes them (kart-task(5)
+// cwd=, bind=, ro=, env=; each path made absolute and resolved here): -C
+// DIR, --bind PATH, --ro PATH, -e NAME=VALUE (or -e NAME: the value from
+// ours). Unlike kart submit, no cwd= unless asked: without one the task
+// runs in a private /work, discarded at its end. The directives go after
+// the file's own; with env= the file is made 0600.
+//
 // As a module:
 //   import { Spool } from './kart_submit.mjs';
 //   const s = new Spool(path);
-//   const id = s.submit(data, name);   // data: string (UTF-8) or Buffer
+//   const id = s.submit(data, name, { cwd, binds, ro, env });
+//                                      // data: string (UTF-8) or Buffer; env: an
+//                                      // object; no cwd: the private /work
 //   s.status(id); s.result(id);        // result: an object, or null
 //   await s.wait(id, timeoutSeconds);  // the result; rejects on a timeout
 import fs from 'node:fs';
@@ -65,6 +75,36 @@ export function nameCheck(name) {
   for (const b of raw) if (b < 0x20 || b === 0x7f) return 'name contains a control character';
   if (name.includes('/')) return "name contains '/'";
   return null;
+}
+
+// The #kart: lines of cwd=, bind=, ro= and env= (kart-task(5)): each path
+// absolute and resolved, as the worker opens it as us; values escaped.
+function directives({ cwd, binds = [], ro = [], env = {} } = {}) {
+  const out = [];
+  for (const [key, paths] of [['cwd', cwd === undefined || cwd === null ? [] : [cwd]], ['bind', binds], ['ro', ro]])
+    for (const p of paths)
+      out.push(Buffer.from(`#kart: ${key}=`), pctEncode(fs.realpathSync(p)), Buffer.from('\n'));
+  for (const [k, v] of Object.entries(env || {})) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new RangeError(`not a variable name: ${JSON.stringify(k)}`);
+    out.push(Buffer.from(`#kart: env=${k}=`), pctEncode(v), Buffer.from('\n'));
+  }
+  return Buffer.concat(out);
+}
+
+// data with block at the end of its leading comment block (the #! line,
+// directives, comments), as kart submit adds its options: after the
+// file's own, so that its lines keep their numbers.
+function withDirectives(data, block) {
+  if (!block.length) return data;
+  let off = 0;
+  while (off < data.length) {
+    const nl = data.indexOf(0x0a, off);
+    const end = nl < 0 ? data.length : nl;
+    if (end === off || data[off] !== 0x23) break;
+    off = nl < 0 ? data.length : nl + 1;
+  }
+  if (off && data[off - 1] !== 0x0a) block = Buffer.concat([Buffer.from('\n'), block]);
+  return Buffer.concat([data.subarray(0, off), block, data.subarray(off)]);
 }
 
 function withName(data, name) {
@@ -128,18 +168,22 @@ export class Spool {
     for (let n = 2; n < 1000000; n++) yield `${name}.${n}`;
   }
 
-  // Queue data (string or Buffer) as a task; return its id.
-  submit(data, name = 'task') {
+  // Queue data (string or Buffer) as a task; return its id. files: { cwd,
+  // binds, ro, env } as kart submit's -C, --bind, --ro and -e.
+  submit(data, name = 'task', files = {}) {
     if (typeof data === 'string') data = Buffer.from(data, 'utf8');
     else if (data instanceof Uint8Array) data = Buffer.from(data);
     else throw new TypeError('data must be a string or a Buffer');
+    data = withDirectives(data, directives(files));
+    // env= values are ours alone to read.
+    const mode = files && files.env && Object.keys(files.env).length ? 0o600 : 0o640;
     const why = nameCheck(name);
     if (why) throw new RangeError(`not a task name: ${JSON.stringify(name)} (${why})`);
     let tmp, fd;
     for (;;) {
       tmp = this.p('tmp', `${Date.now()}.${process.pid}.${crypto.randomBytes(8).toString('hex')}`);
       try {
-        fd = fs.openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o640);
+        fd = fs.openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, mode);
         break;
       } catch (e) {
         if (e.code !== 'EEXIST') throw e;
@@ -290,12 +334,13 @@ export class Spool {
   }
 }
 
-export function submit(spool, data, name) {
-  return new Spool(spool).submit(data, name);
+export function submit(spool, data, name, files) {
+  return new Spool(spool).submit(data, name, files);
 }
 
 async function main(argv) {
-  const usage = 'usage: kart_submit.mjs SPOOL FILE|- [NAME]\n' +
+  const usage = 'usage: kart_submit.mjs [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]]\n' +
+    '                       SPOOL FILE|- [NAME]\n' +
     '       kart_submit.mjs wait SPOOL ID [SECONDS]\n' +
     '       kart_submit.mjs status SPOOL ID\n' +
     '       kart_submit.mjs result SPOOL ID';
@@ -323,20 +368,44 @@ async function main(argv) {
       console.log(JSON.stringify(r));
       return 0;
     }
-    if (argv.length !== 2 && argv.length !== 3) {
+    // Options anywhere, as kart submit's; -- ends them.
+    const args = [], files = { binds: [], ro: [], env: {} };
+    for (let i = 0; i < argv.length; i++) {
+      const a = argv[i];
+      if (a === '--') { args.push(...argv.slice(i + 1)); break; }
+      if (['-C', '--cwd', '--bind', '--ro', '-e', '--env'].includes(a)) {
+        const v = argv[++i];
+        if (v === undefined) { console.error(`kart_submit.mjs: ${a} needs a value\n${usage}`); return 2; }
+        if (a === '-C' || a === '--cwd') files.cwd = v;
+        else if (a === '--bind') files.binds.push(v);
+        else if (a === '--ro') files.ro.push(v);
+        else {
+          const eq = v.indexOf('='), k = eq < 0 ? v : v.slice(0, eq);
+          if (eq < 0 && process.env[k] === undefined) {
+            console.error(`kart_submit.mjs: -e ${k}: give NAME=VALUE, or NAME of a variable that is set`);
+            return 2;
+          }
+          files.env[k] = eq < 0 ? process.env[k] : v.slice(eq + 1);
+        }
+      } else if (a.startsWith('-') && a !== '-') {
+        console.error(`kart_submit.mjs: unknown option ${a}\n${usage}`);
+        return 2;
+      } else args.push(a);
+    }
+    if (args.length !== 2 && args.length !== 3) {
       console.error(usage);
       return 2;
     }
     let data, base;
-    if (argv[1] === '-') {
+    if (args[1] === '-') {
       data = fs.readFileSync(0);
       base = 'stdin';
     } else {
-      data = fs.readFileSync(argv[1]);
-      base = path.basename(argv[1]);
+      data = fs.readFileSync(args[1]);
+      base = path.basename(args[1]);
       if (nameCheck(base)) base = 'task'; // as kart submit: a path that is no task name
     }
-    console.log(new Spool(argv[0]).submit(data, argv.length === 3 ? argv[2] : base));
+    console.log(new Spool(args[0]).submit(data, args.length === 3 ? args[2] : base, files));
     return 0;
   } catch (e) {
     console.error(`kart_submit.mjs: ${e.message}`);

@@ -30,16 +30,28 @@ see drop_target().
 A task is queued the moment step 4 succeeds; a worker never sees a
 half-written file, because nothing is ever written in new/.
 
-    kart_submit.py SPOOL FILE|- [NAME]      submit; prints the id
+    kart_submit.py [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]]
+                   SPOOL FILE|- [NAME]      submit; prints the id
     kart_submit.py wait SPOOL ID [SECONDS]  prints the result (JSON); exit 1
                                             on a timeout
     kart_submit.py status SPOOL ID          prints queued, running, the
                                             result's status, or unknown
     kart_submit.py result SPOOL ID          prints the result, or exits 1
 
+The task's files and environment, as kart submit takes them (kart-task(5),
+cwd=, bind=, ro=, env=), each path made absolute and resolved here: -C DIR
+runs it in DIR, --bind PATH and --ro PATH bind PATH read-write or
+read-only, -e NAME=VALUE (or -e NAME, the value from ours) sets a
+variable. Unlike kart submit, which runs a task in the directory it is
+submitted from, these add no cwd= unless asked: the task runs in a
+private /work, discarded at its end. The directives go after the file's
+own (the last of a repeated one wins).
+
 As a module:
     s = Spool(path)
-    id = s.submit(data, name=None)   # data: str (UTF-8) or bytes
+    id = s.submit(data, name=None, cwd=None, binds=(), ro=(), env=None)
+                                     # data: str (UTF-8) or bytes; env: a dict
+                                     # cwd=None: the private /work
     s.status(id); s.result(id)       # result: a dict, or None if unfinished
     s.wait(id, timeout=None)         # the result; TimeoutError
 and submit(spool, data, name=None) -> id, as before.
@@ -106,6 +118,42 @@ def name_check(name):
     return None
 
 
+def _directives(cwd=None, binds=(), ro=(), env=None):
+    """The #kart: lines of cwd=, bind=, ro= and env= (kart-task(5)): each
+    path absolute and resolved, as the worker opens it as us; each value
+    escaped."""
+    out = []
+    for key, paths in (("cwd", [cwd] if cwd is not None else []), ("bind", binds), ("ro", ro)):
+        for p in paths:
+            real = os.path.realpath(p)
+            if not os.path.exists(real):
+                raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
+            out.append(b"#kart: " + key.encode() + b"=" + pct_encode(real) + b"\n")
+    for k, v in (env or {}).items():
+        if not k or k[0].isdigit() or not all(c.isalnum() or c == "_" for c in k) or not k.isascii():
+            raise ValueError("not a variable name: %r" % k)
+        out.append(b"#kart: env=" + k.encode() + b"=" + pct_encode(v) + b"\n")
+    return b"".join(out)
+
+
+def _with_directives(data, block):
+    """data with block at the end of its leading comment block (the #!
+    line, directives and comments), as kart submit adds its options: after
+    the file's own, and its lines keep their numbers."""
+    if not block:
+        return data
+    off = 0
+    while off < len(data):
+        nl = data.find(b"\n", off)
+        end = len(data) if nl < 0 else nl
+        if end == off or data[off:off + 1] != b"#":
+            break
+        off = len(data) if nl < 0 else nl + 1
+    if off and data[off - 1:off] != b"\n":
+        block = b"\n" + block
+    return data[:off] + block + data[off:]
+
+
 def _with_name(data, name):
     """data with `#kart: name=NAME` after its #! line (or first)."""
     line = b"#kart: name=" + pct_encode(name) + b"\n"
@@ -148,13 +196,15 @@ class Spool:
         for n in range(2, 1000000):
             yield "%s.%d" % (name, n)
 
-    def submit(self, data, name=None):
-        """Queue data (str or bytes) as a task; return its id."""
+    def submit(self, data, name=None, cwd=None, binds=(), ro=(), env=None):
+        """Queue data (str or bytes) as a task; return its id. cwd, binds,
+        ro and env as kart submit's -C, --bind, --ro and -e (env: a dict);
+        without cwd the task runs in a private /work."""
         if isinstance(data, str):
             data = data.encode("utf-8")
         elif not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError("data must be str or bytes, not %s" % type(data).__name__)
-        data = bytes(data)
+        data = _with_directives(bytes(data), _directives(cwd, binds, ro, env))
         name = "task" if name is None else name
         if isinstance(name, bytes):
             name = name.decode("utf-8")
@@ -371,12 +421,13 @@ def drop_target(spool):
     raise PermissionError(errno.EPERM, "not ours (is a worker running?)", d)
 
 
-def submit(spool, data, name=None):
-    return Spool(spool).submit(data, name)
+def submit(spool, data, name=None, **files):
+    return Spool(spool).submit(data, name, **files)
 
 
 def main(argv):
-    usage = ("usage: kart_submit.py SPOOL FILE|- [NAME]\n"
+    usage = ("usage: kart_submit.py [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]]\n"
+             "                      SPOOL FILE|- [NAME]\n"
              "       kart_submit.py wait SPOOL ID [SECONDS]\n"
              "       kart_submit.py status SPOOL ID\n"
              "       kart_submit.py result SPOOL ID")
@@ -398,10 +449,38 @@ def main(argv):
                 r = s.wait(argv[3], float(argv[4]) if len(argv) == 5 else None)
             print(json.dumps(r, ensure_ascii=False))
             return 0
-        if len(argv) not in (3, 4):
+        # Options anywhere, as kart submit's; -- ends them.
+        args, files, env = [], {"binds": [], "ro": []}, {}
+        rest = iter(argv[1:])
+        for a in rest:
+            if a == "--":
+                args.extend(rest)
+                break
+            if a in ("-C", "--cwd", "--bind", "--ro", "-e", "--env"):
+                v = next(rest, None)
+                if v is None:
+                    print("kart_submit.py: %s needs a value\n%s" % (a, usage), file=sys.stderr)
+                    return 2
+                if a in ("-C", "--cwd"):
+                    files["cwd"] = v
+                elif a in ("-e", "--env"):
+                    k, eq, val = v.partition("=")
+                    if not eq and k not in os.environ:
+                        print("kart_submit.py: -e %s: give NAME=VALUE, or NAME of a variable "
+                              "that is set" % k, file=sys.stderr)
+                        return 2
+                    env[k] = val if eq else os.environ[k]
+                else:
+                    files["binds" if a == "--bind" else "ro"].append(v)
+            elif a.startswith("-") and a != "-":
+                print("kart_submit.py: unknown option %s\n%s" % (a, usage), file=sys.stderr)
+                return 2
+            else:
+                args.append(a)
+        if len(args) not in (2, 3):
             print(usage, file=sys.stderr)
             return 2
-        spool, path = argv[1], argv[2]
+        spool, path = args[0], args[1]
         if path == "-":
             data, base = sys.stdin.buffer.read(), "stdin"
         else:
@@ -410,7 +489,7 @@ def main(argv):
             base = os.path.basename(path)
             if name_check(base):
                 base = "task"  # as kart submit: a path that is no task name
-        print(Spool(spool).submit(data, argv[3] if len(argv) == 4 else base))
+        print(Spool(spool).submit(data, args[2] if len(args) == 3 else base, env=env, **files))
     except TimeoutError as e:
         print("kart_submit.py: %s" % e, file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ _kart_ids()
 _kart()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local verbs="init submit worker status wait cat cancel hold release edit pause resume doctor setup-cgroup retry watch gc sync feed"
+	local verbs="init submit worker status wait cat cancel hold release edit pause resume doctor setup-cgroup retry watch gc metrics top eff report sync feed"
 	local spool=${KART_SPOOL:-} verb="" i
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
@@ -46,13 +46,17 @@ _kart()
 		COMPREPLY=($(compgen -W $'logfmt\njson\ntext' -- "$cur")); return ;;
 	--sort)
 		COMPREPLY=($(compgen -W $'time\nid' -- "$cur")); return ;;
-	--log)
+	--log | --html)
 		COMPREPLY=($(compgen -f -- "$cur")); return ;;
+	--textfile)
+		COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--state)
 		COMPREPLY=($(compgen -W $'queued\nscheduled\nwaiting\nheld\nrunning\npaused\ndone\nok\nfailed\ntimeout\noom\nkilled\nrejected\nrefused\ncancelled\nlost\nskipped' -- "$cur"))
 		return ;;
 	--timeout | --older-than | --newer-than | --tmp-age | --memory | --pids | --cpu | \
-	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last | --set)
+	--priority | --name | --id | --slots | --batch-slots | --kind | -e | --env | --kill-grace | --label | --last | --set | \
+	--at | --in | --retry-on | --retries | --retry-delay | --after | --after-any | --after-fail | \
+	--shared | --hours | --lease)
 		return ;;
 	-C | --cwd)
 		COMPREPLY=($(compgen -d -- "$cur")); return ;;
@@ -69,31 +73,17 @@ _kart()
 		return
 	fi
 
-	local opts=""
-	case $verb in
-	init) opts="--personal --help" ;;
-	submit) opts="--name --timeout --memory --pids --cpu --lane --net --priority --kind --kill-grace --label --to --cwd --no-cwd --bind --ro --env --hold --help" ;;
-	worker) opts="--id --slots --batch-slots --drain --log-format --daemon --log --help" ;;
-	status) opts="--json --ndjson --summary --state --older-than --newer-than --sort --last --label --help" ;;
-	wait) opts="--timeout --help" ;;
-	cat) opts="--follow --stderr --help" ;;
-	cancel | retry | hold | release) opts="--help" ;;
-	edit) opts="--set --help" ;;
-	pause) opts="--all --freeze --help" ;;
-	resume) opts="--all --help" ;;
-	doctor) opts="--json --help" ;;
-	setup-cgroup) opts="--user --system --dry-run --check --help" ;;
-	watch) opts="--json --all --events --help" ;;
-	gc) opts="--older-than --tmp-age --dry-run --verbose --help" ;;
-	sync) opts="--follow --verbose --help" ;;
-	feed) opts="--slots --id --lease --verbose --help" ;;
-	esac
+	# A verb's options, from its own --help (the table it parses them
+	# with): never out of step with the kart on the PATH.
+	local opts
+	opts=$(kart "$verb" --help 2>/dev/null | sed -n 's/^  \(-[a-zA-Z], \)\{0,1\}\(--[a-z][a-z-]*\).*/\2/p')
+	opts="$opts"$'\n--help'
 	if [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "${opts// /$'\n'}" -- "$cur"))
+		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 		return
 	fi
 	case $verb in
-	status | wait | cat | cancel | hold | release | edit | pause | resume)
+	status | wait | cat | cancel | hold | release | edit | pause | resume | eff)
 		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" all)" -- "$cur")) ;;
 	retry)
 		COMPREPLY=($(compgen -W "$(_kart_ids "$spool" done)" -- "$cur")) ;;

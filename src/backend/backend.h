@@ -85,6 +85,9 @@ struct backend {
 	 * leaf of kart's: the result gives them as asked, and an engine's
 	 * word on an OOM kill is taken (outcome.c). */
 	bool engine_limits;
+	/* Its sandbox covers the spool under a bind above it (an empty
+	 * read-only mount): kart submit lets such a bind through. */
+	bool masks_spool;
 	/* The task's private work directory as the task sees it (its HOME
 	 * where no bind of its own holds one), for the result; NULL: a path
 	 * of the host's, not said. */

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "backend_local.h"
+#include "binds.h"
 
 bool bwrap_works(const char *bwrap, char *why, size_t len)
 {
@@ -53,6 +54,10 @@ static void bwrap_probe(const struct policy *pol, struct backend_probe *p)
 static int bwrap_prepare(struct worker *w, struct task *t, struct backend_start *b)
 {
 	__attribute__((cleanup(local_start_close))) struct local_start s = LOCAL_START_INIT(b);
+	/* A task run in (or binding) a directory that holds the spool, as
+	 * the README's ~/spool is in the home: bwrap covers the spool with
+	 * an empty mount, and the binds above it are let through. */
+	s.mask = binds_spool_below(&t->spec, w->sp->path);
 	/* Its work directory and /tmp are bwrap's tmpfs: only $KART_OUTDIR
 	 * is in the claim directory, with a tmpfs of its own on it, bounded
 	 * while the task runs, mounted by the spawn thread (the directory
@@ -84,6 +89,7 @@ static bool bwrap_signal(struct worker *w, struct task *t, int sig)
 
 const struct backend backend_bwrap = {
 	.name = "bwrap",
+	.masks_spool = true,
 	.work = SANDBOX_WORK,
 	.probe = bwrap_probe,
 	.prepare = bwrap_prepare,

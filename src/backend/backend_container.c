@@ -142,6 +142,26 @@ static bool container_signal(struct worker *w, struct task *t, int sig)
 	return true;
 }
 
+/* The CLI is not the container: a SIGSTOP to the CLI's group would
+ * leave the task running. The engine freezes the container's own cgroup
+ * (docker, podman and nerdctl pause). Waited for in the loop, as the OOM
+ * look is: rare and quick, and kart pause is answered only once it holds. */
+static int container_pause(struct worker *w, struct task *t, bool on)
+{
+	char out[512] = "", *name = cname(t);
+	if (!name || !name[0])
+		return -ESRCH;
+	char *const argv[] = {w->pol->container_cmd, on ? "pause" : "unpause", name, NULL};
+	if (host_run(argv, out, sizeof out, 10000) != 0) {
+		out[strcspn(out, "\n")] = '\0';
+		logmsg("%s: %s %s: %s", t->name, w->pol->container_cmd, argv[1],
+		       out[0] ? out : "failed");
+		/* Not made yet, or gone: nothing to hold still. */
+		return on ? -EAGAIN : 0;
+	}
+	return on ? PAUSE_FREEZE : 0;
+}
+
 /* No launcher reports from inside, so the CLI's own status says how it
  * went. docker, podman and nerdctl all exit 125 when the container could
  * not be made or started, and otherwise with the container's status (126
@@ -201,7 +221,7 @@ const struct backend backend_container = {
 	.unspawned = local_unspawned,
 	.ready = local_ready,
 	.signal = container_signal,
-	.pause = local_pause,
+	.pause = container_pause,
 	.reap = container_reap,
 	.usage = container_usage,
 	.cleanup = container_cleanup,

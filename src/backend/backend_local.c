@@ -183,7 +183,8 @@ int local_sandbox(struct worker *w, struct task *t, struct local_start *s, local
 				  .run_uid = t->run_uid, .run_gid = run_gid,
 				  .input = &input,
 				  .cred_socket = t->fwd.path[0] ? t->fwd.path : NULL,
-				  .inputs = b->di->in, .n_inputs = t->spec.n_after, .in_dir = b->di->in_dir};
+				  .inputs = b->di->in, .n_inputs = t->spec.n_after, .in_dir = b->di->in_dir,
+				  .mask = s->mask};
 	int built = build(&req, &s->argv, &s->envp, s->err, sizeof s->err);
 	strv_free(&lopts);
 	/* The policy's variables, for the container's shell to read: in
@@ -232,6 +233,7 @@ struct spawn_job *local_job(struct worker *w, struct task *t, struct local_start
 	if (j->use_bcred)
 		j->bcred = b->cred;
 	j->spool = w->sp->path;
+	j->spool_masked = s->mask != NULL;
 	j->umask = t->spec.umask >= 0 ? t->spec.umask : 022;
 	if ((j->outdir = s->bounded)) {
 		j->ons = &w->ons;

@@ -25,6 +25,9 @@ struct local_start {
 	int sfd;        /* the filter handed to the sandbox, or -1 */
 	struct strv argv, envp;
 	int ifd;        /* the CLI's standard input (the policy's variables), or -1 */
+	/* The spool, covered by an empty mount where a bind holds it (bwrap
+	 * alone: the others cannot, and refuse such a bind); NULL: none. */
+	const char *mask;
 	char err[256];
 };
 #define LOCAL_START_INIT(bs) {.b = (bs), .sfd = -1, .ifd = -1}

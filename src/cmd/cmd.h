@@ -26,10 +26,8 @@ void ctx_open_spool(struct ctx *c, struct spool *sp);
 /* A spool closed when it goes out of scope, however the verb returns
  * (spool_close is idempotent): declare it just before ctx_open_spool. */
 #define _cleanup_spool_ __attribute__((cleanup(spool_close)))
-/* Is --help or -h among the arguments (before any "--")? wants_help
- * also prints help then. */
+/* Is --help or -h among the arguments (before any "--")? */
 bool asks_help(int argc, char **argv);
-bool wants_help(int argc, char **argv, const char *help);
 /* Say on stderr when no live worker holds the spool (its tasks wait for
  * one), with the command that starts one. Quiet where it cannot tell. */
 void warn_no_worker(struct spool *sp, const char *verb);

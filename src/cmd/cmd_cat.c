@@ -9,32 +9,28 @@
  * batch of events we look at the spool itself, never at the events alone. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "query.h"
 #include "termsafe.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] cat [-f] [--stderr] ID\n"
 	"\n"
 	"Print a task's captured stdout (or stderr). For a running task, what it\n"
-	"has written so far.\n"
-	"\n"
-	"  -f, --follow   print what was written so far, then the output as it is\n"
-	"                 written (inotify), until the task finishes; on a queued\n"
-	"                 (or held) task, wait for it to start\n"
-	"  --stderr       the captured stderr instead\n"
-	"\n"
+	"has written so far. A task that ended with no output says why on stderr\n"
+	"when it did not end ok (the result's error).\n",
 	"exit status: 0; 1 if the task is unknown, queued, or has no output; 2 usage.\n"
 	"With --follow, kart wait's: 0 if the task ended ok, else by its status\n"
 	"(its own exit code, 124 timeout, 130 cancelled, ...; kart wait --help);\n"
-	"125 if it is unknown\n";
+	"125 if it is unknown\n",
+};
 
 /* What one follow holds between two looks. */
 struct follow {
@@ -214,27 +210,20 @@ static int cat_follow(struct spool *sp, const char *id, bool err)
 
 int cmd_cat(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"stderr", no_argument, NULL, 'e'},
-		{"follow", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool err = false, follow = false;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:hf", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'e': err = true; break;
-		case 'f': follow = true; break;
-		case ':': return usage_error("cat", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("cat", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 1)
+	const struct opt opts[] = {
+		OPT_BOOL('f', "follow", &follow,
+			 "print what was written so far, then the output as it is written (inotify), "
+			 "until the task finishes; on a queued (or held) task, wait for it to start"),
+		OPT_BOOL(0, "stderr", &err, "the captured stderr instead"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("cat", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc != 1)
 		return usage_error("cat", "give exactly one task ID");
 	struct spool *sp = &c->sp;
-	_cleanup_free_ char *own = spool_own_id(sp, argv[optind]), *sid = term_safe(own);
+	_cleanup_free_ char *own = spool_own_id(sp, rest.argv[0]), *sid = term_safe(own);
 	const char *id = own;
 	if (follow)
 		return cat_follow(sp, id, err);
@@ -264,7 +253,13 @@ int cmd_cat(struct ctx *c, int argc, char **argv)
 			fd = openat(sp->done, rel + 5, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	if (fd < 0) {
-		fprintf(stderr, "kart cat: %s: no captured %s\n", sid, err ? "stderr" : "stdout");
+		_cleanup_free_ char *why = term_safe(q.error);
+		/* Why there is none: it never ran, or what it ended so. */
+		if (q.state == Q_DONE && strcmp(q.status, "ok") != 0)
+			fprintf(stderr, "kart cat: %s: no captured %s: it ended %s%s%s\n", sid,
+				err ? "stderr" : "stdout", q.status, why[0] ? ": " : "", why);
+		else
+			fprintf(stderr, "kart cat: %s: no captured %s\n", sid, err ? "stderr" : "stdout");
 		return 1;
 	}
 	r = drain(fd);

@@ -2,13 +2,13 @@
  * in new/ (control.c). */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "control.h"
 #include "policy.h"
 #include "query.h"
@@ -17,38 +17,35 @@
 #include "util.h"
 #include "worker_control.h"
 
-static const char hold_help[] =
+static const struct opts_help hold_help = {
 	"usage: kart [-s SPOOL] hold ID...\n"
 	"\n"
 	"Hold queued tasks: each stays queued (new/.held.ID) but no worker claims\n"
 	"it until kart release. kart status says `held`. A task a worker claims\n"
-	"at the same instant either is held, or is said to have started.\n"
-	"\n"
+	"at the same instant either is held, or is said to have started.\n",
 	"exit status: 0 if every task is held; 1 if one had already started or\n"
-	"finished, is unknown, or is not yours; 2 usage error\n";
+	"finished, is unknown, or is not yours; 2 usage error\n",
+};
 
-static const char release_help[] =
+static const struct opts_help release_help = {
 	"usage: kart [-s SPOOL] release ID...\n"
 	"\n"
-	"Release held tasks: each is queued again, and a worker claims it.\n"
-	"\n"
+	"Release held tasks: each is queued again, and a worker claims it.\n",
 	"exit status: 0 if every task was released; 1 if one was not held, is\n"
-	"unknown, or is not yours; 2 usage error\n";
+	"unknown, or is not yours; 2 usage error\n",
+};
 
-static const char edit_help[] =
+static const struct opts_help edit_help = {
 	"usage: kart [-s SPOOL] edit [--set KEY=VALUE]... ID\n"
 	"\n"
 	"Edit a queued (or held) task in $VISUAL, else $EDITOR, else vi. When the\n"
 	"editor exits, its directives are checked as a worker would, and the\n"
 	"edited file replaces the queued one atomically, only if the task is\n"
-	"still queued; otherwise the edited copy is kept and its path printed.\n"
-	"\n"
-	"  --set KEY=VALUE  set one directive (timeout=5m, memory=1G, ...) without\n"
-	"                   an editor; repeat for several\n"
-	"\n"
+	"still queued; otherwise the edited copy is kept and its path printed.\n",
 	"exit status: 0 if the task was changed (or left unchanged by the\n"
 	"editor); 1 if it had started, is not yours, or its directives are bad;\n"
-	"2 usage error\n";
+	"2 usage error\n",
+};
 
 /* How long a worker has to answer a pause or a resume, or a request
  * through a drop directory. */
@@ -76,24 +73,18 @@ static int say_state(struct spool *sp, const char *verb, const char *id)
 	return 1;
 }
 
-static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, const char *help,
-		       bool hold)
+static int control_ids(struct ctx *c, int argc, char **argv, const char *verb,
+		       const struct opts_help *help, bool hold)
 {
-	if (wants_help(argc, argv, help))
-		return 0;
-	int first = 1;
-	if (first < argc && strcmp(argv[first], "--") == 0)
-		first++;
-	else
-		for (int i = 1; i < argc; i++)
-			if (argv[i][0] == '-')
-				return usage_error(verb, "unknown option '%s'", argv[i]);
-	if (first >= argc)
+	const struct opt opts[] = {OPT_END()};
+	struct opts_rest rest;
+	opts_parse(verb, argc, argv, opts, help, 0, &rest);
+	if (rest.argc == 0)
 		return usage_error(verb, "no task ID given");
 	struct spool *sp = &c->sp;
 	int rc = 0;
-	for (int i = first; i < argc; i++) {
-		_cleanup_free_ char *id = spool_own_id(sp, argv[i]), *sid = term_safe(id);
+	for (int i = 0; i < rest.argc; i++) {
+		_cleanup_free_ char *id = spool_own_id(sp, rest.argv[i]), *sid = term_safe(id);
 		const char *why;
 		if (task_name_check(id, &why) != 0) {
 			fprintf(stderr, "kart %s: %s: no such task\n", verb, sid);
@@ -148,12 +139,12 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb, c
 
 int cmd_hold(struct ctx *c, int argc, char **argv)
 {
-	return control_ids(c, argc, argv, "hold", hold_help, true);
+	return control_ids(c, argc, argv, "hold", &hold_help, true);
 }
 
 int cmd_release(struct ctx *c, int argc, char **argv)
 {
-	return control_ids(c, argc, argv, "release", release_help, false);
+	return control_ids(c, argc, argv, "release", &release_help, false);
 }
 
 /* Run the user's editor on path, as a shell would ($VISUAL may carry
@@ -192,31 +183,36 @@ static void keep_copy(const char *text, size_t len, char *path, size_t plen)
 		path[0] = '\0';
 }
 
+/* --set KEY=VALUE; not_before=now is the time it is given. */
+static int opt_set(const struct opt *o, const char *arg, struct opts_ctx *ctx)
+{
+	if (!strchr(arg, '=') || arg[0] == '=')
+		return usage_error(ctx->verb, "--set %s: not KEY=VALUE", arg);
+	if (strcmp(arg, "not_before=now") == 0) {
+		char ts[32];
+		fmt_rfc3339_ms(now_realtime_ms(), ts);
+		strv_addf(o->value, "not_before=%s", ts);
+	} else {
+		strv_add(o->value, arg);
+	}
+	return 0;
+}
+
 int cmd_edit(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"set", required_argument, NULL, 'S'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct strv sets = {0};
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(edit_help, stdout); return 0;
-		case 'S':
-			if (!strchr(optarg, '=') || optarg[0] == '=')
-				return usage_error("edit", "--set %s: not KEY=VALUE", optarg);
-			strv_add(&sets, optarg);
-			break;
-		case ':': return usage_error("edit", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("edit", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 1)
+	const struct opt opts[] = {
+		OPT_CALLBACK(0, "set", &sets, "KEY=VALUE",
+			     "set one directive (timeout=5m, memory=1G, ...) without an editor; repeat "
+			     "for several. not_before=now starts a scheduled task at once", opt_set),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("edit", argc, argv, opts, &edit_help, 0, &rest);
+	if (rest.argc != 1)
 		return usage_error("edit", "give exactly one task ID");
 	struct spool *sp = &c->sp;
-	_cleanup_free_ char *id = spool_own_id(sp, argv[optind]), *sid = term_safe(id);
+	_cleanup_free_ char *id = spool_own_id(sp, rest.argv[0]), *sid = term_safe(id);
 	struct qinfo q;
 	if (query_id(sp, id, &q) < 0)
 		q.state = Q_UNKNOWN;
@@ -353,7 +349,7 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 	return 1;
 }
 
-static const char pause_help[] =
+static const struct opts_help pause_help = {
 	"usage: kart [-s SPOOL] pause ID...\n"
 	"       kart [-s SPOOL] pause --all [--freeze]\n"
 	"\n"
@@ -361,24 +357,19 @@ static const char pause_help[] =
 	"cgroup.freeze, or the v1 freezer; without a cgroup, SIGSTOP to each of\n"
 	"its processes), its timeout stops counting, and kart status says\n"
 	"`paused`; kart resume goes on. Its result reports `paused_ms`. A cancel\n"
-	"or a worker's stop ends a paused task as any other.\n"
-	"\n"
-	"  --all     pause the spool: workers claim nothing new (new/.paused) until\n"
-	"            kart resume --all; running tasks go on\n"
-	"  --freeze  with --all: pause every running task too\n"
-	"\n"
+	"or a worker's stop ends a paused task as any other.\n",
 	"exit status: 0 if every task is paused; 1 if one is not running, is not\n"
-	"yours, or its worker did not answer; 2 usage error\n";
+	"yours, or its worker did not answer; 2 usage error\n",
+};
 
-static const char resume_help[] =
+static const struct opts_help resume_help = {
 	"usage: kart [-s SPOOL] resume ID...\n"
 	"       kart [-s SPOOL] resume --all\n"
 	"\n"
-	"Resume paused tasks (their timeout counts again from where it stopped).\n"
-	"With --all: let workers claim again, and resume every paused task.\n"
-	"\n"
+	"Resume paused tasks (their timeout counts again from where it stopped).\n",
 	"exit status: 0 if every task runs again; 1 if one was not paused, is not\n"
-	"yours, or its worker did not answer; 2 usage error\n";
+	"yours, or its worker did not answer; 2 usage error\n",
+};
 
 
 /* Ask the worker running id (in cur/worker/) to pause it (or resume
@@ -489,30 +480,26 @@ static void pause_each(const char *id, const struct qinfo *q, void *arg)
 static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 {
 	const char *verb = on ? "pause" : "resume";
-	static const struct option opts[] = {
-		{"all", no_argument, NULL, 'a'},
-		{"freeze", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool all = false, freeze = false;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(on ? pause_help : resume_help, stdout); return 0;
-		case 'a': all = true; break;
-		case 'f':
-			if (!on)
-				return usage_error(verb, "unknown option '%s'", argv[optind - 1]);
-			freeze = true;
-			break;
-		case ':': return usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error(verb, "unknown option '%s'", argv[optind - 1]);
-		}
-	}
+	const struct opt pause_opts[] = {
+		OPT_BOOL(0, "all", &all,
+			 "pause the spool: workers claim nothing new (new/.paused) until kart resume "
+			 "--all; running tasks go on"),
+		OPT_BOOL(0, "freeze", &freeze, "with --all: pause every running task too"),
+		OPT_END(),
+	};
+	const struct opt resume_opts[] = {
+		OPT_BOOL(0, "all", &all, "let workers claim again, and resume every paused task"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse(verb, argc, argv, on ? pause_opts : resume_opts, on ? &pause_help : &resume_help, 0,
+		   &rest);
+	argc = rest.argc;
+	argv = rest.argv;
 	if (freeze && !all)
 		return usage_error(verb, "--freeze goes with --all");
-	if (all != (optind == argc))
+	if (all != (argc == 0))
 		return usage_error(verb, all ? "--all takes no ID" : "no task ID given");
 	struct spool *sp = &c->sp;
 	if (all) {
@@ -529,7 +516,7 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 		return a.rc;
 	}
 	int rc = 0;
-	for (int i = optind; i < argc; i++) {
+	for (int i = 0; i < argc; i++) {
 		_cleanup_free_ char *id = spool_own_id(sp, argv[i]), *sid = term_safe(id);
 		struct qinfo q;
 		char claim[600];
@@ -546,6 +533,11 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 		if (q.state != Q_RUNNING) {
 			if (say_state(sp, verb, id) != 0)
 				rc = 1;
+			continue;
+		}
+		if (!on && !q.paused) {
+			printf("%s: not paused (running on %s)\n", sid, q.worker);
+			rc = 1;
 			continue;
 		}
 		if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <grp.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <linux/magic.h>
 #include <sys/prctl.h>
@@ -16,6 +15,7 @@
 #include "backend.h"
 #include "cgroup.h"
 #include "cmd.h"
+#include "opts.h"
 #include "policy.h"
 #include "space.h"
 #include "outdir.h"
@@ -23,7 +23,7 @@
 #include "util.h"
 #include "worker_control.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] doctor [--json]\n"
 	"\n"
 	"Probe what this host can enforce: bwrap (by running a trivial sandbox),\n"
@@ -35,7 +35,10 @@ static const char help[] =
 	"what will not work with it here, and why (podman: crun on hybrid cgroups,\n"
 	"its default ulimits, rootless on cgroup v1, OOM reports before podman 5).\n"
 	"\n"
-	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n";
+	"On a shared spool (one with drop/), the mode, owner and group of each of\n"
+	"its directories, against what kart init --shared and kart.tmpfiles make.\n",
+	"exit status: 0 if the policy can be enforced here; 1 if not; 2 usage\n",
+};
 
 static long read_long(const char *path)
 {
@@ -202,23 +205,54 @@ static void doctor_space(const struct spool *sp, const struct policy *pol, json_
 	*ok = false;
 }
 
+/* A shared spool (one with drop/): each directory as kart.tmpfiles and
+ * kart init --shared make it, root's and the spool's group's; each that
+ * is not, named. A mode wrong one way lets members write where only the
+ * workers may; the other, keeps them from submitting. */
+static void doctor_modes(struct spool *sp, json_t *s, bool *ok)
+{
+	struct stat top;
+	if (sp->drop < 0 || fstat(sp->root, &top) < 0)
+		return;
+	json_t *wrong = json_array();
+	for (size_t i = 0; i < spool_nshared_dirs; i++) {
+		const struct spool_shared_dir *d = &spool_shared_dirs[i];
+		struct stat st;
+		/* ids/ and tally/ may be missing on an older spool. */
+		if (fstatat(sp->root, d->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		bool mode_ok = (st.st_mode & 07777) == d->mode, own_ok = st.st_uid == 0 && st.st_gid == top.st_gid;
+		if (mode_ok && own_ok && S_ISDIR(st.st_mode))
+			continue;
+		json_t *w = json_sprintf("%s/%s: mode %04o, uid %u, gid %u; should be a directory of mode "
+					 "%04o, uid 0, gid %u (kart init --shared GROUP lays it out, as "
+					 "kart.tmpfiles does)", sp->path, strcmp(d->name, ".") ? d->name : "",
+					 (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+					 (unsigned)st.st_gid, (unsigned)d->mode, (unsigned)top.st_gid);
+		_cleanup_free_ char *t = term_safe(json_string_value(w));
+		fprintf(stderr, "kart doctor: %s\n", t);
+		json_array_append_new(wrong, w);
+	}
+	json_object_set_new(s, "modes_ok", json_boolean(json_array_size(wrong) == 0));
+	if (json_array_size(wrong)) {
+		json_object_set_new(s, "modes_wrong", wrong);
+		*ok = false;
+	} else {
+		json_decref(wrong);
+	}
+}
+
 int cmd_doctor(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool json = false;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'j': json = true; break;
-		case ':': return usage_error("doctor", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("doctor", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
+	const struct opt opts[] = {
+		OPT_BOOL(0, "json", &json, "the findings as one JSON object"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("doctor", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("doctor", "unexpected argument '%s'", rest.argv[0]);
 	struct policy pol;
 	char err[512];
 	bool ok = true;
@@ -296,6 +330,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 				ok = false;
 			}
 			doctor_space(&sp, &pol, s, &ok);
+			doctor_modes(&sp, s, &ok);
 			char tn[64], tn2[64];
 			snprintf(tn, sizeof tn, ".doctor.%d", getpid());
 			snprintf(tn2, sizeof tn2, ".doctor.%d.2", getpid());

@@ -3,14 +3,14 @@
  * the memory= and timeout= that would have fitted them all. */
 #define _GNU_SOURCE
 #include <fnmatch.h>
-#include <getopt.h>
 #include <math.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "obs.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] eff ID...\n"
 	"       kart [-s SPOOL] eff --label L | GLOB\n"
 	"\n"
@@ -22,11 +22,9 @@ static const char help[] =
 	"Over several tasks (more than one ID, a glob such as 'build-*', or\n"
 	"--label), the distribution (min, median, 95th percentile, max) and a\n"
 	"suggested memory= and timeout=: the largest seen, with headroom (x1.25\n"
-	"and x1.5), rounded up.\n"
-	"\n"
-	"  --label L   the finished tasks submitted with --label L\n"
-	"\n"
-	"exit status: 0; 1 if an ID has no result (or none matched); 2 usage error\n";
+	"and x1.5), rounded up.\n",
+	"exit status: 0; 1 if an ID has no result (or none matched); 2 usage error\n",
+};
 
 struct recs {
 	struct obs_rec *v;
@@ -240,27 +238,22 @@ static bool is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
 int cmd_eff(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"label", required_argument, NULL, 'L'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct recs rs = {0};
-	int ch, rc = 0;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'L': rs.label = optarg; break;
-		case ':': return usage_error("eff", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("eff", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind == argc && !rs.label)
+	int rc = 0;
+	const struct opt opts[] = {
+		OPT_STRING(0, "label", &rs.label, "L", "the finished tasks submitted with --label L"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("eff", argc, argv, opts, &help, 0, &rest);
+	argc = rest.argc;
+	argv = rest.argv;
+	if (argc == 0 && !rs.label)
 		return usage_error("eff", "give task ids, a glob or --label L");
 	struct spool *sp = &c->sp;
 	bool many = false; /* a glob or a label: the spread alone */
-	if (rs.label || (argc - optind == 1 && is_glob(argv[optind]))) {
-		rs.glob = optind < argc ? argv[optind] : NULL;
+	if (rs.label || (argc == 1 && is_glob(argv[0]))) {
+		rs.glob = argc > 0 ? argv[0] : NULL;
 		many = true;
 		(void)obs_results(sp, pick, &rs);
 		if (!rs.n) {
@@ -268,7 +261,7 @@ int cmd_eff(struct ctx *c, int argc, char **argv)
 			return 1;
 		}
 	} else {
-		for (int i = optind; i < argc; i++) {
+		for (int i = 0; i < argc; i++) {
 			_cleanup_free_ char *id = spool_own_id(sp, argv[i]);
 			json_t *j = NULL;
 			int r = query_load(sp, id, &j);

@@ -5,7 +5,6 @@
  * whose lease ran out (a dead feeder) go back to the queue. At least once:
  * see docs/SYNC.md. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,10 +12,11 @@
 #include <sys/signalfd.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "termsafe.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] feed postgres URL [--slots N] [--id ID] [--lease SECONDS]\n"
 	"                                         [--verbose]\n"
 	"\n"
@@ -24,22 +24,18 @@ static const char help[] =
 	"missing; filled by kart submit, to postgres, or by a plain INSERT, see\n"
 	"docs/SYNC.md), run them through this spool's workers, and write each\n"
 	"result back. Runs until SIGINT or SIGTERM. Several feeders, one per\n"
-	"host, may share one queue.\n"
-	"\n"
-	"  --slots N        hold at most N unfinished tasks (default: the cores)\n"
-	"  --id ID          this feeder's name in the queue (default: the host name);\n"
-	"                   a feeder restarted under its id takes back its rows\n"
-	"  --lease SECONDS  a claim lives this long without renewal (default 30);\n"
-	"                   the feeder renews it every third of that\n"
-	"\n"
-	"exit status: 0 on SIGINT or SIGTERM; 1 on a failure; 2 usage error\n";
+	"host, may share one queue.\n",
+	"exit status: 0 on SIGINT or SIGTERM; 1 on a failure; 2 usage error\n",
+};
 
 #ifndef HAVE_PQ
 int cmd_feed(struct ctx *c, int argc, char **argv)
 {
 	(void)c;
-	if (wants_help(argc, argv, help))
-		return 0;
+	const struct opt opts[] = {OPT_END()};
+	struct opts_rest rest;
+	if (asks_help(argc, argv))
+		opts_parse("feed", argc, argv, opts, &help, 0, &rest);
 	fprintf(stderr, "kart feed: built without PostgreSQL (install libpq-dev and rebuild)\n");
 	return 1;
 }
@@ -299,45 +295,30 @@ int feed_submit(const char *url, const char *name, const char *lane, const char 
 
 int cmd_feed(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"slots", required_argument, NULL, 'n'},
-		{"id", required_argument, NULL, 'i'},
-		{"lease", required_argument, NULL, 'l'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct feed f = {.slots = (int)sysconf(_SC_NPROCESSORS_ONLN)};
-	long long lease_s = 30, x;
+	int lease_s = 30;
 	char host[256] = "localhost";
 	(void)gethostname(host, sizeof host - 1);
 	f.me = host;
-	int ch;
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, ":hv", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'v': f.verbose = true; break;
-		case 'i': f.me = optarg; break;
-		case 'n':
-			if (parse_int(optarg, 1, 100000, &x) < 0)
-				return usage_error("feed", "--slots %s: not a number from 1", optarg);
-			f.slots = (int)x;
-			break;
-		case 'l':
-			if (parse_int(optarg, 1, 86400, &x) < 0)
-				return usage_error("feed", "--lease %s: seconds, 1 to 86400", optarg);
-			lease_s = x;
-			break;
-		case ':': return usage_error("feed", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("feed", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 2 || (strcmp(argv[optind], "postgres") != 0 &&
-				   strcmp(argv[optind], "postgresql") != 0))
+	const struct opt opts[] = {
+		OPT_INT(0, "slots", &f.slots, "N", "hold at most N unfinished tasks (default: the cores)",
+			1, 100000),
+		OPT_STRING(0, "id", &f.me, "ID",
+			   "this feeder's name in the queue (default: the host name); a feeder "
+			   "restarted under its id takes back its rows"),
+		OPT_INT(0, "lease", &lease_s, "SECONDS",
+			"a claim lives this long without renewal (default 30); the feeder renews it "
+			"every third of that", 1, 86400),
+		OPT_BOOL('v', "verbose", &f.verbose, "a line per claim and result on stderr"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("feed", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc != 2 || (strcmp(rest.argv[0], "postgres") != 0 &&
+			       strcmp(rest.argv[0], "postgresql") != 0))
 		return usage_error("feed", "give the queue: postgres URL");
-	f.url = argv[optind + 1];
-	snprintf(f.lease, sizeof f.lease, "%lld seconds", lease_s);
+	f.url = rest.argv[1];
+	snprintf(f.lease, sizeof f.lease, "%d seconds", lease_s);
 	ctx_open_spool(c, &f.sp);
 
 	_cleanup_close_ int sfd = stop_signalfd();

@@ -25,19 +25,19 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "progress.h"
 #include "tally.h"
 #include "termsafe.h"
 #include "util.h"
 #include "worker_control.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] gc [--older-than DUR] [--tmp-age DUR] [--dry-run] [--verbose]\n"
 	"\n"
 	"Keep a spool clean; safe to run from cron while workers run. Removes:\n"
@@ -46,17 +46,9 @@ static const char help[] =
 	"whose task is no longer in the spool; stale cur/.new.* directories and\n"
 	"done/.*.json.*.tmp files as old; the empty cur/<worker>/ directories of\n"
 	"workers that are gone (their .lock is not held); and leftovers of\n"
-	"half-removed results.\n"
-	"\n"
-	"  --older-than DUR  also remove results written at least DUR ago (90s,\n"
-	"                    5m, 2h, 30d), with every file they name: the JSON\n"
-	"                    first, then stdout, stderr, artifacts, the task\n"
-	"  --tmp-age DUR     the age for tmp/ entries, new/ dot files and ids/\n"
-	"                    reservations (default 36h)\n"
-	"  -n, --dry-run     print what would be removed, remove nothing\n"
-	"  -v, --verbose     print each path removed (relative to the spool)\n"
-	"\n"
-	"exit status: 0; 1 if something could not be removed; 2 usage error\n";
+	"half-removed results.\n",
+	"exit status: 0; 1 if something could not be removed; 2 usage error\n",
+};
 
 /* The maildir rule: nothing is written for 36 hours. --tmp-age changes it
  * for tmp/ only; what a worker leaves half-done always gets the full age. */
@@ -608,35 +600,28 @@ static void gc_tally(struct gc *g)
 
 int cmd_gc(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"older-than", required_argument, NULL, 'o'},
-		{"tmp-age", required_argument, NULL, 't'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct gc g = {.tmp_age_ms = STALE_MS, .result_age_ms = -1};
-	int ch;
-	int64_t d;
-	while ((ch = getopt_long(argc, argv, "+:hnv", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'o':
-		case 't':
-			if (parse_duration_s(optarg, &d) < 0)
-				return usage_error("gc", "%s %s: not a duration (90s, 5m, 2h, 30d)",
-						   ch == 'o' ? "--older-than" : "--tmp-age", optarg);
-			*(ch == 'o' ? &g.result_age_ms : &g.tmp_age_ms) = d * 1000;
-			break;
-		case 'n': g.dry = true; break;
-		case 'v': g.verbose = true; break;
-		case ':': return usage_error("gc", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("gc", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("gc", "unexpected argument '%s'", argv[optind]);
+	int64_t older_s = -1, tmp_age_s = -1;
+	const struct opt opts[] = {
+		OPT_DURATION(0, "older-than", &older_s,
+			     "also remove results written at least DUR ago (90s, 5m, 2h, 30d), with "
+			     "every file they name: the JSON first, then stdout, stderr, artifacts, "
+			     "the task", 0),
+		OPT_DURATION(0, "tmp-age", &tmp_age_s,
+			     "the age for tmp/ entries, new/ dot files and ids/ reservations (default "
+			     "36h)", 0),
+		OPT_BOOL('n', "dry-run", &g.dry, "print what would be removed, remove nothing"),
+		OPT_BOOL('v', "verbose", &g.verbose, "print each path removed (relative to the spool)"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("gc", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("gc", "unexpected argument '%s'", rest.argv[0]);
+	if (older_s >= 0)
+		g.result_age_ms = older_s * 1000;
+	if (tmp_age_s >= 0)
+		g.tmp_age_ms = tmp_age_s * 1000;
 	struct spool *sp = &c->sp;
 	g.sp = sp;
 	g.now_ms = now_realtime_ms();

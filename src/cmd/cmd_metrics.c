@@ -3,10 +3,10 @@
  * what is queued and running is read from new/ and cur/. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "obs.h"
 #include "policy.h"
 #include "space.h"
@@ -14,20 +14,16 @@
 #include "util.h"
 #include "worker_control.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] metrics [--textfile DIR]\n"
 	"\n"
 	"Print the queue's metrics in the Prometheus text format: tasks by state\n"
 	"and lane, results by status, lane and user (counted by the workers in\n"
 	"tally/, not read from done/), histograms of run and wait times, each\n"
 	"live worker's slots and the busy ones, the age of the oldest queued task,\n"
-	"and whether claiming is stopped, and why.\n"
-	"\n"
-	"  --textfile DIR  write DIR/kart.prom instead (atomically: a temporary\n"
-	"                  file renamed into place), for node_exporter's textfile\n"
-	"                  collector; run it from cron or a timer\n"
-	"\n"
-	"exit status: 0; 1 if the spool or DIR cannot be read or written; 2 usage\n";
+	"and whether claiming is stopped, and why.\n",
+	"exit status: 0; 1 if the spool or DIR cannot be read or written; 2 usage\n",
+};
 
 static const char *const states[] = {"queued", "scheduled", "waiting", "held", "running", "paused"};
 static const char *const lanes[] = {"fast", "batch"};
@@ -222,23 +218,17 @@ static int write_textfile(struct spool *sp, const char *dir)
 
 int cmd_metrics(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"textfile", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	const char *textfile = NULL;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 't': textfile = optarg; break;
-		case ':': return usage_error("metrics", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("metrics", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("metrics", "unexpected argument '%s'", argv[optind]);
+	const struct opt opts[] = {
+		OPT_STRING(0, "textfile", &textfile, "DIR",
+			   "write DIR/kart.prom instead (atomically: a temporary file renamed into "
+			   "place), for node_exporter's textfile collector; run it from cron or a timer"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("metrics", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("metrics", "unexpected argument '%s'", rest.argv[0]);
 	if (textfile)
 		return write_textfile(&c->sp, textfile);
 	bool ok = true;

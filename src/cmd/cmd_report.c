@@ -4,27 +4,22 @@
  * (--html FILE) one self-contained page: inline SVG and CSS, nothing
  * loaded from anywhere. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <time.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "obs.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] report [--hours N] [--html FILE]\n"
 	"\n"
 	"The tasks that finished in the last N hours (default 24), from done/:\n"
 	"status counts per lane and per user, throughput and mean wait over\n"
 	"time, the longest tasks and the most wasteful ones (memory asked for\n"
-	"and not used, in GiB x seconds, with their CPU and memory efficiency).\n"
-	"\n"
-	"  --hours N    the window, in hours\n"
-	"  --html FILE  write one self-contained HTML page instead, with a\n"
-	"               timeline of each worker's slots (hover a task for its id\n"
-	"               and command); '-' for stdout\n"
-	"\n"
-	"exit status: 0; 1 if done/ cannot be read or FILE written; 2 usage\n";
+	"and not used, in GiB x seconds, with their CPU and memory efficiency).\n",
+	"exit status: 0; 1 if done/ cannot be read or FILE written; 2 usage\n",
+};
 
 #define BUCKETS 24
 #define TOP_N 8
@@ -428,31 +423,21 @@ static void html_report(FILE *f, const struct rep *r, const char *spool)
 
 int cmd_report(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"hours", required_argument, NULL, 'H'},
-		{"html", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
-	long long hours = 24;
+	int hours = 24;
 	const char *html = NULL;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'H':
-			if (parse_int(optarg, 1, 24 * 366, &hours) < 0)
-				return usage_error("report", "--hours %s: not a number of hours (1 to 8784)", optarg);
-			break;
-		case 'o': html = optarg; break;
-		case ':': return usage_error("report", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("report", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("report", "unexpected argument '%s'", argv[optind]);
+	const struct opt opts[] = {
+		OPT_INT(0, "hours", &hours, "N", "the window, in hours", 1, 24 * 366),
+		OPT_STRING(0, "html", &html, "FILE",
+			   "write one self-contained HTML page instead, with a timeline of each "
+			   "worker's slots (hover a task for its id and command); '-' for stdout"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("report", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("report", "unexpected argument '%s'", rest.argv[0]);
 	struct rep r = {.to = now_realtime_ms()};
-	r.from = r.to - hours * 3600 * 1000;
+	r.from = r.to - (int64_t)hours * 3600 * 1000;
 	int e = obs_results(&c->sp, pick, &r);
 	if (e < 0) {
 		_cleanup_free_ char *path = obs_term(c->sp.path);

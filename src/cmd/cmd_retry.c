@@ -5,29 +5,32 @@
  * and starts afresh: attempt 1, no user.kart attribute. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "task.h"
 #include "termsafe.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] retry ID...\n"
 	"\n"
 	"Queue each finished task again, under a new id (its name, suffixed:\n"
 	"NAME.2, NAME.3...), from the task file kept beside its result. Prints\n"
 	"each new id. The old result is left as it is. A hostile entry (no task\n"
-	"file kept) cannot be retried.\n"
-	"\n"
+	"file kept) cannot be retried. The values of its env= left the kept file\n"
+	"when it finished: each is taken again from your environment (as kart\n"
+	"submit -e NAME takes it).\n",
 	"exit status: 0 if every task was queued again; 1 if one has no result\n"
-	"or no task file, or could not be queued; 2 usage error\n";
+	"or no task file, or could not be queued; 2 usage error\n",
+};
 
-/* Read done/<id>.json; the task file it names, and the submitted name. */
+/* Read done/<id>.json; the task file it names, the submitted name, and
+ * whether its env= values were taken out of it. */
 static int load(struct spool *sp, const char *id, char **text, size_t *len, char *name,
-		size_t namelen, char *err, size_t errlen)
+		size_t namelen, bool *scrubbed, char *err, size_t errlen)
 {
 	char jn[512];
 	_cleanup_free_ char *buf = NULL;
@@ -45,6 +48,7 @@ static int load(struct spool *sp, const char *id, char **text, size_t *len, char
 		return snprintf(err, errlen, "done/%.200s: not JSON: %.100s", jn, je.text), -1;
 	const char *tp = json_string_value(json_object_get(json_object_get(o, "task"), "path"));
 	const char *nm = json_string_value(json_object_get(o, "name"));
+	*scrubbed = json_is_true(json_object_get(o, "env_values_removed"));
 	const char *why;
 	snprintf(name, namelen, "%s", nm && task_name_check(nm, &why) == 0 ? nm : id);
 	if (!tp || strncmp(tp, "done/", 5) != 0 || strchr(tp + 5, '/')) {
@@ -72,47 +76,65 @@ static int load(struct spool *sp, const char *id, char **text, size_t *len, char
 	return 0;
 }
 
+static const char *from_env(const char *name, void *arg)
+{
+	(void)arg;
+	return getenv(name);
+}
+
 static int retry_one(struct spool *sp, const char *id)
 {
 	_cleanup_free_ char *text = NULL, *sid = term_safe(id);
 	size_t len = 0;
+	bool scrubbed = false;
 	char name[TASK_NAME_MAX + 1], err[600];
 	struct task_spec spec;
-	if (load(sp, id, &text, &len, name, sizeof name, err, sizeof err) < 0 ||
+	if (load(sp, id, &text, &len, name, sizeof name, &scrubbed, err, sizeof err) < 0 ||
 	    task_parse(text, len < TASK_HEADER_MAX ? len : TASK_HEADER_MAX, &spec, err, sizeof err) < 0) {
 		_cleanup_free_ char *serr = term_safe(err);
 		fprintf(stderr, "kart retry: %s: %s\n", sid, serr);
 		return 1;
 	}
-	/* The new id is the name, suffixed; `name` in its result stays the
-	 * submitted name, through a name= directive (after the #! line). */
-	_cleanup_free_ char *task = NULL;
-	size_t tlen = len;
-	if (!spec.name[0]) {
-		size_t split = 0;
-		if (len >= 2 && text[0] == '#' && text[1] == '!') {
-			const char *nl = memchr(text, '\n', len);
-			split = nl ? (size_t)(nl - text) + 1 : len;
-		}
-		/* Escaped: a value ends at a space (kart-task(5), "Values"). */
-		char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
-		if (pct_encode(name, enc, sizeof enc) < 0) {
-			fprintf(stderr, "kart retry: %s: name too long\n", sid);
+	/* Its secrets left the kept file: the caller's own, again. */
+	if (scrubbed && spec.n_env) {
+		size_t flen;
+		char *filled = task_env_rewrite(text, len, from_env, NULL, &flen, err, sizeof err);
+		if (!filled && err[0]) {
+			fprintf(stderr, "kart retry: %s: its env= values left the task file when it finished: "
+				"set %s in your environment, and kart retry takes it from there\n", sid, err);
 			return 1;
 		}
-		int ll = snprintf(line, sizeof line, "%s#kart: name=%s\n",
-				  split && text[split - 1] != '\n' ? "\n" : "", enc);
-		task = xmalloc(len + (size_t)ll);
-		memcpy(task, text, split);
-		memcpy(task + split, line, (size_t)ll);
-		memcpy(task + split + ll, text + split, len - split);
-		tlen = len + (size_t)ll;
+		if (filled) {
+			free(text);
+			text = filled;
+			len = flen;
+		}
+	}
+	/* The new id is the name, suffixed; `name` in its result stays the
+	 * submitted name, through a name= directive. */
+	struct task_directives td = {0};
+	_cleanup_free_ char *task = NULL;
+	size_t tlen = len;
+	int first;
+	if (!spec.name[0] && task_directive_add(&td, "name", name, err, sizeof err) == 0) {
+		task = task_compose(text, len, &td, &tlen, &first, err, sizeof err);
+		if (!task) {
+			fprintf(stderr, "kart retry: %s: %s\n", sid, err);
+			task_directives_free(&td);
+			return 1;
+		}
 	} else {
-		snprintf(name, sizeof name, "%s", spec.name);
+		if (spec.name[0])
+			snprintf(name, sizeof name, "%s", spec.name);
 		task = steal_ptr(&text);
 	}
+	task_directives_free(&td);
 	char nid[TASK_NAME_MAX + 16];
+	/* The values of env= are the caller's alone to read (kart submit's). */
+	mode_t um = spec.n_env ? umask(077) : 0;
 	int r = spool_submit(sp, name, task, tlen, NULL, nid, sizeof nid);
+	if (spec.n_env)
+		(void)umask(um);
 	if (r < 0) {
 		fprintf(stderr, "kart retry: %s: cannot queue into %s/new: %s\n", sid, sp->path, strerror(-r));
 		return 1;
@@ -124,23 +146,15 @@ static int retry_one(struct spool *sp, const char *id)
 
 int cmd_retry(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
-	int ch, rc = 0;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case ':': return usage_error("retry", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("retry", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind >= argc)
+	const struct opt opts[] = {OPT_END()};
+	struct opts_rest rest;
+	int rc = 0;
+	opts_parse("retry", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc == 0)
 		return usage_error("retry", "no task ID given");
 	struct spool *sp = &c->sp;
-	for (int i = optind; i < argc; i++)
-		rc |= retry_one(sp, argv[i]);
+	for (int i = 0; i < rest.argc; i++)
+		rc |= retry_one(sp, rest.argv[i]);
 	spool_close(sp);
 	return rc;
 }

@@ -4,7 +4,6 @@
  * the task is refused): see rlimits.h. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -12,10 +11,11 @@
 
 #include "cgroup.h"
 #include "cmd.h"
+#include "opts.h"
 #include "policy.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] setup-cgroup [--user | --system] [--dry-run] [--check]\n"
 	"\n"
 	"Give kart workers a cgroup subtree with the memory, pids and cpu\n"
@@ -23,20 +23,12 @@ static const char help[] =
 	"a cgroup leaf per task; then check it by making a leaf and writing each\n"
 	"limit, where the worker would (KART_CGROUP_PARENT / [limits]\n"
 	"cgroup_parent, else this process's own cgroup).\n"
-	"\n"
-	"  --user     (default unless root) write the drop-in for the user unit\n"
-	"             ~/.config/systemd/user/kart-worker.service.d/50-kart-delegate.conf\n"
-	"  --system   (default for root) print the drop-in for the system unit\n"
-	"             /etc/systemd/system/kart-worker@.service.d/50-kart-delegate.conf\n"
-	"  --dry-run  write nothing: print what would be written\n"
-	"  --check    only check the delegation here\n"
-	"\n"
 	"Without systemd nothing is written: it prints what a systemd host would\n"
-	"get, and checks.\n"
-	"\n"
+	"get, and checks.\n",
 	"exit status: 0 the worker can make leaves and write every limit here;\n"
 	"1 not (the message says what is missing), or the drop-in could not be\n"
-	"written; 2 usage\n";
+	"written; 2 usage\n",
+};
 
 static const char dropin[] =
 	"# kart: the worker gets its own cgroup subtree, with these controllers,\n"
@@ -174,30 +166,23 @@ static int check_in_scope(struct ctx *c, bool user)
 
 int cmd_setup_cgroup(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"user", no_argument, NULL, 'u'},
-		{"system", no_argument, NULL, 'S'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"check", no_argument, NULL, 'c'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
-	int mode = geteuid() == 0 ? 'S' : 'u', ch;
+	int mode = geteuid() == 0 ? 'S' : 'u';
 	bool dry = false, check_only = false;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'u':
-		case 'S': mode = ch; break;
-		case 'n': dry = true; break;
-		case 'c': check_only = true; break;
-		case ':':
-			return usage_error("setup-cgroup", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("setup-cgroup", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("setup-cgroup", "unexpected argument '%s'", argv[optind]);
+	const struct opt opts[] = {
+		OPT_SET_INT(0, "user", &mode,
+			    "(default unless root) write the drop-in for the user unit "
+			    "~/.config/systemd/user/kart-worker.service.d/50-kart-delegate.conf", 'u'),
+		OPT_SET_INT(0, "system", &mode,
+			    "(default for root) print the drop-in for the system unit "
+			    "/etc/systemd/system/kart-worker@.service.d/50-kart-delegate.conf", 'S'),
+		OPT_BOOL(0, "dry-run", &dry, "write nothing: print what would be written"),
+		OPT_BOOL(0, "check", &check_only, "only check the delegation here"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("setup-cgroup", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("setup-cgroup", "unexpected argument '%s'", rest.argv[0]);
 	struct policy pol;
 	char err[512];
 	if (policy_load(&pol, c->spool_path && *c->spool_path ? c->spool_path : NULL, err,

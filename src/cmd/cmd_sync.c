@@ -1,12 +1,12 @@
 /* kart sync - mirror the spool into SQLite or PostgreSQL. */
 #define _GNU_SOURCE
-#include <getopt.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "sync.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] sync sqlite DB [--follow] [--verbose]\n"
 	"       kart [-s SPOOL] sync postgres URL [--follow] [--verbose]\n"
 	"\n"
@@ -14,39 +14,26 @@ static const char help[] =
 	"`tasks` of a database, one row per id, upserted; rows of tasks no longer\n"
 	"in the spool (removed by kart gc) are kept with state `gone`. The schema\n"
 	"is created and migrated by kart (docs/SYNC.md). Running it again gives\n"
-	"the same table.\n"
-	"\n"
-	"  --follow     then keep the table current (inotify on new/, cur/, done/)\n"
-	"               until SIGINT or SIGTERM; postgres: reconnect with backoff\n"
-	"               and rescan after a lost connection\n"
-	"  --verbose    a line per full pass on stderr\n"
-	"\n"
-	"exit status: 0; 1 if the database or the spool fails; 2 usage error\n";
+	"the same table.\n",
+	"exit status: 0; 1 if the database or the spool fails; 2 usage error\n",
+};
 
 int cmd_sync(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"follow", no_argument, NULL, 'f'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct sync_opts o = {0};
-	int ch;
-	optind = 0; /* re-initialise getopt: options may follow DB */
-	while ((ch = getopt_long(argc, argv, ":hfv", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'f': o.follow = true; break;
-		case 'v': o.verbose = true; break;
-		case ':': return usage_error("sync", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("sync", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 2)
+	const struct opt opts[] = {
+		OPT_BOOL('f', "follow", &o.follow,
+			 "then keep the table current (inotify on new/, cur/, done/) until SIGINT or "
+			 "SIGTERM; postgres: reconnect with backoff and rescan after a lost connection"),
+		OPT_BOOL('v', "verbose", &o.verbose, "a line per full pass on stderr"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("sync", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc != 2)
 		return usage_error("sync", "give a database: sqlite DB or postgres URL");
-	const char *kind = argv[optind];
-	o.target = argv[optind + 1];
+	const char *kind = rest.argv[0];
+	o.target = rest.argv[1];
 	struct sync_db *(*open_db)(const char *, char *, size_t);
 	if (strcmp(kind, "sqlite") == 0)
 		open_db = sync_sqlite_open;

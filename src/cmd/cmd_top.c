@@ -9,7 +9,6 @@
  * that no other verb loads it. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "obs.h"
 #include "policy.h"
 #include "space.h"
@@ -28,7 +28,7 @@
 #undef ERR
 #include <curses.h>
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] top [--once]\n"
 	"\n"
 	"A live view of the spool: the queue by state and lane, the last results,\n"
@@ -38,12 +38,9 @@ static const char help[] =
 	"\n"
 	"keys: q quits; up/down (or k/j) select a task; c cancels it (after y);\n"
 	"      p pauses it and r resumes it; f follows its output (kart cat -f;\n"
-	"      Ctrl-C comes back)\n"
-	"\n"
-	"  --once   print one snapshot and exit (what it does anyway without a\n"
-	"           terminal, or on TERM=dumb)\n"
-	"\n"
-	"exit status: 0; 1 if the spool cannot be read; 2 usage error\n";
+	"      Ctrl-C comes back)\n",
+	"exit status: 0; 1 if the spool cannot be read; 2 usage error\n",
+};
 
 #define LAST_RESULTS 6
 
@@ -384,7 +381,6 @@ static void run_verb(struct top *tp, struct ctx *c, int (*fn)(struct ctx *, int,
 		(void)dup2(pfd[1], 1);
 		(void)dup2(pfd[1], 2);
 		char *av[] = {(char *)verb, id, NULL};
-		optind = 1;
 		int rc = fn(c, 2, av);
 		fflush(NULL);
 		_exit(rc);
@@ -416,7 +412,6 @@ static void follow(struct top *tp, struct ctx *c)
 	if (pid == 0) {
 		signal(SIGINT, SIG_DFL);
 		char *av[] = {"cat", "-f", tp->sel_id, NULL};
-		optind = 1;
 		int rc = cmd_cat(c, 3, av);
 		fflush(NULL);
 		_exit(rc);
@@ -585,22 +580,17 @@ static int top_screen(struct top *tp, struct ctx *c)
 
 int cmd_top(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"once", no_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool once = false;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'o': once = true; break;
-		default: return usage_error("top", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("top", "unexpected argument '%s'", argv[optind]);
+	const struct opt opts[] = {
+		OPT_BOOL(0, "once", &once,
+			 "print one snapshot and exit (what it does anyway without a terminal, or on "
+			 "TERM=dumb)"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("top", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("top", "unexpected argument '%s'", rest.argv[0]);
 	struct top tp = {.sp = &c->sp, .ino = -1};
 	const char *term = getenv("TERM");
 	if (once || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO) || !term || !*term ||

@@ -1,22 +1,29 @@
 /* kart wait */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "query.h"
+#include "strset.h"
 #include "termsafe.h"
 #include "util.h"
+#include "why.h"
 
-static const char help[] =
-	"usage: kart [-s SPOOL] wait [--timeout DUR] ID...\n"
+static const struct opts_help help = {
+	"usage: kart [-s SPOOL] wait [--timeout DUR] [--quiet] ID...\n"
 	"\n"
 	"Block until each task has a result (watching done/ with inotify).\n"
+	"On a terminal, one line keeps count as GNU parallel's --bar does:\n"
+	"done/total, failed, running, and the time left from the mean duration so\n"
+	"far.\n"
 	"\n"
-	"Each task that did not end ok is named on stderr with its status.\n"
-	"\n"
+	"Each task that did not end ok is named on stderr with its status and why:\n"
+	"the result's error, the last line of its stderr, and, for a task without\n"
+	"network whose stderr says a connection failed, that the network was off.\n",
 	"exit status: 0 if every task is ok; for a single task, by its status:\n"
 	"  failed     its own exit code      timeout    124 (as timeout(1))\n"
 	"  killed     128+N (signal N)       oom        137\n"
@@ -25,52 +32,122 @@ static const char help[] =
 	"  skipped    76\n"
 	"for several tasks, 1 if any was not ok; 124 also if the --timeout\n"
 	"passed first (stderr says which); 125 if an ID is unknown or a result\n"
-	"unreadable; 2 usage error\n";
+	"unreadable; 2 usage error\n",
+};
 
-/* Name each task that did not end ok: with 200 ids, which ones. */
-static void report_not_ok(char **ids, const struct qinfo *q, int n)
+/* Name each task that did not end ok: with 200 ids, which ones, and why. */
+static void report_not_ok(struct spool *sp, char **ids, const struct qinfo *q, int n)
 {
 	for (int i = 0; i < n; i++) {
 		if (strcmp(q[i].status, "ok") == 0)
 			continue;
-		_cleanup_free_ char *sid = term_safe(ids[i]), *st = term_safe(q[i].status);
+		struct why w;
+		char how[64] = "";
+		(void)why_load(sp, ids[i], &q[i], &w);
 		if (q[i].exit_code >= 0)
-			fprintf(stderr, "kart wait: %s: %s (exit %d)\n", sid, st, q[i].exit_code);
+			snprintf(how, sizeof how, " (exit %d)", q[i].exit_code);
 		else if (q[i].signal > 0)
-			fprintf(stderr, "kart wait: %s: %s (%s)\n", sid, st, signal_name(q[i].signal));
-		else
-			fprintf(stderr, "kart wait: %s: %s\n", sid, st);
+			snprintf(how, sizeof how, " (%s)", signal_name(q[i].signal));
+		_cleanup_free_ char *id = term_safe(ids[i]), *err = term_safe(w.error),
+				    *line = term_safe(w.last_stderr);
+		fprintf(stderr, "kart wait: %s: %s%s%s%s\n", id, q[i].status, how, err[0] ? ": " : "", err);
+		if (line[0])
+			fprintf(stderr, "kart wait: %s: its stderr ends: %s\n", id, line);
+		if (w.net_off)
+			fprintf(stderr, "kart wait: %s: %s\n", id, WHY_NET_OFF);
 	}
 }
 
+/* ---- the progress line ------------------------------------------------------- */
+
+struct progress {
+	bool on;
+	int n, done, failed, running;
+	int64_t sum_ms; /* the durations of those finished, for the mean */
+	int with_ms;
+	int64_t last_ms; /* when it was last drawn */
+};
+
+static int claim_count(const struct spool_entry *e, void *arg)
+{
+	if (e->id)
+		strset_put(arg, e->id, 1);
+	return 0;
+}
+
+/* How many of the unfinished ids have a claim now. */
+static int count_running(struct spool *sp, char **ids, const bool *fin, int n)
+{
+	struct strset claims = {0};
+	int k = 0;
+	if (spool_walk(sp, SPOOL_WALK_CUR, claim_count, &claims) == 0)
+		for (int i = 0; i < n; i++)
+			k += !fin[i] && strset_get(&claims, ids[i]);
+	strset_free(&claims);
+	return k;
+}
+
+static void progress_done(struct progress *p, const struct qinfo *q)
+{
+	p->done++;
+	p->failed += strcmp(q->status, "ok") != 0;
+	if (q->duration_ms >= 0) {
+		p->sum_ms += q->duration_ms;
+		p->with_ms++;
+	}
+}
+
+/* "[#####.....] 12/30 done, 1 failed, 3 running, ETA 0:45", over the last. */
+static void progress_draw(struct progress *p)
+{
+	char eta[32] = "?";
+	int left = p->n - p->done;
+	if (p->with_ms && left) {
+		int64_t s = p->sum_ms / p->with_ms * left / (p->running > 0 ? p->running : 1) / 1000;
+		if (s >= 3600)
+			snprintf(eta, sizeof eta, "%lld:%02lld:%02lld", (long long)(s / 3600),
+				 (long long)(s / 60 % 60), (long long)(s % 60));
+		else
+			snprintf(eta, sizeof eta, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+	} else if (!left) {
+		snprintf(eta, sizeof eta, "0:00");
+	}
+	char bar[21];
+	int fill = p->n ? p->done * 20 / p->n : 20;
+	for (int i = 0; i < 20; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[20] = '\0';
+	char line[256];
+	int len = snprintf(line, sizeof line, "[%s] %d/%d done, %d failed, %d running, ETA %s", bar, p->done,
+			   p->n, p->failed, p->running, eta);
+	struct winsize ws;
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && len >= ws.ws_col)
+		line[ws.ws_col - 1] = '\0';
+	fprintf(stderr, "\r%s\033[K", line);
+	p->last_ms = now_mono_ms();
+}
+
+/* ---- the wait ------------------------------------------------------------------ */
+
 int cmd_wait(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"timeout", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	int64_t timeout_s = -1;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 't':
-			if (parse_duration_s(optarg, &timeout_s) < 0)
-				return usage_error("wait", "--timeout %s: not a duration", optarg);
-			break;
-		case ':': return usage_error("wait", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("wait", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	int n = argc - optind;
+	bool quiet = false;
+	const struct opt opts[] = {
+		OPT_DURATION(0, "timeout", &timeout_s, "give up after DUR (exit 124)", 0),
+		OPT_BOOL('q', "quiet", &quiet, "no progress line on a terminal"),
+		OPT_END(),
+	};
+	struct opts_rest args;
+	opts_parse("wait", argc, argv, opts, &help, 0, &args);
+	int n = args.argc;
 	if (n <= 0)
 		return usage_error("wait", "no task ID given");
 	struct spool *sp = &c->sp;
 	/* A plain NAME on a shared spool is the caller's own USER:NAME. */
 	char **ids = xcalloc((size_t)n, sizeof *ids);
 	for (int i = 0; i < n; i++)
-		ids[i] = spool_own_id(sp, argv[optind + i]);
+		ids[i] = spool_own_id(sp, args.argv[i]);
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	char p[4096];
 	if (ino < 0 || pathfmt(p, sizeof p, "%s/done", sp->path) < 0 ||
@@ -82,9 +159,9 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 	_cleanup_free_ bool *fin = xcalloc((size_t)n, sizeof *fin);
 	int left = n;
 	int64_t deadline = timeout_s >= 0 ? now_mono_ms() + timeout_s * 1000 : 0;
-	bool tty = isatty(STDERR_FILENO);
-	int shown = -1;
-	bool full = true, warned = false;
+	struct progress prog = {.on = !quiet && n > 1 && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO),
+				.n = n};
+	bool full = true, warned = false, changed = true;
 	for (;;) {
 		/* The watch exists: now look at every task; after that, only at
 		 * those whose result an event names (or all, on an overflow). */
@@ -92,18 +169,19 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 			if (fin[i])
 				continue;
 			int r = query_id(sp, ids[i], &q[i]);
-			if (r < 0 || q[i].state == Q_UNKNOWN) {
-				_cleanup_free_ char *sid = term_safe(ids[i]);
-				if (r < 0)
-					fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", sid,
-						strerror(-r));
-				else
-					fprintf(stderr, "kart wait: %s: no such task\n", sid);
+			_cleanup_free_ char *shown = term_safe(ids[i]);
+			if (r < 0) {
+				fprintf(stderr, "kart wait: %s: cannot read its result: %s\n", shown, strerror(-r));
+				return 125;
+			}
+			if (q[i].state == Q_UNKNOWN) {
+				fprintf(stderr, "kart wait: %s: no such task\n", shown);
 				return 125;
 			}
 			if (q[i].state == Q_DONE) {
 				fin[i] = true;
 				left--;
+				progress_done(&prog, &q[i]);
 			}
 		}
 		if (full && left && !warned) {
@@ -111,24 +189,27 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 			warned = true;
 		}
 		full = false;
-		if (tty && n > 1 && shown != n - left) {
-			shown = n - left;
-			fprintf(stderr, "\r%d/%d done", shown, n);
+		/* Redrawn when a task finishes, and each second for the rest. */
+		if (prog.on && (changed || !left || now_mono_ms() - prog.last_ms >= 1000)) {
+			prog.running = count_running(sp, ids, fin, n);
+			progress_draw(&prog);
 			if (!left)
 				fputc('\n', stderr);
 		}
+		changed = false;
 		if (!left)
 			break;
-		int ms = -1;
+		int ms = prog.on ? 1000 : -1;
 		if (deadline) {
 			int64_t rest = deadline - now_mono_ms();
 			if (rest <= 0) {
-				if (tty && n > 1)
+				if (prog.on)
 					fputc('\n', stderr);
 				fprintf(stderr, "kart wait: timed out with %d of %d task(s) unfinished\n", left, n);
 				return 124;
 			}
-			ms = (int)(rest > INT32_MAX ? INT32_MAX : rest);
+			if (ms < 0 || rest < ms)
+				ms = (int)(rest > INT32_MAX ? INT32_MAX : rest);
 		}
 		struct pollfd pfd = {.fd = ino, .events = POLLIN};
 		if (poll(&pfd, 1, ms) <= 0)
@@ -152,12 +233,13 @@ int cmd_wait(struct ctx *c, int argc, char **argv)
 					    query_done(sp, ids[i], &q[i]) == 0) {
 						fin[i] = true;
 						left--;
+						changed = true;
+						progress_done(&prog, &q[i]);
 					}
 			}
 		}
 	}
-	spool_close(sp);
-	report_not_ok(ids, q, n);
+	report_not_ok(sp, ids, q, n);
 	if (n == 1)
 		return query_exit_status(&q[0]);
 	for (int i = 0; i < n; i++)

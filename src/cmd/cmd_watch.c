@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -14,27 +13,22 @@
 #include <jansson.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "query.h"
 #include "result.h"
 #include "strset.h"
 #include "termsafe.h"
 #include "util.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] watch [--json] [--all] [--events]\n"
 	"\n"
 	"Print one line per result as it lands in done/ (inotify), until SIGINT\n"
-	"or SIGTERM: ID, status and exit code (if it exited), separated by tabs,\n"
-	"as `kart status` prints them.\n"
-	"\n"
-	"  --json    print each result document, on one line (NDJSON)\n"
-	"  --all     print the results already there first (oldest first)\n"
-	"  --events  also a line when a task is claimed (ID, claimed, worker) and\n"
-	"            when its run starts (ID, started, worker); with --json, an\n"
-	"            object {\"event\", \"id\", \"worker\", \"at\"}, and each result\n"
-	"            document gets \"event\": \"finished\"\n"
-	"\n"
-	"exit status: 0 on SIGINT or SIGTERM; 1 if done/ cannot be watched; 2 usage\n";
+	"or SIGTERM: ID, status and exit code (if it exited), then why for a task\n"
+	"not ok (the result's error), separated by tabs, as `kart status` prints\n"
+	"them.\n",
+	"exit status: 0 on SIGINT or SIGTERM; 1 if done/ cannot be watched; 2 usage\n",
+};
 
 /* Add id to the ids already printed (or there at start); false if it
  * was there already. */
@@ -82,11 +76,12 @@ static bool print_result(struct spool *sp, const char *id, bool json)
 		struct qinfo q = {0};
 		if (query_done(sp, id, &q) < 0)
 			return true;
-		_cleanup_free_ char *clean = term_safe(id), *st = term_safe(q.status);
+		_cleanup_free_ char *clean = term_safe(id), *st = term_safe(q.status),
+				    *err = term_safe(q.error);
+		char code[32] = "";
 		if (q.exit_code >= 0)
-			printf("%s\t%s\t%d\n", clean, st, q.exit_code);
-		else
-			printf("%s\t%s\n", clean, st);
+			snprintf(code, sizeof code, "\t%d", q.exit_code);
+		printf("%s\t%s%s%s%s\n", clean, st, code, err[0] ? "\t" : "", err);
 	}
 	return fflush(stdout) == 0;
 }
@@ -255,27 +250,20 @@ static int on_event(struct spool *sp, struct wdirs *ws, int ino, const struct in
 
 int cmd_watch(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"all", no_argument, NULL, 'a'},
-		{"events", no_argument, NULL, 'e'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	bool json = false, all = false;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'j': json = true; break;
-		case 'a': all = true; break;
-		case 'e': events_mode = true; break;
-		case ':': return usage_error("watch", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("watch", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("watch", "unexpected argument '%s'", argv[optind]);
+	const struct opt opts[] = {
+		OPT_BOOL(0, "json", &json, "print each result document, on one line (NDJSON)"),
+		OPT_BOOL(0, "all", &all, "print the results already there first (oldest first)"),
+		OPT_BOOL(0, "events", &events_mode,
+			 "also a line when a task is claimed (ID, claimed, worker) and when its run "
+			 "starts (ID, started, worker); with --json, an object {\"event\", \"id\", "
+			 "\"worker\", \"at\"}, and each result document gets \"event\": \"finished\""),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("watch", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("watch", "unexpected argument '%s'", rest.argv[0]);
 	struct spool *sp = &c->sp;
 
 	/* Signals through a signalfd: the loop ends cleanly, no handler. */

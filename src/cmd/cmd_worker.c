@@ -1,44 +1,54 @@
 /* kart worker */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <limits.h>
 #include <stdlib.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "log.h"
 #include "policy.h"
 #include "task.h"
 #include "util.h"
 #include "worker.h"
 
-static const char help[] =
+static const struct opts_help help = {
 	"usage: kart [-s SPOOL] worker [--id ID] [--slots N] [--batch-slots N] [--drain]\n"
 	"                             [--log-format FMT] [--daemon [--log FILE]]\n"
 	"\n"
 	"Run tasks from the spool: watch new/, claim each task into cur/ID/ when\n"
 	"a slot of its lane is free, run it in the sandbox, write done/<id>.json.\n"
-	"\n"
-	"  --id ID            this worker's id (default: HOST.PID); a worker that\n"
-	"                     starts again under its old id recovers its claims\n"
-	"  --slots N          tasks run at once in the fast lane (default 3)\n"
-	"  --batch-slots N    tasks run at once in the batch lane (default 1)\n"
-	"  --drain            exit 0 once new/ is empty and nothing runs\n"
-	"  --log-format FMT   logfmt (default), json, or text: one line per task\n"
-	"                     event (claimed, started, finished) on stderr\n"
-	"  --daemon           detach (once the policy is read) and log to FILE,\n"
-	"                     by default SPOOL/worker.log\n"
-	"  --log FILE         with --daemon: where the log goes (appended)\n"
-	"\n"
+	"At its start it says on stderr (the terminal, with --daemon too) each\n"
+	"variable the policy passes to tasks that its environment lacks.\n",
 	"signals: SIGTERM or SIGINT stop claiming and let running tasks finish\n"
 	"within the grace period (KART_TERM_GRACE, default 10s), then kill and\n"
 	"re-queue them; a second one ends the grace at once. SIGHUP re-reads the\n"
 	"policy.\n"
 	"\n"
 	"environment: KART_BACKEND (bwrap|none), KART_BWRAP, KART_TERM_GRACE,\n"
-	"KART_TIMEOUT_MAX, KART_NET_UIDS (uids allowed network, or '*')\n";
+	"KART_TIMEOUT_MAX, KART_NET_UIDS (uids allowed network, or '*')\n",
+};
+
+static int opt_log_format(const struct opt *o, const char *arg, struct opts_ctx *ctx)
+{
+	if (log_format_parse(arg, o->value) < 0)
+		return usage_error(ctx->verb, "--log-format %s: not logfmt, json or text", arg);
+	return 0;
+}
+
+/* One line on the terminal per variable the policy passes to tasks that
+ * this worker's environment lacks: the log may be a file nobody reads
+ * (--daemon), and a task would get the variable empty. */
+static void env_missing(const char *name, const char *where, void *arg)
+{
+	(void)arg;
+	if (getenv(name))
+		return;
+	fprintf(stderr, "kart worker: warning: %s is not set: %s passes it to tasks, which get none "
+		"(set it in the worker's environment and start the worker again)\n", name, where);
+}
 
 /* Wait (a few seconds at most) until the daemon holds the spool, or is
  * gone; the exit status of the one who asked. */
@@ -111,51 +121,35 @@ static int daemonize(struct spool *sp, const char *log)
 
 int cmd_worker(struct ctx *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"id", required_argument, NULL, 'i'},
-		{"slots", required_argument, NULL, 's'},
-		{"batch-slots", required_argument, NULL, 'b'},
-		{"drain", no_argument, NULL, 'd'},
-		{"log-format", required_argument, NULL, 'L'},
-		{"daemon", no_argument, NULL, 'D'},
-		{"log", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{0},
-	};
 	struct worker_opts wo = {0};
 	bool daemon = false;
 	const char *logfile = NULL;
 	enum log_format logf = LOG_LOGFMT;
 	char defid[HOST_NAME_MAX + 32];
-	int ch;
-	long long v;
-	while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
-		switch (ch) {
-		case 'h': fputs(help, stdout); return 0;
-		case 'i': wo.id = optarg; break;
-		case 's':
-			if (parse_int(optarg, 1, 4096, &v) < 0)
-				return usage_error("worker", "--slots %s: not a number from 1 to 4096", optarg);
-			wo.slots[LANE_FAST] = (int)v;
-			break;
-		case 'b':
-			if (parse_int(optarg, 0, 4096, &v) < 0)
-				return usage_error("worker", "--batch-slots %s: not a number from 0 to 4096", optarg);
-			wo.slots[LANE_BATCH] = v ? (int)v : -1;
-			break;
-		case 'd': wo.drain = true; break;
-		case 'D': daemon = true; break;
-		case 'o': logfile = optarg; break;
-		case 'L':
-			if (log_format_parse(optarg, &logf) < 0)
-				return usage_error("worker", "--log-format %s: not logfmt, json or text", optarg);
-			break;
-		case ':': return usage_error("worker", "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error("worker", "unknown option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return usage_error("worker", "unexpected argument '%s'", argv[optind]);
+	int batch = -1;
+	const struct opt opts[] = {
+		OPT_STRING(0, "id", &wo.id, "ID",
+			   "this worker's id (default: HOST.PID); a worker that starts again under its "
+			   "old id recovers its claims"),
+		OPT_INT(0, "slots", &wo.slots[LANE_FAST], "N", "tasks run at once in the fast lane "
+			"(default 3)", 1, 4096),
+		OPT_INT(0, "batch-slots", &batch, "N", "tasks run at once in the batch lane (default 1)",
+			0, 4096),
+		OPT_BOOL(0, "drain", &wo.drain, "exit 0 once new/ is empty and nothing runs"),
+		OPT_CALLBACK(0, "log-format", &logf, "FMT",
+			     "logfmt (default), json, or text: one line per task event (claimed, "
+			     "started, finished) on stderr", opt_log_format),
+		OPT_BOOL(0, "daemon", &daemon,
+			 "detach (once the policy is read) and log to FILE, by default SPOOL/worker.log"),
+		OPT_STRING(0, "log", &logfile, "FILE", "with --daemon: where the log goes (appended)"),
+		OPT_END(),
+	};
+	struct opts_rest rest;
+	opts_parse("worker", argc, argv, opts, &help, 0, &rest);
+	if (rest.argc > 0)
+		return usage_error("worker", "unexpected argument '%s'", rest.argv[0]);
+	if (batch >= 0)
+		wo.slots[LANE_BATCH] = batch ? batch : -1;
 	if (logfile && !daemon)
 		return usage_error("worker", "--log goes with --daemon (else the log is on stderr)");
 	if (!wo.id) {
@@ -197,6 +191,7 @@ int cmd_worker(struct ctx *c, int argc, char **argv)
 	}
 	if (wo.slots[LANE_BATCH] < 0)
 		pol.slots[LANE_BATCH] = 0, wo.slots[LANE_BATCH] = 0;
+	policy_env_names(&pol, env_missing, NULL);
 	if (daemon) {
 		char lp[4096];
 		if (!logfile && pathfmt(lp, sizeof lp, "%s/worker.log", sp->path) < 0)

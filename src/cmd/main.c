@@ -1,9 +1,9 @@
 /* main.c - global options and the verb table. */
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <signal.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "policy.h"
 #include "termsafe.h"
 #include "util.h"
@@ -157,14 +157,6 @@ bool asks_help(int argc, char **argv)
 	return false;
 }
 
-bool wants_help(int argc, char **argv, const char *help)
-{
-	if (!asks_help(argc, argv))
-		return false;
-	fputs(help, stdout);
-	return true;
-}
-
 void ctx_open_spool(struct ctx *c, struct spool *sp)
 {
 	char err[512];
@@ -195,11 +187,12 @@ int main(int argc, char **argv)
 #ifdef KART_SYNC_BIN
 	submit_to_queue = feed_submit;
 #endif
-	static const struct option opts[] = {
-		{"spool", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{0},
+	bool help = false, version = false;
+	const struct opt opts[] = {
+		OPT_STRING('s', "spool", &c.spool_path, "DIR", "the spool (default: $KART_SPOOL)"),
+		OPT_BOOL('h', "help", &help, "this help"),
+		OPT_BOOL('V', "version", &version, "the version"),
+		OPT_END(),
 	};
 	/* Lease breaks signal SIGIO; its default action would kill us. */
 	sigset_t io;
@@ -207,35 +200,30 @@ int main(int argc, char **argv)
 	sigaddset(&io, SIGIO);
 	sigprocmask(SIG_BLOCK, &io, NULL);
 
-	int ch;
-	opterr = 0; /* our own one-line messages, not getopt's */
-	while ((ch = getopt_long(argc, argv, "+:s:hV", opts, NULL)) != -1) {
-		switch (ch) {
-		case 's': c.spool_path = optarg; break;
-		case 'h': fputs(main_help, stdout); return 0;
-		case 'V':
-			printf("kart %s\nfeatures: backend-bwrap backend-container backend-none%s%s\n", KART_VERSION,
-			       FEATURE_SQLITE, FEATURE_PQ);
-			return 0;
-		case ':': return usage_error(NULL, "option '%s' needs a value", argv[optind - 1]);
-		default: return usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
-		}
+	/* Ours end at the verb, whose own come after it. */
+	struct opts_rest rest;
+	opts_parse(NULL, argc, argv, opts, NULL, OPTS_STOP_AT_NON_OPTION, &rest);
+	if (help) {
+		fputs(main_help, stdout);
+		return 0;
 	}
-	if (optind >= argc)
+	if (version) {
+		printf("kart %s\nfeatures: backend-bwrap backend-container backend-none%s%s\n", KART_VERSION,
+		       FEATURE_SQLITE, FEATURE_PQ);
+		return 0;
+	}
+	if (rest.argc == 0)
 		return usage_error(NULL, "no command given");
-	const char *verb = argv[optind];
+	const char *verb = rest.argv[0];
 	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++) {
 		if (strcmp(verbs[i].name, verb) == 0) {
 			char prog[64];
 			snprintf(prog, sizeof prog, "kart %s", verb);
 			log_set_prog(xstrdup(prog));
-			int sub_argc = argc - optind;
-			char **sub_argv = argv + optind;
-			optind = 1;
 			c.sp = (struct spool){.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1, .drop = -1, .dropd = -1, .ids = -1};
-			if ((verbs[i].flags & VERB_SPOOL) && !asks_help(sub_argc, sub_argv))
+			if ((verbs[i].flags & VERB_SPOOL) && !asks_help(rest.argc, rest.argv))
 				ctx_open_spool(&c, &c.sp);
-			int rc = verbs[i].fn(&c, sub_argc, sub_argv);
+			int rc = verbs[i].fn(&c, rest.argc, rest.argv);
 			spool_close(&c.sp);
 			return rc;
 		}

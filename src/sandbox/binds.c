@@ -48,6 +48,34 @@ static int may(int fd, int mode)
 	return access(p, mode);
 }
 
+/* Open bind b as we are, and what we may do with it: *fdp, or -1 with
+ * m->err (or m->notdir). Async-signal-safe: the opener's child runs it. */
+static void open_one(const struct task_bind *b, struct bind_msg *m, int *fdp)
+{
+	int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
+	int fd = open(b->path, flags);
+	struct stat st;
+	if (fd < 0) {
+		m->err = errno;
+		if (m->err == ENOTDIR && b->mode == BIND_CWD)
+			m->notdir = 1, m->err = 0;
+	} else if (fstat(fd, &st) < 0) {
+		m->err = errno;
+	} else {
+		bool dir = S_ISDIR(st.st_mode);
+		/* What the bind lets the task do, the submitter must be able
+		 * to do: read (and search a directory) for ro=, write too for
+		 * bind= and cwd=. */
+		if (may(fd, R_OK) < 0)
+			m->missing |= ACC_READ;
+		if (dir && may(fd, X_OK) < 0)
+			m->missing |= ACC_SEARCH;
+		if (b->mode != BIND_RO && may(fd, W_OK) < 0)
+			m->missing |= ACC_WRITE;
+	}
+	*fdp = fd;
+}
+
 /* In the child: async-signal-safe calls only (the worker has threads). */
 static void opener(const struct task_spec *spec, const struct run_cred *cred, int sock)
 {
@@ -70,27 +98,8 @@ static void opener(const struct task_spec *spec, const struct run_cred *cred, in
 	for (int i = 0; i < spec->n_binds; i++) {
 		const struct task_bind *b = &spec->binds[i];
 		struct bind_msg m = {.idx = i};
-		int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
-		int fd = open(b->path, flags);
-		struct stat st;
-		if (fd < 0) {
-			m.err = errno;
-			if (m.err == ENOTDIR && b->mode == BIND_CWD)
-				m.notdir = 1, m.err = 0;
-		} else if (fstat(fd, &st) < 0) {
-			m.err = errno;
-		} else {
-			bool dir = S_ISDIR(st.st_mode);
-			/* What the bind lets the task do, the submitter must be
-			 * able to do: read (and search a directory) for ro=, write
-			 * too for bind= and cwd=. */
-			if (may(fd, R_OK) < 0)
-				m.missing |= ACC_READ;
-			if (dir && may(fd, X_OK) < 0)
-				m.missing |= ACC_SEARCH;
-			if (b->mode != BIND_RO && may(fd, W_OK) < 0)
-				m.missing |= ACC_WRITE;
-		}
+		int fd;
+		open_one(b, &m, &fd);
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		memset(cbuf, 0, sizeof cbuf);
 		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
@@ -212,8 +221,112 @@ void binds_close(struct binds_opened *b)
 }
 
 
+/* path (a bind's, clean) is a proper ancestor of spool, by its path. */
+static bool path_above(const char *path, const char *spool)
+{
+	size_t l = strlen(path);
+	return strncmp(path, spool, l) == 0 && spool[l] == '/';
+}
+
+/* A bind above the spool that a mask covers: the path asked for is the
+ * one it leads to (no link on the way), and the spool is below it by
+ * that path, where binds_spool_below put the mask. */
+static bool above_by_path(const char *path, const char *real, const char *spool)
+{
+	return strcmp(path, real) == 0 && path_above(path, spool);
+}
+
+const char *binds_spool_below(const struct task_spec *spec, const char *spool)
+{
+	for (int i = 0; i < spec->n_binds; i++)
+		if (path_above(spec->binds[i].path, spool))
+			return spool;
+	return NULL;
+}
+
+/* The worker's word on one bind, opened as its submitter (fd, m): 0, or
+ * -EACCES (or -EIO when the opener failed) with err saying why, as the
+ * result's error will. fd is the caller's to close. */
+static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
+		 const struct spool_ids *sid, const char *spool, bool masked, const char *who, char *err,
+		 size_t errlen)
+{
+	if (m->notdir)
+		return ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
+	if (m->err)
+		return ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
+			   bkey[b->mode], b->path, who, strerror(m->err));
+	if (fd < 0)
+		return ERR(-EIO, "cannot open the task's paths: the opener sent no descriptor");
+	/* Where it really is, as the submitter resolved it: the same
+	 * refusals as for the path asked for, and the spool. */
+	char proc[64], real[TASK_BIND_PATH_MAX + 32];
+	struct stat st;
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	ssize_t rl = readlink(proc, real, sizeof real - 1);
+	if (rl >= (ssize_t)sizeof real - 1)
+		rl = -1;
+	const char *why = NULL;
+	if (rl <= 0 || fstat(fd, &st) < 0)
+		why = "where it leads cannot be told";
+	else {
+		real[rl] = '\0';
+		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+			why = "only a directory or a regular file can be bound";
+		else if (real[0] != '/' || strcmp(real, "/") == 0)
+			why = "it leads to the root directory, or outside of it";
+		else if ((why = bind_path_refused(real)))
+			;
+		else if (sid->n && st.st_dev == sid->dev[0] && st.st_ino == sid->ino[0])
+			why = "it is the spool";
+		else if (is_spool_or_above(sid, &st) && !masked)
+			why = "it holds the spool, which this backend cannot hide from the task (bwrap does)";
+		else if (is_spool_or_above(sid, &st) && !above_by_path(b->path, real, spool))
+			why = "it holds the spool by another path than its own, which the sandbox cannot "
+			      "hide";
+		else if ((S_ISDIR(st.st_mode) && is_in_spool(sid, fd)) || under(spool, real))
+			why = "it is in the spool";
+	}
+	if (!why && m->missing) {
+		char words[64];
+		missing_words(m->missing, words, sizeof words);
+		return ERR(-EACCES, "line %d: %s=%.300s: %s has no %s access to it", b->line,
+			   bkey[b->mode], b->path, who, words);
+	}
+	if (why) {
+		bool elsewhere = rl > 0 && strcmp(real, b->path);
+		return ERR(-EACCES, "line %d: %s=%.300s is refused: %s%s%.300s%s", b->line,
+			   bkey[b->mode], b->path, why, elsewhere ? " (it leads to " : "",
+			   elsewhere ? real : "", elsewhere ? ")" : "");
+	}
+	return 0;
+}
+
+int binds_check(const struct task_spec *spec, const char *spool, bool masked, char *err,
+		size_t errlen)
+{
+	struct spool_ids sid;
+	char who[64], spool_real[PATH_MAX];
+	spool_ids_get(spool, &sid);
+	if (!realpath(spool, spool_real))
+		spool_real[0] = '\0';
+	spool = spool_real;
+	snprintf(who, sizeof who, "uid %u", (unsigned)getuid());
+	for (int i = 0; i < spec->n_binds; i++) {
+		struct bind_msg m = {.idx = i};
+		int fd;
+		open_one(&spec->binds[i], &m, &fd);
+		int r = judge(&spec->binds[i], fd, &m, &sid, spool, masked, who, err, errlen);
+		if (fd >= 0)
+			close(fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
-	       struct binds_opened *out, char *err, size_t errlen)
+	       bool masked, struct binds_opened *out, char *err, size_t errlen)
 {
 	out->n = 0;
 	if (!spec->n_binds)
@@ -267,56 +380,9 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		}
 		char who[64];
 		snprintf(who, sizeof who, "uid %u", cred ? (unsigned)cred->uid : (unsigned)getuid());
-		if (m.notdir) {
-			rc = ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
-		} else if (m.err) {
-			rc = ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
-				 bkey[b->mode], b->path, who, strerror(m.err));
-		}
-		if (!rc && fd < 0)
-			rc = ERR(-EIO, "cannot open the task's paths: the opener sent no descriptor");
-		if (rc) {
+		if ((rc = judge(b, fd, &m, &sid, spool_real, masked, who, err, errlen)) < 0) {
 			if (fd >= 0)
 				close(fd);
-			break;
-		}
-		/* Where it really is, as the submitter resolved it: the same
-		 * refusals as for the path asked for, and the spool. */
-		char proc[64], real[TASK_BIND_PATH_MAX + 32];
-		struct stat st;
-		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-		ssize_t rl = readlink(proc, real, sizeof real - 1);
-		if (rl >= (ssize_t)sizeof real - 1)
-			rl = -1;
-		const char *why = NULL;
-		if (rl <= 0 || fstat(fd, &st) < 0)
-			why = "where it leads cannot be told";
-		else {
-			real[rl] = '\0';
-			if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-				why = "only a directory or a regular file can be bound";
-			else if (real[0] != '/' || strcmp(real, "/") == 0)
-				why = "it leads to the root directory, or outside of it";
-			else if ((why = bind_path_refused(real)))
-				;
-			else if (is_spool_or_above(&sid, &st) ||
-				 (S_ISDIR(st.st_mode) && is_in_spool(&sid, fd)) ||
-				 under(spool_real, real))
-				why = "it is the spool, in it or above it";
-		}
-		if (!why && m.missing) {
-			char words[64];
-			close(fd);
-			missing_words(m.missing, words, sizeof words);
-			rc = ERR(-EACCES, "line %d: %s=%.300s: %s has no %s access to it", b->line,
-				 bkey[b->mode], b->path, who, words);
-			break;
-		}
-		if (why) {
-			close(fd);
-			rc = ERR(-EACCES, "line %d: %s=%.300s is refused: %s%s%.300s%s", b->line,
-				 bkey[b->mode], b->path, why, rl > 0 && strcmp(real, b->path) ? " (it leads to " : "",
-				 rl > 0 && strcmp(real, b->path) ? real : "", rl > 0 && strcmp(real, b->path) ? ")" : "");
 			break;
 		}
 		out->fd[out->n++] = fd;

@@ -20,12 +20,26 @@ struct binds_opened {
 };
 
 /* Open spec's binds as cred's user (NULL: as we are). spool is the
- * spool's path: it, anything in it and any directory above it are
- * refused. Returns 0 with out filled; -EACCES with err naming the path
- * and what is missing (the task is to be rejected); another -errno with
- * err when the opening itself could not be done (refused). */
+ * spool's path (resolved): it and anything in it are refused, and so is
+ * any directory above it, unless masked (the sandbox covers the spool
+ * with an empty mount: binds_masks) and the bind's path is that
+ * directory's own, with no link in it (the path the mask is computed
+ * from; a second way to the same directory is refused). Returns 0 with
+ * out filled; -EACCES with err naming the path and what is missing (the
+ * task is to be rejected); another -errno with err when the opening
+ * itself could not be done (refused). */
 int binds_open(const struct task_spec *spec, const struct run_cred *cred, const char *spool,
-	       struct binds_opened *out, char *err, size_t errlen);
+	       bool masked, struct binds_opened *out, char *err, size_t errlen);
+/* The spool as a sandbox that binds spec's paths at their own paths
+ * sees it, when one of them is above it (a task run in a home that
+ * holds the spool): the path to cover with an empty mount. NULL when
+ * none is. */
+const char *binds_spool_below(const struct task_spec *spec, const char *spool);
 void binds_close(struct binds_opened *b);
+/* The same checks as binds_open, as we are (kart submit, as the
+ * submitter, before it queues): 0, or -errno with err in the words of
+ * the worker's rejection. */
+int binds_check(const struct task_spec *spec, const char *spool, bool masked, char *err,
+		size_t errlen);
 
 #endif

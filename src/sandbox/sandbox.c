@@ -693,6 +693,19 @@ int sandbox_bwrap(const struct sandbox_req *req, struct strv *argv, struct strv 
 			strv_addf(argv, SANDBOX_INPUTS "/%s/stdout", in->id);
 		}
 	}
+	/* The spool below a bind (a task run in a home that holds it): an
+	 * empty read-only tmpfs over it, mode 0 (ls fails, nothing can be
+	 * made there), mounted after every bind, so that no path of the
+	 * sandbox (.., a link in the home, /proc/self/cwd) reaches what is
+	 * under it. */
+	if (req->mask) {
+		strv_add(argv, "--perms");
+		strv_add(argv, "0000");
+		strv_add(argv, "--tmpfs");
+		strv_add(argv, req->mask);
+		strv_add(argv, "--remount-ro");
+		strv_add(argv, req->mask);
+	}
 	/* The root is bwrap's tmpfs: read-only once everything is mounted.
 	 * /tmp, the work dir and $KART_OUTDIR are mounts of their own. */
 	strv_add(argv, "--remount-ro");

@@ -78,6 +78,9 @@ struct sandbox_req {
 	const struct sandbox_input *inputs;
 	int n_inputs;
 	const char *in_dir; /* backend none: the host directory for $KART_INPUTS */
+	/* The spool, where a bind of the task holds it (binds_spool_below):
+	 * covered by an empty read-only mount; NULL: none to cover. */
+	const char *mask;
 };
 
 /* The policy's variables (NAME=value, a kind's endpoint and model left

@@ -501,16 +501,28 @@ void dep_check(struct spool *sp, struct dep_cache *c, const char *self,
 		if (strcmp(ids[i], self) == 0) {
 			memset(out, 0, sizeof *out);
 			out->v = DEP_REJECT;
-			snprintf(out->why, sizeof out->why,
-				 "line %d: after=%s names the task itself", spec->line_after, ids[i]);
+			snprintf(out->why, sizeof out->why, "line %d: %s=%s names the task itself",
+				 spec->line_after, dep_mode_key(spec->after_mode[i]), ids[i]);
 			return;
 		}
 	}
-	dep_check_ids(sp, c, ids, spec->n_after, spec->line_after, uid, out);
+	dep_check_ids(sp, c, ids, spec->after_mode, spec->n_after, spec->line_after, uid, out);
 }
 
-void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids, int n,
-		   int line, uid_t uid, struct dep_check *out)
+const char *dep_mode_key(enum after_mode m)
+{
+	return m == AFTER_ANY ? "after_any" : m == AFTER_FAIL ? "after_fail" : "after";
+}
+
+/* Does an upstream's end let a task with this mode run? */
+static bool mode_lets_run(enum after_mode m, const char *status)
+{
+	bool ok = strcmp(status, "ok") == 0;
+	return m == AFTER_ANY || (m == AFTER_OK && ok) || (m == AFTER_FAIL && !ok);
+}
+
+void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids,
+		   const enum after_mode *modes, int n, int line, uid_t uid, struct dep_check *out)
 {
 	int skip = -1, unknown = -1;
 	char skip_status[32] = "";
@@ -518,6 +530,8 @@ void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids
 	out->v = DEP_READY;
 	for (int i = 0; i < n && i < TASK_AFTER_MAX; i++) {
 		const char *id = ids[i];
+		enum after_mode mode = modes ? modes[i] : AFTER_OK;
+		const char *key = dep_mode_key(mode);
 		char status[32] = "";
 		uid_t owner = (uid_t)-1;
 		int r = look(sp, c, id, uid, status, sizeof status, &owner);
@@ -526,15 +540,15 @@ void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids
 		if (r == 0) {
 			out->v = DEP_REJECT;
 			snprintf(out->why, sizeof out->why,
-				 "line %d: after=%s: no such task (an upstream must exist when the task "
-				 "is first read, so that no cycle can form)", line, id);
+				 "line %d: %s=%s: no such task (an upstream must exist when the task "
+				 "is first read, so that no cycle can form)", line, key, id);
 			return;
 		}
 		if (r > 0 && owner != uid) {
 			out->v = DEP_REJECT;
 			snprintf(out->why, sizeof out->why,
-				 "line %d: after=%s is not a task of the submitter (uid %u): only one's "
-				 "own tasks may be named, their output is theirs", line, id,
+				 "line %d: %s=%s is not a task of the submitter (uid %u): only one's "
+				 "own tasks may be named, their output is theirs", line, key, id,
 				 (unsigned)uid);
 			return;
 		}
@@ -543,22 +557,25 @@ void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids
 			 * result or overflow. Never decided on a failed read. */
 			if (unknown < 0)
 				unknown = i;
+			out->pending_mode[out->npending] = mode;
 			out->pending[out->npending++] = id;
-		} else if (r == 1 && strcmp(status, "ok") != 0) {
+		} else if (r == 1 && !mode_lets_run(mode, status)) {
 			if (skip < 0) {
 				skip = i;
 				snprintf(skip_status, sizeof skip_status, "%s", status);
 			}
 		} else if (r == 2) {
+			out->pending_mode[out->npending] = mode;
 			out->pending[out->npending++] = id;
 		}
 	}
 	if (skip >= 0) {
+		enum after_mode m = modes ? modes[skip] : AFTER_OK;
 		out->v = DEP_SKIP;
 		out->npending = 0;
-		snprintf(out->why, sizeof out->why,
-			 "upstream %s ended %s (after=%s): this task never ran", ids[skip],
-			 skip_status, ids[skip]);
+		snprintf(out->why, sizeof out->why, "upstream %s ended %s (%s=%s%s): this task never ran",
+			 ids[skip], skip_status, dep_mode_key(m), ids[skip],
+			 m == AFTER_FAIL ? ": it runs only if that one did not end ok" : "");
 	} else if (out->npending) {
 		out->v = DEP_WAIT;
 	}

@@ -73,6 +73,7 @@ enum dep_verdict {
 struct dep_check {
 	enum dep_verdict v;
 	const char *pending[TASK_AFTER_MAX]; /* DEP_WAIT: into spec->after */
+	enum after_mode pending_mode[TASK_AFTER_MAX]; /* what each of them must end */
 	int npending;
 	char why[640]; /* DEP_SKIP, DEP_REJECT: the result's error */
 };
@@ -86,15 +87,20 @@ void dep_cache_free(struct dep_cache *c);
 /* Look up every id of spec->after for the task self, submitted by uid:
  * its result in done/ (status, submitter), else where it waits or runs
  * (new/, every cur/W/, its drop directory), in the order tasks move, twice
- * before it is called missing (a re-queue moves backwards). The first
- * upstream that decides names itself in why. */
+ * before it is called missing (a re-queue moves backwards). An upstream
+ * decides by its mode (spec->after_mode): after= it must end ok,
+ * after_any= anyhow, after_fail= otherwise than ok (Slurm's afterok,
+ * afterany, afternotok). The first upstream that decides names itself
+ * in why. */
 void dep_check(struct spool *sp, struct dep_cache *c, const char *self,
 	       const struct task_spec *spec, uid_t uid, struct dep_check *out);
-/* The same over ids[0..n), the after= of line `line` (a task released
- * from the waiting set: what it still waited on). out->pending points
- * into ids. */
-void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids, int n,
-		   int line, uid_t uid, struct dep_check *out);
+/* The same over ids[0..n), each with its mode (modes; NULL: all after=),
+ * of line `line` (a task released from the waiting set: what it still
+ * waited on). out->pending points into ids. */
+void dep_check_ids(struct spool *sp, struct dep_cache *c, const char *const *ids,
+		   const enum after_mode *modes, int n, int line, uid_t uid, struct dep_check *out);
+/* after=, after_any= or after_fail=: the directive of a mode. */
+const char *dep_mode_key(enum after_mode m);
 
 /* An upstream's id as a result names it: a finished one, of uid, with
  * status ok. Used by the worker at the start of a run to open its

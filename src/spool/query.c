@@ -59,6 +59,10 @@ int query_done(struct spool *sp, const char *id, struct qinfo *q)
 	q->since_ms = stat_ms(sp->done, p, false);
 	const char *s = json_string_value(json_object_get(o, "status"));
 	snprintf(q->status, sizeof q->status, "%s", s ? s : "?");
+	const char *e = json_string_value(json_object_get(o, "error"));
+	snprintf(q->error, sizeof q->error, "%s", e && strcmp(q->status, "ok") != 0 ? e : "");
+	json_t *dur = json_object_get(o, "duration_ms");
+	q->duration_ms = json_is_integer(dur) ? json_integer_value(dur) : -1;
 	json_t *ec = json_object_get(o, "exit_code");
 	q->exit_code = json_is_integer(ec) ? (int)json_integer_value(ec) : -1;
 	const char *sig = json_string_value(json_object_get(o, "signal"));
@@ -208,6 +212,7 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
 		q->paused = is_paused(sp, q->worker, id);
+		q->worker_gone = spool_worker_live(sp, q->worker) == 0;
 	} else if (queued || held) {
 		if (held)
 			q->state = Q_HELD;
@@ -344,6 +349,8 @@ static int query_walk(struct spool *sp, bool done, query_cb cb, void *arg)
 	/* The same id under two workers' cur/ (a claim and a peer's
 	 * recovery of it) is reported once, for the first found. */
 	struct qlist seen = {0};
+	const char *last = NULL; /* the worker last asked about: one at a time */
+	bool last_gone = false;
 	for (size_t i = 0; i < cl->n; i++) {
 		bool dup = false;
 		for (size_t j = 0; j < seen.n && !dup; j++)
@@ -357,6 +364,10 @@ static int query_walk(struct spool *sp, bool done, query_cb cb, void *arg)
 		q.since_ms = cl->v[i].since_ms;
 		snprintf(q.worker, sizeof q.worker, "%s", cl->v[i].worker);
 		q.paused = is_paused(sp, q.worker, cl->v[i].id);
+		if (!last || strcmp(last, cl->v[i].worker) != 0)
+			last_gone = spool_worker_live(sp, cl->v[i].worker) == 0;
+		last = cl->v[i].worker;
+		q.worker_gone = last_gone;
 		cb(cl->v[i].id, &q, arg);
 	}
 	qlist_free(&seen);
@@ -371,6 +382,131 @@ out:
 	qlist_free(cl);
 	qlist_free(dl);
 	return r;
+}
+
+int query_task_text(struct spool *sp, const char *id, const struct qinfo *q, char **text,
+		    size_t *len)
+{
+	char p[600];
+	int dir = q->state == Q_RUNNING ? sp->cur : q->state == Q_DONE ? sp->done : sp->new;
+	int r = q->state == Q_HELD      ? spool_held_name(id, p, sizeof p)
+		: q->state == Q_RUNNING ? pathfmt(p, sizeof p, "%s/%s", q->worker, id)
+		: q->state == Q_DONE    ? spool_name_done(p, sizeof p, id, DONE_TASK)
+					: pathfmt(p, sizeof p, "%s", id);
+	if (r < 0)
+		return r;
+	/* Never blocks: a FIFO or a device is no task of anyone's. */
+	_cleanup_close_ int fd = openat(dir, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
+	char *buf = xmalloc(want + 1);
+	ssize_t n = read_upto(fd, buf, want);
+	if (n < 0) {
+		free(buf);
+		return (int)n;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	*len = (size_t)n;
+	return 0;
+}
+
+/* One word of the shell's single-quoted kind ('a'\''b': a'b) at *p, into
+ * out: false if what is there is not one. */
+static bool quoted_word(const char **p, char *out, size_t *o, size_t cap)
+{
+	const char *s = *p;
+	bool any = false;
+	while (*s == '\'' || (s[0] == '\\' && s[1] == '\'')) {
+		if (*s == '\\') {
+			if (*o + 1 < cap)
+				out[(*o)++] = '\'';
+			s += 2;
+		} else {
+			const char *e = strchr(s + 1, '\'');
+			if (!e)
+				return false;
+			for (const char *c = s + 1; c < e; c++)
+				if (*o + 1 < cap)
+					out[(*o)++] = *c;
+			s = e + 1;
+		}
+		any = true;
+	}
+	*p = s;
+	return any && (*s == ' ' || *s == '\0');
+}
+
+/* kart submit -- CMD's body, "exec 'w1' 'w2'...": the words, each quoted
+ * again only where a shell would need it. NULL when line is not that. */
+static char *submitted_command(const char *line)
+{
+	if (strncmp(line, "exec ", 5) != 0)
+		return NULL;
+	size_t cap = strlen(line) * 4 + 8, o = 0;
+	char *out = xmalloc(cap), *word = xmalloc(cap);
+	for (const char *p = line + 5; *p;) {
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			break;
+		size_t wl = 0;
+		if (!quoted_word(&p, word, &wl, cap)) {
+			free(out), free(word);
+			return NULL;
+		}
+		word[wl] = '\0';
+		bool plain = wl > 0 && strspn(word, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+						"0123456789%+,-./:=@_") == wl;
+		if (o)
+			out[o++] = ' ';
+		if (plain) {
+			memcpy(out + o, word, wl);
+			o += wl;
+		} else {
+			out[o++] = '\'';
+			for (size_t i = 0; i < wl; i++) {
+				if (word[i] == '\'') {
+					memcpy(out + o, "'\\''", 4);
+					o += 4;
+				} else
+					out[o++] = word[i];
+			}
+			out[o++] = '\'';
+		}
+	}
+	out[o] = '\0';
+	free(word);
+	return out;
+}
+
+char *query_command(const char *text, size_t len)
+{
+	size_t off = 0;
+	bool header = true;
+	while (off < len) {
+		const char *line = text + off, *nl = memchr(line, '\n', len - off);
+		size_t llen = nl ? (size_t)(nl - line) : len - off;
+		off += llen + (nl ? 1 : 0);
+		if (llen && line[llen - 1] == '\r')
+			llen--;
+		if (header && llen && line[0] == '#')
+			continue; /* the #! line, directives and comments */
+		header = false;
+		size_t lead = 0;
+		while (lead < llen && (line[lead] == ' ' || line[lead] == '\t'))
+			lead++;
+		if (lead == llen)
+			continue;
+		_cleanup_free_ char *l = xasprintf("%.*s", (int)(llen - lead), line + lead);
+		char *cmd = submitted_command(l);
+		return cmd ? cmd : steal_ptr(&l);
+	}
+	return xstrdup("");
 }
 
 const char *query_state_name(const struct qinfo *q)

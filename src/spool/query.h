@@ -15,9 +15,13 @@ struct qinfo {
 	enum qstate state;
 	char worker[256];  /* Q_RUNNING */
 	bool paused;       /* Q_RUNNING: frozen by kart pause (cur/W/.ID.paused) */
+	bool worker_gone;  /* Q_RUNNING: its worker holds no lock (spool_worker_live):
+			    * the claim is re-queued when a worker starts */
 	char status[32];   /* Q_DONE */
+	char error[1024];  /* Q_DONE: the result's error (cut to fit), "": none */
 	int exit_code;     /* Q_DONE; -1: null */
 	int signal;        /* Q_DONE; 0: null */
+	int64_t duration_ms; /* Q_DONE; -1: null */
 	char out_path[512], err_path[512]; /* Q_DONE, relative to the spool */
 	int64_t not_before_ms; /* Q_SCHEDULED: until then */
 	int64_t since_ms;  /* entered this state (queued, claimed, result
@@ -50,6 +54,19 @@ int query_read(struct spool *sp, const char *id, struct json_t **out, char **tex
 int64_t query_queued(struct spool *sp, int dirfd, const char *name, int64_t now_ms, char *waiting,
 		     size_t wlen);
 
+/* The task file of id where q says it is (new/ID, new/.held.ID,
+ * cur/W/ID, done/ID.task), its first TASK_HEADER_MAX bytes into *text
+ * (caller frees), never blocking nor following a link: 0, or -errno. */
+int query_task_text(struct spool *sp, const char *id, const struct qinfo *q, char **text,
+		    size_t *len);
+/* What a task runs, for a listing: kart submit's command (its words, a
+ * word quoted where a shell would need it), else the first line after
+ * the leading comment block; "" when there is none. Never cut: out is
+ * the caller's (NULL with *outlen 0 is none). */
+char *query_command(const char *text, size_t len);
+/* "worker W is gone; re-queued when a worker starts": what kart status,
+ * its --json and the mirror say of a running task whose worker is gone. */
+#define QUERY_GONE_FMT "worker %s is gone; re-queued when a worker starts"
 /* The state as kart status names it: queued, waiting (queued on after=
  * ids), scheduled, held, running, paused, or the final status. */
 const char *query_state_name(const struct qinfo *q);

@@ -239,6 +239,9 @@ char *result_dumps(const struct result *r)
 		json_object_set_new(o, "cwd", t->cwd >= 0 ? jstr(t->binds[t->cwd].path) : json_null());
 		json_object_set_new(o, "binds", binds);
 		json_object_set_new(o, "env", env);
+		/* Their values leave done/ID.task once this is written. */
+		if (t->n_env)
+			json_object_set_new(o, "env_values_removed", json_true());
 		json_object_set_new(o, "home", jstr(r->home));
 		json_object_set_new(o, "work_discarded", json_boolean(r->work_discarded));
 	}

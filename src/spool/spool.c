@@ -85,6 +85,31 @@ int spool_init(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+const struct spool_shared_dir spool_shared_dirs[] = {
+	{".", 0755}, {"tmp", 03770}, {"ids", 03770}, {"drop", 01770},
+	{"new", 0755}, {"cur", 0755}, {"done", 02750}, {"tally", 02750},
+};
+const size_t spool_nshared_dirs = ARRAY_SIZE(spool_shared_dirs);
+
+int spool_init_shared(const char *path, gid_t gid, char *err, size_t errlen)
+{
+	if (spool_init(path, err, errlen) < 0)
+		return -1;
+	_cleanup_close_ int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0 || (mkdirat(root, "drop", 0700) < 0 && errno != EEXIST))
+		return ERR(-1, "%s%s: %s", path, root < 0 ? "" : "/drop", strerror(errno));
+	for (size_t i = 0; i < spool_nshared_dirs; i++) {
+		const struct spool_shared_dir *d = &spool_shared_dirs[i];
+		_cleanup_close_ int fd = openat(root, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		/* The owner first: a chown clears the setgid and sticky bits. */
+		if (fd < 0 || fchown(fd, 0, gid) < 0 || fchmod(fd, d->mode) < 0)
+			return ERR(-1, "%s/%s: %s", path, d->name, strerror(errno));
+	}
+	if (fsync(root) < 0)
+		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
+	return 0;
+}
+
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 {
 	memset(sp, 0, sizeof *sp);

@@ -107,6 +107,18 @@ int spool_task_fill(int fd, const char *text, size_t len, const struct claim_met
  * (spool_init refuses it, kart doctor too); NULL otherwise. */
 const char *spool_fs_network(unsigned long f_type);
 int spool_init(const char *path, char *err, size_t errlen);
+/* A shared spool's directories, as contrib/systemd/kart.tmpfiles lays
+ * them out: each root's, of the spool's group, in this mode ("." is the
+ * spool itself). kart init --shared makes them so; kart doctor checks. */
+struct spool_shared_dir {
+	const char *name;
+	mode_t mode;
+};
+extern const struct spool_shared_dir spool_shared_dirs[];
+extern const size_t spool_nshared_dirs;
+/* spool_init, and every directory of spool_shared_dirs (drop/ made)
+ * given to root and group gid, in its mode. As root only. */
+int spool_init_shared(const char *path, gid_t gid, char *err, size_t errlen);
 int spool_open(const char *path, struct spool *sp, char *err, size_t errlen);
 void spool_close(struct spool *sp);
 
@@ -365,6 +377,10 @@ int spool_recover_peer(struct spool *sp, const struct policy *pol, const char *p
 /* How many workers hold the spool (their flocks on cur/<id>/.lock, as
  * /proc/locks lists them), or -errno where that cannot be told. */
 int spool_live_workers(struct spool *sp);
+/* Does worker (cur/<worker>/) hold its lock? 1 yes, 0 it is gone (its
+ * claims wait for a worker to start and recover them), -errno where that
+ * cannot be told. */
+int spool_worker_live(struct spool *sp, const char *worker);
 /* The same, and their ids added to ids (NULL: only counted). */
 struct strv;
 int spool_live_worker_ids(struct spool *sp, struct strv *ids);

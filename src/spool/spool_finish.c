@@ -406,7 +406,7 @@ static int attempt_cmp(const void *x, const void *y)
 
 /* The result's `attempts`: the records in done/HOLD.attempts/ (none
  * without a hold), in order, then this last one. An attempt whose
- * worker died has no record: `attempt` still counts it. */
+ * worker died is recorded `lost` by the peer that recovers it. */
 static char *attempts_list(struct spool *sp, const char *hold, const struct result *res)
 {
 	json_t *arr = json_array();
@@ -660,6 +660,48 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 	return 0;
 }
 
+static const char *no_value(const char *name, void *arg)
+{
+	(void)name, (void)arg;
+	return "";
+}
+
+/* done/ID.task without its env= values (the submitter's secrets: the
+ * names stay, and the result says so), written whole beside the claim's
+ * scratch and renamed over it, its owner and mode kept. Once the claim
+ * is gone: before, recovery takes the task file's links to tell a
+ * finish under way. */
+int spool_scrub_task(struct spool *sp, int wdir, const char *name, const char *id)
+{
+	char tn[512], sn[512], err[64];
+	_cleanup_free_ char *text = NULL, *clean = NULL;
+	size_t len, clen;
+	struct stat st;
+	if (spool_name_done(tn, sizeof tn, id, DONE_TASK) < 0 ||
+	    spool_name_scratch(sn, sizeof sn, name, SCRATCH_SCRUB) < 0)
+		return -ENAMETOOLONG;
+	if (fstatat(sp->done, tn, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	int r = read_file_at(sp->done, tn, (size_t)st.st_size + 1, &text, &len);
+	if (r < 0)
+		return r;
+	clean = task_env_rewrite(text, len, no_value, NULL, &clen, err, sizeof err);
+	if (!clean)
+		return 0; /* none to take out */
+	(void)unlinkat(wdir, sn, 0);
+	_cleanup_close_ int fd = openat(wdir, sn, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (fchown(fd, st.st_uid, st.st_gid) < 0 || fchmod(fd, st.st_mode & 07777) < 0 ||
+	    (r = write_all(fd, clean, clen)) < 0 || fsync(fd) < 0 ||
+	    renameat(wdir, sn, sp->done, tn) < 0 || fsync(sp->done) < 0) {
+		r = r < 0 ? r : -errno;
+		(void)unlinkat(wdir, sn, 0);
+		return r;
+	}
+	return 0;
+}
+
 int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool regular,
 			  const char *idbuf, unsigned gone)
 {
@@ -677,6 +719,9 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 			ids_release(sp, idbuf, &st, spool_claim_submitter(sp, name, fd, &st));
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
+		int r = spool_scrub_task(sp, wdir, name, idbuf);
+		if (r < 0)
+			logmsg("%s: its env= values stay in done/%s.task: %s", idbuf, idbuf, strerror(-r));
 		return 0;
 	} else {
 		struct stat st;

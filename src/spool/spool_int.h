@@ -47,5 +47,8 @@ int write_result_json(struct spool *sp, const char *id, const char *json, bool r
 		      uid_t reader, struct json_pending *pend);
 /* Make the entry done/name dirty again, for an fsync that can be trusted. */
 int redirty(struct spool *sp, const char *name);
+/* done/ID.task without its env= values, once claim name (in wdir) of
+ * it is gone: 0, or -errno (the values stay). spool_finish.c's. */
+int spool_scrub_task(struct spool *sp, int wdir, const char *name, const char *id);
 
 #endif

@@ -18,6 +18,7 @@ const char *const spool_scratch_suffix[SCRATCH_NFILES] = {
 	[SCRATCH_PAUSE] = "pause",   [SCRATCH_PAUSED] = "paused",
 	[SCRATCH_NOPAUSE] = "nopause", /* a pause refused, and why (worker_task.c) */
 	[SCRATCH_LOCK] = "lock",
+	[SCRATCH_SCRUB] = "scrub", /* done/ID.task without its env= values, on its way (spool_finish.c) */
 };
 
 int spool_name_done(char *buf, size_t n, const char *id, enum done_file f)

@@ -17,9 +17,14 @@ extern const char *const spool_done_suffix[DONE_NFILES]; /* ".json", ... */
 /* A claim's scratch entries beside it in cur/<wid>/: "." NAME "." suffix. */
 enum scratch_file {
 	SCRATCH_STDOUT, SCRATCH_STDERR, SCRATCH_WORK, SCRATCH_TMP, SCRATCH_OUT, SCRATCH_CANCEL,
-	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_NFILES
+	SCRATCH_PAUSE, SCRATCH_PAUSED, SCRATCH_NOPAUSE, SCRATCH_LOCK, SCRATCH_SCRUB, SCRATCH_NFILES
 };
 extern const char *const spool_scratch_suffix[SCRATCH_NFILES]; /* "stdout", ... */
+
+/* cur/WID/.enforced: what a live worker can hold of memory=, pids= and
+ * cpu=, and the variables it lacks (worker_enforce.c, read by kart
+ * submit); a dot name, so no task's. */
+#define SPOOL_ENFORCED ".enforced"
 
 /* Name builders: 0, or -ENAMETOOLONG when buf is too small (never cut). */
 int spool_name_done(char *buf, size_t n, const char *id, enum done_file f);

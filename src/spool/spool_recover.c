@@ -129,6 +129,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					spool_tally_recovered(sp, wdir, name, fd, m.id);
 					ids_release(sp, m.id, &st, spool_claim_submitter(sp, name, fd, &st));
 					(void)unlinkat(wdir, name, 0);
+					(void)spool_scrub_task(sp, wdir, name, m.id);
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;
 				}
@@ -151,6 +152,19 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		if (spool_finish_unrun(sp, wdir, name, "lost", msg, me, idbuf, sizeof idbuf) < 0)
 			return RECOVER_ERROR;
 		return RECOVER_LOST;
+	}
+	/* The attempt lost is kept, as a retry's is (done/ID.attempts/N.json
+	 * and what it wrote): the result's `attempts` says it was run. */
+	if (S_ISREG(st.st_mode)) {
+		struct stat lst;
+		int64_t started = ctime_ms(&st);
+		if (spool_name_scratch(p, sizeof p, name, SCRATCH_LOCK) == 0 &&
+		    fstatat(wdir, p, &lst, AT_SYMLINK_NOFOLLOW) == 0)
+			started = (int64_t)lst.st_mtim.tv_sec * 1000 + lst.st_mtim.tv_nsec / 1000000;
+		struct attempt_rec a = {m.attempt, "lost", -1, 0, started, now_realtime_ms()};
+		return spool_retry(sp, wdir, name, &m, &a, 0, spool_reader(sp, name, st.st_uid)) == 0
+			       ? RECOVER_REQUEUED
+			       : RECOVER_ERROR;
 	}
 	m.attempt++;
 	return spool_requeue(sp, wdir, name, &m) == 0 ? RECOVER_REQUEUED : RECOVER_ERROR;
@@ -261,6 +275,22 @@ static bool flocked(const char *locks, ino_t ino)
 		l = nl ? nl + 1 : NULL;
 	}
 	return false;
+}
+
+int spool_worker_live(struct spool *sp, const char *worker)
+{
+	_cleanup_free_ char *locks = NULL;
+	size_t len = 0;
+	char p[512];
+	struct stat st;
+	if (worker[0] == '.' || pathfmt(p, sizeof p, "%s/.lock", worker) < 0)
+		return -EINVAL;
+	int r = read_file_at(AT_FDCWD, "/proc/locks", 4 << 20, &locks, &len);
+	if (r < 0)
+		return r;
+	if (fstatat(sp->cur, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return flocked(locks, st.st_ino);
 }
 
 int spool_live_worker_ids(struct spool *sp, struct strv *ids)

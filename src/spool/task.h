@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "sched.h"
+#include "util.h"
 
 struct policy;
 
@@ -74,8 +75,12 @@ struct task_spec {
 	 * submitter with this key queued, scheduled or running. "": none. */
 	char unique[TASK_NAME_MAX + 1];
 	/* after=ID[,ID...] (dependencies, depend.h): the upstream ids,
-	 * decoded, each a task name, without repeats, in their order. */
+	 * decoded, each a task name, without repeats, in their order; with
+	 * each, what its end must be for this one to run: after= ok (Slurm's
+	 * afterok), after_any= any (afterany), after_fail= not ok
+	 * (afternotok). */
 	char after[TASK_AFTER_MAX][TASK_NAME_MAX + 1];
+	enum after_mode { AFTER_OK, AFTER_ANY, AFTER_FAIL } after_mode[TASK_AFTER_MAX];
 	int n_after, line_after;
 };
 
@@ -102,6 +107,37 @@ int task_name_check(const char *name, const char **why);
 /* Parse the leading comment block of a task. Pure: no policy, no I/O.
  * On error returns -1 with a message naming the line in err. */
 int task_parse(const char *buf, size_t len, struct task_spec *spec, char *err, size_t errlen);
+
+/* kart submit's directives, gathered from its options by
+ * task_directive_add (each value read by its directive's row, as the
+ * worker will read it) and written into the task by task_compose. */
+struct task_directives {
+	struct strv items; /* KEY=VALUE, encoded: on #kart: lines together */
+	struct strv lines; /* "#kart: KEY=VALUE\n": rows whose values are long */
+};
+/* Add KEY=value (value as given, decoded; NULL for a flag such as net).
+ * -1 with err (which never quotes an env= value) if the worker would
+ * refuse it. */
+int task_directive_add(struct task_directives *td, const char *key, const char *value, char *err,
+		       size_t errlen);
+/* body with td's directives at the end of its leading comment block:
+ * after the file's own, so that the command line wins (as sbatch's), and
+ * the file's lines keep their numbers. *first_line: the number of the
+ * first line added. NULL with err if the block would end past what a
+ * worker reads (TASK_HEADER_MAX). */
+char *task_compose(const char *body, size_t len, const struct task_directives *td, size_t *outlen,
+		   int *first_line, char *err, size_t errlen);
+void task_directives_free(struct task_directives *td);
+
+/* Every env= item of text's leading comment block with its value made
+ * value(NAME, arg) (encoded): "" takes the values out of a kept task
+ * file (the result is written: they were the submitter's secrets), the
+ * submitter's own puts them back (kart retry). A new text (*outlen), or
+ * NULL: with err "" when it has no env= item, else err the NAME whose
+ * value(NAME) was NULL. */
+typedef const char *task_env_value(const char *name, void *arg);
+char *task_env_rewrite(const char *text, size_t len, task_env_value *value, void *arg,
+		       size_t *outlen, char *err, size_t errlen);
 
 /* How a refused network request says where the grant goes (%s: the
  * policy file). */

@@ -242,6 +242,9 @@ static void row_pending(struct spool *sp, int dirfd, const char *dir, const char
 	if (worker) {
 		r->v[C_WORKER] = xstrdup(worker);
 		r->v[C_STARTED] = ms_text(since);
+		/* As kart status says it: the claim waits for a worker. */
+		if (spool_worker_live(sp, worker) == 0)
+			r->v[C_ERROR] = xasprintf(QUERY_GONE_FMT, worker);
 		char o[512], e[512];
 		if (spool_name_scratch(o, sizeof o, id, SCRATCH_STDOUT) == 0 &&
 		    spool_name_scratch(e, sizeof e, id, SCRATCH_STDERR) == 0) {
@@ -431,6 +434,9 @@ struct watches {
 };
 
 #define W_DIR_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ONLYDIR)
+/* A worker directory's too: its .lock closed is its worker gone (no
+ * other event says so), and its claims' rows say so. */
+#define W_WORKER_MASK (W_DIR_MASK | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)
 
 /* Watch a worker directory, then look at what it already holds. */
 static void watch_worker(struct spool *sp, struct watches *w, const char *wid, struct idset *s)
@@ -438,7 +444,7 @@ static void watch_worker(struct spool *sp, struct watches *w, const char *wid, s
 	char p[600];
 	if (wid[0] == '.' || pathfmt(p, sizeof p, "/proc/self/fd/%d/%s", sp->cur, wid) < 0)
 		return;
-	if (inotify_add_watch(w->fd, p, W_DIR_MASK | IN_DONT_FOLLOW) < 0)
+	if (inotify_add_watch(w->fd, p, W_WORKER_MASK | IN_DONT_FOLLOW) < 0)
 		return; /* gone already: its tasks moved on, and we hear of that */
 	DIR *d = opendir_at(sp->cur, wid);
 	struct dirent *de;
@@ -469,6 +475,24 @@ static int watch_all(struct spool *sp, struct watches *w, struct idset *s)
 	return 0;
 }
 
+/* Every claim of every worker directory into s. */
+static void claims_all(struct spool *sp, struct idset *s)
+{
+	struct strv workers = {0};
+	if (dir_names(sp->cur, ".", &workers) < 0)
+		return;
+	for (size_t i = 0; i < workers.n; i++) {
+		DIR *d = workers.v[i][0] == '.' ? NULL : opendir_at(sp->cur, workers.v[i]);
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (task_name_ok(de->d_name))
+				idset_add(s, de->d_name);
+		if (d)
+			closedir(d);
+	}
+	strv_free(&workers);
+}
+
 /* Read every pending event: the ids they name into s; returns 1 after an
  * overflow (rescan everything), 0, or -errno. */
 static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
@@ -488,6 +512,10 @@ static int drain_events(struct spool *sp, struct watches *w, struct idset *s)
 			}
 			if (!ev->len)
 				continue;
+			if (strcmp(ev->name, ".lock") == 0 && (ev->mask & (IN_CLOSE_WRITE | IN_CLOSE_NOWRITE))) {
+				claims_all(sp, s);
+				continue;
+			}
 			if (ev->name[0] == '.') {
 				/* new/.held.ID: a hold or a release changes ID's row. */
 				const char *held = ev->wd == w->new ? spool_held_id(ev->name) : NULL;

@@ -396,6 +396,7 @@ static void on_signal(struct worker *w)
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
 			spool_tally_slots(w->sp, w->slots, LANE__N);
 			log_env_missing(w->pol, "SIGHUP");
+			enforce_publish(w);
 			/* More slots may want more descriptors than at start. */
 			fd_budget(w);
 			/* No policy setting shapes the filter: rebuilt only if it failed. */
@@ -586,6 +587,8 @@ static void setup_recover(struct worker *w)
 {
 	sweep_leaves(w);
 	w->be = backend_use(w, w->pol->backend);
+	/* Before any task has a leaf: the probe makes leaves of its own. */
+	enforce_publish(w);
 	spares_drop(w);
 	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
@@ -736,6 +739,7 @@ static void worker_stop(struct worker *w)
 	held_drop();
 	if (w->wdog >= 0)
 		close(w->wdog);
+	enforce_withdraw(w);
 	if (only_lock_left(w->wdir)) {
 		(void)unlinkat(w->wdir, ".lock", 0);
 		if (unlinkat(w->sp->cur, w->id, AT_REMOVEDIR) < 0 && errno != ENOENT &&

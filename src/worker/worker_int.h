@@ -274,6 +274,7 @@ struct spawn_job {
 	bool use_bcred;
 	struct run_cred bcred;
 	const char *spool;
+	bool spool_masked; /* the sandbox covers it: a bind above it may be (binds.h) */
 	int bind_rc; /* binds_open's: -EACCES rejects the task */
 	char bind_err[640];
 	int umask;
@@ -652,6 +653,13 @@ void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);
 struct task *drain_event(struct worker *w, int wd);
+
+/* ---- worker_enforce.c: what this worker can hold of memory=, pids= and cpu=, and the
+ * variables it lacks, published as cur/WID/.enforced for kart submit (at the start, before
+ * any task's leaf, and on SIGHUP) */
+void enforce_publish(struct worker *w);
+/* At its stop: it holds nothing any more. */
+void enforce_withdraw(struct worker *w);
 
 /* ---- worker_fair.c: a queued name's place: its submitter's fair turn, its priority, its push */
 uint64_t fair_turn(struct fair *f, uid_t uid);

@@ -26,8 +26,8 @@ static void spawn_loop(struct spawner *sp, bool filtered, bool holds_outer)
 		/* Opened here, off the loop: a path on a slow disk stalls
 		 * this thread alone. */
 		struct binds_opened bo = {.n = 0};
-		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool, &bo,
-					j->bind_err, sizeof j->bind_err);
+		j->bind_rc = binds_open(&t->spec, j->use_bcred ? &j->bcred : NULL, j->spool,
+					j->spool_masked, &bo, j->bind_err, sizeof j->bind_err);
 		if (j->outdir && j->bind_rc >= 0) {
 			int fd = outdir_mount(j->ons, j->outpath, j->obytes, j->ofiles, j->ouid, j->ogid);
 			if (fd < 0) {

@@ -29,6 +29,9 @@ struct dep_filed {
 	int prio, line;
 	uid_t uid;
 	int64_t arrived_ms;
+	/* What each upstream it is filed with must end (after=,
+	 * after_any=, after_fail=), in the order filed. */
+	enum after_mode modes[TASK_AFTER_MAX];
 };
 
 /* Watch done/ before any lookup that may find an upstream pending, so
@@ -65,9 +68,11 @@ static bool dep_decide(struct worker *w, const char *name, struct dep_check *dc,
 	switch (dc->v) {
 	case DEP_READY:
 		return true;
-	case DEP_WAIT:
+	case DEP_WAIT: {
+		struct dep_filed g = *f;
+		memcpy(g.modes, dc->pending_mode, sizeof g.modes);
 		depwait_set_max(w->dwait, w->pol->after_max);
-		r = depwait_add(w->dwait, name, dc->pending, dc->npending, f, sizeof *f, why, sizeof why);
+		r = depwait_add(w->dwait, name, dc->pending, dc->npending, &g, sizeof g, why, sizeof why);
 		if (r == 0) {
 			strset_put(&w->known, name, K_WAITING);
 			return false;
@@ -82,6 +87,7 @@ static bool dep_decide(struct worker *w, const char *name, struct dep_check *dc,
 				 "kart.conf", f->line, why);
 		finish_from_new(w, name, "rejected", dc->why);
 		return false;
+	}
 	case DEP_SKIP:
 		finish_from_new(w, name, "skipped", dc->why);
 		return false;
@@ -139,7 +145,7 @@ static void dep_again(void *arg, const char *name, const char *const *ups, int n
 		return; /* no longer ours to release */
 	strset_del(&w->known, name);
 	struct dep_check dc;
-	dep_check_ids(w->sp, w->dcache, ups, n, f->line, f->uid, &dc);
+	dep_check_ids(w->sp, w->dcache, ups, f->modes, n, f->line, f->uid, &dc);
 	if (dep_decide(w, name, &dc, f))
 		queue_cand(w, name, f->lane, f->prio, f->uid, f->arrived_ms);
 }

@@ -116,6 +116,25 @@ submit_file() {
 		fail "submit $name"
 }
 
+# refused_then_queued SPOOL NAME TEXT: kart submit refuses it before it
+# queues (its words in REFUSED[NAME]); then it goes straight into new/,
+# where the worker must say the same.
+declare -A REFUSED
+refused_then_queued() {
+	local s=$1 name=$2 text=$3 f=/home/$U/$2.task
+	printf '%s' "$text" | as_user sh -c "cat > '$f'"
+	REFUSED[$name]=$(as_user kart -s "$s" submit --no-cwd --name "$name" "$f" 2>&1 >/dev/null) &&
+		fail "kart submit queued $name"
+	as_user sh -c "cat '$f' >'$s/tmp/$name' && mv '$s/tmp/$name' '$s/new/$name'"
+}
+# same_words SPOOL NAME: the worker's error is kart submit's refusal, word
+# for word.
+same_words() {
+	local e; e=$(field "$1" "$2" .error)
+	[ -n "$e" ] && [[ ${REFUSED[$2]} == *": $e" ]] ||
+		fail "$2: kart submit said '${REFUSED[$2]}', the worker '$e'"
+}
+
 # What the submitter may not write, or not reach, is rejected, and the
 # error names the path and the access missing.
 test_rejected_paths() {
@@ -126,18 +145,19 @@ test_rejected_paths() {
 	chown -R "$O" /home/$O/private
 	chmod 0700 /home/$O/private
 	mkdir -p "$T_ROOT/theirs" && chown "$O" "$T_ROOT/theirs" && chmod 0755 "$T_ROOT/theirs"
-	submit_file "$s" root $'#kart: cwd=/root\npwd\n'
-	submit_file "$s" other $'#kart: cwd=/home/'"$O"$'\npwd\n'
-	submit_file "$s" deep $'#kart: ro=/home/'"$O"$'/private/sub\npwd\n'
-	submit_file "$s" theirs "#kart: bind=$T_ROOT/theirs"$'\npwd\n'
-	submit_file "$s" missing $'#kart: cwd=/home/'"$U"$'/nowhere\npwd\n'
-	# (kart submit refuses this one itself: straight into new/.)
-	printf '#kart: ro=/proc/1\npwd\n' >"$s/new/proc" && chown "$U" "$s/new/proc"
+	# kart submit refuses each before it queues, in the worker's words.
+	refused_then_queued "$s" root $'#kart: cwd=/root\npwd\n'
+	refused_then_queued "$s" other $'#kart: cwd=/home/'"$O"$'\npwd\n'
+	refused_then_queued "$s" deep $'#kart: ro=/home/'"$O"$'/private/sub\npwd\n'
+	refused_then_queued "$s" theirs "#kart: bind=$T_ROOT/theirs"$'\npwd\n'
+	refused_then_queued "$s" missing $'#kart: cwd=/home/'"$U"$'/nowhere\npwd\n'
+	refused_then_queued "$s" proc $'#kart: ro=/proc/1\npwd\n'
 	drain "$s"
 	local id
 	for id in root other deep theirs missing proc; do
 		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
 		assert_eq "" "$(cat "$s/done/$id.stdout" 2>/dev/null)" "$id: never ran"
+		same_words "$s" "$id"
 	done
 	assert_match "cwd=/root: uid [0-9]+ has no read, write and search access" "$(field "$s" root .error)" "root"
 	assert_match "cwd=/home/$O: uid [0-9]+ has no .*write" "$(field "$s" other .error)" "other's home"
@@ -158,9 +178,11 @@ test_symlink_to_shadow() {
 	mkdir -p /root/kt19secret/pub && echo "secret-kt19" >/root/kt19secret/pub/f
 	chmod 0700 /root/kt19secret && chmod 0755 /root/kt19secret/pub && chmod 0644 /root/kt19secret/pub/f
 	as_user ln -sfn /root/kt19secret/pub /home/$U/pub
-	submit_file "$s" shadow $'#kart: ro=/home/'"$U"$'/shadow\ncat /home/'"$U"$'/shadow\n'
-	submit_file "$s" pub $'#kart: ro=/home/'"$U"$'/pub\ncat /home/'"$U"$'/pub/f\n'
+	refused_then_queued "$s" shadow $'#kart: ro=/home/'"$U"$'/shadow\ncat /home/'"$U"$'/shadow\n'
+	refused_then_queued "$s" pub $'#kart: ro=/home/'"$U"$'/pub\ncat /home/'"$U"$'/pub/f\n'
 	drain "$s"
+	same_words "$s" shadow
+	same_words "$s" pub
 	assert_eq rejected "$(field "$s" shadow .status)" "shadow: status"
 	assert_match "ro=/home/$U/shadow: uid [0-9]+ has no read access" "$(field "$s" shadow .error)" "shadow: error"
 	assert_eq rejected "$(field "$s" pub .status)" "pub: status"
@@ -222,27 +244,37 @@ refused" "$(cat "$s/done/ro.stdout")" "read, but no write"
 	assert_eq "$d ro" "$(field "$s" ro '.binds[0] | .path + " " + .mode')" "result: binds"
 }
 
-# The spool, what is in it (a file too) and what is above it: never
-# bound. kart submit run inside the spool falls back to /work, saying so.
+# The spool and what is in it: never bound. kart submit refuses them
+# before it queues, in the worker's words, and the worker rejects them
+# come another way. A directory above the spool (a home that holds it) is
+# bound with the spool covered by an empty mount. kart submit run inside
+# the spool falls back to /work, saying so.
 test_spool_refused() {
 	can_run || return
-	local s
+	local s err
 	s=$(bspool)
-	as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- ls >/dev/null
+	err=$(as_user_in /home/$U kart -s "$s" submit --name sp -C "$s" -- ls 2>&1 >/dev/null)
+	assert_match "cwd=$s is refused: it is the spool$" "$err" "-C SPOOL: refused at submit"
+	err=$(as_user_in /home/$U kart -s "$s" submit --name spdone --ro "$s/done" --no-cwd -- ls 2>&1 >/dev/null)
+	assert_match "ro=$s/done is refused: it is in the spool" "$err" "--ro SPOOL/done: refused at submit"
 	# A file in the spool, the user's own: no directory to walk up from.
 	as_user touch "$s/tmp/afile"
-	as_user_in /home/$U kart -s "$s" submit --name spfile --ro "$s/tmp/afile" --no-cwd -- ls >/dev/null
-	local err
+	err=$(as_user_in /home/$U kart -s "$s" submit --name spfile --ro "$s/tmp/afile" --no-cwd -- ls 2>&1 >/dev/null)
+	assert_match "ro=$s/tmp/afile is refused: it is in the spool" "$err" "a file in the spool: refused at submit"
+	# Copied in: the worker says the same.
+	as_user sh -c "printf '#kart: cwd=$s\nls\n' >$s/tmp/a && mv $s/tmp/a $s/new/sp2 &&
+		printf '#kart: ro=$s/done\nls\n' >$s/tmp/b && mv $s/tmp/b $s/new/spdone2 &&
+		printf '#kart: ro=$s/tmp/afile\nls\n' >$s/tmp/c && mv $s/tmp/c $s/new/spfile2"
+	as_user_in /home/$U kart -s "$s" submit --name above --ro "$T_ROOT" --no-cwd -- \
+		sh -c "ls '$s' || echo masked" >/dev/null
 	err=$(as_user_in "$s" kart -s "$s" submit --name inside -- pwd 2>&1 >/dev/null)
 	assert_match "private /work, not in $s" "$err" "kart submit in the spool: its note"
 	drain "$s"
-	local id
-	for id in sp spdone above spfile; do
-		assert_eq rejected "$(field "$s" "$id" .status)" "$id: status"
-		assert_match "the spool, in it or above it" "$(field "$s" "$id" .error)" "$id: error"
-	done
+	assert_match "cwd=$s is refused: it is the spool$" "$(field "$s" sp2 .error)" "sp2: the worker's words"
+	assert_match "ro=$s/done is refused: it is in the spool" "$(field "$s" spdone2 .error)" "spdone2"
+	assert_match "ro=$s/tmp/afile is refused: it is in the spool" "$(field "$s" spfile2 .error)" "spfile2"
+	assert_eq ok "$(field "$s" above .status)" "a directory above the spool is bound ($(field "$s" above .error))"
+	assert_eq masked "$(cat "$s/done/above.stdout")" "... with the spool covered"
 	assert_eq /work "$(cat "$s/done/inside.stdout")" "submitted from the spool: /work"
 }
 
@@ -259,7 +291,11 @@ test_env_secret() {
 	ps -eo args | grep -F -- "$v" | grep -v grep && fail "the value is in ps output"
 	runuser -u "$U" -- env -i "${SAN_ENV[@]}" MYVAR="$v-passed" PATH="$KART_BUILD:/usr/bin:/bin" \
 		kart -s "$s" submit --no-cwd --name passed -e MYVAR -- sh -c 'echo "$MYVAR"' >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true >/dev/null
+	# LD_PRELOAD: refused by kart submit, and by the worker come another way.
+	local perr; perr=$(as_user_in /home/$U kart -s "$s" submit --no-cwd --name pre -e LD_PRELOAD=/tmp/x.so -- true 2>&1 >/dev/null) &&
+		fail "kart submit queued -e LD_PRELOAD"
+	assert_match "env=LD_PRELOAD is refused.*env_deny" "$perr" "LD_PRELOAD: kart submit's words"
+	as_user sh -c "printf '#kart: env=LD_PRELOAD=/tmp/x.so\ntrue\n' > $s/tmp/pre && mv $s/tmp/pre $s/new/pre"
 	# Copied in, readable by all: the worker makes it its owner's alone.
 	as_user sh -c "umask 022; printf '#kart: env=X=$v\\necho copied\\n' > $s/tmp/copied && mv $s/tmp/copied $s/new/copied"
 	wait_until 30 test -e "$s/done/env.json" -a -e "$s/done/passed.json" -a -e "$s/done/pre.json" \
@@ -301,16 +337,22 @@ test_policy_keys() {
 	s=$(bspool)
 	printf '[sandbox]\ntask_binds = no\n' >"$s/kart.conf"
 	as_user_in /home/$U kart -s "$s" submit --name plain -- pwd >/dev/null
-	as_user_in /home/$U kart -s "$s" submit --name asked -C /home/$U -- pwd >/dev/null
+	refused_then_queued "$s" asked $'#kart: cwd=/home/'"$U"$'\npwd\n'
 	drain "$s"
 	assert_eq "ok /work" "$(field "$s" plain .status) $(cat "$s/done/plain.stdout")" "no cwd= by default"
 	assert_eq rejected "$(field "$s" asked .status)" "cwd= asked for"
 	assert_match "task_binds = no" "$(field "$s" asked .error)" "the error names the key"
+	same_words "$s" asked
 	printf '[sandbox]\ntask_bind_roots = /srv\n' >"$s/kart.conf"
-	as_user_in /home/$U kart -s "$s" submit --name outside -- pwd >/dev/null
+	# Run outside the roots: by default a private /work, said; asked, refused.
+	local err; err=$(as_user_in /home/$U kart -s "$s" submit --name outside -- pwd 2>&1 >/dev/null)
+	assert_match "private /work, not in /home/$U .*task_bind_roots" "$err" "the default cwd: a note"
+	refused_then_queued "$s" outside2 $'#kart: cwd=/home/'"$U"$'\npwd\n'
 	drain "$s"
-	assert_eq rejected "$(field "$s" outside .status)" "outside the roots"
-	assert_match "task_bind_roots" "$(field "$s" outside .error)" "the error names the key"
+	assert_eq "ok /work" "$(field "$s" outside .status) $(cat "$s/done/outside.stdout")" "the default: /work"
+	assert_eq rejected "$(field "$s" outside2 .status)" "outside the roots"
+	assert_match "task_bind_roots" "$(field "$s" outside2 .error)" "the error names the key"
+	same_words "$s" outside2
 }
 
 # The README's batch example, as written there: one task per input

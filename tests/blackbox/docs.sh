@@ -73,8 +73,8 @@ def man_statuses():
     return set(re.findall(r"^\.BR? (\w+)", m.group(1), re.M))
 
 def code_statuses():
-    src = open(root + "/src/cmd/cmd_status.c", encoding="utf-8").read()
-    m = re.search(r"summary_states\[\] = \{(.*?)\};", src, re.S)
+    src = open(root + "/src/cmd/selection.c", encoding="utf-8").read()
+    m = re.search(r"selection_states\[\] = \{(.*?)\};", src, re.S)
     return set(re.findall(r'"(\w+)"', m.group(1))) - {"queued", "scheduled", "waiting", "held", "running", "paused"}
 
 if what == "names":

@@ -171,6 +171,36 @@ test_engine_timeout_and_cancel() {
 	stop_worker "$WPID"
 }
 
+# kart pause holds the container itself still (the engine's pause: its
+# cgroup frozen), not only the CLI that started it; resume lets it go on;
+# a cancel of a paused task thaws and kills it, and nothing is left.
+ticks() { cat "$1"/cur/*/."$2".out/n 2>/dev/null; }
+test_engine_pause() {
+	need_engine || return
+	local s a b; s=$(espool)
+	printf '#!/bin/sh\n#kart: kill_grace=1s\ni=0; while :; do i=$((i + 1)); echo $i >"$KART_OUTDIR/n"; sleep 0.1; done\n' >"$s/new/tick"
+	start_worker "$s"
+	wait_container || { fail "no container ran"; stop_worker "$WPID"; return; }
+	wait_until 20 sh -c "[ \"\$(cat $s/cur/*/.tick.out/n 2>/dev/null)\" -gt 2 ]" || fail "the task does not count"
+	run_cmd -s "$s" pause tick
+	assert_eq 0 "$RC" "kart pause ($OUT $ERR)"
+	assert_eq true "$(insp '{{.State.Paused}}')" "the engine says the container is paused"
+	a=$(ticks "$s" tick); sleep 1.5; b=$(ticks "$s" tick)
+	assert_eq "$a" "$b" "the count while paused"
+	run_cmd -s "$s" resume tick
+	assert_eq 0 "$RC" "kart resume ($ERR)"
+	assert_eq false "$(insp '{{.State.Paused}}')" "the engine says it runs again"
+	wait_until 10 sh -c "[ \"\$(cat $s/cur/*/.tick.out/n 2>/dev/null)\" -gt $b ]" || fail "the count did not go on after resume"
+	run_cmd -s "$s" pause tick
+	assert_eq 0 "$RC" "kart pause, again ($ERR)"
+	run_cmd -s "$s" cancel tick
+	assert_eq 0 "$RC" "kart cancel of the paused task ($ERR)"
+	wait_until 30 test -e "$s/done/tick.json" || fail "cancel: no result"
+	assert_eq cancelled "$(field "$s" tick .status)" "status"
+	stop_worker "$WPID"
+	no_container_left
+}
+
 # Past its memory limit the kernel kills the task; the runtime's
 # OOMKilled makes it certain.
 test_engine_oom() {

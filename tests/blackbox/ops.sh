@@ -858,8 +858,12 @@ test_conf_example_and_man_name_every_key() {
 		fail "a kart.conf with an unknown key was accepted"
 }
 
-# The directives src/spool/task.c parses ("net" and every key=).
-task_directives() { grep -o 'strcmp(key, "[a-z_]*")' "$ROOT/src/spool/task.c" | sed 's/.*"\(.*\)".*/\1/' | sort -u; }
+# The directives src/spool/task.c parses ("net" and every key=): the rows
+# of its directive table, each ROW("key", ...).
+task_directives() {
+	sed -n '/^static const struct directive directives\[\] = {/,/^};/p' "$ROOT/src/spool/task.c" |
+		grep -o '^	[A-Z0-9_]*("[a-z_]*"' | sed 's/.*"\(.*\)"$/\1/' | sort -u
+}
 # The items of a section of a man page's source: the words .B/.BI/.BR
 # tag paragraphs start with, up to an "=".
 man_items() {

@@ -1199,6 +1199,95 @@ static void test_after(void **state)
 	assert_rejected("#kart: afterx=a\n", "after=");
 }
 
+/* ---- kart submit's composer and the kept file's env= values ------------------ */
+
+static void test_compose(void **state)
+{
+	(void)state;
+	struct task_directives td = {0};
+	struct task_spec s;
+	char e[256];
+	size_t len;
+	int first;
+	/* Each value read by its row of the table, as the worker reads it. */
+	assert_int_equal(task_directive_add(&td, "timeout", "10s", e, sizeof e), 0);
+	assert_int_equal(task_directive_add(&td, "net", NULL, e, sizeof e), 0);
+	assert_int_equal(task_directive_add(&td, "label", "night batch", e, sizeof e), 0);
+	assert_int_equal(task_directive_add(&td, "cwd", "/home/ann/a b", e, sizeof e), 0);
+	assert_int_equal(task_directive_add(&td, "after", "up,1", e, sizeof e), 0);
+	assert_int_equal(task_directive_add(&td, "timeout", "0", e, sizeof e), -1);
+	assert_non_null(strstr(e, "timeout=0 is out of range"));
+	assert_null(strstr(e, "line"));
+	assert_int_equal(task_directive_add(&td, "env", "X=s3cr3t", e, sizeof e), 0);
+	assert_int_equal(task_directive_add(&td, "env", "1X=s3cr3t", e, sizeof e), -1);
+	assert_null(strstr(e, "s3cr3t")); /* a value is never quoted */
+	assert_int_equal(task_directive_add(&td, "colour", "blue", e, sizeof e), -1);
+	assert_int_equal(task_directive_add(&td, "net", "1", e, sizeof e), -1);
+	/* After the file's own block: an option wins, the file's lines keep
+	 * their numbers. */
+	const char *body = "#!/bin/sh\n#kart: timeout=5m\n# a comment\necho hi\n";
+	char *t = task_compose(body, strlen(body), &td, &len, &first, e, sizeof e);
+	assert_non_null(t);
+	assert_int_equal(first, 4);
+	assert_true(strncmp(t, "#!/bin/sh\n#kart: timeout=5m\n# a comment\n#kart: timeout=10s net "
+			       "label=night%20batch\n#kart: cwd=/home/ann/a%20b\n#kart: after=up%2C1\n"
+			       "#kart: env=X=s3cr3t\necho hi\n", len) == 0);
+	assert_int_equal(task_parse(t, len, &s, e, sizeof e), 0);
+	assert_int_equal(s.timeout_s, 10);
+	assert_true(s.net);
+	assert_string_equal(s.label, "night batch");
+	assert_string_equal(s.binds[s.cwd].path, "/home/ann/a b");
+	assert_int_equal(s.n_after, 1);
+	assert_string_equal(s.after[0], "up,1");
+	free(t);
+	/* No header: first; a header without a newline gets one. */
+	t = task_compose("echo x\n", 7, &td, &len, &first, e, sizeof e);
+	assert_int_equal(first, 1);
+	assert_true(strncmp(t, "#kart: timeout=10s", 18) == 0);
+	free(t);
+	t = task_compose("#!/bin/sh", 9, &td, &len, &first, e, sizeof e);
+	assert_true(strncmp(t, "#!/bin/sh\n#kart: ", 17) == 0);
+	free(t);
+	task_directives_free(&td);
+}
+
+static const char *empty_value(const char *name, void *arg)
+{
+	(void)name, (void)arg;
+	return "";
+}
+
+static const char *only_a(const char *name, void *arg)
+{
+	(void)arg;
+	return strcmp(name, "A") == 0 ? "v 1" : NULL;
+}
+
+static void test_env_rewrite(void **state)
+{
+	(void)state;
+	const char *t = "#!/bin/sh\n#kart: timeout=5 env=A=s3cr3t net\r\n#kart: env=B=x%20y\necho env=A=1\n";
+	size_t len;
+	char e[64];
+	char *out = task_env_rewrite(t, strlen(t), empty_value, NULL, &len, e, sizeof e);
+	assert_non_null(out);
+	assert_string_equal(out, "#!/bin/sh\n#kart: timeout=5 env=A= net\r\n#kart: env=B=\necho env=A=1\n");
+	assert_int_equal(len, strlen(out));
+	struct task_spec s;
+	assert_int_equal(task_parse(out, len, &s, e, sizeof e), 0);
+	assert_int_equal(s.n_env, 2);
+	free(out);
+	/* Put back: a value refused names the variable. */
+	assert_null(task_env_rewrite(t, strlen(t), only_a, NULL, &len, e, sizeof e));
+	assert_string_equal(e, "B");
+	out = task_env_rewrite("#kart: env=A=\ntrue\n", 19, only_a, NULL, &len, e, sizeof e);
+	assert_string_equal(out, "#kart: env=A=v%201\ntrue\n");
+	free(out);
+	/* Nothing to do. */
+	assert_null(task_env_rewrite("#kart: net\ntrue\n", 17, empty_value, NULL, &len, e, sizeof e));
+	assert_string_equal(e, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1241,6 +1330,8 @@ int main(void)
 		cmocka_unit_test(test_kind_precedence),
 		cmocka_unit_test(test_kind_unknown),
 		cmocka_unit_test(test_kind_needs_net),
+		cmocka_unit_test(test_compose),
+		cmocka_unit_test(test_env_rewrite),
 		cmocka_unit_test_setup_teardown(test_inspect, inspect_setup, inspect_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
