@@ -673,7 +673,13 @@ while time.time() < end:
 test_shared_defaults_bound_a_member() {
 	setup || return
 	local i t0
-	as "$U_MALLORY" kart submit --no-cwd --timeout 30d --name long -- sleep 60 >/dev/null || fail "mallory's 30d task"
+	# kart submit reads the same default and refuses; a hostile member
+	# drops the file past it, and the worker rejects it.
+	assert_match "timeout=2592000s is above the policy's ceiling of 86400s" \
+		"$(as "$U_MALLORY" kart submit --no-cwd --timeout 30d --name long0 -- sleep 60 2>&1 >/dev/null)" \
+		"kart submit --timeout 30d"
+	as "$U_MALLORY" sh -c "cd $S/drop/$U_MALLORY && printf '#!/bin/sh\n#kart: timeout=30d\nsleep 60\n' >.l && mv .l long" ||
+		fail "mallory's 30d drop"
 	for i in 1 2 3 4 5 6 7 8; do
 		as "$U_MALLORY" kart submit --no-cwd --name "hog$i" -- sleep 40 >/dev/null || fail "mallory's hog$i"
 	done
