@@ -38,6 +38,23 @@ void drop_forget(struct worker *w, struct drop *d)
 	*d = w->drops[--w->ndrops];
 }
 
+/* A rejected drop set aside: an empty file of the worker's, readable
+ * by its dropper, takes its place in cur/W/ (with empty, emptied first). */
+static void drop_set_aside(struct worker *w, const char *claim, uid_t uid, bool empty)
+{
+	char e[NAME_MAX + 1];
+	if (spool_name_hoist_copy(e, sizeof e, (unsigned)uid, claim) < 0)
+		return;
+	_cleanup_close_ int efd = openat(w->wdir, e, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int wfd = !empty ? -1 : openat(w->wdir, claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (wfd >= 0)
+		(void)!ftruncate(wfd, 0);
+	if (efd >= 0 && grant_read_acl(efd, uid) == 0 &&
+	    renameat2(w->wdir, e, w->wdir, claim, RENAME_EXCHANGE) < 0)
+		logmsg("%s: cannot set the rejected file aside from its dropper: %s", claim, strerror(errno));
+	(void)unlinkat(w->wdir, e, 0);
+}
+
 /* A rejected drop of the dropper's own (uid) is kept in done/ as the
  * worker's: a member must not keep an object she can write, beyond her
  * share, in the worker's directories (issue 35). Owner first (then she
@@ -45,13 +62,20 @@ void drop_forget(struct worker *w, struct drop *d)
  * record of hers, which root's file would make trusted, first of all),
  * mode 0600, readable by her through one ACL entry. A file she still
  * holds open for writing keeps nothing: emptied, its writer may go on
- * into a file of no name. A directory is closed at its top (what she
- * holds a descriptor into stays hers to write, out of every path). */
+ * into a file of no name. One with another name is set aside, still
+ * hers. A directory is closed at its top (what she holds a descriptor
+ * into stays hers to write, out of every path). */
 static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool keep)
 {
 	struct stat st;
 	if (fstatat(w->wdir, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_uid != uid || uid == geteuid())
 		return;
+	/* Another name (hers, in tmp/ or her home) keeps it: it stays hers,
+	 * counted as hers there, and out of the worker's directories. */
+	if (S_ISREG(st.st_mode) && st.st_nlink != 1) {
+		drop_set_aside(w, claim, uid, false);
+		return;
+	}
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
 		if (fchownat(w->wdir, claim, geteuid(), getegid(), AT_SYMLINK_NOFOLLOW) < 0)
 			logmsg("%s: cannot take the rejected entry from its dropper: %s", claim, strerror(errno));
@@ -72,6 +96,9 @@ static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool kee
 		logmsg("%s: chmod: %s", claim, strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return;
+	/* A name she gave it before the chown: root's now, its bytes go. */
+	if (fstat(fd, &fst) == 0 && fst.st_nlink != 1)
+		keep = false;
 	(void)grant_read_acl(fd, uid);
 	if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0 || (errno != EAGAIN && errno != EBUSY)) {
 		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
@@ -82,19 +109,8 @@ static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool kee
 			(void)!ftruncate(wfd, 0);
 		return;
 	}
-	/* Still open for writing: an empty file of the worker's takes its
-	 * place, and it goes, emptied. */
-	char e[NAME_MAX + 1];
-	if (spool_name_hoist_copy(e, sizeof e, (unsigned)uid, claim) < 0)
-		return;
-	_cleanup_close_ int efd = openat(w->wdir, e, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	_cleanup_close_ int wfd = openat(w->wdir, claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (wfd >= 0)
-		(void)!ftruncate(wfd, 0);
-	if (efd >= 0 && grant_read_acl(efd, uid) == 0 &&
-	    renameat2(w->wdir, e, w->wdir, claim, RENAME_EXCHANGE) < 0)
-		logmsg("%s: open for writing by its dropper, and cannot be set aside: %s", claim, strerror(errno));
-	(void)unlinkat(w->wdir, e, 0);
+	/* Still open for writing: set aside, emptied. */
+	drop_set_aside(w, claim, uid, true);
 }
 
 void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
@@ -122,8 +138,9 @@ void drop_reject(struct worker *w, int dirfd, const char *name, const char *clai
  * No byte is copied and nothing needs an fsync: a crash leaves DOT
  * root's with or without the record, and the next look does this again.
  * 0; else -errno, the reason to reject it (-EFBIG over task_max,
- * -ETXTBSY open for writing, -EOPNOTSUPP no ACLs). */
-static int hoist_adopt(struct worker *w, int fd, const struct stat *st, uid_t uid)
+ * -ETXTBSY open for writing, -EMLINK linked elsewhere, -EOPNOTSUPP no
+ * ACLs). */
+static int hoist_adopt(struct worker *w, const char *dot, int fd, const struct stat *st, uid_t uid)
 {
 	struct stat now;
 	if (fchown(fd, geteuid(), getegid()) < 0)
@@ -143,6 +160,15 @@ static int hoist_adopt(struct worker *w, int fd, const struct stat *st, uid_t ui
 	(void)fcntl(fd, F_SETLEASE, F_UNLCK);
 	if (fstat(fd, &now) < 0)
 		return -errno;
+	/* A name she gave it (in tmp/) while it was hers, which she could
+	 * no longer give it now: its bytes go, outside her share. */
+	if (now.st_nlink != 1) {
+		struct stat ws;
+		_cleanup_close_ int wfd = openat(w->sp->new, dot, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (wfd >= 0 && fstat(wfd, &ws) == 0 && ws.st_dev == now.st_dev && ws.st_ino == now.st_ino)
+			(void)!ftruncate(wfd, 0);
+		return -EMLINK;
+	}
 	if ((uint64_t)now.st_size > w->pol->task_max_bytes)
 		return -EFBIG;
 	struct claim_meta m = {.attempt = 1, .submitted_ms = now_realtime_ms()};
@@ -185,13 +211,16 @@ void hoist_finish(struct worker *w, const char *dot)
 			 "the file that arrived from the drop directory of uid %lu is not a regular file "
 			 "of that uid with one link, writable by its owner alone", uid);
 	else if (!by.recorded) {
-		int r = hoist_adopt(w, fd, &st, (uid_t)uid);
+		int r = hoist_adopt(w, dot, fd, &st, (uid_t)uid);
 		if (r == -EFBIG)
 			snprintf(why, sizeof why, "the task file is larger than the limit of %llu bytes",
 				 (unsigned long long)w->pol->task_max_bytes);
 		else if (r == -ETXTBSY)
 			snprintf(why, sizeof why, "the file was opened for writing again while it was moved "
 				 "from the drop directory: a task is published whole");
+		else if (r == -EMLINK)
+			snprintf(why, sizeof why, "the file was linked elsewhere while it was moved from the "
+				 "drop directory: a task has one name; its content is not kept");
 		else if (r == -EOPNOTSUPP)
 			snprintf(why, sizeof why, "the spool's filesystem has no POSIX ACLs: the task could not "
 				 "be made the worker's and readable by its submitter alone");

@@ -695,6 +695,54 @@ test_shared_defaults_bound_a_member() {
 	stop_workers
 }
 
+# The hoist's window: between the worker's rename of her drop into new/
+# (the name .hoist.UID.USER:NAME is known) and its chown, the file is
+# still hers, and she may hard-link it into tmp/. Then root's task file
+# had a name of hers: bytes outside her share (and read for ever). She
+# spins on link() at each of 40 drops; every drop she linked is
+# rejected, and what her name holds is either her own file or empty.
+test_hoist_keeps_no_name_of_hers() {
+	setup || return
+	local won f n
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	won=$(as "$U_MALLORY" python3 - "$S" "$U_MALLORY" 40 <<'PY'
+import os, sys, time
+S, user, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+uid, d, won = os.getuid(), f"{S}/drop/{user}", 0
+for i in range(n):
+    with open(f"{d}/.ln{i}", "w") as f:
+        f.write("#!/bin/sh\necho ran\n" + "#" * 4000 + "\n")
+    src, dst = f"{S}/new/.hoist.{uid}.{user}:ln{i}", f"{S}/tmp/mln{i}"
+    os.rename(f"{d}/.ln{i}", f"{d}/ln{i}")
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        try:
+            os.link(src, dst)
+            won += 1
+            break
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            break
+    time.sleep(0.05)
+print(won)
+PY
+)
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory linked $won of 40 hoisted files"
+	if [ "${won:-0}" = 0 ]; then
+		stop_workers
+		skip "mallory never won the race to link a hoisted file in 40 drops"
+		return
+	fi
+	for f in "$S"/tmp/mln*; do
+		n=${f##*/m}
+		assert_eq rejected "$(result "$U_MALLORY:$n" .status)" "$n, which mallory linked as tmp/m$n"
+		[ "$(stat -c %U "$f")" = "$U_MALLORY" ] || [ "$(stat -c %s "$f")" = 0 ] ||
+			fail "tmp/m$n: root's task file under mallory's name, $(stat -c '%U %s bytes' "$f")"
+	done
+	stop_workers
+}
+
 # A file copied into drop/ 0644 (an env= value in it): once it is
 # queued, nobody but alice and root reads it, and alice can change
 # nothing about it (bytes, mode, attributes, ACL, name): it is the
