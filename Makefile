@@ -149,7 +149,7 @@ $(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src
 	$(CC) $(WARN) $(INC) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ $(LAUNCH_SRC)
 
 # The runner of the llm task kind: Python 3, standard library only (see
-# docs/DESIGN.md, "Task kinds"). Beside kart, where find_libexec finds it.
+# docs/SECURITY.md, "kart-llm: Python, not C"). Beside kart, where find_libexec finds it.
 $(B)/kart-llm: src/sandbox/kart-llm.py | $(B)
 	install -m 0755 $< $@
 

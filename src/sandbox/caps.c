@@ -1,7 +1,7 @@
 /* caps.c - the worker drops what it does not need.
  *
  * What a root worker still does after start-up, and the capability each
- * needs (see docs/DESIGN.md, "The worker's capabilities"):
+ * needs (see docs/SECURITY.md, "The worker's capabilities"):
  *   - run a task as its submitter: setuid/setgid/setgroups in the child
  *     (CAP_SETUID, CAP_SETGID);
  *   - read, claim, mark (user.kart xattr) and lease other users' task

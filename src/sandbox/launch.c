@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,10 +76,22 @@ static int read_filter(int fd, struct sock_fprog *fp)
  * it: everything else in the sandbox's pid namespace (kill(-1) spares the
  * namespace's init and us), daemons that left the task's session
  * included. We stay, to report how the task ended. */
+static volatile sig_atomic_t termed;
+
+/* kill(-1) is for a pid namespace of the sandbox's own, where we are its
+ * first process or the one after its init (bwrap); anywhere else it
+ * would reach every process we may signal. */
+static bool own_pid_ns(void)
+{
+	return getpid() <= 2;
+}
+
 static void pass_term(int sig)
 {
 	int e = errno;
-	(void)kill(-1, sig);
+	termed = 1;
+	if (own_pid_ns())
+		(void)kill(-1, sig);
 	errno = e;
 }
 
@@ -88,7 +101,8 @@ static void pass_term(int sig)
  * them. Bounded: a process stuck in the kernel is not waited for. */
 static void reap_rest(void)
 {
-	(void)kill(-1, SIGKILL); /* as pass_term: spares init and us */
+	if (own_pid_ns())
+		(void)kill(-1, SIGKILL); /* as pass_term: spares init and us */
 	for (int i = 0; i < 500; i++) {
 		pid_t p;
 		while ((p = waitpid(-1, NULL, WNOHANG)) > 0)
@@ -191,13 +205,24 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return 127;
-	reap_rest();
-	say_usage(status_fd, io_fd, &io0);
 	char msg[32];
 	if (WIFEXITED(st))
 		snprintf(msg, sizeof msg, "exit %d\n", WEXITSTATUS(st));
 	else
 		snprintf(msg, sizeof msg, "signal %d\n", WTERMSIG(st));
-	confine_say(status_fd, msg);
+	if (termed) {
+		/* A timeout or a cancel: the rest of the tree heard the
+		 * SIGTERM too and gets its kill_grace to finish (a daemon's
+		 * trap), which the worker's SIGKILL ends. How the task ended
+		 * is said first, so that the kill cannot take it. */
+		confine_say(status_fd, msg);
+		while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+			;
+		say_usage(status_fd, io_fd, &io0);
+	} else {
+		reap_rest();
+		say_usage(status_fd, io_fd, &io0);
+		confine_say(status_fd, msg);
+	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

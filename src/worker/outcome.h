@@ -2,7 +2,7 @@
  *
  * Pure: no I/O, no worker state. The worker gathers what it saw (the
  * run's end, the leaf's OOM count, the container runtime's word) and
- * this decides, in the order docs/DESIGN.md ("The task lifecycle")
+ * this decides, in the order docs/DESIGN.md ("The task state machine")
  * documents, which tests/unit/test_outcome.c holds it to. */
 #ifndef KART_OUTCOME_H
 #define KART_OUTCOME_H

@@ -1,6 +1,7 @@
-/* worker.c - one event loop (epoll over inotify, a signalfd, per-task
- * pidfds and output pipes, and one timerfd) driving each task through a
- * small state machine.
+/* worker.c - one event loop (epoll over inotify, a signalfd, the timer
+ * and watchdog timerfds, the helper threads' eventfds, the hooks' pidfds
+ * and each backend's descriptors: enum srckind) driving each task through
+ * a small state machine.
  *
  * inotify is only a doorbell: every event, an overflow and the start-up
  * all lead to looking at the directory itself. Nothing here polls: with

@@ -272,7 +272,7 @@ EOF
 	assert_eq 65534 "$(field "$s" nobody-task .submitter.uid)" "nobody's task ran as nobody"
 }
 
-# A root worker keeps, in every thread, the capabilities docs/DESIGN.md
+# A root worker keeps, in every thread, the capabilities docs/SECURITY.md
 # lists and no other, in its permitted, effective and bounding sets.
 test_root_worker_drops_capabilities() {
 	need_root || return

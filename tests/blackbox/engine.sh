@@ -394,10 +394,15 @@ test_engine_task_binds() {
 	touch $h/ref/new 2>/dev/null && echo wrote-ro || echo ro-refused
 	$WAIT_GO
 	EOF
-	printf '#!/bin/sh\ncat %s/f\n' "$priv" | u sh -c "cat >priv.task"
-	# (Queued before the worker starts: kart submit notes that none runs.)
-	u kart -s "$s" submit --name priv --no-cwd --ro "$priv" priv.task >/dev/null 2>"$T_ROOT/sub.err" ||
-		fail "submit priv: $(cat "$T_ROOT/sub.err")"
+	printf '#!/bin/sh\n#kart: ro=%s\ncat %s/f\n' "$priv" "$priv" | u sh -c "cat >priv.task"
+	# kart submit refuses it at once, naming the path; dropped by hand
+	# (as any client may), the worker's own check as the submitter
+	# rejects it. (Queued before the worker starts.)
+	u kart -s "$s" submit --name priv --no-cwd priv.task >/dev/null 2>"$T_ROOT/sub.err" &&
+		fail "kart submit took a ro= its submitter cannot read"
+	assert_match "ro=$priv: uid $uid has no read" "$(cat "$T_ROOT/sub.err")" "kart submit's refusal"
+	u sh -c "mkdir -p -m 0700 '$s/drop/$E_USER' && cp priv.task '$s/tmp/priv.$$' && mv '$s/tmp/priv.$$' '$s/drop/$E_USER/priv'" ||
+		fail "the drop of priv by hand"
 	u kart -s "$s" submit --name binds -C "$h/proj" --ro "$h/ref" binds.task >/dev/null 2>"$T_ROOT/sub.err" ||
 		fail "submit binds: $(cat "$T_ROOT/sub.err")"
 	t0=$(date +%s)

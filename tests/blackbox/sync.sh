@@ -186,7 +186,7 @@ test_sqlite_v3_receipt_and_migration() {
 	need_sqlite || return
 	local s db=$T_ROOT/v3.db cols row want
 	s=$(mkspool)
-	"$KART" -s "$s" submit --name rc --memory 512M -- sh -c 'dd if=/dev/zero of=f bs=64k count=16 conv=fsync 2>/dev/null' >/dev/null || fail "submit rc"
+	"$KART" -s "$s" submit --name rc --no-cwd --memory 512M -- sh -c 'dd if=/dev/zero of=$KART_OUTDIR/f bs=64k count=16 conv=fsync 2>/dev/null' >/dev/null || fail "submit rc"
 	KART_BACKEND=none drain "$s"
 	cols="io_read_bytes, io_write_bytes, coalesce(pids_peak, 'null'), coalesce(psi_cpu_some_us, 'null'), cpu_efficiency, memory_efficiency"
 	want=$(jq -r '[.usage.io_read_bytes, .usage.io_write_bytes, (.usage.pids_peak // "null"), (.usage.psi_cpu_some_us // "null"), .efficiency.cpu, .efficiency.memory] | map(tostring) | join("|")' "$s/done/rc.json")

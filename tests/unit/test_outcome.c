@@ -1,5 +1,5 @@
 /* test_outcome.c - a result's status from what was observed
- * (src/outcome.c), in the order docs/DESIGN.md ("The task lifecycle")
+ * (src/worker/outcome.c), in the order docs/DESIGN.md ("The task state machine")
  * gives: the worker's end (timeout, cancel) first; then a run that never
  * started (refused: a named confinement step, else the sandbox); then
  * its exit; else killed. An OOM the leaf counted, or the container
