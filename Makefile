@@ -63,7 +63,7 @@ INC = $(addprefix -iquote src/,$(SRC_DIRS))
 # kart: every .c of the library folders and cmd/, but kart-launch's own
 # main (it is a program of its own, below), the sync verbs and kart top.
 LIB_DIRS = worker backend spool sandbox policy lib
-LIB_SRC = $(filter-out launch.c,$(notdir $(wildcard $(LIB_DIRS:%=src/%/*.c))))
+LIB_SRC = $(filter-out launch.c launch_job.c,$(notdir $(wildcard $(LIB_DIRS:%=src/%/*.c))))
 # kart-sync: the same program with the sync verbs, which link libsqlite3
 # and libpq; kart runs it for them (24 fewer libraries to load per kart).
 SYNC_CMD = cmd_sync.c cmd_feed.c
@@ -94,7 +94,7 @@ depcheck:
 # then build and run in a new make (run-TARGET below), whose pkg-config
 # calls are made when it reads this file, after the install: a fresh
 # machine's first make check builds with what it has just installed.
-INSTALLING = check check-v2 demo torture fuzz bench bench-container check-valgrind
+INSTALLING = check check-v2 demo torture fuzz bench bench-container bench-slurm check-valgrind
 $(INSTALLING): deps
 	@$(MAKE) --no-print-directory run-$@
 
@@ -144,8 +144,10 @@ $(B)/kart-top: $(LIB_OBJ) $(CMD_OBJ) $(B)/cmd_top.o $(B)/main-top.o
 # (0.46 -> 0.30 ms of CPU per exec here; docs/PERFORMANCE.md) and needs
 # nothing of the sandbox's /usr.
 LAUNCH_LDFLAGS = -static
-LAUNCH_SRC = src/sandbox/launch.c src/sandbox/confine.c src/sandbox/landlock.c
-$(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src/lib/util.h | $(B) depcheck
+LAUNCH_SRC = src/sandbox/launch.c src/sandbox/launch_job.c src/sandbox/confine.c \
+	src/sandbox/landlock.c src/sandbox/proctree.c
+$(B)/kart-launch: $(LAUNCH_SRC) src/sandbox/confine.h src/sandbox/landlock.h src/sandbox/launch_job.h \
+		src/sandbox/proctree.h src/sandbox/sandbox.h src/lib/util.h | $(B) depcheck
 	$(CC) $(WARN) $(INC) $(LAUNCH_CFLAGS) $(LAUNCH_LDFLAGS) -o $@ $(LAUNCH_SRC)
 
 # The runner of the llm task kind: Python 3, standard library only (see
@@ -187,6 +189,11 @@ run-torture: all
 		KART_TEST_CASE=member_writes_everything bash tests/blackbox/hostile.sh && \
 		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s
 	@KART_B=$(abspath $(B)) ./tests/torture/deps.sh
+	@# the worker killed at each call of its Slurm thread around sbatch;
+	@# Slurm's own time limit (a minute at least)
+	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) S_SWEEP=1 S_LONG=1 \
+		KART_TEST_CASE="slurm_backend_sweep slurm_harness" bash tests/blackbox/slurm.sh && \
+		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s
 	@# kart hold racing three workers at the issue's size (make check: 30 tasks)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) HOLD_RACE_N=$${HOLD_RACE_N:-200} \
 		KART_TEST_CASE=hold_races_workers bash tests/blackbox/control.sh && \
@@ -233,17 +240,24 @@ run-check-valgrind:
 
 # Kartikeya against nq, task-spooler, GNU parallel and the bare bwrap
 # floor, in one run: bench/out/results.md and throughput.png; then the
-# container backend (container.md) and dependencies (deps.md).
+# container backend (container.md), dependencies (deps.md) and backend
+# slurm against Slurm alone (slurm.md).
 run-bench: all
 	@./bench/install-peers
 	@KART=$(abspath $(B))/kart ./bench/run
 	@KART=$(abspath $(B))/kart ./bench/container
 	@KART=$(abspath $(B))/kart ./bench/deps
+	@KART=$(abspath $(B))/kart ./bench/slurm
 
 # Backend container against bwrap, in one run (a dockerd of its own):
 # bench/out/container.md.
 run-bench-container: all
 	@KART=$(abspath $(B))/kart ./bench/container
+
+# Backend slurm against sbatch and a job array, in turns, on a test
+# cluster of its own (tests/slurm-lib.sh): bench/out/slurm.md.
+run-bench-slurm: all
+	@KART=$(abspath $(B))/kart ./bench/slurm
 
 # What make install puts where, besides the two programs (see below).
 MAN1 = docs/kart.1

@@ -32,12 +32,20 @@
 #   S_ACCT      dbd (default) or none
 #   S_TWO_NODES 1: slurm.conf has a second node, $S_NODE2, down until
 #               slurm_second_node boots it in a QEMU guest (tests/vm)
-# After slurm_start: S_NODE (the node's name), S_PART, S_PART_URGENT,
+#   S_SHARE_CPUS N: a third partition, $S_PART_MANY, of up to N jobs a CPU
+#               (OverSubscribe=FORCE:N): trivial jobs side by side on a
+#               small host; the other two stay as they are (preemption)
+#   S_FAST      1: SchedulerParameters=batch_sched_delay=0, the scheduler
+#               starts batch jobs as they come (Slurm's default waits up
+#               to 3 s to start them in groups)
+# After slurm_start: S_NODE (the node's name), S_PART, S_PART_URGENT, S_PART_MANY,
 # S_CTLD_PORT, S_SLURMD_PORT, S_START_S (seconds it took), S_CGROUP
 # (v1 or v2).
 
 S_DIR=${S_DIR:-} S_WHY= S_UP= S_NODE= S_NODE2= S_NODES= S_PART=kart S_PART_URGENT=kart-urgent
+S_PART_MANY=kart-many
 S_KILLWAIT=${S_KILLWAIT:-5} S_ACCT=${S_ACCT:-dbd} S_TWO_NODES=${S_TWO_NODES:-}
+S_SHARE_CPUS=${S_SHARE_CPUS:-1} S_FAST=${S_FAST:-}
 S_CTLD_PORT= S_SLURMD_PORT= S_DBD_PORT= S_NODE2_PORT= S_START_S= S_CGROUP=
 S_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Daemons, as "NAME:PID" (pids of this shell's children).
@@ -134,6 +142,7 @@ slurm_conf() {
 		# SlurmctldHost's address.
 		DebugFlags=NO_CONF_HASH
 		EOF
+		[ "$S_FAST" = 1 ] && echo "SchedulerParameters=batch_sched_delay=0"
 		if [ "$S_ACCT" = dbd ]; then
 			cat <<-EOF
 			AccountingStorageType=accounting_storage/slurmdbd
@@ -152,6 +161,8 @@ slurm_conf() {
 		done
 		echo "PartitionName=$S_PART Nodes=$names Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
 		echo "PartitionName=$S_PART_URGENT Nodes=$names MaxTime=INFINITE State=UP PriorityTier=2"
+		[ "$S_SHARE_CPUS" -gt 1 ] 2>/dev/null &&
+			echo "PartitionName=$S_PART_MANY Nodes=$names MaxTime=INFINITE State=UP PriorityTier=1 OverSubscribe=FORCE:$S_SHARE_CPUS"
 	} >"$dir/slurm.conf"
 	cat >"$dir/cgroup.conf" <<-EOF
 	CgroupPlugin=autodetect
@@ -277,6 +288,25 @@ slurm_start() {
 	S_START_S=$(( ($(date +%s%N) - ts) / 1000000 ))
 	S_START_S=$((S_START_S / 1000)).$(printf '%03d' $((S_START_S % 1000)))
 	S_UP="Slurm $(sinfo -V | awk '{print $2}'), cgroup $S_CGROUP, accounting $S_ACCT, node $S_NODE, up in ${S_START_S}s"
+}
+
+# slurm_ctld_stop: slurmctld alone stops (its jobs run on under slurmd);
+# slurm_ctld_start starts it again on its saved state. 0, or 1 with S_WHY.
+slurm_ctld_stop() {
+	local d keep=()
+	for d in "${S_DAEMONS[@]}"; do
+		if [ "${d%%:*}" = slurmctld ]; then
+			kill -TERM "${d#*:}" 2>/dev/null
+			s_reap "${d#*:}"
+		else
+			keep+=("$d")
+		fi
+	done
+	S_DAEMONS=("${keep[@]}")
+}
+slurm_ctld_start() {
+	s_daemon slurmctld slurmctld -D -i
+	s_wait slurmctld 60 "slurmctld did not answer again" scontrol ping
 }
 
 # s_node_up NODE: the node is idle or allocated (registered, not down).

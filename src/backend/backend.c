@@ -5,12 +5,13 @@
 
 #include "util.h"
 
-extern const struct backend backend_bwrap, backend_none, backend_container;
+extern const struct backend backend_bwrap, backend_none, backend_container, backend_slurm;
 
 static const struct backend *const backends[] = {
 	[BACKEND_BWRAP] = &backend_bwrap,
 	[BACKEND_NONE] = &backend_none,
 	[BACKEND_CONTAINER] = &backend_container,
+	[BACKEND_SLURM] = &backend_slurm,
 };
 /* Started by this worker (backend_use): one worker per process. */
 static bool started[ARRAY_SIZE(backends)];
@@ -21,6 +22,7 @@ void backend_usage_init(struct backend_usage *u)
 		.cpu_user_ms = USAGE_UNKNOWN, .cpu_system_ms = USAGE_UNKNOWN,
 		.memory_peak = USAGE_UNKNOWN, .io_read_bytes = USAGE_UNKNOWN,
 		.io_write_bytes = USAGE_UNKNOWN, .pids_peak = USAGE_UNKNOWN,
+		.started_ms = USAGE_UNKNOWN, .finished_ms = USAGE_UNKNOWN,
 	};
 	for (int i = 0; i < PSI__N; i++)
 		u->psi_us[i] = USAGE_UNKNOWN;
@@ -47,6 +49,24 @@ void backend_stop_all(struct worker *w)
 	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
 		if (started[i] && backends[i]->stop)
 			backends[i]->stop(w);
+}
+
+void backend_stopping_all(struct worker *w)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(backends); i++)
+		if (started[i] && backends[i]->stopping)
+			backends[i]->stopping(w);
+}
+
+int backend_of_run(const char *run)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(backends); i++) {
+		const char *wd = backends[i]->run_word;
+		size_t l = wd ? strlen(wd) : 0;
+		if (l && strncmp(run, wd, l) == 0 && run[l] == ' ')
+			return (int)i;
+	}
+	return -1;
 }
 
 int backend_sweep(struct worker *w, const char *peer)

@@ -47,6 +47,11 @@ struct backend_start {
 	int as_user;           /* > 0 as the submitter (cred), 0 as the worker */
 	gid_t gid;             /* as_user: cred's; else -1 */
 	struct dep_inputs *di;
+	/* The claim's record of a run of this backend's (claim_meta.run)
+	 * that an earlier life of this worker, or a dead peer, started: the
+	 * run is found again, never started anew while it may exist (and
+	 * di is empty: its inputs went with it); NULL for a new run. */
+	const char *adopt;
 	struct backend_refusal why; /* out: why, when prepare returns -1 */
 };
 
@@ -60,6 +65,10 @@ struct backend_usage {
 	int64_t memory_peak;                /* bytes */
 	int64_t io_read_bytes, io_write_bytes;
 	int64_t pids_peak;
+	/* When the run itself began and ended (ms since the epoch), where the
+	 * backend knows better than the worker (a job that waited in its
+	 * engine's queue, whose end was learnt later) */
+	int64_t started_ms, finished_ms;
 	/* cgroup2 pressure stall totals over the run, in microseconds */
 	int64_t psi_us[PSI__N];
 	/* "cgroup" (the task's leaf), "launcher" (kart-launch, the task's
@@ -92,6 +101,18 @@ struct backend {
 	 * where no bind of its own holds one), for the result; NULL: a path
 	 * of the host's, not said. */
 	const char *work;
+	/* Its runs go on without the worker (a batch system's jobs): at a
+	 * stop a run is left going, its claim kept in cur/W/ with its record
+	 * (claim_meta.run) for the next life of this worker, or a peer, to
+	 * follow (TE_DETACH); never killed nor re-queued for a stop. */
+	bool detach;
+	/* A run waits in its engine's queue after its spawn: the timeout's
+	 * clock starts when the backend says the run began (task_run_began),
+	 * not at the spawn. */
+	bool queued;
+	/* The first word of its claims' run records (claim_meta.run), or
+	 * NULL: it keeps none. */
+	const char *run_word;
 
 	/* ---- the worker's life (NULL: nothing to do) ----------------------- */
 	/* kart doctor: what the host gives it (no worker needed). */
@@ -101,6 +122,9 @@ struct backend {
 	void (*start)(struct worker *w);
 	/* At the worker's exit, for each backend started. */
 	void (*stop)(struct worker *w);
+	/* The worker begins to stop: what it holds of runs not started yet
+	 * comes back (unspawned; why.status NULL: back to new/, unrun). */
+	void (*stopping)(struct worker *w);
 	/* A dead worker's runs (peer; this worker's own id: its earlier
 	 * life's), before any of its claims is re-queued. Asked of every
 	 * backend, started by this worker or not: a claim may be another
@@ -122,7 +146,8 @@ struct backend {
 	void (*spawn)(struct worker *w, struct task *t);
 	/* Back from its spawn, running: watch for its end. */
 	void (*started)(struct worker *w, struct task *t);
-	/* Back from its spawn, not started: why it is refused. */
+	/* Back from its spawn, not started: why it is refused (status NULL:
+	 * it was never started and goes back to new/ as it came). */
 	void (*unspawned)(struct worker *w, struct task *t, struct backend_refusal *why);
 	/* One of its descriptors is ready (a struct src of kind SRC_BACKEND
 	 * it registered, s->t its task or NULL): true when s->t's run has
@@ -138,6 +163,9 @@ struct backend {
 	void (*reap)(struct worker *w, struct task *t);
 	/* What it used, once its leaf (if any) is drained. */
 	void (*usage)(const struct task *t, struct backend_usage *u);
+	/* Its own part of the task's result (an object under its name: what
+	 * its engine says of the run), JSON text it keeps; NULL: none. */
+	const char *(*result_json)(const struct task *t);
 	/* At the task's free: its per-task state let go. */
 	void (*cleanup)(struct worker *w, struct task *t);
 };
@@ -149,6 +177,10 @@ const struct backend *backend_get(enum backend_id b);
  * from now on. A task keeps the one it started with (t->be). */
 const struct backend *backend_use(struct worker *w, enum backend_id b);
 void backend_stop_all(struct worker *w);
+/* The worker begins to stop: each started backend's stopping. */
+void backend_stopping_all(struct worker *w);
+/* The backend whose run a claim's record names (claim_meta.run), or -1. */
+int backend_of_run(const char *run);
 /* Every backend's sweep (recovery): 0, or -EBUSY from any of them. */
 int backend_sweep(struct worker *w, const char *peer);
 /* The backends' timers, for the loop's. */

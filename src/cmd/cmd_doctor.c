@@ -205,6 +205,14 @@ static void doctor_space(const struct spool *sp, const struct policy *pol, json_
 	*ok = false;
 }
 
+static void stall_say(const char *worker, const char *why, void *arg)
+{
+	json_object_set_new(arg, worker, json_string(why));
+	_cleanup_free_ char *t = term_safe(why);
+	_cleanup_free_ char *w = term_safe(worker);
+	fprintf(stderr, "kart doctor: worker %s: %s: its tasks wait\n", w, t);
+}
+
 /* A shared spool (one with drop/): each directory as kart.tmpfiles and
  * kart init --shared make it, root's and the spool's group's; each that
  * is not, named. A mode wrong one way lets members write where only the
@@ -361,6 +369,13 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 					fprintf(stderr, "kart doctor: warning: %s\n", w);
 				}
 			}
+			/* A worker whose engine does not answer: its tasks wait. */
+			json_t *st = json_object();
+			wctl_stalled(sp.cur, stall_say, st);
+			if (json_object_size(st))
+				json_object_set_new(s, "stalled", st);
+			else
+				json_decref(st);
 			/* Said, not a failure: someone paused it on purpose. */
 			if (wctl_spool_paused(sp.new)) {
 				const char *m = "paused (kart pause --all): workers claim nothing new "

@@ -24,6 +24,9 @@ static const struct opts_help help = {
 	"pause; and its worker, or that its worker is gone), or its final status\n"
 	"(ok, failed, timeout, oom, killed, rejected, refused, cancelled, lost,\n"
 	"skipped) and, for every status but ok, why (the result's error).\n"
+	"A worker whose backend cannot take tasks now (its engine does not\n"
+	"answer) is named on stderr, with why: its tasks wait, nothing is blamed\n"
+	"on them.\n"
 	"Without IDs, every task in the spool, each id once, in the furthest state\n"
 	"it is found in (a result wins over a claim); an ID may be a glob pattern\n"
 	"('up-f0*'). Options may come before or after the IDs.\n"
@@ -272,6 +275,23 @@ static bool claiming_stopped(const struct spool *sp, char *why, size_t len)
 	       space_low(sp->root, &pol, sp->path, why, len);
 }
 
+/* Workers whose backend cannot take tasks now (cur/W/.stalled: its
+ * engine does not answer), "worker W: why (since T)" each, ";"-joined.
+ * Their tasks wait; nothing is blamed on them. */
+struct stalls {
+	char text[2048];
+	size_t n;
+};
+
+static void stall_add(const char *worker, const char *why, void *arg)
+{
+	struct stalls *st = arg;
+	int k = snprintf(st->text + st->n, sizeof st->text - st->n, "%sworker %s: %s", st->n ? "; " : "",
+			 worker, why);
+	if (k > 0 && (size_t)k < sizeof st->text - st->n)
+		st->n += (size_t)k;
+}
+
 static void print_summary(struct out *o)
 {
 	const char *k;
@@ -285,6 +305,10 @@ static void print_summary(struct out *o)
 				    json_string("stopped: the spool is paused (kart resume --all)"));
 	else if (claiming_stopped(o->sp, why, sizeof why))
 		json_object_set_new(o->counts, "claiming", json_sprintf("stopped: %s", why));
+	struct stalls st = {.n = 0};
+	wctl_stalled(o->sp->cur, stall_add, &st);
+	if (st.n)
+		json_object_set_new(o->counts, "waiting", json_sprintf("%s: their tasks wait", st.text));
 	if (o->json || o->ndjson) {
 		char *s = json_dumps_safe(o->counts, JSON_PRESERVE_ORDER | (o->json ? JSON_INDENT(2) : JSON_COMPACT));
 		printf("%s\n", s ? s : "{}");
@@ -292,9 +316,10 @@ static void print_summary(struct out *o)
 		return;
 	}
 	json_object_foreach(o->counts, k, v) {
-		if (json_is_string(v))
-			printf("%s\t%s\n", k, json_string_value(v));
-		else
+		if (json_is_string(v)) {
+			_cleanup_free_ char *t = term_safe(json_string_value(v));
+			printf("%s\t%s\n", k, t);
+		} else
 			printf("%s\t%lld\n", k, (long long)json_integer_value(v));
 	}
 }
@@ -354,6 +379,13 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 		char *s = json_dumps_safe(o.arr, JSON_INDENT(2));
 		printf("%s\n", s ? s : "[]");
 		free(s);
+	}
+	struct stalls st = {.n = 0};
+	if (!o.summary)
+		wctl_stalled(o.sp->cur, stall_add, &st);
+	if (st.n) {
+		_cleanup_free_ char *t = term_safe(st.text);
+		fprintf(stderr, "kart status: %s: their tasks wait\n", t);
 	}
 	free(o.locks);
 	json_decref(o.counts);

@@ -19,7 +19,10 @@
 
 const char *backend_name(enum backend_id b)
 {
-	return b == BACKEND_NONE ? "none" : b == BACKEND_CONTAINER ? "container" : "bwrap";
+	return b == BACKEND_NONE	? "none"
+	       : b == BACKEND_CONTAINER ? "container"
+	       : b == BACKEND_SLURM	? "slurm"
+					: "bwrap";
 }
 
 int backend_parse(const char *s)
@@ -30,6 +33,8 @@ int backend_parse(const char *s)
 		return BACKEND_NONE;
 	if (strcmp(s, "container") == 0)
 		return BACKEND_CONTAINER;
+	if (strcmp(s, "slurm") == 0)
+		return BACKEND_SLURM;
 	return -1;
 }
 
@@ -248,6 +253,12 @@ int container_cmd_set(struct policy *pol, const char *v)
 	if (v[0] != '/' && strchr(v, '/'))
 		return -1;
 	return word_set(pol->container_cmd, sizeof pol->container_cmd, v, "/._+-");
+}
+
+/* A Slurm name (a partition, an account): its own characters only. */
+int slurm_name_set(char *dst, size_t len, const char *v)
+{
+	return word_set(dst, len, v, "._-");
 }
 
 /* An image reference: registry/name:tag@digest characters only. */

@@ -18,7 +18,7 @@ struct plist {
 	char buf[PLIST_BYTES];
 };
 
-enum backend_id { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER };
+enum backend_id { BACKEND_BWRAP, BACKEND_NONE, BACKEND_CONTAINER, BACKEND_SLURM };
 
 /* [limits] cgroup: require (a task without its leaf is refused), auto
  * (without one, the rlimit fallback), off (never a cgroup). */
@@ -78,6 +78,9 @@ struct policy {
 	int64_t timeout_default_s; /* -1: none */
 	int64_t timeout_max_s;     /* -1: none */
 	uint64_t memory_max;       /* ceiling; the host's memory */
+	/* [limits] memory_max, cpu_max were set: else the host's, which
+	 * backend slurm does not hold its tasks to (they run on the nodes) */
+	bool memory_max_set, cpu_max_set;
 	int64_t pids_max;
 	uint32_t cpu_max_milli;    /* ceiling; the host's cores */
 	/* [limits] memory/pids/cpu_default: for a task that asks for none
@@ -165,6 +168,16 @@ struct policy {
 	struct plist container_extra; /* extra_args: engine options, each
 				       * --name or --name=value, none on
 				       * container_arg_denied's list */
+	/* [slurm]: backend slurm, each task a job of a Slurm cluster. */
+	char slurm_stage[1024];     /* shared by this host and every node; required */
+	/* where a task's cwd=, bind= and ro= may be: paths the nodes see
+	 * as this host does (none: the stage alone) */
+	struct plist slurm_shared;
+	char slurm_partition[2][128]; /* per lane (fast, batch); "": as the other, or Slurm's default */
+	char slurm_account[128];    /* sbatch --account; "": none */
+	char slurm_bin[1024];       /* sbatch, squeue, sacct, scancel, scontrol there; "": PATH */
+	int64_t slurm_poll_ms;      /* the longest wait between two looks at the jobs */
+	int64_t slurm_receipt_ms;   /* how long a result waits for sacct's record */
 };
 
 /* ---- policy.c: the values, and what the worker asks --------------------- */
@@ -185,7 +198,7 @@ const char *plist_next(const struct plist *l, const char *prev);
 bool plist_has(const struct plist *l, const char *s);
 
 const char *backend_name(enum backend_id b);
-/* "bwrap", "none" or "container"; -1 for anything else. */
+/* "bwrap", "none", "container" or "slurm"; -1 for anything else. */
 int backend_parse(const char *s);
 const char *cgroup_use_name(enum cgroup_use c);
 

@@ -122,6 +122,8 @@ static int conf_limit(struct policy *pol, const char *sec, const char *key, cons
 		return 0;
 	}
 	if (is_top) {
+		pol->memory_max_set |= strcmp(key, "memory_max") == 0;
+		pol->cpu_max_set |= strcmp(key, "cpu_max") == 0;
 		pol->memory_default = top.memory_default;
 		pol->memory_max = top.memory_max;
 		pol->pids_default = top.pids_default;
@@ -324,7 +326,7 @@ static int key_backend(struct policy *pol, const struct conf_key *ck, const char
 {
 	int b = backend_parse(val);
 	if (b < 0)
-		return ERR(-1, "%s: %s = %s: not a backend (bwrap, container or none)", where, ck->key,
+		return ERR(-1, "%s: %s = %s: not a backend (bwrap, container, none or slurm)", where, ck->key,
 			   val);
 	pol->backend = (enum backend_id)b;
 	return 0;
@@ -379,6 +381,48 @@ static int key_container_image(struct policy *pol, const struct conf_key *ck, co
 {
 	if (container_image_set(pol, val) < 0)
 		return ERR(-1, "%s: %s = %s: not an image reference", where, ck->key, val);
+	return 0;
+}
+
+static int key_slurm_stage(struct policy *pol, const struct conf_key *ck, const char *val,
+			   char *err, size_t errlen, const char *where)
+{
+	if (!bind_path_ok(val) || strlen(val) >= sizeof pol->slurm_stage)
+		return ERR(-1, "%s: %s = %s: not an absolute path (a directory every node sees at that path)",
+			   where, ck->key, val);
+	snprintf(pol->slurm_stage, sizeof pol->slurm_stage, "%s", val);
+	return 0;
+}
+
+static int key_slurm_bin(struct policy *pol, const struct conf_key *ck, const char *val,
+			 char *err, size_t errlen, const char *where)
+{
+	if (!bind_path_ok(val) || strlen(val) >= sizeof pol->slurm_bin)
+		return ERR(-1, "%s: %s = %s: not an absolute path (the directory of sbatch)", where,
+			   ck->key, val);
+	snprintf(pol->slurm_bin, sizeof pol->slurm_bin, "%s", val);
+	return 0;
+}
+
+/* partition (both lanes, or the batch lane where partition_fast is
+ * set), partition_fast, account: a name of Slurm's. */
+static int key_slurm_name(struct policy *pol, const struct conf_key *ck, const char *val,
+			  char *err, size_t errlen, const char *where)
+{
+	char *dst = (char *)pol + ck->off;
+	if (slurm_name_set(dst, 128, val) < 0)
+		return ERR(-1, "%s: %s = %s: not a Slurm name (letters, digits, '.', '_', '-')", where,
+			   ck->key, val);
+	return 0;
+}
+
+static int key_slurm_ms(struct policy *pol, const struct conf_key *ck, const char *val,
+			char *err, size_t errlen, const char *where)
+{
+	int64_t s;
+	if (parse_duration_s(val, &s) < 0 || s < 1 || s > 3600)
+		return ERR(-1, "%s: %s = %s: not a duration from 1s to 1h", where, ck->key, val);
+	*(int64_t *)((char *)pol + ck->off) = s * 1000;
 	return 0;
 }
 
@@ -451,6 +495,15 @@ static const struct conf_key conf_keys[] = {
 	OWN("container", "image", key_container_image),
 	LIST("container", "extra_args", container_extra, PL_ARGS),
 	BOOL("container", "seccomp", container_seccomp),
+
+	OWN("slurm", "stage", key_slurm_stage),
+	LIST("slurm", "shared", slurm_shared, PL_PATHS),
+	OWN_AT("slurm", "partition", key_slurm_name, slurm_partition[1], char[128]),
+	OWN_AT("slurm", "partition_fast", key_slurm_name, slurm_partition[0], char[128]),
+	OWN_AT("slurm", "account", key_slurm_name, slurm_account, char[128]),
+	OWN("slurm", "bin", key_slurm_bin),
+	OWN_AT("slurm", "poll", key_slurm_ms, slurm_poll_ms, int64_t),
+	OWN_AT("slurm", "receipt_wait", key_slurm_ms, slurm_receipt_ms, int64_t),
 
 	OWN("hooks", "on_done", key_on_done),
 };
@@ -532,7 +585,7 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
 			}
 			if (!section_known(sec))
 				return ERR(-1, "%s: unknown section [%s] (known: worker, limits, lane.fast, "
-					   "lane.batch, network, sandbox, container, hooks, kind.NAME)", where, sec);
+					   "lane.batch, network, sandbox, container, slurm, hooks, kind.NAME)", where, sec);
 			continue;
 		}
 		char *eq = strchr(line, '=');

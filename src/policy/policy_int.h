@@ -26,6 +26,7 @@ bool env_name_ok(const char *s);
 bool bind_path_ok(const char *s);
 int container_cmd_set(struct policy *pol, const char *v);
 int container_image_set(struct policy *pol, const char *v);
+int slurm_name_set(char *dst, size_t len, const char *v);
 
 /* ---- policy_kind.c: [kind.NAME] ----------------------------------------- */
 

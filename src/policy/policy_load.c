@@ -86,6 +86,8 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
+	pol->slurm_poll_ms = 5000;
+	pol->slurm_receipt_ms = 20000;
 	pol->task_binds = true;
 	/* What would run code of the task's choosing in every program it
 	 * starts, and the names the sandbox sets. */
@@ -114,7 +116,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	if ((v = getenv("KART_BACKEND")) && *v) {
 		int b = backend_parse(v);
 		if (b < 0)
-			return ERR(-1, "KART_BACKEND=%s: not a backend (bwrap, container or none)", v);
+			return ERR(-1, "KART_BACKEND=%s: not a backend (bwrap, container, none or slurm)", v);
 		pol->backend = (enum backend_id)b;
 	}
 	if ((v = getenv("KART_CONTAINER_CMD")) && *v && container_cmd_set(pol, v) < 0)
@@ -177,6 +179,16 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 		pol->timeout_max_s = 24 * 3600;
 	if (!pol->shared)
 		pol->slots_per_user_auto = false;
+	if (pol->backend == BACKEND_SLURM) {
+		/* Its tasks run on the nodes: this host's memory and cores are
+		 * no ceiling of theirs, nor its share a default (Slurm's
+		 * partitions have their own); what was set stays. */
+		if (!pol->memory_max_set)
+			pol->memory_max = UINT64_MAX;
+		if (!pol->cpu_max_set)
+			pol->cpu_max_milli = UINT32_MAX;
+		pol->builtin_memory = false;
+	}
 	builtin_defaults_fit(pol, host_memory);
 	/* A default above its ceiling would reject every task that takes it. */
 	for (int l = 0; l < 2; l++) {
@@ -196,7 +208,7 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
 {
 	char cand[PATH_MAX];
-	if (pol->backend == BACKEND_BWRAP && !strchr(pol->bwrap, '/')) {
+	if ((pol->backend == BACKEND_BWRAP || pol->backend == BACKEND_SLURM) && !strchr(pol->bwrap, '/')) {
 		if (find_in_path(pol->bwrap, cand, sizeof cand) < 0)
 			return ERR(-1, "bwrap not found in PATH; install bubblewrap, or set "
 				   "KART_BACKEND=none for trusted tasks");
@@ -211,12 +223,41 @@ int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t 
 	return policy_backend_check(pol, spool_dir, err, errlen);
 }
 
+/* The stage is a directory, and neither holds the spool nor lies in it:
+ * the spool stays on the worker's local disk, and what the nodes write
+ * never lands in it. */
+static int slurm_check(const struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+{
+	struct stat st, sp;
+	if (!pol->slurm_stage[0])
+		return ERR(-1, "backend slurm needs a stage: set [slurm] stage in kart.conf to a "
+			   "directory this host and every node see at the same path");
+	if (stat(pol->slurm_stage, &st) < 0)
+		return ERR(-1, "[slurm] stage = %s: %s", pol->slurm_stage, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return ERR(-1, "[slurm] stage = %s: not a directory", pol->slurm_stage);
+	if (!spool_dir)
+		return 0;
+	char rs[PATH_MAX], rp[PATH_MAX];
+	if (!realpath(pol->slurm_stage, rs) || !realpath(spool_dir, rp) || stat(rp, &sp) < 0)
+		return 0;
+	size_t ls = strlen(rs), lp = strlen(rp);
+	if ((lp >= ls && strncmp(rp, rs, ls) == 0 && (rp[ls] == '/' || !rp[ls] || ls == 1)) ||
+	    (ls > lp && strncmp(rs, rp, lp) == 0 && rs[lp] == '/'))
+		return ERR(-1, "[slurm] stage = %s and the spool %s overlap: the spool stays on this "
+			   "host's local disk, and the stage is a directory of the shared filesystem "
+			   "outside it", pol->slurm_stage, spool_dir);
+	return 0;
+}
+
 int policy_backend_check(const struct policy *pol, const char *spool_dir, char *err,
 			 size_t errlen)
 {
 	if (pol->backend == BACKEND_CONTAINER && !pol->container_image[0])
 		return ERR(-1, "backend container needs an image: set [container] image in kart.conf "
 			   "(or KART_CONTAINER_IMAGE)");
+	if (pol->backend == BACKEND_SLURM)
+		return slurm_check(pol, spool_dir, err, errlen);
 	if (pol->backend != BACKEND_NONE || pol->allow_unsandboxed || !spool_dir)
 		return 0;
 	/* The hosted posture: where other users can submit, backend none
@@ -321,6 +362,18 @@ char *policy_describe(const struct policy *pol)
 							      : json_null(),
 				      "seccomp", pol->container_seccomp, "extra_args",
 				      plist_json(&pol->container_extra)));
+	json_object_set_new(
+		o, "slurm",
+		json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I}", "stage",
+			  pol->slurm_stage[0] ? json_string(pol->slurm_stage) : json_null(), "shared",
+			  plist_json(&pol->slurm_shared), "partition",
+			  pol->slurm_partition[1][0] ? json_string(pol->slurm_partition[1]) : json_null(),
+			  "partition_fast",
+			  pol->slurm_partition[0][0] ? json_string(pol->slurm_partition[0]) : json_null(),
+			  "account", pol->slurm_account[0] ? json_string(pol->slurm_account) : json_null(),
+			  "bin", pol->slurm_bin[0] ? json_string(pol->slurm_bin) : json_null(), "poll_ms",
+			  (json_int_t)pol->slurm_poll_ms, "receipt_wait_ms",
+			  (json_int_t)pol->slurm_receipt_ms));
 	/* Each lane's defaults and ceilings as they apply ([lane.*] over
 	 * [limits]); null: no default. cpu in cores, as in a result. */
 	json_t *lanes = json_object();

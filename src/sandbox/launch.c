@@ -3,6 +3,7 @@
  *   kart-launch --status-fd=N [--seccomp-fd=N] [--landlock=off|auto|enforce] [--tcp]
  *               [--ro PATH]... [--rw PATH]... [--rlimit-{nproc,as,cpu,core}=N]...
  *               -- PROGRAM [ARG...]
+ *   kart-launch --job=DIR --job-id=ID ...   (a batch system's job: launch_job.c)
  *
  * It stays as the task's parent so that the worker learns exactly how the
  * task ended ("exit N" or "signal N" on the status fd) where bwrap would
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "confine.h"
+#include "launch_job.h"
 
 static void close_from(int lowfd)
 {
@@ -136,6 +138,8 @@ static void say_usage(int status_fd, int io_fd, const struct proc_io *io0)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strncmp(argv[1], "--job=", 6) == 0)
+		return launch_job_main(argc, argv);
 	struct confine c;
 	char err[256];
 	if (confine_parse(argc, argv, &c, err, sizeof err) < 0) {

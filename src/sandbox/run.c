@@ -3,6 +3,8 @@
  * passed down to bwrap and the launcher (but not to the task). */
 #define _GNU_SOURCE
 #include "run.h"
+
+#include "proctree.h"
 #include "outdir.h"
 
 #include <fcntl.h>
@@ -536,70 +538,12 @@ void run_term(struct run *r)
 		(void)syscall(SYS_pidfd_send_signal, r->pidfd, SIGTERM, NULL, 0);
 }
 
-/* The children of pid, from /proc (CONFIG_PROC_CHILDREN): up to max. */
-static int children_of(pid_t pid, pid_t *out, int max)
-{
-	char p[64];
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	snprintf(p, sizeof p, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	if (read_file_at(AT_FDCWD, p, 4096, &text, &len) < 0)
-		return 0;
-	int n = 0;
-	char *save = NULL;
-	for (char *w = strtok_r(text, " \n", &save); w && n < max; w = strtok_r(NULL, " \n", &save)) {
-		long long v;
-		if (parse_int(w, 1, INT_MAX, &v) == 0)
-			out[n++] = (pid_t)v;
-	}
-	return n;
-}
-
-static bool comm_is(pid_t pid, const char *comm)
-{
-	char p[64];
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	snprintf(p, sizeof p, "/proc/%d/comm", (int)pid);
-	if (read_file_at(AT_FDCWD, p, 64, &text, &len) < 0)
-		return false;
-	if (len && text[len - 1] == '\n')
-		text[--len] = '\0';
-	return strcmp(text, comm) == 0;
-}
-
-/* SIGTERM to pid through a pidfd, its name checked again once pinned: a
- * pid that was recycled after the look gets nothing. */
-static int term_pinned(pid_t pid, const char *comm)
-{
-	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pfd < 0)
-		return -errno;
-	if (!comm_is(pid, comm))
-		return -ESRCH;
-	return syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) < 0 ? -errno : 0;
-}
-
 int run_term_launcher(struct run *r, const char *comm)
 {
-	/* bwrap, its init inside the pid namespace, then the launcher:
-	 * breadth first, so the launcher is met before anything the task
-	 * may have named like it. bwrap itself must not get the SIGTERM:
-	 * it would die, and the whole namespace with it, at once. */
-	pid_t level[16], next[16];
-	int n = r->pid > 0 ? 1 : 0;
-	level[0] = r->pid;
-	for (int depth = 0; depth < 3 && n; depth++) {
-		int m = 0;
-		for (int i = 0; i < n; i++) {
-			if (depth && comm_is(level[i], comm))
-				return term_pinned(level[i], comm);
-			m += children_of(level[i], next + m, (int)ARRAY_SIZE(next) - m);
-		}
-		memcpy(level, next, (size_t)m * sizeof *next);
-		n = m;
-	}
-	return -ESRCH;
+	/* bwrap, its init inside the pid namespace, then the launcher.
+	 * bwrap itself must not get the SIGTERM: it would die, and the
+	 * whole namespace with it, at once. */
+	return proc_signal_below(r->pid, comm, SIGTERM);
 }
 
 void run_kill(struct run *r)
@@ -628,6 +572,39 @@ static void use_line(const char *l, struct run_use *u)
 		l = l ? l + 1 : "";
 	}
 	*u = (struct run_use){"launcher", v[0], v[1], v[2], v[3], v[4]};
+}
+
+void run_status_parse(char *buf, struct run_end *end, bool launcher)
+{
+	char *save = NULL;
+	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strcmp(l, "start") == 0)
+			end->started = true;
+		else if (strncmp(l, "exit ", 5) == 0) {
+			end->exited = true;
+			end->exit_code = atoi(l + 5);
+		} else if (strncmp(l, "signal ", 7) == 0)
+			end->signal = atoi(l + 7);
+		else if (strncmp(l, "usage ", 6) == 0 && launcher)
+			use_line(l + 6, &end->use);
+		else if (end->started)
+			continue; /* the set-up's lines come before "start" */
+		else if (strncmp(l, "landlock ", 9) == 0)
+			snprintf(end->landlock, sizeof end->landlock, "%s", l + 9);
+		else if (strncmp(l, "landlock-unavailable ", 21) == 0 && !end->refusal) {
+			end->refusal = "landlock_unavailable";
+			snprintf(end->refusal_why, sizeof end->refusal_why,
+				 "Landlock is required (enforce) but this kernel has none: %s", l + 21);
+		} else if (strncmp(l, "landlock-failed ", 16) == 0 && !end->refusal) {
+			end->refusal = "landlock_failed";
+			snprintf(end->refusal_why, sizeof end->refusal_why,
+				 "the Landlock ruleset could not be applied: %s", l + 16);
+		} else if (strncmp(l, "setuid-failed ", 14) == 0 && !end->refusal) {
+			end->refusal = "setuid_failed";
+			snprintf(end->refusal_why, sizeof end->refusal_why,
+				 "the task could not run as its submitter: %s", l + 14);
+		}
+	}
 }
 
 int run_collect(struct run *r, struct run_end *end)
@@ -669,35 +646,7 @@ int run_collect(struct run *r, struct run_end *end)
 			break; /* EOF, or EAGAIN: a straggler still holds the pipe */
 	}
 	buf[n] = '\0';
-	char *save = NULL;
-	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		if (strcmp(l, "start") == 0)
-			end->started = true;
-		else if (strncmp(l, "exit ", 5) == 0) {
-			end->exited = true;
-			end->exit_code = atoi(l + 5);
-		} else if (strncmp(l, "signal ", 7) == 0)
-			end->signal = atoi(l + 7);
-		else if (strncmp(l, "usage ", 6) == 0 && !r->direct)
-			use_line(l + 6, &end->use);
-		else if (end->started)
-			continue; /* the set-up's lines come before "start" */
-		else if (strncmp(l, "landlock ", 9) == 0)
-			snprintf(end->landlock, sizeof end->landlock, "%s", l + 9);
-		else if (strncmp(l, "landlock-unavailable ", 21) == 0 && !end->refusal) {
-			end->refusal = "landlock_unavailable";
-			snprintf(end->refusal_why, sizeof end->refusal_why,
-				 "Landlock is required (enforce) but this kernel has none: %s", l + 21);
-		} else if (strncmp(l, "landlock-failed ", 16) == 0 && !end->refusal) {
-			end->refusal = "landlock_failed";
-			snprintf(end->refusal_why, sizeof end->refusal_why,
-				 "the Landlock ruleset could not be applied: %s", l + 16);
-		} else if (strncmp(l, "setuid-failed ", 14) == 0 && !end->refusal) {
-			end->refusal = "setuid_failed";
-			snprintf(end->refusal_why, sizeof end->refusal_why,
-				 "the task could not run as its submitter: %s", l + 14);
-		}
-	}
+	run_status_parse(buf, end, !r->direct);
 	/* Exec'd directly: no launcher reports; the status is the task's,
 	 * and so is what wait4 measured. */
 	if (r->direct && end->started)

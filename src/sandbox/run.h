@@ -165,6 +165,10 @@ struct run_end {
 
 /* Reap the exited process and read the launcher's report. */
 int run_collect(struct run *r, struct run_end *end);
+/* The launcher's report (its status lines, NUL-terminated; cut up in
+ * place) into end: what run_collect reads, and a batch system's job
+ * hands back in its stage. */
+void run_status_parse(char *buf, struct run_end *end, bool launcher);
 
 void run_close(struct run *r);
 

@@ -122,7 +122,7 @@ static void read_queued(struct spool *sp, int dirfd, const char *name, int64_t n
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
-	char kattr[512], err[256];
+	char kattr[KART_XATTR_MAX], err[256];
 	struct claim_meta m;
 	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
 	kattr[kn > 0 ? kn : 0] = '\0';

@@ -245,6 +245,11 @@ char *result_dumps(const struct result *r)
 		json_object_set_new(o, "home", jstr(r->home));
 		json_object_set_new(o, "work_discarded", json_boolean(r->work_discarded));
 	}
+	if (r->engine_json && r->engine_key) {
+		json_t *e = json_loads(r->engine_json, 0, NULL);
+		if (e)
+			json_object_set_new(o, r->engine_key, e);
+	}
 	if (r->attempts_json) {
 		json_t *a = json_loads(r->attempts_json, 0, NULL);
 		json_object_set_new(o, "attempts", a ? a : json_null());

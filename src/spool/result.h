@@ -81,6 +81,9 @@ struct result {
 	const struct task_spec *task;
 	const char *home;
 	bool work_discarded;
+	/* Its backend's own part (what its engine says of the run: backend.h
+	 * result_json), JSON object text under engine_key; NULL: none. */
+	const char *engine_key, *engine_json;
 	/* retry_on= (sched.h): every attempt's outcome, as the text of a JSON
 	 * array (spool_finish_stage fills it); NULL: no such field. */
 	char *attempts_json;

@@ -375,7 +375,7 @@ static bool meta_id_ok(const char *id, const char *name)
 
 void claim_meta_parse(const char *text, const char *name, struct claim_meta *m)
 {
-	char buf[512];
+	char buf[KART_XATTR_MAX];
 	memset(m, 0, sizeof *m);
 	m->attempt = 1;
 	snprintf(buf, sizeof buf, "%s", text);
@@ -394,12 +394,14 @@ void claim_meta_parse(const char *text, const char *name, struct claim_meta *m)
 			m->not_before_ms = v;
 		else if (strncmp(t, "hold=", 5) == 0 && meta_id_ok(t + 5, name))
 			snprintf(m->hold, sizeof m->hold, "%s", t + 5);
+		else if (strncmp(t, "run=", 4) == 0)
+			snprintf(m->run, sizeof m->run, "%s", t + 4);
 	}
 }
 
 int claim_meta_get(int fd, const char *name, struct claim_meta *m)
 {
-	char buf[512];
+	char buf[KART_XATTR_MAX];
 	memset(m, 0, sizeof *m);
 	m->attempt = 1;
 	ssize_t n = fgetxattr(fd, KART_XATTR, buf, sizeof buf - 1);
@@ -412,7 +414,7 @@ int claim_meta_get(int fd, const char *name, struct claim_meta *m)
 
 int claim_meta_set(int fd, const struct claim_meta *m)
 {
-	char buf[512];
+	char buf[KART_XATTR_MAX];
 	int n = snprintf(buf, sizeof buf, "attempt=%d\nsubmitted=%lld\nid=%s\n", m->attempt,
 			 (long long)m->submitted_ms, m->id);
 	/* Written only when set: a file never retried keeps the three lines. */
@@ -421,6 +423,8 @@ int claim_meta_set(int fd, const struct claim_meta *m)
 			      (long long)m->not_before_ms);
 	if (n < (int)sizeof buf && m->hold[0])
 		n += snprintf(buf + n, sizeof buf - (size_t)n, "hold=%s\n", m->hold);
+	if (n < (int)sizeof buf && m->run[0])
+		n += snprintf(buf + n, sizeof buf - (size_t)n, "run=%s\n", m->run);
 	if (n >= (int)sizeof buf)
 		return -ENAMETOOLONG;
 	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)

@@ -54,6 +54,12 @@ struct claim_meta {
 	/* Automatic retry (retry_on=, sched.h): */
 	int64_t not_before_ms; /* the retry waits until then; 0: none */
 	char hold[256];        /* the id whose done/ID.attempts/ keeps the earlier attempts */
+	/* A run that goes on without the worker (a batch system's job):
+	 * "BACKEND WORDS...", set before the run can exist, so that a worker
+	 * that finds the claim after a crash asks that backend first and
+	 * never starts the task again while it may run; "" for none. Gone
+	 * with a re-queue or a retry (a new attempt is a new run). */
+	char run[192];
 };
 
 /* The text of user.kart into m (defaults for what it lacks), for the
@@ -64,6 +70,8 @@ struct claim_meta {
 void claim_meta_parse(const char *text, const char *name, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
+/* Its value, at most (every line of struct claim_meta at its longest). */
+#define KART_XATTR_MAX 1024
 
 /* ---- who submitted a task (spool-layout §6) ----
  * On a shared spool the worker takes each task for its own at the

@@ -812,6 +812,7 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 		if (fd < 0)
 			return -errno;
 		m.id[0] = '\0';
+		m.run[0] = '\0'; /* the next attempt is a run of its own */
 		int r = claim_meta_set(fd, &m);
 		if (r < 0 && r != -ENOTSUP)
 			return r;
@@ -844,6 +845,7 @@ int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta 
 	_cleanup_close_ int fd = open_regular(wdir, name);
 	if (fd < 0)
 		return -errno;
+	m->run[0] = '\0'; /* the next attempt is a run of its own */
 	if (!m->hold[0]) {
 		/* Reserve the final result's id: done/ID.attempts/ counts as
 		 * taken for every finisher and kart submit (done_has). Made

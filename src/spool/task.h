@@ -179,7 +179,7 @@ struct inspect {
 	struct task_spec spec;
 	/* user.kart as it was with the header (claim_meta_parse): a pending
 	 * retry's not_before is there. "" when there is none. */
-	char kattr[512];
+	char kattr[1024]; /* KART_XATTR_MAX (spool.h) */
 	int fd;             /* task_inspect_open, INSPECT_OK: the file, read-only; else -1 */
 };
 

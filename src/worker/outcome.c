@@ -20,7 +20,11 @@ static void stop_result(const struct observed *o, struct result *r, char *errbuf
 			 (long long)o->timeout_s);
 	else
 		snprintf(why, sizeof why, "cancelled by kart cancel while running");
-	if (e->exited) {
+	if (!e->started && !e->exited) {
+		/* Stopped before the run began (a job still in its engine's
+		 * queue, a sandbox still being built): no signal reached it. */
+		snprintf(how, sizeof how, "before its run began");
+	} else if (e->exited) {
 		r->exit_code = e->exit_code;
 		snprintf(how, sizeof how, "after SIGTERM it exited with status %d", e->exit_code);
 	} else {
@@ -87,6 +91,17 @@ void outcome_decide(const struct observed *o, bool seccomp, struct result *r, ch
 		else
 			snprintf(errbuf, errlen, "out of memory: the kernel killed %lld process(es)",
 				 (long long)o->oom_kills);
+		r->error = errbuf;
+	}
+	/* An engine's own state, whatever the run's status (a batch
+	 * system's job whose cgroup had an OOM kill: its OUT_OF_MEMORY). */
+	if (o->end == OUTCOME_NATURAL && e->started && o->engine && o->engine_oom == ENGINE_OOM_STATE) {
+		r->status = "oom";
+		if (o->memory)
+			snprintf(errbuf, errlen, "the memory limit of %llu bytes was hit: %s reports an "
+				 "OOM kill", (unsigned long long)o->memory, o->backend);
+		else
+			snprintf(errbuf, errlen, "out of memory: %s reports an OOM kill", o->backend);
 		r->error = errbuf;
 	}
 	/* Not under the built-in share of the host's memory: too large a

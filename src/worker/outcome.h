@@ -33,8 +33,13 @@ struct observed {
 	bool engine;
 	uint64_t memory;           /* its memory limit, 0: none */
 	bool memory_builtin;       /* that limit is the policy's built-in share */
-	int engine_oom;            /* the engine's word (the runtime's OOMKilled): 1, 0, -1 unknown */
+	int engine_oom;            /* the engine's word (the runtime's OOMKilled): 1, 0, -1 unknown;
+				    * ENGINE_OOM_STATE: its job's own state says so */
 };
+
+/* engine_oom: the engine's record of the run says OOM itself (a batch
+ * system's OUT_OF_MEMORY), whatever the run's own status. */
+#define ENGINE_OOM_STATE 2
 
 /* Sets r's status, exit_code, signal, refusal, error, landlock and
  * seccomp (with `seccomp`: the filter was handed over). error may point

@@ -309,10 +309,14 @@ static void begin_stop(struct worker *w, const char *why)
 		w->stopping = true;
 		w->grace_mono = now_mono_ms() + (int64_t)w->pol->term_grace_s * 1000;
 		/* A paused task would not finish in the grace: killed and
-		 * queued again now, thawed first (task_event). */
+		 * queued again now, thawed first (task_event). A run that goes
+		 * on without the worker is left going (backend.h detach). */
+		backend_stopping_all(w);
 		for (struct task *t = w->tasks, *nx; t; t = nx) {
 			nx = t->next;
-			if (t->pause.how != PAUSE_NONE)
+			if (t->be->detach)
+				task_event(w, t, TE_DETACH);
+			else if (t->pause.how != PAUSE_NONE)
 				task_event(w, t, TE_GRACE_OVER);
 		}
 		logmsg("%s: no more claims; %d running task(s) get %ds to finish", why, w->nrunning,

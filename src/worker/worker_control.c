@@ -273,3 +273,21 @@ void wctl_drop_request(struct spool *sp, const struct policy *pol, const char *m
 	logmsg("drop/%s: %s %s: %s", dname, verb, id, r == 0 ? "done" : strerror(-r));
 	(void)unlinkat(dropfd, entry, 0);
 }
+
+void wctl_stalled(int curfd, void (*fn)(const char *worker, const char *why, void *arg), void *arg)
+{
+	struct strv ids = {0};
+	if (dir_names(curfd, ".", &ids) < 0)
+		return;
+	for (size_t i = 0; i < ids.n; i++) {
+		char p[600];
+		_cleanup_free_ char *text = NULL;
+		size_t tl = 0;
+		if (pathfmt(p, sizeof p, "%s/%s", ids.v[i], WCTL_STALLED) < 0 ||
+		    read_file_at(curfd, p, 1024, &text, &tl) < 0 || !tl)
+			continue;
+		text[strcspn(text, "\n")] = '\0';
+		fn(ids.v[i], text, arg);
+	}
+	strv_free(&ids);
+}

@@ -13,6 +13,14 @@
 #include "cgroup.h"
 #include "run.h"
 
+/* cur/W/.stalled: why this worker's backend cannot take tasks now (its
+ * engine does not answer), one line, for kart status and kart doctor;
+ * gone once it can. Its tasks wait, nothing is blamed on them. */
+#define WCTL_STALLED ".stalled"
+
+/* Each worker of cur/ with such a note: fn(worker id, its line). */
+void wctl_stalled(int curfd, void (*fn)(const char *worker, const char *why, void *arg), void *arg);
+
 /* How a paused task is held still. */
 enum pause_how {
 	PAUSE_NONE,   /* not paused */

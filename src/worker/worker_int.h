@@ -75,6 +75,8 @@ enum tevent {
 	TE_COMMIT_FAILED, /* back from it, not published */
 	TE_AGAIN,         /* its time to look again came, or its leaf changed */
 	TE_GIVE_UP,       /* its publish cannot succeed (commit_failed) */
+	TE_DETACH,        /* the worker stops, and its backend's run goes on without it */
+	TE_GIVE_BACK,     /* its backend did not start it, blaming it for nothing */
 	TE__N
 };
 enum tend { END_NATURAL, END_TIMEOUT, END_CANCEL, END_REQUEUE };
@@ -162,7 +164,10 @@ struct task {
 	 * next tasks), and that backend's own state for it (backend.h). */
 	const struct backend *be;
 	void *be_task;
-	int engine_oom;        /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown */
+	int engine_oom;        /* backend.h engine_limits: the engine's OOM kill, 1, 0, -1 unknown,
+				* 2 its job's state (outcome.h ENGINE_OOM_STATE) */
+	bool lost_run;         /* its backend lost the run (a node failed): re-queued as a dead
+				* worker's claim is, lost past retries= (errbuf: why) */
 	uid_t run_uid;         /* whom it ran as: owner of its scratch directories */
 	bool seccomp;          /* its sandbox was handed the filter */
 	int uniq_fd;           /* unique=: its key's lock (worker_sched.h), or -1 */
@@ -498,6 +503,9 @@ void helper_done(struct worker *w, struct helper *h);
 /* ---- worker_peer.c: peers: other workers' claim directories, and recovery of a dead one's */
 void recover_peer(struct worker *w, const char *peer);
 void recover_own(struct worker *w);
+/* A claim a backend's sweep moved here from a dead worker, to follow its
+ * run at the next look (recover_own). */
+void recover_adopt(struct worker *w, const char *name);
 void watch_peer(struct worker *w, const char *peer);
 void scan_peers(struct worker *w);
 
@@ -545,6 +553,10 @@ bool quota_over(const struct worker *w, uid_t uid);
 /* ---- worker_start.c: starting a claimed task: read again, whom it runs as, its backend's
  * prepare, then its spawn */
 void start_claimed(struct worker *w, const char *name, int64_t arrived_ms);
+/* A claim with a run record (claim_meta.run) of backend be: a task
+ * again, its run followed. 0, or -1 when it cannot be read now (left
+ * for the next look). */
+int start_adopted(struct worker *w, const char *name, int be, const char *run);
 
 /* ---- worker_state.c: the task state machine: transitions[][] and task_event, the one
  * setter of a task's state, one event per turn */
@@ -563,6 +575,10 @@ void scan_cancels(struct worker *w);
 void task_pause_look(struct worker *w, struct task *t);
 void scan_pauses(struct worker *w);
 void abandon(struct worker *w, struct task *t);
+void detach(struct worker *w, struct task *t);
+/* Its backend says the run began (backend.h queued): its timeout's clock
+ * starts at began_mono, its start is began_ms. */
+void task_run_began(struct worker *w, struct task *t, int64_t began_mono, int64_t began_ms);
 void finish_unstarted(struct worker *w, struct task *t, const char *status,
 		      const char *refusal, const char *error);
 void finish_refused(struct worker *w, struct task *t, const char *refusal,
@@ -581,7 +597,8 @@ enum tevent commit_failed(struct worker *w, struct task *t);
 /* GIVE_UP: finished lost, the failure named, without its outputs; freed
  * (or left for recovery where even that cannot be written). */
 void publish_lost(struct worker *w, struct task *t);
-void spawn_refuse(struct worker *w, struct task *t);
+enum tevent spawn_refuse(struct worker *w, struct task *t);
+void give_back(struct worker *w, struct task *t);
 /* Is the task's memory (or pids) the policy's built-in default, which
  * yields where nothing can hold it? (The result says so.) */
 bool memory_builtin(const struct policy *pol, const struct task_spec *spec);

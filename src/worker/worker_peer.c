@@ -1,6 +1,7 @@
 /* worker_peer.c - peers: other workers' claim directories, and recovery of a
  * dead one's. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <sys/inotify.h>
 
 #include "worker_int.h"
@@ -25,6 +26,33 @@ void recover_peer(struct worker *w, const char *peer)
 		w->peers.recover_mono = now_mono_ms() + 200;
 }
 
+void recover_adopt(struct worker *w, const char *name)
+{
+	w->peers.own = xrealloc(w->peers.own, (w->peers.nown + 1) * sizeof(char *));
+	w->peers.own[w->peers.nown++] = xstrdup(name);
+	if (!w->peers.recover_mono)
+		w->peers.recover_mono = now_mono_ms();
+}
+
+/* A claim whose run goes on without a worker (its record, claim_meta.run;
+ * not one being finished, which recovery completes): a task again, its
+ * run followed by its backend. 1: it is; 0: not such a claim; -1: not
+ * now (looked at again). */
+static int adopt_claim(struct worker *w, const char *name)
+{
+	_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct claim_meta m;
+	if (fd < 0 || claim_meta_get(fd, name, &m) < 0 || !m.run[0] || m.id[0])
+		return 0;
+	int be = backend_of_run(m.run);
+	if (be < 0) {
+		logmsg("%s: its run record (%.100s) names no backend of this worker's: left as it is",
+		       name, m.run);
+		return -1;
+	}
+	return start_adopted(w, name, be, m.run) < 0 ? -1 : 1;
+}
+
 /* Our own claims left by an earlier life under this id: recover each
  * once the processes of its old run are gone (its run lock is free). */
 void recover_own(struct worker *w)
@@ -39,6 +67,14 @@ void recover_own(struct worker *w)
 		return;
 	}
 	for (size_t i = 0; i < w->peers.nown; i++) {
+		int a = adopt_claim(w, w->peers.own[i]);
+		if (a != 0) {
+			if (a < 0)
+				w->peers.own[keep++] = w->peers.own[i];
+			else
+				free(w->peers.own[i]);
+			continue;
+		}
 		enum recover_kind k = spool_recover_claim(w->sp, w->pol, w->wdir, w->peers.own[i], w->id);
 		if (k == RECOVER_BUSY || k == RECOVER_ERROR) {
 			w->peers.own[keep++] = w->peers.own[i];

@@ -146,3 +146,34 @@ void start_claimed(struct worker *w, const char *name, int64_t arrived_ms)
 	}
 	task_event(w, t, TE_SPAWN);
 }
+
+int start_adopted(struct worker *w, const char *name, int be, const char *run)
+{
+	__attribute__((cleanup(inspect_close))) struct inspect ins;
+	task_inspect_open(w->wdir, name, w->pol, &ins);
+	if (ins.kind != INSPECT_OK) {
+		logmsg("%s: its run goes on, but the claim cannot be read again now (%s): looked at "
+		       "again later", name, ins.kind == INSPECT_BUSY ? "open for writing" : ins.error);
+		return -1;
+	}
+	__attribute__((cleanup(dep_inputs_free))) struct dep_inputs di = {.nfd = 0};
+	int ufd = -1;
+	struct task *t = task_new(w, name, &ins, &ufd, now_realtime_ms());
+	t->be = backend_use(w, (enum backend_id)be);
+	struct backend_start s = {.name = name, .di = &di, .adopt = run};
+	if (start_who(w, t, &s) < 0)
+		return 0;
+	if (t->be->prepare(w, t, &s) < 0) {
+		finish_unstarted(w, t, s.why.status, s.why.refusal, s.why.error);
+		return 0;
+	}
+	logmsg("%s: its run goes on: followed again", name);
+	task_event(w, t, TE_SPAWN);
+	/* kart cancel while no worker was there: kept until it is found. */
+	char creq[512];
+	struct stat cst;
+	if (spool_name_cancel(creq, sizeof creq, name) == 0 &&
+	    fstatat(w->wdir, creq, &cst, AT_SYMLINK_NOFOLLOW) == 0)
+		task_event(w, t, TE_CANCEL);
+	return 0;
+}

@@ -20,7 +20,7 @@ enum taction {
 	TA_NONE,
 	TA_SPAWN,          /* handed to its backend's spawn */
 	TA_STARTED,        /* watched; what was kept applied (that event next) */
-	TA_UNSPAWN,        /* its refusal made (RESULT next) */
+	TA_UNSPAWN,        /* its refusal made (RESULT next), or none (GIVE_BACK next) */
 	TA_KEEP,           /* kept for when it runs (the first only) */
 	TA_REAP,           /* reaped, its leaf killed (LEAF_EMPTY next; LEAF_KILLED where
 			    * cgroup.kill killed the rest at once) */
@@ -40,6 +40,8 @@ enum taction {
 			    * GRACE_OVER where the worker stops, GIVE_UP where it cannot be) */
 	TA_ABANDON,        /* left in cur/W/ for recovery, freed */
 	TA_LOST,           /* finished lost, its publish given up, freed */
+	TA_DETACH,         /* its run left going and its claim for recovery, freed */
+	TA_GIVE_BACK,      /* back into new/ unrun, its attempt unchanged, freed */
 	TA__N
 };
 
@@ -52,6 +54,7 @@ static const struct tstep transitions[TS__N][TE__N] = {
 	[TS_CLAIMED] = {
 		[TE_SPAWN] = {TA_SPAWN, TS_SPAWNING},
 		[TE_RESULT] = {TA_PUBLISH, TS_COMMITTING},
+		[TE_GIVE_BACK] = {TA_GIVE_BACK, TS_FREED},
 	},
 	/* Not ours to kill yet: a cancel or the grace's end waits for it. */
 	[TS_SPAWNING] = {
@@ -59,12 +62,14 @@ static const struct tstep transitions[TS__N][TE__N] = {
 		[TE_SPAWN_FAILED] = {TA_UNSPAWN, TS_CLAIMED},
 		[TE_CANCEL] = {TA_KEEP, TS_SPAWNING},
 		[TE_GRACE_OVER] = {TA_KEEP, TS_SPAWNING},
+		[TE_DETACH] = {TA_KEEP, TS_SPAWNING},
 	},
 	[TS_RUNNING] = {
 		[TE_EXIT] = {TA_REAP, TS_DRAINING},
 		[TE_TIMEOUT] = {TA_STOP_TIMEOUT, TS_STOPPING},
 		[TE_CANCEL] = {TA_STOP_CANCEL, TS_STOPPING},
 		[TE_GRACE_OVER] = {TA_KILL_REQUEUE, TS_KILLING},
+		[TE_DETACH] = {TA_DETACH, TS_FREED},
 	},
 	/* TE_TIMEOUT here is the end of its kill grace; a shutdown's grace
 	 * ending kills it too, keeping its end (it is not re-queued). */
@@ -72,9 +77,11 @@ static const struct tstep transitions[TS__N][TE__N] = {
 		[TE_EXIT] = {TA_REAP, TS_DRAINING},
 		[TE_TIMEOUT] = {TA_KILL, TS_KILLING},
 		[TE_GRACE_OVER] = {TA_KILL, TS_KILLING},
+		[TE_DETACH] = {TA_DETACH, TS_FREED},
 	},
 	[TS_KILLING] = {
 		[TE_EXIT] = {TA_REAP, TS_DRAINING},
+		[TE_DETACH] = {TA_DETACH, TS_FREED},
 	},
 	[TS_DRAINING] = {
 		[TE_AGAIN] = {TA_DRAIN_LOOK, TS_DRAINING},
@@ -117,6 +124,7 @@ static const char *const tevent_names[TE__N] = {
 	[TE_RESULT] = "RESULT", [TE_RETRY_KEPT] = "RETRY_KEPT", [TE_REQUEUE] = "REQUEUE",
 	[TE_COMMITTED] = "COMMITTED", [TE_COMMIT_FAILED] = "COMMIT_FAILED", [TE_AGAIN] = "AGAIN",
 	[TE_GIVE_UP] = "GIVE_UP",
+	[TE_DETACH] = "DETACH", [TE_GIVE_BACK] = "GIVE_BACK",
 };
 
 static const char *const taction_names[TA__N] = {
@@ -129,6 +137,8 @@ static const char *const taction_names[TA__N] = {
 	[TA_DONE] = "log, on_done, free", [TA_FREE] = "free",
 	[TA_REQUEUE] = "back into new/, free", [TA_COMMIT_FAILED] = "retry later",
 	[TA_ABANDON] = "leave for recovery, free", [TA_LOST] = "finish lost, free",
+	[TA_DETACH] = "leave it going, free",
+	[TA_GIVE_BACK] = "back into new/ unrun, free",
 };
 
 /* The states that hold a slot of the task's lane: from its spawn until
@@ -192,8 +202,7 @@ static enum tevent act(struct worker *w, struct task *t, enum taction a, enum te
 	case TA_STARTED:
 		return task_started(w, t);
 	case TA_UNSPAWN:
-		spawn_refuse(w, t);
-		return TE_RESULT;
+		return spawn_refuse(w, t);
 	case TA_KEEP:
 		if (!t->kept.on) {
 			t->kept.on = true;
@@ -230,6 +239,12 @@ static enum tevent act(struct worker *w, struct task *t, enum taction a, enum te
 		break;
 	case TA_LOST:
 		publish_lost(w, t);
+		break;
+	case TA_DETACH:
+		detach(w, t);
+		break;
+	case TA_GIVE_BACK:
+		give_back(w, t);
 		break;
 	case TA_STOP_TIMEOUT:
 		t->end = END_TIMEOUT;

@@ -90,6 +90,8 @@ static void fill_result(struct worker *w, struct task *t)
 	r->kill_grace_s = t->spec.kill_grace_s;
 	r->label = t->spec.label[0] ? t->spec.label : NULL;
 	r->backend = t->be->name;
+	r->engine_key = t->be->name;
+	r->engine_json = t->be->result_json ? t->be->result_json(t) : NULL;
 	r->network = t->spec.net;
 	if (t->cg.mode != CG_MODE_NONE) {
 		/* Limits as applied: only a leaf applies them. */
@@ -131,6 +133,17 @@ void abandon(struct worker *w, struct task *t)
 {
 	logmsg("%s: its result could not be published before the stop; left in cur/%s/ for recovery",
 	       t->name, w->id);
+	memset(t->scr.dir, 0, sizeof t->scr.dir);
+	task_free(w, t);
+}
+
+/* The worker stops while its backend's run goes on without it (backend.h
+ * detach): left in cur/W/ with its run record, for the next life of this
+ * worker, or a peer, to follow (TA_DETACH: its state holds no slot). */
+void detach(struct worker *w, struct task *t)
+{
+	logmsg("%s: the worker stops; its run goes on, left in cur/%s/ to be followed again", t->name,
+	       w->id);
 	memset(t->scr.dir, 0, sizeof t->scr.dir);
 	task_free(w, t);
 }
@@ -182,15 +195,28 @@ enum tevent task_ended(struct worker *w, struct task *t)
 
 /* Its attempt is void (interrupted by the shutdown, or its output could
  * not be made durable): back into new/ for its next attempt, and no
- * result; freed. */
+ * result; freed. A run its backend lost (lost_run: a node failed) is
+ * counted as a dead worker's claim is (spool_recover_claim): lost once
+ * its attempts pass retries=. */
 void task_requeue(struct worker *w, struct task *t)
 {
+	int retries = t->spec.retries >= 0 ? t->spec.retries : w->pol->retries_default;
+	if (t->lost_run && t->meta.attempt > retries) {
+		char why[sizeof t->errbuf + 96];
+		snprintf(why, sizeof why, "%s, during attempt %d, and retries=%d allows no more", t->errbuf,
+			 t->meta.attempt, retries);
+		finish_unrun(w, t->name, "lost", why);
+		task_free(w, t);
+		return;
+	}
 	t->meta.attempt++;
 	if (t->meta.submitted_ms == 0)
 		t->meta.submitted_ms = t->submitted_ms;
 	int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
 	if (r < 0)
 		logmsg("%s: cannot re-queue: %s (left for recovery)", t->name, strerror(-r));
+	else if (t->lost_run)
+		logmsg("%s: %s: re-queued (attempt %d next)", t->name, t->errbuf, t->meta.attempt);
 	else if (!t->commit.output) /* else commit_failed said why */
 		logmsg("%s: interrupted by shutdown, re-queued (attempt %d next)", t->name,
 		       t->meta.attempt);
@@ -206,6 +232,10 @@ static void result_usage(struct task *t, struct result *r)
 	r->cpu_user_ms = u.cpu_user_ms;
 	r->cpu_system_ms = u.cpu_system_ms;
 	r->memory_peak = u.memory_peak;
+	if (u.started_ms > 0 && u.finished_ms >= u.started_ms) {
+		r->started_ms = u.started_ms;
+		r->finished_ms = u.finished_ms;
+	}
 	r->io_read_bytes = u.io_read_bytes;
 	r->io_write_bytes = u.io_write_bytes;
 	r->pids_peak = u.pids_peak;
@@ -356,7 +386,7 @@ enum tevent stop_begin(struct worker *w, struct task *t)
 enum tevent task_started(struct worker *w, struct task *t)
 {
 	t->be->started(w, t);
-	if (t->spec.timeout_s > 0)
+	if (t->spec.timeout_s > 0 && !t->be->queued)
 		t->deadline_mono = now_mono_ms() + t->spec.timeout_s * 1000;
 	log_task("started", t->name, NULL, -1, NULL);
 	(void)notify_statusf("%d running", w->nrunning);
@@ -405,6 +435,19 @@ void publish_lost(struct worker *w, struct task *t)
 	task_free(w, t);
 }
 
+void task_run_began(struct worker *w, struct task *t, int64_t began_mono, int64_t began_ms)
+{
+	(void)w;
+	t->started_ms = began_ms;
+	if (t->state != TS_RUNNING || t->spec.timeout_s <= 0)
+		return;
+	int64_t d = began_mono + t->spec.timeout_s * 1000;
+	if (t->pause.how != PAUSE_NONE) /* its clock runs again at the resume */
+		t->pause.left_ms = d > t->pause.since_mono ? d - t->pause.since_mono : 0;
+	else
+		t->deadline_mono = d > 0 ? d : 1;
+}
+
 /* Back from the commit thread, not published: retried (a full disk, an
  * I/O error: a task is never dropped), or, when its output could not be
  * made durable, run again (REQUEUE); left for recovery once the worker
@@ -435,12 +478,27 @@ enum tevent commit_failed(struct worker *w, struct task *t)
 }
 
 /* Back from its spawn, not started (TE_SPAWN_FAILED): its backend says
- * why it is refused (or rejected); its result is made (RESULT follows). */
-void spawn_refuse(struct worker *w, struct task *t)
+ * why it is refused (or rejected); its result is made (RESULT follows),
+ * or, where it says nothing, it is given back (GIVE_BACK). */
+enum tevent spawn_refuse(struct worker *w, struct task *t)
 {
 	struct backend_refusal why;
 	t->be->unspawned(w, t, &why);
+	if (!why.status)
+		return TE_GIVE_BACK; /* never started: nothing to say of it */
 	result_unstarted(w, t, why.status, why.refusal, why.error);
+	return TE_RESULT;
+}
+
+/* Its backend did not start it and blames it for nothing (the engine is
+ * not there, the worker stops): back to new/ as it came, its attempt
+ * unchanged; freed. */
+void give_back(struct worker *w, struct task *t)
+{
+	int r = spool_requeue(w->sp, w->wdir, t->name, &t->meta);
+	if (r < 0)
+		logmsg("%s: cannot give back to new/: %s (left for recovery)", t->name, strerror(-r));
+	task_free(w, t);
 }
 
 /* Is the task's memory or pids the built-in default of the policy (and

@@ -11,6 +11,11 @@
 # or "PROBE name ESCAPED (...)"; any ESCAPED, any probe missing from the
 # output, and any trace on the host side (listener log, files) fails.
 #
+# ESC_CONF: lines added to each battery's kart.conf, ESC_BACKEND the
+# backend its results must name (default bwrap), ESC_ENV_ALLOWED the
+# variables that backend gives a task besides the contract's: slurm.sh
+# runs the battery so, as a job of its test Slurm (backend slurm).
+#
 # Run four ways: a root worker running a root task (allow_root), a root
 # worker running a task as its submitter (nobody), the same with the task
 # in a host directory of its own (cwd=, bound), and an unprivileged
@@ -153,6 +158,7 @@ run_battery() {
 	chmod 755 "$bin" "$bin/kart" "$bin/kart-launch"
 	local s=$base/spool
 	"${as[@]}" "$bin/kart" -s "$s" init || { fail "kart init as $wuser"; rm -f "$marker"; return; }
+	[ -z "${ESC_CONF:-}" ] || printf '%s\n' "$ESC_CONF" >>"$s/kart.conf"
 
 	start_listener "$base" "kart-escape-$nonce" || { rm -f "$marker"; return; }
 	local canary_name=ESCAPE_CANARY_$nonce canary_value=canary-value-$nonce
@@ -190,10 +196,11 @@ run_battery() {
 		--arg cn "$canary_name" --arg cv "$canary_value" --arg nonce "$nonce" \
 		--argjson npid "${npid:-0}" --arg nout "$nout" --arg ntag "$ntag" \
 		--argjson i386 "$HOST_I386" \
+		--argjson envok "$(printf '%s\n' ${ESC_ENV_ALLOWED:-} | jq -R . | jq -sc 'map(select(. != ""))')" \
 		'{host_i386:$i386, spool:$spool, worker_home:$home, secret:$secret, tmp_marker:$marker,
 		  worker_pid:$wpid, tcp_port:$tcp, udp_port:$udp, abstract:$abs, host_ip:$hip,
 		  canary_name:$cn, canary_value:$cv, nonce:$nonce,
-		  neighbour_pid:$npid, neighbour_out:$nout, neighbour_tag:$ntag}')
+		  neighbour_pid:$npid, neighbour_out:$nout, neighbour_tag:$ntag, env_allowed:$envok}')
 	# Mode bound: the task of nobody works in a directory of its own on
 	# the host (cwd=), bound read-write: nothing more may be reached.
 	local cwdline=""
@@ -225,7 +232,7 @@ run_battery() {
 	local j=$s/done/escape.json out=$s/done/escape.stdout
 	assert_eq ok "$(jq -r .status "$j")" "status of the probe task ($(head -c 300 "$s/done/escape.stderr"))"
 	assert_eq true "$(jq -r .sandbox.seccomp "$j")" sandbox.seccomp
-	assert_eq bwrap "$(jq -r .sandbox.backend "$j")" sandbox.backend
+	assert_eq "${ESC_BACKEND:-bwrap}" "$(jq -r .sandbox.backend "$j")" sandbox.backend
 	local want_uid=0
 	[ "$mode" = root ] || want_uid=$(id -u nobody)
 	assert_eq "$want_uid" "$(jq -r .submitter.uid "$j")" "submitter.uid"

@@ -874,7 +874,19 @@ test_ceiling_from_conf() {
 test_dead_worker_daemon_killed_before_requeue() {
 	have_cgroups || return
 	local s m old; s=$(mkspool); m=$(marker)
-	printf '[worker]\nslots = 0\nbatch_slots = 0\n' >"$s/kart.conf"
+	# A parent of its own: any worker sweeps the leaves of dead workers
+	# under its parent, and one of another spool on this host (another
+	# test's) would take the daemon before this spool's next worker.
+	local p=/kart-dw-$$-$RANDOM dirs=() h
+	if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+		dirs=("/sys/fs/cgroup$p")
+	else
+		for h in memory pids cpu cpuacct freezer unified; do
+			[ -d "/sys/fs/cgroup/$h" ] && dirs+=("/sys/fs/cgroup/$h$p")
+		done
+	fi
+	mkdir -p "${dirs[@]}" || { fail "cannot make the parent $p"; return; }
+	printf '[worker]\nslots = 0\nbatch_slots = 0\n[limits]\ncgroup_parent = %s\n' "$p" >"$s/kart.conf"
 	printf '#!/bin/sh\n#kart: retries=1\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\nsleep 100\n' \
 		"$m" >"$s/new/orphan"
 	KART_BACKEND=none start_worker "$s" --slots 1
@@ -890,6 +902,7 @@ test_dead_worker_daemon_killed_before_requeue() {
 	[ -z "$left" ] || { fail "the daemon outlived the re-queue: $left"; kill -9 $left; }
 	assert_eq "" "$(leaves_of "$old")" "leaves of the dead worker"
 	stop_worker "$WPID"
+	rmdir "${dirs[@]}" 2>/dev/null || fail "the parent $p is not empty: $(find "${dirs[@]}" -mindepth 1 -type d)"
 }
 
 # The leaf is emptied without blocking the event loop. A process that a

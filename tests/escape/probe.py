@@ -625,7 +625,8 @@ def _(name):
             continue  # bwrap --chdir sets it
         if kv == b"HOSTNAME=kart":
             continue  # a container engine sets it from --hostname
-        if k and k not in ("PATH", "HOME", "TMPDIR", "LANG") and not k.startswith("KART_"):
+        if k and k not in ("PATH", "HOME", "TMPDIR", "LANG") and not k.startswith("KART_") and \
+                k not in P.get("env_allowed", []):
             bad.append(k)
     say(name, bool(bad), "leaked: %s" % ",".join(bad) if bad else "only the contract's variables")
 

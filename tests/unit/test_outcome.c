@@ -205,6 +205,28 @@ static void test_oom_container(void **state)
 	}
 }
 
+/* A batch system's job ended OUT_OF_MEMORY (ENGINE_OOM_STATE): oom,
+ * whatever the task's own status (its shell may outlive the killed
+ * child, as Slurm's job does), but only for a natural end. */
+static void test_oom_engine_state(void **state)
+{
+	(void)state;
+	struct run_end e = ran();
+	e.exit_code = 0;
+	struct observed o = seen(&e);
+	o.engine = true;
+	o.memory = 32 << 20;
+	o.engine_oom = ENGINE_OOM_STATE;
+	struct result r = decide(&o);
+	assert_string_equal(r.status, "oom");
+	assert_non_null(strstr(r.error, "reports an OOM kill"));
+	o.end = OUTCOME_CANCEL;
+	assert_string_equal(decide(&o).status, "cancelled");
+	o.end = OUTCOME_NATURAL;
+	o.engine_oom = 0;
+	assert_string_equal(decide(&o).status, "ok");
+}
+
 /* The launcher's Landlock report is kept. */
 static void test_landlock(void **state)
 {
@@ -224,6 +246,7 @@ int main(void)
 		cmocka_unit_test(test_unstarted),
 		cmocka_unit_test(test_oom_leaf),
 		cmocka_unit_test(test_oom_container),
+		cmocka_unit_test(test_oom_engine_state),
 		cmocka_unit_test(test_landlock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -185,7 +185,7 @@ static void test_errors_name_the_line(void **state)
 		{"[sandbox]\nlandlock =\n", "line 2: landlock has no value"},
 		{"[jail]\n", "line 1: unknown section [jail]"},
 		{"[worker]\nresults = everyone\n", "line 2: results = everyone: not owner or group"},
-		{"[worker]\nbackend = lxc\n", "line 2: backend = lxc: not a backend (bwrap, container or none)"},
+		{"[worker]\nbackend = lxc\n", "line 2: backend = lxc: not a backend (bwrap, container, none or slurm)"},
 		{"[container]\ncommand = bin/docker\n", "line 2: command = bin/docker: not a program"},
 		{"[container]\ncommand = docker;id\n", "line 2: command = docker;id: not a program"},
 		{"[container]\nimage = --privileged\n", "line 2: image = --privileged: not an image"},

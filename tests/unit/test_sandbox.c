@@ -36,6 +36,7 @@ static int sandbox_build(const struct sandbox_req *req, struct strv *argv, struc
 	case BACKEND_NONE: return sandbox_launch(req, argv, envp, err, errlen);
 	case BACKEND_CONTAINER: return sandbox_container(req, argv, envp, err, errlen);
 	case BACKEND_BWRAP: break;
+	case BACKEND_SLURM: break; /* bwrap too, its line run on the node */
 	}
 	return sandbox_bwrap(req, argv, envp, err, errlen);
 }
