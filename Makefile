@@ -121,8 +121,16 @@ $(B)/config.h: FORCE | $(B)
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 $(B)/policy.o: $(B)/config.h
 
+# kart is exec'd once for every `kart submit` (and every other verb):
+# jansson, libseccomp and libcap are linked in from their archives (which
+# their -dev packages ship), which spares each run the dynamic loader's
+# open, mappings and relocations of three libraries (docs/PERFORMANCE.md).
+# KART_LIBS_SHARED=1 links them as shared libraries instead, as does a
+# system without the three archives.
+KART_ARCHIVES := $(foreach l,jansson seccomp cap,$(filter /%,$(shell $(CC) -print-file-name=lib$(l).a)))
+KART_LIBS = $(if $(or $(KART_LIBS_SHARED),$(filter-out 3,$(words $(KART_ARCHIVES)))),$(CORE_LIBS),-Wl,-Bstatic $(CORE_LIBS) -Wl,-Bdynamic)
 $(B)/kart: $(LIB_OBJ) $(CMD_OBJ) $(B)/main.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(CORE_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(KART_LIBS)
 
 $(B)/main-sync.o: main.c $(B)/features.stamp | $(B)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DKART_SYNC_BIN -c -o $@ $<

@@ -33,10 +33,11 @@ static int job_direct(struct worker *w, struct task *t, struct local_start *s, s
 		/* Born under the outer half: only where nothing is left
 		 * to do between the clone and the child's own steps (no
 		 * v1 join, which needs a fork of its own). */
-		/* (Not a task with binds: their opener forks, which that
-		 * filter is not made for.) */
+		/* (Not a task of another user with binds: their opener
+		 * forks, which that filter is not made for. The worker's own
+		 * user's are opened in the spawn thread.) */
 		j->inherit = w->flt.inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
-			     !t->spec.n_binds;
+			     (!t->spec.n_binds || !j->use_bcred);
 	}
 	return 0;
 }

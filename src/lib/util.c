@@ -122,13 +122,24 @@ int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *ou
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	_cleanup_free_ char *buf = xmalloc(max + 1);
-	ssize_t n = read_upto(fd, buf, max);
-	if (n < 0)
-		return (int)n;
+	/* Grown as it fills: a buffer of max (1 MiB for kart.conf, 4 MiB
+	 * for /proc/locks) would be an mmap and a munmap for a file of a few
+	 * hundred bytes. */
+	size_t cap = max < 4096 ? max : 4096, n = 0;
+	_cleanup_free_ char *buf = xmalloc(cap + 1);
+	for (;;) {
+		ssize_t k = read_upto(fd, buf + n, cap - n);
+		if (k < 0)
+			return (int)k;
+		n += (size_t)k;
+		if (n < cap || cap == max)
+			break;
+		cap = cap > max / 2 ? max : 2 * cap;
+		buf = xrealloc(buf, cap + 1);
+	}
 	buf[n] = '\0';
 	if (outlen)
-		*outlen = (size_t)n;
+		*outlen = n;
 	*out = steal_ptr(&buf);
 	return 0;
 }

@@ -356,6 +356,74 @@ static int write_task(int fd, const char *data, size_t len, const char *keep, bo
 	return r;
 }
 
+/* The looks of a search for a free id: cur/'s worker directories are
+ * read once (an id a task may be claimed under meanwhile is still looked
+ * for afresh after its reservation, spool_id_taken). */
+struct idsearch {
+	struct spool *sp;
+	const char *base;
+	size_t pl; /* a drop directory's id prefix: its length, or 0 */
+	struct strv workers;
+	bool listed;
+};
+
+static void idsearch_free(struct idsearch *q) { strv_free(&q->workers); }
+
+/* Does NAME.n (and its id) look taken: reserved, queued, claimed, done? */
+static bool seen_taken(struct idsearch *q, int n)
+{
+	struct spool *sp = q->sp;
+	char name[TASK_NAME_MAX + 16], id[TASK_NAME_MAX + 96], held[TASK_NAME_MAX + 24], p[512];
+	if (next_id(q->base, n, name, sizeof name) < 0 ||
+	    pathfmt(id, sizeof id, "%s%s", q->pl ? sp->idprefix : "", name) < 0)
+		return true;
+	if (q->pl && exists_at(sp->dropd, name))
+		return true;
+	/* A reservation counts here only if it is ours: ids/ is every
+	 * member's to write, and another's squats would steer the steps
+	 * below (a few dozen would end the search); the reservation itself
+	 * still refuses a squatted id, one at a time. */
+	struct stat st;
+	if ((sp->ids >= 0 && fstatat(sp->ids, id, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == geteuid()) ||
+	    exists_at(sp->new, id) ||
+	    (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)))
+		return true;
+	if (!q->listed)
+		q->listed = dir_names(sp->cur, ".", &q->workers) == 0;
+	for (size_t i = 0; i < q->workers.n; i++)
+		if (q->workers.v[i][0] != '.' && pathfmt(p, sizeof p, "%s/%s", q->workers.v[i], id) == 0 &&
+		    exists_at(sp->cur, p))
+			return true;
+	return done_has(sp, id);
+}
+
+/* NAME.n is taken: the next id that looks free after the run of taken
+ * ids n is in, found by steps that double, then halve. A name submitted
+ * a thousand times costs a few dozen looks, not a thousand (the ids of a
+ * name are taken from the first on). A free id within the run (a result
+ * kart gc removed) is passed over: the id is still one no task has. */
+static int skip_taken(struct idsearch *q, int n)
+{
+	int lo = n, hi, step = 1;
+	for (;;) {
+		hi = lo + step;
+		if (hi > 1000000)
+			return n + 1; /* no end to the run in sight (planted?): one by one */
+		if (!seen_taken(q, hi))
+			break;
+		lo = hi;
+		step *= 2;
+	}
+	while (hi - lo > 1) {
+		int mid = lo + (hi - lo) / 2;
+		if (seen_taken(q, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return hi;
+}
+
 int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
 		 const char *keep, char *id, size_t idlen)
 {
@@ -388,7 +456,8 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	char name[TASK_NAME_MAX + 16];
 	int r = 0, written = -1; /* what fd holds: -1 nothing, 0 data, 1 data with name= */
 	bool reserved = false, published = false;
-	for (int n = 1; n < 1000000; n++) {
+	__attribute__((cleanup(idsearch_free))) struct idsearch q = {.sp = sp, .base = base, .pl = pl};
+	for (int n = 1; n < 1000000; n = skip_taken(&q, n)) {
 		r = next_id(base, n, name, sizeof name);
 		if (r == 0 && strlen(name) + pl > TASK_NAME_MAX)
 			r = -ENAMETOOLONG;
@@ -400,11 +469,9 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 		 * which fails with EEXIST when anyone holds it. */
 		reserved = false;
 		if (sp->ids >= 0) {
-			/* An id seen taken needs no reservation (a name reused a
-			 * thousand times would cost two calls an id); the look
-			 * after the reservation is the one that counts. */
-			if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
-				continue;
+			/* Reserved first, without a look: a symlink (and an
+			 * unlink if the id is taken) costs less than one. The
+			 * look after the reservation is the one that counts. */
 			if (symlinkat(ino, sp->ids, id) == 0)
 				reserved = true;
 			else if (errno == EEXIST)

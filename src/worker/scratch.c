@@ -192,7 +192,7 @@ bool scratch_retire(struct worker *w, const struct task *t, const char *name, bo
 	int nofd = -1;
 	if (!dfd)
 		dfd = &nofd;
-	bool reuse = t->cg_empty && fresh_state > 0 && nspares < SPARES_MAX;
+	bool reuse = t->leaf.empty && fresh_state > 0 && nspares < SPARES_MAX;
 	struct stat st;
 	unsigned sn;
 	char tail;

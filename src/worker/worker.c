@@ -139,7 +139,7 @@ static void arm_timer(struct worker *w)
 	if (w->stopping && (w->nrunning || w->tasks))
 		EARLIER(w->grace_mono);
 	EARLIER(w->peers.recover_mono);
-	EARLIER(w->busy_mono);
+	EARLIER(w->busy.mono);
 	EARLIER(w->space_mono);
 	EARLIER(w->quota_mono);
 	EARLIER(sched_next_mono(w));
@@ -186,7 +186,7 @@ static void on_timer(struct worker *w)
 		recover_own(w);
 		scan_peers(w);
 	}
-	if (w->busy_mono && w->busy_mono <= now) {
+	if (w->busy.mono && w->busy.mono <= now) {
 		busy_recheck(w);
 		dispatch(w);
 	}
@@ -232,9 +232,9 @@ static void on_inotify(struct worker *w)
 				if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED))
 					drop_forget(w, dd);
 				else if (ev->len && !rescan) {
-					w->busy_seen = false;
+					w->busy.seen = false;
 					drop_entry(w, dd, ev->name);
-					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+					if (w->busy.seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
 						busy_arm(w);
 				}
 				continue;
@@ -251,15 +251,15 @@ static void on_inotify(struct worker *w)
 			}
 			if (!ev->len)
 				continue;
-			if (ev->wd == w->wd_done) {
+			if (ev->wd == w->after.wd_done) {
 				dep_result(w, ev->name);
 			} else if (ev->wd == w->wd_new && strcmp(ev->name, WCTL_SPOOL_PAUSED) == 0) {
 				scan_pauses(w);
 			} else if (ev->wd == w->wd_new) {
 				if (!rescan && !(ev->mask & IN_DELETE)) {
-					w->busy_seen = false;
+					w->busy.seen = false;
 					consider(w, ev->name);
-					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+					if (w->busy.seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
 						busy_arm(w);
 				}
 			} else if (ev->wd == w->wd_tmp) {
@@ -371,6 +371,7 @@ static void on_signal(struct worker *w)
 		case SIGHUP: {
 			struct policy np;
 			char err[600];
+			policy_forget();
 			if (policy_load(&np, w->sp->path, err, sizeof err) < 0) {
 				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
 				       err);
@@ -435,7 +436,7 @@ static bool idle_and_empty(struct worker *w)
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->peers.nown == 0 && w->ncommit == 0 &&
 	       w->sched.h.n == 0 &&
-	       depwait_count(w->dwait) == 0 &&
+	       depwait_count(w->after.wait) == 0 &&
 	       !w->peers.recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
@@ -466,8 +467,8 @@ static void build_seccomp(struct worker *w)
  * (make check-valgrind) reports only memory lost while it ran. */
 static void worker_release(struct worker *w)
 {
-	depwait_free(w->dwait);
-	dep_cache_free(w->dcache);
+	depwait_free(w->after.wait);
+	dep_cache_free(w->after.cache);
 	for (int l = 0; l < LANE__N; l++) {
 		for (size_t i = 0; i < w->heap[l].n; i++)
 			free(w->heap[l].v[i].name);
@@ -621,9 +622,9 @@ static void worker_setup(struct worker *w)
 {
 	const struct worker_opts *opts = w->opts;
 	w->sp->results_group = w->pol->results_group;
-	w->dwait = depwait_new();
-	w->dcache = dep_cache_new();
-	w->wd_done = -1;
+	w->after.wait = depwait_new();
+	w->after.cache = dep_cache_new();
+	w->after.wd_done = -1;
 	w->wdog = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w->slots[l] = opts->slots[l] > 0 ? opts->slots[l] : w->pol->slots[l];
@@ -661,6 +662,7 @@ static void worker_setup(struct worker *w)
 	 * commit thread inherits what the loop kept. */
 	commit_start(w);
 	spawner_start(w);
+	leaves_start(w);
 	dispatch(w);
 }
 
@@ -713,8 +715,6 @@ static void worker_run(struct worker *w)
 			if (idle_and_empty(w))
 				return;
 		}
-		if (w->nrunning == 0 && w->heap[0].n == 0 && w->heap[1].n == 0)
-			leaves_drop(); /* nothing to run: no leaf is kept */
 		hooks_sweep(w);
 		arm_timer(w);
 		struct epoll_event evs[32];

@@ -262,7 +262,7 @@ static void drop_consider(struct worker *w, struct drop *d, const char *name, co
 			strset_put(&w->known, key, K_BUSY);
 			w->nbusy++;
 		}
-		w->busy_seen = true;
+		w->busy.seen = true;
 		return;
 	}
 	if (ks == K_BUSY) {

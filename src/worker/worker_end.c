@@ -67,7 +67,7 @@ void task_free(struct worker *w, struct task *t)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
 		close(t->run.err.file);
-	cg_files_close(&t->cgf);
+	cg_files_close(&t->leaf.files);
 	credfwd_close(&t->fwd);
 	if (t->be->cleanup)
 		t->be->cleanup(w, t);

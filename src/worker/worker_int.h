@@ -92,12 +92,6 @@ struct src {
 	const struct backend *be; /* SRC_BACKEND: whose */
 };
 
-/* A leaf's counters that only grow: CPU times, pressure stall totals. */
-struct cg_cpu {
-	int64_t user_us, system_us;
-	int64_t pressure[CG_PSI__N];
-};
-
 /* A task's scratch directories with backend none (struct task's scr). */
 enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
 
@@ -143,6 +137,21 @@ struct task_back {
 	enum tevent ev;
 };
 
+/* A task's cgroup leaf, worker_leaf.c's alone: the leaf, what was read
+ * from it after the run, and its drain. */
+struct task_leaf {
+	struct cg_leaf cg;    /* cg.mode != NONE: it ran in this leaf */
+	struct cg_usage use;  /* read from the leaf after the run (use_read) */
+	bool use_read;
+	int wd;               /* draining: watch on the leaf's cgroup.events, or -1 */
+	bool atomic;          /* draining: cgroup.kill was sent (else kill again) */
+	int64_t settle_end;   /* draining: no kill before then (0: sent, or none to send) */
+	int64_t drain_end;    /* draining: give up waiting then */
+	bool empty;           /* the leaf was removed: nothing of the run is alive */
+	struct cg_files files; /* its files, kept open with it (files_kept) */
+	bool files_kept;      /* descriptors kept across runs: the leaf is the pool's */
+};
+
 struct task {
 	struct task *next;
 	char *name;
@@ -179,19 +188,10 @@ struct task {
 	struct src s_pid, s_out, s_err;
 	struct spawn_job *job;
 	struct run_end rend;
-	/* Its limits (worker_leaf.c's leaf; rlimits.h's plan where there is
-	 * none) */
-	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
-	struct cg_usage cgu; /* read from the leaf after the run */
-	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
-	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
-	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
-	bool cgu_read;
-	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu cg_base; /* the leaf's counters when the run began (a kept leaf's) */
-	struct cg_cpu cg_end;  /* and when it ended */
-	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
-	int64_t drain_end;   /* draining: give up waiting then */
+	/* Its limits: worker_leaf.c's leaf, and rlimits.h's plan where
+	 * there is none (the fallback kart-launch sets). */
+	struct task_leaf leaf;
+	struct rl_plan rl;
 	struct task_scratch scr;
 	struct task_outdir outdir;
 	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
@@ -269,7 +269,7 @@ struct spawn_job {
 	uint64_t cap;
 	int ufd, sfd, rc;
 	int ifd; /* the CLI's stdin (backend container: container_env_input), or -1 */
-	bool ufd_owned; /* else ufd is the task's (t->cgf) */
+	bool ufd_owned; /* else ufd is the task's (t->leaf.files) */
 	struct run_cred cred;
 	struct confine conf;
 	bool inherit;		 /* for a thread that holds the outer half */
@@ -300,6 +300,7 @@ struct spawn_job {
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
+		int self[CG__SLOTS]; /* rj.self_fds (leaf_join_setup) */
 	} lj;
 };
 
@@ -439,17 +440,22 @@ struct worker {
 	struct strset known;
 	size_t nbusy, ndeferred;
 	/* after=: the tasks of new/ waiting on others' results, and the
-	 * results read; done/ is watched (wd_done) while any waits. */
-	struct depwait *dwait;
-	struct dep_cache *dcache;
-	int wd_done;
+	 * results read; done/ is watched (wd_done) while any waits
+	 * (worker_wait.c's). */
+	struct {
+		struct depwait *wait;
+		struct dep_cache *cache;
+		int wd_done;
+	} after;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
 	 * with backoff, after each event that left one busy. */
-	int64_t busy_mono;
-	int busy_step;
-	bool busy_seen; /* consider() just found a name busy */
+	struct {
+		int64_t mono;
+		int step;
+		bool seen; /* consider() just found a name busy */
+	} busy;
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	/* A task's slot came free, or its claim went (the state table,
@@ -660,12 +666,14 @@ void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratc
 		uint32_t events);
 void capture_loss(struct worker *w, struct task *t);
 
-/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
- * the run */
+/* ---- worker_leaf.c: the per-task cgroup leaf: taken from a pool made and renewed ahead of
+ * time, drained after the run */
 void sweep_leaves(struct worker *w);
+void leaves_start(struct worker *w);
 void leaves_drop(void);
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
 int join_leaf(pid_t pid, void *arg);
+void leaf_join_setup(struct task *t, struct leaf_join *lj, int ufd);
 void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);

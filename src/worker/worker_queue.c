@@ -83,7 +83,7 @@ void consider(struct worker *w, const char *name)
 			strset_put(&w->known, name, K_BUSY);
 			w->nbusy++;
 		}
-		w->busy_seen = true;
+		w->busy.seen = true;
 		return;
 	case INSPECT_REJECT:
 		if (ks == K_BUSY) {
@@ -210,8 +210,8 @@ void scan_new(struct worker *w)
 /* An event left a name busy: look again soon, then less often. */
 void busy_arm(struct worker *w)
 {
-	w->busy_step = 0;
-	w->busy_mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
+	w->busy.step = 0;
+	w->busy.mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
 }
 
 void busy_recheck(struct worker *w)
@@ -222,15 +222,15 @@ void busy_recheck(struct worker *w)
 		for (struct strset_ent *e = w->known.b[i]; e; e = e->next)
 			if (e->st == K_BUSY && n < w->nbusy)
 				names[n++] = xstrdup(e->name);
-	w->busy_seen = false;
+	w->busy.seen = false;
 	for (size_t i = 0; i < n; i++) {
 		consider(w, names[i]);
 		free(names[i]);
 	}
 	free(names);
-	w->busy_mono = 0;
-	if (w->busy_seen && ++w->busy_step < BUSY_RECHECK_STEPS)
-		w->busy_mono = now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step);
+	w->busy.mono = 0;
+	if (w->busy.seen && ++w->busy.step < BUSY_RECHECK_STEPS)
+		w->busy.mono = now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy.step);
 }
 
 /* Fill free slots from the candidates, best first. */

@@ -83,12 +83,12 @@ static struct task *task_new(struct worker *w, const char *name, struct inspect 
 	limits_apply_defaults(&t->spec, w->pol);
 	t->be = w->be;
 	t->engine_oom = -1;
-	t->cg_wd = -1;
+	t->leaf.wd = -1;
 	t->uniq_fd = steal_fd(ufd);
 	t->scr.fd[SCR_WORK] = t->scr.fd[SCR_TMP] = t->scr.fd[SCR_OUT] = -1;
 	t->fwd = (struct credfwd)CREDFWD_INIT;
 	t->outdir.mfd = t->outdir.mv.src = t->outdir.mv.dst = -1;
-	cg_files_init(&t->cgf);
+	cg_files_init(&t->leaf.files);
 	t->uid = ins->uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;

@@ -93,9 +93,9 @@ static void fill_result(struct worker *w, struct task *t)
 	r->engine_key = t->be->name;
 	r->engine_json = t->be->result_json ? t->be->result_json(t) : NULL;
 	r->network = t->spec.net;
-	if (t->cg.mode != CG_MODE_NONE) {
+	if (t->leaf.cg.mode != CG_MODE_NONE) {
 		/* Limits as applied: only a leaf applies them. */
-		r->cgroup = cg_mode_name(t->cg.mode);
+		r->cgroup = cg_mode_name(t->leaf.cg.mode);
 		r->memory = t->spec.memory;
 		r->pids = t->spec.pids;
 		r->cpu_milli = t->spec.cpu_milli;
@@ -155,7 +155,7 @@ static void result_unstarted(struct worker *w, struct task *t, const char *statu
 {
 	/* Its leaf, if one was made, goes with it; it applied nothing. */
 	task_cgroup_end(t);
-	t->cg.mode = CG_MODE_NONE;
+	t->leaf.cg.mode = CG_MODE_NONE;
 	memset(&t->rl, 0, sizeof t->rl);
 	fill_result(w, t);
 	t->res.status = status;
@@ -190,7 +190,7 @@ enum tevent task_ended(struct worker *w, struct task *t)
 	t->be->reap(w, t);
 	if (!drain_begin(w, t))
 		return TE_LEAF_EMPTY;
-	return t->cg_atomic ? TE_LEAF_KILLED : TE_NONE;
+	return t->leaf.atomic ? TE_LEAF_KILLED : TE_NONE;
 }
 
 /* Its attempt is void (interrupted by the shutdown, or its output could
@@ -262,8 +262,8 @@ static void result_outcome(struct worker *w, struct task *t, struct result *r)
 		.term_sent = t->term_sent,
 		.timeout_s = t->spec.timeout_s,
 		.kill_grace_s = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s,
-		.leaf = t->cg.mode != CG_MODE_NONE,
-		.oom_kills = t->cgu.oom_kills,
+		.leaf = t->leaf.cg.mode != CG_MODE_NONE,
+		.oom_kills = t->leaf.use.oom_kills,
 		.engine = t->be->engine_limits,
 		.memory = t->spec.memory,
 		.memory_builtin = memory_builtin(w->pol, &t->spec),
