@@ -192,6 +192,11 @@ run-torture: all
 	@KART=$(abspath $(B))/kart HOSTILE_RACE=$${HOSTILE_RACE:-5000} ./tests/torture/hostile.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/outdir.sh
 	@KART_B=$(abspath $(B)) ./tests/torture/ids.sh
+	@# a hostile member writing everything she can, at length (make check: 25 s, a chain of 300)
+	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) MEMBERS_ROUNDS=$${MEMBERS_ROUNDS:-30} \
+		MEMBERS_SECONDS=$${MEMBERS_SECONDS:-300} MEMBERS_CHAIN=$${MEMBERS_CHAIN:-20000} \
+		KART_TEST_CASE=member_writes_everything bash tests/blackbox/hostile.sh && \
+		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s
 	@KART_B=$(abspath $(B)) ./tests/torture/deps.sh
 	@# the worker killed at each call of its Slurm thread around sbatch;
 	@# Slurm's own time limit (a minute at least)

@@ -534,9 +534,12 @@ static bool has_key(int dirfd, const char *name, const char *key)
 {
 	struct stat st;
 	struct task_spec spec;
+	struct submitter by;
 	char err[64];
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+	/* Ours: our own file, or on a shared spool the worker's copy of it. */
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (spool_submitter(fd, &st, &by), by.uid != getuid()))
 		return false;
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *text = xmalloc(want + 1);
@@ -612,8 +615,8 @@ static void warn_low_space(const struct spool *sp)
 	char err[512], why[700];
 	if (policy_load(&pol, sp->path, err, sizeof err) == 0 &&
 	    space_low(sp->root, &pol, sp->path, why, sizeof why))
-		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new until space returns\n",
-			why);
+		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new%s until space returns\n",
+			why, pol.shared ? " for members over their share of the disk (drop_max_bytes)" : "");
 }
 
 /* --after: each id as the spool names it (a plain NAME of a user on a

@@ -593,6 +593,13 @@ int grant_read(int fd, uid_t uid, bool group)
 	return 0;
 }
 
+int grant_read_acl(int fd, uid_t uid)
+{
+	if (uid == 0 || uid == geteuid())
+		return 0;
+	return set_acl(fd, uid, 6, 4, 0);
+}
+
 int grant_read_dir(int fd, uid_t uid)
 {
 	if (uid == 0 || uid == geteuid())
@@ -605,6 +612,19 @@ int grant_read_dir(int fd, uid_t uid)
 	 * chmod it back: the best this filesystem allows). */
 	if (fchown(fd, uid, (gid_t)-1) < 0 || fchmod(fd, 0500) < 0)
 		return -errno;
+	return 0;
+}
+
+int dir_names_all(int dirfd, struct strv *out)
+{
+	DIR *dir = opendir_at(dirfd, ".");
+	if (!dir)
+		return -errno;
+	struct dirent *de;
+	while ((de = readdir(dir)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			strv_add(out, de->d_name);
+	closedir(dir);
 	return 0;
 }
 

@@ -78,6 +78,11 @@ static int policy_read(struct policy *pol, const char *spool_dir, char *err, siz
 	pol->kill_grace_max_s = 300;
 	pol->min_free_bytes = 64ull << 20;
 	pol->min_free_pct = 1;
+	/* A shared spool's members (worker_quota.c): a tenth of the disk,
+	 * and 10,000 entries, each in tmp/ and their drop directory. */
+	pol->drop_max_pct = 10;
+	pol->drop_max_files = 10000;
+	pol->slots_per_user_auto = true;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
@@ -136,8 +141,11 @@ static int policy_read(struct policy *pol, const char *spool_dir, char *err, siz
 			return ERR(-1, "KART_KILL_GRACE=%s: not a duration up to 1h", v);
 	}
 	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
-		if (parse_duration_s(v, &pol->timeout_max_s) < 0)
-			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration", v);
+		if (strcmp(v, "none") == 0)
+			pol->timeout_max_s = -1;
+		else if (parse_duration_s(v, &pol->timeout_max_s) < 0)
+			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration or none", v);
+		pol->timeout_max_set = true;
 	}
 	if ((v = getenv("KART_NET_UIDS")) && *v && set_net_uids(pol, v, err, errlen, "KART_NET_UIDS") < 0)
 		return -1;
@@ -158,6 +166,19 @@ static int policy_read(struct policy *pol, const char *spool_dir, char *err, siz
 	}
 	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
 		pol->rlimit_as = strcmp(v, "1") == 0;
+	/* A shared spool (drop/: kart.tmpfiles) bounds each member unless
+	 * kart.conf says otherwise: no task holds a slot for more than a day
+	 * (and slots_per_user, once the worker knows its slots). */
+	if (spool_dir) {
+		char p[4096];
+		struct stat st;
+		pol->shared = pathfmt(p, sizeof p, "%s/drop", spool_dir) == 0 && lstat(p, &st) == 0 &&
+			      S_ISDIR(st.st_mode);
+	}
+	if (pol->shared && !pol->timeout_max_set)
+		pol->timeout_max_s = 24 * 3600;
+	if (!pol->shared)
+		pol->slots_per_user_auto = false;
 	if (pol->backend == BACKEND_SLURM) {
 		/* Its tasks run on the nodes: this host's memory and cores are
 		 * no ceiling of theirs, nor its share a default (Slurm's
@@ -400,6 +421,12 @@ char *policy_describe(const struct policy *pol)
 	json_object_set_new(json_object_get(o, "worker"), "min_free",
 			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
 				      "percent", (int)pol->min_free_pct));
+	json_object_set_new(lim, "slots_per_user", json_integer(pol->slots_per_user));
+	json_object_set_new(lim, "shared", json_boolean(pol->shared));
+	json_object_set_new(lim, "drop_max_bytes",
+			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->drop_max_bytes,
+				      "percent", (int)pol->drop_max_pct));
+	json_object_set_new(lim, "drop_max_files", json_integer((json_int_t)pol->drop_max_files));
 	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
 			    json_boolean(pol->allow_unsandboxed));
 	json_object_set_new(o, "container",

@@ -126,7 +126,7 @@ static void read_queued(struct spool *sp, int dirfd, const char *name, int64_t n
 	struct claim_meta m;
 	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
 	kattr[kn > 0 ? kn : 0] = '\0';
-	claim_meta_parse(kattr, &m);
+	claim_meta_parse(kattr, name, &m);
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *text = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, text, want);
@@ -206,12 +206,14 @@ static bool requeued_name(const char *name, const char *id)
  * or cur/WORKER/ (running); at is its name there. */
 enum qwhere { QW_NOWHERE, QW_NEW, QW_HELD, QW_CUR };
 
-/* The entry dirfd/name is the file the reservation ids/ID names. */
+/* The entry dirfd/name is the file the reservation ids/ID names, made
+ * by the id's user (USER: on a shared spool, where the worker owns the
+ * file; else the file's owner). */
 static bool is_reserved(struct spool *sp, const char *id, int dirfd, const char *name)
 {
 	struct stat st;
 	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	       spool_ids_state(sp, id, &st) == IDS_MINE;
+	       spool_ids_state(sp, id, &st, spool_reader(sp, id, st.st_uid)) == IDS_MINE;
 }
 
 /* In dirfd, the reserved file of id: under id or .held.id (plain), or
@@ -311,7 +313,7 @@ static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 	/* A reservation whose file is nowhere (its client has not published
 	 * yet, or it is no reservation of ours to read): the name, as
 	 * without one. */
-	if (plain && spool_ids_state(sp, id, NULL) != IDS_NONE)
+	if (plain && spool_ids_state(sp, id, NULL, 0) != IDS_NONE)
 		where = where_reserved(sp, id, at, sizeof at, worker, sizeof worker);
 	if (plain && where == QW_NOWHERE)
 		where = where_named(sp, id, at, sizeof at, worker, sizeof worker);

@@ -66,12 +66,54 @@ struct claim_meta {
 	char run[192];
 };
 
-/* The text of user.kart into m (defaults for what it lacks). */
-void claim_meta_parse(const char *text, struct claim_meta *m);
+/* The text of user.kart into m (defaults for what it lacks), for the
+ * claim or queued task name: an id= or hold= that is not a task name of
+ * name's own USER: prefix (or, for a name without one, of none) is
+ * dropped, whoever wrote it (issue 35: hold=../../x made root write
+ * outside the spool, hold=alice:X filed another's result). */
+void claim_meta_parse(const char *text, const char *name, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
 /* Its value, at most (every line of struct claim_meta at its longest). */
 #define KART_XATTR_MAX 1024
+
+/* ---- who submitted a task (spool-layout §6) ----
+ * On a shared spool the worker takes each task for its own at the
+ * hoist out of drop/USER/ (and an edit makes a new file of it): the file
+ * is root's, and who submitted it is recorded on it, in
+ * user.kart.submitter ("uid=N\nfrom=INO\n": the submitter, and the
+ * inode of the file dropped, which the id's reservation names). Only
+ * the file's owner (or root) can write it, so the record is trusted only
+ * on a file of root's or of the caller's own; anyone else's file is its
+ * owner's. */
+#define KART_XATTR_BY "user.kart.submitter"
+struct submitter {
+	uid_t uid;
+	unsigned long long from; /* the inode that was dropped; 0: unknown */
+	bool recorded;           /* from a record (the worker's file), not the owner */
+};
+/* Who submitted the task file fd (st: its stat). */
+void spool_submitter(int fd, const struct stat *st, struct submitter *s);
+/* The same for the claim (or queued task) name, its file fd (or -1) and
+ * st: its record; else, on a spool with drop/, the account its USER:
+ * prefix names (the dropper, also of a drop rejected and taken from
+ * them); else its owner. Whose reservation, and whose result, it is. */
+uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, const struct stat *st);
+/* Remove every user.* attribute and POSIX ACL of fd (a member may have
+ * set them on what is now root's file), but user.kart and
+ * user.kart.submitter with keep_ours. 0 or -errno. */
+int spool_strip_attrs(int fd, bool keep_ours);
+/* Make fd, a file of the caller's (the worker's), a task file of by's:
+ * every user.* attribute and ACL it had removed, mode 0600, one ACL
+ * entry letting by read it (which the task, running as by, needs), the
+ * record (by, from), user.kart (m, when given). 0, or -errno:
+ * -EOPNOTSUPP where the filesystem has no POSIX ACLs (a shared spool
+ * needs them: the file is never given to by instead). */
+int spool_task_record(int fd, const struct claim_meta *m, uid_t by, unsigned long long from);
+/* The same for an empty file fd open for writing, then its text (len
+ * bytes), fsynced (kart edit's new file). */
+int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
+		    unsigned long long from);
 
 /* "NFS", "SMB" or "CIFS" for a statfs f_type a spool may not live on
  * (spool_init refuses it, kart doctor too); NULL otherwise. */
@@ -116,7 +158,7 @@ int spool_claim(struct spool *sp, int wdir, const char *name);
  * cancel of a held task. */
 int spool_claim_held(struct spool *sp, int wdir, const char *id);
 
-int claim_meta_get(int fd, struct claim_meta *m);
+int claim_meta_get(int fd, const char *name, struct claim_meta *m);
 int claim_meta_set(int fd, const struct claim_meta *m);
 
 /* Remove a per-claim scratch entry (.<name>.*) in wdir, but what gone
@@ -212,30 +254,38 @@ int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
  * (RENAME_NOREPLACE) into new/, fsync new/. */
 int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
 		 const char *keep, char *id, size_t idlen);
-/* The reservation ids/<id>, for a task file whose stat is st: 0 none,
- * 1 it names this file (its inode, made by its owner), 2 it is someone
- * else's (or not a reservation at all: it still holds the id). */
+/* The reservation ids/<id>, for a task file whose stat is st and whose
+ * submitter is owner (spool_submitter): 0 none, 1 it names this file
+ * (its inode, made by owner), 2 it is someone else's (or not a
+ * reservation at all: it still holds the id). */
 enum { IDS_NONE = 0, IDS_MINE = 1, IDS_OTHER = 2 };
-int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
-/* The id reserved for the claim name in wdir (st its stat): name itself,
- * or name without the .N suffixes a re-queue or a move from drop/ gave
- * it, when ids/ holds a reservation of that id naming this file. 1 with
- * out set, 0 when there is none. */
-int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
-		      size_t outlen);
-/* kart edit's swap of a queued task (spool-layout README §8): tmp/STAGED, the
- * new text's file (st its stat), exchanged with new/NAME (NAME: the id,
- * or its held name) by RENAME_EXCHANGE, which fails once the task is
- * claimed; kept only if what came out is old, the file the caller read,
- * else put back. The id's reservation in ids/ then follows the new file
- * (README §5), and tmp/STAGED (the old file, or ours put back) is removed.
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner);
+/* The id reserved for the claim name in wdir (st its stat, owner its
+ * submitter): name itself, or name without the .N suffixes a re-queue
+ * or a move from drop/ gave it, when ids/ holds a reservation of that id
+ * naming this file. 1 with out set, 0 when there is none. */
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, uid_t owner,
+		      char *out, size_t outlen);
+/* kart edit's swap of a queued task (spool-layout README §8): new/STAGED
+ * (a dot name), the new text's file (st its stat), exchanged with
+ * new/NAME (NAME: the id, or its held name) by RENAME_EXCHANGE, which
+ * fails once the task is claimed; kept only if what came out is old, the
+ * file the caller read, else put back. The id's reservation in ids/ then
+ * follows the new file (README §5; owner: the task's submitter), and
+ * new/STAGED (the old file, or ours put back) is removed.
  * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
  * -errno. */
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
-			 const struct stat *old, const struct stat *st);
+			 const struct stat *old, const struct stat *st, uid_t owner);
 
 /* ---- spool_finish.c: the result protocol, re-queue and retry (WORKER §6) ---- */
 
+/* The disk space and entries a directory tree at/name holds (never
+ * following a link): 1 once past cap bytes or max_entries entries (or 64
+ * levels deep; counting stops there), 0 within (or no such directory),
+ * or -errno. */
+int spool_tree_usage(int at, const char *name, uint64_t cap, uint64_t max_entries, uint64_t *bytes,
+		     uint64_t *entries);
 /* A safe id from arbitrary entry bytes (for rejected bad names). */
 void spool_id_from_bytes(const char *name, char *out, size_t outlen);
 /* A result's file (its JSON, a capture) readable by reader and root;
@@ -313,6 +363,12 @@ enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BU
 /* Recover one claim in wdir (see recover_kind). */
 enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
 				      const char *name, const char *me);
+
+/* A finish of the claim begun and not completed (done/ID.task linked,
+ * no done/ID.json): undone, as recovery undoes one, so that the claim
+ * can be finished anew (a publish given up on). 1 undone, 0 none begun,
+ * -EEXIST its result is written, -errno. */
+int spool_finish_undo(struct spool *sp, int wdir, const char *name);
 
 /* Recover every claim in cur/<wid>/ (whose lock the caller holds via
  * lockfd or has just taken). Returns the number still busy (an old run

@@ -75,12 +75,18 @@ static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
 #define TREE_ENTRIES_MAX 100000
 static int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes)
 {
-	*bytes = 0;
 	uint64_t entries = 0;
+	return spool_tree_usage(at, name, cap, TREE_ENTRIES_MAX, bytes, &entries);
+}
+
+int spool_tree_usage(int at, const char *name, uint64_t cap, uint64_t max_entries, uint64_t *bytes,
+		     uint64_t *entries)
+{
+	*bytes = *entries = 0;
 	_cleanup_close_ int d = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (d < 0)
 		return errno == ENOENT ? 0 : -errno;
-	return tree_walk(d, cap, bytes, &entries, TREE_ENTRIES_MAX, 0);
+	return tree_walk(d, cap, bytes, entries, max_entries, 0);
 }
 
 /* Link an unnamed file (O_TMPFILE) as at/name; never replaces. With
@@ -454,6 +460,7 @@ struct id_taker {
 	int wdir, fd;
 	const char *name;
 	struct claim_meta *m;
+	uid_t by; /* its submitter (spool_claim_submitter): whose reservations are its own */
 };
 
 static int take_id(struct spool *sp, const struct id_taker *t, const char *id, const char *task)
@@ -491,14 +498,14 @@ static int reserve_id(struct spool *sp, const char *base, bool own_hold, const s
 			return -ENAMETOOLONG;
 		if (n == 1 && own_hold ? done_has_result(sp, id) : done_has(sp, id))
 			continue;
-		int held = spool_ids_state(sp, id, cst);
+		int held = spool_ids_state(sp, id, cst, t->by);
 		if (held == IDS_OTHER)
 			continue;
 		if ((r = take_id(sp, t, id, task)) == -EEXIST)
 			continue;
 		if (r < 0)
 			return r;
-		if (held == IDS_NONE && spool_ids_state(sp, id, cst) == IDS_OTHER) {
+		if (held == IDS_NONE && spool_ids_state(sp, id, cst, t->by) == IDS_OTHER) {
 			if (unlinkat(sp->done, task, 0) < 0)
 				return -errno;
 			continue;
@@ -524,7 +531,7 @@ static int finish_reserve(struct spool *sp, const struct id_taker *t, const stru
 		*redo = true;
 		return redirty(sp, task);
 	}
-	if (spool_reserved_id(sp, t->name, cst, rid, sizeof rid) == 1)
+	if (spool_reserved_id(sp, t->name, cst, t->by, rid, sizeof rid) == 1)
 		base = rid;
 	else if (t->m->hold[0])
 		base = t->m->hold;
@@ -568,6 +575,8 @@ static int finish_keep_streams(struct spool *sp, int wdir, const char *name, con
 				stream_kept(st[i], q);
 				continue;
 			}
+			if (!S_ISREG(os.st_mode))
+				continue; /* none of ours: no output to name */
 			if ((r = redirty(sp, q)) < 0)
 				return r;
 			if (!st[i]->bytes)
@@ -677,8 +686,9 @@ int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regula
 	bool redo; /* an earlier attempt of this publish got this far */
 	if (fd < 0 || fstat(fd, &cst) < 0)
 		return -errno;
-	(void)claim_meta_get(fd, &m);
-	const struct id_taker t = {.wdir = wdir, .fd = fd, .name = name, .m = &m};
+	(void)claim_meta_get(fd, name, &m);
+	const struct id_taker t = {.wdir = wdir, .fd = fd, .name = name, .m = &m,
+				   .by = spool_claim_submitter(sp, name, fd, &cst)};
 	int r = finish_reserve(sp, &t, &cst, base, idbuf, idlen, &redo);
 	if (r < 0)
 		return r;
@@ -744,8 +754,9 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		spool_clean_scratch(wdir, name, gone);
 		/* The result is durable: its reservation has done its work. */
 		struct stat st;
-		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			ids_release(sp, idbuf, &st);
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd >= 0 && fstat(fd, &st) == 0)
+			ids_release(sp, idbuf, &st, spool_claim_submitter(sp, name, fd, &st));
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		int r = spool_scrub_task(sp, wdir, name, idbuf);
@@ -798,10 +809,16 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	regular = S_ISREG(st.st_mode) && st.st_nlink == 1;
+	/* Its submitter: the record of the worker's file; else whoever's
+	 * drop it came from (USER:), even when the file is another's (a
+	 * rejected drop is the dropper's); else its owner. */
+	uid_t by = spool_reader(sp, name, st.st_uid);
 	if (regular) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd >= 0)
+			by = spool_claim_submitter(sp, name, fd, &st);
 		if (fd >= 0) {
-			(void)claim_meta_get(fd, &m);
+			(void)claim_meta_get(fd, name, &m);
 			/* Best effort: lane and name= for the record. */
 			char buf[4096], e[64];
 			ssize_t n = read_upto(fd, buf, sizeof buf);
@@ -820,7 +837,7 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	res.submitted_ms = m.submitted_ms ? m.submitted_ms : ctime_ms(&st);
 	res.finished_ms = now_realtime_ms();
 	res.backend = "none";
-	fill_user(&res, st.st_uid, user, sizeof user);
+	fill_user(&res, by, user, sizeof user);
 	return spool_finish(sp, wdir, name, regular, &res, idbuf, idlen);
 }
 

@@ -49,7 +49,7 @@ bool spool_id_taken(struct spool *sp, const char *id)
  * is the task file's inode number in decimal. symlink(2) is exclusive
  * (EEXIST) in every language, and its target is there the moment the
  * name is: no reader ever finds half a reservation. Nothing follows it. */
-int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
 	char buf[32], *end;
 	struct stat ls;
@@ -65,16 +65,16 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
 		return IDS_OTHER;
 	errno = 0;
 	unsigned long long ino = strtoull(buf, &end, 10);
-	/* Made by the file's owner: no one reserves an id for another's
+	/* Made by the task's submitter: no one reserves an id for another's
 	 * task (on a shared spool ids are USER:NAME in any case). */
 	if (errno || ino != (unsigned long long)st->st_ino ||
-	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != st->st_uid)
+	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != owner)
 		return IDS_OTHER;
 	return IDS_MINE;
 }
 
-int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
-		      size_t outlen)
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, uid_t owner,
+		      char *out, size_t outlen)
 {
 	char cand[512];
 	if (sp->ids < 0 || pathfmt(cand, sizeof cand, "%s", name) < 0)
@@ -82,7 +82,7 @@ int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st,
 	/* A re-queue that found new/NAME taken put it back as NAME.2 (and
 	 * a move from drop/ as USER:NAME.2): its reservation is NAME's. */
 	for (;;) {
-		if (spool_ids_state(sp, cand, st) == IDS_MINE)
+		if (spool_ids_state(sp, cand, st, owner) == IDS_MINE)
 			return pathfmt(out, outlen, "%s", cand) < 0 ? 0 : 1;
 		char *dot = strrchr(cand, '.');
 		if (!dot || dot == cand || !dot[1] || dot[1 + strspn(dot + 1, "0123456789")] != '\0')
@@ -93,26 +93,35 @@ int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st,
 
 /* Remove ids/ID once the result it promised is durable, if it is the
  * reservation of this file (st). */
-void ids_release(struct spool *sp, const char *id, const struct stat *st)
+void ids_release(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
-	if (spool_ids_state(sp, id, st) == IDS_MINE)
+	if (spool_ids_state(sp, id, st, owner) == IDS_MINE)
 		(void)unlinkat(sp->ids, id, 0);
 }
 
 /* ---- after=: where an upstream without a result is ---- */
 
-/* 1 with *owner when the entry is there, 0 when it is not, -errno when
- * it cannot be told (the caller must not call that "absent"). */
+/* 1 with *owner (its submitter: the record of the worker's copy, else
+ * its owner) when the entry is there, 0 when it is not, -errno when it
+ * cannot be told (the caller must not call that "absent"). */
 static int owner_at(int dirfd, const char *name, uid_t *owner)
 {
 	struct stat st;
 	if (dirfd < 0)
 		return 0;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		*owner = st.st_uid;
-		return 1;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+	*owner = st.st_uid;
+	if (S_ISREG(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid())) {
+		_cleanup_close_ int fd = open_regular(dirfd, name);
+		struct stat fst;
+		struct submitter by;
+		if (fd >= 0 && fstat(fd, &fst) == 0 && same_inode(&fst, &st)) {
+			spool_submitter(fd, &fst, &by);
+			*owner = by.uid;
+		}
 	}
-	return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+	return 1;
 }
 
 int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
@@ -558,25 +567,27 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 }
 
 /* The id's reservation names the task file's inode (spool-layout README
- * §8), and the edited task is a new file: the reservation
- * follows it, replaced in one rename (a new link under a dot name, then
- * over ids/ID), owned as the task is, or the finisher would give the
- * edited task another id than the one its submitter was told. */
+ * §8), and the edited task is a new file: if ids/ID is owner's
+ * reservation of old, it follows, replaced in one rename (a new link
+ * under a dot name, then over ids/ID), owned by owner (the task's
+ * submitter), or the finisher would give the edited task another id than
+ * the one its submitter was told. */
 static void ids_follow(struct spool *sp, const char *name, const struct stat *old,
-		       const struct stat *now)
+		       const struct stat *now, uid_t owner)
 {
 	char tmp[64], ino[32], id[TASK_NAME_MAX + 1];
 	const char *queued = spool_held_id(name);
+	if (sp->ids < 0)
+		return;
 	/* Its id may be its name's base: a re-queue onto a taken name made
 	 * it ID.2 (README §7). */
-	if (spool_reserved_id(sp, queued ? queued : name, old, id, sizeof id) != 1)
+	if (spool_reserved_id(sp, queued ? queued : name, old, owner, id, sizeof id) != 1)
 		return;
 	snprintf(ino, sizeof ino, "%llu", (unsigned long long)now->st_ino);
 	snprintf(tmp, sizeof tmp, ".follow.%d.%llu", getpid(), (unsigned long long)now->st_ino);
 	if (symlinkat(ino, sp->ids, tmp) < 0)
 		return;
-	if ((geteuid() != now->st_uid &&
-	     fchownat(sp->ids, tmp, now->st_uid, now->st_gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+	if ((geteuid() != owner && fchownat(sp->ids, tmp, owner, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) ||
 	    renameat(sp->ids, tmp, sp->ids, id) < 0)
 		(void)unlinkat(sp->ids, tmp, 0);
 	else
@@ -584,24 +595,24 @@ static void ids_follow(struct spool *sp, const char *name, const struct stat *ol
 }
 
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
-			 const struct stat *old, const struct stat *st)
+			 const struct stat *old, const struct stat *st, uid_t owner)
 {
 	struct stat now;
 	int r;
-	if (renameat2(sp->tmp, staged, sp->new, name, RENAME_EXCHANGE) < 0) {
+	if (renameat2(sp->new, staged, sp->new, name, RENAME_EXCHANGE) < 0) {
 		r = -errno;
-		(void)unlinkat(sp->tmp, staged, 0);
+		(void)unlinkat(sp->new, staged, 0);
 		return r;
 	}
 	/* What came out must be what the caller read: else another edit
 	 * went in between, and its file goes back. */
-	if (fstatat(sp->tmp, staged, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(old, &now)) {
-		if (renameat2(sp->tmp, staged, sp->new, name, RENAME_EXCHANGE) == 0)
-			(void)unlinkat(sp->tmp, staged, 0);
+	if (fstatat(sp->new, staged, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(old, &now)) {
+		if (renameat2(sp->new, staged, sp->new, name, RENAME_EXCHANGE) == 0)
+			(void)unlinkat(sp->new, staged, 0);
 		return -ESTALE;
 	}
-	ids_follow(sp, name, old, st);
+	ids_follow(sp, name, old, st, owner);
 	r = fsync(sp->new) < 0 ? -errno : 0;
-	(void)unlinkat(sp->tmp, staged, 0);
+	(void)unlinkat(sp->new, staged, 0);
 	return r;
 }

@@ -141,6 +141,7 @@ static void arm_timer(struct worker *w)
 	EARLIER(w->peers.recover_mono);
 	EARLIER(w->busy.mono);
 	EARLIER(w->space_mono);
+	EARLIER(w->quota_mono);
 	EARLIER(sched_next_mono(w));
 	EARLIER(backend_next_mono(w));
 #undef EARLIER
@@ -191,6 +192,8 @@ static void on_timer(struct worker *w)
 	}
 	if (w->space_mono && w->space_mono <= now)
 		dispatch(w);
+	if (w->quota_mono && w->quota_mono <= now)
+		quota_scan(w);
 	if (sched_ring(w))
 		dispatch(w);
 	backend_tick(w, now);
@@ -260,7 +263,9 @@ static void on_inotify(struct worker *w)
 						busy_arm(w);
 				}
 			} else if (ev->wd == w->wd_tmp) {
-				if (w->nbusy) /* a link() publisher's tmp/ name went */
+				if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
+					quota_note(w); /* a member's bytes, on a shared spool */
+				else if (w->nbusy) /* a link() publisher's tmp/ name went */
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				char name[NAME_MAX + 1];
@@ -392,6 +397,7 @@ static void on_signal(struct worker *w)
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
 					w->slots[l] = np.slots[l];
+			quota_policy(w);
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
 			spool_tally_slots(w->sp, w->slots, LANE__N);
@@ -525,8 +531,10 @@ static void setup_loop(struct worker *w)
 		  (w->wd_drop = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR |
 								   IN_DONT_FOLLOW)) < 0))
 		die("inotify watch on %s: %s", p, strerror(errno));
+	/* On a shared spool also what members leave there (quota_note). */
 	if (pathfmt(p, sizeof p, "%s/tmp", w->sp->path) < 0 ||
-	    (w->wd_tmp = inotify_add_watch(w->ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
+	    (w->wd_tmp = inotify_add_watch(w->ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
+							     (w->wd_drop >= 0 ? IN_CLOSE_WRITE | IN_MOVED_TO : 0))) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", w->sp->path, w->id) < 0 ||
 	    (w->wd_wdir = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
@@ -620,6 +628,7 @@ static void worker_setup(struct worker *w)
 	w->wdog = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w->slots[l] = opts->slots[l] > 0 ? opts->slots[l] : w->pol->slots[l];
+	quota_policy(w);
 	fd_budget(w);
 
 	int r = spool_worker_open(w->sp, w->id, &w->wdir, &w->lockfd);
@@ -633,6 +642,11 @@ static void worker_setup(struct worker *w)
 	setup_recover(w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w->id, w->sp->path,
 	       backend_name(w->pol->backend), w->slots[0], w->slots[1]);
+	if (w->pol->shared)
+		logmsg("shared spool: each member runs %d task(s) here at once at most (slots_per_user; "
+		       "0: no bound), each for %lld s at most (timeout_max; -1: no bound)",
+		       w->pol->slots_per_user, (long long)w->pol->timeout_max_s);
+	quota_note(w);
 	log_env_missing(w->pol, "start");
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	w->s_wdog = (struct src){SRC_WATCHDOG, NULL};

@@ -178,9 +178,10 @@ static int drop_edit(struct spool *sp, const struct policy *pol, int rfd, const 
 		orig = openat(sp->new, held, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	}
 	struct stat st;
+	struct submitter by;
 	if (orig < 0 || fstat(orig, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_uid != uid)
+	if (!S_ISREG(st.st_mode) || (spool_submitter(orig, &st, &by), by.uid != uid))
 		return -EPERM;
 	/* A writer still at it (a client that did not publish by rename)
 	 * holds it open: its close brings it back (IN_CLOSE_WRITE). */

@@ -57,8 +57,8 @@ void task_free(struct worker *w, struct task *t)
 		if (t->scr.fd[i] >= 0)
 			close(t->scr.fd[i]);
 	}
-	if (t->uniq_fd >= 0)
-		close(t->uniq_fd); /* its key is free: the result is written */
+	if (t->uniq_fd >= 0) /* its key is free: the result is written */
+		uniq_unlock(w->sp->cur, t->uid, t->spec.unique, t->uniq_fd);
 	if (t->outdir.mfd >= 0) {
 		(void)outdir_release(&w->ons, t->outdir.mfd);
 		close(t->outdir.mfd);

@@ -74,6 +74,7 @@ enum tevent {
 	TE_COMMITTED,     /* back from the commit thread, published */
 	TE_COMMIT_FAILED, /* back from it, not published */
 	TE_AGAIN,         /* its time to look again came, or its leaf changed */
+	TE_GIVE_UP,       /* its publish cannot succeed (commit_failed) */
 	TE_DETACH,        /* the worker stops, and its backend's run goes on without it */
 	TE_GIVE_BACK,     /* its backend did not start it, blaming it for nothing */
 	TE__N
@@ -122,6 +123,7 @@ struct task_outdir {
 struct task_commit {
 	int err;                  /* 0: published; else -errno of the failed step */
 	bool output;              /* the failure was an fsync of its output */
+	int tries;                /* publishes failed so far (commit_failed) */
 	struct json_pending jpend; /* its JSON, staged and not yet committed */
 };
 
@@ -474,6 +476,12 @@ struct worker {
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
 	bool space_low;     /* below [worker] min_free: nothing new is claimed */
 	int64_t space_mono; /* while so, with tasks waiting: look again then */
+	/* worker_quota.c (a shared spool): a scan of tmp/ and drop/ due then
+	 * (0: none); below min_free, the members over their share (claimed
+	 * for no more), as measured at share_mono. */
+	int64_t quota_mono, share_mono;
+	uid_t over[64];
+	size_t nover;
 };
 
 struct acct {
@@ -527,10 +535,30 @@ bool sched_ring(struct worker *w);
 struct drop *drop_find(struct worker *w, const char *name, int wd);
 void drop_forget(struct worker *w, struct drop *d);
 void hoist_finish(struct worker *w, const char *dot);
+/* Reject dirfd/name, an entry of the drop directory of uid (or its move
+ * into new/): claimed straight into our claim directory as claim (it
+ * never passes through new/), made the worker's if it is the dropper's
+ * own (a member keeps no object she can write in done/), its bytes kept
+ * only with keep and up to task_max, then given its result. */
+void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
+		 uid_t uid, bool keep);
 void drop_key(struct worker *w, const char *key);
 void drop_entry(struct worker *w, struct drop *d, const char *name);
 void drop_seen(struct worker *w, const char *name);
 void scan_drops(struct worker *w);
+
+/* ---- worker_quota.c: a shared spool's bounds on each member: slots, tmp/ and drop/, min_free */
+/* slots_per_user where kart.conf leaves it to the shared spool: half the
+ * slots, at least 1 (at start, and after SIGHUP). */
+void quota_policy(struct worker *w);
+/* Something arrived in tmp/ or a drop directory: a scan soon. */
+void quota_note(struct worker *w);
+/* Each member's entries in tmp/ and their drop directory beyond
+ * drop_max_bytes or drop_max_files: the newest rejected or removed. */
+void quota_scan(struct worker *w);
+/* Below min_free: measure who holds more than their share (over[]). */
+void quota_shares(struct worker *w);
+bool quota_over(const struct worker *w, uid_t uid);
 
 /* ---- worker_start.c: starting a claimed task: read again, whom it runs as, its backend's
  * prepare, then its spawn */
@@ -576,6 +604,9 @@ void task_requeue(struct worker *w, struct task *t);
 enum tevent stop_begin(struct worker *w, struct task *t);
 void kill_now(struct worker *w, struct task *t);
 enum tevent commit_failed(struct worker *w, struct task *t);
+/* GIVE_UP: finished lost, the failure named, without its outputs; freed
+ * (or left for recovery where even that cannot be written). */
+void publish_lost(struct worker *w, struct task *t);
 enum tevent spawn_refuse(struct worker *w, struct task *t);
 void give_back(struct worker *w, struct task *t);
 /* Is the task's memory (or pids) the policy's built-in default, which

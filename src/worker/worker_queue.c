@@ -274,12 +274,15 @@ static int user_running(const struct worker *w, uid_t uid)
 
 /* [limits] slots_per_user: a candidate whose submitter has that many
  * running waits in capped (dispatch puts it back), and the next one is
- * looked at. Past CAPPED_MAX set aside, the lane waits for this round: a
- * queue of one user's thousands is not sorted again on every dispatch. */
+ * looked at; so does one of a member over their share of the disk while
+ * the spool is below min_free (low_share, worker_quota.c). Past
+ * CAPPED_MAX set aside, the lane waits for this round: a queue of one
+ * user's thousands is not sorted again on every dispatch. */
 #define CAPPED_MAX 256
-static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped)
+static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped, bool low_share)
 {
-	if (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user)
+	if (!(low_share && quota_over(w, c->uid)) &&
+	    (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user))
 		return false;
 	if (capped->n == capped->cap) {
 		capped->cap = capped->cap ? capped->cap * 2 : 16;
@@ -290,25 +293,45 @@ static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped)
 }
 
 /* Below [worker] min_free nothing new is claimed: a task started now
- * could store neither its output nor its result. Looked at only when
- * there is a task to claim, and again on the timer only while stopped
- * with tasks waiting, so an idle worker still costs nothing. Said once
- * each way. */
+ * could store neither its output nor its result. On a shared spool, a
+ * member who filled it must not stop the others (issue 35): first what
+ * members hold beyond their share of tmp/ and drop/ goes (quota_scan),
+ * then, still low, only the members who hold more than their share of
+ * the spool are claimed for no more (*low_share, quota_shares). Looked
+ * at only when there is a task to claim, and again on the timer only
+ * while low with tasks waiting, so an idle worker still costs nothing.
+ * Said once each way. */
 #define SPACE_RECHECK_MS 1000
-static bool space_ok(struct worker *w)
+static bool space_ok(struct worker *w, bool *low_share)
 {
 	struct space sp;
+	*low_share = false;
 	if (!w->pol->min_free_bytes && !w->pol->min_free_pct)
 		return true;
 	if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
 		return true; /* not known: as before there was a check */
+	bool shared = w->pol->shared && w->sp->drop >= 0;
+	if (sp.low && shared && !w->space_low) {
+		quota_scan(w);
+		if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
+			return true;
+	}
 	if (sp.low != w->space_low) {
 		char why[700];
 		space_describe(&sp, w->sp->path, why, sizeof why);
-		logmsg(sp.low ? "claiming nothing new: %s" : "claiming again: %s", why);
+		logmsg(sp.low ? (shared ? "claiming only for members within their share of the disk: %s"
+					: "claiming nothing new: %s")
+			      : "claiming again: %s",
+		       why);
+		w->share_mono = 0;
 	}
 	w->space_low = sp.low;
 	w->space_mono = sp.low ? now_mono_ms() + SPACE_RECHECK_MS : 0;
+	if (sp.low && shared) {
+		quota_shares(w);
+		*low_share = true;
+		return true;
+	}
 	return !sp.low;
 }
 
@@ -325,14 +348,15 @@ void dispatch(struct worker *w)
 	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
-	if (w->ncommit < w->fds.backlog_max && any_claimable(w) && !space_ok(w))
+	bool low_share = false;
+	if (w->ncommit < w->fds.backlog_max && any_claimable(w) && !space_ok(w, &low_share))
 		return;
 	for (int l = 0; l < LANE__N; l++) {
 		struct prioq capped = {0};
 		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->fds.backlog_max &&
 		       capped.n < CAPPED_MAX) {
 			struct cand c = prioq_pop(&w->heap[l]);
-			if (user_at_cap(w, &c, &capped))
+			if (user_at_cap(w, &c, &capped, low_share))
 				continue;
 			if (c.turn > w->fair.now)
 				w->fair.now = c.turn;

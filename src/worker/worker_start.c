@@ -20,13 +20,23 @@ static bool claim_look(struct worker *w, const char *name, struct inspect *ins)
 		struct claim_meta m = {.attempt = 1};
 		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0)
-			(void)claim_meta_get(fd, &m);
+			(void)claim_meta_get(fd, name, &m);
 		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
 			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
 		return false;
 	}
 	if (ins->kind == INSPECT_REJECT) {
 		finish_unrun(w, name, "rejected", ins->error);
+		return false;
+	}
+	/* Whom it runs as is decided here, at the claim, as in consider():
+	 * USER:NAME runs as USER or not at all, whatever it waited for. */
+	if (ins->kind == INSPECT_OK && w->sp->drop >= 0 && strchr(name, ':') &&
+	    !spool_prefix_owner_ok(name, ins->uid)) {
+		inspect_close(ins);
+		finish_unrun(w, name, "rejected",
+			     "the task came from the drop directory of another user than the one it "
+			     "would run as: a task runs only as the user who dropped it");
 		return false;
 	}
 	return ins->kind == INSPECT_OK;
@@ -85,11 +95,11 @@ static struct task *task_new(struct worker *w, const char *name, struct inspect 
 	t->next = w->tasks;
 	w->tasks = t;
 	if (ins->fd >= 0) /* the task file, opened by task_inspect */
-		(void)claim_meta_get(ins->fd, &t->meta);
+		(void)claim_meta_get(ins->fd, name, &t->meta);
 	/* From here on it is the spool's record of the task: readable by its
 	 * owner (and root) alone, like its output (and its env= values are
 	 * the submitter's). */
-	if (ins->fd >= 0 && (ins->mode & 077) && fchmod(ins->fd, ins->mode & 07700) < 0)
+	if (ins->fd >= 0 && !ins->recorded && (ins->mode & 077) && fchmod(ins->fd, ins->mode & 07700) < 0)
 		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();

@@ -252,7 +252,7 @@ int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 		/* Back to new/, its attempt unchanged: it waits there. */
 		struct claim_meta m = {.attempt = 1};
 		if (ins->fd >= 0)
-			(void)claim_meta_get(ins->fd, &m);
+			(void)claim_meta_get(ins->fd, name, &m);
 		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
 			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
 		return -1;

@@ -368,6 +368,28 @@ test_publish_failing_at_stop() {
 	nothing_left "$s"
 }
 
+# A publish that cannot succeed (done/ID.stdout is a directory: the
+# capture can never be renamed there) used to be retried every second,
+# for ever, with a log line each time. It gives up after a few tries,
+# backing off, with a `lost` result that says why, logged at the 1st,
+# 2nd and 4th try only; the worker goes on with the next task.
+test_publish_gives_up() {
+	local s; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	mkdir "$s/done/pg.stdout"
+	printf '#!/bin/sh\necho out\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/pg"
+	KART_BACKEND=none start_worker "$s" --id w1
+	wait_until 40 test -e "$s/done/pg.json" || { fail "no result: $(tail -n 3 "$s.worker.log")"; stop_worker "$WPID"; return; }
+	assert_eq lost "$(jq -r .status "$s/done/pg.json")" "status"
+	assert_match "could not be published in [0-9]+ tries: Is a directory" "$(jq -r .error "$s/done/pg.json")" "the reason"
+	assert_eq null "$(jq -r .stdout.path "$s/done/pg.json")" "no stdout named (a directory is none)"
+	assert_eq 3 "$(grep -c 'pg: cannot publish its result' "$s.worker.log")" "log lines of its retries"
+	printf '#!/bin/sh\necho next\n' >"$s/tmp/t"; mv "$s/tmp/t" "$s/new/next"
+	wait_until 20 test -e "$s/done/next.json" || fail "the worker did not go on"
+	assert_eq ok "$(jq -r .status "$s/done/next.json" 2>/dev/null)" "the next task"
+	stop_worker "$WPID"
+}
+
 # Many slots under a low limit of open files: 40 tasks at once with
 # `ulimit -n 384`. The descriptors a worker keeps across runs (spares',
 # leaves') would take about 6 more per running task and meet EMFILE,
