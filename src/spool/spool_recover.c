@@ -181,7 +181,7 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 	size_t nn = 0;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
-		/* A dead worker's spare scratch directories (see scratch.c). */
+		/* A dead worker's spare scratch directories (see worker_scratch.c). */
 		if (strncmp(de->d_name, ".spare.", 7) == 0)
 			(void)rm_rf_at(dirfd(dir), de->d_name);
 		if (de->d_name[0] == '.')

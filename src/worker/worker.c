@@ -595,7 +595,7 @@ static void setup_recover(struct worker *w)
 	w->be = backend_use(w, w->pol->backend);
 	/* Before any task has a leaf: the probe makes leaves of its own. */
 	enforce_publish(w);
-	spares_drop(w);
+	scratch_spares_drop(w);
 	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
 	struct dirent *de;
@@ -684,7 +684,7 @@ static void worker_turn(struct worker *w, const struct epoll_event *evs, int n)
 			if (s->be->ready(w, s, evs[i].events) && s->t)
 				exited[nexited++] = s->t;
 			break;
-		case SRC_HOOK: on_hook(w, s); break;
+		case SRC_HOOK: hook_done(w, s); break;
 		case SRC_HELPER:
 			helper_done(w, (struct helper *)((char *)s - offsetof(struct helper, src)));
 			break;
@@ -740,7 +740,7 @@ static void worker_stop(struct worker *w)
 	backend_stop_all(w);
 	outdir_ns_stop(&w->ons);
 	hooks_finish(w);
-	spares_drop(w);
+	scratch_spares_drop(w);
 	leaves_drop();
 	held_drop();
 	if (w->wdog >= 0)

@@ -18,7 +18,7 @@ void finish_unrun(struct worker *w, const char *name, const char *status, const 
 	else
 		log_task("finished", id, status, -1, why);
 	if (r == 0)
-		run_hook(w, id);
+		hook_run(w, id);
 }
 
 void finish_from_new(struct worker *w, const char *name, const char *status, const char *why)

@@ -98,7 +98,7 @@ enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
 /* A task's parts, each owned by the file that uses it (the task's own
  * fields, below, are the record and the state machine's). */
 
-/* scratch.c's: the run's directories in the claim directory. */
+/* worker_scratch.c's: the run's directories in the claim directory. */
 struct task_scratch {
 	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
 	 * by enum scr_dir), spares used under their own names (scratch_dir);
@@ -708,31 +708,31 @@ void finish_from_new(struct worker *w, const char *name, const char *status, con
 void task_unlink(struct worker *w, struct task *t);
 void task_free(struct worker *w, struct task *t);
 
-/* ---- hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
+/* ---- worker_hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
 void hooks_sweep(struct worker *w);
-void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
+void hook_spawn_host(struct worker *w, char *const argv[], char *const argv2[],
 		const char *what);
-void run_hook(struct worker *w, const char *id);
-void on_hook(struct worker *w, struct src *s);
+void hook_run(struct worker *w, const char *id);
+void hook_done(struct worker *w, struct src *s);
 void hooks_finish(struct worker *w);
 void hooks_release(struct worker *w);
 
-/* ---- acct.c: accounts, looked up once per uid, and the switch to the submitter */
+/* ---- worker_acct.c: accounts, looked up once per uid, and the switch to the submitter */
 const struct acct *acct_get(uid_t uid);
-int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
+int acct_task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
 
-/* ---- held.c: Landlock's system paths, held open for every task of backend none */
+/* ---- worker_held.c: Landlock's system paths, held open for every task of backend none */
 void held_drop(void);
 void held_apply(struct worker *w, struct confine *c);
-void task_paths_held(const struct task *t, struct confine *c, const char *task,
+void held_task_paths(const struct task *t, struct confine *c, const char *task,
 		     const char *const dirs[SCR_NDIRS]);
 
-/* ---- scratch.c: spare scratch directories, reused from one run to the next */
+/* ---- worker_scratch.c: spare scratch directories, reused from one run to the next */
 int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
 		bool *owned, struct timespec *ct, int *dfd);
 bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
 		    const struct timespec *ct, int *dfd);
-void spares_drop(struct worker *w);
+void scratch_spares_drop(struct worker *w);
 
 /* ---- worker_ev.c: what the loop lends the other files: epoll registration, the helper
  * threads and their hand-back on the thread's side; it calls nothing above it */

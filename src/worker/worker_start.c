@@ -59,7 +59,7 @@ static bool claim_cancelled(struct worker *w, const char *name)
 	else
 		log_task("finished", id, "cancelled", -1, NULL);
 	if (r == 0)
-		run_hook(w, id);
+		hook_run(w, id);
 	return true;
 }
 
@@ -111,7 +111,7 @@ static struct task *task_new(struct worker *w, const char *name, struct inspect 
 static int start_who(struct worker *w, struct task *t, struct backend_start *s)
 {
 	const char *refusal = NULL;
-	s->as_user = task_cred(w, t, &s->cred, &refusal);
+	s->as_user = acct_task_cred(w, t, &s->cred, &refusal);
 	s->gid = s->as_user > 0 ? s->cred.gid : (gid_t)-1;
 	if (s->as_user < 0) {
 		finish_refused(w, t, refusal, t->errbuf);

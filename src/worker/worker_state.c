@@ -223,7 +223,7 @@ static enum tevent act(struct worker *w, struct task *t, enum taction a, enum te
 	case TA_DONE:
 		log_task("finished", t->idbuf, t->res.status,
 			 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
-		run_hook(w, t->idbuf);
+		hook_run(w, t->idbuf);
 		task_free(w, t);
 		break;
 	case TA_FREE:

@@ -112,7 +112,7 @@ static void fill_result(struct worker *w, struct task *t)
 	}
 	r->uid = t->uid;
 	/* A root worker named the account when it switched to it
-	 * (task_cred); otherwise it is looked up here. */
+	 * (acct_task_cred); otherwise it is looked up here. */
 	if (!t->user[0]) {
 		const struct acct *a = acct_get(t->uid);
 		if (a->found)
@@ -431,7 +431,7 @@ void publish_lost(struct worker *w, struct task *t)
 		return;
 	}
 	log_task("finished", id, "lost", -1, why);
-	run_hook(w, id);
+	hook_run(w, id);
 	task_free(w, t);
 }
 
