@@ -18,18 +18,18 @@
 # 1. make the task's file in SPOOL/tmp/ under a fresh name (mktemp); its
 #    inode number is INO;
 # 2. for ID = NAME, NAME.2, ...: reserve ID with `ln -sT INO SPOOL/ids/ID`
-#    (symlink(2): it fails when anyone holds ID); then if new/, a
-#    worker's cur/ or done/ has ID, remove the reservation and take the
-#    next ID (spool-layout/README.md section 3.2);
+#    (symlink(2): it fails when anyone holds ID); then if new/ (held
+#    too), a worker's cur/ or done/ (.task, .json, .attempts) has ID,
+#    remove the reservation and take the next ID (spool-layout README §5);
 # 3. write the task into the file, with `#kart: name=NAME` after its #!
-#    line (the value %XX-escaped, section 3.1) when ID is not NAME, so
+#    line (the value %XX-escaped, section 3) when ID is not NAME, so
 #    that its result keeps NAME; fsync it, and fsync SPOOL/ids/;
 # 4. mv -n it into SPOOL/new/ID; if a task copied in took that name
 #    meanwhile, remove the reservation and go back to 2;
 # 5. fsync SPOOL/new/. The id printed is the id of the result.
 # On a shared spool (new/ not ours alone, drop/ present) steps 4 and 5 use
 # our own drop directory SPOOL/drop/USER/ (0700), and the id is USER:NAME
-# (spool-layout/README.md, "Shared spools").
+# (spool-layout README §6).
 # Without NAME a unique one is made: seconds.pid.random.host.
 set -eu
 
@@ -92,7 +92,7 @@ fi
 case $name in
 .* | */* | '') echo "kart-submit.sh: not a task name: $name" >&2; exit 2 ;;
 esac
-# Control bytes are no part of a name (spool-layout section 2).
+# Control bytes are no part of a name (spool-layout README §2).
 if [ -n "$(printf '%s' "$name" | tr -d '\040-\176\200-\377')" ]; then
 	echo "kart-submit.sh: not a task name: a control character" >&2
 	exit 2
@@ -118,15 +118,21 @@ if [ -d "$spool/drop" ] && ! { [ "$(stat -c %u "$spool/new")" = "$me" ] &&
 	done
 fi
 
-# taken ID: our drop directory, new/, a worker's cur/, or done/ has it
-# (kart submit's check, in the order tasks move), under our prefix.
+# taken ID: our drop directory (and a drop on its way into new/), new/
+# (held too), a worker's cur/, or done/ has it (kart submit's check, in
+# the order tasks move: spool-layout README sections 5 and 6), under our
+# prefix.
 taken() {
-	[ -n "$prefix" ] && { [ -e "$into/$1" ] || [ -L "$into/$1" ]; } && return 0
-	[ -e "$spool/new/$prefix$1" ] || [ -L "$spool/new/$prefix$1" ] && return 0
+	[ -n "$prefix" ] && { [ -e "$into/$1" ] || [ -L "$into/$1" ] ||
+		[ -e "$spool/new/.hoist.$(id -u).$prefix$1" ]; } && return 0
+	for t_name in "$prefix$1" ".held.$prefix$1"; do
+		[ -e "$spool/new/$t_name" ] || [ -L "$spool/new/$t_name" ] && return 0
+	done
 	for w in "$spool"/cur/*/; do
 		if [ -e "$w$prefix$1" ] || [ -L "$w$prefix$1" ]; then return 0; fi
 	done
-	[ -e "$spool/done/$prefix$1.json" ] || [ -e "$spool/done/$prefix$1.task" ]
+	[ -e "$spool/done/$prefix$1.json" ] || [ -e "$spool/done/$prefix$1.task" ] ||
+		[ -e "$spool/done/$prefix$1.attempts" ]
 }
 # The task as read, kept aside: the file published is written from it
 # once its id is known.

@@ -3,23 +3,23 @@
 // task, read its state, wait for its result. Written from
 // spool-layout/README.md; the same shape as kart_submit.py.
 //
-// submit (section 3.2): the id is reserved before the task is published,
+// submit (spool-layout README section 5): the id is reserved before the task is published,
 // so the id printed is the id of the result. Node has no renameat2, so the
 // task is published the maildir way the document allows without
 // RENAME_NOREPLACE:
 //   1. create the file in tmp/ (O_EXCL); its inode number is INO;
 //   2. for ID = NAME, NAME.2, ...: reserve ID with symlink(INO, ids/ID),
-//      on EEXIST the next ID; then if ID is in new/, any cur/*/ or done/
-//      (.task, .json), looked at in that order, unlink the reservation
-//      and take the next ID;
+//      on EEXIST the next ID; then if ID is in new/ (or new/.held.ID),
+//      any cur/*/ or done/ (.task, .json, .attempts), looked at in that
+//      order, unlink the reservation and take the next ID;
 //   3. write the task into the file, with `#kart: name=NAME` (the value
-//      %XX-escaped, section 3.1) after the #! line when ID is not NAME;
+//      %XX-escaped, section 3) after the #! line when ID is not NAME;
 //      fsync it, close it; fsync ids/;
 //   4. link(tmp/T, new/ID), which never replaces: on EEXIST unlink the
 //      reservation and go back to 2; then unlink(tmp/T). Between the two
-//      the file has two links, and a worker holds it as busy (section 9);
+//      the file has two links, and a worker holds it as busy (section 9, "What workers do");
 //   5. fsync new/. The worker removes the reservation with the result.
-// wait (section 8): a watch on done/ (inotify, through fs.watch), and a
+// wait (section 7): a watch on done/ (inotify, through fs.watch), and a
 // look for done/ID.json after every event, with a slow poll beside it.
 //
 //   node kart_submit.mjs [-C DIR] [--bind PATH] [--ro PATH] [-e NAME[=VALUE]]
@@ -51,7 +51,7 @@ import { fileURLToPath } from 'node:url';
 const NAME_MAX = 200; // bytes; keep names to 190 so that NAME.N fits
 const C = fs.constants;
 
-// A directive value, escaped (section 3.1): %XX for '%', space, tab, '#',
+// A directive value, escaped (section 3): %XX for '%', space, tab, '#',
 // bytes below 0x20 and 0x7f; every other byte as is.
 export function pctEncode(value) {
   const raw = Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
@@ -158,9 +158,12 @@ export class Spool {
   }
 
   // As kart submit checks: new/, then every cur/*/, then done/.
+  // In the order tasks move (spool-layout README section 5): new/ (held
+  // too), every cur/*/, done/.
   idTaken(id) {
-    return lexists(this.p('new', id)) || this.runningOn(id) !== null ||
-      lexists(this.p('done', id + '.task')) || lexists(this.p('done', id + '.json'));
+    return lexists(this.p('new', id)) || lexists(this.p('new', `.held.${id}`)) ||
+      this.runningOn(id) !== null || lexists(this.p('done', `${id}.task`)) ||
+      lexists(this.p('done', `${id}.json`)) || lexists(this.p('done', `${id}.attempts`));
   }
 
   *ids(name) {
@@ -262,7 +265,7 @@ export class Spool {
     }
   }
 
-  // SPOOL/ids/ (section 3.2), made if missing where we may (a spool made
+  // SPOOL/ids/ (section 5), made if missing where we may (a spool made
   // before it existed); null where there is none.
   idsDir() {
     const d = this.p('ids');
@@ -287,7 +290,7 @@ export class Spool {
   }
 
   // queued, running, the result's status, or unknown: the furthest place
-  // found, looking in the order tasks move (section 8).
+  // found, looking in the order tasks move (section 7).
   status(id) {
     const queued = lexists(this.p('new', id));
     const running = this.runningOn(id);

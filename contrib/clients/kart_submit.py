@@ -2,15 +2,16 @@
 """A Kartikeya client with the standard library only: submit a task, read
 its state, wait for its result. It follows spool-layout/README.md:
 
-submit (section 3.2, what `kart submit` does), so that the id printed
-is the id of the result:
+submit (spool-layout README section 5, what `kart submit` does), so
+that the id printed is the id of the result:
   1. create a file in SPOOL/tmp/ with O_EXCL; its inode number is INO;
   2. for ID = NAME, NAME.2, NAME.3, ...: reserve ID with
      symlink(INO, SPOOL/ids/ID), on EEXIST the next ID; then if ID is in
-     new/, any cur/*/ or done/ (.task, .json), looked at in that order,
-     unlink the reservation and take the next ID;
+     new/ (or new/.held.ID), any cur/*/ or done/ (.task, .json,
+     .attempts), looked at in that order, unlink the reservation and take
+     the next ID;
   3. write the task into the file, with `#kart: name=NAME` (the value
-     %XX-escaped, section 3.1) after the #! line when ID is not NAME, so
+     %XX-escaped, section 3) after the #! line when ID is not NAME, so
      that the result's name is NAME; fsync it, close it; fsync ids/;
   4. rename it into SPOOL/new/ID with renameat2(RENAME_NOREPLACE): a queued
      task of that name is never replaced; on EEXIST, unlink the
@@ -18,13 +19,13 @@ is the id of the result:
   5. fsync SPOOL/new/. The worker gives the result the id ID, and removes
      the reservation once the result is written.
 
-wait (section 8): an inotify watch on done/ (IN_MOVED_TO, IN_CREATE), then
+wait (section 7): an inotify watch on done/ (IN_MOVED_TO, IN_CREATE), then
 look for done/ID.json, and again after every event; polling where inotify
 cannot be had.
 
 On a shared spool (new/ is not ours alone) steps 4 and 5 use our own
 drop directory SPOOL/drop/USER/ instead of new/, and the id (reserved as
-ids/USER:NAME) is USER:NAME (spool-layout/README.md, "Shared spools"):
+ids/USER:NAME) is USER:NAME (spool-layout README §6):
 see drop_target().
 
 A task is queued the moment step 4 succeeds; a worker never sees a
@@ -86,7 +87,7 @@ def _renameat2(olddirfd, old, newdirfd, new):
 
 
 def pct_encode(value):
-    """A directive value, escaped (spool-layout section 3.1): %XX for '%',
+    """A directive value, escaped (spool-layout README §3): %XX for '%',
     space, tab, '#', bytes below 0x20 and 0x7f; every other byte as is."""
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     out = bytearray()
@@ -99,7 +100,7 @@ def pct_encode(value):
 
 
 def name_check(name):
-    """The task name rules (spool-layout section 2): None if fine, else why."""
+    """The task name rules (spool-layout README §2): None if fine, else why."""
     raw = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else bytes(name)
     if not raw:
         return "empty name"
@@ -184,12 +185,13 @@ class Spool:
         return None
 
     def id_taken(self, id):
-        """As kart submit checks: new/, then every cur/*/, then done/."""
-        if os.path.lexists(self._p("new", id)):
+        """As kart submit checks, in the order tasks move (spool-layout
+        README section 5): new/ (and held), every cur/*/, then done/."""
+        if os.path.lexists(self._p("new", id)) or os.path.lexists(self._p("new", ".held." + id)):
             return True
         if self._running_on(id):
             return True
-        return any(os.path.lexists(self._p("done", id + s)) for s in (".task", ".json"))
+        return any(os.path.lexists(self._p("done", id + s)) for s in (".task", ".json", ".attempts"))
 
     def _ids(self, name):
         yield name
@@ -215,9 +217,11 @@ class Spool:
         target, prefix = drop_target(self.path)
 
         def taken(cand):
-            return self.id_taken(prefix + cand) or (prefix != "" and (
+            # A drop moves through new/.hoist.UID.ID on its way (section 6).
+            return (prefix != "" and (
                 os.path.lexists(os.path.join(target, cand)) or
-                os.path.lexists(self._p("new", prefix + cand))))
+                os.path.lexists(self._p("new", ".hoist.%d.%s%s" % (os.geteuid(), prefix, cand))))
+            ) or self.id_taken(prefix + cand)
         tmpdir = os.open(self._p("tmp"), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         newdir = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         idsdir = self._ids_dir()
@@ -317,7 +321,7 @@ class Spool:
                 os.close(idsdir)
 
     def _ids_dir(self):
-        """SPOOL/ids/ (section 3.2), made if missing where we may (a spool
+        """SPOOL/ids/ (section 5), made if missing where we may (a spool
         made before it existed); None where there is none."""
         for attempt in (0, 1):
             try:
@@ -342,7 +346,7 @@ class Spool:
 
     def status(self, id):
         """queued, running, the result's status, or unknown: the furthest
-        place found, looking in the order tasks move (section 8)."""
+        place found, looking in the order tasks move (section 7)."""
         queued = os.path.lexists(self._p("new", id))
         running = self._running_on(id)
         r = self.result(id)

@@ -120,7 +120,7 @@ static void container_kill(struct worker *w, struct task *t, bool ended)
 	char *const k[] = {w->pol->container_cmd, "kill", name, NULL};
 	char *const rm[] = {w->pol->container_cmd, "rm", "--force", name, NULL};
 	snprintf(what, sizeof what, "container %s %.160s", ended ? "rm" : "kill/rm", name);
-	spawn_host(w, ended ? rm : k, ended ? NULL : rm, what);
+	hook_spawn_host(w, ended ? rm : k, ended ? NULL : rm, what);
 	name[0] = '\0';
 }
 
@@ -138,7 +138,7 @@ static bool container_signal(struct worker *w, struct task *t, int sig)
 		return false;
 	char *const k[] = {w->pol->container_cmd, "kill", "--signal", "TERM", name, NULL};
 	snprintf(what, sizeof what, "container kill --signal TERM %.160s", name);
-	spawn_host(w, k, NULL, what);
+	hook_spawn_host(w, k, NULL, what);
 	return true;
 }
 

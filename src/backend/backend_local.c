@@ -219,14 +219,13 @@ struct spawn_job *local_job(struct worker *w, struct task *t, struct local_start
 	j->t = t;
 	j->argv = s->argv;
 	j->envp = s->envp;
-	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->cg};
+	j->lj = (struct leaf_join){.rj = {.fn = join_leaf, .cgroup_fd = -1}, .leaf = &t->leaf.cg};
 	j->lj.rj.arg = &j->lj;
 	j->ufd_owned = !w->fds.keep;
-	j->ufd = !t->cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->cg) : cg_files_dir(&t->cg, &t->cgf);
+	j->ufd = !t->leaf.cg.used ? -1 : j->ufd_owned ? cg_leaf_unified_fd(&t->leaf.cg) : cg_files_dir(&t->leaf.cg, &t->leaf.files);
 	j->lj.rj.cgroup_fd = j->ufd >= 0 ? j->ufd : -1;
-	/* Only a unified leaf (no v1 limits to join): birth in it is all. */
-	j->lj.rj.born_is_enough = j->ufd >= 0 && !(t->cg.used & ~(1u << CG_UNIFIED));
-	j->use_join = t->cg.used != 0;
+	leaf_join_setup(t, &j->lj, j->ufd);
+	j->use_join = t->leaf.cg.used != 0;
 	j->cap = t->spec.output ? t->spec.output : w->pol->output_default;
 	j->sfd = steal_fd(&s->sfd);
 	j->use_bcred = b->as_user > 0;
@@ -342,7 +341,7 @@ bool local_ready(struct worker *w, struct src *s, uint32_t events)
 bool local_term(struct worker *w, struct task *t)
 {
 	(void)w;
-	if (t->cg.mode == CG_MODE_NONE || cg_leaf_signal(&t->cg, SIGTERM) <= 0)
+	if (t->leaf.cg.mode == CG_MODE_NONE || cg_leaf_signal(&t->leaf.cg, SIGTERM) <= 0)
 		run_term(&t->run);
 	return true;
 }
@@ -357,8 +356,8 @@ int local_pause(struct worker *w, struct task *t, bool on)
 {
 	(void)w;
 	if (on)
-		return wctl_freeze(&t->cg, &t->run);
-	wctl_thaw(t->pause.how, &t->cg, &t->run);
+		return wctl_freeze(&t->leaf.cg, &t->run);
+	wctl_thaw(t->pause.how, &t->leaf.cg, &t->run);
 	return 0;
 }
 
@@ -384,8 +383,8 @@ _Static_assert((int)CG_PSI__N == (int)PSI__N, "the pressure totals, in one order
 void local_usage(const struct task *t, struct backend_usage *u)
 {
 	const struct run_use *p = &t->rend.use;
-	const struct cg_usage *c = &t->cgu;
-	bool leaf = t->cg.mode != CG_MODE_NONE;
+	const struct cg_usage *c = &t->leaf.use;
+	bool leaf = t->leaf.cg.mode != CG_MODE_NONE;
 	backend_usage_init(u);
 	if (p->by && p->user_us >= 0 && p->system_us >= 0) {
 		u->cpu_user_ms = p->user_us / 1000;
@@ -410,6 +409,10 @@ void local_usage(const struct task *t, struct backend_usage *u)
 		u->memory_peak = c->memory_peak;
 		u->by[UF_MEMORY] = "cgroup";
 	}
+	if (leaf && c->pids_peak >= 0) {
+		u->pids_peak = c->pids_peak;
+		u->by[UF_PIDS] = "cgroup";
+	}
 	for (int i = 0; leaf && i < PSI__N; i++)
 		if ((u->psi_us[i] = c->pressure[i]) >= 0)
 			u->by[UF_PRESSURE] = "cgroup";
@@ -423,8 +426,9 @@ void local_usage(const struct task *t, struct backend_usage *u)
 		u->why[UF_IO] = !p->by ? unreported
 				: "the kernel's per-task I/O accounting could not be read "
 				  "(/proc/PID/io; CONFIG_TASK_IO_ACCOUNTING)";
-	u->why[UF_PIDS] = !leaf ? "no cgroup leaf (only a cgroup counts processes at once)"
-				: "its cgroup leaf's pids.peak is not read";
+	if (!u->by[UF_PIDS])
+		u->why[UF_PIDS] = !leaf ? "no cgroup leaf (only a cgroup counts processes at once)"
+				  : "its cgroup leaf has no pids.peak (the kernel keeps none)";
 	if (!u->by[UF_PRESSURE])
 		u->why[UF_PRESSURE] =
 			!leaf ? "no cgroup leaf (pressure stall information is a cgroup2 directory's)"

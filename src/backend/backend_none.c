@@ -3,7 +3,7 @@
  * the host's paths, seccomp; confine.h), then execs the task, which is
  * the worker's own child: no launcher, no bwrap. Its work, tmp and
  * $KART_OUTDIR directories are spares used under their own names
- * (scratch.c), and Landlock's system paths are held open (held.c). */
+ * (worker_scratch.c), and Landlock's system paths are held open (worker_held.c). */
 #define _GNU_SOURCE
 #include <signal.h>
 
@@ -21,7 +21,7 @@ static int job_direct(struct worker *w, struct task *t, struct local_start *s, s
 		abi = ll_abi();
 	if (j->conf.ll_mode != LL_MODE_OFF) {
 		held_apply(w, &j->conf);
-		task_paths_held(t, &j->conf, s->taskpath,
+		held_task_paths(t, &j->conf, s->taskpath,
 				(const char *[]){s->workdir, s->tmpdir, s->outhost});
 	}
 	j->is_direct = true;
@@ -33,10 +33,11 @@ static int job_direct(struct worker *w, struct task *t, struct local_start *s, s
 		/* Born under the outer half: only where nothing is left
 		 * to do between the clone and the child's own steps (no
 		 * v1 join, which needs a fork of its own). */
-		/* (Not a task with binds: their opener forks, which that
-		 * filter is not made for.) */
+		/* (Not a task of another user with binds: their opener
+		 * forks, which that filter is not made for. The worker's own
+		 * user's are opened in the spawn thread.) */
 		j->inherit = w->flt.inner.bpf && (!j->use_join || j->lj.rj.born_is_enough) &&
-			     !t->spec.n_binds;
+			     (!t->spec.n_binds || !j->use_bcred);
 	}
 	return 0;
 }

@@ -273,7 +273,7 @@ static int slurm_sweep(struct worker *w, const char *peer, bool started)
 		const char *n = names.v[i];
 		_cleanup_close_ int fd = openat(pd, n, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		struct claim_meta m;
-		if (fd < 0 || claim_meta_get(fd, &m) < 0 || strncmp(m.run, "slurm ", 6) || m.id[0])
+		if (fd < 0 || claim_meta_get(fd, n, &m) < 0 || strncmp(m.run, "slurm ", 6) || m.id[0])
 			continue;
 		if (!w->pol->slurm_stage[0]) {
 			logmsg("cur/%s/%s has a Slurm job, which this worker (no [slurm] stage) cannot "

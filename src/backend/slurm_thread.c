@@ -688,7 +688,7 @@ static int record(struct sjob *j, int *keep)
 {
 	int fd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct claim_meta m;
-	if (fd < 0 || claim_meta_get(fd, &m) < 0) {
+	if (fd < 0 || claim_meta_get(fd, j->name, &m) < 0) {
 		int e = errno;
 		if (fd >= 0)
 			close(fd);

@@ -12,10 +12,16 @@ struct ctx {
 	/* Opened by main before a verb marked VERB_SPOOL runs (as git's
 	 * RUN_SETUP), closed after it returns. */
 	struct spool sp;
+	/* The verb writes the spool (VERB_WRITES): ctx_open_spool refuses a
+	 * spool of a format this kart does not know. */
+	bool writes;
 };
 
 /* Flags of the verb table (main.c). */
-enum { VERB_SPOOL = 1 }; /* needs the spool: main opens it into ctx.sp */
+enum {
+	VERB_SPOOL = 1,  /* needs the spool: main opens it into ctx.sp */
+	VERB_WRITES = 2, /* writes it: only a spool of the format this kart knows */
+};
 
 #define EXIT_USAGE 2
 

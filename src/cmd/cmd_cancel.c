@@ -47,9 +47,9 @@ static int64_t grace_ms(struct spool *sp)
  * each round waits out a run, and a command must end. */
 enum { REQUEUES_MAX = 5 };
 
-/* Ask the worker running `id` to kill it, and wait until it is out of
- * the claim directory. */
-static int cancel_running(struct spool *sp, const char *worker, const char *id)
+/* Ask the worker running the claim cur/worker/name to kill it, and wait
+ * until it is out of the claim directory. */
+static int cancel_running(struct spool *sp, const char *worker, const char *name)
 {
 	char p[PATH_MAX], req[512];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -57,7 +57,7 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 		return -errno;
 	if (inotify_add_watch(ino, p, IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_ONLYDIR) < 0)
 		return -errno;
-	if (spool_name_claim_scratch(req, sizeof req, worker, id, SCRATCH_CANCEL) < 0)
+	if (spool_name_claim_scratch(req, sizeof req, worker, name, SCRATCH_CANCEL) < 0)
 		return -ENAMETOOLONG;
 	int fd = openat(sp->cur, req, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
@@ -65,7 +65,7 @@ static int cancel_running(struct spool *sp, const char *worker, const char *id)
 	close(fd);
 	int64_t deadline = now_mono_ms() + 30000 + grace_ms(sp);
 	char claim[512];
-	if (pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
+	if (pathfmt(claim, sizeof claim, "%s/%s", worker, name) < 0)
 		return -ENAMETOOLONG;
 	for (;;) {
 		struct stat st;
@@ -198,19 +198,26 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 			}
 		}
 		/* Queued (or held): take it as a worker would, and finish
-		 * it unrun. */
+		 * it unrun; by its entry's name, which for a reserved id
+		 * re-queued is ID.2 (query_entry). */
+		struct qinfo e;
+		bool known = query_id(sp, id, &e) == 0, done = known && e.state == Q_DONE;
+		const char *at = known ? query_entry(id, &e) : id;
 		char held[TASK_NAME_MAX + 24];
-		if (!may_cancel(sp, sp->new, id, id) ||
-		    (spool_held_name(id, held, sizeof held) == 0 && !may_cancel(sp, sp->new, held, id))) {
+		/* A finished id's name may be another task's by now (a file
+		 * copied in, to finish as ID.2): never claimed as this one. */
+		if (!done && (!may_cancel(sp, sp->new, at, id) ||
+			      (spool_held_name(at, held, sizeof held) == 0 &&
+			       !may_cancel(sp, sp->new, held, id)))) {
 			rc = 1;
 			break;
 		}
-		int r = spool_claim(sp, cc->wdir, id);
-		if (r == -ENOENT)
-			r = spool_claim_held(sp, cc->wdir, id);
+		int r = done ? -ENOENT : spool_claim(sp, cc->wdir, at);
+		if (r == -ENOENT && !done)
+			r = spool_claim_held(sp, cc->wdir, at);
 		if (r == 0) {
 			char newid[256];
-			r = spool_finish_unrun(sp, cc->wdir, id, "cancelled",
+			r = spool_finish_unrun(sp, cc->wdir, at, "cancelled",
 					       "cancelled by kart cancel before it ran", me, newid,
 					       sizeof newid);
 			if (r < 0) {
@@ -229,12 +236,12 @@ static int cancel_one(struct spool *sp, const char *id, struct canceller *cc)
 			q.state = Q_UNKNOWN;
 		if (q.state == Q_RUNNING) {
 			char claim[512];
-			if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
+			if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, query_entry(id, &q)) == 0 &&
 			    !may_cancel(sp, sp->cur, claim, id)) {
 				rc = 1;
 				break;
 			}
-			r = cancel_running(sp, q.worker, id);
+			r = cancel_running(sp, q.worker, query_entry(id, &q));
 			struct qinfo d;
 			if (r < 0) {
 				fprintf(stderr, "kart cancel: %s: %s\n", sid, strerror(-r));

@@ -100,7 +100,15 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb,
 			if (r == 0 && (query_id(sp, id, &q) < 0 || (q.state == Q_HELD) != hold))
 				r = -ENOENT;
 		} else {
-			r = hold ? control_hold(sp, id) : control_release(sp, id);
+			/* A finished id's name may be another task's by now (a
+			 * file copied in, to finish as ID.2): not that one. */
+			struct qinfo q;
+			bool known = query_id(sp, id, &q) == 0;
+			const char *at = known ? query_entry(id, &q) : id;
+			if (known && q.state == Q_DONE)
+				r = -ENOENT;
+			else
+				r = hold ? control_hold(sp, at) : control_release(sp, at);
 		}
 		if (r == 0) {
 			printf("%s: %s\n", sid, hold ? "held" : "released");
@@ -111,7 +119,7 @@ static int control_ids(struct ctx *c, int argc, char **argv, const char *verb,
 			if (!hold) {
 				struct qinfo q;
 				if (query_id(sp, id, &q) == 0 && q.state == Q_HELD)
-					r = control_release(sp, id); /* in motion: once more */
+					r = control_release(sp, query_entry(id, &q)); /* in motion: once more */
 				if (r == 0) {
 					printf("%s: released\n", sid);
 					continue;
@@ -223,9 +231,11 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 			(void)say_state(sp, "edit", id);
 		return 1;
 	}
+	/* Its file, which for a reserved id re-queued is ID.2 (query_entry). */
 	char name[TASK_NAME_MAX + 24];
-	if (q.state == Q_HELD ? spool_held_name(id, name, sizeof name) < 0
-			      : pathfmt(name, sizeof name, "%s", id) < 0)
+	const char *at = query_entry(id, &q);
+	if (q.state == Q_HELD ? spool_held_name(at, name, sizeof name) < 0
+			      : pathfmt(name, sizeof name, "%s", at) < 0)
 		return 1;
 	struct policy pol;
 	char err[1024];
@@ -318,8 +328,8 @@ int cmd_edit(struct ctx *c, int argc, char **argv)
 		struct qinfo q2;
 		if (r == 0 && query_id(sp, id, &q2) == 0 &&
 		    (q2.state == Q_QUEUED || q2.state == Q_SCHEDULED || q2.state == Q_HELD) &&
-		    (q2.state == Q_HELD ? spool_held_name(id, name, sizeof name)
-					: pathfmt(name, sizeof name, "%s", id)) == 0 &&
+		    (q2.state == Q_HELD ? spool_held_name(query_entry(id, &q2), name, sizeof name)
+					: pathfmt(name, sizeof name, "%s", query_entry(id, &q2))) == 0 &&
 		    read_file_at(sp->new, name, pol.task_max_bytes, &now, &nlen) == 0)
 			r = nlen == elen && memcmp(now, edited, elen) == 0 ? 0 : -ESTALE;
 		else if (r == 0)
@@ -372,26 +382,26 @@ static const struct opts_help resume_help = {
 };
 
 
-/* Ask the worker running id (in cur/worker/) to pause it (or resume
- * it), and wait for its answer: .ID.paused made (or removed). 0; -ENOENT
+/* Ask the worker running the claim cur/worker/name to pause it (or resume
+ * it), and wait for its answer: .NAME.paused made (or removed). 0; -ENOENT
  * the claim left meanwhile; -ETIMEDOUT no answer. */
-static int pause_one(struct spool *sp, const char *worker, const char *id, bool on, char *refusal,
+static int pause_one(struct spool *sp, const char *worker, const char *name, bool on, char *refusal,
 		     size_t refusal_len)
 {
 	/* On a shared spool a worker makes (or removes) the request. */
 	bool ask = !control_via_drop(sp);
 	if (!ask) {
-		int r = control_request(sp, on ? "pause" : "resume", id, "", 0, ANSWER_MS);
+		int r = control_request(sp, on ? "pause" : "resume", name, "", 0, ANSWER_MS);
 		if (r < 0)
 			return r;
 	}
 	char dir[4096], req[600], ack[600], claim[600], nopause[600];
 	_cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	if (ino < 0 || pathfmt(dir, sizeof dir, "%s/cur/%s", sp->path, worker) < 0 ||
-	    spool_name_claim_scratch(req, sizeof req, worker, id, SCRATCH_PAUSE) < 0 ||
-	    spool_name_claim_scratch(ack, sizeof ack, worker, id, SCRATCH_PAUSED) < 0 ||
-	    spool_name_claim_scratch(nopause, sizeof nopause, worker, id, SCRATCH_NOPAUSE) < 0 ||
-	    pathfmt(claim, sizeof claim, "%s/%s", worker, id) < 0)
+	    spool_name_claim_scratch(req, sizeof req, worker, name, SCRATCH_PAUSE) < 0 ||
+	    spool_name_claim_scratch(ack, sizeof ack, worker, name, SCRATCH_PAUSED) < 0 ||
+	    spool_name_claim_scratch(nopause, sizeof nopause, worker, name, SCRATCH_NOPAUSE) < 0 ||
+	    pathfmt(claim, sizeof claim, "%s/%s", worker, name) < 0)
 		return -ENAMETOOLONG;
 	if (inotify_add_watch(ino, dir, IN_CREATE | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF |
 					   IN_ONLYDIR) < 0)
@@ -464,7 +474,7 @@ static void pause_each(const char *id, const struct qinfo *q, void *arg)
 		return;
 	_cleanup_free_ char *sid = term_safe(id);
 	char refusal[1024] = "";
-	int r = pause_one(a->sp, q->worker, id, a->on, refusal, sizeof refusal);
+	int r = pause_one(a->sp, q->worker, query_entry(id, q), a->on, refusal, sizeof refusal);
 	if (r == 0)
 		printf("%s: %s\n", sid, a->on ? "paused" : "resumed");
 	else if (r != -ENOENT) {
@@ -540,7 +550,8 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 			rc = 1;
 			continue;
 		}
-		if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, id) == 0 &&
+		const char *at = query_entry(id, &q); /* cur/W/ID.2 for a reserved id re-queued */
+		if (pathfmt(claim, sizeof claim, "%s/%s", q.worker, at) == 0 &&
 		    fstatat(sp->cur, claim, &st, AT_SYMLINK_NOFOLLOW) == 0 && control_may(sp, id, &st) < 0) {
 			fprintf(stderr, "kart %s: %s: not your task (only its submitter or root may %s it)\n",
 				verb, sid, verb);
@@ -548,7 +559,7 @@ static int pause_verb(struct ctx *c, int argc, char **argv, bool on)
 			continue;
 		}
 		char refusal[1024] = "";
-		int r = pause_one(sp, q.worker, id, on, refusal, sizeof refusal);
+		int r = pause_one(sp, q.worker, at, on, refusal, sizeof refusal);
 		if (r == 0) {
 			printf("%s: %s\n", sid, on ? "paused" : "resumed");
 			continue;

@@ -199,8 +199,9 @@ static void doctor_space(const struct spool *sp, const struct policy *pol, json_
 		return;
 	char why[700];
 	space_describe(&sc, sp->path, why, sizeof why);
-	json_object_set_new(s, "space", json_sprintf("%s: workers claim nothing new", why));
-	fprintf(stderr, "kart doctor: %s: workers claim nothing new until space returns\n", why);
+	const char *who = pol->shared ? " for members over their share of the disk (drop_max_bytes)" : "";
+	json_object_set_new(s, "space", json_sprintf("%s: workers claim nothing new%s", why, who));
+	fprintf(stderr, "kart doctor: %s: workers claim nothing new%s until space returns\n", why, who);
 	*ok = false;
 }
 

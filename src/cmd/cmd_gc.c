@@ -151,9 +151,13 @@ static int gc_new_dot(const struct spool_entry *e, void *arg)
 	struct stat st;
 	/* A held task (kart hold) is queued, however long; a paused
 	 * spool stays paused. */
-	char held[16];
+	char held[16], hoist[16];
 	(void)spool_held_name("", held, sizeof held);
+	/* A move from drop/ cut short is a task on its way, finished by the
+	 * next worker's scan, whatever the age of its file. */
+	(void)spool_name_hoist(hoist, sizeof hoist, 0, "");
 	if (e->id || strncmp(e->name, held, strlen(held)) == 0 || strcmp(e->name, WCTL_SPOOL_PAUSED) == 0 ||
+	    strncmp(e->name, hoist, 7) == 0 ||
 	    fstatat(e->dirfd, e->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
 	    g->now_ms - mtime_ms(&st) < g->tmp_age_ms)
 		return 0;
@@ -505,7 +509,7 @@ static bool reserves_live(struct gc *g, const char *name, const ino_t *v, size_t
 	return n && bsearch(&key, v, n, sizeof *v, ino_cmp) != NULL;
 }
 
-/* ids/: id reservations (spool-layout/README.md section 3.2). One whose
+/* ids/: id reservations (spool-layout README §5, WORKER §10). One whose
  * result exists has done its work: a worker that died between the
  * result and its removal leaves it. One not modified for the tmp/ age
  * (36 hours, --tmp-age) that names no task's inode (none in tmp/, new/,

@@ -11,7 +11,8 @@
 static const struct opts_help help = {
 	"usage: kart [-s SPOOL] init [--personal | --shared GROUP]\n"
 	"\n"
-	"Create the spool (tmp/ new/ cur/ done/). Running it again is harmless.\n"
+	"Create the spool (tmp/ new/ cur/ done/ ids/, and the file format: its\n"
+	"format version). Running it again is harmless.\n"
 	"A spool on NFS or SMB is refused: rename() and flock() there do not give\n"
 	"the guarantees the queue relies on.\n",
 	"exit status: 0; 1 if the spool could not be made; 2 usage error\n",

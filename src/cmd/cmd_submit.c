@@ -534,9 +534,12 @@ static bool has_key(int dirfd, const char *name, const char *key)
 {
 	struct stat st;
 	struct task_spec spec;
+	struct submitter by;
 	char err[64];
 	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid())
+	/* Ours: our own file, or on a shared spool the worker's copy of it. */
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (spool_submitter(fd, &st, &by), by.uid != getuid()))
 		return false;
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *text = xmalloc(want + 1);
@@ -612,8 +615,8 @@ static void warn_low_space(const struct spool *sp)
 	char err[512], why[700];
 	if (policy_load(&pol, sp->path, err, sizeof err) == 0 &&
 	    space_low(sp->root, &pol, sp->path, why, sizeof why))
-		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new until space returns\n",
-			why);
+		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new%s until space returns\n",
+			why, pol.shared ? " for members over their share of the disk (drop_max_bytes)" : "");
 }
 
 /* --after: each id as the spool names it (a plain NAME of a user on a
@@ -707,6 +710,14 @@ static int queue(struct submit *s, struct spool *sp, const char *task, size_t tl
 	int r = spool_submit(sp, s->base, task, tlen, s->base, id, sizeof id);
 	if (s->has_env)
 		(void)umask(um);
+	if (r == -ENAMETOOLONG) {
+		/* An id is a task name: 200 bytes, the .N and a USER: prefix
+		 * included (spool-layout README §2). */
+		_cleanup_free_ char *b = term_safe(s->base), *pre = term_safe(sp->idprefix);
+		fprintf(stderr, "kart submit: no id of at most %d bytes is free for the name %s (its ids are "
+			"%s%s, then %s%s.2 ...): give a shorter --name\n", TASK_NAME_MAX, b, pre, b, pre, b);
+		return 1;
+	}
 	if (r < 0) {
 		fprintf(stderr, "kart submit: cannot queue into %s/%s: %s\n", sp->path,
 			sp->dropd >= 0 ? "drop" : "new", strerror(-r));

@@ -2,7 +2,7 @@
  * processes. inotify on new/, cur/, each cur/W/ and done/ is the doorbell
  * (the spool is looked at again after each batch of events, never polled);
  * a one-second timer re-reads the running tasks' cgroup files for CPU %
- * and memory. A task's cgroup is found from the run lock (spool-layout §5):
+ * and memory. A task's cgroup is found from the run lock (spool-layout WORKER §4):
  * the run's processes hold cur/W/.ID.lock, /proc/locks names the holder,
  * and /proc/PID/cgroup its leaf. Without a terminal (or TERM=dumb) it
  * prints one snapshot. It lives in kart-top, which links ncurses, so

@@ -107,28 +107,28 @@ static const struct verb {
 	unsigned flags;
 } verbs[] = {
 	{"init", cmd_init, 0},
-	{"submit", cmd_submit, 0},
-	{"worker", cmd_worker, VERB_SPOOL},
+	{"submit", cmd_submit, VERB_WRITES},
+	{"worker", cmd_worker, VERB_SPOOL | VERB_WRITES},
 	{"status", cmd_status, VERB_SPOOL},
 	{"wait", cmd_wait, VERB_SPOOL},
 	{"cat", cmd_cat, VERB_SPOOL},
-	{"cancel", cmd_cancel, VERB_SPOOL},
+	{"cancel", cmd_cancel, VERB_SPOOL | VERB_WRITES},
 	{"doctor", cmd_doctor, 0},
-	{"hold", cmd_hold, VERB_SPOOL},
-	{"release", cmd_release, VERB_SPOOL},
-	{"edit", cmd_edit, VERB_SPOOL},
-	{"pause", cmd_pause, VERB_SPOOL},
-	{"resume", cmd_resume, VERB_SPOOL},
+	{"hold", cmd_hold, VERB_SPOOL | VERB_WRITES},
+	{"release", cmd_release, VERB_SPOOL | VERB_WRITES},
+	{"edit", cmd_edit, VERB_SPOOL | VERB_WRITES},
+	{"pause", cmd_pause, VERB_SPOOL | VERB_WRITES},
+	{"resume", cmd_resume, VERB_SPOOL | VERB_WRITES},
 	{"setup-cgroup", cmd_setup_cgroup, 0},
-	{"retry", cmd_retry, VERB_SPOOL},
+	{"retry", cmd_retry, VERB_SPOOL | VERB_WRITES},
 	{"watch", cmd_watch, VERB_SPOOL},
-	{"gc", cmd_gc, VERB_SPOOL},
+	{"gc", cmd_gc, VERB_SPOOL | VERB_WRITES},
 	{"metrics", cmd_metrics, VERB_SPOOL},
 	{"top", cmd_top, TOP_SPOOL},
 	{"eff", cmd_eff, VERB_SPOOL},
 	{"report", cmd_report, VERB_SPOOL},
 	{"sync", cmd_sync, SYNC_SPOOL},
-	{"feed", cmd_feed, 0},
+	{"feed", cmd_feed, VERB_WRITES},
 };
 
 int usage_error(const char *verb, const char *fmt, ...)
@@ -164,7 +164,8 @@ void ctx_open_spool(struct ctx *c, struct spool *sp)
 		fprintf(stderr, "kart: no spool: give -s DIR or set KART_SPOOL\n");
 		exit(EXIT_USAGE);
 	}
-	if (spool_open(c->spool_path, sp, err, sizeof err) < 0) {
+	if (spool_open(c->spool_path, sp, err, sizeof err) < 0 ||
+	    (c->writes && spool_format_check(sp, err, sizeof err) < 0)) {
 		fprintf(stderr, "kart: %s\n", err);
 		exit(1);
 	}
@@ -220,6 +221,7 @@ int main(int argc, char **argv)
 			char prog[64];
 			snprintf(prog, sizeof prog, "kart %s", verb);
 			log_set_prog(xstrdup(prog));
+			c.writes = verbs[i].flags & VERB_WRITES;
 			c.sp = (struct spool){.root = -1, .tmp = -1, .new = -1, .cur = -1, .done = -1, .drop = -1, .dropd = -1, .ids = -1};
 			if ((verbs[i].flags & VERB_SPOOL) && !asks_help(rest.argc, rest.argv))
 				ctx_open_spool(&c, &c.sp);

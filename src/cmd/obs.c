@@ -39,9 +39,12 @@ static void live_header(struct spool *sp, struct live_task *t)
 		return;
 	_cleanup_close_ int fd = openat(dir, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
+	struct submitter by;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return;
-	t->uid = st.st_uid;
+	/* On a shared spool a queued file is the worker's: its record says whose. */
+	spool_submitter(fd, &st, &by);
+	t->uid = by.uid;
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *text = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, text, want);

@@ -51,7 +51,7 @@ void obs_dur(char *buf, size_t len, long long ms);
 
 
 /* A running task's use so far, as Slurm's sstat gives it: from its
- * cgroup leaf, found by the run lock (spool-layout §5: the run's
+ * cgroup leaf, found by the run lock (spool-layout WORKER §4: the run's
  * processes hold cur/W/.ID.lock, /proc/locks names a holder, and
  * /proc/PID/cgroup its leaf); without a leaf, summed over its processes
  * (no peak then). -1 where unknown. */

@@ -122,13 +122,24 @@ int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *ou
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
-	_cleanup_free_ char *buf = xmalloc(max + 1);
-	ssize_t n = read_upto(fd, buf, max);
-	if (n < 0)
-		return (int)n;
+	/* Grown as it fills: a buffer of max (1 MiB for kart.conf, 4 MiB
+	 * for /proc/locks) would be an mmap and a munmap for a file of a few
+	 * hundred bytes. */
+	size_t cap = max < 4096 ? max : 4096, n = 0;
+	_cleanup_free_ char *buf = xmalloc(cap + 1);
+	for (;;) {
+		ssize_t k = read_upto(fd, buf + n, cap - n);
+		if (k < 0)
+			return (int)k;
+		n += (size_t)k;
+		if (n < cap || cap == max)
+			break;
+		cap = cap > max / 2 ? max : 2 * cap;
+		buf = xrealloc(buf, cap + 1);
+	}
 	buf[n] = '\0';
 	if (outlen)
-		*outlen = (size_t)n;
+		*outlen = n;
 	*out = steal_ptr(&buf);
 	return 0;
 }
@@ -582,6 +593,13 @@ int grant_read(int fd, uid_t uid, bool group)
 	return 0;
 }
 
+int grant_read_acl(int fd, uid_t uid)
+{
+	if (uid == 0 || uid == geteuid())
+		return 0;
+	return set_acl(fd, uid, 6, 4, 0);
+}
+
 int grant_read_dir(int fd, uid_t uid)
 {
 	if (uid == 0 || uid == geteuid())
@@ -594,6 +612,19 @@ int grant_read_dir(int fd, uid_t uid)
 	 * chmod it back: the best this filesystem allows). */
 	if (fchown(fd, uid, (gid_t)-1) < 0 || fchmod(fd, 0500) < 0)
 		return -errno;
+	return 0;
+}
+
+int dir_names_all(int dirfd, struct strv *out)
+{
+	DIR *dir = opendir_at(dirfd, ".");
+	if (!dir)
+		return -errno;
+	struct dirent *de;
+	while ((de = readdir(dir)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			strv_add(out, de->d_name);
+	closedir(dir);
 	return 0;
 }
 

@@ -146,12 +146,18 @@ void strv_free(struct strv *s);
  * the caller acts on any (acting may rename entries under a readdir).
  * 0, or -errno when it cannot be opened. */
 int dir_names(int dirfd, const char *name, struct strv *out);
+/* The same for dirfd itself, dot names included (but . and ..). */
+int dir_names_all(int dirfd, struct strv *out);
 
 /* A file the worker writes for a task (a capture, a result), made
  * 0600: owned by the worker, readable by uid alone (a POSIX ACL entry),
  * and by the file's group too with group. uid 0 (or a filesystem without ACLs, where
  * the file is given to uid, mode 0400): no ACL. */
 int grant_read(int fd, uid_t uid, bool group);
+/* The same, by an ACL alone: never the fallback that gives the file to
+ * uid (a task file of the worker's must stay its own). -EOPNOTSUPP where
+ * the filesystem has no ACLs. */
+int grant_read_acl(int fd, uid_t uid);
 /* The same for a directory the worker owns (0700): uid may list and
  * enter it. 0, or -1 with errno. */
 int grant_read_dir(int fd, uid_t uid);

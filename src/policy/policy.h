@@ -106,8 +106,24 @@ struct policy {
 	gid_t prio_gids[64];
 	int n_prio_gids;
 	/* [limits] slots_per_user: running tasks of one submitter, at most,
-	 * per worker (0: no cap) */
+	 * per worker (0: no cap). On a shared spool (drop/ exists), unless
+	 * set: half the worker's slots, at least 1 (the worker sets it once
+	 * its slots are known: slots_per_user_auto). */
 	int slots_per_user;
+	bool slots_per_user_auto;
+	/* timeout_max set by kart.conf or KART_TIMEOUT_MAX ("none" too):
+	 * else a shared spool's is 24 h. */
+	bool timeout_max_set;
+	bool shared;               /* the spool has drop/: its members are bounded */
+	/* [limits] drop_max_bytes, drop_max_files: a member's share of the
+	 * spool's disk, enforced by the worker on tmp/ and drop/USER/
+	 * (worker_quota.c); below min_free, no claim for a member who holds
+	 * more than drop_max_bytes in the spool. Bytes: the lesser of a
+	 * size and a percentage of the filesystem (0: not set); files: 0,
+	 * no bound. Only on a shared spool. */
+	uint64_t drop_max_bytes;
+	unsigned drop_max_pct;
+	uint64_t drop_max_files;
 	enum cgroup_use cgroup;    /* [limits] cgroup, KART_CGROUP */
 	char cgroup_parent[1024];  /* [limits] cgroup_parent, KART_CGROUP_PARENT; "": own */
 	bool rlimit_as;            /* KART_RLIMIT_USE_AS=1: memory= by RLIMIT_AS without a cgroup */
@@ -217,6 +233,10 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
  * line or a bad override returns -1 with err naming the file and line or
  * the variable; never falls back silently to defaults. */
 int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
+/* policy_load reads a spool's policy once per process while its
+ * kart.conf is the same, unchanged file; this makes the next call read
+ * everything again (the host's memory and cores too: a SIGHUP). */
+void policy_forget(void);
 
 /* Ready to run tasks: the backend's program (bwrap given by name, the
  * container CLI) resolved from PATH, then policy_backend_check. A bwrap

@@ -239,16 +239,48 @@ static int key_grace(struct policy *pol, const struct conf_key *ck, const char *
 	return 0;
 }
 
-/* timeout_default, timeout_max */
+/* timeout_default, timeout_max (which may be none: no ceiling, also on
+ * a shared spool) */
 static int key_timeout(struct policy *pol, const struct conf_key *ck, const char *val, char *err,
 		       size_t errlen, const char *where)
 {
 	int64_t d;
-	if (parse_duration_s(val, &d) < 0 || d == 0)
-		return ERR(-1, "%s: %s = %s: not a duration (90, 90s, 5m, 2h)", where, ck->key, val);
+	bool max = FIELD_AT(pol, ck, int64_t) == &pol->timeout_max_s;
+	if (max && strcmp(val, "none") == 0)
+		d = -1;
+	else if (parse_duration_s(val, &d) < 0 || d == 0)
+		return ERR(-1, "%s: %s = %s: not a duration (90, 90s, 5m, 2h)%s", where, ck->key, val,
+			   max ? " or none" : "");
 	*FIELD_AT(pol, ck, int64_t) = d;
-	if (FIELD_AT(pol, ck, int64_t) == &pol->timeout_default_s)
+	if (max)
+		pol->timeout_max_set = true;
+	else
 		pol->builtin_timeout = false;
+	return 0;
+}
+
+static int key_slots_per_user(struct policy *pol, const struct conf_key *ck, const char *val,
+			      char *err, size_t errlen, const char *where)
+{
+	long long n;
+	if (parse_int(val, 0, 4096, &n) < 0)
+		return ERR(-1, "%s: %s = %s: not a number from 0 to 4096", where, ck->key, val);
+	pol->slots_per_user = (int)n;
+	pol->slots_per_user_auto = false;
+	return 0;
+}
+
+static int key_drop_max_bytes(struct policy *pol, const struct conf_key *ck, const char *val,
+			      char *err, size_t errlen, const char *where)
+{
+	if (strcmp(val, "none") == 0) {
+		pol->drop_max_bytes = 0;
+		pol->drop_max_pct = 0;
+		return 0;
+	}
+	if (min_free_parse(val, &pol->drop_max_bytes, &pol->drop_max_pct) < 0)
+		return ERR(-1, "%s: %s = %s: not a size, a percentage or both (1G, 10%%), or none",
+			   where, ck->key, val);
 	return 0;
 }
 
@@ -425,7 +457,9 @@ static const struct conf_key conf_keys[] = {
 	OWN("limits", "defaults", key_defaults),
 	BOOL("limits", "leaf_memory", leaf_memory),
 	OWN("limits", "priority_allow", set_prio_allow),
-	INT("limits", "slots_per_user", slots_per_user, 0, 4096),
+	OWN("limits", "slots_per_user", key_slots_per_user),
+	OWN("limits", "drop_max_bytes", key_drop_max_bytes),
+	COUNT("limits", "drop_max_files", drop_max_files, 0, 100000000),
 	OWN("limits", "cgroup", key_cgroup),
 	OWN("limits", "cgroup_parent", key_cgroup_parent),
 	BOOL("limits", "rlimit_as", rlimit_as),

@@ -38,7 +38,7 @@ static void builtin_defaults_fit(struct policy *pol, uint64_t host_memory)
 	}
 }
 
-int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+static int policy_read(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
 {
 	struct sysinfo si;
 	const char *v;
@@ -78,6 +78,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	pol->kill_grace_max_s = 300;
 	pol->min_free_bytes = 64ull << 20;
 	pol->min_free_pct = 1;
+	/* A shared spool's members (worker_quota.c): a tenth of the disk,
+	 * and 10,000 entries, each in tmp/ and their drop directory. */
+	pol->drop_max_pct = 10;
+	pol->drop_max_files = 10000;
+	pol->slots_per_user_auto = true;
 	snprintf(pol->bwrap, sizeof pol->bwrap, "bwrap");
 	snprintf(pol->container_cmd, sizeof pol->container_cmd, "docker");
 	pol->container_seccomp = true;
@@ -136,8 +141,11 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 			return ERR(-1, "KART_KILL_GRACE=%s: not a duration up to 1h", v);
 	}
 	if ((v = getenv("KART_TIMEOUT_MAX")) && *v) {
-		if (parse_duration_s(v, &pol->timeout_max_s) < 0)
-			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration", v);
+		if (strcmp(v, "none") == 0)
+			pol->timeout_max_s = -1;
+		else if (parse_duration_s(v, &pol->timeout_max_s) < 0)
+			return ERR(-1, "KART_TIMEOUT_MAX=%s: not a duration or none", v);
+		pol->timeout_max_set = true;
 	}
 	if ((v = getenv("KART_NET_UIDS")) && *v && set_net_uids(pol, v, err, errlen, "KART_NET_UIDS") < 0)
 		return -1;
@@ -158,6 +166,19 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 	if ((v = getenv("KART_RLIMIT_USE_AS")) && *v)
 		pol->rlimit_as = strcmp(v, "1") == 0;
+	/* A shared spool (drop/: kart.tmpfiles) bounds each member unless
+	 * kart.conf says otherwise: no task holds a slot for more than a day
+	 * (and slots_per_user, once the worker knows its slots). */
+	if (spool_dir) {
+		char p[4096];
+		struct stat st;
+		pol->shared = pathfmt(p, sizeof p, "%s/drop", spool_dir) == 0 && lstat(p, &st) == 0 &&
+			      S_ISDIR(st.st_mode);
+	}
+	if (pol->shared && !pol->timeout_max_set)
+		pol->timeout_max_s = 24 * 3600;
+	if (!pol->shared)
+		pol->slots_per_user_auto = false;
 	if (pol->backend == BACKEND_SLURM) {
 		/* Its tasks run on the nodes: this host's memory and cores are
 		 * no ceiling of theirs, nor its share a default (Slurm's
@@ -183,6 +204,79 @@ int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t err
 	}
 	return 0;
 }
+
+/* The last policy read in this process, and what it was read from: a
+ * command reads it up to five times (kart submit: the cwd, a low spool,
+ * a network grant, ...), each a dozen system calls. */
+static struct {
+	bool ok, conf;     /* conf: there was a kart.conf, of identity st */
+	char dir[4096];
+	struct stat st;
+	char env[8192];    /* the KART_* variables it saw */
+	struct policy pol;
+} memo;
+
+/* The environment's KART_* variables, one after the other: false when
+ * they do not fit. */
+static bool env_key(char *out, size_t len)
+{
+	extern char **environ;
+	size_t o = 0;
+	out[0] = '\0';
+	for (char **e = environ; e && *e; e++) {
+		if (strncmp(*e, "KART_", 5) != 0)
+			continue;
+		size_t l = strlen(*e);
+		if (o + l + 2 > len)
+			return false;
+		memcpy(out + o, *e, l);
+		o += l;
+		out[o++] = '\n';
+		out[o] = '\0';
+	}
+	return true;
+}
+
+static bool conf_stat(const char *spool_dir, struct stat *st)
+{
+	char path[4096];
+	return spool_dir && pathfmt(path, sizeof path, "%s/kart.conf", spool_dir) == 0 &&
+	       stat(path, st) == 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+{
+	struct stat st = {0};
+	bool conf = conf_stat(spool_dir, &st);
+	const char *dir = spool_dir ? spool_dir : "";
+	char env[sizeof memo.env];
+	bool keyed = env_key(env, sizeof env);
+	if (memo.ok && keyed && strcmp(memo.dir, dir) == 0 && memo.conf == conf &&
+	    (!conf || same_file(&memo.st, &st)) && strcmp(memo.env, env) == 0) {
+		*pol = memo.pol;
+		return 0;
+	}
+	memo.ok = false;
+	int r = policy_read(pol, spool_dir, err, errlen);
+	if (r == 0 && keyed && strlen(dir) < sizeof memo.dir) {
+		memcpy(memo.env, env, sizeof env);
+		memo.pol = *pol;
+		memo.conf = conf;
+		memo.st = st;
+		snprintf(memo.dir, sizeof memo.dir, "%s", dir);
+		memo.ok = true;
+	}
+	return r;
+}
+
+void policy_forget(void) { memo.ok = false; }
 
 int policy_prepare(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
 {
@@ -327,6 +421,12 @@ char *policy_describe(const struct policy *pol)
 	json_object_set_new(json_object_get(o, "worker"), "min_free",
 			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->min_free_bytes,
 				      "percent", (int)pol->min_free_pct));
+	json_object_set_new(lim, "slots_per_user", json_integer(pol->slots_per_user));
+	json_object_set_new(lim, "shared", json_boolean(pol->shared));
+	json_object_set_new(lim, "drop_max_bytes",
+			    json_pack("{s:I, s:i}", "bytes", (json_int_t)pol->drop_max_bytes,
+				      "percent", (int)pol->drop_max_pct));
+	json_object_set_new(lim, "drop_max_files", json_integer((json_int_t)pol->drop_max_files));
 	json_object_set_new(json_object_get(o, "sandbox"), "allow_unsandboxed",
 			    json_boolean(pol->allow_unsandboxed));
 	json_object_set_new(o, "container",

@@ -7,13 +7,18 @@
  * at once, and a thread that failed to change back would go on opening
  * the next task's files as the wrong user. A child that drops uid, gid
  * and groups for good, opens, checks and exits, cannot leak its
- * credentials into anything; the cost is one vfork per task that asks
- * for a bind (none for the others). Its descriptors come back over a
- * socketpair (SCM_RIGHTS). */
+ * credentials into anything; the cost is one vfork per task of another
+ * user than the worker's that asks for a bind (none for the others). Its
+ * descriptors come back over a socketpair (SCM_RIGHTS). The worker's own
+ * user's paths have no credentials to take: they are opened in the spawn
+ * thread, by openat2 that follows no magic link (nothing of the worker's
+ * reachable through /proc/self, as the child's closing of its
+ * descriptors ensures), where the kernel has openat2. */
 #define _GNU_SOURCE
 #include "binds.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,11 +54,15 @@ static int may(int fd, int mode)
 }
 
 /* Open bind b as we are, and what we may do with it: *fdp, or -1 with
- * m->err (or m->notdir). Async-signal-safe: the opener's child runs it. */
-static void open_one(const struct task_bind *b, struct bind_msg *m, int *fdp)
+ * m->err (or m->notdir). here: in a thread of the worker's, following no
+ * magic link. Async-signal-safe: the opener's child runs it. */
+static void open_one(const struct task_bind *b, bool here, struct bind_msg *m, int *fdp)
 {
 	int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
-	int fd = open(b->path, flags);
+	struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_NO_MAGICLINKS};
+	int fd = !here ? open(b->path, flags)
+		 : b->path[0] != '/' ? (errno = EINVAL, -1)
+				      : (int)syscall(SYS_openat2, AT_FDCWD, b->path, &how, sizeof how);
 	struct stat st;
 	if (fd < 0) {
 		m->err = errno;
@@ -74,6 +83,49 @@ static void open_one(const struct task_bind *b, struct bind_msg *m, int *fdp)
 			m->missing |= ACC_WRITE;
 	}
 	*fdp = fd;
+}
+
+/* Does the submitter's switch change nothing (the worker's own user: a
+ * root task on a root worker, anyone's on their own worker)? */
+static bool in_groups(gid_t x, gid_t primary, const gid_t *g, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (g[i] == x)
+			return true;
+	return x == primary;
+}
+
+static bool ours(const struct run_cred *c)
+{
+	if (!c)
+		return true;
+	gid_t g[RUN_CRED_GROUPS_MAX];
+	int n = getgroups(RUN_CRED_GROUPS_MAX, g);
+	gid_t eg = getegid();
+	if (n < 0 || c->uid != geteuid() || c->gid != eg)
+		return false;
+	/* The same groups, the primary one counted in both. */
+	for (int i = 0; i < c->ngroups; i++)
+		if (!in_groups(c->groups[i], eg, g, n))
+			return false;
+	for (int i = 0; i < n; i++)
+		if (!in_groups(g[i], c->gid, c->groups, c->ngroups))
+			return false;
+	return true;
+}
+
+/* Can the worker's own user's paths be opened in a thread (openat2)? */
+static bool here_ok(void)
+{
+	static int ok = -1;
+	if (ok < 0) {
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
+		ok = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	return ok;
 }
 
 /* In the child: async-signal-safe calls only (the worker has threads). */
@@ -99,7 +151,7 @@ static void opener(const struct task_spec *spec, const struct run_cred *cred, in
 		const struct task_bind *b = &spec->binds[i];
 		struct bind_msg m = {.idx = i};
 		int fd;
-		open_one(b, &m, &fd);
+		open_one(b, false, &m, &fd);
 		char cbuf[CMSG_SPACE(sizeof(int))];
 		memset(cbuf, 0, sizeof cbuf);
 		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
@@ -315,7 +367,7 @@ int binds_check(const struct task_spec *spec, const char *spool, bool masked, ch
 	for (int i = 0; i < spec->n_binds; i++) {
 		struct bind_msg m = {.idx = i};
 		int fd;
-		open_one(&spec->binds[i], &m, &fd);
+		open_one(&spec->binds[i], false, &m, &fd);
 		int r = judge(&spec->binds[i], fd, &m, &sid, spool, masked, who, err, errlen);
 		if (fd >= 0)
 			close(fd);
@@ -331,15 +383,16 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	out->n = 0;
 	if (!spec->n_binds)
 		return 0;
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+	bool here = ours(cred) && here_ok();
+	int sv[2] = {-1, -1};
+	pid_t pid = -1;
+	if (!here && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return ERR(-errno, "cannot open the task's paths: socketpair: %s", strerror(errno));
 	/* vfork: the worker's page tables are not copied (docs/
-	 * PERFORMANCE.md), and the child only makes system calls and exits;
-	 * the socketpair holds all it sends, so it never waits on us,
-	 * suspended until it is gone. */
-	pid_t pid = vfork();
-	if (pid < 0) {
+	 * PERFORMANCE.md, "The opener is vforked"), and the child only
+	 * makes system calls and exits; the socketpair holds all it sends,
+	 * so it never waits on us, suspended until it is gone. */
+	if (!here && (pid = vfork()) < 0) {
 		int e = errno;
 		close(sv[0]);
 		close(sv[1]);
@@ -349,7 +402,8 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		close(sv[0]);
 		opener(spec, cred, sv[1]);
 	}
-	close(sv[1]);
+	if (!here)
+		close(sv[1]);
 	struct spool_ids sid;
 	spool_ids_get(spool, &sid);
 	char spool_real[PATH_MAX];
@@ -358,19 +412,23 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	int rc = 0;
 	for (int i = 0; i < spec->n_binds && rc == 0; i++) {
 		const struct task_bind *b = &spec->binds[i];
-		struct bind_msg m;
-		char cbuf[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-				    .msg_controllen = sizeof cbuf};
-		ssize_t n;
-		while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-			;
+		struct bind_msg m = {.idx = i};
+		ssize_t n = sizeof m;
 		int fd = -1;
-		for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-			    c->cmsg_len == CMSG_LEN(sizeof(int)))
-				memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		if (here) {
+			open_one(b, true, &m, &fd);
+		} else {
+			char cbuf[CMSG_SPACE(sizeof(int))];
+			struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+			struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+					    .msg_controllen = sizeof cbuf};
+			while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+				;
+			for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+				    c->cmsg_len == CMSG_LEN(sizeof(int)))
+					memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		}
 		if (n != (ssize_t)sizeof m || m.idx != i) {
 			if (fd >= 0)
 				close(fd);
@@ -387,10 +445,12 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		}
 		out->fd[out->n++] = fd;
 	}
-	close(sv[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	int status = 0;
+	if (!here) {
+		close(sv[0]);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
 		rc = ERR(-EIO, "cannot open the task's paths: the opener could not start as uid %u",
 			 cred ? (unsigned)cred->uid : (unsigned)getuid());

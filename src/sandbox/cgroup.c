@@ -22,11 +22,6 @@ static int read_keyed_kept(int *keep, int dirfd, const char *dir, const char *fi
 	return r < 0 ? r : cg_parse_keyed(t, key, out);
 }
 
-static int read_keyed(const char *dir, const char *file, const char *key, int64_t *out)
-{
-	return read_keyed_kept(NULL, -1, dir, file, key, out);
-}
-
 static int read_int(const char *dir, const char *file, int64_t *out)
 {
 	_cleanup_free_ char *t = NULL;
@@ -114,12 +109,57 @@ static void undo(struct cg_leaf *l)
 	do { \
 		if ((r = (call)) < 0) { \
 			snprintf(err, errlen, "%s/%s: %s", dir, file, strerror(-r)); \
-			goto fail; \
+			return r; \
 		} \
 	} while (0)
 
-static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
-		     const struct cg_limits *lim, char *err, size_t errlen)
+/* v2: the values of lim that differ from those in the leaf. A new leaf
+ * holds none (every file at "max"). */
+static int write_v2(struct cg_host *h, struct cg_leaf *l, const struct cg_limits *lim, char *err,
+		    size_t errlen)
+{
+	const char *d = l->path[CG_UNIFIED];
+	int r;
+	if (lim->memory != l->lim.memory) {
+		if (lim->memory)
+			STEP(d, "memory.max", cg_writef(d, "memory.max", h->fake, "%llu\n",
+						     (unsigned long long)lim->memory));
+		else
+			STEP(d, "memory.max", cg_write_file(d, "memory.max", "max\n", h->fake));
+		if (!lim->memory != !l->lim.memory) {
+			/* Without swap accounting in the kernel there is no
+			 * file, and nothing to limit. */
+			r = cg_write_file(d, "memory.swap.max", lim->memory ? "0\n" : "max\n", h->fake);
+			if (r < 0 && r != -ENOENT)
+				STEP(d, "memory.swap.max", r);
+			/* An OOM kills the whole task, not one arbitrary process. */
+			STEP(d, "memory.oom.group",
+			     cg_write_file(d, "memory.oom.group", lim->memory ? "1\n" : "0\n", h->fake));
+		}
+		l->lim.memory = lim->memory;
+	}
+	if (lim->pids != l->lim.pids) {
+		if (lim->pids)
+			STEP(d, "pids.max", cg_writef(d, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
+		else
+			STEP(d, "pids.max", cg_write_file(d, "pids.max", "max\n", h->fake));
+		l->lim.pids = lim->pids;
+	}
+	if (lim->cpu_milli != l->lim.cpu_milli) {
+		if (lim->cpu_milli)
+			STEP(d, "cpu.max", cg_writef(d, "cpu.max", h->fake, "%llu %d\n",
+						  (unsigned long long)cpu_quota_us(lim->cpu_milli),
+						  CG_CPU_PERIOD_US));
+		else
+			STEP(d, "cpu.max", cg_writef(d, "cpu.max", h->fake, "max %d\n", CG_CPU_PERIOD_US));
+		l->lim.cpu_milli = lim->cpu_milli;
+	}
+	l->lim.memory_peak = lim->memory_peak;
+	return 0;
+}
+
+/* v2: every controller a limit needs is enabled for the leaves. */
+static int v2_ready(struct cg_host *h, const struct cg_limits *lim, char *err, size_t errlen)
 {
 	int r = cg_v2_prepare(h, err, errlen);
 	if (r < 0)
@@ -139,6 +179,15 @@ static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
 				 strerror(h->enable_err ? -h->enable_err : EBUSY));
 		return -EOPNOTSUPP;
 	}
+	return 0;
+}
+
+static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
+		     const struct cg_limits *lim, char *err, size_t errlen)
+{
+	int r = v2_ready(h, lim, err, errlen);
+	if (r < 0)
+		return r;
 	char *d = l->path[CG_UNIFIED];
 	if ((r = pathfmt(d, CG_PATH_MAX, "%s/%s", h->parent[CG_UNIFIED], name)) < 0 ||
 	    (r = make_dir(d, h->fake)) < 0) {
@@ -147,31 +196,16 @@ static int create_v2(struct cg_host *h, struct cg_leaf *l, const char *name,
 		return r;
 	}
 	l->used = 1u << CG_UNIFIED;
-	if (lim->memory) {
-		STEP(d, "memory.max", cg_writef(d, "memory.max", h->fake, "%llu\n",
-					     (unsigned long long)lim->memory));
-		/* Without swap accounting in the kernel there is no file,
-		 * and nothing to limit. */
-		r = cg_write_file(d, "memory.swap.max", "0\n", h->fake);
-		if (r < 0 && r != -ENOENT)
-			STEP(d, "memory.swap.max", r);
-		/* An OOM kills the whole task, not one arbitrary process. */
-		STEP(d, "memory.oom.group", cg_write_file(d, "memory.oom.group", "1\n", h->fake));
-	}
-	if (lim->pids)
-		STEP(d, "pids.max", cg_writef(d, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
-	if (lim->cpu_milli)
-		STEP(d, "cpu.max", cg_writef(d, "cpu.max", h->fake, "%llu %d\n",
-					  (unsigned long long)cpu_quota_us(lim->cpu_milli),
-					  CG_CPU_PERIOD_US));
-	return 0;
-fail:
-	undo(l);
+	if ((r = write_v2(h, l, lim, err, errlen)) < 0)
+		undo(l);
 	return r;
 }
 
-static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
-		     const struct cg_limits *lim, char *err, size_t errlen)
+/* v1: the directories of the leaf that lim needs and it lacks, as name:
+ * one per hierarchy a limit needs, which must work, and the others where
+ * they are of use (usage, kill). On failure err says which. */
+static int make_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
+		   const struct cg_limits *lim, char *err, size_t errlen)
 {
 	unsigned need = need_slots(lim);
 	int r = 0;
@@ -180,12 +214,13 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++) {
 		int s = order[i];
 		const char *what = s == CG_UNIFIED ? "unified" : cg_v1_name[s];
+		if (l->path[s][0])
+			continue; /* there already */
 		if (!h->parent[s][0]) {
 			if (need & (1u << s)) {
 				snprintf(err, errlen, "no %s cgroup hierarchy under %s", what,
 					 h->root);
-				r = -ENODEV;
-				goto fail;
+				return -ENODEV;
 			}
 			continue;
 		}
@@ -199,8 +234,7 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 				memcpy(l->path[s], l->path[h->alias[s]], CG_PATH_MAX);
 			else if (need & (1u << s)) {
 				snprintf(err, errlen, "no %s cgroup for the task", what);
-				r = -ENODEV;
-				goto fail;
+				return -ENODEV;
 			}
 			continue;
 		}
@@ -215,7 +249,7 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 				 need & (1u << s) ? errlen : sizeof first_err, "mkdir %s/%s: %s",
 				 h->parent[s], name, strerror(-r));
 		if (need & (1u << s))
-			goto fail;
+			return r;
 		/* Not needed for a limit: usage and kill do without it. */
 	}
 	if (!l->used) {
@@ -226,30 +260,67 @@ static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
 			snprintf(err, errlen, "no cgroup directory could be made under %s", h->root);
 		return -ENODEV;
 	}
-	const char *m = l->path[CG_MEMORY], *p = l->path[CG_PIDS], *c = l->path[CG_CPU];
-	if (lim->memory) {
-		/* limit first: memsw may never be below it. */
-		STEP(m, "memory.limit_in_bytes",
-		     cg_writef(m, "memory.limit_in_bytes", h->fake, "%llu\n",
-			    (unsigned long long)lim->memory));
-		if (h->memsw)
-			STEP(m, "memory.memsw.limit_in_bytes",
-			     cg_writef(m, "memory.memsw.limit_in_bytes", h->fake, "%llu\n",
-				    (unsigned long long)lim->memory));
-	}
-	if (lim->pids)
-		STEP(p, "pids.max", cg_writef(p, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
-	if (lim->cpu_milli) {
-		STEP(c, "cpu.cfs_period_us",
-		     cg_writef(c, "cpu.cfs_period_us", h->fake, "%d\n", CG_CPU_PERIOD_US));
-		STEP(c, "cpu.cfs_quota_us",
-		     cg_writef(c, "cpu.cfs_quota_us", h->fake, "%llu\n",
-			    (unsigned long long)cpu_quota_us(lim->cpu_milli)));
-	}
 	return 0;
-fail:
-	undo(l);
+}
+
+/* v1: the values of lim that differ from those in the leaf. */
+static int write_v1(struct cg_host *h, struct cg_leaf *l, const struct cg_limits *lim, char *err,
+		    size_t errlen)
+{
+	const char *m = l->path[CG_MEMORY], *p = l->path[CG_PIDS], *c = l->path[CG_CPU];
+	int r;
+	if (lim->memory != l->lim.memory && m[0]) {
+		/* memory.memsw.limit_in_bytes is never below the limit: it
+		 * goes up first, and down last. -1: no limit. */
+		char v[32];
+		bool up = !lim->memory || (l->lim.memory && lim->memory > l->lim.memory);
+		snprintf(v, sizeof v, lim->memory ? "%llu\n" : "-1\n", (unsigned long long)lim->memory);
+		if (h->memsw && up)
+			STEP(m, "memory.memsw.limit_in_bytes",
+			     cg_write_file(m, "memory.memsw.limit_in_bytes", v, h->fake));
+		STEP(m, "memory.limit_in_bytes", cg_write_file(m, "memory.limit_in_bytes", v, h->fake));
+		if (h->memsw && !up)
+			STEP(m, "memory.memsw.limit_in_bytes",
+			     cg_write_file(m, "memory.memsw.limit_in_bytes", v, h->fake));
+		l->lim.memory = lim->memory;
+	}
+	if (lim->pids != l->lim.pids && p[0]) {
+		if (lim->pids)
+			STEP(p, "pids.max", cg_writef(p, "pids.max", h->fake, "%lld\n", (long long)lim->pids));
+		else
+			STEP(p, "pids.max", cg_write_file(p, "pids.max", "max\n", h->fake));
+		l->lim.pids = lim->pids;
+	}
+	if (lim->cpu_milli != l->lim.cpu_milli && c[0]) {
+		if (lim->cpu_milli && !l->lim.cpu_milli)
+			STEP(c, "cpu.cfs_period_us",
+			     cg_writef(c, "cpu.cfs_period_us", h->fake, "%d\n", CG_CPU_PERIOD_US));
+		if (lim->cpu_milli)
+			STEP(c, "cpu.cfs_quota_us",
+			     cg_writef(c, "cpu.cfs_quota_us", h->fake, "%llu\n",
+				    (unsigned long long)cpu_quota_us(lim->cpu_milli)));
+		else
+			STEP(c, "cpu.cfs_quota_us", cg_write_file(c, "cpu.cfs_quota_us", "-1\n", h->fake));
+		l->lim.cpu_milli = lim->cpu_milli;
+	}
+	l->lim.memory_peak = lim->memory_peak;
+	return 0;
+}
+
+static int create_v1(struct cg_host *h, struct cg_leaf *l, const char *name,
+		     const struct cg_limits *lim, char *err, size_t errlen)
+{
+	int r = make_v1(h, l, name, lim, err, errlen);
+	if (r == 0)
+		r = write_v1(h, l, lim, err, errlen);
+	if (r < 0)
+		undo(l);
 	return r;
+}
+
+static bool name_ok(const char *name)
+{
+	return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
 int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
@@ -257,7 +328,8 @@ int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
 {
 	memset(l, 0, sizeof *l);
 	l->fake = h->fake;
-	if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+	l->pids_peak_last = -1;
+	if (!name_ok(name)) {
 		snprintf(err, errlen, "bad cgroup leaf name");
 		return -EINVAL;
 	}
@@ -273,6 +345,21 @@ int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
 	if (r == 0)
 		l->mode = h->mode;
 	return r;
+}
+
+int cg_leaf_fit(struct cg_host *h, struct cg_leaf *l, const char *name,
+		const struct cg_limits *lim, char *err, size_t errlen)
+{
+	if (!name_ok(name)) {
+		snprintf(err, errlen, "bad cgroup leaf name");
+		return -EINVAL;
+	}
+	int r;
+	if (l->mode == CG_MODE_V2)
+		return (r = v2_ready(h, lim, err, errlen)) < 0 ? r : write_v2(h, l, lim, err, errlen);
+	if ((r = make_v1(h, l, name, lim, err, errlen)) < 0)
+		return r;
+	return write_v1(h, l, lim, err, errlen);
 }
 
 int cg_join(const struct cg_leaf *l, pid_t pid)
@@ -301,7 +388,7 @@ int cg_join_born(const struct cg_leaf *l, pid_t pid)
 
 bool cg_leaf_reusable(const struct cg_leaf *l)
 {
-	return !l->fake && !l->killed && l->used == 1u << CG_UNIFIED;
+	return !l->killed && l->used && l->last.oom_kills <= l->base.oom_kills;
 }
 
 int cg_leaf_unified_fd(const struct cg_leaf *l)
@@ -312,16 +399,49 @@ int cg_leaf_unified_fd(const struct cg_leaf *l)
 	return fd < 0 ? -errno : fd;
 }
 
-void cg_files_init(struct cg_files *f) { f->dir = f->events = f->cpu_stat = -1; }
+void cg_files_init(struct cg_files *f)
+{
+	f->dir = f->events = f->cpu_stat = f->peak = f->oom = f->pids_peak = -1;
+	for (int s = 0; s < CG__SLOTS; s++)
+		f->tasks[s] = -1;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
 
 void cg_files_close(struct cg_files *f)
 {
-	int *fds[] = {&f->dir, &f->events, &f->cpu_stat};
+	int *fds[] = {&f->dir, &f->events, &f->cpu_stat, &f->peak, &f->oom, &f->pids_peak};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
-		if (*fds[i] >= 0) {
-			close(*fds[i]);
-			*fds[i] = -1;
+		close_fd(fds[i]);
+	for (int s = 0; s < CG__SLOTS; s++)
+		close_fd(&f->tasks[s]);
+}
+
+int cg_leaf_join_fds(const struct cg_leaf *l, struct cg_files *f, int *fds, int max)
+{
+	int n = 0;
+	for (int s = 0; s < CG__SLOTS; s++) {
+		if (s == CG_UNIFIED || !(l->used & (1u << s)))
+			continue;
+		if (f->tasks[s] < 0) {
+			char p[CG_PATH_MAX + 16];
+			int r = pathfmt(p, sizeof p, "%s/tasks", l->path[s]);
+			if (r < 0)
+				return r;
+			if ((f->tasks[s] = open(p, O_WRONLY | O_CLOEXEC)) < 0)
+				return -errno;
 		}
+		if (n == max)
+			return -E2BIG;
+		fds[n++] = f->tasks[s];
+	}
+	return n;
 }
 
 int cg_files_dir(const struct cg_leaf *l, struct cg_files *f)
@@ -439,6 +559,13 @@ int cg_leaf_kill(struct cg_leaf *l, int timeout_ms)
 	return 0;
 }
 
+/* The run's share of a counter that only grows; -1: unknown (a base
+ * not read at the last run's end is no base). */
+static int64_t grown(int64_t now, int64_t base)
+{
+	return now < 0 || base < 0 ? -1 : now >= base ? now - base : now;
+}
+
 /* cpu, memory and io.pressure of the cgroup2 directory dir (NULL: none);
  * -1 where a file or line is missing (no PSI in the kernel, psi=0). */
 static void pressure_read(const char *dir, int64_t p[CG_PSI__N])
@@ -455,40 +582,128 @@ static void pressure_read(const char *dir, int64_t p[CG_PSI__N])
 	}
 }
 
-int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
+int cg_usage_read(struct cg_leaf *l, struct cg_usage *u, struct cg_files *f)
 {
 	if (l->fake)
 		f = NULL;
 	int64_t v;
-	u->memory_peak = u->cpu_user_us = u->cpu_system_us = u->oom_kills = -1;
+	struct cg_count c = {-1, -1, -1, {-1, -1, -1, -1, -1, -1}};
+	u->memory_peak = u->pids_peak = -1;
 	const char *un = slot_dir(l, CG_UNIFIED);
 	u->unified = un != NULL;
-	pressure_read(un, u->pressure);
-	if (l->mode == CG_MODE_V2 && un) {
-		if (read_int(un, "memory.peak", &v) == 0)
-			u->memory_peak = v;
-		if (read_keyed(un, "memory.events", "oom_kill", &v) == 0)
-			u->oom_kills = v;
-	} else if (l->mode == CG_MODE_V1) {
-		const char *m = slot_dir(l, CG_MEMORY);
-		if (m && read_int(m, "memory.max_usage_in_bytes", &v) == 0)
-			u->memory_peak = v;
-		if (m && read_keyed(m, "memory.oom_control", "oom_kill", &v) == 0)
-			u->oom_kills = v;
-	}
+	pressure_read(un, c.pressure);
+	const char *mem = l->mode == CG_MODE_V2 ? un : slot_dir(l, CG_MEMORY);
+	const char *pd = l->mode == CG_MODE_V2 ? un : slot_dir(l, CG_PIDS);
+	bool v2 = l->mode == CG_MODE_V2;
+	_cleanup_free_ char *t = NULL;
+	if (mem && cg_read_text_kept(f ? &f->peak : NULL, -1, mem,
+				     v2 ? "memory.peak" : "memory.max_usage_in_bytes", &t) == 0 &&
+	    cg_parse_int(t, &v) == 0)
+		u->memory_peak = v;
+	if (mem && read_keyed_kept(f ? &f->oom : NULL, -1, mem, v2 ? "memory.events" : "memory.oom_control",
+				   "oom_kill", &v) == 0)
+		c.oom_kills = v;
+	free(t);
+	t = NULL;
+	if (pd && cg_read_text_kept(f ? &f->pids_peak : NULL, -1, pd, "pids.peak", &t) == 0 &&
+	    cg_parse_int(t, &v) == 0)
+		u->pids_peak = v;
 	_cleanup_free_ char *cs = NULL; /* read once for both keys */
 	if (un && cg_read_text_kept(f ? &f->cpu_stat : NULL, f ? f->dir : -1, un, "cpu.stat", &cs) == 0 &&
 	    cg_parse_keyed(cs, "user_usec", &v) == 0) {
-		u->cpu_user_us = v;
+		c.cpu_user_us = v;
 		if (cg_parse_keyed(cs, "system_usec", &v) == 0)
-			u->cpu_system_us = v;
+			c.cpu_system_us = v;
 	} else if (l->mode == CG_MODE_V1 && slot_dir(l, CG_CPUACCT)) {
 		const char *a = slot_dir(l, CG_CPUACCT);
 		if (read_int(a, "cpuacct.usage_user", &v) == 0)
-			u->cpu_user_us = v / 1000;
+			c.cpu_user_us = v / 1000;
 		if (read_int(a, "cpuacct.usage_sys", &v) == 0)
-			u->cpu_system_us = v / 1000;
+			c.cpu_system_us = v / 1000;
 	}
+	l->last = c;
+	l->pids_peak_last = u->pids_peak;
+	u->cpu_user_us = grown(c.cpu_user_us, l->base.cpu_user_us);
+	u->cpu_system_us = grown(c.cpu_system_us, l->base.cpu_system_us);
+	u->oom_kills = grown(c.oom_kills, l->base.oom_kills);
+	for (int i = 0; i < CG_PSI__N; i++)
+		u->pressure[i] = grown(c.pressure[i], l->base.pressure[i]);
+	return 0;
+}
+
+/* A few of the kernel's charge batches (MEMCG_CHARGE_BATCH, 64 pages,
+ * kept per CPU): what an emptied leaf may still hold and count as new.
+ * Its own counters are no finer. */
+static int64_t residue_max(void)
+{
+	static int64_t max;
+	if (!max) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN), pg = sysconf(_SC_PAGESIZE);
+		max = (int64_t)64 * (pg > 0 ? pg : 4096) * (n > 0 ? n : 1);
+	}
+	return max;
+}
+
+int cg_leaf_renew(struct cg_host *h, struct cg_leaf *l, struct cg_files *f, const char *name)
+{
+	if (!cg_leaf_reusable(l) || !f || !name_ok(name))
+		return -ESTALE;
+	bool v2 = l->mode == CG_MODE_V2;
+	const char *mem = v2 ? slot_dir(l, CG_UNIFIED) : slot_dir(l, CG_MEMORY);
+	/* A counter not read at the end is no base for the next run. */
+	if (l->last.cpu_user_us < 0 || l->last.cpu_system_us < 0 ||
+	    (mem && (!v2 || (h->ctls & CG_CTL_MEMORY)) && l->last.oom_kills < 0))
+		return -ESTALE;
+	int64_t v;
+	int r;
+	if (mem && (!v2 || (h->ctls & CG_CTL_MEMORY))) {
+		if (read_int(mem, v2 ? "memory.current" : "memory.usage_in_bytes", &v) < 0)
+			return -ESTALE;
+		/* Often what the kernel frees after a grace period (a
+		 * namespace's objects): worth a look again a little later. */
+		if (v > residue_max())
+			return -EAGAIN;
+		if (v2) {
+			/* The reset holds for reads through this descriptor
+			 * alone (Linux 6.12), which the next reading uses;
+			 * older kernels refuse the write. One opened for the
+			 * first reading is read-only (EBADF): opened again. */
+			char p[CG_PATH_MAX + 16];
+			if (f->peak < 0 || write(f->peak, "reset\n", 6) != 6) {
+				close_fd(&f->peak);
+				if ((r = pathfmt(p, sizeof p, "%s/memory.peak", mem)) < 0)
+					return r;
+				if ((f->peak = open(p, O_RDWR | O_CLOEXEC)) < 0 ||
+				    write(f->peak, "reset\n", 6) != 6)
+					return -ESTALE;
+			}
+		} else {
+			if ((r = cg_write_file(mem, "memory.max_usage_in_bytes", "0\n", l->fake)) < 0 ||
+			    (r = cg_write_file(mem, "memory.failcnt", "0\n", l->fake)) < 0)
+				return r;
+		}
+	}
+	if (l->pids_peak_last > 1) {
+		if (v2)
+			return -ESTALE;
+		/* v1: a new pids directory, the old one removed. */
+		char old[CG_PATH_MAX], e[256];
+		memcpy(old, l->path[CG_PIDS], CG_PATH_MAX);
+		struct cg_limits want = l->lim;
+		l->path[CG_PIDS][0] = '\0';
+		l->used &= ~(1u << CG_PIDS);
+		l->lim.pids = 0; /* a new directory holds none */
+		close_fd(&f->tasks[CG_PIDS]);
+		close_fd(&f->pids_peak);
+		struct cg_leaf gone = {.mode = l->mode, .fake = l->fake, .used = 1u << CG_PIDS};
+		memcpy(gone.path[CG_PIDS], old, CG_PATH_MAX);
+		r = cg_leaf_fit(h, l, name, &want, e, sizeof e);
+		(void)cg_leaf_remove(&gone);
+		if (r < 0)
+			return r;
+		l->pids_peak_last = -1;
+	}
+	l->base = l->last;
 	return 0;
 }
 

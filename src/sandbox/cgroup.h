@@ -66,23 +66,35 @@ struct cg_limits {
 	bool memory_peak;
 };
 
-struct cg_leaf {
-	enum cg_mode mode;  /* kept after removal: what the task ran under */
-	bool fake;
-	unsigned used;      /* slots (1 << enum cg_slot) with a directory */
-	bool killed;        /* a kill was sent to it (cg_leaf_kill*) */
-	char path[CG__SLOTS][CG_PATH_MAX];
-};
-
 /* The pressure stall totals of a cgroup2 directory (its *.pressure
  * files; a hybrid host's controller-less unified leaf has them too). */
 enum cg_psi { CG_PSI_CPU_SOME, CG_PSI_CPU_FULL, CG_PSI_MEMORY_SOME, CG_PSI_MEMORY_FULL,
 	      CG_PSI_IO_SOME, CG_PSI_IO_FULL, CG_PSI__N };
 
+/* The counters that only grow: a run's share is what they grew by. */
+struct cg_count {
+	int64_t cpu_user_us, cpu_system_us, oom_kills; /* -1: unknown */
+	int64_t pressure[CG_PSI__N];                   /* -1: unknown */
+};
+
+struct cg_leaf {
+	enum cg_mode mode;  /* kept after removal: what the task ran under */
+	bool fake;
+	unsigned used;      /* slots (1 << enum cg_slot) with a directory */
+	bool killed;        /* a kill was sent to it (cg_leaf_kill*) */
+	struct cg_limits lim; /* the values written in it (0: none) */
+	/* The counters when the run began (0 in a new leaf; a renewed one's
+	 * last reading), and as cg_usage_read last read them. */
+	struct cg_count base, last;
+	int64_t pids_peak_last; /* pids.peak at that reading; -1: unknown */
+	char path[CG__SLOTS][CG_PATH_MAX];
+};
+
 struct cg_usage {
 	int64_t memory_peak;   /* bytes; -1: unknown */
 	int64_t cpu_user_us, cpu_system_us; /* -1: unknown */
 	int64_t oom_kills;     /* -1: unknown */
+	int64_t pids_peak;     /* the most processes (and threads) at once; -1: unknown */
 	int64_t pressure[CG_PSI__N]; /* total= in microseconds; -1: unknown */
 	bool unified;          /* the leaf had a cgroup2 directory (where PSI is kept) */
 };
@@ -114,27 +126,55 @@ unsigned cg_parse_ctls(const char *text);
 
 /* ---- a task's leaf (cgroup.c) ------------------------------------------ */
 
+struct cg_files;
+
 /* Create the leaf `name` and write the limits. A hierarchy a limit needs
  * must work; the others are used where they can be (usage, kill). On
  * failure nothing is left behind and err names the step. */
 int cg_leaf_create(struct cg_host *h, struct cg_leaf *l, const char *name,
 		   const struct cg_limits *lim, char *err, size_t errlen);
 
+/* Make a leaf made for other limits (a renewed one) hold these: a
+ * hierarchy it lacks is made (as name), and only the values that differ
+ * are written ("max" or -1 where a limit goes). On failure the leaf is
+ * half-way: the caller removes it, and err names the step. */
+int cg_leaf_fit(struct cg_host *h, struct cg_leaf *l, const char *name,
+		const struct cg_limits *lim, char *err, size_t errlen);
+
 /* Put pid in every directory of the leaf. */
 int cg_join(const struct cg_leaf *l, pid_t pid);
 /* The same, but for the unified directory, where the child was born. */
 int cg_join_born(const struct cg_leaf *l, pid_t pid);
-/* Can a new process be born in this emptied leaf, as in a new one? Only a
- * unified directory alone (no v1 directory, whose counters stay), real,
- * and never sent a kill: Linux 6.18 (at least) SIGKILLs every process
- * born by CLONE_INTO_CGROUP into a leaf that was once sent cgroup.kill,
- * for good. cgroup_css_set_fork takes the kill sequence of the parent's
+/* Can this emptied leaf serve another run? Never one that was sent a
+ * kill: Linux 6.18 (at least) SIGKILLs every process born by
+ * CLONE_INTO_CGROUP into a leaf that was once sent cgroup.kill, for
+ * good (cgroup_css_set_fork takes the kill sequence of the parent's
  * cgroup, before it has looked up the target, and cgroup_post_fork
- * compares it with the target's, which each kill counted up. */
+ * compares it with the target's, which each kill counted up). Nor one
+ * that held an OOM kill since it was new. */
 bool cg_leaf_reusable(const struct cg_leaf *l);
+/* Make an emptied, reusable leaf as good as new for the next run, its
+ * usage of the last run read (cg_usage_read): the memory peak reset
+ * (v1 memory.max_usage_in_bytes and memory.failcnt; v2 memory.peak,
+ * through f->peak, which the next reading uses), the growing counters
+ * taken as the next run's base. pids.peak cannot be reset: a leaf whose
+ * peak is above 1 (every run has its first process) gets a new v1 pids
+ * directory (as name); on v2 it cannot serve. Nor can one that still
+ * holds more memory than a few of the kernel's charge batches (page
+ * cache the run left, which the next run's peak would count). 0, or
+ * -errno (-ESTALE: not reusable, the caller removes it; -EAGAIN: it still
+ * holds memory, which may yet go: try again later). */
+int cg_leaf_renew(struct cg_host *h, struct cg_leaf *l, struct cg_files *f, const char *name);
 /* A descriptor of the leaf's unified (cgroup v2) directory, for clone3
  * CLONE_INTO_CGROUP, or -errno (none, or a fake tree). */
 int cg_leaf_unified_fd(const struct cg_leaf *l);
+/* The `tasks` files of its v1 directories, opened (once, kept in f) for
+ * the child's own join: a process of one thread that writes "0" there
+ * moves itself, which takes no lock of the whole thread group (a pid
+ * written to cgroup.procs does, and waits for an RCU grace period).
+ * Up to max descriptors into fds, which stay f's; returns how many, or
+ * -errno. */
+int cg_leaf_join_fds(const struct cg_leaf *l, struct cg_files *f, int *fds, int max);
 
 /* Kill every process in the leaf and wait (at most timeout_ms) until it
  * is empty. Returns -ETIMEDOUT if something is still in it. */
@@ -160,14 +200,17 @@ int cg_leaf_freeze(const struct cg_leaf *l, bool on);
  * changes: cg_leaf_events() gives its path (-ENOENT: none, poll). */
 int cg_leaf_kill_start(struct cg_leaf *l);
 
-/* Descriptors of a leaf's unified directory and of the two files read
- * after every run (cgroup.events, cpu.stat), kept by a caller that runs
- * task after task in one leaf: each is opened once, on first use, and
- * read again with pread at 0 (kernfs shows the current values). -1: not
- * open. The calls that take one take NULL for "open by path, keep
- * nothing". */
+/* Descriptors of a leaf's unified directory and of the files read after
+ * every run, kept by a caller that runs task after task in one leaf:
+ * each is opened once, on first use, and read again with pread at 0
+ * (kernfs shows the current values). -1: not open. The calls that take
+ * one take NULL for "open by path, keep nothing". */
 struct cg_files {
 	int dir, events, cpu_stat;
+	int peak;              /* memory.peak (v2: reset through it) or memory.max_usage_in_bytes */
+	int oom;               /* memory.events or memory.oom_control */
+	int pids_peak;
+	int tasks[CG__SLOTS];  /* v1: each directory's `tasks` (cg_leaf_join_fds) */
 };
 void cg_files_init(struct cg_files *f);
 void cg_files_close(struct cg_files *f);
@@ -180,9 +223,10 @@ int cg_leaf_events(const struct cg_leaf *l, char *path, size_t len);
 /* cg_leaf_remove without waiting: one rmdir each; -EBUSY: try later. */
 int cg_leaf_remove_nowait(struct cg_leaf *l);
 
-/* What the leaf's processes used, read after they are gone. The CPU
- * times count from the leaf's creation. */
-int cg_usage_read(const struct cg_leaf *l, struct cg_usage *u, struct cg_files *f);
+/* What the leaf's processes used, read after they are gone: the growing
+ * counters less the leaf's base, the peaks since the leaf was made or
+ * renewed. */
+int cg_usage_read(struct cg_leaf *l, struct cg_usage *u, struct cg_files *f);
 
 /* rmdir each directory (retrying briefly while the kernel lets go of
  * dying tasks); l->used is cleared for each one removed. */

@@ -79,7 +79,7 @@ struct ll_path {
 	const char *path;
 	bool writable;
 	/* Opened ahead (backend none: the worker keeps the system's paths
-	 * open, see held.c): an O_PATH descriptor of path and whether it
+	 * open, see worker_held.c): an O_PATH descriptor of path and whether it
 	 * is a directory; then ll_apply neither opens nor stats it. */
 	bool held;
 	bool dir;

@@ -112,6 +112,10 @@ struct child_args {
 	const struct run_direct *direct;
 	struct confine_mem *stmem; /* direct, in our memory: status lines here (stw -1) */
 	const struct run_extra *extra;
+	/* The child's own join (run_join's self_fds), in our memory: why it
+	 * failed into self_err. */
+	const int *self_fds;
+	int nself, self_err;
 };
 
 /* Backend none, after the descriptors, the lock and the switch to the
@@ -145,6 +149,11 @@ static void child_direct(struct child_args *a)
 static int child_main(struct child_args *a)
 {
 	int seccomp_fd = a->seccomp_fd;
+	for (int i = 0; i < a->nself; i++)
+		if (write(a->self_fds[i], "0", 1) != 1) {
+			a->self_err = errno ? -errno : -EIO;
+			_exit(126);
+		}
 	if (a->gor >= 0) {
 		/* Nothing else until the parent says we are in place;
 		 * EOF means it could not put us there. */
@@ -312,7 +321,8 @@ static pid_t spawn_vm(struct child_args *a, int cgroup_fd, int *pidfd)
  * process group is all it needs (to be signalled with its tree), and
  * setsid would also give it a scheduler autogroup of its own
  * (sched_autogroup_enabled), made and torn down for each task, at a cost
- * measurable per task (docs/PERFORMANCE.md). */
+ * measurable per task (docs/PERFORMANCE.md, "No session without a
+ * terminal"). */
 static bool ctty = true;
 static void ctty_probe(void)
 {
@@ -337,7 +347,7 @@ int run_spawn_join(struct run *r, const struct run_req *q)
 	/* Sharing our memory (spawn_vm), a direct child writes its status
 	 * lines into r->stmem: no pipe, unless that spawn fails and a fork
 	 * follows. */
-	bool vm = !join || (join->cgroup_fd >= 0 && join->born_is_enough);
+	bool vm = !join || join->born_is_enough;
 	bool memst = vm && direct;
 	if (pipe2(outp, O_CLOEXEC) < 0)
 		return -errno;
@@ -373,12 +383,29 @@ int run_spawn_join(struct run *r, const struct run_req *q)
 		/* Nothing to do between clone and exec: share our memory and
 		 * sleep until the child has exec'd (posix_spawn's way), with
 		 * no page tables copied and no copy-on-write faults after. */
+		if (join) {
+			ca.self_fds = join->self_fds;
+			ca.nself = join->nself;
+		}
 		pid = spawn_vm(&ca, join ? join->cgroup_fd : -1, &pidfd);
 		if (pid >= 0) {
 			waits = false;
 			if (join)
 				join->born = true;
 		}
+		if (pid >= 0 && ca.self_err) {
+			/* It exited before its exec: reaped here. */
+			join->err = ca.self_err;
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+			close(outp[0]), close(outp[1]), close(errp[0]), close(errp[1]);
+			if (stp[0] >= 0)
+				close(stp[0]), close(stp[1]);
+			if (pidfd >= 0)
+				close(pidfd);
+			return -ECANCELED;
+		}
+		ca.nself = 0; /* a fork's child is joined by fn */
 	}
 	if (pid < 0 && memst) {
 		/* A fork's child has its own memory: the pipe after all. */

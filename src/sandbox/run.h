@@ -49,10 +49,18 @@ struct run_join {
 	 * child goes on. */
 	int cgroup_fd;
 	bool born;
-	/* Being born in cgroup_fd is all the join there is (no v1
-	 * hierarchy to join): fn is not called, and the child is spawned
-	 * sharing our memory (CLONE_VM|CLONE_VFORK) where that works. */
+	/* Being born in cgroup_fd (where there is one) and joining self_fds
+	 * is all the join there is: fn is not called, and the child is
+	 * spawned sharing our memory (CLONE_VM|CLONE_VFORK) where that
+	 * works. */
 	bool born_is_enough;
+	/* v1 hierarchies the child joins itself, before anything else: it
+	 * writes "0" into each of these `tasks` files (cgroup.h,
+	 * cg_leaf_join_fds). If one refuses, the child exits before it
+	 * execs and err says why. A child that cannot share our memory is
+	 * joined by fn instead. */
+	const int *self_fds;
+	int nself;
 };
 /* Who the task runs as, when the worker is root: the child takes these
  * groups, gid and uid after its descriptors and the run lock are in

@@ -152,8 +152,9 @@ static int build(scmp_filter_ctx ctx, int *nrules, char *err, size_t errlen)
 	 * linear list. Same decisions; what changes is the cost of loading
 	 * the filter, once per task: at attach the kernel runs the program
 	 * for every syscall number to fill its action cache, and with a
-	 * list each run walks half of it (docs/PERFORMANCE.md has the
-	 * figures). An older libseccomp without the attribute keeps the list. */
+	 * list each run walks half of it (docs/PERFORMANCE.md, "The
+	 * seccomp filter as a tree"). An older libseccomp without the
+	 * attribute keeps the list. */
 	(void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	/* Not for our own process: the worker never loads it. */
 	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
@@ -256,10 +257,11 @@ int seccomp_prog_build_libseccomp(struct seccomp_prog *p, char *err, size_t errl
  * for every syscall number (its cost grows with the steps each walk
  * takes). libseccomp's tree, with the personality prologue in front,
  * is longer and walks further per number than this one, a binary search
- * over the ranges of numbers that share an action (docs/PERFORMANCE.md
- * has the figures). The rules are the same table; the unit test runs both
- * programs over every syscall number, arch and argument pattern that
- * decides anything and requires the same answer from each.
+ * over the ranges of numbers that share an action (docs/PERFORMANCE.md,
+ * "The seccomp filter as a tree"). The rules are the same table; the
+ * unit test runs both programs over every syscall number, arch and
+ * argument pattern that decides anything and requires the same answer
+ * from each.
  *
  * Layout, all jumps forward:
  *   arch != x86_64 -> kill; nr >= 0x40000000 (x32) -> kill, but -1;

@@ -28,7 +28,7 @@ int seccomp_prog_build(struct seccomp_prog *p, char *err, size_t errlen);
  * to every process it clones (at no cost: a filter is shared, not
  * copied), while itself still free to clone3 into a cgroup; each child
  * then loads inner before it execs, a fraction of the cost of loading
- * the whole (docs/PERFORMANCE.md). */
+ * the whole (docs/PERFORMANCE.md, "The filter in two halves"). */
 int seccomp_prog_build_split(struct seccomp_prog *outer, struct seccomp_prog *inner, char *err,
 			     size_t errlen);
 

@@ -1,5 +1,5 @@
 /* control.c - see control.h. Every rename here has a row in
- * spool-layout's crash-state table (§12, "Hold, release, edit"). */
+ * spool-layout's crash-state table (APPENDIX §3, "Hold, release, edit, pause"). */
 #define _GNU_SOURCE
 #include "control.h"
 
@@ -77,38 +77,59 @@ int control_replace(struct spool *sp, const char *name, int orig, const char *te
 	struct stat st;
 	if (fstat(orig, &st) < 0)
 		return -errno;
+	/* Staged in new/ itself, under a dot name no worker reads: on a
+	 * shared spool only workers and root write there, so no member can
+	 * touch the staged file, nor swap another in its place (issue 35:
+	 * staged in the sticky tmp/ and given to the member, mallory renamed
+	 * alice's file over it, and it ran as alice). */
 	char t[128];
 	uint64_t rnd = 0;
 	if (getrandom(&rnd, sizeof rnd, 0) < 0)
 		rnd = (uint64_t)now_mono_ms();
 	snprintf(t, sizeof t, ".edit.%d.%016llx", getpid(), (unsigned long long)rnd);
-	_cleanup_close_ int fd = openat(sp->tmp, t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_close_ int fd = openat(sp->new, t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	int r = write_all(fd, text, len);
 	/* The spool's record of the task (attempt, first submission) goes
 	 * with it; only a file without one has none to keep. */
 	char meta[512];
-	ssize_t ml = fgetxattr(orig, KART_XATTR, meta, sizeof meta);
-	if (r == 0 && ml > 0 && fsetxattr(fd, KART_XATTR, meta, (size_t)ml, 0) < 0)
-		r = -errno;
-	/* Owned as before, or root's edit would run as root. The worker
-	 * rejects a file others may write, so no group or other write. */
-	if (r == 0 && (st.st_uid != geteuid() || st.st_gid != getegid()) &&
-	    fchown(fd, st.st_uid, st.st_gid) < 0)
-		r = -errno;
-	if (r == 0 && fchmod(fd, st.st_mode & 0755) < 0)
-		r = -errno;
+	struct claim_meta m;
+	ssize_t ml = fgetxattr(orig, KART_XATTR, meta, sizeof meta - 1);
+	meta[ml > 0 ? ml : 0] = '\0';
+	claim_meta_parse(meta, spool_held_id(name) ? spool_held_id(name) : name, &m);
+	struct submitter by;
+	spool_submitter(orig, &st, &by);
+	int r;
+	if (by.recorded || st.st_uid == geteuid()) {
+		/* The worker's copy (or our own file): the new one is ours
+		 * too, recording the same submitter, readable by them alone. */
+		r = spool_task_fill(fd, text, len, ml > 0 ? &m : NULL, by.uid, by.from);
+	} else {
+		/* A file of its submitter's, on a spool where new/ is theirs
+		 * (a single-user spool): owned as before, or root's edit would
+		 * run as root. The worker rejects a file others may write, so
+		 * no group or other write. */
+		r = write_all(fd, text, len);
+		if (r == 0 && ml > 0 && claim_meta_set(fd, &m) < 0)
+			r = -errno;
+		if (r == 0 && (st.st_uid != geteuid() || st.st_gid != getegid()) &&
+		    fchown(fd, st.st_uid, st.st_gid) < 0)
+			r = -errno;
+		if (r == 0 && fchmod(fd, st.st_mode & 0755) < 0)
+			r = -errno;
+		if (r == 0 && fsync(fd) < 0)
+			r = -errno;
+	}
 	struct stat nst;
-	if (r == 0 && (fsync(fd) < 0 || fstat(fd, &nst) < 0))
+	if (r == 0 && fstat(fd, &nst) < 0)
 		r = -errno;
 	if (r < 0) {
-		(void)unlinkat(sp->tmp, t, 0);
+		(void)unlinkat(sp->new, t, 0);
 		return r;
 	}
 	/* Closed before the swap: a worker never meets it open for writing. */
 	close(steal_fd(&fd));
-	return spool_replace_queued(sp, t, name, &st, &nst);
+	return spool_replace_queued(sp, t, name, &st, &nst, by.uid);
 }
 
 /* Is line (len bytes, no newline) a directive line? Then *items is

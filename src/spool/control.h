@@ -1,9 +1,9 @@
 /* control.h - steering a queued task through the spool (kart hold,
- * release, edit): renames within new/ and tmp/, never a message to a
+ * release, edit): renames within new/, never a message to a
  * worker, so any number of workers, and their restarts, change nothing.
  * A rename is atomic against a worker's claim (also a rename of the same
  * name): either ours wins, or the task has left new/ and we say so.
- * spool-layout §10a has the names and the crash states. */
+ * spool-layout README §8 has the names, APPENDIX §3 the crash states. */
 #ifndef KART_CONTROL_H
 #define KART_CONTROL_H
 
@@ -28,8 +28,10 @@ int control_release(struct spool *sp, const char *id);
 
 /* Replace the queued file new/NAME (NAME: the id, or its held name),
  * which the caller read through orig, by text, atomically, and only if
- * new/NAME is still orig: a copy is staged in tmp/ (the owner, mode and
- * user.kart attribute of orig), then swapped in by RENAME_EXCHANGE.
+ * new/NAME is still orig: a copy is staged in new/ under a dot name (the
+ * caller's, recording orig's submitter, for the worker's copy of a
+ * shared spool; else with orig's owner and mode), with orig's user.kart,
+ * then swapped in by RENAME_EXCHANGE.
  * 0; -ENOENT the task left new/ (claimed); -ESTALE new/NAME is another
  * file now (put back as it was); -errno. */
 int control_replace(struct spool *sp, const char *name, int orig, const char *text, size_t len);

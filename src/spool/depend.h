@@ -9,7 +9,7 @@
  * are handed back to be looked at again (depwait_release): one lookup
  * per result, never a scan of new/. A worker that dies loses only this
  * memory; the next one to read new/ builds it again. See
- * spool-layout/README.md, "Dependencies". */
+ * spool-layout WORKER §3. */
 #ifndef KART_DEPEND_H
 #define KART_DEPEND_H
 

@@ -126,7 +126,7 @@ static void read_queued(struct spool *sp, int dirfd, const char *name, int64_t n
 	struct claim_meta m;
 	ssize_t kn = fgetxattr(fd, KART_XATTR, kattr, sizeof kattr - 1);
 	kattr[kn > 0 ? kn : 0] = '\0';
-	claim_meta_parse(kattr, &m);
+	claim_meta_parse(kattr, name, &m);
 	size_t want = (size_t)st.st_size < TASK_HEADER_MAX ? (size_t)st.st_size : TASK_HEADER_MAX;
 	_cleanup_free_ char *text = xmalloc(want + 1);
 	ssize_t n = read_upto(fd, text, want);
@@ -184,45 +184,173 @@ static bool is_paused(struct spool *sp, const char *worker, const char *id)
 	       exists_at(sp->cur, p);
 }
 
+/* A re-queue that found its name taken puts a task back as NAME.2 (and
+ * that as NAME.2.3 ...): is name one of id's? */
+static bool requeued_name(const char *name, const char *id)
+{
+	size_t n = strlen(id);
+	if (strncmp(name, id, n) != 0 || name[n] != '.')
+		return false;
+	for (const char *p = name + n; *p == '.';) {
+		size_t d = strspn(p + 1, "0123456789");
+		if (!d)
+			return false;
+		p += 1 + d;
+		if (!*p)
+			return true;
+	}
+	return false;
+}
+
+/* Where a task is before its result: new/ (queued), new/.held. (held),
+ * or cur/WORKER/ (running); at is its name there. */
+enum qwhere { QW_NOWHERE, QW_NEW, QW_HELD, QW_CUR };
+
+/* The entry dirfd/name is the file the reservation ids/ID names, made
+ * by the id's user (USER: on a shared spool, where the worker owns the
+ * file; else the file's owner). */
+static bool is_reserved(struct spool *sp, const char *id, int dirfd, const char *name)
+{
+	struct stat st;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       spool_ids_state(sp, id, &st, spool_reader(sp, id, st.st_uid)) == IDS_MINE;
+}
+
+/* In dirfd, the reserved file of id: under id or .held.id (plain), or
+ * under a name a re-queue gave it (!plain, a scan of dirfd). held: it
+ * is a held name. */
+static bool find_in(struct spool *sp, const char *id, int dirfd, bool plain, char *at, size_t atlen,
+		    bool *held)
+{
+	char hn[512];
+	*held = false;
+	if (plain) {
+		if (is_reserved(sp, id, dirfd, id))
+			return pathfmt(at, atlen, "%s", id) == 0;
+		if (spool_held_name(id, hn, sizeof hn) == 0 && is_reserved(sp, id, dirfd, hn)) {
+			*held = true;
+			return pathfmt(at, atlen, "%s", hn) == 0;
+		}
+		return false;
+	}
+	DIR *d = opendir_at(dirfd, ".");
+	struct dirent *de;
+	bool found = false;
+	while (d && !found && (de = readdir(d))) {
+		const char *h = spool_held_id(de->d_name);
+		if (requeued_name(h ? h : de->d_name, id) && is_reserved(sp, id, dirfd, de->d_name)) {
+			*held = h != NULL;
+			found = pathfmt(at, atlen, "%s", de->d_name) == 0;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* A reserved id names one file, whatever its name: after a re-queue it
+ * is ID.N while another file may sit at ID (spool-layout README §7).
+ * Looked for in the order tasks move, under its own name first (no scan
+ * of new/ for a task that runs), then under a re-queue's. */
+static enum qwhere where_reserved(struct spool *sp, const char *id, char *at, size_t atlen,
+				  char *worker, size_t wlen)
+{
+	for (int plain = 1; plain >= 0; plain--) {
+		bool held;
+		if (find_in(sp, id, sp->new, plain, at, atlen, &held))
+			return held ? QW_HELD : QW_NEW;
+		DIR *d = opendir_at(sp->cur, ".");
+		struct dirent *de;
+		enum qwhere w = QW_NOWHERE;
+		while (d && w == QW_NOWHERE && (de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			_cleanup_close_ int wd =
+				openat(sp->cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (wd >= 0 && find_in(sp, id, wd, plain, at, atlen, &held) && !held) {
+				snprintf(worker, wlen, "%s", de->d_name);
+				w = QW_CUR;
+			}
+		}
+		if (d)
+			closedir(d);
+		if (w != QW_NOWHERE)
+			return w;
+	}
+	return QW_NOWHERE;
+}
+
+/* Without a reservation, the id is the name: looked for in the order
+ * tasks move, the furthest place found wins (a claim over a new entry
+ * of the same name, which will finish under another id). */
+static enum qwhere where_named(struct spool *sp, const char *id, char *at, size_t atlen,
+			       char *worker, size_t wlen)
+{
+	char hn[512];
+	if (pathfmt(at, atlen, "%s", id) < 0)
+		return QW_NOWHERE;
+	bool queued = exists_at(sp->new, id);
+	bool held = !queued && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
+	if (spool_find_claim(sp, id, worker, wlen))
+		return QW_CUR;
+	if (held)
+		return pathfmt(at, atlen, "%s", hn) == 0 ? QW_HELD : QW_NOWHERE;
+	return queued ? QW_NEW : QW_NOWHERE;
+}
+
 static int query_once(struct spool *sp, const char *id, struct qinfo *q)
 {
-	memset(q, 0, sizeof *q);
+	memset(q, 0, sizeof q[0]);
 	q->exit_code = -1;
 	/* Look in the order tasks move (new, cur, done), so that one in
 	 * motion is seen somewhere, and report the furthest place found:
-	 * done/ID.json, then cur/W/ID, then new/ID (spool-layout §8). A
+	 * done/ID.json, then cur/W/ID, then new/ID (spool-layout README §7). A
 	 * finishing task writes its result before it leaves cur/ (and a new/
 	 * entry of a finished id will finish under another one): done/ wins. */
 	bool plain = id[0] != '.' && !strchr(id, '/');
-	char hn[512];
-	bool queued = plain && exists_at(sp->new, id);
-	bool held = !queued && plain && spool_held_name(id, hn, sizeof hn) == 0 && exists_at(sp->new, hn);
-	int64_t qsince = queued ? stat_ms(sp->new, id, true) : held ? stat_ms(sp->new, hn, true) : 0;
-	char worker[sizeof q->worker];
-	bool running = plain && spool_find_claim(sp, id, worker, sizeof worker);
+	char at[sizeof q->name], worker[sizeof q->worker];
+	enum qwhere where = QW_NOWHERE;
+	/* A reservation whose file is nowhere (its client has not published
+	 * yet, or it is no reservation of ours to read): the name, as
+	 * without one. */
+	if (plain && spool_ids_state(sp, id, NULL, 0) != IDS_NONE)
+		where = where_reserved(sp, id, at, sizeof at, worker, sizeof worker);
+	if (plain && where == QW_NOWHERE)
+		where = where_named(sp, id, at, sizeof at, worker, sizeof worker);
+	int64_t qsince = where == QW_NEW || where == QW_HELD ? stat_ms(sp->new, at, true) : 0;
 	int r = query_done(sp, id, q);
 	if (r != -ENOENT)
 		return r;
-	memset(q, 0, sizeof *q);
+	memset(q, 0, sizeof q[0]);
 	q->exit_code = -1;
-	if (running) {
+	if (where != QW_NOWHERE)
+		snprintf(q->name, sizeof q->name, "%s", at);
+	if (where == QW_CUR) {
 		q->state = Q_RUNNING;
 		snprintf(q->worker, sizeof q->worker, "%s", worker);
 		char p[512];
-		if (pathfmt(p, sizeof p, "%s/%s", q->worker, id) == 0)
+		if (pathfmt(p, sizeof p, "%s/%s", q->worker, at) == 0)
 			q->since_ms = stat_ms(sp->cur, p, true);
-		q->paused = is_paused(sp, q->worker, id);
+		q->paused = is_paused(sp, q->worker, at);
 		q->worker_gone = spool_worker_live(sp, q->worker) == 0;
-	} else if (queued || held) {
-		if (held)
-			q->state = Q_HELD;
-		else
-			queued_state(sp, id, now_realtime_ms(), q);
+	} else if (where == QW_HELD) {
+		q->state = Q_HELD;
+		q->since_ms = qsince;
+	} else if (where == QW_NEW) {
+		queued_state(sp, at, now_realtime_ms(), q);
 		q->since_ms = qsince;
 	} else {
 		q->state = Q_UNKNOWN;
 	}
 	return 0;
+}
+
+const char *query_entry(const char *id, const struct qinfo *q)
+{
+	if (!q->name[0])
+		return id;
+	const char *queued = spool_held_id(q->name);
+	return queued ? queued : q->name;
 }
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q)

@@ -29,9 +29,18 @@ struct qinfo {
 	/* Q_QUEUED whose after= names ids without a result: those ids,
 	 * comma-separated (query_queued); "": none, or not looked at. */
 	char waiting[512];
+	/* Queued, held or running: the entry's name in new/ or cur/W/. The
+	 * id, or for a reserved id re-queued onto a taken name ID.N (and
+	 * .held.ID for a held one). */
+	char name[256];
 };
 
 int query_id(struct spool *sp, const char *id, struct qinfo *q);
+/* The name in new/ (or cur/W/) that a hold, a release, an edit or a
+ * claim of id's task must act on: q->name without its .held., or id
+ * where q names none. Not new/ID by name: a reserved id re-queued onto
+ * a taken name is at ID.2, and new/ID is another task. */
+const char *query_entry(const char *id, const struct qinfo *q);
 /* A queued task's time, when it is ahead of now_ms (scheduled: its
  * not_before=, or a retry's in user.kart); else 0. */
 int64_t query_not_before(int dirfd, const char *name, int64_t now_ms);

@@ -31,7 +31,7 @@ struct result {
 	const char *kind; /* the task kind that ran it; NULL: none (no field) */
 	const char *label; /* label=, as written; NULL: null */
 	/* ok failed timeout oom killed rejected refused cancelled lost
-	 * skipped (spool-layout/README.md §8) */
+	 * skipped (spool-layout README §7) */
 	const char *status;
 	int exit_code;      /* -1: null */
 	int signal;         /* 0: null */

@@ -1,9 +1,9 @@
-/* spool.c - the spool itself: init and open, its layout and the checks
- * on it, the worker directories and their locks (spool-layout §1, §4, §5),
- * claiming, user.kart (§6), the walk over the spool's directories
- * (spool_walk), and what spool_submit.c, spool_finish.c and
+/* spool.c - the spool itself: init and open, its format and layout and
+ * the checks on it, the worker directories and their locks (spool-layout
+ * README §0, §1, WORKER §1, §4), claiming, user.kart (WORKER §5), the walk
+ * over the spool's directories (spool_walk), and what spool_submit.c, spool_finish.c and
  * spool_recover.c share (spool_int.h). Every rename here has a row in
- * spool-layout/README.md's crash-state table. The names it uses are
+ * spool-layout/APPENDIX.md's crash-state tables. The names it uses are
  * spool_name.c's, a layer below that knows no directory. */
 #define _GNU_SOURCE
 #include "spool_int.h"
@@ -31,6 +31,66 @@
 
 
 static const char *const subdirs[] = {"tmp", "new", "cur", "done"};
+
+/* SPOOL/format: a decimal number, then at most white space. 1 where
+ * there is none; 0 when it is not a number; -errno when unreadable. */
+static int format_read(int root)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t n;
+	int r = read_file_at(root, "format", 64, &buf, &n);
+	if (r == -ENOENT)
+		return 1;
+	if (r < 0)
+		return r;
+	long long v;
+	size_t d = 0;
+	while (d < n && buf[d] >= '0' && buf[d] <= '9')
+		d++;
+	for (size_t i = d; i < n; i++)
+		if (buf[i] != '\n' && buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\r')
+			return 0;
+	if (d == 0 || d > 9)
+		return 0;
+	buf[d] = '\0';
+	return parse_int(buf, 1, INT32_MAX, &v) == 0 ? (int)v : 0;
+}
+
+int spool_format_check(const struct spool *sp, char *err, size_t errlen)
+{
+	if (sp->format == SPOOL_FORMAT)
+		return 0;
+	if (sp->format > SPOOL_FORMAT)
+		return ERR(-1, "%s is a spool of format %d (its file 'format'), and this kart knows "
+			   "format %d alone: it would not keep that format's rules; use a kart that "
+			   "knows format %d", sp->path, sp->format, SPOOL_FORMAT, sp->format);
+	if (sp->format < 0)
+		return ERR(-1, "%s/format: cannot read it: %s (the spool's format version)", sp->path,
+			   strerror(-sp->format));
+	return ERR(-1, "%s/format: not a format version (it holds one decimal number, %d "
+		   "for this kart); put it back as kart init writes it", sp->path, SPOOL_FORMAT);
+}
+
+/* SPOOL/format for a spool that has none (a new one, or one made before
+ * the file existed, which is format 1): written in tmp/ and linked in,
+ * so that nobody reads half of it and no one's is replaced. */
+static int format_write(int root)
+{
+	char tmp[64], text[16];
+	snprintf(tmp, sizeof tmp, "tmp/.format.%d", getpid());
+	int len = snprintf(text, sizeof text, "%d\n", SPOOL_FORMAT);
+	(void)unlinkat(root, tmp, 0);
+	_cleanup_close_ int fd = openat(root, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, text, (size_t)len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && linkat(root, tmp, root, "format", 0) < 0 && errno != EEXIST)
+		r = -errno;
+	(void)unlinkat(root, tmp, 0);
+	return r;
+}
 
 const char *spool_fs_network(unsigned long f_type)
 {
@@ -72,7 +132,7 @@ int spool_init(const char *path, char *err, size_t errlen)
 		if (fstatat(root, subdirs[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
 			return ERR(-1, "%s/%s: exists and is not a directory", path, subdirs[i]);
 	}
-	/* ids/: reservations (section 3.2); apart from subdirs, because a
+	/* ids/: reservations (spool-layout README §5); apart from subdirs, because a
 	 * spool made before it existed still opens (without reservations). */
 	if (mkdirat(root, "ids", 0755) < 0 && errno != EEXIST)
 		return ERR(-1, "%s/ids: %s", path, strerror(errno));
@@ -80,6 +140,16 @@ int spool_init(const char *path, char *err, size_t errlen)
 	 * worker makes it on a spool older than it. */
 	if (mkdirat(root, "tally", 0755) < 0 && errno != EEXIST)
 		return ERR(-1, "%s/tally: %s", path, strerror(errno));
+	int f = format_read(root);
+	if (f == 1 && !exists_at(root, "format")) {
+		int r = format_write(root);
+		if (r < 0)
+			return ERR(-1, "%s/format: %s", path, strerror(-r));
+		f = format_read(root);
+	}
+	struct spool shown = {.path = (char *)path, .format = f};
+	if (spool_format_check(&shown, err, errlen) < 0)
+		return -1;
 	if (fsync(root) < 0)
 		return ERR(-1, "%s: fsync: %s", path, strerror(errno));
 	return 0;
@@ -134,6 +204,7 @@ int spool_open(const char *path, struct spool *sp, char *err, size_t errlen)
 	sp->drop = openat(sp->root, "drop", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	/* ids/ too: a spool made before reservations has none. */
 	sp->ids = openat(sp->root, "ids", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	sp->format = format_read(sp->root);
 	sp->path = xstrdup(path);
 	return 0;
 }
@@ -359,7 +430,21 @@ int spool_claim_held(struct spool *sp, int wdir, const char *id)
 	return renameat2(sp->new, held, wdir, id, RENAME_NOREPLACE) == 0 ? 0 : -errno;
 }
 
-void claim_meta_parse(const char *text, struct claim_meta *m)
+/* An id= or hold= of name's: a task name, with name's own USER: prefix
+ * (or none, for a name without one), so that it can neither leave done/
+ * nor be another user's id. */
+static bool meta_id_ok(const char *id, const char *name)
+{
+	const char *why, *c = strchr(name, ':');
+	if (task_name_check(id, &why) != 0)
+		return false;
+	if (!c)
+		return !strchr(id, ':');
+	size_t pl = (size_t)(c - name) + 1;
+	return strncmp(id, name, pl) == 0;
+}
+
+void claim_meta_parse(const char *text, const char *name, struct claim_meta *m)
 {
 	char buf[KART_XATTR_MAX];
 	memset(m, 0, sizeof *m);
@@ -373,19 +458,19 @@ void claim_meta_parse(const char *text, struct claim_meta *m)
 		else if (strncmp(t, "submitted=", 10) == 0 &&
 			 parse_int(t + 10, 0, INT64_MAX, &v) == 0)
 			m->submitted_ms = v;
-		else if (strncmp(t, "id=", 3) == 0)
+		else if (strncmp(t, "id=", 3) == 0 && meta_id_ok(t + 3, name))
 			snprintf(m->id, sizeof m->id, "%s", t + 3);
 		else if (strncmp(t, "not_before=", 11) == 0 &&
 			 parse_int(t + 11, 0, INT64_MAX, &v) == 0)
 			m->not_before_ms = v;
-		else if (strncmp(t, "hold=", 5) == 0)
+		else if (strncmp(t, "hold=", 5) == 0 && meta_id_ok(t + 5, name))
 			snprintf(m->hold, sizeof m->hold, "%s", t + 5);
 		else if (strncmp(t, "run=", 4) == 0)
 			snprintf(m->run, sizeof m->run, "%s", t + 4);
 	}
 }
 
-int claim_meta_get(int fd, struct claim_meta *m)
+int claim_meta_get(int fd, const char *name, struct claim_meta *m)
 {
 	char buf[KART_XATTR_MAX];
 	memset(m, 0, sizeof *m);
@@ -394,7 +479,7 @@ int claim_meta_get(int fd, struct claim_meta *m)
 	if (n < 0)
 		return errno == ENODATA ? 0 : -errno;
 	buf[n] = '\0';
-	claim_meta_parse(buf, m);
+	claim_meta_parse(buf, name, m);
 	return 0;
 }
 
@@ -416,6 +501,87 @@ int claim_meta_set(int fd, const struct claim_meta *m)
 	if (fsetxattr(fd, KART_XATTR, buf, (size_t)n, 0) < 0)
 		return -errno;
 	return 0;
+}
+
+void spool_submitter(int fd, const struct stat *st, struct submitter *s)
+{
+	*s = (struct submitter){.uid = st->st_uid};
+	/* Another's file: its owner may have written anything there. */
+	if (st->st_uid != 0 && st->st_uid != geteuid())
+		return;
+	char buf[128];
+	ssize_t n = fgetxattr(fd, KART_XATTR_BY, buf, sizeof buf - 1);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	long long uid = -1, from = 0, v;
+	char *save = NULL;
+	for (char *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(t, "uid=", 4) == 0 && parse_int(t + 4, 0, (uid_t)-2, &v) == 0)
+			uid = v;
+		else if (strncmp(t, "from=", 5) == 0 && parse_int(t + 5, 0, INT64_MAX, &v) == 0)
+			from = v;
+	}
+	if (uid < 0)
+		return;
+	*s = (struct submitter){.uid = (uid_t)uid, .from = (unsigned long long)from, .recorded = true};
+}
+
+uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, const struct stat *st)
+{
+	struct submitter by = {.uid = st->st_uid};
+	if (fd >= 0)
+		spool_submitter(fd, st, &by);
+	return by.recorded ? by.uid : spool_reader(sp, name, st->st_uid);
+}
+
+int spool_strip_attrs(int fd, bool keep_ours)
+{
+	ssize_t ln = flistxattr(fd, NULL, 0);
+	if (ln < 0)
+		return errno == ENOTSUP ? 0 : -errno;
+	_cleanup_free_ char *names = xmalloc((size_t)ln + 1);
+	if (ln > 0 && (ln = flistxattr(fd, names, (size_t)ln)) < 0)
+		return -errno; /* (ERANGE: it grew meanwhile, which only its owner, root, does) */
+	for (ssize_t o = 0; o < ln; o += (ssize_t)strlen(names + o) + 1)
+		if ((strncmp(names + o, "user.", 5) == 0 || strncmp(names + o, "system.posix_acl", 16) == 0) &&
+		    !(keep_ours && (strcmp(names + o, KART_XATTR) == 0 || strcmp(names + o, KART_XATTR_BY) == 0)) &&
+		    fremovexattr(fd, names + o) < 0 && errno != ENODATA)
+			return -errno;
+	return 0;
+}
+
+int spool_task_record(int fd, const struct claim_meta *m, uid_t by, unsigned long long from)
+{
+	char rec[64];
+	int n = snprintf(rec, sizeof rec, "uid=%u\nfrom=%llu\n", (unsigned)by, from);
+	/* The two set below are kept, and replaced in one call each: never
+	 * missing a moment, for a peer that looks meanwhile. */
+	int r = spool_strip_attrs(fd, true);
+	if (r < 0)
+		return r;
+	if (fchmod(fd, 0600) < 0)
+		return -errno;
+	if ((r = grant_read_acl(fd, by)) < 0)
+		return r;
+	if (fsetxattr(fd, KART_XATTR_BY, rec, (size_t)n, 0) < 0)
+		return -errno;
+	if (m && (r = claim_meta_set(fd, m)) < 0)
+		return r;
+	if (!m && fremovexattr(fd, KART_XATTR) < 0 && errno != ENODATA)
+		return -errno;
+	return 0;
+}
+
+int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
+		    unsigned long long from)
+{
+	int r = spool_task_record(fd, m, by, from);
+	if (r == 0)
+		r = write_all(fd, text, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	return r;
 }
 
 int open_regular(int dirfd, const char *name)

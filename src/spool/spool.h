@@ -28,7 +28,7 @@ struct spool {
 	 * id of the form idprefix + name ("alice:"). -1 / "": into new/. */
 	int dropd;
 	char idprefix[72];
-	/* ids/: id reservations (spool-layout/README.md section 3.2), or -1
+	/* ids/: id reservations (spool-layout README §5), or -1
 	 * on a spool made before it existed. */
 	int ids;
 	/* spool_submit publishes the task held (kart submit --hold): under
@@ -40,6 +40,10 @@ struct spool {
 	/* Results readable by done/'s group too ([worker] results = group);
 	 * set by the worker, read by its commit thread. */
 	_Atomic bool results_group;
+	/* What SPOOL/format says (spool_format_check): a version, 1 where
+	 * there is no such file; 0 when it is not a number; -errno when it
+	 * cannot be read. */
+	int format;
 	/* The tally this process appends to (tally.h): made by
 	 * spool_worker_open, whose worker id names it; NULL before. */
 	struct tally_writer *tally;
@@ -62,17 +66,68 @@ struct claim_meta {
 	char run[192];
 };
 
-/* The text of user.kart into m (defaults for what it lacks). */
-void claim_meta_parse(const char *text, struct claim_meta *m);
+/* The text of user.kart into m (defaults for what it lacks), for the
+ * claim or queued task name: an id= or hold= that is not a task name of
+ * name's own USER: prefix (or, for a name without one, of none) is
+ * dropped, whoever wrote it (issue 35: hold=../../x made root write
+ * outside the spool, hold=alice:X filed another's result). */
+void claim_meta_parse(const char *text, const char *name, struct claim_meta *m);
 
 #define KART_XATTR "user.kart"
 /* Its value, at most (every line of struct claim_meta at its longest). */
 #define KART_XATTR_MAX 1024
 
+/* ---- who submitted a task (spool-layout §6) ----
+ * On a shared spool the worker takes each task for its own at the
+ * hoist out of drop/USER/ (and an edit makes a new file of it): the file
+ * is root's, and who submitted it is recorded on it, in
+ * user.kart.submitter ("uid=N\nfrom=INO\n": the submitter, and the
+ * inode of the file dropped, which the id's reservation names). Only
+ * the file's owner (or root) can write it, so the record is trusted only
+ * on a file of root's or of the caller's own; anyone else's file is its
+ * owner's. */
+#define KART_XATTR_BY "user.kart.submitter"
+struct submitter {
+	uid_t uid;
+	unsigned long long from; /* the inode that was dropped; 0: unknown */
+	bool recorded;           /* from a record (the worker's file), not the owner */
+};
+/* Who submitted the task file fd (st: its stat). */
+void spool_submitter(int fd, const struct stat *st, struct submitter *s);
+/* The same for the claim (or queued task) name, its file fd (or -1) and
+ * st: its record; else, on a spool with drop/, the account its USER:
+ * prefix names (the dropper, also of a drop rejected and taken from
+ * them); else its owner. Whose reservation, and whose result, it is. */
+uid_t spool_claim_submitter(const struct spool *sp, const char *name, int fd, const struct stat *st);
+/* Remove every user.* attribute and POSIX ACL of fd (a member may have
+ * set them on what is now root's file), but user.kart and
+ * user.kart.submitter with keep_ours. 0 or -errno. */
+int spool_strip_attrs(int fd, bool keep_ours);
+/* Make fd, a file of the caller's (the worker's), a task file of by's:
+ * every user.* attribute and ACL it had removed, mode 0600, one ACL
+ * entry letting by read it (which the task, running as by, needs), the
+ * record (by, from), user.kart (m, when given). 0, or -errno:
+ * -EOPNOTSUPP where the filesystem has no POSIX ACLs (a shared spool
+ * needs them: the file is never given to by instead). */
+int spool_task_record(int fd, const struct claim_meta *m, uid_t by, unsigned long long from);
+/* The same for an empty file fd open for writing, then its text (len
+ * bytes), fsynced (kart edit's new file). */
+int spool_task_fill(int fd, const char *text, size_t len, const struct claim_meta *m, uid_t by,
+		    unsigned long long from);
+
 /* "NFS", "SMB" or "CIFS" for a statfs f_type a spool may not live on
  * (spool_init refuses it, kart doctor too); NULL otherwise. */
 const char *spool_fs_network(unsigned long f_type);
+/* The spool format this kart reads and writes (spool-layout/README.md,
+ * "Format"). kart init writes it into SPOOL/format; a spool without that
+ * file is format 1. */
+#define SPOOL_FORMAT 1
 int spool_init(const char *path, char *err, size_t errlen);
+/* 0 when the spool's format is the one this kart knows; else -1 with the
+ * reason and what to do in err. The worker and every verb that writes
+ * the spool call it: a newer format may mean what this kart would get
+ * wrong. */
+int spool_format_check(const struct spool *sp, char *err, size_t errlen);
 /* A shared spool's directories, as contrib/systemd/kart.tmpfiles lays
  * them out: each root's, of the spool's group, in this mode ("." is the
  * spool itself). kart init --shared makes them so; kart doctor checks. */
@@ -103,7 +158,7 @@ int spool_claim(struct spool *sp, int wdir, const char *name);
  * cancel of a held task. */
 int spool_claim_held(struct spool *sp, int wdir, const char *id);
 
-int claim_meta_get(int fd, struct claim_meta *m);
+int claim_meta_get(int fd, const char *name, struct claim_meta *m);
 int claim_meta_set(int fd, const struct claim_meta *m);
 
 /* Remove a per-claim scratch entry (.<name>.*) in wdir, but what gone
@@ -155,7 +210,7 @@ int spool_walk(struct spool *sp, unsigned areas, spool_walk_cb cb, void *arg);
 /* The worker holding a claim of id (cur/WID/ID) into worker: true if any. */
 bool spool_find_claim(struct spool *sp, const char *id, char *worker, size_t wlen);
 
-/* ---- spool_submit.c: publish (§3), ids/ (§3.2), drop/ (§3a), after= (§3b) ---- */
+/* ---- spool_submit.c: publish and ids/ (README §5), drop/ (§6), after= (WORKER §3) ---- */
 
 /* Who may read a result besides root: the account of the id's USER:
  * prefix where it names one (on a shared spool, who dropped the task,
@@ -181,7 +236,7 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen);
 /* Does tmp/ hold a name of this inode (a link() publish not yet done)?
  * 1 yes, 0 no, -errno when tmp/ could not be read (the caller cannot
  * tell, so must not treat it as "no"). Dot names count: a client may use
- * any name in tmp/ (spool-layout §2). */
+ * any name in tmp/ (spool-layout README §2). */
 int spool_tmp_holds(struct spool *sp, dev_t dev, ino_t ino);
 /* Is this id in use anywhere (new/, any cur/ID/, done/)? */
 bool spool_id_taken(struct spool *sp, const char *id);
@@ -199,30 +254,38 @@ int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen);
  * (RENAME_NOREPLACE) into new/, fsync new/. */
 int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
 		 const char *keep, char *id, size_t idlen);
-/* The reservation ids/<id>, for a task file whose stat is st: 0 none,
- * 1 it names this file (its inode, made by its owner), 2 it is someone
- * else's (or not a reservation at all: it still holds the id). */
+/* The reservation ids/<id>, for a task file whose stat is st and whose
+ * submitter is owner (spool_submitter): 0 none, 1 it names this file
+ * (its inode, made by owner), 2 it is someone else's (or not a
+ * reservation at all: it still holds the id). */
 enum { IDS_NONE = 0, IDS_MINE = 1, IDS_OTHER = 2 };
-int spool_ids_state(struct spool *sp, const char *id, const struct stat *st);
-/* The id reserved for the claim name in wdir (st its stat): name itself,
- * or name without the .N suffixes a re-queue or a move from drop/ gave
- * it, when ids/ holds a reservation of that id naming this file. 1 with
- * out set, 0 when there is none. */
-int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
-		      size_t outlen);
-/* kart edit's swap of a queued task (spool-layout §10a): tmp/STAGED, the
- * new text's file (st its stat), exchanged with new/NAME (NAME: the id,
- * or its held name) by RENAME_EXCHANGE, which fails once the task is
- * claimed; kept only if what came out is old, the file the caller read,
- * else put back. The id's reservation in ids/ then follows the new file
- * (§3.2), and tmp/STAGED (the old file, or ours put back) is removed.
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner);
+/* The id reserved for the claim name in wdir (st its stat, owner its
+ * submitter): name itself, or name without the .N suffixes a re-queue
+ * or a move from drop/ gave it, when ids/ holds a reservation of that id
+ * naming this file. 1 with out set, 0 when there is none. */
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, uid_t owner,
+		      char *out, size_t outlen);
+/* kart edit's swap of a queued task (spool-layout README §8): new/STAGED
+ * (a dot name), the new text's file (st its stat), exchanged with
+ * new/NAME (NAME: the id, or its held name) by RENAME_EXCHANGE, which
+ * fails once the task is claimed; kept only if what came out is old, the
+ * file the caller read, else put back. The id's reservation in ids/ then
+ * follows the new file (README §5; owner: the task's submitter), and
+ * new/STAGED (the old file, or ours put back) is removed.
  * 0; -ENOENT the task left new/; -ESTALE new/NAME was another file;
  * -errno. */
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
-			 const struct stat *old, const struct stat *st);
+			 const struct stat *old, const struct stat *st, uid_t owner);
 
-/* ---- spool_finish.c: the result protocol (§7), re-queue and retry (§7a) ---- */
+/* ---- spool_finish.c: the result protocol, re-queue and retry (WORKER §6) ---- */
 
+/* The disk space and entries a directory tree at/name holds (never
+ * following a link): 1 once past cap bytes or max_entries entries (or 64
+ * levels deep; counting stops there), 0 within (or no such directory),
+ * or -errno. */
+int spool_tree_usage(int at, const char *name, uint64_t cap, uint64_t max_entries, uint64_t *bytes,
+		     uint64_t *entries);
 /* A safe id from arbitrary entry bytes (for rejected bad names). */
 void spool_id_from_bytes(const char *name, char *out, size_t outlen);
 /* A result's file (its JSON, a capture) readable by reader and root;
@@ -280,7 +343,7 @@ struct attempt_rec {
  * m->hold on the file); move the run's outputs there as N.stdout and
  * N.stderr (fsynced), write N.json; then re-queue the claim with
  * attempt N+1 and not_before (spool_requeue). reader may read the record.
- * See spool-layout §7a for its crash states. */
+ * See spool-layout APPENDIX §3 for its crash states. */
 int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta *m,
 		const struct attempt_rec *a, int64_t not_before_ms, uid_t reader);
 
@@ -292,7 +355,7 @@ int spool_requeue(struct spool *sp, int wdir, const char *name, const struct cla
 int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char *status,
 		       const char *error, const char *worker, char *idbuf, size_t idlen);
 
-/* ---- spool_recover.c: dead workers' claims (§11), and live workers ---- */
+/* ---- spool_recover.c: dead workers' claims (WORKER §9), and live workers ---- */
 
 /* Outcome of recovering one claim of a dead (or restarted) worker. */
 enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BUSY, RECOVER_ERROR };
@@ -300,6 +363,12 @@ enum recover_kind { RECOVER_REQUEUED, RECOVER_LOST, RECOVER_FINISHED, RECOVER_BU
 /* Recover one claim in wdir (see recover_kind). */
 enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
 				      const char *name, const char *me);
+
+/* A finish of the claim begun and not completed (done/ID.task linked,
+ * no done/ID.json): undone, as recovery undoes one, so that the claim
+ * can be finished anew (a publish given up on). 1 undone, 0 none begun,
+ * -EEXIST its result is written, -errno. */
+int spool_finish_undo(struct spool *sp, int wdir, const char *name);
 
 /* Recover every claim in cur/<wid>/ (whose lock the caller holds via
  * lockfd or has just taken). Returns the number still busy (an old run

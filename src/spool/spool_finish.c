@@ -1,7 +1,7 @@
-/* spool_finish.c - the result protocol (spool-layout §7): a claim's id,
+/* spool_finish.c - the result protocol (spool-layout WORKER §6): a claim's id,
  * its outputs moved beside the result, the JSON written last and durably;
- * a claim that will not run; re-queue and retry (§7a). Every rename here
- * has a row in spool-layout/README.md's crash-state table. */
+ * a claim that will not run; re-queue and retry. Every rename here
+ * has a row in spool-layout/APPENDIX.md's crash-state tables. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 
@@ -75,12 +75,18 @@ static int tree_walk(int dir, uint64_t cap, uint64_t *bytes, uint64_t *entries,
 #define TREE_ENTRIES_MAX 100000
 static int tree_bytes_over(int at, const char *name, uint64_t cap, uint64_t *bytes)
 {
-	*bytes = 0;
 	uint64_t entries = 0;
+	return spool_tree_usage(at, name, cap, TREE_ENTRIES_MAX, bytes, &entries);
+}
+
+int spool_tree_usage(int at, const char *name, uint64_t cap, uint64_t max_entries, uint64_t *bytes,
+		     uint64_t *entries)
+{
+	*bytes = *entries = 0;
 	_cleanup_close_ int d = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (d < 0)
 		return errno == ENOENT ? 0 : -errno;
-	return tree_walk(d, cap, bytes, &entries, TREE_ENTRIES_MAX, 0);
+	return tree_walk(d, cap, bytes, entries, max_entries, 0);
 }
 
 /* Link an unnamed file (O_TMPFILE) as at/name; never replaces. With
@@ -445,210 +451,253 @@ static void stream_kept(struct result_stream *s, const char *q)
 	snprintf(s->path, sizeof s->path, "done/%s", q);
 }
 
-int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
-		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend)
-{
-	bool redo = false; /* an earlier attempt of this publish got this far */
-	char p[512], q[512];
-	char hold[256] = ""; /* the id its earlier attempts hold (spool_retry) */
-	const char *base = res->id ? res->id : name;
-	_cleanup_free_ char *base_copy = xstrdup(base);
-	int r;
+/* How a finisher takes an id: the claim linked as done/ID.task, its
+ * user.kart saying id=ID first so that recovery can tell a finish in
+ * progress from a run in progress; or, for an entry that is no task
+ * file (fd < 0), an empty done/ID.task made exclusively. -EEXIST: the
+ * id is taken, try the next. */
+struct id_taker {
+	int wdir, fd;
+	const char *name;
+	struct claim_meta *m;
+	uid_t by; /* its submitter (spool_claim_submitter): whose reservations are its own */
+};
 
-	if (regular) {
-		_cleanup_close_ int fd = open_regular(wdir, name);
+static int take_id(struct spool *sp, const struct id_taker *t, const char *id, const char *task)
+{
+	if (t->fd < 0) {
+		int fd = openat(sp->done, task, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 		if (fd < 0)
 			return -errno;
-		struct claim_meta m;
-		struct stat cst;
-		if (fstat(fd, &cst) < 0)
-			return -errno;
-		(void)claim_meta_get(fd, &m);
-		snprintf(hold, sizeof hold, "%s", m.hold);
-		if (hold[0]) {
-			free(base_copy);
-			base_copy = xstrdup(hold);
+		close(fd);
+		return 0;
+	}
+	snprintf(t->m->id, sizeof t->m->id, "%s", id);
+	int r = claim_meta_set(t->fd, t->m);
+	if (r < 0 && r != -ENOTSUP)
+		return r;
+	return linkat(t->wdir, t->name, sp->done, task, 0) < 0 ? -errno : 0;
+}
+
+/* Reserve the id: the first of base, base.2, ... with no result and no
+ * reservation of another task in ids/ (cst NULL: of anyone), taken with
+ * done/ID.task. A submitter reserves, then looks in done/; we take, then
+ * look in ids/: one of the two sees the other, and a reservation made
+ * since our first look wins (the id is given back: a crash there is a
+ * finish cut short, WORKER §9). own_hold: base is the id its own earlier
+ * attempts hold, which counts as taken only by a result. */
+static int reserve_id(struct spool *sp, const char *base, bool own_hold, const struct stat *cst,
+		      const struct id_taker *t, char *id, size_t idlen)
+{
+	char task[512];
+	for (int n = 1;; n++) {
+		int r = next_id(base, n, id, idlen);
+		if (r < 0)
+			return r;
+		if (spool_name_done(task, sizeof task, id, DONE_TASK) < 0)
+			return -ENAMETOOLONG;
+		if (n == 1 && own_hold ? done_has_result(sp, id) : done_has(sp, id))
+			continue;
+		int held = spool_ids_state(sp, id, cst, t->by);
+		if (held == IDS_OTHER)
+			continue;
+		if ((r = take_id(sp, t, id, task)) == -EEXIST)
+			continue;
+		if (r < 0)
+			return r;
+		if (held == IDS_NONE && spool_ids_state(sp, id, cst, t->by) == IDS_OTHER) {
+			if (unlinkat(sp->done, task, 0) < 0)
+				return -errno;
+			continue;
 		}
-		/* A retry after a failed publish: the id is already ours. */
-		if (m.id[0] && pathfmt(p, sizeof p, "%s.task", m.id) == 0 && done_links(sp, p, &cst)) {
-			snprintf(idbuf, idlen, "%s", m.id);
-			redo = true;
-			if ((r = redirty(sp, p)) < 0)
+		return 0;
+	}
+}
+
+/* The id of a claim being finished: the one it already holds when this
+ * is a retry of a failed publish (*redo: its entries in done/ are made
+ * dirty again), else a new one from the id its submitter reserved
+ * (README §5: the claim's name, or that name before a re-queue or a
+ * move from drop/ suffixed it), else the id its earlier attempts hold
+ * (hold=), else base. */
+static int finish_reserve(struct spool *sp, const struct id_taker *t, const struct stat *cst,
+			  const char *base, char *id, size_t idlen, bool *redo)
+{
+	char task[512], rid[TASK_NAME_MAX + 80];
+	*redo = false;
+	if (t->m->id[0] && spool_name_done(task, sizeof task, t->m->id, DONE_TASK) == 0 &&
+	    done_links(sp, task, cst)) {
+		snprintf(id, idlen, "%s", t->m->id);
+		*redo = true;
+		return redirty(sp, task);
+	}
+	if (spool_reserved_id(sp, t->name, cst, t->by, rid, sizeof rid) == 1)
+		base = rid;
+	else if (t->m->hold[0])
+		base = t->m->hold;
+	return reserve_id(sp, base, t->m->hold[0] != '\0', cst, t, id, idlen);
+}
+
+/* Keep the streams: .NAME.stdout and .stderr renamed to done/ID.*; a
+ * stream the run never made is a link to done/.empty. */
+static int finish_keep_streams(struct spool *sp, int wdir, const char *name, const char *id,
+			       bool redo, struct result *res)
+{
+	char p[512], q[512];
+	struct result_stream *st[] = {&res->out, &res->err};
+	const enum scratch_file scr[] = {SCRATCH_STDOUT, SCRATCH_STDERR};
+	const enum done_file kept[] = {DONE_STDOUT, DONE_STDERR};
+	bool empty_ok = false; /* done/.empty looked at (link_empty) */
+	int r;
+	for (int i = 0; i < 2; i++) {
+		if (spool_name_scratch(p, sizeof p, name, scr[i]) < 0 ||
+		    spool_name_done(q, sizeof q, id, kept[i]) < 0)
+			return -ENAMETOOLONG;
+		if (!redo && st[i]->unmade) {
+			/* The run never made the file (it wrote nothing). */
+			if ((r = link_empty(sp, q, &empty_ok)) < 0)
 				return r;
-			goto reserved;
-		}
-		/* The id its submitter reserved, where there is one (section
-		 * 3.2): the claim's name, or that name before a re-queue or a
-		 * move from drop/ suffixed it. */
-		char rid[TASK_NAME_MAX + 80];
-		if (spool_reserved_id(sp, name, &cst, rid, sizeof rid) == 1) {
-			free(base_copy);
-			base_copy = xstrdup(rid);
-		}
-		/* Reserve the id with a second link to the task file, recorded
-		 * on the file first, so recovery can tell a finish in progress
-		 * from a run in progress. An id reserved in ids/ for another
-		 * task is never taken. */
-		for (int n = 1;; n++) {
-			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
-				return r;
-			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0)
-				return -ENAMETOOLONG;
-			/* The id its own earlier attempts hold is its own. */
-			if (n == 1 && hold[0] ? done_has_result(sp, idbuf) : done_has(sp, idbuf))
-				continue;
-			int held = spool_ids_state(sp, idbuf, &cst);
-			if (held == IDS_OTHER)
-				continue;
-			snprintf(m.id, sizeof m.id, "%s", idbuf);
-			if ((r = claim_meta_set(fd, &m)) < 0 && r != -ENOTSUP)
-				return r;
-			if (linkat(wdir, name, sp->done, p, 0) < 0) {
-				if (errno != EEXIST)
-					return -errno;
-				continue;
-			}
-			/* A submitter reserves, then looks in done/; we link,
-			 * then look in ids/: one of the two sees the other. A
-			 * reservation made since our first look wins: give the
-			 * id back (a crash here is a finish cut short, §11). */
-			if (held == IDS_NONE && spool_ids_state(sp, idbuf, &cst) == IDS_OTHER) {
-				if (unlinkat(sp->done, p, 0) < 0)
-					return -errno;
-				continue;
-			}
-			break;
-		}
-	reserved:
-		res->id = idbuf;
-		res->task_path = xasprintf("done/%s.task", idbuf);
-		struct result_stream *st[] = {&res->out, &res->err};
-		const enum scratch_file scr[] = {SCRATCH_STDOUT, SCRATCH_STDERR};
-		const enum done_file kept[] = {DONE_STDOUT, DONE_STDERR};
-		bool empty_ok = false; /* done/.empty looked at (link_empty) */
-		for (int i = 0; i < 2; i++) {
-			if (spool_name_scratch(p, sizeof p, name, scr[i]) < 0 ||
-			    spool_name_done(q, sizeof q, idbuf, kept[i]) < 0)
-				return -ENAMETOOLONG;
-			if (!redo && st[i]->unmade) {
-				/* The run never made the file (it wrote nothing). */
+			stream_kept(st[i], q);
+		} else if (renameat(wdir, p, sp->done, q) == 0) {
+			struct stat os;
+			if (!st[i]->bytes && fstatat(sp->done, q, &os, 0) == 0)
+				st[i]->bytes = (uint64_t)os.st_size;
+			stream_kept(st[i], q);
+		} else if (errno == ENOENT && (redo || st[i]->captured)) {
+			/* Moved (or linked) by an earlier attempt; or the run
+			 * wrote nothing, and the file was never made. */
+			struct stat os;
+			if (fstatat(sp->done, q, &os, AT_SYMLINK_NOFOLLOW) < 0) {
+				if (errno != ENOENT || !st[i]->captured)
+					continue;
 				if ((r = link_empty(sp, q, &empty_ok)) < 0)
 					return r;
 				stream_kept(st[i], q);
-			} else if (renameat(wdir, p, sp->done, q) == 0) {
-				struct stat os;
-				if (!st[i]->bytes && fstatat(sp->done, q, &os, 0) == 0)
-					st[i]->bytes = (uint64_t)os.st_size;
-				stream_kept(st[i], q);
-			} else if (errno == ENOENT && (redo || st[i]->captured)) {
-				/* Moved (or linked) by an earlier attempt; or the run
-				 * wrote nothing, and the file was never made. */
-				struct stat os;
-				if (fstatat(sp->done, q, &os, AT_SYMLINK_NOFOLLOW) < 0) {
-					if (errno != ENOENT || !st[i]->captured)
-						continue;
-					if ((r = link_empty(sp, q, &empty_ok)) < 0)
-						return r;
-					stream_kept(st[i], q);
-					continue;
-				}
-				if ((r = redirty(sp, q)) < 0)
-					return r;
-				if (!st[i]->bytes)
-					st[i]->bytes = (uint64_t)os.st_size;
-				stream_kept(st[i], q);
-			} else if (errno != ENOENT && errno != ENAMETOOLONG)
-				/* ENAMETOOLONG: for a name near NAME_MAX (a rejected
-				 * one), the scratch name cannot exist. */
-				return -errno;
-		}
-		/* What the task left in $KART_OUTDIR is kept beside the result,
-		 * up to res->artifacts_max: over it, none of it (part of a set
-		 * of files would mislead), and the result says so. Only a full
-		 * one is measured: an empty one is just removed. */
-		int over = 0;
-		if (res->outdir_gone && !redo)
-			; /* the worker took it back empty */
-		else if ((res->outdir_scratch ? pathfmt(p, sizeof p, "%s", res->outdir_scratch)
-					      : spool_name_scratch(p, sizeof p, name, SCRATCH_OUT)) == 0 &&
-			 spool_name_done(q, sizeof q, idbuf, DONE_OUT) == 0 &&
-		    unlinkat(wdir, p, AT_REMOVEDIR) < 0 && errno == ENOTEMPTY &&
-		    (!res->artifacts_max ||
-		     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
-			if (renameat(wdir, p, sp->done, q) < 0) {
-				if (errno != ENOTEMPTY && errno != EEXIST)
-					return -errno;
-				/* done/ID.out of an earlier run of this id whose
-				 * result was never written (its worker died mid-
-				 * publish, and recovery ran it again): the new tree
-				 * takes its place, and the old one, now at the
-				 * scratch name, goes. A crash between the two
-				 * leaves it in scratch, removed with the claim's. */
-				if (renameat2(wdir, p, sp->done, q, RENAME_EXCHANGE) < 0)
-					return -errno;
-				(void)rm_rf_at(wdir, p);
+				continue;
 			}
-			res->artifacts_path = xasprintf("done/%s", q);
-		} else if (over != 0) {
-			res->artifacts_dropped = true;
-			(void)rm_rf_at(wdir, p);
-		} else if (redo && !res->artifacts_path && exists_at(sp->done, q)) {
+			if (!S_ISREG(os.st_mode))
+				continue; /* none of ours: no output to name */
 			if ((r = redirty(sp, q)) < 0)
 				return r;
-			res->artifacts_path = xasprintf("done/%s", q);
-		}
-	} else {
-		/* Not a task file (symlink, FIFO, device, directory, extra
-		 * hard link): the result is written first, then only the
-		 * entry itself is removed, so what it points at is untouched.
-		 * A crash between the two rejects it again under a new id.
-		 * The id is reserved as for a task: an (empty) done/<id>.task,
-		 * created exclusively. */
-		for (int n = 1;; n++) {
-			if ((r = next_id(base_copy, n, idbuf, idlen)) < 0)
-				return r;
-			if (done_has(sp, idbuf) || pathfmt(p, sizeof p, "%s.task", idbuf) < 0 ||
-			    spool_ids_state(sp, idbuf, NULL) != IDS_NONE)
-				continue;
-			int fd = openat(sp->done, p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-			if (fd < 0 && errno == EEXIST)
-				continue;
-			if (fd < 0)
-				return -errno;
-			close(fd);
-			/* As for a task: a reservation made meanwhile wins. */
-			if (spool_ids_state(sp, idbuf, NULL) != IDS_NONE) {
-				if (unlinkat(sp->done, p, 0) < 0)
-					return -errno;
-				continue;
-			}
-			break;
-		}
-		res->id = idbuf;
-		_cleanup_free_ char *json = result_dumps(res);
-		if ((r = write_result_json(sp, idbuf, json, false, spool_reader(sp, idbuf, res->uid), NULL)) == -EEXIST) {
-			/* The id is ours: the JSON there is our own, from an
-			 * attempt whose later step failed. Written anew. */
-			if (pathfmt(p, sizeof p, "%s.task", idbuf) < 0 || (r = redirty(sp, p)) < 0)
-				return r < 0 ? r : -ENAMETOOLONG;
-			r = write_result_json(sp, idbuf, json, true, spool_reader(sp, idbuf, res->uid), NULL);
-		}
-		if (r < 0)
-			return r;
-	}
-	if (regular) {
-		if (hold[0] || (res->task && sched_retry_set(&res->task->retry_on)))
-			res->attempts_json = attempts_list(sp, hold, res);
-		_cleanup_free_ char *json = result_dumps(res);
-		free(res->attempts_json);
-		res->attempts_json = NULL;
-		free((char *)res->task_path);
-		free((char *)res->artifacts_path);
-		res->task_path = res->artifacts_path = NULL;
-		if ((r = write_result_json(sp, idbuf, json, redo, spool_reader(sp, idbuf, res->uid), pend)) < 0)
-			return r;
+			if (!st[i]->bytes)
+				st[i]->bytes = (uint64_t)os.st_size;
+			stream_kept(st[i], q);
+		} else if (errno != ENOENT && errno != ENAMETOOLONG)
+			/* ENAMETOOLONG: for a name near NAME_MAX (a rejected
+			 * one), the scratch name cannot exist. */
+			return -errno;
 	}
 	return 0;
+}
+
+/* Keep the artifacts: what the task left in $KART_OUTDIR, renamed to
+ * done/ID.out/, up to res->artifacts_max: over it, none of it (part of
+ * a set of files would mislead), and the result says so. Only a full
+ * one is measured: an empty one is just removed. */
+static int finish_keep_artifacts(struct spool *sp, int wdir, const char *name, const char *id,
+				 bool redo, struct result *res)
+{
+	char p[512], q[512];
+	int over = 0, r;
+	if (res->outdir_gone && !redo)
+		return 0; /* the worker took it back empty */
+	if ((res->outdir_scratch ? pathfmt(p, sizeof p, "%s", res->outdir_scratch)
+				 : spool_name_scratch(p, sizeof p, name, SCRATCH_OUT)) == 0 &&
+	    spool_name_done(q, sizeof q, id, DONE_OUT) == 0 && unlinkat(wdir, p, AT_REMOVEDIR) < 0 &&
+	    errno == ENOTEMPTY &&
+	    (!res->artifacts_max ||
+	     (over = tree_bytes_over(wdir, p, res->artifacts_max, &res->artifacts_bytes)) == 0)) {
+		if (renameat(wdir, p, sp->done, q) < 0) {
+			if (errno != ENOTEMPTY && errno != EEXIST)
+				return -errno;
+			/* done/ID.out of an earlier run of this id whose
+			 * result was never written (its worker died mid-
+			 * publish, and recovery ran it again): the new tree
+			 * takes its place, and the old one, now at the
+			 * scratch name, goes. A crash between the two
+			 * leaves it in scratch, removed with the claim's. */
+			if (renameat2(wdir, p, sp->done, q, RENAME_EXCHANGE) < 0)
+				return -errno;
+			(void)rm_rf_at(wdir, p);
+		}
+		res->artifacts_path = xasprintf("done/%s", q);
+	} else if (over != 0) {
+		res->artifacts_dropped = true;
+		(void)rm_rf_at(wdir, p);
+	} else if (redo && !res->artifacts_path && exists_at(sp->done, q)) {
+		if ((r = redirty(sp, q)) < 0)
+			return r;
+		res->artifacts_path = xasprintf("done/%s", q);
+	}
+	return 0;
+}
+
+/* Write the JSON, last: done/ID.json, at once or left in pend. */
+static int finish_write_json(struct spool *sp, const char *id, const char *hold, bool redo,
+			     struct result *res, struct json_pending *pend)
+{
+	if (hold[0] || (res->task && sched_retry_set(&res->task->retry_on)))
+		res->attempts_json = attempts_list(sp, hold, res);
+	_cleanup_free_ char *json = result_dumps(res);
+	free(res->attempts_json);
+	res->attempts_json = NULL;
+	free((char *)res->task_path);
+	free((char *)res->artifacts_path);
+	res->task_path = res->artifacts_path = NULL;
+	return write_result_json(sp, id, json, redo, spool_reader(sp, id, res->uid), pend);
+}
+
+/* Not a task file (symlink, FIFO, device, directory, extra hard link):
+ * the result is written first, then only the entry itself is removed
+ * (spool_finish_complete), so what it points at is untouched. A crash
+ * between the two rejects it again under a new id. */
+static int finish_entry(struct spool *sp, const char *base, struct result *res, char *id,
+			size_t idlen)
+{
+	char task[512];
+	const struct id_taker t = {.fd = -1};
+	int r = reserve_id(sp, base, false, NULL, &t, id, idlen);
+	if (r < 0)
+		return r;
+	res->id = id;
+	uid_t reader = spool_reader(sp, id, res->uid);
+	_cleanup_free_ char *json = result_dumps(res);
+	if ((r = write_result_json(sp, id, json, false, reader, NULL)) == -EEXIST) {
+		/* The id is ours: the JSON there is our own, from an attempt
+		 * whose later step failed. Written anew. */
+		if (spool_name_done(task, sizeof task, id, DONE_TASK) < 0)
+			return -ENAMETOOLONG;
+		if ((r = redirty(sp, task)) < 0)
+			return r;
+		r = write_result_json(sp, id, json, true, reader, NULL);
+	}
+	return r;
+}
+
+int spool_finish_stage(struct spool *sp, int wdir, const char *name, bool regular,
+		       struct result *res, char *idbuf, size_t idlen, struct json_pending *pend)
+{
+	_cleanup_free_ char *base = xstrdup(res->id ? res->id : name);
+	if (!regular)
+		return finish_entry(sp, base, res, idbuf, idlen);
+	_cleanup_close_ int fd = open_regular(wdir, name);
+	struct claim_meta m;
+	struct stat cst;
+	bool redo; /* an earlier attempt of this publish got this far */
+	if (fd < 0 || fstat(fd, &cst) < 0)
+		return -errno;
+	(void)claim_meta_get(fd, name, &m);
+	const struct id_taker t = {.wdir = wdir, .fd = fd, .name = name, .m = &m,
+				   .by = spool_claim_submitter(sp, name, fd, &cst)};
+	int r = finish_reserve(sp, &t, &cst, base, idbuf, idlen, &redo);
+	if (r < 0)
+		return r;
+	res->id = idbuf;
+	res->task_path = xasprintf("done/%s.task", idbuf);
+	if ((r = finish_keep_streams(sp, wdir, name, idbuf, redo, res)) < 0 ||
+	    (r = finish_keep_artifacts(sp, wdir, name, idbuf, redo, res)) < 0)
+		return r;
+	return finish_write_json(sp, idbuf, m.hold, redo, res, pend);
 }
 
 static const char *no_value(const char *name, void *arg)
@@ -701,12 +750,13 @@ int spool_finish_complete(struct spool *sp, int wdir, const char *name, bool reg
 		/* Scratch first: once the claim is gone the name is free for
 		 * the next task of that name, whose scratch this must not
 		 * touch. A crash in between leaves a claim whose JSON exists,
-		 * which recovery completes (§11). */
+		 * which recovery completes (WORKER §9). */
 		spool_clean_scratch(wdir, name, gone);
 		/* The result is durable: its reservation has done its work. */
 		struct stat st;
-		if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			ids_release(sp, idbuf, &st);
+		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd >= 0 && fstat(fd, &st) == 0)
+			ids_release(sp, idbuf, &st, spool_claim_submitter(sp, name, fd, &st));
 		if (unlinkat(wdir, name, 0) < 0)
 			return -errno;
 		int r = spool_scrub_task(sp, wdir, name, idbuf);
@@ -759,10 +809,16 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	if (fstatat(wdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	regular = S_ISREG(st.st_mode) && st.st_nlink == 1;
+	/* Its submitter: the record of the worker's file; else whoever's
+	 * drop it came from (USER:), even when the file is another's (a
+	 * rejected drop is the dropper's); else its owner. */
+	uid_t by = spool_reader(sp, name, st.st_uid);
 	if (regular) {
 		_cleanup_close_ int fd = open_regular(wdir, name);
+		if (fd >= 0)
+			by = spool_claim_submitter(sp, name, fd, &st);
 		if (fd >= 0) {
-			(void)claim_meta_get(fd, &m);
+			(void)claim_meta_get(fd, name, &m);
 			/* Best effort: lane and name= for the record. */
 			char buf[4096], e[64];
 			ssize_t n = read_upto(fd, buf, sizeof buf);
@@ -781,7 +837,7 @@ int spool_finish_unrun(struct spool *sp, int wdir, const char *name, const char 
 	res.submitted_ms = m.submitted_ms ? m.submitted_ms : ctime_ms(&st);
 	res.finished_ms = now_realtime_ms();
 	res.backend = "none";
-	fill_user(&res, st.st_uid, user, sizeof user);
+	fill_user(&res, by, user, sizeof user);
 	return spool_finish(sp, wdir, name, regular, &res, idbuf, idlen);
 }
 
@@ -834,7 +890,7 @@ int spool_retry(struct spool *sp, int wdir, const char *name, struct claim_meta 
 		/* Reserve the final result's id: done/ID.attempts/ counts as
 		 * taken for every finisher and kart submit (done_has). Made
 		 * first and recorded next: a crash between leaves a directory
-		 * nobody holds (spool-layout §12), never a hold of nothing. */
+		 * nobody holds (spool-layout APPENDIX §3), never a hold of nothing. */
 		for (int n = 1;; n++) {
 			if ((r = next_id(name, n, id, sizeof id)) < 0 ||
 			    (r = pathfmt(dir, sizeof dir, "%s.attempts", id)) < 0)

@@ -36,8 +36,8 @@ bool uid_name(uid_t uid, char *name, size_t n);
 
 /* ---- spool_submit.c ---- */
 
-/* Remove ids/ID if it is the reservation of the file st. */
-void ids_release(struct spool *sp, const char *id, const struct stat *st);
+/* Remove ids/ID if it is the reservation of the file st, by owner. */
+void ids_release(struct spool *sp, const char *id, const struct stat *st, uid_t owner);
 
 /* ---- spool_finish.c ---- */
 

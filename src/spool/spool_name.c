@@ -1,6 +1,6 @@
 /* spool_name.c - the spool's names on disk: the one place that knows
- * what a name in done/, new/ or beside a claim means (spool-layout §2,
- * §5, §6). Below the protocol: it knows no directory and no struct
+ * what a name in done/, new/ or beside a claim means (spool-layout README §1,
+ * §2). Below the protocol: it knows no directory and no struct
  * spool. See spool_name.h. */
 #include "spool_name.h"
 
@@ -40,8 +40,7 @@ int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char
 
 int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash)
 {
-	return pathfmt(buf, n, ".uniq.%u.%016llx", uid, (unsigned long long)key_hash) < 0 ? -ENAMETOOLONG
-											   : 0;
+	return pathfmt(buf, n, "%u.%016llx", uid, (unsigned long long)key_hash) < 0 ? -ENAMETOOLONG : 0;
 }
 
 int spool_name_cancel(char *buf, size_t n, const char *id)
@@ -72,6 +71,11 @@ int spool_name_redo(char *buf, size_t n, const char *name)
 int spool_name_hoist(char *buf, size_t n, unsigned uid, const char *id)
 {
 	return pathfmt(buf, n, ".hoist.%u.%s", uid, id) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int spool_name_hoist_copy(char *buf, size_t n, unsigned uid, const char *id)
+{
+	return pathfmt(buf, n, ".copy.%u.%s", uid, id) < 0 ? -ENAMETOOLONG : 0;
 }
 
 bool spool_done_id(const char *name, char *id, size_t idlen, enum done_file *f)

@@ -1,5 +1,5 @@
 /* spool_name.h - every name on disk: the spool's suffix tables, the
- * builders of its names and their inverses (spool-layout §2, §5, §6).
+ * builders of its names and their inverses (spool-layout README §1, §2).
  * Pure: strings in, strings out, no descriptor and no struct spool, so
  * that it sits below the protocol (spool.c and its sections) and
  * everything above can spell a name the one way. spool.h includes it. */
@@ -32,7 +32,10 @@ int spool_name_scratch(char *buf, size_t n, const char *name, enum scratch_file 
 /* WORKER/.NAME.SUFFIX: a claim's scratch entry, relative to cur/. */
 int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char *name,
 			     enum scratch_file f);
-/* cur/.uniq.UID.HASH: the lock of a unique= key (HASH: FNV-1a of the key). */
+/* cur/.uniq/: the workers' own directory (0700) of the locks of unique=
+ * keys, UID.HASH (HASH: FNV-1a of the key), each there while a task of
+ * user UID with that key runs. */
+#define SPOOL_UNIQ_DIR ".uniq"
 int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
 /* .ID.cancel: `kart cancel`'s request to the worker running ID. */
 int spool_name_cancel(char *buf, size_t n, const char *id);
@@ -48,6 +51,10 @@ int spool_name_result_tmp(char *buf, size_t n, const char *id, int pid);
 int spool_name_redo(char *buf, size_t n, const char *name);
 /* new/.hoist.UID.ID: a task moved from drop/ on its way into new/. */
 int spool_name_hoist(char *buf, size_t n, unsigned uid, const char *id);
+/* cur/W/.copy.UID.ID: an empty file of the worker's, made to take the
+ * place of a rejected drop that its dropper still holds open for
+ * writing (§3a). */
+int spool_name_hoist_copy(char *buf, size_t n, unsigned uid, const char *id);
 
 /* The id and kind of a done/ name (ID + a known suffix): false if it has
  * none, or the id does not fit idlen. */

@@ -1,7 +1,7 @@
-/* spool_recover.c - recovery (spool-layout §11): the claims of a dead
+/* spool_recover.c - recovery (spool-layout WORKER §9): the claims of a dead
  * worker re-queued, lost or their finish completed, its directory
  * removed; and whether any worker is alive at all. Every rename here has
- * a row in spool-layout/README.md's crash-state table. */
+ * a row in spool-layout/APPENDIX.md's crash-state tables. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 
@@ -47,6 +47,38 @@ static int republish(struct spool *sp, const char *id)
 	return fsync(sp->done) < 0 ? -errno : 0;
 }
 
+/* A finish of id begun (done/ID.task linked) but not written: its
+ * files in done/ go, as if it never began, and the id is free again. */
+static void finish_undo(struct spool *sp, const char *id)
+{
+	char p[512], trash[600];
+	const enum done_file files[] = {DONE_TASK, DONE_STDOUT, DONE_STDERR};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+		if (spool_name_done(p, sizeof p, id, files[i]) == 0)
+			(void)unlinkat(sp->done, p, 0);
+	/* And the tree it may have moved, by way of .rm-NAME: not a
+	 * done/ID.out that the run's repeat would meet. */
+	if (spool_name_done(p, sizeof p, id, DONE_OUT) == 0 && spool_trash(sp->done, p, trash, sizeof trash) == 0)
+		(void)rm_rf_at(sp->done, trash);
+}
+
+int spool_finish_undo(struct spool *sp, int wdir, const char *name)
+{
+	struct stat st;
+	struct claim_meta m;
+	char p[512];
+	_cleanup_close_ int fd = open_regular(wdir, name);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_nlink != 2 || claim_meta_get(fd, name, &m) < 0 || !m.id[0] ||
+	    pathfmt(p, sizeof p, "%s.task", m.id) < 0 || !done_links(sp, p, &st))
+		return 0;
+	if (pathfmt(p, sizeof p, "%s.json", m.id) < 0 || exists_at(sp->done, p))
+		return -EEXIST; /* written: only its fsync may be missing */
+	finish_undo(sp, m.id);
+	return 1;
+}
+
 enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol, int wdir,
 				     const char *name, const char *me)
 {
@@ -62,7 +94,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 		_cleanup_close_ int fd = open_regular(wdir, name);
 		struct claim_meta m3;
 		char task[512];
-		if (fd >= 0 && claim_meta_get(fd, &m3) == 0 && m3.id[0] &&
+		if (fd >= 0 && claim_meta_get(fd, name, &m3) == 0 && m3.id[0] &&
 		    spool_name_done(task, sizeof task, m3.id, DONE_TASK) == 0 &&
 		    spool_name_redo(p, sizeof p, task) == 0 && done_links(sp, p, &st) &&
 		    unlinkat(sp->done, p, 0) == 0)
@@ -84,7 +116,7 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 			return RECOVER_ERROR;
 		if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0)
 			return errno == EWOULDBLOCK ? RECOVER_BUSY : RECOVER_ERROR;
-		(void)claim_meta_get(fd, &m);
+		(void)claim_meta_get(fd, name, &m);
 		if (st.st_nlink == 2 && m.id[0]) {
 			if (pathfmt(p, sizeof p, "%s.task", m.id) == 0 && done_links(sp, p, &st)) {
 				/* Died while finishing. */
@@ -95,22 +127,13 @@ enum recover_kind spool_recover_claim(struct spool *sp, const struct policy *pol
 					if (republish(sp, m.id) < 0)
 						return RECOVER_ERROR;
 					spool_tally_recovered(sp, wdir, name, fd, m.id);
-					ids_release(sp, m.id, &st);
+					ids_release(sp, m.id, &st, spool_claim_submitter(sp, name, fd, &st));
 					(void)unlinkat(wdir, name, 0);
 					(void)spool_scrub_task(sp, wdir, name, m.id);
 					spool_clean_scratch(wdir, name, 0);
 					return RECOVER_FINISHED;
 				}
-				const enum done_file files[] = {DONE_TASK, DONE_STDOUT, DONE_STDERR};
-				for (size_t i = 0; i < ARRAY_SIZE(files); i++)
-					if (spool_name_done(p, sizeof p, m.id, files[i]) == 0)
-						(void)unlinkat(sp->done, p, 0);
-				/* And the tree it may have moved, by way of .rm-NAME:
-				 * not a done/ID.out that the run's repeat would meet. */
-				char trash[600];
-				if (spool_name_done(p, sizeof p, m.id, DONE_OUT) == 0 &&
-				    spool_trash(sp->done, p, trash, sizeof trash) == 0)
-					(void)rm_rf_at(sp->done, trash);
+				finish_undo(sp, m.id);
 			}
 		}
 		char buf[TASK_HEADER_MAX], e[64];
@@ -158,7 +181,7 @@ int spool_recover_dir(struct spool *sp, const struct policy *pol, int wdir, cons
 	size_t nn = 0;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
-		/* A dead worker's spare scratch directories (see scratch.c). */
+		/* A dead worker's spare scratch directories (see worker_scratch.c). */
 		if (strncmp(de->d_name, ".spare.", 7) == 0)
 			(void)rm_rf_at(dirfd(dir), de->d_name);
 		if (de->d_name[0] == '.')

@@ -1,7 +1,7 @@
-/* spool_submit.c - publishing a task (spool-layout §3, the durable
- * way), reserving its id in ids/ (§3.2), the drop directories of a shared
- * spool (§3a) and the look-ups of after= (§3b). Every rename here has a
- * row in spool-layout/README.md's crash-state table. */
+/* spool_submit.c - publishing a task (spool-layout README §5),
+ * reserving its id in ids/, the drop directories of a shared spool (§6)
+ * and the look-ups of after= (WORKER §3). Every rename here has a row in
+ * spool-layout/APPENDIX.md's crash-state tables. */
 #define _GNU_SOURCE
 #include "spool_int.h"
 
@@ -44,12 +44,12 @@ bool spool_id_taken(struct spool *sp, const char *id)
 	return done_has(sp, id);
 }
 
-/* Reservations (spool-layout/README.md section 3.2). ids/ID is a
+/* Reservations (spool-layout README §5). ids/ID is a
  * symbolic link that a submitter makes before it publishes, whose target
  * is the task file's inode number in decimal. symlink(2) is exclusive
  * (EEXIST) in every language, and its target is there the moment the
  * name is: no reader ever finds half a reservation. Nothing follows it. */
-int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
+int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
 	char buf[32], *end;
 	struct stat ls;
@@ -65,16 +65,16 @@ int spool_ids_state(struct spool *sp, const char *id, const struct stat *st)
 		return IDS_OTHER;
 	errno = 0;
 	unsigned long long ino = strtoull(buf, &end, 10);
-	/* Made by the file's owner: no one reserves an id for another's
+	/* Made by the task's submitter: no one reserves an id for another's
 	 * task (on a shared spool ids are USER:NAME in any case). */
 	if (errno || ino != (unsigned long long)st->st_ino ||
-	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != st->st_uid)
+	    fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) < 0 || ls.st_uid != owner)
 		return IDS_OTHER;
 	return IDS_MINE;
 }
 
-int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, char *out,
-		      size_t outlen)
+int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st, uid_t owner,
+		      char *out, size_t outlen)
 {
 	char cand[512];
 	if (sp->ids < 0 || pathfmt(cand, sizeof cand, "%s", name) < 0)
@@ -82,7 +82,7 @@ int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st,
 	/* A re-queue that found new/NAME taken put it back as NAME.2 (and
 	 * a move from drop/ as USER:NAME.2): its reservation is NAME's. */
 	for (;;) {
-		if (spool_ids_state(sp, cand, st) == IDS_MINE)
+		if (spool_ids_state(sp, cand, st, owner) == IDS_MINE)
 			return pathfmt(out, outlen, "%s", cand) < 0 ? 0 : 1;
 		char *dot = strrchr(cand, '.');
 		if (!dot || dot == cand || !dot[1] || dot[1 + strspn(dot + 1, "0123456789")] != '\0')
@@ -93,26 +93,35 @@ int spool_reserved_id(struct spool *sp, const char *name, const struct stat *st,
 
 /* Remove ids/ID once the result it promised is durable, if it is the
  * reservation of this file (st). */
-void ids_release(struct spool *sp, const char *id, const struct stat *st)
+void ids_release(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
-	if (spool_ids_state(sp, id, st) == IDS_MINE)
+	if (spool_ids_state(sp, id, st, owner) == IDS_MINE)
 		(void)unlinkat(sp->ids, id, 0);
 }
 
 /* ---- after=: where an upstream without a result is ---- */
 
-/* 1 with *owner when the entry is there, 0 when it is not, -errno when
- * it cannot be told (the caller must not call that "absent"). */
+/* 1 with *owner (its submitter: the record of the worker's copy, else
+ * its owner) when the entry is there, 0 when it is not, -errno when it
+ * cannot be told (the caller must not call that "absent"). */
 static int owner_at(int dirfd, const char *name, uid_t *owner)
 {
 	struct stat st;
 	if (dirfd < 0)
 		return 0;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		*owner = st.st_uid;
-		return 1;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+	*owner = st.st_uid;
+	if (S_ISREG(st.st_mode) && (st.st_uid == 0 || st.st_uid == geteuid())) {
+		_cleanup_close_ int fd = open_regular(dirfd, name);
+		struct stat fst;
+		struct submitter by;
+		if (fd >= 0 && fstat(fd, &fst) == 0 && same_inode(&fst, &st)) {
+			spool_submitter(fd, &fst, &by);
+			*owner = by.uid;
+		}
 	}
-	return errno == ENOENT || errno == ENAMETOOLONG ? 0 : -errno;
+	return 1;
 }
 
 int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
@@ -148,13 +157,17 @@ int spool_id_pending(struct spool *sp, const char *id, uid_t uid, uid_t *owner)
 }
 
 /* With a drop directory, the name there is base.N and the id is the
- * prefix and that name: both must be free. */
+ * prefix and that name: both must be free, looked for in the order a
+ * drop moves (drop/USER/, new/.hoist.UID.ID, then as any id). */
 static bool drop_taken(struct spool *sp, const char *name)
 {
-	char id[TASK_NAME_MAX + 80];
+	char id[TASK_NAME_MAX + 80], hoist[NAME_MAX + 1];
 	if (pathfmt(id, sizeof id, "%s%s", sp->idprefix, name) < 0)
 		return true;
-	return exists_at(sp->dropd, name) || spool_id_taken(sp, id);
+	return exists_at(sp->dropd, name) ||
+	       (spool_name_hoist(hoist, sizeof hoist, (unsigned)geteuid(), id) == 0 &&
+		exists_at(sp->new, hoist)) ||
+	       spool_id_taken(sp, id);
 }
 
 int spool_pick_id(struct spool *sp, const char *base, char *out, size_t outlen)
@@ -271,7 +284,9 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		if (mkdirat(sp->drop, user, 0700) < 0 && errno != EEXIST)
 			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		int d = openat(sp->drop, user, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+		/* EACCES: another user's 0700 directory under our name, a
+		 * squat we cannot even open; a worker moves it as any other. */
+		if (d < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP && errno != EACCES)
 			return ERR(-1, "%s/drop/%s: %s", sp->path, user, strerror(errno));
 		if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == me) {
 			/* Writable by us alone, or a worker trusts nothing in it. */
@@ -286,10 +301,13 @@ int spool_use_drop(struct spool *sp, char *err, size_t errlen)
 		}
 		if (d >= 0)
 			close(d);
-		if (tries >= 50)
+		if (tries >= 50 && d >= 0)
 			return ERR(-1, "%s/drop/%s is not yours (owned by uid %u): a worker moves such a "
 				   "directory away when it sees it; is a worker running?",
-				   sp->path, user, d >= 0 ? (unsigned)st.st_uid : 0u);
+				   sp->path, user, (unsigned)st.st_uid);
+		if (tries >= 50)
+			return ERR(-1, "%s/drop/%s is not yours (you cannot open it): a worker moves such "
+				   "a directory away when it sees it; is a worker running?", sp->path, user);
 		usleep(100000);
 	}
 }
@@ -333,7 +351,7 @@ static int write_task(int fd, const char *data, size_t len, const char *keep, bo
 		const char *nl = memchr(data, '\n', len);
 		split = nl ? (size_t)(nl - data) + 1 : len;
 	}
-	/* Escaped: a value ends at a space (section 3.1). */
+	/* Escaped: a value ends at a space (spool-layout README §3). */
 	char enc[3 * TASK_NAME_MAX + 1], line[sizeof enc + 32];
 	if (pct_encode(keep, enc, sizeof enc) < 0)
 		return -ENAMETOOLONG;
@@ -345,6 +363,74 @@ static int write_task(int fd, const char *data, size_t len, const char *keep, bo
 	if (r == 0)
 		r = write_all(fd, data + split, len - split);
 	return r;
+}
+
+/* The looks of a search for a free id: cur/'s worker directories are
+ * read once (an id a task may be claimed under meanwhile is still looked
+ * for afresh after its reservation, spool_id_taken). */
+struct idsearch {
+	struct spool *sp;
+	const char *base;
+	size_t pl; /* a drop directory's id prefix: its length, or 0 */
+	struct strv workers;
+	bool listed;
+};
+
+static void idsearch_free(struct idsearch *q) { strv_free(&q->workers); }
+
+/* Does NAME.n (and its id) look taken: reserved, queued, claimed, done? */
+static bool seen_taken(struct idsearch *q, int n)
+{
+	struct spool *sp = q->sp;
+	char name[TASK_NAME_MAX + 16], id[TASK_NAME_MAX + 96], held[TASK_NAME_MAX + 24], p[512];
+	if (next_id(q->base, n, name, sizeof name) < 0 ||
+	    pathfmt(id, sizeof id, "%s%s", q->pl ? sp->idprefix : "", name) < 0)
+		return true;
+	if (q->pl && exists_at(sp->dropd, name))
+		return true;
+	/* A reservation counts here only if it is ours: ids/ is every
+	 * member's to write, and another's squats would steer the steps
+	 * below (a few dozen would end the search); the reservation itself
+	 * still refuses a squatted id, one at a time. */
+	struct stat st;
+	if ((sp->ids >= 0 && fstatat(sp->ids, id, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == geteuid()) ||
+	    exists_at(sp->new, id) ||
+	    (spool_held_name(id, held, sizeof held) == 0 && exists_at(sp->new, held)))
+		return true;
+	if (!q->listed)
+		q->listed = dir_names(sp->cur, ".", &q->workers) == 0;
+	for (size_t i = 0; i < q->workers.n; i++)
+		if (q->workers.v[i][0] != '.' && pathfmt(p, sizeof p, "%s/%s", q->workers.v[i], id) == 0 &&
+		    exists_at(sp->cur, p))
+			return true;
+	return done_has(sp, id);
+}
+
+/* NAME.n is taken: the next id that looks free after the run of taken
+ * ids n is in, found by steps that double, then halve. A name submitted
+ * a thousand times costs a few dozen looks, not a thousand (the ids of a
+ * name are taken from the first on). A free id within the run (a result
+ * kart gc removed) is passed over: the id is still one no task has. */
+static int skip_taken(struct idsearch *q, int n)
+{
+	int lo = n, hi, step = 1;
+	for (;;) {
+		hi = lo + step;
+		if (hi > 1000000)
+			return n + 1; /* no end to the run in sight (planted?): one by one */
+		if (!seen_taken(q, hi))
+			break;
+		lo = hi;
+		step *= 2;
+	}
+	while (hi - lo > 1) {
+		int mid = lo + (hi - lo) / 2;
+		if (seen_taken(q, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return hi;
 }
 
 int spool_submit(struct spool *sp, const char *base, const void *data, size_t len,
@@ -379,7 +465,8 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	char name[TASK_NAME_MAX + 16];
 	int r = 0, written = -1; /* what fd holds: -1 nothing, 0 data, 1 data with name= */
 	bool reserved = false, published = false;
-	for (int n = 1; n < 1000000; n++) {
+	__attribute__((cleanup(idsearch_free))) struct idsearch q = {.sp = sp, .base = base, .pl = pl};
+	for (int n = 1; n < 1000000; n = skip_taken(&q, n)) {
 		r = next_id(base, n, name, sizeof name);
 		if (r == 0 && strlen(name) + pl > TASK_NAME_MAX)
 			r = -ENAMETOOLONG;
@@ -387,15 +474,13 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 			r = pathfmt(id, idlen, "%s%s", pl ? sp->idprefix : "", name);
 		if (r < 0)
 			break;
-		/* Reserve the id first (section 3.2): a symlink ids/ID -> INO,
+		/* Reserve the id first (README §5): a symlink ids/ID -> INO,
 		 * which fails with EEXIST when anyone holds it. */
 		reserved = false;
 		if (sp->ids >= 0) {
-			/* An id seen taken needs no reservation (a name reused a
-			 * thousand times would cost two calls an id); the look
-			 * after the reservation is the one that counts. */
-			if (pl ? drop_taken(sp, name) : spool_id_taken(sp, id))
-				continue;
+			/* Reserved first, without a look: a symlink (and an
+			 * unlink if the id is taken) costs less than one. The
+			 * look after the reservation is the one that counts. */
 			if (symlinkat(ino, sp->ids, id) == 0)
 				reserved = true;
 			else if (errno == EEXIST)
@@ -481,28 +566,28 @@ int spool_submit(struct spool *sp, const char *base, const void *data, size_t le
 	return 0;
 }
 
-/* The id's reservation names the task file's inode (spool-layout/README.md
- * section 3.2), and the edited task is a new file: the reservation
- * follows it, replaced in one rename (a new link under a dot name, then
- * over ids/ID), owned as the task is, or the finisher would give the
- * edited task another id than the one its submitter was told. */
+/* The id's reservation names the task file's inode (spool-layout README
+ * §8), and the edited task is a new file: if ids/ID is owner's
+ * reservation of old, it follows, replaced in one rename (a new link
+ * under a dot name, then over ids/ID), owned by owner (the task's
+ * submitter), or the finisher would give the edited task another id than
+ * the one its submitter was told. */
 static void ids_follow(struct spool *sp, const char *name, const struct stat *old,
-		       const struct stat *now)
+		       const struct stat *now, uid_t owner)
 {
-	char tmp[64], ino[32];
-	const char *id = spool_held_id(name);
+	char tmp[64], ino[32], id[TASK_NAME_MAX + 1];
+	const char *queued = spool_held_id(name);
 	if (sp->ids < 0)
 		return;
-	if (!id)
-		id = name;
-	if (spool_ids_state(sp, id, old) != IDS_MINE)
+	/* Its id may be its name's base: a re-queue onto a taken name made
+	 * it ID.2 (README §7). */
+	if (spool_reserved_id(sp, queued ? queued : name, old, owner, id, sizeof id) != 1)
 		return;
 	snprintf(ino, sizeof ino, "%llu", (unsigned long long)now->st_ino);
 	snprintf(tmp, sizeof tmp, ".follow.%d.%llu", getpid(), (unsigned long long)now->st_ino);
 	if (symlinkat(ino, sp->ids, tmp) < 0)
 		return;
-	if ((geteuid() != now->st_uid &&
-	     fchownat(sp->ids, tmp, now->st_uid, now->st_gid, AT_SYMLINK_NOFOLLOW) < 0) ||
+	if ((geteuid() != owner && fchownat(sp->ids, tmp, owner, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) ||
 	    renameat(sp->ids, tmp, sp->ids, id) < 0)
 		(void)unlinkat(sp->ids, tmp, 0);
 	else
@@ -510,24 +595,24 @@ static void ids_follow(struct spool *sp, const char *name, const struct stat *ol
 }
 
 int spool_replace_queued(struct spool *sp, const char *staged, const char *name,
-			 const struct stat *old, const struct stat *st)
+			 const struct stat *old, const struct stat *st, uid_t owner)
 {
 	struct stat now;
 	int r;
-	if (renameat2(sp->tmp, staged, sp->new, name, RENAME_EXCHANGE) < 0) {
+	if (renameat2(sp->new, staged, sp->new, name, RENAME_EXCHANGE) < 0) {
 		r = -errno;
-		(void)unlinkat(sp->tmp, staged, 0);
+		(void)unlinkat(sp->new, staged, 0);
 		return r;
 	}
 	/* What came out must be what the caller read: else another edit
 	 * went in between, and its file goes back. */
-	if (fstatat(sp->tmp, staged, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(old, &now)) {
-		if (renameat2(sp->tmp, staged, sp->new, name, RENAME_EXCHANGE) == 0)
-			(void)unlinkat(sp->tmp, staged, 0);
+	if (fstatat(sp->new, staged, &now, AT_SYMLINK_NOFOLLOW) < 0 || !same_inode(old, &now)) {
+		if (renameat2(sp->new, staged, sp->new, name, RENAME_EXCHANGE) == 0)
+			(void)unlinkat(sp->new, staged, 0);
 		return -ESTALE;
 	}
-	ids_follow(sp, name, old, st);
+	ids_follow(sp, name, old, st, owner);
 	r = fsync(sp->new) < 0 ? -errno : 0;
-	(void)unlinkat(sp->tmp, staged, 0);
+	(void)unlinkat(sp->new, staged, 0);
 	return r;
 }

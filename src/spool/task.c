@@ -1066,11 +1066,17 @@ static void inspect(int dirfd, const char *name, const struct policy *pol, struc
 			 strerror((int)-n));
 		return;
 	}
+	/* Whom it runs as: its record, on the worker's own copy (a shared
+	 * spool's hoist); else its owner. Never the owner of a copy. */
+	struct submitter by;
+	spool_submitter(fd, &st, &by);
+	out->uid = by.uid;
+	out->recorded = by.recorded;
 	char err[400];
 	if (task_parse(buf, (size_t)n, &out->spec, err, sizeof err) < 0 ||
 	    task_resolve_kind(&out->spec, pol, out->spec.name[0] ? out->spec.name : name, err,
 			      sizeof err) < 0 ||
-	    task_check_policy(&out->spec, pol, st.st_uid, err, sizeof err) < 0) {
+	    task_check_policy(&out->spec, pol, out->uid, err, sizeof err) < 0) {
 		snprintf(out->error, sizeof out->error, "%s", err);
 		return;
 	}

@@ -170,7 +170,8 @@ struct inspect {
 	char error[512];
 	dev_t dev;
 	ino_t ino;
-	uid_t uid;
+	uid_t uid;          /* its submitter: the record of the worker's copy, else its owner */
+	bool recorded;      /* uid is from the record (spool_submitter) */
 	mode_t mode;
 	off_t size;
 	int64_t arrived_ms; /* ctime: when it was linked or renamed in */

@@ -139,8 +139,9 @@ static void arm_timer(struct worker *w)
 	if (w->stopping && (w->nrunning || w->tasks))
 		EARLIER(w->grace_mono);
 	EARLIER(w->peers.recover_mono);
-	EARLIER(w->busy_mono);
+	EARLIER(w->busy.mono);
 	EARLIER(w->space_mono);
+	EARLIER(w->quota_mono);
 	EARLIER(sched_next_mono(w));
 	EARLIER(backend_next_mono(w));
 #undef EARLIER
@@ -185,12 +186,14 @@ static void on_timer(struct worker *w)
 		recover_own(w);
 		scan_peers(w);
 	}
-	if (w->busy_mono && w->busy_mono <= now) {
+	if (w->busy.mono && w->busy.mono <= now) {
 		busy_recheck(w);
 		dispatch(w);
 	}
 	if (w->space_mono && w->space_mono <= now)
 		dispatch(w);
+	if (w->quota_mono && w->quota_mono <= now)
+		quota_scan(w);
 	if (sched_ring(w))
 		dispatch(w);
 	backend_tick(w, now);
@@ -229,9 +232,9 @@ static void on_inotify(struct worker *w)
 				if (ev->mask & (IN_MOVE_SELF | IN_DELETE_SELF | IN_IGNORED))
 					drop_forget(w, dd);
 				else if (ev->len && !rescan) {
-					w->busy_seen = false;
+					w->busy.seen = false;
 					drop_entry(w, dd, ev->name);
-					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+					if (w->busy.seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
 						busy_arm(w);
 				}
 				continue;
@@ -248,19 +251,21 @@ static void on_inotify(struct worker *w)
 			}
 			if (!ev->len)
 				continue;
-			if (ev->wd == w->wd_done) {
+			if (ev->wd == w->after.wd_done) {
 				dep_result(w, ev->name);
 			} else if (ev->wd == w->wd_new && strcmp(ev->name, WCTL_SPOOL_PAUSED) == 0) {
 				scan_pauses(w);
 			} else if (ev->wd == w->wd_new) {
 				if (!rescan && !(ev->mask & IN_DELETE)) {
-					w->busy_seen = false;
+					w->busy.seen = false;
 					consider(w, ev->name);
-					if (w->busy_seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
+					if (w->busy.seen && (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)))
 						busy_arm(w);
 				}
 			} else if (ev->wd == w->wd_tmp) {
-				if (w->nbusy) /* a link() publisher's tmp/ name went */
+				if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO))
+					quota_note(w); /* a member's bytes, on a shared spool */
+				else if (w->nbusy) /* a link() publisher's tmp/ name went */
 					busy_arm(w);
 			} else if (ev->wd == w->wd_wdir) {
 				char name[NAME_MAX + 1];
@@ -366,6 +371,7 @@ static void on_signal(struct worker *w)
 		case SIGHUP: {
 			struct policy np;
 			char err[600];
+			policy_forget();
 			if (policy_load(&np, w->sp->path, err, sizeof err) < 0) {
 				logmsg("SIGHUP: policy NOT reloaded, the previous one stays in force: %s",
 				       err);
@@ -391,6 +397,7 @@ static void on_signal(struct worker *w)
 			for (int l = 0; l < LANE__N; l++)
 				if (w->opts->slots[l] == 0)
 					w->slots[l] = np.slots[l];
+			quota_policy(w);
 			logmsg("SIGHUP: policy reloaded (backend %s, slots fast=%d batch=%d)",
 			       backend_name(np.backend), w->slots[0], w->slots[1]);
 			spool_tally_slots(w->sp, w->slots, LANE__N);
@@ -429,7 +436,7 @@ static bool idle_and_empty(struct worker *w)
 	return w->nrunning == 0 && !w->tasks && w->heap[0].n == 0 && w->heap[1].n == 0 &&
 	       w->nbusy == 0 && w->ndeferred == 0 && w->peers.nown == 0 && w->ncommit == 0 &&
 	       w->sched.h.n == 0 &&
-	       depwait_count(w->dwait) == 0 &&
+	       depwait_count(w->after.wait) == 0 &&
 	       !w->peers.recover_mono; /* a dead peer's claim waits for its old run to go */
 }
 
@@ -460,8 +467,8 @@ static void build_seccomp(struct worker *w)
  * (make check-valgrind) reports only memory lost while it ran. */
 static void worker_release(struct worker *w)
 {
-	depwait_free(w->dwait);
-	dep_cache_free(w->dcache);
+	depwait_free(w->after.wait);
+	dep_cache_free(w->after.cache);
 	for (int l = 0; l < LANE__N; l++) {
 		for (size_t i = 0; i < w->heap[l].n; i++)
 			free(w->heap[l].v[i].name);
@@ -524,8 +531,10 @@ static void setup_loop(struct worker *w)
 		  (w->wd_drop = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR |
 								   IN_DONT_FOLLOW)) < 0))
 		die("inotify watch on %s: %s", p, strerror(errno));
+	/* On a shared spool also what members leave there (quota_note). */
 	if (pathfmt(p, sizeof p, "%s/tmp", w->sp->path) < 0 ||
-	    (w->wd_tmp = inotify_add_watch(w->ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)) < 0)
+	    (w->wd_tmp = inotify_add_watch(w->ino, p, IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR |
+							     (w->wd_drop >= 0 ? IN_CLOSE_WRITE | IN_MOVED_TO : 0))) < 0)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	if (pathfmt(p, sizeof p, "%s/cur/%s", w->sp->path, w->id) < 0 ||
 	    (w->wd_wdir = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR)) < 0)
@@ -586,7 +595,7 @@ static void setup_recover(struct worker *w)
 	w->be = backend_use(w, w->pol->backend);
 	/* Before any task has a leaf: the probe makes leaves of its own. */
 	enforce_publish(w);
-	spares_drop(w);
+	scratch_spares_drop(w);
 	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
 	struct dirent *de;
@@ -613,12 +622,13 @@ static void worker_setup(struct worker *w)
 {
 	const struct worker_opts *opts = w->opts;
 	w->sp->results_group = w->pol->results_group;
-	w->dwait = depwait_new();
-	w->dcache = dep_cache_new();
-	w->wd_done = -1;
+	w->after.wait = depwait_new();
+	w->after.cache = dep_cache_new();
+	w->after.wd_done = -1;
 	w->wdog = -1;
 	for (int l = 0; l < LANE__N; l++)
 		w->slots[l] = opts->slots[l] > 0 ? opts->slots[l] : w->pol->slots[l];
+	quota_policy(w);
 	fd_budget(w);
 
 	int r = spool_worker_open(w->sp, w->id, &w->wdir, &w->lockfd);
@@ -632,6 +642,11 @@ static void worker_setup(struct worker *w)
 	setup_recover(w);
 	logmsg("worker %s on %s: backend %s, slots fast=%d batch=%d", w->id, w->sp->path,
 	       backend_name(w->pol->backend), w->slots[0], w->slots[1]);
+	if (w->pol->shared)
+		logmsg("shared spool: each member runs %d task(s) here at once at most (slots_per_user; "
+		       "0: no bound), each for %lld s at most (timeout_max; -1: no bound)",
+		       w->pol->slots_per_user, (long long)w->pol->timeout_max_s);
+	quota_note(w);
 	log_env_missing(w->pol, "start");
 	(void)notify_send("READY=1\nSTATUS=waiting for tasks");
 	w->s_wdog = (struct src){SRC_WATCHDOG, NULL};
@@ -647,6 +662,7 @@ static void worker_setup(struct worker *w)
 	 * commit thread inherits what the loop kept. */
 	commit_start(w);
 	spawner_start(w);
+	leaves_start(w);
 	dispatch(w);
 }
 
@@ -668,7 +684,7 @@ static void worker_turn(struct worker *w, const struct epoll_event *evs, int n)
 			if (s->be->ready(w, s, evs[i].events) && s->t)
 				exited[nexited++] = s->t;
 			break;
-		case SRC_HOOK: on_hook(w, s); break;
+		case SRC_HOOK: hook_done(w, s); break;
 		case SRC_HELPER:
 			helper_done(w, (struct helper *)((char *)s - offsetof(struct helper, src)));
 			break;
@@ -699,8 +715,6 @@ static void worker_run(struct worker *w)
 			if (idle_and_empty(w))
 				return;
 		}
-		if (w->nrunning == 0 && w->heap[0].n == 0 && w->heap[1].n == 0)
-			leaves_drop(); /* nothing to run: no leaf is kept */
 		hooks_sweep(w);
 		arm_timer(w);
 		struct epoll_event evs[32];
@@ -717,7 +731,8 @@ static void worker_run(struct worker *w)
 /* The stop: the threads joined, the holder, the hooks, spares and
  * leaves gone. Leave nothing behind: our claim directory goes if it is
  * empty. A claim still in it (a re-queue that failed) keeps the .lock,
- * which our exit unlocks: that is what lets a peer recover it (§11). */
+ * which our exit unlocks: that is what lets a peer recover it
+ * (spool-layout WORKER §9). */
 static void worker_stop(struct worker *w)
 {
 	spawner_stop(w);
@@ -725,7 +740,7 @@ static void worker_stop(struct worker *w)
 	backend_stop_all(w);
 	outdir_ns_stop(&w->ons);
 	hooks_finish(w);
-	spares_drop(w);
+	scratch_spares_drop(w);
 	leaves_drop();
 	held_drop();
 	if (w->wdog >= 0)

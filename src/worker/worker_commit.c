@@ -12,7 +12,8 @@
  * writes_max at a time, each step for all of them before the
  * next: the outputs' data and then the JSONs' are sent to the disk
  * together, and each fsync mostly finds its writes done, where one result
- * after the other would wait on the disk each time (docs/PERFORMANCE.md). */
+ * after the other would wait on the disk each time (docs/PERFORMANCE.md,
+ * "Group commit"). */
 static void commit_stage(struct commit *c, struct task *batch, int writes_max)
 {
 	for (struct task *first = batch, *end; first; first = end) {

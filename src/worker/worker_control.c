@@ -154,7 +154,7 @@ static int running_request(struct spool *sp, const char *id, const char *sfx, bo
 	int r = query_id(sp, id, &q);
 	if (r < 0)
 		return r;
-	if (q.state != Q_RUNNING || pathfmt(p, sizeof p, "%s/.%s.%s", q.worker, id, sfx) < 0)
+	if (q.state != Q_RUNNING || pathfmt(p, sizeof p, "%s/.%s.%s", q.worker, query_entry(id, &q), sfx) < 0)
 		return -ENOENT;
 	if (!on)
 		return unlinkat(sp->cur, p, 0) == 0 || errno == ENOENT ? 0 : -errno;
@@ -178,9 +178,10 @@ static int drop_edit(struct spool *sp, const struct policy *pol, int rfd, const 
 		orig = openat(sp->new, held, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	}
 	struct stat st;
+	struct submitter by;
 	if (orig < 0 || fstat(orig, &st) < 0)
 		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_uid != uid)
+	if (!S_ISREG(st.st_mode) || (spool_submitter(orig, &st, &by), by.uid != uid))
 		return -EPERM;
 	/* A writer still at it (a client that did not publish by rename)
 	 * holds it open: its close brings it back (IN_CLOSE_WRITE). */
@@ -242,27 +243,30 @@ void wctl_drop_request(struct spool *sp, const struct policy *pol, const char *m
 		(void)unlinkat(dropfd, entry, 0);
 		return;
 	}
+	/* The task's own file: for a reserved id re-queued, ID.2. */
+	struct qinfo q;
+	const char *at = query_id(sp, id, &q) == 0 ? query_entry(id, &q) : id;
 	int r = 0;
 	if (strcmp(verb, "hold") == 0)
-		r = control_hold(sp, id);
+		r = control_hold(sp, at);
 	else if (strcmp(verb, "release") == 0)
-		r = control_release(sp, id);
+		r = control_release(sp, at);
 	else if (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0)
 		r = running_request(sp, id, "pause", verb[0] == 'p');
 	else if (strcmp(verb, "edit") == 0)
-		r = drop_edit(sp, pol, rfd, id, uid);
+		r = drop_edit(sp, pol, rfd, at, uid);
 	else {
 		/* cancel: a running task through its worker; a queued (or
 		 * held) one is claimed here and finished unrun, as kart cancel
 		 * does with its own claim directory. */
 		r = running_request(sp, id, "cancel", true);
 		if (r == -ENOENT) {
-			r = spool_claim(sp, wdir, id);
+			r = spool_claim(sp, wdir, at);
 			if (r == -ENOENT)
-				r = spool_claim_held(sp, wdir, id);
+				r = spool_claim_held(sp, wdir, at);
 			char newid[256];
 			if (r == 0)
-				r = spool_finish_unrun(sp, wdir, id, "cancelled",
+				r = spool_finish_unrun(sp, wdir, at, "cancelled",
 						       "cancelled by kart cancel before it ran", me, newid,
 						       sizeof newid);
 		}

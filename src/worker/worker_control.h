@@ -66,7 +66,7 @@ bool wctl_spool_paused(int newdir);
 /* ---- requests through a drop directory (a shared spool) ----------------
  * On a shared spool only workers write new/ and cur/: a user asks a
  * worker, with a file in their own drop directory, which proves who asks
- * (spool-layout §3a): drop/USER/.ctl.VERB.NAME, for the task USER:NAME.
+ * (spool-layout README §8, WORKER §8): drop/USER/.ctl.VERB.NAME, for the task USER:NAME.
  * VERB: hold, release, pause, resume, cancel (an empty file), edit (the
  * new text). The worker does it and removes the request: its removal is
  * the answer, and the spool's state says how it went. */

@@ -20,7 +20,7 @@
  * new/ by any worker finishes (the uid it must have is in the name). A
  * drop/ entry whose owner is not the user of its name is a squat: it is
  * moved into tmp/ (which kart gc empties), so it never blocks that user.
- * See spool-layout/README.md, "Shared spools". */
+ * See spool-layout README §6 and WORKER §7. */
 
 struct drop *drop_find(struct worker *w, const char *name, int wd)
 {
@@ -38,20 +38,147 @@ void drop_forget(struct worker *w, struct drop *d)
 	*d = w->drops[--w->ndrops];
 }
 
-/* Reject a drop entry: claimed straight from the drop directory into our
- * claim directory (it never passes through new/), then given its result. */
-static void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim,
-			const char *why)
+/* A rejected drop set aside: an empty file of the worker's, readable
+ * by its dropper, takes its place in cur/W/ (with empty, emptied first). */
+static void drop_set_aside(struct worker *w, const char *claim, uid_t uid, bool empty)
+{
+	char e[NAME_MAX + 1];
+	if (spool_name_hoist_copy(e, sizeof e, (unsigned)uid, claim) < 0)
+		return;
+	_cleanup_close_ int efd = openat(w->wdir, e, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int wfd = !empty ? -1 : openat(w->wdir, claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (wfd >= 0)
+		(void)!ftruncate(wfd, 0);
+	if (efd >= 0 && grant_read_acl(efd, uid) == 0 &&
+	    renameat2(w->wdir, e, w->wdir, claim, RENAME_EXCHANGE) < 0)
+		logmsg("%s: cannot set the rejected file aside from its dropper: %s", claim, strerror(errno));
+	(void)unlinkat(w->wdir, e, 0);
+}
+
+/* A rejected drop of the dropper's own (uid) is kept in done/ as the
+ * worker's: a member must not keep an object she can write, beyond her
+ * share, in the worker's directories (issue 35). Owner first (then she
+ * can change nothing more), then every attribute she set goes (a
+ * record of hers, which root's file would make trusted, first of all),
+ * mode 0600, readable by her through one ACL entry. A file she still
+ * holds open for writing keeps nothing: emptied, its writer may go on
+ * into a file of no name. One with another name is set aside, still
+ * hers. A directory is closed at its top (what she holds a descriptor
+ * into stays hers to write, out of every path). */
+static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool keep)
+{
+	struct stat st;
+	if (fstatat(w->wdir, claim, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_uid != uid || uid == geteuid())
+		return;
+	/* Another name (hers, in tmp/ or her home) keeps it: it stays hers,
+	 * counted as hers there, and out of the worker's directories. */
+	if (S_ISREG(st.st_mode) && st.st_nlink != 1) {
+		drop_set_aside(w, claim, uid, false);
+		return;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		if (fchownat(w->wdir, claim, geteuid(), getegid(), AT_SYMLINK_NOFOLLOW) < 0)
+			logmsg("%s: cannot take the rejected entry from its dropper: %s", claim, strerror(errno));
+		return;
+	}
+	_cleanup_close_ int fd = openat(w->wdir, claim, (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY |
+							    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat fst;
+	if (fd < 0 || fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino ||
+	    fchown(fd, geteuid(), getegid()) < 0) {
+		logmsg("%s: cannot take the rejected file from its dropper: %s", claim, strerror(errno));
+		return;
+	}
+	int r = spool_strip_attrs(fd, false);
+	if (r < 0)
+		logmsg("%s: cannot remove its dropper's attributes: %s", claim, strerror(-r));
+	if (fchmod(fd, S_ISDIR(st.st_mode) ? 0700 : 0600) < 0)
+		logmsg("%s: chmod: %s", claim, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return;
+	/* A name she gave it before the chown: root's now, its bytes go. */
+	if (fstat(fd, &fst) == 0 && fst.st_nlink != 1)
+		keep = false;
+	(void)grant_read_acl(fd, uid);
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0 || (errno != EAGAIN && errno != EBUSY)) {
+		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+		/* Past task_max it was never a task: its bytes are not kept. */
+		_cleanup_close_ int wfd = keep && (uint64_t)fst.st_size <= w->pol->task_max_bytes ? -1
+			: openat(w->wdir, claim, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (wfd >= 0)
+			(void)!ftruncate(wfd, 0);
+		return;
+	}
+	/* Still open for writing: set aside, emptied. */
+	drop_set_aside(w, claim, uid, true);
+}
+
+void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
+		 uid_t uid, bool keep)
 {
 	if (renameat2(dirfd, name, w->wdir, claim, RENAME_NOREPLACE) < 0) {
 		if (errno != ENOENT)
 			logmsg("%s: cannot claim for rejection: %s", claim, strerror(errno));
 		return;
 	}
+	drop_disown(w, claim, uid, keep);
 	finish_unrun(w, claim, "rejected", why);
 }
 
-/* new/.hoist.UID.USER:NAME: check what arrived, then give it its name. */
+/* Make the member's file at new/DOT (fd, read-only; st its stat; uid
+ * the dropper) the worker's, where it is: from then on it is a file
+ * whose bytes, mode, attributes and name only workers can change, and
+ * which records who dropped it (spool_task_record). The owner first,
+ * then the mode and ACLs: after them she can change nothing more (a
+ * write, a chmod, an attribute or an ACL is checked against the owner,
+ * or write permission, at each call). What she opened for writing
+ * before (a descriptor, a shared mapping) would still write: a read
+ * lease shows any, and such a file is given back to her, to be rejected
+ * as hers (drop_reject takes it again, and empties it).
+ * No byte is copied and nothing needs an fsync: a crash leaves DOT
+ * root's with or without the record, and the next look does this again.
+ * 0; else -errno, the reason to reject it (-EFBIG over task_max,
+ * -ETXTBSY open for writing, -EMLINK linked elsewhere, -EOPNOTSUPP no
+ * ACLs). */
+static int hoist_adopt(struct worker *w, const char *dot, int fd, const struct stat *st, uid_t uid)
+{
+	struct stat now;
+	if (fchown(fd, geteuid(), getegid()) < 0)
+		return -errno;
+	/* Then no one else may open it for writing (she may have made it
+	 * 0666, or given herself an ACL entry, since it was checked), and a
+	 * record of hers, which root's file would make trusted, goes. */
+	if (fchmod(fd, 0600) < 0 ||
+	    (fremovexattr(fd, "system.posix_acl_access") < 0 && errno != ENODATA && errno != ENOTSUP &&
+	     errno != EOPNOTSUPP) ||
+	    (fremovexattr(fd, KART_XATTR_BY) < 0 && errno != ENODATA && errno != ENOTSUP))
+		return -errno;
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0 && (errno == EAGAIN || errno == EBUSY)) {
+		(void)!fchown(fd, uid, (gid_t)-1);
+		return -ETXTBSY;
+	}
+	(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+	if (fstat(fd, &now) < 0)
+		return -errno;
+	/* A name she gave it (in tmp/) while it was hers, which she could
+	 * no longer give it now: its bytes go, outside her share. */
+	if (now.st_nlink != 1) {
+		struct stat ws;
+		_cleanup_close_ int wfd = openat(w->sp->new, dot, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (wfd >= 0 && fstat(wfd, &ws) == 0 && ws.st_dev == now.st_dev && ws.st_ino == now.st_ino)
+			(void)!ftruncate(wfd, 0);
+		return -EMLINK;
+	}
+	if ((uint64_t)now.st_size > w->pol->task_max_bytes)
+		return -EFBIG;
+	struct claim_meta m = {.attempt = 1, .submitted_ms = now_realtime_ms()};
+	return spool_task_record(fd, &m, uid, (unsigned long long)st->st_ino);
+}
+
+/* new/.hoist.UID.USER:NAME: check what arrived, make it the worker's
+ * (hoist_adopt), then give it its name. A crash at any step leaves the
+ * dot name: the member's file, or root's (adopted, maybe without its
+ * record yet), which the next scan of new/ finishes here. */
 void hoist_finish(struct worker *w, const char *dot)
 {
 	char *end;
@@ -60,27 +187,50 @@ void hoist_finish(struct worker *w, const char *dot)
 	if (errno || end == dot + 7 || *end != '.' || !end[1])
 		return;
 	const char *final = end + 1;
+	char why[300] = "";
 	struct stat st;
 	if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return; /* another worker finished it */
-	if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
-		char why[256];
+	_cleanup_close_ int fd = !S_ISREG(st.st_mode) ? -1
+		: openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat fst;
+	if (fd >= 0 && (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino))
+		return; /* it moved: whoever moved it goes on */
+	struct submitter by = {0};
+	if (fd >= 0)
+		spool_submitter(fd, &st, &by);
+	/* Root's (or ours) under this name: adopted, perhaps cut short before
+	 * its record (only a worker's rename from drop/UID/, after its
+	 * checks, makes the name, and only a worker chowns it). */
+	bool ours = fd >= 0 && (st.st_uid == 0 || st.st_uid == geteuid()) && (uid_t)uid != st.st_uid;
+	if (by.recorded && by.uid != (uid_t)uid)
+		snprintf(why, sizeof why, "the file from the drop directory of uid %lu records uid %u", uid,
+			 (unsigned)by.uid);
+	else if (!by.recorded && (fd < 0 || st.st_nlink != 1 || (!ours && (st.st_uid != (uid_t)uid || (st.st_mode & 022)))))
 		snprintf(why, sizeof why,
 			 "the file that arrived from the drop directory of uid %lu is not a regular file "
 			 "of that uid with one link, writable by its owner alone", uid);
-		drop_reject(w, w->sp->new, dot, final, why);
-		return;
+	else if (!by.recorded) {
+		int r = hoist_adopt(w, dot, fd, &st, (uid_t)uid);
+		if (r == -EFBIG)
+			snprintf(why, sizeof why, "the task file is larger than the limit of %llu bytes",
+				 (unsigned long long)w->pol->task_max_bytes);
+		else if (r == -ETXTBSY)
+			snprintf(why, sizeof why, "the file was opened for writing again while it was moved "
+				 "from the drop directory: a task is published whole");
+		else if (r == -EMLINK)
+			snprintf(why, sizeof why, "the file was linked elsewhere while it was moved from the "
+				 "drop directory: a task has one name; its content is not kept");
+		else if (r == -EOPNOTSUPP)
+			snprintf(why, sizeof why, "the spool's filesystem has no POSIX ACLs: the task could not "
+				 "be made the worker's and readable by its submitter alone");
+		else if (r < 0)
+			snprintf(why, sizeof why, "the worker could not take the file for its own: %s",
+				 strerror(-r));
 	}
-	/* The spool's record (attempt, submitted) starts here: whatever
-	 * user.kart the submitter set on their file before dropping it is
-	 * not ours, and goes (issue 26: a forged attempt and submitted_at). */
-	int fd = openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0) {
-		struct stat fst;
-		if (fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev &&
-		    fremovexattr(fd, KART_XATTR) < 0 && errno != ENODATA && errno != ENOTSUP)
-			logmsg("%s: cannot remove the submitter's %s: %s", final, KART_XATTR, strerror(errno));
-		close(fd);
+	if (why[0]) {
+		drop_reject(w, w->sp->new, dot, final, why, (uid_t)uid, true);
+		return;
 	}
 	char dst[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000; n++) {
@@ -93,7 +243,7 @@ void hoist_finish(struct worker *w, const char *dot)
 			break;
 	}
 	if (errno != ENOENT)
-		drop_reject(w, w->sp->new, dot, final, "no free name in new/ for it");
+		drop_reject(w, w->sp->new, dot, final, "no free name in new/ for it", (uid_t)uid, true);
 }
 
 /* One entry of a drop directory: wait for its writer, reject it, or move
@@ -103,8 +253,8 @@ static void drop_consider(struct worker *w, struct drop *d, const char *name, co
 	enum kstate ks = strset_get(&w->known, key);
 	struct inspect ins;
 	task_inspect(d->fd, name, w->pol, &ins);
-	if (ins.kind == INSPECT_REJECT && ins.nlink == 2 && spool_tmp_holds(w->sp, ins.dev, ins.ino))
-		ins.kind = INSPECT_BUSY;
+	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)
+		link_publish_look(w, d->fd, name, &ins);
 	if (ins.kind == INSPECT_IGNORE)
 		return;
 	if (ins.kind == INSPECT_BUSY) {
@@ -112,7 +262,7 @@ static void drop_consider(struct worker *w, struct drop *d, const char *name, co
 			strset_put(&w->known, key, K_BUSY);
 			w->nbusy++;
 		}
-		w->busy_seen = true;
+		w->busy.seen = true;
 		return;
 	}
 	if (ks == K_BUSY) {
@@ -140,7 +290,7 @@ static void drop_consider(struct worker *w, struct drop *d, const char *name, co
 		 pathfmt(dot, sizeof dot, ".hoist.%u.%s", (unsigned)d->uid, final) < 0)
 		snprintf(why, sizeof why, "the name %s is longer than %d bytes", final, TASK_NAME_MAX);
 	if (why[0]) {
-		drop_reject(w, d->fd, name, final, why);
+		drop_reject(w, d->fd, name, final, why, d->uid, true);
 		return;
 	}
 	if (renameat2(d->fd, name, w->sp->new, dot, RENAME_NOREPLACE) < 0) {
@@ -171,6 +321,7 @@ void drop_key(struct worker *w, const char *key)
 
 void drop_entry(struct worker *w, struct drop *d, const char *name)
 {
+	quota_note(w); /* its bytes, and its entries, count to its owner */
 	/* kart hold, edit, pause ... of a user of a shared spool. */
 	if (wctl_drop_entry(name)) {
 		wctl_drop_request(w->sp, w->pol, w->id, w->wdir, d->fd, d->name, d->uid, name);

@@ -18,7 +18,7 @@ void finish_unrun(struct worker *w, const char *name, const char *status, const 
 	else
 		log_task("finished", id, status, -1, why);
 	if (r == 0)
-		run_hook(w, id);
+		hook_run(w, id);
 }
 
 void finish_from_new(struct worker *w, const char *name, const char *status, const char *why)
@@ -57,8 +57,8 @@ void task_free(struct worker *w, struct task *t)
 		if (t->scr.fd[i] >= 0)
 			close(t->scr.fd[i]);
 	}
-	if (t->uniq_fd >= 0)
-		close(t->uniq_fd); /* its key is free: the result is written */
+	if (t->uniq_fd >= 0) /* its key is free: the result is written */
+		uniq_unlock(w->sp->cur, t->uid, t->spec.unique, t->uniq_fd);
 	if (t->outdir.mfd >= 0) {
 		(void)outdir_release(&w->ons, t->outdir.mfd);
 		close(t->outdir.mfd);
@@ -67,7 +67,7 @@ void task_free(struct worker *w, struct task *t)
 		close(t->run.out.file);
 	if (t->run.err.file >= 0)
 		close(t->run.err.file);
-	cg_files_close(&t->cgf);
+	cg_files_close(&t->leaf.files);
 	credfwd_close(&t->fwd);
 	if (t->be->cleanup)
 		t->be->cleanup(w, t);

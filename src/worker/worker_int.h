@@ -74,6 +74,7 @@ enum tevent {
 	TE_COMMITTED,     /* back from the commit thread, published */
 	TE_COMMIT_FAILED, /* back from it, not published */
 	TE_AGAIN,         /* its time to look again came, or its leaf changed */
+	TE_GIVE_UP,       /* its publish cannot succeed (commit_failed) */
 	TE_DETACH,        /* the worker stops, and its backend's run goes on without it */
 	TE_GIVE_BACK,     /* its backend did not start it, blaming it for nothing */
 	TE__N
@@ -91,19 +92,13 @@ struct src {
 	const struct backend *be; /* SRC_BACKEND: whose */
 };
 
-/* A leaf's counters that only grow: CPU times, pressure stall totals. */
-struct cg_cpu {
-	int64_t user_us, system_us;
-	int64_t pressure[CG_PSI__N];
-};
-
 /* A task's scratch directories with backend none (struct task's scr). */
 enum scr_dir { SCR_WORK, SCR_TMP, SCR_OUT, SCR_NDIRS };
 
 /* A task's parts, each owned by the file that uses it (the task's own
  * fields, below, are the record and the state machine's). */
 
-/* scratch.c's: the run's directories in the claim directory. */
+/* worker_scratch.c's: the run's directories in the claim directory. */
 struct task_scratch {
 	/* Backend none: its work, tmp and $KART_OUTDIR directories (indexed
 	 * by enum scr_dir), spares used under their own names (scratch_dir);
@@ -128,6 +123,7 @@ struct task_outdir {
 struct task_commit {
 	int err;                  /* 0: published; else -errno of the failed step */
 	bool output;              /* the failure was an fsync of its output */
+	int tries;                /* publishes failed so far (commit_failed) */
 	struct json_pending jpend; /* its JSON, staged and not yet committed */
 };
 
@@ -139,6 +135,21 @@ struct task_commit {
 struct task_back {
 	struct task *next;
 	enum tevent ev;
+};
+
+/* A task's cgroup leaf, worker_leaf.c's alone: the leaf, what was read
+ * from it after the run, and its drain. */
+struct task_leaf {
+	struct cg_leaf cg;    /* cg.mode != NONE: it ran in this leaf */
+	struct cg_usage use;  /* read from the leaf after the run (use_read) */
+	bool use_read;
+	int wd;               /* draining: watch on the leaf's cgroup.events, or -1 */
+	bool atomic;          /* draining: cgroup.kill was sent (else kill again) */
+	int64_t settle_end;   /* draining: no kill before then (0: sent, or none to send) */
+	int64_t drain_end;    /* draining: give up waiting then */
+	bool empty;           /* the leaf was removed: nothing of the run is alive */
+	struct cg_files files; /* its files, kept open with it (files_kept) */
+	bool files_kept;      /* descriptors kept across runs: the leaf is the pool's */
 };
 
 struct task {
@@ -177,19 +188,10 @@ struct task {
 	struct src s_pid, s_out, s_err;
 	struct spawn_job *job;
 	struct run_end rend;
-	/* Its limits (worker_leaf.c's leaf; rlimits.h's plan where there is
-	 * none) */
-	struct cg_leaf cg;   /* cg.mode != NONE: it ran in this leaf */
-	struct cg_usage cgu; /* read from the leaf after the run */
-	struct rl_plan rl;   /* the rlimits kart-launch sets (no leaf: the fallback) */
-	int cg_wd;           /* draining: watch on the leaf's cgroup.events, or -1 */
-	bool cg_atomic;      /* draining: cgroup.kill was sent (else kill again) */
-	bool cgu_read;
-	bool cg_empty;       /* its leaf was removed: nothing of the run is alive */
-	struct cg_cpu cg_base; /* the leaf's counters when the run began (a kept leaf's) */
-	struct cg_cpu cg_end;  /* and when it ended */
-	struct cg_files cgf;   /* its leaf's files, kept open with it (leaf_keep) */
-	int64_t drain_end;   /* draining: give up waiting then */
+	/* Its limits: worker_leaf.c's leaf, and rlimits.h's plan where
+	 * there is none (the fallback kart-launch sets). */
+	struct task_leaf leaf;
+	struct rl_plan rl;
 	struct task_scratch scr;
 	struct task_outdir outdir;
 	struct credfwd fwd;  /* its kind's credential forwarder (credfwd.h) */
@@ -211,7 +213,7 @@ struct task {
  * written and fsynced), fsyncs done/ once for the batch (group commit),
  * then removes each claim, and hands them back through an eventfd. The
  * order of steps per task, and so every crash state, is unchanged
- * (spool-layout §7). The thread touches only the spool and the tasks it
+ * (spool-layout WORKER §6). The thread touches only the spool and the tasks it
  * was given. */
 /* A thread beside the loop (the commit thread, the spawn threads): its
  * lock and condition over its queues, and the eventfd through which it
@@ -267,7 +269,7 @@ struct spawn_job {
 	uint64_t cap;
 	int ufd, sfd, rc;
 	int ifd; /* the CLI's stdin (backend container: container_env_input), or -1 */
-	bool ufd_owned; /* else ufd is the task's (t->cgf) */
+	bool ufd_owned; /* else ufd is the task's (t->leaf.files) */
 	struct run_cred cred;
 	struct confine conf;
 	bool inherit;		 /* for a thread that holds the outer half */
@@ -298,11 +300,12 @@ struct spawn_job {
 	struct leaf_join {
 		struct run_join rj;
 		const struct cg_leaf *leaf;
+		int self[CG__SLOTS]; /* rj.self_fds (leaf_join_setup) */
 	} lj;
 };
 
 /* Two: while one sleeps through a child's set-up, the other starts the
- * next task (docs/PERFORMANCE.md has the measurement). */
+ * next task (docs/PERFORMANCE.md, "Two spawn threads"). */
 #define SPAWN_THREADS 2
 
 /* Backend none has SPAWN_THREADS more, started at its first task, that
@@ -311,7 +314,8 @@ struct spawn_job {
  * loads only the seven instructions of the inner half before its exec:
  * the whole program's load (its JIT, the action cache filled by running
  * it for every syscall number, and its free at exit) is paid once per
- * thread instead of once per task (docs/PERFORMANCE.md). The
+ * thread instead of once per task (docs/PERFORMANCE.md, "The filter
+ * in two halves"). The
  * outer half lets clone3 through, so these threads can still clone
  * into a cgroup; the inner half refuses it to the task. They take only
  * jobs of backend none (nothing else may be born under that filter);
@@ -437,17 +441,22 @@ struct worker {
 	struct strset known;
 	size_t nbusy, ndeferred;
 	/* after=: the tasks of new/ waiting on others' results, and the
-	 * results read; done/ is watched (wd_done) while any waits. */
-	struct depwait *dwait;
-	struct dep_cache *dcache;
-	int wd_done;
+	 * results read; done/ is watched (wd_done) while any waits
+	 * (worker_wait.c's). */
+	struct {
+		struct depwait *wait;
+		struct dep_cache *cache;
+		int wd_done;
+	} after;
 	/* A close is reported before the writer's write access is dropped
 	 * (fsnotify_close runs early in __fput), so a lease tried on the
 	 * event can still fail: busy names are looked at again a few times,
 	 * with backoff, after each event that left one busy. */
-	int64_t busy_mono;
-	int busy_step;
-	bool busy_seen; /* consider() just found a name busy */
+	struct {
+		int64_t mono;
+		int step;
+		bool seen; /* consider() just found a name busy */
+	} busy;
 	uint64_t seq;
 	struct task *tasks; /* claimed and not yet published */
 	/* A task's slot came free, or its claim went (the state table,
@@ -467,6 +476,12 @@ struct worker {
 	int wd_etc;      /* the watch on /etc (etc_gen); -1: none, nothing of /etc held */
 	bool space_low;     /* below [worker] min_free: nothing new is claimed */
 	int64_t space_mono; /* while so, with tasks waiting: look again then */
+	/* worker_quota.c (a shared spool): a scan of tmp/ and drop/ due then
+	 * (0: none); below min_free, the members over their share (claimed
+	 * for no more), as measured at share_mono. */
+	int64_t quota_mono, share_mono;
+	uid_t over[64];
+	size_t nover;
 };
 
 struct acct {
@@ -507,6 +522,9 @@ void new_mode(struct worker *w);
 void scan_new(struct worker *w);
 void busy_arm(struct worker *w);
 void busy_recheck(struct worker *w);
+/* An entry of dirfd with two links (ins): busy while it may be a link()
+ * publish in progress, else left rejected. */
+void link_publish_look(struct worker *w, int dirfd, const char *name, struct inspect *ins);
 void dispatch(struct worker *w);
 void undefer(struct worker *w);
 /* The timer rang (sched_next_mono): the names whose time came, looked at
@@ -517,10 +535,30 @@ bool sched_ring(struct worker *w);
 struct drop *drop_find(struct worker *w, const char *name, int wd);
 void drop_forget(struct worker *w, struct drop *d);
 void hoist_finish(struct worker *w, const char *dot);
+/* Reject dirfd/name, an entry of the drop directory of uid (or its move
+ * into new/): claimed straight into our claim directory as claim (it
+ * never passes through new/), made the worker's if it is the dropper's
+ * own (a member keeps no object she can write in done/), its bytes kept
+ * only with keep and up to task_max, then given its result. */
+void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
+		 uid_t uid, bool keep);
 void drop_key(struct worker *w, const char *key);
 void drop_entry(struct worker *w, struct drop *d, const char *name);
 void drop_seen(struct worker *w, const char *name);
 void scan_drops(struct worker *w);
+
+/* ---- worker_quota.c: a shared spool's bounds on each member: slots, tmp/ and drop/, min_free */
+/* slots_per_user where kart.conf leaves it to the shared spool: half the
+ * slots, at least 1 (at start, and after SIGHUP). */
+void quota_policy(struct worker *w);
+/* Something arrived in tmp/ or a drop directory: a scan soon. */
+void quota_note(struct worker *w);
+/* Each member's entries in tmp/ and their drop directory beyond
+ * drop_max_bytes or drop_max_files: the newest rejected or removed. */
+void quota_scan(struct worker *w);
+/* Below min_free: measure who holds more than their share (over[]). */
+void quota_shares(struct worker *w);
+bool quota_over(const struct worker *w, uid_t uid);
 
 /* ---- worker_start.c: starting a claimed task: read again, whom it runs as, its backend's
  * prepare, then its spawn */
@@ -566,6 +604,9 @@ void task_requeue(struct worker *w, struct task *t);
 enum tevent stop_begin(struct worker *w, struct task *t);
 void kill_now(struct worker *w, struct task *t);
 enum tevent commit_failed(struct worker *w, struct task *t);
+/* GIVE_UP: finished lost, the failure named, without its outputs; freed
+ * (or left for recovery where even that cannot be written). */
+void publish_lost(struct worker *w, struct task *t);
 enum tevent spawn_refuse(struct worker *w, struct task *t);
 void give_back(struct worker *w, struct task *t);
 /* Is the task's memory (or pids) the policy's built-in default, which
@@ -629,12 +670,14 @@ void on_capture(struct worker *w, struct task *t, struct capture *c, enum scratc
 		uint32_t events);
 void capture_loss(struct worker *w, struct task *t);
 
-/* ---- worker_leaf.c: the per-task cgroup leaf: made, kept for the next run, drained after
- * the run */
+/* ---- worker_leaf.c: the per-task cgroup leaf: taken from a pool made and renewed ahead of
+ * time, drained after the run */
 void sweep_leaves(struct worker *w);
+void leaves_start(struct worker *w);
 void leaves_drop(void);
 int task_cgroup(struct worker *w, struct task *t, char *err, size_t errlen);
 int join_leaf(pid_t pid, void *arg);
+void leaf_join_setup(struct task *t, struct leaf_join *lj, int ufd);
 void task_cgroup_end(struct task *t);
 bool drain_begin(struct worker *w, struct task *t);
 bool drain_poll(struct worker *w, struct task *t);
@@ -665,31 +708,31 @@ void finish_from_new(struct worker *w, const char *name, const char *status, con
 void task_unlink(struct worker *w, struct task *t);
 void task_free(struct worker *w, struct task *t);
 
-/* ---- hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
+/* ---- worker_hook.c: programs run on the host: the on_done hook, the container CLI's kill and rm */
 void hooks_sweep(struct worker *w);
-void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
+void hook_spawn_host(struct worker *w, char *const argv[], char *const argv2[],
 		const char *what);
-void run_hook(struct worker *w, const char *id);
-void on_hook(struct worker *w, struct src *s);
+void hook_run(struct worker *w, const char *id);
+void hook_done(struct worker *w, struct src *s);
 void hooks_finish(struct worker *w);
 void hooks_release(struct worker *w);
 
-/* ---- acct.c: accounts, looked up once per uid, and the switch to the submitter */
+/* ---- worker_acct.c: accounts, looked up once per uid, and the switch to the submitter */
 const struct acct *acct_get(uid_t uid);
-int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
+int acct_task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal);
 
-/* ---- held.c: Landlock's system paths, held open for every task of backend none */
+/* ---- worker_held.c: Landlock's system paths, held open for every task of backend none */
 void held_drop(void);
 void held_apply(struct worker *w, struct confine *c);
-void task_paths_held(const struct task *t, struct confine *c, const char *task,
+void held_task_paths(const struct task *t, struct confine *c, const char *task,
 		     const char *const dirs[SCR_NDIRS]);
 
-/* ---- scratch.c: spare scratch directories, reused from one run to the next */
+/* ---- worker_scratch.c: spare scratch directories, reused from one run to the next */
 int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t uid, gid_t gid,
 		bool *owned, struct timespec *ct, int *dfd);
 bool scratch_retire(struct worker *w, const struct task *t, const char *name, bool keep_full,
 		    const struct timespec *ct, int *dfd);
-void spares_drop(struct worker *w);
+void scratch_spares_drop(struct worker *w);
 
 /* ---- worker_ev.c: what the loop lends the other files: epoll registration, the helper
  * threads and their hand-back on the thread's side; it calls nothing above it */

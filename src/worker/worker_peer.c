@@ -42,7 +42,7 @@ static int adopt_claim(struct worker *w, const char *name)
 {
 	_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct claim_meta m;
-	if (fd < 0 || claim_meta_get(fd, &m) < 0 || !m.run[0] || m.id[0])
+	if (fd < 0 || claim_meta_get(fd, name, &m) < 0 || !m.run[0] || m.id[0])
 		return 0;
 	int be = backend_of_run(m.run);
 	if (be < 0) {

@@ -13,28 +13,46 @@ static void reject_from_new(struct worker *w, const char *name, const char *why)
 	finish_from_new(w, name, "rejected", why);
 }
 
-/* new/NAME has two links. A link() publish has two until its writer
- * unlinks the tmp/ name: busy until then (IN_DELETE in tmp/ rings).
- * Scanning tmp/ takes time, and the writer may unlink at any moment of
- * it, so "not found" alone proves nothing: the inode is held by an
- * O_PATH descriptor and its link count read again after the scan. Still
- * two links then, the second one stayed in place through the whole scan
- * and was not in tmp/: a hard link from elsewhere, rejected. Down to one,
- * the writer unlinked while we looked: inspect the entry afresh. A tmp/
- * that cannot be read leaves the entry busy, never rejected. */
-static void link_publish_look(struct worker *w, const char *name, struct inspect *ins)
+/* Busy names are looked at again by then, at the latest. */
+static void busy_by(struct worker *w, int64_t mono)
+{
+	if (!w->busy.mono || mono < w->busy.mono)
+		w->busy.mono = mono;
+}
+
+/* How long a second link may stand before it is taken for a hard link
+ * from elsewhere: a link() publish keeps one until its writer unlinks
+ * the staging name, wherever that is (spool-layout README §5, WORKER §2). */
+#define LINK_GRACE_MS 2000
+
+/* dirfd/NAME (an entry of new/ or of a drop directory) has two links.
+ * link() and unlink() both set the file's ctime, so a second link made
+ * less than LINK_GRACE_MS ago is a publish in progress: busy, and looked
+ * at again then by the busy timer, whatever events come or not. One that
+ * has stood longer is busy while its other name is in tmp/ (a slow
+ * writer: a deletion there rings), else a hard link from elsewhere,
+ * rejected; but the writer may unlink at any moment of the scan of
+ * tmp/, so the inode, held by an O_PATH descriptor, is looked at again
+ * after it: a count or a ctime that moved means look afresh. A tmp/ that
+ * cannot be read leaves it busy, never rejected. */
+void link_publish_look(struct worker *w, int dirfd, const char *name, struct inspect *ins)
 {
 	for (int round = 0; round < 3 && ins->kind == INSPECT_REJECT && ins->nlink == 2; round++) {
-		_cleanup_close_ int fd = openat(w->sp->new, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		struct stat st;
+		_cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st, after;
 		if (fd < 0 || fstat(fd, &st) < 0) {
-			if (errno == ENOENT)
-				ins->kind = INSPECT_GONE;
-			else
-				ins->kind = INSPECT_BUSY;
+			ins->kind = errno == ENOENT ? INSPECT_GONE : INSPECT_BUSY;
 			return;
 		}
 		if (st.st_dev == ins->dev && st.st_ino == ins->ino && st.st_nlink == 2) {
+			int64_t ct = (int64_t)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+			int64_t quiet = ct + LINK_GRACE_MS - now_realtime_ms();
+			/* (Further ahead: the clock was set back; not waited for.) */
+			if (quiet > 0 && quiet <= LINK_GRACE_MS) {
+				ins->kind = INSPECT_BUSY;
+				busy_by(w, now_mono_ms() + quiet);
+				return;
+			}
 			int r = spool_tmp_holds(w->sp, st.st_dev, st.st_ino);
 			if (r != 0) {
 				if (r < 0)
@@ -43,14 +61,15 @@ static void link_publish_look(struct worker *w, const char *name, struct inspect
 				ins->kind = INSPECT_BUSY;
 				return;
 			}
-			if (fstat(fd, &st) < 0) {
+			if (fstat(fd, &after) < 0) {
 				ins->kind = INSPECT_BUSY;
 				return;
 			}
-			if (st.st_nlink == 2)
+			if (after.st_nlink == 2 && after.st_ctim.tv_sec == st.st_ctim.tv_sec &&
+			    after.st_ctim.tv_nsec == st.st_ctim.tv_nsec)
 				return; /* rejected: the other link is not a publish */
 		}
-		task_inspect(w->sp->new, name, w->pol, ins);
+		task_inspect(dirfd, name, w->pol, ins);
 	}
 }
 
@@ -63,12 +82,20 @@ void consider(struct worker *w, const char *name)
 		return;
 	}
 	enum kstate ks = strset_get(&w->known, name);
-	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_SCHEDULED || ks == K_WAITING)
+	if (ks == K_QUEUED || ks == K_DEFERRED || ks == K_WAITING)
 		return;
+	if (ks == K_SCHEDULED) {
+		/* A doorbell on a name that waits for its time: its file may
+		 * say another time now (an edit, a release, another file moved
+		 * in under the name). Forgotten, and looked at afresh. */
+		sched_queue_forget(&w->sched, name);
+		strset_del(&w->known, name);
+		ks = 0;
+	}
 	struct inspect ins;
 	task_inspect(w->sp->new, name, w->pol, &ins);
 	if (ins.kind == INSPECT_REJECT && ins.nlink == 2)
-		link_publish_look(w, name, &ins);
+		link_publish_look(w, w->sp->new, name, &ins);
 	switch (ins.kind) {
 	case INSPECT_IGNORE:
 		return;
@@ -83,7 +110,7 @@ void consider(struct worker *w, const char *name)
 			strset_put(&w->known, name, K_BUSY);
 			w->nbusy++;
 		}
-		w->busy_seen = true;
+		w->busy.seen = true;
 		return;
 	case INSPECT_REJECT:
 		if (ks == K_BUSY) {
@@ -210,8 +237,8 @@ void scan_new(struct worker *w)
 /* An event left a name busy: look again soon, then less often. */
 void busy_arm(struct worker *w)
 {
-	w->busy_step = 0;
-	w->busy_mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
+	w->busy.step = 0;
+	w->busy.mono = now_mono_ms() + BUSY_RECHECK_FIRST_MS;
 }
 
 void busy_recheck(struct worker *w)
@@ -222,15 +249,15 @@ void busy_recheck(struct worker *w)
 		for (struct strset_ent *e = w->known.b[i]; e; e = e->next)
 			if (e->st == K_BUSY && n < w->nbusy)
 				names[n++] = xstrdup(e->name);
-	w->busy_seen = false;
+	w->busy.seen = false;
+	w->busy.mono = 0; /* a second link's wait sets its own (link_publish_look) */
 	for (size_t i = 0; i < n; i++) {
 		consider(w, names[i]);
 		free(names[i]);
 	}
 	free(names);
-	w->busy_mono = 0;
-	if (w->busy_seen && ++w->busy_step < BUSY_RECHECK_STEPS)
-		w->busy_mono = now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy_step);
+	if (w->busy.seen && ++w->busy.step < BUSY_RECHECK_STEPS)
+		busy_by(w, now_mono_ms() + ((int64_t)BUSY_RECHECK_FIRST_MS << w->busy.step));
 }
 
 /* Fill free slots from the candidates, best first. */
@@ -247,12 +274,15 @@ static int user_running(const struct worker *w, uid_t uid)
 
 /* [limits] slots_per_user: a candidate whose submitter has that many
  * running waits in capped (dispatch puts it back), and the next one is
- * looked at. Past CAPPED_MAX set aside, the lane waits for this round: a
- * queue of one user's thousands is not sorted again on every dispatch. */
+ * looked at; so does one of a member over their share of the disk while
+ * the spool is below min_free (low_share, worker_quota.c). Past
+ * CAPPED_MAX set aside, the lane waits for this round: a queue of one
+ * user's thousands is not sorted again on every dispatch. */
 #define CAPPED_MAX 256
-static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped)
+static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped, bool low_share)
 {
-	if (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user)
+	if (!(low_share && quota_over(w, c->uid)) &&
+	    (!w->pol->slots_per_user || user_running(w, c->uid) < w->pol->slots_per_user))
 		return false;
 	if (capped->n == capped->cap) {
 		capped->cap = capped->cap ? capped->cap * 2 : 16;
@@ -263,25 +293,45 @@ static bool user_at_cap(struct worker *w, struct cand *c, struct prioq *capped)
 }
 
 /* Below [worker] min_free nothing new is claimed: a task started now
- * could store neither its output nor its result. Looked at only when
- * there is a task to claim, and again on the timer only while stopped
- * with tasks waiting, so an idle worker still costs nothing. Said once
- * each way. */
+ * could store neither its output nor its result. On a shared spool, a
+ * member who filled it must not stop the others (issue 35): first what
+ * members hold beyond their share of tmp/ and drop/ goes (quota_scan),
+ * then, still low, only the members who hold more than their share of
+ * the spool are claimed for no more (*low_share, quota_shares). Looked
+ * at only when there is a task to claim, and again on the timer only
+ * while low with tasks waiting, so an idle worker still costs nothing.
+ * Said once each way. */
 #define SPACE_RECHECK_MS 1000
-static bool space_ok(struct worker *w)
+static bool space_ok(struct worker *w, bool *low_share)
 {
 	struct space sp;
+	*low_share = false;
 	if (!w->pol->min_free_bytes && !w->pol->min_free_pct)
 		return true;
 	if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
 		return true; /* not known: as before there was a check */
+	bool shared = w->pol->shared && w->sp->drop >= 0;
+	if (sp.low && shared && !w->space_low) {
+		quota_scan(w);
+		if (space_check(w->sp->root, w->pol->min_free_bytes, w->pol->min_free_pct, &sp) < 0)
+			return true;
+	}
 	if (sp.low != w->space_low) {
 		char why[700];
 		space_describe(&sp, w->sp->path, why, sizeof why);
-		logmsg(sp.low ? "claiming nothing new: %s" : "claiming again: %s", why);
+		logmsg(sp.low ? (shared ? "claiming only for members within their share of the disk: %s"
+					: "claiming nothing new: %s")
+			      : "claiming again: %s",
+		       why);
+		w->share_mono = 0;
 	}
 	w->space_low = sp.low;
 	w->space_mono = sp.low ? now_mono_ms() + SPACE_RECHECK_MS : 0;
+	if (sp.low && shared) {
+		quota_shares(w);
+		*low_share = true;
+		return true;
+	}
 	return !sp.low;
 }
 
@@ -298,14 +348,15 @@ void dispatch(struct worker *w)
 	if (w->stopping || w->spool_paused)
 		return;
 	w->space_mono = 0;
-	if (w->ncommit < w->fds.backlog_max && any_claimable(w) && !space_ok(w))
+	bool low_share = false;
+	if (w->ncommit < w->fds.backlog_max && any_claimable(w) && !space_ok(w, &low_share))
 		return;
 	for (int l = 0; l < LANE__N; l++) {
 		struct prioq capped = {0};
 		while (w->used[l] < w->slots[l] && w->heap[l].n && w->ncommit < w->fds.backlog_max &&
 		       capped.n < CAPPED_MAX) {
 			struct cand c = prioq_pop(&w->heap[l]);
-			if (user_at_cap(w, &c, &capped))
+			if (user_at_cap(w, &c, &capped, low_share))
 				continue;
 			if (c.turn > w->fair.now)
 				w->fair.now = c.turn;

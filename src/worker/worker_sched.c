@@ -38,6 +38,25 @@ char *sched_queue_pop_due(struct sched_queue *q, int64_t now_ms)
 	return prioq_pop(&q->h).name;
 }
 
+void sched_queue_forget(struct sched_queue *q, const char *name)
+{
+	size_t k = 0, n = q->h.n;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(q->h.v[i].name, name) == 0)
+			free(q->h.v[i].name);
+		else
+			q->h.v[k++] = q->h.v[i];
+	}
+	if (k == n)
+		return;
+	/* The heap again, in place: pushing v[i] touches v[0..i] alone. */
+	q->h.n = 0;
+	for (size_t i = 0; i < k; i++) {
+		struct cand c = q->h.v[i];
+		prioq_push(&q->h, c);
+	}
+}
+
 void sched_queue_free(struct sched_queue *q)
 {
 	for (size_t i = 0; i < q->h.n; i++)
@@ -49,7 +68,7 @@ void sched_queue_free(struct sched_queue *q)
 int64_t sched_not_before(const struct inspect *ins)
 {
 	struct claim_meta m;
-	claim_meta_parse(ins->kattr, &m);
+	claim_meta_parse(ins->kattr, "", &m); /* its not_before alone */
 	return m.not_before_ms > ins->spec.not_before_ms ? m.not_before_ms : ins->spec.not_before_ms;
 }
 
@@ -115,38 +134,88 @@ bool uniq_first(int64_t a_ms, const char *a, int64_t b_ms, const char *b)
 	return a_ms != b_ms ? a_ms < b_ms : strcmp(a, b) < 0;
 }
 
-static int uniq_open(int curfd, uid_t uid, const char *key)
+/* cur/.uniq/, made 0700 if missing, and only if it is ours and
+ * nobody else's to open. */
+static int uniq_dir(int curfd)
 {
-	/* The key is any bytes: a hash of it names the file (FNV-1a, 64 bits). */
+	int d = openat(curfd, SPOOL_UNIQ_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d < 0 && errno == ENOENT) {
+		if (mkdirat(curfd, SPOOL_UNIQ_DIR, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		d = openat(curfd, SPOOL_UNIQ_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (d < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(d, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		close(d);
+		return -EPERM;
+	}
+	return d;
+}
+
+/* The key is any bytes: a hash of it names the file (FNV-1a, 64 bits). */
+static void uniq_name(char n[64], uid_t uid, const char *key)
+{
 	uint64_t h = 1469598103934665603ull;
 	for (const char *p = key; *p; p++)
 		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	(void)spool_name_uniq(n, 64, (unsigned)uid, h); /* 64 bytes: always fits */
+}
+
+/* Is fd still the file named n in d (not removed by its last holder)? */
+static bool uniq_current(int d, const char *n, int fd)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && fstatat(d, n, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* The lock, locked: with create, made if missing; without, -ENOENT
+ * when there is none (nobody holds it). */
+static int uniq_take(int curfd, uid_t uid, const char *key, bool create)
+{
 	char n[64];
-	(void)spool_name_uniq(n, sizeof n, (unsigned)uid, h); /* 64 bytes: always fits */
-	/* Read-only is enough for flock; 0644 lets workers of other users
-	 * on the spool take it too. */
-	int fd = openat(curfd, n, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-	return fd < 0 ? -errno : fd;
+	uniq_name(n, uid, key);
+	_cleanup_close_ int d = uniq_dir(curfd);
+	if (d < 0)
+		return d;
+	for (int tries = 0; tries < 8; tries++) {
+		int fd = openat(d, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int e = errno == EWOULDBLOCK ? -EWOULDBLOCK : -errno;
+			close(fd);
+			return e;
+		}
+		if (uniq_current(d, n, fd))
+			return fd;
+		close(fd); /* removed by its holder as we took it: again */
+	}
+	return -EAGAIN;
 }
 
 int uniq_lock(int curfd, uid_t uid, const char *key)
 {
-	int fd = uniq_open(curfd, uid, key);
-	if (fd < 0)
-		return fd;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno == EWOULDBLOCK ? -EWOULDBLOCK : -errno;
-		close(fd);
-		return e;
-	}
-	return fd;
+	return uniq_take(curfd, uid, key, true);
+}
+
+void uniq_unlock(int curfd, uid_t uid, const char *key, int fd)
+{
+	char n[64];
+	uniq_name(n, uid, key);
+	_cleanup_close_ int d = uniq_dir(curfd);
+	if (d >= 0 && uniq_current(d, n, fd))
+		(void)unlinkat(d, n, 0);
+	close(fd);
 }
 
 bool uniq_held(int curfd, uid_t uid, const char *key)
 {
-	int fd = uniq_lock(curfd, uid, key);
+	int fd = uniq_take(curfd, uid, key, false);
 	if (fd >= 0)
-		close(fd); /* free: nobody runs one */
+		uniq_unlock(curfd, uid, key, fd); /* free, and a file left by a dead holder goes */
 	return fd == -EWOULDBLOCK;
 }
 
@@ -225,7 +294,7 @@ bool sched_claimed(struct worker *w, const char *name, const struct inspect *ins
 		/* Claimed from an older look: re-queued since to wait (a
 		 * retry's delay). Back into new/, unchanged. */
 		struct claim_meta m;
-		claim_meta_parse(ins->kattr, &m);
+		claim_meta_parse(ins->kattr, name, &m);
 		int r = spool_requeue(w->sp, w->wdir, name, &m);
 		if (r < 0)
 			logmsg("%s: cannot give back to new/: %s", name, strerror(-r));

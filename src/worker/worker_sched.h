@@ -28,6 +28,8 @@ void sched_queue_push(struct sched_queue *q, int64_t at_ms, const char *name);
 int64_t sched_queue_next(const struct sched_queue *q);
 /* The first name due at now_ms (caller frees), or NULL. */
 char *sched_queue_pop_due(struct sched_queue *q, int64_t now_ms);
+/* Every entry of name goes (its file is looked at afresh). */
+void sched_queue_forget(struct sched_queue *q, const char *name);
 void sched_queue_free(struct sched_queue *q);
 
 /* When a task seen in new/ may start: the later of its not_before= and
@@ -61,11 +63,18 @@ const struct uniq_ent *uniq_other(struct uniq_index *u, int newfd, uid_t uid, co
 /* Does (a_ms, a) come before (b_ms, b)? */
 bool uniq_first(int64_t a_ms, const char *a, int64_t b_ms, const char *b);
 
-/* The running one holds its key's lock: cur/.uniq.UID.HASH, flock'ed by
- * its worker from claim to result. The kernel drops it when the worker
- * dies: no stale lock. uniq_lock: the locked fd, -EWOULDBLOCK when some
- * worker holds it, or another -errno (then nobody can tell). */
+/* The running one holds its key's lock: cur/.uniq/UID.HASH, flock'ed by
+ * its worker from claim to result, then removed. cur/.uniq/ is the
+ * workers' alone (0700): a lock a member could open, she could hold, and
+ * every later task of that key would end `cancelled` (issue 35). The
+ * kernel drops a lock when the worker dies: a file left then is stale,
+ * removed by the next look. uniq_lock: the locked fd, -EWOULDBLOCK when
+ * some worker holds it, or another -errno (then nobody can tell). */
 int uniq_lock(int curfd, uid_t uid, const char *key);
+/* Its result is written: the key is free. Removes the lock file (while
+ * it still holds it: a lock taken later on a removed file would hold
+ * nothing, so uniq_lock looks again) and closes fd. */
+void uniq_unlock(int curfd, uid_t uid, const char *key, int fd);
 /* Held by some worker (this one included)? */
 bool uniq_held(int curfd, uid_t uid, const char *key);
 

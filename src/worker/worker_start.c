@@ -20,13 +20,23 @@ static bool claim_look(struct worker *w, const char *name, struct inspect *ins)
 		struct claim_meta m = {.attempt = 1};
 		_cleanup_close_ int fd = openat(w->wdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0)
-			(void)claim_meta_get(fd, &m);
+			(void)claim_meta_get(fd, name, &m);
 		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
 			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
 		return false;
 	}
 	if (ins->kind == INSPECT_REJECT) {
 		finish_unrun(w, name, "rejected", ins->error);
+		return false;
+	}
+	/* Whom it runs as is decided here, at the claim, as in consider():
+	 * USER:NAME runs as USER or not at all, whatever it waited for. */
+	if (ins->kind == INSPECT_OK && w->sp->drop >= 0 && strchr(name, ':') &&
+	    !spool_prefix_owner_ok(name, ins->uid)) {
+		inspect_close(ins);
+		finish_unrun(w, name, "rejected",
+			     "the task came from the drop directory of another user than the one it "
+			     "would run as: a task runs only as the user who dropped it");
 		return false;
 	}
 	return ins->kind == INSPECT_OK;
@@ -49,7 +59,7 @@ static bool claim_cancelled(struct worker *w, const char *name)
 	else
 		log_task("finished", id, "cancelled", -1, NULL);
 	if (r == 0)
-		run_hook(w, id);
+		hook_run(w, id);
 	return true;
 }
 
@@ -73,23 +83,23 @@ static struct task *task_new(struct worker *w, const char *name, struct inspect 
 	limits_apply_defaults(&t->spec, w->pol);
 	t->be = w->be;
 	t->engine_oom = -1;
-	t->cg_wd = -1;
+	t->leaf.wd = -1;
 	t->uniq_fd = steal_fd(ufd);
 	t->scr.fd[SCR_WORK] = t->scr.fd[SCR_TMP] = t->scr.fd[SCR_OUT] = -1;
 	t->fwd = (struct credfwd)CREDFWD_INIT;
 	t->outdir.mfd = t->outdir.mv.src = t->outdir.mv.dst = -1;
-	cg_files_init(&t->cgf);
+	cg_files_init(&t->leaf.files);
 	t->uid = ins->uid;
 	t->run.out.file = t->run.err.file = -1;
 	t->run.pidfd = t->run.status_pipe = t->run.out.pipe = t->run.err.pipe = -1;
 	t->next = w->tasks;
 	w->tasks = t;
 	if (ins->fd >= 0) /* the task file, opened by task_inspect */
-		(void)claim_meta_get(ins->fd, &t->meta);
+		(void)claim_meta_get(ins->fd, name, &t->meta);
 	/* From here on it is the spool's record of the task: readable by its
 	 * owner (and root) alone, like its output (and its env= values are
 	 * the submitter's). */
-	if (ins->fd >= 0 && (ins->mode & 077) && fchmod(ins->fd, ins->mode & 07700) < 0)
+	if (ins->fd >= 0 && !ins->recorded && (ins->mode & 077) && fchmod(ins->fd, ins->mode & 07700) < 0)
 		logmsg("%s: cannot make the task file its submitter's alone: %s", name, strerror(errno));
 	t->submitted_ms = t->meta.submitted_ms ? t->meta.submitted_ms : arrived_ms;
 	t->started_ms = now_realtime_ms();
@@ -101,7 +111,7 @@ static struct task *task_new(struct worker *w, const char *name, struct inspect 
 static int start_who(struct worker *w, struct task *t, struct backend_start *s)
 {
 	const char *refusal = NULL;
-	s->as_user = task_cred(w, t, &s->cred, &refusal);
+	s->as_user = acct_task_cred(w, t, &s->cred, &refusal);
 	s->gid = s->as_user > 0 ? s->cred.gid : (gid_t)-1;
 	if (s->as_user < 0) {
 		finish_refused(w, t, refusal, t->errbuf);

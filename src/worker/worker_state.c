@@ -36,9 +36,10 @@ enum taction {
 	TA_DONE,           /* logged, on_done run, freed */
 	TA_FREE,           /* freed: its task file is back in new/ for retry_on */
 	TA_REQUEUE,        /* its task file back in new/ for its next attempt, freed */
-	TA_COMMIT_FAILED,  /* retried in a second (REQUEUE next where its output failed,
-			    * GRACE_OVER where the worker stops) */
+	TA_COMMIT_FAILED,  /* retried later (REQUEUE next where its output failed,
+			    * GRACE_OVER where the worker stops, GIVE_UP where it cannot be) */
 	TA_ABANDON,        /* left in cur/W/ for recovery, freed */
+	TA_LOST,           /* finished lost, its publish given up, freed */
 	TA_DETACH,         /* its run left going and its claim for recovery, freed */
 	TA_GIVE_BACK,      /* back into new/ unrun, its attempt unchanged, freed */
 	TA__N
@@ -104,6 +105,7 @@ static const struct tstep transitions[TS__N][TE__N] = {
 		[TE_AGAIN] = {TA_PUBLISH, TS_COMMITTING},
 		[TE_REQUEUE] = {TA_REQUEUE, TS_FREED},
 		[TE_GRACE_OVER] = {TA_ABANDON, TS_FREED},
+		[TE_GIVE_UP] = {TA_LOST, TS_FREED},
 	},
 };
 
@@ -121,6 +123,7 @@ static const char *const tevent_names[TE__N] = {
 	[TE_LEAF_EMPTY] = "LEAF_EMPTY",
 	[TE_RESULT] = "RESULT", [TE_RETRY_KEPT] = "RETRY_KEPT", [TE_REQUEUE] = "REQUEUE",
 	[TE_COMMITTED] = "COMMITTED", [TE_COMMIT_FAILED] = "COMMIT_FAILED", [TE_AGAIN] = "AGAIN",
+	[TE_GIVE_UP] = "GIVE_UP",
 	[TE_DETACH] = "DETACH", [TE_GIVE_BACK] = "GIVE_BACK",
 };
 
@@ -132,8 +135,9 @@ static const char *const taction_names[TA__N] = {
 	[TA_KILL_REQUEUE] = "SIGKILL (end: re-queue)", [TA_DRAIN_LOOK] = "look at the leaf",
 	[TA_COMPLETE] = "make the result", [TA_PUBLISH] = "publish",
 	[TA_DONE] = "log, on_done, free", [TA_FREE] = "free",
-	[TA_REQUEUE] = "back into new/, free", [TA_COMMIT_FAILED] = "retry in 1s",
-	[TA_ABANDON] = "leave for recovery, free", [TA_DETACH] = "leave it going, free",
+	[TA_REQUEUE] = "back into new/, free", [TA_COMMIT_FAILED] = "retry later",
+	[TA_ABANDON] = "leave for recovery, free", [TA_LOST] = "finish lost, free",
+	[TA_DETACH] = "leave it going, free",
 	[TA_GIVE_BACK] = "back into new/ unrun, free",
 };
 
@@ -219,7 +223,7 @@ static enum tevent act(struct worker *w, struct task *t, enum taction a, enum te
 	case TA_DONE:
 		log_task("finished", t->idbuf, t->res.status,
 			 t->res.started_ms ? t->res.finished_ms - t->res.started_ms : -1, t->res.error);
-		run_hook(w, t->idbuf);
+		hook_run(w, t->idbuf);
 		task_free(w, t);
 		break;
 	case TA_FREE:
@@ -232,6 +236,9 @@ static enum tevent act(struct worker *w, struct task *t, enum taction a, enum te
 		return commit_failed(w, t);
 	case TA_ABANDON:
 		abandon(w, t);
+		break;
+	case TA_LOST:
+		publish_lost(w, t);
 		break;
 	case TA_DETACH:
 		detach(w, t);

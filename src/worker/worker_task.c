@@ -93,9 +93,9 @@ static void fill_result(struct worker *w, struct task *t)
 	r->engine_key = t->be->name;
 	r->engine_json = t->be->result_json ? t->be->result_json(t) : NULL;
 	r->network = t->spec.net;
-	if (t->cg.mode != CG_MODE_NONE) {
+	if (t->leaf.cg.mode != CG_MODE_NONE) {
 		/* Limits as applied: only a leaf applies them. */
-		r->cgroup = cg_mode_name(t->cg.mode);
+		r->cgroup = cg_mode_name(t->leaf.cg.mode);
 		r->memory = t->spec.memory;
 		r->pids = t->spec.pids;
 		r->cpu_milli = t->spec.cpu_milli;
@@ -112,7 +112,7 @@ static void fill_result(struct worker *w, struct task *t)
 	}
 	r->uid = t->uid;
 	/* A root worker named the account when it switched to it
-	 * (task_cred); otherwise it is looked up here. */
+	 * (acct_task_cred); otherwise it is looked up here. */
 	if (!t->user[0]) {
 		const struct acct *a = acct_get(t->uid);
 		if (a->found)
@@ -155,7 +155,7 @@ static void result_unstarted(struct worker *w, struct task *t, const char *statu
 {
 	/* Its leaf, if one was made, goes with it; it applied nothing. */
 	task_cgroup_end(t);
-	t->cg.mode = CG_MODE_NONE;
+	t->leaf.cg.mode = CG_MODE_NONE;
 	memset(&t->rl, 0, sizeof t->rl);
 	fill_result(w, t);
 	t->res.status = status;
@@ -190,7 +190,7 @@ enum tevent task_ended(struct worker *w, struct task *t)
 	t->be->reap(w, t);
 	if (!drain_begin(w, t))
 		return TE_LEAF_EMPTY;
-	return t->cg_atomic ? TE_LEAF_KILLED : TE_NONE;
+	return t->leaf.atomic ? TE_LEAF_KILLED : TE_NONE;
 }
 
 /* Its attempt is void (interrupted by the shutdown, or its output could
@@ -262,8 +262,8 @@ static void result_outcome(struct worker *w, struct task *t, struct result *r)
 		.term_sent = t->term_sent,
 		.timeout_s = t->spec.timeout_s,
 		.kill_grace_s = t->spec.kill_grace_s >= 0 ? t->spec.kill_grace_s : w->pol->kill_grace_s,
-		.leaf = t->cg.mode != CG_MODE_NONE,
-		.oom_kills = t->cgu.oom_kills,
+		.leaf = t->leaf.cg.mode != CG_MODE_NONE,
+		.oom_kills = t->leaf.use.oom_kills,
 		.engine = t->be->engine_limits,
 		.memory = t->spec.memory,
 		.memory_builtin = memory_builtin(w->pol, &t->spec),
@@ -399,6 +399,42 @@ enum tevent task_started(struct worker *w, struct task *t)
 	return TE_NONE;
 }
 
+/* A fault of the host, which passes (a full or failing disk, a quota,
+ * a filesystem remounted read-only for a while): a publish is retried
+ * as long as it lasts. Any other failure (a name in done/ that is not
+ * what the protocol makes, a name too long) recurs at each try. */
+static bool host_fault(int e)
+{
+	return e == ENOSPC || e == EDQUOT || e == EIO || e == EROFS || e == ENOMEM || e == EAGAIN ||
+	       e == EINTR || e == EMFILE || e == ENFILE;
+}
+
+/* Retries back off from 1 s to a minute, and are logged at the 1st,
+ * 2nd, 4th... try; one that cannot succeed gives up after PUBLISH_TRIES. */
+#define PUBLISH_TRIES 5
+#define PUBLISH_RETRY_MAX_MS 60000
+
+void publish_lost(struct worker *w, struct task *t)
+{
+	char why[400], id[256];
+	snprintf(why, sizeof why, "its result could not be published in %d tries: %s; its outputs are "
+		 "not kept", t->commit.tries, strerror(-t->commit.err));
+	/* What failed may be one of them; and a finish begun goes as
+	 * recovery undoes one, so that the claim finishes anew. */
+	spool_clean_scratch(w->wdir, t->name, 0);
+	int r = spool_finish_undo(w->sp, w->wdir, t->name);
+	if (r >= 0)
+		r = spool_finish_unrun(w->sp, w->wdir, t->name, "lost", why, w->id, id, sizeof id);
+	if (r < 0) {
+		logmsg("%s: %s, nor its lost result: %s", t->name, why, strerror(-r));
+		abandon(w, t);
+		return;
+	}
+	log_task("finished", id, "lost", -1, why);
+	hook_run(w, id);
+	task_free(w, t);
+}
+
 void task_run_began(struct worker *w, struct task *t, int64_t began_mono, int64_t began_ms)
 {
 	(void)w;
@@ -415,7 +451,7 @@ void task_run_began(struct worker *w, struct task *t, int64_t began_mono, int64_
 /* Back from the commit thread, not published: retried (a full disk, an
  * I/O error: a task is never dropped), or, when its output could not be
  * made durable, run again (REQUEUE); left for recovery once the worker
- * stops (GRACE_OVER). */
+ * stops (GRACE_OVER); given up when it cannot succeed (GIVE_UP). */
 enum tevent commit_failed(struct worker *w, struct task *t)
 {
 	if (t->commit.output) {
@@ -428,8 +464,13 @@ enum tevent commit_failed(struct worker *w, struct task *t)
 		logmsg("%s: cannot publish its result: %s", t->name, strerror(-t->commit.err));
 		return TE_GRACE_OVER;
 	}
-	logmsg("%s: cannot publish its result: %s; retrying", t->name, strerror(-t->commit.err));
-	t->retry_mono = now_mono_ms() + 1000;
+	int n = ++t->commit.tries;
+	if (!host_fault(-t->commit.err) && n >= PUBLISH_TRIES)
+		return TE_GIVE_UP;
+	if ((n & (n - 1)) == 0)
+		logmsg("%s: cannot publish its result: %s; retrying (try %d)", t->name,
+		       strerror(-t->commit.err), n);
+	t->retry_mono = now_mono_ms() + (n < 7 ? 1000LL << (n - 1) : PUBLISH_RETRY_MAX_MS);
 	t->res.id = t->name;
 	t->next = w->tasks;
 	w->tasks = t;

@@ -13,7 +13,7 @@
 
 /*
  * A task of new/ whose after= names an id without a result is filed in
- * w->dwait under that id, and its name is K_WAITING in w->known; nothing
+ * w->after.wait under that id, and its name is K_WAITING in w->known; nothing
  * changes on disk. done/ is watched while any waits: a result's JSON
  * (IN_CREATE of a link, IN_MOVED_TO of a rename) releases the tasks
  * filed under its id, each looked at again (consider), one list per
@@ -21,7 +21,7 @@
  * up again. One that ended otherwise than ok gets the waiting task
  * claimed and finished `skipped`, whose own result releases its own
  * dependants in turn: the skip runs down the graph. See
- * spool-layout/README.md §3b. */
+ * spool-layout WORKER §3. */
 
 /* A waiting task as it was filed: what consider would queue it with. */
 struct dep_filed {
@@ -39,20 +39,20 @@ struct dep_filed {
 static int dep_watch(struct worker *w)
 {
 	char p[PATH_MAX];
-	if (w->wd_done >= 0)
+	if (w->after.wd_done >= 0)
 		return 0;
 	if (pathfmt(p, sizeof p, "%s/done", w->sp->path) < 0)
 		return -ENAMETOOLONG;
-	w->wd_done = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
-	return w->wd_done < 0 ? -errno : 0;
+	w->after.wd_done = inotify_add_watch(w->ino, p, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+	return w->after.wd_done < 0 ? -errno : 0;
 }
 
 /* Nothing waits: results no longer concern us (each costs events). */
 static void dep_unwatch(struct worker *w)
 {
-	if (w->wd_done >= 0 && depwait_count(w->dwait) == 0) {
-		(void)inotify_rm_watch(w->ino, w->wd_done);
-		w->wd_done = -1;
+	if (w->after.wd_done >= 0 && depwait_count(w->after.wait) == 0) {
+		(void)inotify_rm_watch(w->ino, w->after.wd_done);
+		w->after.wd_done = -1;
 	}
 }
 
@@ -71,8 +71,8 @@ static bool dep_decide(struct worker *w, const char *name, struct dep_check *dc,
 	case DEP_WAIT: {
 		struct dep_filed g = *f;
 		memcpy(g.modes, dc->pending_mode, sizeof g.modes);
-		depwait_set_max(w->dwait, w->pol->after_max);
-		r = depwait_add(w->dwait, name, dc->pending, dc->npending, &g, sizeof g, why, sizeof why);
+		depwait_set_max(w->after.wait, w->pol->after_max);
+		r = depwait_add(w->after.wait, name, dc->pending, dc->npending, &g, sizeof g, why, sizeof why);
 		if (r == 0) {
 			strset_put(&w->known, name, K_WAITING);
 			return false;
@@ -110,11 +110,11 @@ bool deps_ready(struct worker *w, const char *name, const struct inspect *ins)
 		       strerror(-r));
 		strset_put(&w->known, name, K_BUSY);
 		w->nbusy++;
-		w->busy_seen = true;
+		w->busy.seen = true;
 		return false;
 	}
 	struct dep_check dc;
-	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
+	dep_check(w->sp, w->after.cache, name, &ins->spec, ins->uid, &dc);
 	/* consider has counted a busy one out already: not known from here
 	 * on, unless filed as waiting. */
 	strset_del(&w->known, name);
@@ -145,7 +145,7 @@ static void dep_again(void *arg, const char *name, const char *const *ups, int n
 		return; /* no longer ours to release */
 	strset_del(&w->known, name);
 	struct dep_check dc;
-	dep_check_ids(w->sp, w->dcache, ups, f->modes, n, f->line, f->uid, &dc);
+	dep_check_ids(w->sp, w->after.cache, ups, f->modes, n, f->line, f->uid, &dc);
 	if (dep_decide(w, name, &dc, f))
 		queue_cand(w, name, f->lane, f->prio, f->uid, f->arrived_ms);
 }
@@ -167,7 +167,7 @@ void dep_result(struct worker *w, const char *fname)
 	char id[NAME_MAX + 1];
 	snprintf(id, sizeof id, "%.*s", (int)(l - 5), fname);
 	int64_t t0 = now_mono_ms(), c0 = thread_cpu_ms();
-	size_t n = depwait_release(w->dwait, id, dep_again, w);
+	size_t n = depwait_release(w->after.wait, id, dep_again, w);
 	if (n >= 100) /* for bench/deps: the loop's wall time, and its CPU */
 		logmsg("after=: %zu tasks waiting on %s released in %lld ms (CPU %lld ms)", n, id,
 		       (long long)(now_mono_ms() - t0), (long long)(thread_cpu_ms() - c0));
@@ -179,9 +179,9 @@ void dep_result(struct worker *w, const char *fname)
  * holds a deep chain's start-up to it). */
 void dep_scanned(struct worker *w)
 {
-	if (depwait_count(w->dwait))
-		logmsg("after=: %zu tasks wait; %llu names looked at", depwait_count(w->dwait),
-		       (unsigned long long)depwait_steps(w->dwait));
+	if (depwait_count(w->after.wait))
+		logmsg("after=: %zu tasks wait; %llu names looked at", depwait_count(w->after.wait),
+		       (unsigned long long)depwait_steps(w->after.wait));
 }
 
 /* After an overflow: every id waited on, looked up again. */
@@ -193,7 +193,7 @@ static void dep_collect(void *arg, const char *id)
 void dep_recheck(struct worker *w)
 {
 	struct strv ids = {0};
-	depwait_each_upstream(w->dwait, dep_collect, &ids);
+	depwait_each_upstream(w->after.wait, dep_collect, &ids);
 	for (size_t i = 0; i < ids.n; i++) {
 		char p[NAME_MAX + 8];
 		struct stat st;
@@ -243,7 +243,7 @@ int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 	       struct dep_inputs *di)
 {
 	struct dep_check dc;
-	dep_check(w->sp, w->dcache, name, &ins->spec, ins->uid, &dc);
+	dep_check(w->sp, w->after.cache, name, &ins->spec, ins->uid, &dc);
 	if (dc.v == DEP_SKIP || dc.v == DEP_REJECT) {
 		finish_unrun(w, name, dc.v == DEP_SKIP ? "skipped" : "rejected", dc.why);
 		return -1;
@@ -252,7 +252,7 @@ int deps_start(struct worker *w, const char *name, const struct inspect *ins,
 		/* Back to new/, its attempt unchanged: it waits there. */
 		struct claim_meta m = {.attempt = 1};
 		if (ins->fd >= 0)
-			(void)claim_meta_get(ins->fd, &m);
+			(void)claim_meta_get(ins->fd, name, &m);
 		if (spool_requeue(w->sp, w->wdir, name, &m) < 0)
 			logmsg("%s: cannot give back to new/: %s", name, strerror(errno));
 		return -1;

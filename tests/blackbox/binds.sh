@@ -375,4 +375,41 @@ test_readme_batch() {
 	done
 }
 
+# The worker's own user's paths (root's tasks on a root worker: no one's
+# credentials to take) are opened in the spawn thread, not by a vforked
+# opener, and follow no magic link: a symlink to the worker's own
+# /proc/self/fd/N (its log, its spool, its leaves' files), cwd or root
+# reaches nothing of the worker's, as through the opener of another
+# user's tasks (users.sh bind_opener_holds_nothing_of_the_worker). Each
+# such task is rejected, none runs, no error names the worker's; a plain
+# cwd= runs, with no vfork (strace: the premise that the thread opened it).
+test_own_paths_follow_no_magic_link() {
+	[ "$(id -u)" = 0 ] || { skip "needs root (the worker's own user is root)"; return; }
+	command -v strace >/dev/null || { skip "strace is missing"; return; }
+	local s d=$T_ROOT/ownfd t id err; s=$(mkspool)
+	printf '[sandbox]\nallow_root = yes\n' >"$s/kart.conf"
+	mkdir -p "$d/plain"
+	for t in $(seq 0 40) cwd root; do
+		case $t in cwd | root) ln -s "/proc/self/$t" "$d/l$t" ;; *) ln -s "/proc/self/fd/$t" "$d/l$t" ;; esac
+		printf '#!/bin/sh\n#kart: ro=%s\nhead -c 300 %s; ls %s | head -5\n' "$d/l$t" "$d/l$t" "$d/l$t" >"$s/tmp/fd$t"
+		mv "$s/tmp/fd$t" "$s/new/fd$t"
+	done
+	printf '#!/bin/sh\n#kart: cwd=%s\npwd\n' "$d/plain" >"$s/new/plain"
+	KART_BACKEND=none strace -f -qq -o "$s.strace" -e trace=vfork "$KART" -s "$s" worker --drain \
+		>>"$s.worker.log" 2>&1 || fail "the worker exited $?: $(tail -2 "$s.worker.log")"
+	for t in $(seq 0 40) cwd root; do
+		id=fd$t
+		assert_eq rejected "$(field "$s" "$id" .status)" "fd$t: status"
+		[ -s "$s/done/$id.stdout" ] && fail "fd$t ran: $(head -c 200 "$s/done/$id.stdout")"
+		err=$(field "$s" "$id" .error)
+		case $err in
+		*"$s"* | *"$s.worker.log"* | *anon_inode* | *pipe:* | *memfd* | *socket:* | *"leads to /dev"* | *"leads to /sys"*)
+			fail "fd$t: the error names the worker's: $err" ;;
+		esac
+	done
+	assert_eq ok "$(field "$s" plain .status)" "a plain cwd=: status ($(field "$s" plain .error))"
+	assert_eq "$d/plain" "$(cat "$s/done/plain.stdout")" "its cwd"
+	! grep -q 'vfork(' "$s.strace" || fail "the worker's own paths were opened by a vforked child: $(grep -m1 vfork "$s.strace")"
+}
+
 run_tests

@@ -497,7 +497,7 @@ test_lanes() {
 	stop_worker "$w"
 }
 
-# Each id once, in the furthest state it is found in (spool-layout §8):
+# Each id once, in the furthest state it is found in (spool-layout README §7):
 # done/ID.json over cur/W/ID over new/ID. The mid-finish state (claim still
 # in cur/, JSON already in done/) reads as the result's status.
 test_status_each_id_once() {

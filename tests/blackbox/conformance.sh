@@ -47,6 +47,25 @@ test_unicode_and_spaced_names() {
 	done
 }
 
+# Every place a task can be takes its id (spool-layout README §5 step
+# 2): a held task (new/.held.ID) and the earlier attempts of a retry
+# (done/ID.attempts/, left by a crashed retry) too; a client that looked
+# only at new/ID, cur/ and done/ID.task/.json printed an id another task
+# would finish under.
+test_every_taken_place() {
+	local c s id
+	s=$(mkspool)
+	for c in $(conf_clients); do
+		# A copied-in task, held: no reservation speaks for it.
+		token_task held >"$s/new/.held.held-$c"
+		mkdir "$s/done/retried-$c.attempts"
+		id=$(token_task two | c_submit "$c" "$s" "held-$c") || fail "$c: submit beside a held task"
+		assert_eq "held-$c.2" "$id" "$c: the id beside a held task"
+		id=$(token_task two | c_submit "$c" "$s" "retried-$c") || fail "$c: submit beside a retry"
+		assert_eq "retried-$c.2" "$id" "$c: the id beside a retry's attempts"
+	done
+}
+
 # A bad directive is never run: refused at submit (kart submit parses the
 # header) or rejected with an error that names the line.
 test_bad_directives() {
@@ -131,7 +150,7 @@ test_wait_and_status_each_state() {
 # with two workers; each task prints its own token. Then, per client:
 # every submission has exactly one result; the id each printed is the id
 # of its own result (the id is reserved before the task is published,
-# spool-layout/README.md section 3.2); and a wait by that id, the client's
+# spool-layout README §5); and a wait by that id, the client's
 # own for a few and done/ID.json for all, returns that task's result.
 # Prints one line of figures per client; RACE_WRONG gets the total wrong.
 race() {
@@ -263,7 +282,7 @@ EOF
 )
 	assert_eq "js str | js str.2 | ok ok js str | ok js str.2" "$out" "node module"
 	assert_eq "from string é" "$(cat "$s/done/js str.stdout" 2>/dev/null)" "node: the string body, UTF-8"
-	# No renameat2 in Node: it publishes by link() and unlink() (§3), which
+	# No renameat2 in Node: it publishes by link() and unlink() (README §5), which
 	# a worker must never take for a hard link.
 	command -v strace >/dev/null && {
 		strace -f -o "$T_ROOT/node.strace" -e trace=link,linkat,unlink,unlinkat,rename,renameat,renameat2 \

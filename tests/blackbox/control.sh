@@ -238,7 +238,10 @@ test_shared_spool_own_tasks_only() {
 	out=$(as "$U_A" kart edit --set timeout=5m "$id" 2>&1)
 	assert_eq 0 $? "alice's edit ($out)"
 	grep -q '^#kart: timeout=5m' "$S/new/.held.$id" || fail "alice's edit did not take"
-	assert_eq "$U_A" "$(stat -c %U "$S/new/.held.$id")" "the edited task's owner"
+	# The worker's file, as at the hoist, recording alice (issue 35).
+	assert_eq "root uid=$(id -u "$U_A")" \
+		"$(stat -c %U "$S/new/.held.$id") $(getfattr --only-values -n user.kart.submitter "$S/new/.held.$id" 2>/dev/null | head -1)" \
+		"the edited task's owner and submitter"
 	out=$(as "$U_A" kart release "$id" 2>&1)
 	assert_eq 0 $? "alice's release ($out)"
 	"$KART" -s "$S" resume --all >/dev/null || fail "resume --all"

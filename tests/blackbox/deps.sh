@@ -3,7 +3,7 @@
 # $KART_INPUTS/ID/ when all ended ok, and is skipped (and its own
 # dependants after it) when one did not. Unknown ids, cycles and other
 # users' tasks are rejected; a worker killed while tasks wait loses none.
-# See spool-layout/README.md §3.2.
+# See spool-layout README §5.
 . "$(dirname "$0")/../lib.sh"
 
 U_TAG=${KART_TEST_USER_TAG:-}d20

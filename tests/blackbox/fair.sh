@@ -39,7 +39,7 @@ queue() {
 # One user queues 3,000 trivial tasks; another's single task, queued
 # once the worker is busy with them, starts within a few seconds, while
 # most of the first user's are still queued. The figure is printed (and
-# kept in docs/PERFORMANCE.md).
+# kept in docs/PERFORMANCE.md, "Turns between submitters").
 test_one_user_does_not_starve_another() {
 	have_users || return
 	have_bwrap || { skip "bwrap cannot build a sandbox here"; return; }

@@ -138,7 +138,9 @@ test_memory_peak_with_and_without_limit() {
 # first open of its cgroup.kill fail, and the worker falls back to
 # freezing the leaf (v2 cgroup.freeze; v1 freezer.state, and cgroup.freeze
 # of the unified leaf where there is one), killing what it lists, and
-# thawing. Both daemons are gone when their results are there.
+# thawing. Both daemons are gone when their results are there. Each task
+# waits for the test to have found its leaf (the daemon's, from the pool)
+# and to have strace watch it.
 # trace_worker LOG ARGS...: strace on the worker's openat calls; sets SP.
 trace_worker() {
 	local log=$1; shift
@@ -154,37 +156,38 @@ untrace_worker() {
 test_kill_loop_without_cgroup_kill() {
 	have_cgroups || return
 	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
-	local s m cg u f; s=$(mkspool); m=$(marker)
+	local s m cg u f pid i l=(); s=$(mkspool); m=$(marker)
 	KART_BACKEND=none KART_LANDLOCK=off start_worker "$s"
-	cg=$(sed -n 's/^0:://p' "/proc/$WPID/cgroup")
-	if [ "$(host_mode)" = v2 ]; then
-		u=/sys/fs/cgroup${cg%/} f=$u
-	else
-		u=/sys/fs/cgroup/unified${cg%/}
-		cg=$(sed -n 's/^[0-9]*:freezer://p' "/proc/$WPID/cgroup"); f=/sys/fs/cgroup/freezer${cg%/}
-	fi
-	local i l
 	for i in 1 2; do
-		l=kart.$WPID.$i
+		printf '#!/bin/sh\n#kart: pids=50\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\n' "$((m + i))" >"$s/tmp/d$i"
+		printf 'until [ -e %s ]; do sleep 0.05; done\n' "$s.go$i" >>"$s/tmp/d$i"
+		mv "$s/tmp/d$i" "$s/new/d$i"
+		wait_until 10 eval 'pid=$(pgrep -f "^sleep $((m + i))\$")' ||
+			{ fail "d$i: the daemon never started"; stop_worker "$WPID"; return; }
+		cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+		if [ "$(host_mode)" = v2 ]; then u=/sys/fs/cgroup$cg f=$u; else
+			u=/sys/fs/cgroup/unified$cg
+			f=/sys/fs/cgroup/freezer$(sed -n 's/^[0-9]*:freezer://p' "/proc/$pid/cgroup")
+		fi
+		l[i]=${cg##*/}
 		if [ $i = 1 ]; then
-			trace_worker "$s.strace$i" -P "$u/$l/cgroup.kill"
+			trace_worker "$s.strace$i" -P "$u/cgroup.kill"
 		else
-			trace_worker "$s.strace$i" -P "$u/$l/cgroup.kill" -P "$u/$l/cgroup.freeze" \
-				-P "$f/$l/freezer.state" -e inject=openat:error=EACCES:when=1
+			trace_worker "$s.strace$i" -P "$u/cgroup.kill" -P "$u/cgroup.freeze" \
+				-P "$f/freezer.state" -e inject=openat:error=EACCES:when=1
 		fi || { fail "strace never attached"; untrace_worker; stop_worker "$WPID"; return; }
-		printf '#!/bin/sh\n#kart: pids=50\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\necho started\n' \
-			"$((m + i))" >"$s/tmp/d$i" && mv "$s/tmp/d$i" "$s/new/d$i"
+		touch "$s.go$i"
 		wait_until 30 has_result "$s" "d$i" || fail "no result for d$i"
 		untrace_worker
 		assert_eq ok "$(field "$s" "d$i" .status)" "d$i: status"
 	done
 	local left; left=$(pgrep -f "^sleep ($((m + 1))|$((m + 2)))\$")
 	[ -z "$left" ] || { fail "a daemon outlived its task: $left"; kill -9 $left; }
-	grep -q "kart.$WPID.1/cgroup.kill\", O_WRONLY|O_CLOEXEC) = [0-9]" "$s.strace1" ||
+	grep -q "${l[1]}/cgroup.kill\", O_WRONLY|O_CLOEXEC) = [0-9]" "$s.strace1" ||
 		fail "the first leaf was not emptied by cgroup.kill: $(head -5 "$s.strace1")"
-	grep -q "kart.$WPID.2/cgroup.kill.*(INJECTED)" "$s.strace2" ||
+	grep -q "${l[2]}/cgroup.kill.*(INJECTED)" "$s.strace2" ||
 		fail "the second leaf's cgroup.kill never failed (test premise): $(head -5 "$s.strace2")"
-	grep -qE "kart.$WPID.2/(cgroup.freeze|freezer.state)\", O_WRONLY\|O_CLOEXEC\) = [0-9]" "$s.strace2" ||
+	grep -qE "${l[2]}/(cgroup.freeze|freezer.state)\", O_WRONLY\|O_CLOEXEC\) = [0-9]" "$s.strace2" ||
 		fail "the second leaf was never frozen by the kill loop: $(cat "$s.strace2")"
 	stop_worker "$WPID"
 	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
@@ -234,7 +237,9 @@ EOT
 	sleep 1.5
 	# While it runs: its pids leaf holds it at 32, and it did push.
 	local d max cur events
-	d=$(leaves_of "$WPID" | while read -r x; do [ -e "$x/pids.max" ] && echo "$x"; done | head -1)
+	# (The one the bomb is in: the pool holds others, empty.)
+	d=$(leaves_of "$WPID" | while read -r x; do
+		[ -e "$x/pids.max" ] && [ "$(cat "$x/pids.current")" -gt 1 ] && echo "$x"; done | head -1)
 	if [ -z "$d" ]; then
 		fail "no pids leaf for worker $WPID while the bomb runs"
 	else
@@ -387,10 +392,12 @@ test_dead_worker_leaves_swept() {
 	assert_eq "" "$(leaves_of "$old")" "leaves of the dead worker"
 }
 
-# The leaves exist while tasks run (this test sees them) and are gone after.
+# The leaves exist while tasks run (this test sees them). After the tasks,
+# what is left is the pool's: every leaf empty, at most two per slot; and
+# nothing once the worker is gone.
 test_leaves_removed() {
 	have_cgroups || return
-	local s; s=$(mkspool)
+	local s l n=0; s=$(mkspool)
 	printf '#!/bin/sh\nsleep 2\n' >"$s/new/a"
 	printf '#!/bin/sh\nexit 3\n' >"$s/new/b"
 	KART_BACKEND=none start_worker "$s"
@@ -400,89 +407,220 @@ test_leaves_removed() {
 	wait_until 20 has_result "$s" a || fail "no result for a"
 	wait_until 20 has_result "$s" b || fail "no result for b"
 	assert_eq failed "$(field "$s" b .status)" "status of exit 3"
-	assert_eq "" "$(leaves_of "$WPID")" "leaves left after the tasks"
-	kill -TERM "$WPID"
-	wait "$WPID"
-}
-
-# ---- kept leaves ----------------------------------------------------------
-
-# SHOW_LEAF: a task's line that prints the name of its leaf (kart.PID.N).
-SHOW_LEAF='grep -o "kart\.[0-9]*\.[0-9]*" /proc/self/cgroup | sort -u'
-
-# leaf_spool: a spool whose tasks have no limits unless they ask (leaves
-# are kept for tasks without limits: none by default); sets LS.
-leaf_spool() {
-	LS=$(mkspool)
-	printf '[limits]\ndefaults = none\n' >"$LS/kart.conf"
-}
-
-# drain_all_ok SPOOL TASK...: drain on one slot; each TASK ends ok.
-drain_all_ok() {
-	local s=$1 t; shift
-	KART_BACKEND=none drain "$s" --slots 1 --batch-slots 1
-	for t in "$@"; do
-		assert_eq ok "$(field "$s" "$t" .status)" "$t: status ($(field "$s" "$t" .error))"
+	for l in $(leaves_of "$WPID"); do
+		[ -z "$(cat "$l/cgroup.procs")" ] || fail "a leaf still holds a process after the tasks: $l"
+		case $l in /sys/fs/cgroup/pids/*) ;; *) n=$((n + 1)) ;; esac
 	done
+	# 3 fast slots and 1 batch slot: 8 leaves at most, in two v1
+	# hierarchies and the unified one (v2: one).
+	[ "$n" -le 24 ] || fail "$n leaf directories for 4 slots"
+	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left after the worker"
 }
 
-# ---- refusal -----------------------------------------------------------------
+# ---- leaves reused --------------------------------------------------------
+#
+# A leaf goes back to the worker's pool after its run and serves the next
+# run (cg_leaf_renew), with its limits rewritten where they differ. The
+# tasks below are run one at a time on one slot (run_next): the leaf of
+# the last run, renewed, is the one the next task takes unless a leaf
+# with its very limits is ready, so each test says which task it expects
+# in which task's leaf, and checks it. Their shells use builtins alone
+# (one process), so that a leaf is reused on v2 too, where pids.peak
+# cannot be reset and a leaf that held more than one process is not.
 
-# Where the leaf cannot be made, a task with a limit never runs without
-# it; a task without limits runs, and says it had no cgroup.
-# A leaf that held only a task without limits is kept for the next such
-# task (no mkdir and rmdir of a leaf per task), and each task's CPU time
-# still counts from its own start; a task with a limit gets a leaf of its
-# own; and no leaf is left once the worker has nothing to run.
-test_leaf_kept_for_the_next_task() {
+# READ_LEAF: lines of sh, builtins alone, that print the name of the
+# task's leaf (its unified one on a hybrid host), then "memory N" and
+# "pids N": the limits in its own leaf's files.
+READ_LEAF='while IFS=: read -r n c p; do case $c in
+memory) m=/sys/fs/cgroup/memory$p/memory.limit_in_bytes ;; pids) q=/sys/fs/cgroup/pids$p/pids.max ;; "") u=$p ;;
+esac; done </proc/self/cgroup
+if [ -e /sys/fs/cgroup/cgroup.controllers ]; then m=/sys/fs/cgroup$u/memory.max q=/sys/fs/cgroup$u/pids.max; fi
+echo "${u##*/}"; read -r v <"$m"; echo "memory $v"; read -r v <"$q"; echo "pids $v"'
+
+# reuse_worker: a worker on one slot, backend none, Landlock off (the
+# tasks read /sys); sets RS (its spool) and WPID.
+reuse_worker() {
+	RS=$(mkspool)
+	KART_BACKEND=none KART_LANDLOCK=off start_worker "$RS" --slots 1 --batch-slots 1
+}
+
+# run_next ID LINES...: queue task ID (#!/bin/sh, then LINES), wait for
+# its result.
+run_next() {
+	local id=$1; shift
+	printf '#!/bin/sh\n' >"$RS/tmp/$id"
+	printf '%s\n' "$@" >>"$RS/tmp/$id"
+	mv "$RS/tmp/$id" "$RS/new/$id"
+	wait_until 60 has_result "$RS" "$id" || fail "no result for $id"
+}
+
+# leaf_of ID: the name of the leaf task ID ran in (its first line).
+leaf_of() { head -1 "$RS/done/$1.stdout" 2>/dev/null; }
+
+# Does this kernel let a leaf be reused? v1: yes. v2: only where a
+# memory.peak can be reset (Linux 6.12; the v2 tier's guest runs an older
+# one): there every task gets a new leaf, made ahead of time.
+leaves_reused() {
+	[ "$(host_mode)" = v1 ] && return 0
+	local d=/sys/fs/cgroup/kart-probe.$$ r=1
+	mkdir "$d" 2>/dev/null || return 1
+	{ echo reset >"$d/memory.peak"; } 2>/dev/null && r=0
+	rmdir "$d"
+	return $r
+}
+
+# in_leaf_of A B: task B ran in the leaf task A ran in, where leaves are
+# reused (else in another: a new one).
+in_leaf_of() {
+	[ -n "$(leaf_of "$1")" ] || { fail "$1 did not print its leaf"; return 1; }
+	if ! leaves_reused; then
+		[ "$(leaf_of "$1")" != "$(leaf_of "$2")" ] ||
+			fail "$2 ran in $1's leaf, which this kernel cannot renew: $(leaf_of "$2")"
+		return 0
+	fi
+	[ "$(leaf_of "$1")" = "$(leaf_of "$2")" ] ||
+		{ fail "$2 did not get $1's leaf (test premise): $(leaf_of "$1") then $(leaf_of "$2")"; return 1; }
+}
+
+# A reused leaf reports the run's own peaks, not those of the run before:
+# memory (v1: memory.max_usage_in_bytes written 0; v2: memory.peak reset
+# through the descriptor that reads it) and pids (never reset: a v1 leaf
+# whose run had more than one process gets a new pids directory; on v2 such
+# a leaf is not reused at all).
+test_reused_leaf_reports_its_own_peaks() {
 	have_cgroups || return
-	leaf_spool
-	local s=$LS show=$SHOW_LEAF
-	printf '#!/bin/sh\n#kart: priority=1\n%s\n' "$show" >"$s/new/a"
-	# About half a second of CPU, in the shell itself.
-	printf '#!/bin/sh\n#kart: priority=2\n%s\ni=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done\n' \
-		"$show" >"$s/new/burn"
-	printf '#!/bin/sh\n#kart: priority=3\n%s\n' "$show" >"$s/new/c"
-	printf '#!/bin/sh\n#kart: priority=4 pids=50\n%s\n' "$show" >"$s/new/lim"
-	drain_all_ok "$s" a burn c lim
-	local la; la=$(cat "$s/done/a.stdout")
-	[ -n "$la" ] || { fail "a did not see its leaf in /proc/self/cgroup"; return; }
-	assert_eq "$la" "$(cat "$s/done/burn.stdout")" "burn ran in a's leaf, kept"
-	assert_eq "$la" "$(cat "$s/done/c.stdout")" "c ran in a's leaf, kept"
-	local ll; ll=$(cat "$s/done/lim.stdout")
-	[ -n "$ll" ] && [ "$ll" != "$la" ] || fail "a task with a limit in a kept leaf: '$ll'"
-	local bu; bu=$(field "$s" burn .usage.cpu_user_ms)
+	reuse_worker
+	# One process holding 96M (dd's buffer).
+	run_next big "$READ_LEAF" 'exec dd if=/dev/zero of=/dev/null bs=96M count=1 2>/dev/null'
+	run_next small "$READ_LEAF"
+	# Twelve processes at once.
+	run_next many "$READ_LEAF" 'for i in 1 2 3 4 5 6 7 8 9 10 11; do sleep 1 & done; wait'
+	run_next small2 "$READ_LEAF"
+	local t
+	for t in big small many small2; do
+		assert_eq ok "$(field "$RS" $t .status)" "$t: status ($(field "$RS" $t .error))"
+	done
+	local bp sp; bp=$(field "$RS" big .usage.memory_peak_bytes); sp=$(field "$RS" small .usage.memory_peak_bytes)
+	[ "$bp" -ge $((96 << 20)) ] || fail "big: memory_peak_bytes $bp below the 96M it held"
+	in_leaf_of big small &&
+		{ [ "$sp" -lt $((16 << 20)) ] || fail "small, in big's leaf: memory_peak_bytes $sp (big's?)"; }
+	assert_eq 1 "$(field "$RS" small .usage.pids_peak)" "small: pids_peak"
+	local mp; mp=$(field "$RS" many .usage.pids_peak)
+	[ "$mp" -ge 12 ] || fail "many: pids_peak $mp, below the 12 processes it ran"
+	if [ "$(host_mode)" = v1 ]; then
+		in_leaf_of many small2
+	else
+		[ "$(leaf_of many)" != "$(leaf_of small2)" ] ||
+			fail "v2: small2 reused the leaf of a run of 12 processes (its pids.peak cannot be reset)"
+	fi
+	assert_eq 1 "$(field "$RS" small2 .usage.pids_peak)" "small2: pids_peak"
+	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
+}
+
+# After an OOM kill, the next task in that slot is not oom: the leaf that
+# held the kill is removed, never reused, and no count carries over.
+test_oom_not_carried_to_the_next_task() {
+	have_cgroups || return
+	reuse_worker
+	# One process growing without bound (tail keeps what has no newline).
+	run_next hog '#kart: memory=64M' "$READ_LEAF" 'exec tail /dev/zero'
+	assert_eq oom "$(field "$RS" hog .status)" "hog: status"
+	local i
+	for i in 1 2 3; do
+		run_next next$i '#kart: memory=64M' "$READ_LEAF" 'exec dd if=/dev/zero of=/dev/null bs=8M count=1 2>/dev/null'
+		assert_eq ok "$(field "$RS" next$i .status)" "next$i, after the OOM: status ($(field "$RS" next$i .error))"
+		[ "$(leaf_of next$i)" != "$(leaf_of hog)" ] || fail "next$i ran in the leaf that held the OOM kill"
+	done
+	in_leaf_of next1 next2
+	stop_worker "$WPID"
+}
+
+# A leaf reused by a task with other limits holds that task's limits, in
+# its files and in what the kernel does: memory up (128M held under 256M,
+# in the leaf of a 64M task), memory down (128M under 48M is an OOM kill,
+# in the leaf of the 256M task), pids down (8 forks under 4, in the leaf
+# of a task of 200: refused) and up (8 forks under 300, in the leaf of a
+# task of 5).
+test_limits_not_carried_between_tasks() {
+	have_cgroups || return
+	reuse_worker
+	local dd='exec dd if=/dev/zero of=/dev/null bs=128M count=1 2>/dev/null'
+	local forks='for i in 1 2 3 4 5 6 7 8; do sleep 1 & done; wait'
+	run_next lo '#kart: memory=64M pids=20' "$READ_LEAF"
+	run_next hi '#kart: memory=256M pids=200' "$READ_LEAF" "$dd"
+	run_next lo2 '#kart: memory=48M pids=200' "$READ_LEAF" "$dd"
+	run_next pa '#kart: memory=256M pids=200' "$READ_LEAF"
+	run_next pd '#kart: memory=256M pids=4' "$READ_LEAF" "$forks"
+	run_next pb '#kart: memory=256M pids=5' "$READ_LEAF"
+	run_next pc '#kart: memory=256M pids=300' "$READ_LEAF" "$forks"
+	local t want
+	for t in lo:64M:20 hi:256M:200 lo2:48M:200 pa:256M:200 pd:256M:4 pb:256M:5 pc:256M:300; do
+		IFS=: read -r t m p <<<"$t"
+		want=$((${m%M} << 20))
+		assert_eq "memory $want" "$(sed -n 2p "$RS/done/$t.stdout")" "$t: memory limit in its leaf"
+		assert_eq "pids $p" "$(sed -n 3p "$RS/done/$t.stdout")" "$t: pids limit in its leaf"
+	done
+	in_leaf_of lo hi
+	assert_eq ok "$(field "$RS" hi .status)" "hi: 128M under 256M, in lo's leaf (64M)"
+	in_leaf_of hi lo2
+	assert_eq oom "$(field "$RS" lo2 .status)" "lo2: 128M under 48M, in hi's leaf (256M)"
+	in_leaf_of pa pd
+	grep -qi "fork" "$RS/done/pd.stderr" 2>/dev/null ||
+		fail "pd: pids=4 in pa's leaf (200), yet 8 forks were not refused"
+	in_leaf_of pb pc
+	[ ! -s "$RS/done/pc.stderr" ] || fail "pc: pids=300 in pb's leaf (5), yet: $(head -2 "$RS/done/pc.stderr")"
+	assert_eq ok "$(field "$RS" pc .status)" "pc: status"
+	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
+}
+
+# A reused leaf's CPU times count from its own run: a task that burns
+# about half a second of CPU, then one that does not, in its leaf.
+test_reused_leaf_counts_cpu_from_its_run() {
+	have_cgroups || return
+	reuse_worker
+	run_next burn "$READ_LEAF" 'i=0; while [ $i -lt 400000 ]; do i=$((i + 1)); done'
+	run_next c "$READ_LEAF"
+	in_leaf_of burn c
+	local bu cu; bu=$(field "$RS" burn .usage.cpu_user_ms); cu=$(field "$RS" c .usage.cpu_user_ms)
 	[ "$bu" -ge 150 ] || fail "burn: cpu_user_ms $bu, expected its loop's (>= 150)"
-	local cu; cu=$(field "$s" c .usage.cpu_user_ms)
 	[ "$cu" -lt 100 ] || fail "c: cpu_user_ms $cu counts burn's time too (the leaf's total)"
-	assert_eq "" "$(find /sys/fs/cgroup -maxdepth 6 -type d -name "$la" 2>/dev/null)" \
-		"the kept leaf after the worker's exit"
+	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
 }
 
 # A leaf that had to be killed (its task left a process behind) is not
-# kept: a process born into a leaf that was once sent cgroup.kill is
-# killed at birth by this kernel. The daemon's slot is free at the kill;
-# the task with a limit after it (which takes no kept leaf and leaves
-# none) runs while the daemon's leaf drains; the last task would get
-# that leaf if it were kept.
+# reused: a process born into a leaf that was once sent cgroup.kill is
+# killed at birth by this kernel. Nor one whose task was paused (frozen).
 test_killed_leaf_not_kept() {
 	have_cgroups || return
-	leaf_spool
-	local s=$LS show=$SHOW_LEAF
-	printf '#!/bin/sh\n#kart: priority=1\n%s\nsleep 300 &\n' "$show" >"$s/new/daemon"
-	printf '#!/bin/sh\n#kart: priority=2 pids=50\n%s\nsleep 1\n' "$show" >"$s/new/limited"
-	printf '#!/bin/sh\n#kart: priority=3\n%s\necho ran\n' "$show" >"$s/new/last"
-	drain_all_ok "$s" daemon limited last
-	assert_match "ran" "$(cat "$s/done/last.stdout")" "last ran"
-	[ "$(head -1 "$s/done/daemon.stdout")" != "$(head -1 "$s/done/last.stdout")" ] ||
-		fail "last ran in the daemon's leaf, which was killed"
+	reuse_worker
+	run_next daemon "$READ_LEAF" 'sleep 300 &'
+	run_next last "$READ_LEAF" 'echo ran'
+	assert_match "ran" "$(cat "$RS/done/last.stdout")" "last ran"
+	[ "$(leaf_of daemon)" != "$(leaf_of last)" ] || fail "last ran in the daemon's leaf, which was killed"
+	# Frozen by kart pause, thawed by kart resume: its leaf goes too.
+	printf '#!/bin/sh\n%s\n%s\n' "$READ_LEAF" 'i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done' \
+		>"$RS/tmp/paused" && mv "$RS/tmp/paused" "$RS/new/paused"
+	wait_until 10 is_running "$RS" paused || { fail "paused never ran"; stop_worker "$WPID"; return; }
+	"$KART" -s "$RS" pause paused >/dev/null || fail "kart pause"
+	sleep 0.3
+	"$KART" -s "$RS" resume paused >/dev/null || fail "kart resume"
+	wait_until 60 has_result "$RS" paused || fail "no result for paused"
+	assert_ne 0 "$(field "$RS" paused .paused_ms)" "paused: paused_ms (test premise)"
+	run_next after "$READ_LEAF"
+	[ "$(leaf_of paused)" != "$(leaf_of after)" ] || fail "after ran in the leaf of a paused task"
+	stop_worker "$WPID"
 }
 
-# The kernel may refuse a leaf's rmdir for a moment after it reports the
-# leaf empty (EBUSY while it lets go of the dead): the task then waits for
-# its leaf like one with something left to kill, and finishes. strace makes
-# the first rmdir of the worker's life fail so; the task has a limit, so
-# its leaf is removed, not kept.
+# The pool's thread removes the leaves it cannot reuse, off the loop: an
+# rmdir the kernel refuses for a moment (EBUSY while it lets go of the
+# dead) is tried again, and nothing is left at the worker's exit. strace
+# makes the first rmdir of the worker's life fail so; the task runs two
+# processes at once, so that after it a directory goes (v1: its pids
+# leaf, for a new one; v2: its leaf).
 test_leaf_rmdir_busy_waited() {
 	have_cgroups || return
 	command -v strace >/dev/null || { skip "strace is missing"; return; }
@@ -492,16 +630,21 @@ test_leaf_rmdir_busy_waited() {
 	local sp=$!
 	T_PIDS+=("$sp")
 	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; return; }
-	printf '#!/bin/sh\n#kart: pids=50\necho done\n' >"$s/tmp/b" && mv "$s/tmp/b" "$s/new/b"
-	wait_until 20 has_result "$s" b || fail "no result: the task waits for a leaf it never looks at again"
+	printf '#!/bin/sh\n#kart: pids=50\nsleep 0.2 & wait\necho done\n' >"$s/tmp/b" && mv "$s/tmp/b" "$s/new/b"
+	wait_until 20 has_result "$s" b || fail "no result for b"
+	wait_until 10 grep -q 'rmdir(.*= 0$' "$s.strace" || fail "the rmdir was not tried again"
 	kill "$sp"; wait "$sp" 2>/dev/null
 	grep -q 'rmdir(.*EBUSY (Device or resource busy) (INJECTED)' "$s.strace" ||
 		fail "no rmdir was made to fail (test premise): $(head -3 "$s.strace")"
 	assert_eq ok "$(field "$s" b .status)" "status ($(field "$s" b .error))"
-	assert_eq "" "$(leaves_of "$WPID")" "leaves left after the retry"
 	stop_worker "$WPID"
+	assert_eq "" "$(leaves_of "$WPID")" "leaves left after the retry"
 }
 
+# ---- refusal -----------------------------------------------------------------
+
+# Where the leaf cannot be made, a task with a limit never runs without
+# it; a task without limits runs, and says it had no cgroup.
 test_refused_without_cgroup() {
 	have_cgroups || return
 	local s; s=$(mkspool)
@@ -720,20 +863,24 @@ test_cgroup_unwritable_parent() {
 
 # The leaf is made, but the task's process cannot be put in it: refused
 # as cgroup_join_failed, and it never ran. The fault: strace, attached to
-# the worker, fails the open of that one leaf's cgroup.procs in the pids
-# hierarchy (on v1 the worker writes it; on pure v2 the child is born in
-# its leaf by clone3 and nothing is written). Then the next task runs.
+# the worker, fails the child's write into the `tasks` file of its pids
+# leaf (on v1 the child joins its v1 leaves itself, by descriptors the
+# worker opened; on pure v2 it is born in its leaf by clone3 and nothing
+# is written). Its leaf comes from the pool the worker made ahead of
+# time: each of the pool's pids leaves is watched. Then the next task
+# runs.
 test_cgroup_join_failed_refused() {
 	have_cgroups || return
 	command -v strace >/dev/null || { skip "no strace for fault injection"; return; }
 	[ ! -e /sys/fs/cgroup/cgroup.controllers ] && [ -d /sys/fs/cgroup/pids ] ||
-		{ skip "needs a v1 pids hierarchy (the join writes its cgroup.procs)"; return; }
-	local s cg p sp; s=$(mkspool)
+		{ skip "needs a v1 pids hierarchy (the child joins it by its tasks file)"; return; }
+	local s sp d paths=(); s=$(mkspool)
 	KART_BACKEND=none start_worker "$s"
-	cg=$(sed -n 's/^[0-9]*:pids://p' "/proc/$WPID/cgroup")
-	p=/sys/fs/cgroup/pids${cg%/}/kart.$WPID.1/cgroup.procs
-	strace -f -qq -o "$s.strace" -p "$WPID" -e trace=openat -P "$p" \
-		-e inject=openat:error=EACCES &
+	wait_until 10 eval '[ "$(leaves_of "$WPID" | grep -c "^/sys/fs/cgroup/pids/")" -ge 3 ]' ||
+		{ fail "the pool never held 3 pids leaves (test premise)"; stop_worker "$WPID"; return; }
+	for d in $(leaves_of "$WPID" | grep '^/sys/fs/cgroup/pids/'); do paths+=(-P "$d/tasks"); done
+	strace -f -qq -o "$s.strace" -p "$WPID" -e trace=write "${paths[@]}" \
+		-e inject=write:error=EACCES &
 	sp=$!
 	T_PIDS+=("$sp")
 	wait_until 10 traced_by "$WPID" || { fail "strace never attached"; kill "$sp"; return; }
@@ -744,12 +891,13 @@ test_cgroup_join_failed_refused() {
 	assert_match 'could not be put in its cgroup: Permission denied' "$(field "$s" j .error)" "error"
 	assert_eq null "$(field "$s" j .stdout.path)" "it never ran"
 	assert_eq null "$(field "$s" j .limits.pids)" "no limit is claimed"
-	grep -q "cgroup.procs.*INJECTED" "$s.strace" || fail "the fault was never injected (test premise)"
+	grep -q 'write(.*"0", 1).*INJECTED' "$s.strace" || fail "the fault was never injected (test premise)"
+	kill "$sp"; wait "$sp" 2>/dev/null
+	wait_until 10 eval '! traced_by "$WPID"'
 	printf '#!/bin/sh\n#kart: pids=10\necho ran\n' >"$s/tmp/k" && mv "$s/tmp/k" "$s/new/k"
 	wait_until 20 has_result "$s" k || fail "no result for the next task"
-	assert_eq ok "$(field "$s" k .status)" "the next task, in a leaf of its own"
+	assert_eq ok "$(field "$s" k .status)" "the next task"
 	assert_eq ran "$(cat "$s/done/k.stdout")" "its output"
-	kill "$sp"; wait "$sp" 2>/dev/null
 	stop_worker "$WPID"
 	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
 }
@@ -874,7 +1022,19 @@ test_ceiling_from_conf() {
 test_dead_worker_daemon_killed_before_requeue() {
 	have_cgroups || return
 	local s m old; s=$(mkspool); m=$(marker)
-	printf '[worker]\nslots = 0\nbatch_slots = 0\n' >"$s/kart.conf"
+	# A parent of its own: any worker sweeps the leaves of dead workers
+	# under its parent, and one of another spool on this host (another
+	# test's) would take the daemon before this spool's next worker.
+	local p=/kart-dw-$$-$RANDOM dirs=() h
+	if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+		dirs=("/sys/fs/cgroup$p")
+	else
+		for h in memory pids cpu cpuacct freezer unified; do
+			[ -d "/sys/fs/cgroup/$h" ] && dirs+=("/sys/fs/cgroup/$h$p")
+		done
+	fi
+	mkdir -p "${dirs[@]}" || { fail "cannot make the parent $p"; return; }
+	printf '[worker]\nslots = 0\nbatch_slots = 0\n[limits]\ncgroup_parent = %s\n' "$p" >"$s/kart.conf"
 	printf '#!/bin/sh\n#kart: retries=1\nsetsid sleep %s </dev/null >/dev/null 2>&1 &\nsleep 100\n' \
 		"$m" >"$s/new/orphan"
 	KART_BACKEND=none start_worker "$s" --slots 1
@@ -890,6 +1050,7 @@ test_dead_worker_daemon_killed_before_requeue() {
 	[ -z "$left" ] || { fail "the daemon outlived the re-queue: $left"; kill -9 $left; }
 	assert_eq "" "$(leaves_of "$old")" "leaves of the dead worker"
 	stop_worker "$WPID"
+	rmdir "${dirs[@]}" 2>/dev/null || fail "the parent $p is not empty: $(find "${dirs[@]}" -mindepth 1 -type d)"
 }
 
 # The leaf is emptied without blocking the event loop. A process that a

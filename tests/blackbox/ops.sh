@@ -125,6 +125,7 @@ test_readme_system_spool() {
 	assert_eq "drwxrwx--T $gid" "$(stat -c '%A %g' "$s/drop")" "drop/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/tmp")" "tmp/"
 	assert_eq "drwxrws--T $gid" "$(stat -c '%A %g' "$s/ids")" "ids/ (reservations; sticky)"
+	assert_eq "1 -rw-r--r--" "$(cat "$s/format") $(stat -c %A "$s/format")" "format, the spool's format version"
 	# The unit's ExecStartPre and ExecStart, %f being the spool.
 	unit=$ROOT/contrib/systemd/kart-worker@.service
 	pre=$(sed -n 's/^ExecStartPre=//p' "$unit" | sed "s|@BINDIR@|$KART_BUILD|; s|%f|$s|")
@@ -663,7 +664,7 @@ test_clients_against_a_worker() {
 	cat "$T_ROOT"/idout/* >>"$T_ROOT/ids"
 	assert_eq 30 "$(lines "$T_ROOT/ids")" "ids printed by 30 concurrent submits"
 	# Unnamed sh submits get unique names; ten racing for one name each
-	# reserve their own id (spool-layout section 3.2): 30 distinct ids.
+	# reserve their own id (spool-layout README §5): 30 distinct ids.
 	assert_eq 10 "$(grep -v '^same\|^t\.sh' "$T_ROOT/ids" | sort -u | wc -l)" "distinct ids of 10 concurrent unnamed sh submits"
 	assert_eq 30 "$(sort -u "$T_ROOT/ids" | wc -l)" "distinct ids of all 30"
 	assert_eq 10 "$(grep -c '^t\.sh' "$T_ROOT/ids")" "python submits named after their file"

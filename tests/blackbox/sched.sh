@@ -181,4 +181,40 @@ test_unique_worker_check() {
 	assert_match "first" "$(field "$s" second .error)" "the duplicate's error names the first"
 }
 
+# A name the worker holds as scheduled is looked at again when its file
+# changes (spool-layout WORKER §2: an event on a name is a doorbell): an edit that
+# moves not_before= into the past, a hold, an edit and a release, and a
+# new file moved in under the name of one cancelled while it waited, all
+# run within seconds, not at the old time (an hour away).
+test_scheduled_name_looked_at_again() {
+	local s past
+	s=$(mkspool)
+	past=$(date -u -d '-1 minute' +%Y-%m-%dT%H:%M:%SZ)
+	for n in edited held cancelled; do
+		"$KART" -s "$s" submit --no-cwd --in 1h --name "$n" -- echo "$n ran" >/dev/null 2>&1 || fail "submit $n"
+	done
+	start_worker "$s" --id sched
+	local w=$WPID
+	sleep 1 # the worker's start-up scan has seen all three scheduled
+	run_cmd -s "$s" edit --set "not_before=$past" edited
+	assert_eq 0 "$RC" "edit --set not_before= of a scheduled task ($ERR)"
+	wait_until 10 has_result "$s" edited || fail "edited to a time past, still not run 10 s later"
+	run_cmd -s "$s" hold held
+	assert_eq 0 "$RC" "hold ($ERR)"
+	run_cmd -s "$s" edit --set "not_before=$past" held
+	assert_eq 0 "$RC" "edit of the held task ($ERR)"
+	run_cmd -s "$s" release held
+	assert_eq 0 "$RC" "release ($ERR)"
+	wait_until 10 has_result "$s" held || fail "held, edited and released, still not run 10 s later"
+	run_cmd -s "$s" cancel cancelled
+	assert_eq cancelled "$(field "$s" cancelled .status 2>/dev/null)" "the cancelled one ($OUT $ERR)"
+	printf '#!/bin/sh\necho fresh\n' >"$s/tmp/fresh"
+	chmod 600 "$s/tmp/fresh"
+	mv "$s/tmp/fresh" "$s/new/cancelled"
+	wait_until 10 has_result "$s" cancelled.2 || fail "a file moved in under a scheduled name, still not run 10 s later"
+	stop_worker "$w"
+	assert_eq "ok ok ok" "$(field "$s" edited .status) $(field "$s" held .status) $(field "$s" cancelled.2 .status 2>/dev/null)" "statuses"
+	assert_eq "fresh" "$(cat "$s/done/cancelled.2.stdout" 2>/dev/null)" "the new file ran"
+}
+
 run_tests

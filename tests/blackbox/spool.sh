@@ -69,6 +69,50 @@ test_link_publish_live_worker() {
 	stop_worker "$WPID"
 }
 
+# The spool's format version (spool-layout README §0): kart
+# init writes SPOOL/format; a spool without it is format 1 and kart init
+# adds it; a worker and every verb that writes refuse a format they do
+# not know (or a file that is no version), saying which and what to do,
+# and leave the spool as it was; a reader still reads.
+test_format_version() {
+	local s v; s=$(mkspool)
+	assert_eq "1" "$(cat "$s/format" 2>/dev/null)" "kart init writes format 1"
+	task_ok done1 | "$KART" -s "$s" submit --name done1 - >/dev/null || fail "submit on format 1"
+	drain "$s"
+	rm "$s/format" # a spool made before the file: format 1
+	task_ok old | "$KART" -s "$s" submit --name old - >/dev/null || fail "submit on a spool without format"
+	run_cmd -s "$s" init
+	assert_eq "0 1" "$RC $(cat "$s/format" 2>/dev/null)" "kart init on it adds the file ($ERR)"
+	for v in 2 abc; do
+		echo "$v" >"$s/format"
+		run_cmd -s "$s" worker --drain
+		assert_eq 1 "$RC" "worker on format '$v'"
+		case $v in
+		2) assert_match "spool of format 2 .*knows format 1 alone.*use a kart that knows format 2" "$ERR" "the worker says why" ;;
+		*) assert_match "format: not a format version" "$ERR" "the worker says why" ;;
+		esac
+		run_cmd -s "$s" submit --name new -- true
+		assert_eq 1 "$RC" "submit on format '$v' ($ERR)"
+		run_cmd -s "$s" hold old
+		assert_eq 1 "$RC" "hold on format '$v' ($ERR)"
+		run_cmd -s "$s" cancel old
+		assert_eq 1 "$RC" "cancel on format '$v' ($ERR)"
+		run_cmd -s "$s" gc
+		assert_eq 1 "$RC" "gc on format '$v' ($ERR)"
+		run_cmd -s "$s" init
+		assert_eq 1 "$RC" "init on format '$v' ($ERR)"
+		assert_eq "$v" "$(cat "$s/format")" "init leaves another format's file alone"
+		run_cmd -s "$s" status done1
+		assert_match "^done1	ok" "$OUT" "status still reads a format-$v spool ($ERR)"
+	done
+	assert_file "$s/new/old"
+	assert_no_file "$s/new/new"
+	assert_no_file "$s/done/old.json"
+	echo 1 >"$s/format"
+	drain "$s"
+	assert_eq ok "$(field "$s" old .status 2>/dev/null)" "format 1 again: it runs"
+}
+
 # kart init refuses a spool on NFS or SMB. The statfs() answer is faked by
 # a preloaded shim (this host has no NFS client); a local path still works.
 test_init_refuses_network_fs() {
@@ -369,7 +413,28 @@ test_name_reuse_never_overwrites() {
 	assert_eq job "$(field "$s" job.4 .name)" "name of submitted reuse"
 }
 
-# Reservations, the worker's side (spool-layout/README.md section 3.2).
+# A name submitted many times: ids NAME, NAME.2, ... in order, and the
+# free one found in a few looks, not one per id already taken (the 201st
+# of 200 in new/ and done/ makes fewer than a look's worth per taken id;
+# one by one it made several each). A gap kart gc left is passed over.
+test_ids_of_one_name_found_in_a_few_looks() {
+	command -v strace >/dev/null || { skip "strace is missing"; return; }
+	local s i ids=; s=$(mkspool)
+	for i in $(seq 100); do "$KART" -s "$s" submit --no-cwd -- true 2>/dev/null; done >"$s.ids"
+	drain "$s" --slots 3
+	for i in $(seq 100); do "$KART" -s "$s" submit --no-cwd -- true 2>/dev/null; done >>"$s.ids"
+	for i in $(seq 200); do ids+="true${ids:+.$i}"$'\n'; done
+	assert_eq "$(printf 'true\n'; seq 2 200 | sed 's/^/true./')" "$(cat "$s.ids")" "the ids, in order"
+	strace -f -qq -c -o "$s.sc" "$KART" -s "$s" submit --no-cwd -- true >"$s.id201" 2>/dev/null
+	assert_eq true.201 "$(cat "$s.id201")" "the 201st"
+	local n; n=$(awk '$NF == "newfstatat" { print $4 }' "$s.sc")
+	[ "${n:-0}" -lt 150 ] || fail "the 201st submit of one name looked $n times"
+	# A result gone from the middle (as kart gc takes an old one): passed over.
+	rm "$s/done/true.50".*
+	assert_eq true.202 "$("$KART" -s "$s" submit --no-cwd -- true 2>/dev/null)" "past the gap"
+}
+
+# Reservations, the worker's side (spool-layout README §5, WORKER §6).
 # The race of issue 29 made to happen: A, submitted with a reservation,
 # is claimed and held; B is copied into the freed new/X with none and
 # finishes first on another worker. B must not take X: A gets the id it
@@ -424,6 +489,99 @@ test_reservation_found_and_never_given_away() {
 	assert_eq rejected "$(field "$s" H.2 .status 2>/dev/null)" "the hostile entry: H.2"
 	assert_no_file "$s/done/H.json"
 	assert_eq "H Z" "$(ls "$s/ids" | xargs)" "only the others' reservations are left"
+}
+
+# An id is a task name: at most 200 bytes (spool-layout README §2). A
+# taken name of 200 bytes has no next id (NAME.2 would be 202): kart
+# submit says so and publishes nothing, rather than a name a worker
+# rejects; one of 198 bytes still gets NAME.2.
+test_long_taken_name() {
+	local s n198 n200; s=$(mkspool)
+	n200=$(head -c 200 /dev/zero | tr '\0' a)
+	n198=$(head -c 198 /dev/zero | tr '\0' b)
+	run_cmd -s "$s" submit --no-cwd --name "$n200" -- true
+	assert_eq "0 $n200" "$RC $OUT" "the first, 200 bytes"
+	run_cmd -s "$s" submit --no-cwd --name "$n200" -- true
+	assert_eq 1 "$RC" "the second, whose next id would be 202 bytes"
+	assert_match "no id of at most 200 bytes is free for the name a+ .*give a shorter --name" "$ERR" "its error"
+	assert_eq "" "$(ls -A "$s/tmp")" "nothing left in tmp/"
+	assert_eq "$n200" "$(ls "$s/ids")" "no reservation but the first's"
+	assert_eq "$n200" "$(ls "$s/new")" "nothing published but the first"
+	run_cmd -s "$s" submit --no-cwd --name "$n198" -- true
+	run_cmd -s "$s" submit --no-cwd --name "$n198" -- true
+	assert_eq "0 $n198.2" "$RC $OUT" "198 bytes taken: NAME.2 (200 bytes)"
+	drain "$s"
+	assert_eq "ok ok ok" "$(field "$s" "$n200" .status) $(field "$s" "$n198" .status) $(field "$s" "$n198.2" .status)" "all ran"
+}
+
+# The state of a reserved id is its file's, whatever its name (spool-
+# layout README §7): R, re-queued as R.2 because a scheduled copy sat at new/R,
+# is queued, then running as R.2, then finished; kart status R never
+# says the copy's "scheduled".
+test_status_follows_the_reservation() {
+	local s gate=$T_ROOT/gate.st nb; s=$(mkspool)
+	printf '#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho R\n' "$gate" |
+		"$KART" -s "$s" submit --name R - >/dev/null || fail "submit R"
+	mv "$s/new/R" "$s/new/R.2" # as a re-queue does when new/R is taken
+	nb=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)
+	printf '#!/bin/sh\n#kart: not_before=%s\necho copy\n' "$nb" >"$s/new/R"
+	chmod 600 "$s/new/R"
+	assert_match "^R	queued" "$("$KART" -s "$s" status R)" "R, queued as R.2"
+	KART_BACKEND=none start_worker "$s" --id ws
+	wait_until 20 test -e "$s/cur/ws/R.2" || fail "R.2 never claimed"
+	assert_match "^R	running	ws" "$("$KART" -s "$s" status R)" "R, running as R.2"
+	touch "$gate"
+	wait_until 20 test -e "$s/done/R.json" || fail "R never finished"
+	stop_worker "$WPID"
+	assert_match "^R	ok" "$("$KART" -s "$s" status R)" "R, finished"
+	assert_eq R "$(cat "$s/done/R.stdout" 2>/dev/null)" "done/R is the reserved task's"
+}
+
+# The commands act on a reserved id's own file, whatever its name
+# (spool-layout README §7, §8): R, re-queued as R.2 beside another file at
+# new/R, is held, released, edited, paused, resumed and cancelled as R.2;
+# the file at new/R is never touched, and the reservation follows the edit.
+test_control_follows_the_reservation() {
+	local s gate=$T_ROOT/gate.ct nb copy; s=$(mkspool)
+	printf '#!/bin/sh\nwhile [ ! -e %s ]; do sleep 0.05; done\necho R\n' "$gate" |
+		"$KART" -s "$s" submit --name R - >/dev/null || fail "submit R"
+	mv "$s/new/R" "$s/new/R.2" # as a re-queue does when new/R is taken
+	nb=$(date -u -d '+1 day' +%Y-%m-%dT%H:%M:%SZ)
+	printf '#!/bin/sh\n#kart: not_before=%s\necho copy\n' "$nb" >"$s/new/R"
+	chmod 600 "$s/new/R"
+	copy=$(stat -c %i "$s/new/R")
+	run_cmd -s "$s" hold R
+	assert_eq 0 "$RC" "kart hold R ($OUT $ERR)"
+	[ -e "$s/new/.held.R.2" ] || fail "R.2 not held: $(ls -a "$s/new" | tr '\n' ' ')"
+	[ ! -e "$s/new/.held.R" ] || fail "the other file was held"
+	run_cmd -s "$s" release R
+	assert_eq 0 "$RC" "kart release R ($OUT $ERR)"
+	[ -e "$s/new/R.2" ] || fail "R.2 not released: $(ls -a "$s/new" | tr '\n' ' ')"
+	run_cmd -s "$s" edit R --set timeout=5m
+	assert_eq 0 "$RC" "kart edit R ($OUT $ERR)"
+	grep -q 'timeout=5m' "$s/new/R.2" || fail "R.2 not edited"
+	! grep -q 'timeout=' "$s/new/R" || fail "the other file was edited"
+	assert_eq "$(stat -c %i "$s/new/R.2")" "$(readlink "$s/ids/R")" "ids/R names the edited file"
+	start_worker "$s" --id wc
+	wait_until 20 test -e "$s/cur/wc/R.2" || fail "R.2 never claimed"
+	run_cmd -s "$s" pause R
+	assert_eq 0 "$RC" "kart pause R ($OUT $ERR)"
+	[ -e "$s/cur/wc/.R.2.paused" ] || fail "R.2 not paused"
+	run_cmd -s "$s" resume R
+	assert_eq 0 "$RC" "kart resume R ($OUT $ERR)"
+	run_cmd -s "$s" cancel R
+	assert_eq 0 "$RC" "kart cancel R ($OUT $ERR)"
+	assert_eq cancelled "$(field "$s" R .status)" "R's result"
+	assert_eq "$copy" "$(stat -c %i "$s/new/R" 2>/dev/null)" "the other file, still queued"
+	[ ! -e "$s/done/R.2.json" ] || fail "a result R.2: $(cat "$s/done/R.2.json")"
+	# R is finished: the file at new/R is another task (it would finish
+	# as R.2), and no verb of R's takes it.
+	run_cmd -s "$s" hold R
+	assert_match "already finished" "$OUT" "kart hold of a finished R ($ERR)"
+	run_cmd -s "$s" cancel R
+	assert_match "already finished" "$OUT" "kart cancel of a finished R ($ERR)"
+	assert_eq "$copy" "$(stat -c %i "$s/new/R" 2>/dev/null)" "the other file, still queued, not held"
+	stop_worker "$WPID"
 }
 
 # kart gc and reservations: one whose result exists goes at once; one as
@@ -609,7 +767,7 @@ test_artifacts_capped_by_policy() {
 }
 
 # A worker that dies between moving a result's tree to done/ID.out and
-# writing done/ID.json (spool-layout §12, "Finish, regular task file")
+# writing done/ID.json (spool-layout APPENDIX §3, "Finish, a task file")
 # leaves its claim in cur/W/ (linked as done/ID.task) and the tree. Its
 # recovery runs the task again: the result is the repeat's, with the
 # repeat's tree, not a worker retrying "Directory not empty" for ever.

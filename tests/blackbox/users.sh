@@ -149,6 +149,34 @@ test_squatted_drop_directory() {
 	stop_workers
 }
 
+# A drop on its way into new/ (new/.hoist.UID.USER:NAME, spool-layout
+# README §6) holds its id: alice's next submit of that name takes NAME.2.
+test_hoisted_drop_holds_its_id() {
+	shared_spool || return
+	local auid id
+	auid=$(id -u "$U_ALICE")
+	printf '#!/bin/sh\ntrue\n' >"$S/new/.hoist.$auid.$U_ALICE:H"
+	id=$(as "$U_ALICE" kart submit --name H -- true 2>/dev/null) || fail "alice's submit"
+	assert_eq "$U_ALICE:H.2" "$id" "the id beside a hoist in progress"
+}
+
+# A squat alice cannot even open (mallory's 0700 directory under her
+# name: EACCES before any fstat, spool-layout README §6) is a squat all
+# the same: her kart submit waits for a worker to move it, then drops.
+test_unreadable_squat_waits() {
+	shared_spool || return
+	as "$U_MALLORY" mkdir -m 0700 "$S/drop/$U_ALICE" || fail "mallory's squat"
+	as "$U_ALICE" kart submit --name behind -- id -un >"$T_ROOT/behind.out" 2>"$T_ROOT/behind.err" &
+	local sub=$!
+	sleep 0.5
+	two_workers || return
+	wait_gone 20 "$sub"
+	assert_eq "0 $U_ALICE:behind" "$RC $(cat "$T_ROOT/behind.out")" "alice's submit behind the squat ($(cat "$T_ROOT/behind.err"))"
+	assert_eq "ok $U_ALICE" "$(result "$U_ALICE:behind" .status) $(cat "$S/done/$U_ALICE:behind.stdout" 2>/dev/null)" \
+		"alice's task"
+	stop_workers
+}
+
 # A new/ that others may write (a layout made by hand, or the old one):
 # a member's file put straight there is rejected, with where to drop it.
 test_shared_new_rejects_members_files() {
@@ -474,7 +502,7 @@ print("no forwarder seen")
 	stop_workers
 }
 
-# Ids reserved between users (spool-layout/README.md section 3.2): alice's
+# Ids reserved between users (spool-layout README §5, §6): alice's
 # concurrent submits of one name, against two workers, each get the id
 # they printed; mallory can squat a reservation name of alice's (alice
 # then gets the next id, and it is hers), but cannot remove one of hers
@@ -524,6 +552,308 @@ test_forged_record_ignored() {
 	assert_eq 1 "$(jq -r .attempt "$S/done/$U_ALICE:forged.json")" "attempt"
 	assert_ne 1970 "$(jq -r .submitted_at "$S/done/$U_ALICE:forged.json" | cut -c1-4)" "submitted_at"
 	stop_workers
+}
+
+# ---- 7. after the drop, the task is the worker's (issue 35) ------------------------------
+
+# mallory's edit racer: as mallory, watch tmp/ for an edit temp of hers
+# (the worker used to stage a member's edit there, chowned to her) and
+# rename alice's file over it. Prints "swapped NAME" if it ever could.
+edit_racer() {
+	as "$U_MALLORY" python3 -c '
+import os, sys, time
+tmp, victim, me = sys.argv[1], sys.argv[2], os.getuid()
+end = time.time() + float(sys.argv[3])
+while time.time() < end:
+    for n in os.listdir(tmp):
+        if not n.startswith(".edit."):
+            continue
+        try:
+            if os.lstat(os.path.join(tmp, n)).st_uid != me:
+                continue
+            os.rename(victim, os.path.join(tmp, n))
+            print("swapped", n, flush=True)
+            sys.exit(0)
+        except OSError:
+            pass
+print("no swap", flush=True)
+' "$S/tmp" "$@"
+}
+
+# Break 1 as written: mallory's task waits (after=) while she edits it
+# with a 15 MB text; her racer renames alice's 0644 file (from a setgid
+# project directory) over the temp the edit is staged in. Before: the
+# swapped-in file was queued under mallory's id and ran as alice, and
+# mallory read its output. Now the edit is staged where no member can
+# reach it: four rounds, alice's code never runs, mallory's edit lands.
+test_edit_never_hands_a_member_the_task() {
+	setup || return
+	local auid r proj=$T_ROOT/proj ed=$T_ROOT/grow.sh swaps=0
+	auid=$(id -u "$U_ALICE")
+	mkdir -p "$proj" && chgrp "$G_KART" "$proj" && chmod 2775 "$proj"
+	# The editor: mallory's 15 MB of comments, and a mark of the edit.
+	printf '#!/bin/sh\nprintf "echo edited\\n" >>"$1"\nyes "# padding padding padding padding" | head -c 15000000 >>"$1"\n' >"$ed"
+	chmod 755 "$ed"
+	for r in 1 2 3 4; do
+		as "$U_ALICE" sh -c "printf '#!/bin/sh\necho PWNED \$(id -un)\n' >$proj/b$r.sh; chmod 0644 $proj/b$r.sh"
+		as "$U_MALLORY" kart submit --no-cwd --name "m0-$r" -- sleep 4 >/dev/null || fail "round $r: mallory's m0"
+		printf '#!/bin/sh\necho mine\n' | as "$U_MALLORY" kart submit --no-cwd --name "m1-$r" --after "$U_MALLORY:m0-$r" - \
+			>/dev/null || fail "round $r: mallory's m1"
+		edit_racer "$proj/b$r.sh" 30 >"$T_ROOT/racer.$r" 2>&1 &
+		local rp=$!
+		T_PIDS+=("$rp")
+		as "$U_MALLORY" env VISUAL="$ed" kart edit "$U_MALLORY:m1-$r" >/dev/null 2>&1
+		wait_gone 40 "$rp"
+		grep -q swapped "$T_ROOT/racer.$r" && swaps=$((swaps + 1))
+		result "$U_MALLORY:m1-$r" .status >/dev/null
+		[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    round $r: $(cat "$T_ROOT/racer.$r"), m1: $(jq -c '[.status, .submitter.uid]' "$S/done/$U_MALLORY:m1-$r.json") $(head -c 60 "$S/done/$U_MALLORY:m1-$r.stdout" 2>/dev/null)"
+		assert_eq "$(id -u "$U_MALLORY")" "$(jq -r .submitter.uid "$S/done/$U_MALLORY:m1-$r.json")" "round $r: m1's submitter"
+	done
+	echo "    racer swaps: $swaps of 4"
+	# Not vacuous: the edits went in (their mark), as mallory.
+	assert_eq "ok edited" "$(result "$U_MALLORY:m1-4" .status) $(grep -x edited "$S/done/$U_MALLORY:m1-4.stdout" 2>/dev/null)" \
+		"mallory's own edit"
+	never_ran_as "$auid" PWNED
+	stop_workers
+}
+
+# Break 2 as written: mallory sets user.kart on her own running task
+# (hold=./../../../../victim/victim: a result filed outside the spool,
+# over a root-owned victim.stdout; hold=alice:nightly: her result under
+# alice's id). Before: root replaced victim.stdout and made victim.json,
+# and alice's `kart wait nightly` exited 0. Now her running task is the
+# worker's file: she can set nothing on it, and nothing outside the
+# spool changes.
+test_member_cannot_mark_her_hoisted_task() {
+	setup || return
+	local v=$T_ROOT/victim id w f
+	mkdir -p "$v/victim.out" && echo ORIGINAL >"$v/victim.stdout" && echo keep >"$v/victim.out/k"
+	local before
+	before=$(cd "$v" && find . -printf '%p %s %i\n' | sort)
+	# Dropped by a plain rename (no reservation in ids/, whose id would
+	# win over hold=).
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	for id in trav steal; do
+		as "$U_MALLORY" sh -c "cd $S/drop/$U_MALLORY && printf '#!/bin/sh\nsleep 3; echo mallory\n' >.$id && mv .$id $id" ||
+			fail "mallory cannot drop $id"
+	done
+	for id in trav steal; do
+		wait_until 20 sh -c "ls $S/cur/*/'$U_MALLORY:$id' >/dev/null 2>&1" || fail "$id never ran"
+	done
+	f=$(ls "$S"/cur/*/"$U_MALLORY:trav" 2>/dev/null | head -1)
+	as "$U_MALLORY" setfattr -n user.kart -v "$(printf 'attempt=1\nsubmitted=1\nid=\nhold=./../../../../victim/victim')" "$f" 2>/dev/null &&
+		echo "    mallory set user.kart on $f"
+	f=$(ls "$S"/cur/*/"$U_MALLORY:steal" 2>/dev/null | head -1)
+	as "$U_MALLORY" setfattr -n user.kart -v "$(printf 'attempt=1\nsubmitted=1\nid=\nhold=%s:nightly' "$U_ALICE")" "$f" 2>/dev/null &&
+		echo "    mallory set user.kart on $f"
+	for id in trav steal; do
+		assert_eq ok "$(result "$U_MALLORY:$id" .status)" "mallory's $id"
+	done
+	[ -n "${KART_TEST_VERBOSE:-}" ] && { ls -la "$v"; ls "$S/done"; tail -5 "$S.worker.log"; }
+	assert_eq "$before" "$(cd "$v" && find . -printf '%p %s %i\n' | sort)" "the victim directory outside the spool"
+	assert_eq ORIGINAL "$(cat "$v/victim.stdout")" "victim.stdout"
+	assert_no_file "$S/done/$U_ALICE:nightly.json"
+	as "$U_ALICE" timeout 5 kart wait nightly >/dev/null 2>&1 && fail "alice's kart wait nightly exited 0"
+	stop_workers
+}
+
+# Break 4 as written: alice's unique= task leaves its key's lock; mallory
+# holds a flock on every lock file she can open in cur/ (and below), in a
+# loop; alice's next task with the key must run, not end `cancelled`.
+# The locks are the workers' alone now (cur/.uniq/, 0700), and gone once
+# the result is written.
+test_unique_key_cannot_be_blocked() {
+	setup || return
+	as "$U_ALICE" kart submit --no-cwd --name u1 --unique=nightly -- echo first >/dev/null || fail "alice's u1"
+	assert_eq ok "$(result "$U_ALICE:u1" .status)" "u1"
+	as "$U_MALLORY" python3 -c '
+import fcntl, glob, os, sys, time
+held, end = {}, time.time() + 40
+while time.time() < end:
+    for p in glob.glob(sys.argv[1] + "/cur/.uniq*") + glob.glob(sys.argv[1] + "/cur/.uniq*/*"):
+        if p in held:
+            continue
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            held[p] = fd
+            print("held", p, flush=True)
+        except OSError:
+            pass
+    time.sleep(0.005)
+' "$S" >"$T_ROOT/uniq.log" 2>&1 &
+	local lp=$!
+	T_PIDS+=("$lp")
+	sleep 1
+	as "$U_ALICE" kart submit --no-cwd --name u2 --unique=nightly -- echo second >/dev/null || fail "alice's u2"
+	assert_eq "ok" "$(result "$U_ALICE:u2" .status)" "u2 under mallory's locks ($(jq -r .error "$S/done/$U_ALICE:u2.json" 2>/dev/null))"
+	kill "$lp" 2>/dev/null
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory held: $(grep -c held "$T_ROOT/uniq.log")"
+	assert_eq "" "$(find "$S/cur" -maxdepth 2 -name '*uniq*' -type f)" "key locks left behind"
+	stop_workers
+}
+
+# The two denials of service under the defaults: mallory fills every
+# slot of both workers with --timeout 30d tasks. A shared spool's
+# defaults bound her: the longest timeout is 24 h (her 30 d task is
+# rejected, naming the ceiling), and she holds half of a worker's slots
+# at most, so alice's task runs at once.
+test_shared_defaults_bound_a_member() {
+	setup || return
+	local i t0
+	# kart submit reads the same default and refuses; a hostile member
+	# drops the file past it, and the worker rejects it.
+	assert_match "timeout=2592000s is above the policy's ceiling of 86400s" \
+		"$(as "$U_MALLORY" kart submit --no-cwd --timeout 30d --name long0 -- sleep 60 2>&1 >/dev/null)" \
+		"kart submit --timeout 30d"
+	as "$U_MALLORY" sh -c "cd $S/drop/$U_MALLORY && printf '#!/bin/sh\n#kart: timeout=30d\nsleep 60\n' >.l && mv .l long" ||
+		fail "mallory's 30d drop"
+	for i in 1 2 3 4 5 6 7 8; do
+		as "$U_MALLORY" kart submit --no-cwd --name "hog$i" -- sleep 40 >/dev/null || fail "mallory's hog$i"
+	done
+	wait_until 20 sh -c "[ \$(ls $S/cur/*/ | grep -c '^$U_MALLORY:') -ge 2 ]" || fail "mallory's tasks never ran"
+	sleep 2
+	t0=$SECONDS
+	as "$U_ALICE" kart submit --no-cwd --name quick -- echo hi >/dev/null || fail "alice's submit"
+	wait_until 20 test -e "$S/done/$U_ALICE:quick.json" || fail "alice's task did not run within 20 s beside mallory's"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    alice's task after $((SECONDS - t0)) s; mallory running: $(ls "$S"/cur/*/ | grep -c "^$U_MALLORY:")"
+	assert_eq rejected "$(result "$U_MALLORY:long" .status)" "mallory's --timeout 30d"
+	assert_match "timeout" "$(jq -r .error "$S/done/$U_MALLORY:long.json" 2>/dev/null)" "the reason names the ceiling"
+	as "$U_MALLORY" sh -c 'for i in 1 2 3 4 5 6 7 8; do kart cancel hog$i; done' >/dev/null 2>&1
+	stop_workers
+}
+
+# The hoist's window: between the worker's rename of her drop into new/
+# (the name .hoist.UID.USER:NAME is known) and its chown, the file is
+# still hers, and she may hard-link it into tmp/. Then root's task file
+# had a name of hers: bytes outside her share (and read for ever). She
+# spins on link() at each of 40 drops; every drop she linked is
+# rejected, and what her name holds is either her own file or empty.
+test_hoist_keeps_no_name_of_hers() {
+	setup || return
+	local won f n
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	won=$(as "$U_MALLORY" python3 - "$S" "$U_MALLORY" 40 <<'PY'
+import os, sys, time
+S, user, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+uid, d, won = os.getuid(), f"{S}/drop/{user}", 0
+for i in range(n):
+    with open(f"{d}/.ln{i}", "w") as f:
+        f.write("#!/bin/sh\necho ran\n" + "#" * 4000 + "\n")
+    src, dst = f"{S}/new/.hoist.{uid}.{user}:ln{i}", f"{S}/tmp/mln{i}"
+    os.rename(f"{d}/.ln{i}", f"{d}/ln{i}")
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        try:
+            os.link(src, dst)
+            won += 1
+            break
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            break
+    time.sleep(0.05)
+print(won)
+PY
+)
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory linked $won of 40 hoisted files"
+	if [ "${won:-0}" = 0 ]; then
+		stop_workers
+		skip "mallory never won the race to link a hoisted file in 40 drops"
+		return
+	fi
+	for f in "$S"/tmp/mln*; do
+		n=${f##*/m}
+		assert_eq rejected "$(result "$U_MALLORY:$n" .status)" "$n, which mallory linked as tmp/m$n"
+		[ "$(stat -c %U "$f")" = "$U_MALLORY" ] || [ "$(stat -c %s "$f")" = 0 ] ||
+			fail "tmp/m$n: root's task file under mallory's name, $(stat -c '%U %s bytes' "$f")"
+	done
+	stop_workers
+}
+
+# A file copied into drop/ 0644 (an env= value in it): once it is
+# queued, nobody but alice and root reads it, and alice can change
+# nothing about it (bytes, mode, attributes, ACL, name): it is the
+# worker's. A file of alice's that mallory drops is rejected as
+# mallory's, the result naming whose file it was.
+test_queued_task_is_the_workers() {
+	setup || return
+	local auid muid f id=$U_ALICE:held proj=$T_ROOT/proj
+	auid=$(id -u "$U_ALICE") muid=$(id -u "$U_MALLORY")
+	as "$U_ALICE" kart submit --no-cwd --name first -- true >/dev/null || fail "alice cannot submit"
+	as "$U_ALICE" sh -c "cd $S/drop/$U_ALICE && printf '#!/bin/sh\n#kart: not_before=2099-01-01T00:00:00Z env=TOKEN=SECRET-env\necho hi\n' >.h && chmod 0644 .h && mv .h held" ||
+		fail "alice's 0644 drop"
+	wait_until 20 test -e "$S/new/$id" || fail "not queued"
+	f=$S/new/$id
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    $(stat -c '%A %U' "$f")"
+	as "$U_MALLORY" cat "$f" >/dev/null 2>&1 && fail "mallory reads alice's queued task"
+	as "$U_BOB" cat "$f" >/dev/null 2>&1 && fail "bob reads alice's queued task"
+	as "$U_ALICE" cat "$f" | grep -q SECRET-env || fail "alice cannot read her own queued task"
+	as "$U_ALICE" sh -c "echo x >>'$f'" 2>/dev/null && fail "alice wrote her queued task"
+	as "$U_ALICE" chmod 0666 "$f" 2>/dev/null && fail "alice chmod'ed her queued task"
+	as "$U_ALICE" setfattr -n user.kart -v "hold=x" "$f" 2>/dev/null && fail "alice set user.kart on her queued task"
+	as "$U_ALICE" setfattr -n user.kart.submitter -v "uid=0" "$f" 2>/dev/null && fail "alice set the record on her queued task"
+	as "$U_ALICE" setfattr -n system.posix_acl_access -v 0sAgAAAAEABgD/////AgAGAOoDAAAEAAQA/////xAABgD/////IAAAAP////8= "$f" 2>/dev/null &&
+		fail "alice set an ACL on her queued task"
+	as "$U_ALICE" mv "$f" "$S/tmp/stolen" 2>/dev/null && fail "alice renamed her queued task"
+	assert_eq "root" "$(stat -c %U "$f")" "the queued file's owner"
+	kart -s "$S" cancel "$id" >/dev/null 2>&1
+	# alice's file dropped by mallory: rejected, as mallory's drop.
+	mkdir -p "$proj" && chgrp "$G_KART" "$proj" && chmod 2775 "$proj"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho hi\n' >$proj/a.sh; chmod 0644 $proj/a.sh"
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
+	as "$U_MALLORY" mv "$proj/a.sh" "$S/drop/$U_MALLORY/a" || fail "mallory's mv"
+	assert_eq "rejected $muid" "$(result "$U_MALLORY:a" '"\(.status) \(.submitter.uid)"')" "the rejection's submitter"
+	assert_match "owned by uid $auid" "$(jq -r .error "$S/done/$U_MALLORY:a.json")" "whose file it was"
+	stop_workers
+}
+
+# small_spool MB: the shared spool moved onto a tmpfs of its own of MB
+# megabytes (its layout and modes kept), so that a member can fill it.
+small_spool() {
+	local m=$T_ROOT/small
+	mkdir -p "$m" && mount -t tmpfs -o "size=$1m,mode=0755" tmpfs "$m" ||
+		{ skip "cannot mount a tmpfs (needs CAP_SYS_ADMIN)"; return 1; }
+	SMALL=$m
+	cp -a "$S/." "$m/" || { fail "cannot copy the spool's layout"; return 1; }
+	S=$m
+}
+small_spool_gone() { [ -n "${SMALL:-}" ] && umount -l "$SMALL" 2>/dev/null; SMALL=; }
+
+# The second denial of service: one file of mallory's in the
+# group-writable tmp/ takes the spool's filesystem below min_free, which
+# stopped all claiming. On a shared spool a member's bytes in tmp/ and
+# her drop directory are bounded (drop_max_bytes: by default a tenth of
+# the filesystem), and below min_free only the members over their share
+# are held back: alice's task runs, mallory's waits.
+test_member_cannot_fill_the_spool() {
+	shared_spool || return
+	small_spool 48 || return
+	printf '[worker]\nmin_free = 44M\n' >"$S/kart.conf"
+	two_workers || { small_spool_gone; return; }
+	as "$U_ALICE" kart submit --no-cwd --name a0 -- true >/dev/null || fail "alice cannot submit"
+	# a. mallory holds 6 MB (3 MB of output, 3 MB in tmp/: within her
+	# 4.8 MB of tmp/), over her share of the spool (4.8 MB), and the
+	# spool is below min_free: her next task waits, alice's runs.
+	as "$U_MALLORY" kart submit --no-cwd --name m0 -- head -c 3000000 /dev/urandom >/dev/null ||
+		fail "mallory cannot submit"
+	result "$U_MALLORY:m0" .status >/dev/null
+	as "$U_MALLORY" sh -c "head -c 3000000 /dev/urandom >$S/tmp/fill" || fail "mallory's fill"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && df -h "$S" | tail -1 | sed 's/^/    /'
+	as "$U_MALLORY" kart submit --no-cwd --name m1 -- echo mallory >/dev/null || fail "mallory's m1"
+	as "$U_ALICE" kart submit --no-cwd --name a1 -- echo alice >/dev/null || fail "alice's a1 (the spool full)"
+	wait_until 20 test -e "$S/done/$U_ALICE:a1.json" || fail "alice's task did not run below min_free"
+	[ -e "$S/done/$U_MALLORY:m1.json" ] && fail "mallory's task ran although she holds more than her share"
+	# b. Beyond her share of tmp/: the newest of her files goes, even
+	# held open, and the disk comes back.
+	as "$U_MALLORY" sh -c "head -c 30000000 /dev/zero >$S/tmp/big" 2>/dev/null
+	wait_until 20 test ! -e "$S/tmp/big" || fail "mallory's 30 MB in tmp/ is still there"
+	[ -e "$S/tmp/fill" ] || fail "her older file, within her share, was removed too"
+	rm -f "$S/tmp/fill"
+	assert_eq ok "$(result "$U_MALLORY:m1" .status)" "mallory's m1 once there is room"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && grep -h 'share\|min_free\|claiming' "$S.worker.log" 2>/dev/null | sed 's/^/    /'
+	stop_workers
+	small_spool_gone
 }
 
 # ---- issue 35: what a member chose never reaches a terminal raw -----------------------------

@@ -179,7 +179,7 @@ sweep_commit() {
 	done
 }
 
-# retry_on= (spool-layout §7a): the worker's loop keeps a failed run in
+# retry_on= (spool-layout WORKER §6): the worker's loop keeps a failed run in
 # done/ID.attempts/ and re-queues the task with its delay; killed at each
 # of those calls, every task still ends with one result, whose attempts
 # are in order and never more than retries= allows (1 + 1 + a re-queue

@@ -2,7 +2,7 @@
 # Ids a client can know, at length: for each client kart ships (kart
 # submit, the Python, sh and Node clients), 8 processes x 25 submits of
 # one name against two workers; every printed id must be its own result's
-# (spool-layout/README.md section 3.2). Prints the figures per client.
+# (spool-layout README §5). Prints the figures per client.
 here=$(cd "$(dirname "$0")" && pwd)
 export KART_TEST_RESULTS
 KART_TEST_RESULTS=$(mktemp "${TMPDIR:-/tmp}/kart-results.XXXXXX")

@@ -782,6 +782,237 @@ static void test_join_fails_never_runs(void **state)
 	assert_false(is_there("ran"));
 }
 
+/* The child joins v1 leaves itself: "0" into each descriptor, before
+ * its exec; fn is never called. Only where it shares our memory (x86-64:
+ * spawn_vm); elsewhere fn joins it after a fork. */
+static void spawn_self(int selffd, int expect, int *jerr)
+{
+	char name[] = "task", p[1100];
+	snprintf(p, sizeof p, "%s/%s", root, name);
+	put(name, "");
+	int wdir0 = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int wdir = fcntl(wdir0, F_DUPFD_CLOEXEC, 20);
+	close(wdir0);
+	int out = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct joinrec j = {0};
+	snprintf(j.marker, sizeof j.marker, "%s/ran", root);
+	char *argv[] = {"/bin/sh", "-c", "exec touch \"$0\"", j.marker, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+	struct run r;
+	int fds[] = {selffd};
+	struct run_join join = {.fn = join_probe, .arg = &j, .cgroup_fd = -1, .born_is_enough = true,
+				.self_fds = fds, .nself = 1};
+	struct run_req q = RUN_REQ_INIT;
+	q.argv = argv;
+	q.envp = envp;
+	q.wdir = wdir;
+	q.name = name;
+	q.out_file = q.err_file = out;
+	q.join = &join;
+	assert_int_equal(run_spawn_join(&r, &q), expect);
+	assert_int_equal(j.pid, 0); /* fn was never called */
+	if (expect == 0) {
+		int st;
+		assert_int_equal(waitpid(r.pid, &st, 0), r.pid);
+		run_close(&r);
+	}
+	*jerr = join.err;
+	close(wdir);
+	close(out);
+}
+
+static void test_self_join_before_exec(void **state)
+{
+	(void)state;
+#ifndef __x86_64__
+	skip();
+#endif
+	int pp[2], jerr;
+	assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+	spawn_self(pp[1], 0, &jerr);
+	char buf[8];
+	assert_int_equal(read(pp[0], buf, sizeof buf), 1);
+	assert_int_equal(buf[0], '0');
+	assert_true(is_there("ran"));
+	close(pp[0]);
+	close(pp[1]);
+}
+
+static void test_self_join_fails_never_runs(void **state)
+{
+	(void)state;
+#ifndef __x86_64__
+	skip();
+#endif
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), jerr = 0; /* refuses the write */
+	spawn_self(fd, -ECANCELED, &jerr);
+	assert_int_equal(jerr, -EBADF);
+	usleep(100 * 1000);
+	assert_false(is_there("ran"));
+	close(fd);
+}
+
+/* A leaf made for some limits, fitted to others: only the values that
+ * differ are written; a limit that goes is written "max" (v2) or -1
+ * (v1); a hierarchy it lacks is made. */
+static void test_v1_fit(void **state)
+{
+	(void)state;
+	v1_host(&h, true, true);
+	struct cg_limits a = {.memory = 64ull << 20, .pids = 32, .memory_peak = true};
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &a, err, sizeof err), 0);
+	struct cg_limits b = {.memory = 128ull << 20, .pids = 32, .cpu_milli = 500, .memory_peak = true};
+	assert_int_equal(cg_leaf_fit(&h, &l, "kart.7.2", &b, err, sizeof err), 0);
+	assert_file_is(MEMP "kart.7.1/memory.limit_in_bytes", "67108864\n134217728\n");
+	assert_file_is(MEMP "kart.7.1/memory.memsw.limit_in_bytes", "67108864\n134217728\n");
+	assert_file_is("pids/kart.7.1/pids.max", "32\n"); /* the same: not written */
+	assert_file_is("cpu/kart.7.2/cpu.cfs_quota_us", "50000\n"); /* made for it */
+	struct cg_limits c = {.memory_peak = true};
+	assert_int_equal(cg_leaf_fit(&h, &l, "kart.7.3", &c, err, sizeof err), 0);
+	assert_file_is(MEMP "kart.7.1/memory.limit_in_bytes", "67108864\n134217728\n-1\n");
+	assert_file_is("pids/kart.7.1/pids.max", "32\nmax\n");
+	assert_file_is("cpu/kart.7.2/cpu.cfs_quota_us", "50000\n-1\n");
+	assert_int_equal(cg_leaf_fit(&h, &l, "kart.7.4", &c, err, sizeof err), 0); /* nothing to do */
+	assert_file_is("pids/kart.7.1/pids.max", "32\nmax\n");
+	assert_int_equal(cg_leaf_remove(&l), 0);
+	assert_false(is_there("cpu/kart.7.2"));
+}
+
+static void test_v2_fit(void **state)
+{
+	(void)state;
+	v2_host(&h, "cpu memory pids\n");
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
+	struct cg_limits b = {.memory = 32ull << 20, .pids = 32};
+	assert_int_equal(cg_leaf_fit(&h, &l, "kart.7.9", &b, err, sizeof err), 0);
+	assert_file_is(V2 "kart.7.1/memory.max", "67108864\n33554432\n");
+	assert_file_is(V2 "kart.7.1/memory.swap.max", "0\n"); /* still limited */
+	assert_file_is(V2 "kart.7.1/pids.max", "32\n");
+	assert_file_is(V2 "kart.7.1/cpu.max", "25000 100000\nmax 100000\n");
+	assert_int_equal(cg_leaf_fit(&h, &l, "kart.7.9", &no_limits, err, sizeof err), 0);
+	assert_file_is(V2 "kart.7.1/memory.max", "67108864\n33554432\nmax\n");
+	assert_file_is(V2 "kart.7.1/memory.swap.max", "0\nmax\n");
+	assert_file_is(V2 "kart.7.1/memory.oom.group", "1\n0\n");
+	assert_file_is(V2 "kart.7.1/pids.max", "32\nmax\n");
+	assert_false(is_there(V2 "kart.7.9"));
+	assert_int_equal(cg_leaf_remove(&l), 0);
+}
+
+/* Renewed for the next run: the peak reset, the counters of the run
+ * taken as the next one's base; a pids leaf whose peak is above 1
+ * replaced; refused where the run left memory, or held an OOM kill. */
+static void test_v1_renew(void **state)
+{
+	(void)state;
+	struct cg_usage u;
+	struct cg_files f;
+	cg_files_init(&f);
+	v1_host(&h, true, true);
+	struct cg_limits a = {.memory = 64ull << 20, .pids = 32, .memory_peak = true};
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &a, err, sizeof err), 0);
+	put(MEMP "kart.7.1/memory.max_usage_in_bytes", "50000000\n");
+	put(MEMP "kart.7.1/memory.failcnt", "3\n");
+	put(MEMP "kart.7.1/memory.usage_in_bytes", "4096\n");
+	put(MEMP "kart.7.1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+	put("pids/kart.7.1/pids.peak", "9\n");
+	put("unified/kart.7.1/cpu.stat", "usage_usec 300000\nuser_usec 200000\nsystem_usec 100000\n");
+	put("unified/kart.7.1/cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=5000\n"
+					     "full avg10=0.00 avg60=0.00 avg300=0.00 total=4000\n");
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(u.pids_peak, 9);
+	assert_int_equal(u.pressure[CG_PSI_CPU_SOME], 5000);
+	assert_int_equal(u.pressure[CG_PSI_IO_SOME], -1); /* no io.pressure: unknown */
+	assert_int_equal(u.cpu_user_us, 200000);
+	assert_true(cg_leaf_reusable(&l));
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.2"), 0);
+	assert_file_is(MEMP "kart.7.1/memory.max_usage_in_bytes", "50000000\n0\n");
+	assert_file_is(MEMP "kart.7.1/memory.failcnt", "3\n0\n");
+	assert_false(is_there("pids/kart.7.1"));
+	assert_file_is("pids/kart.7.2/pids.max", "32\n");
+	/* The next run: its own share of the CPU. */
+	put("unified/kart.7.1/cpu.stat", "usage_usec 350000\nuser_usec 230000\nsystem_usec 120000\n");
+	put("unified/kart.7.1/cpu.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=5700\n"
+					     "full avg10=0.00 avg60=0.00 avg300=0.00 total=4000\n");
+	put("unified/kart.7.1/io.pressure", "some avg10=0.00 avg60=0.00 avg300=0.00 total=900\n"
+					    "full avg10=0.00 avg60=0.00 avg300=0.00 total=800\n");
+	put("pids/kart.7.2/pids.peak", "1\n");
+	put(MEMP "kart.7.1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+	cg_files_close(&f); /* read afresh: the fake tree's files were rewritten */
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(u.cpu_user_us, 30000);
+	assert_int_equal(u.cpu_system_us, 20000);
+	/* Stall time too: the run's own; a total unknown at the last
+	 * run's end is no base (unknown, not the leaf's whole total). */
+	assert_int_equal(u.pressure[CG_PSI_CPU_SOME], 700);
+	assert_int_equal(u.pressure[CG_PSI_CPU_FULL], 0);
+	assert_int_equal(u.pressure[CG_PSI_IO_SOME], -1);
+	assert_int_equal(u.pids_peak, 1);
+	assert_int_equal(u.oom_kills, 1);
+	/* It held an OOM kill: never again. */
+	assert_false(cg_leaf_reusable(&l));
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.3"), -ESTALE);
+	cg_files_close(&f);
+	assert_int_equal(cg_leaf_remove(&l), 0);
+}
+
+/* v2: the peak reset through the descriptor the next reading uses; a
+ * leaf whose pids.peak is above 1 is not renewed (no reset for it). */
+static void test_v2_renew(void **state)
+{
+	(void)state;
+	struct cg_usage u;
+	struct cg_files f;
+	cg_files_init(&f);
+	v2_host(&h, "cpu memory pids\n");
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &all_limits, err, sizeof err), 0);
+	put(V2 "kart.7.1/memory.peak", "67100672\n");
+	put(V2 "kart.7.1/memory.current", "8192\n");
+	put(V2 "kart.7.1/memory.events", "oom 0\noom_kill 0\n");
+	put(V2 "kart.7.1/pids.peak", "1\n");
+	put(V2 "kart.7.1/cpu.stat", "usage_usec 3\nuser_usec 2\nsystem_usec 1\n");
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(u.memory_peak, 67100672);
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.2"), 0);
+	char *pk = get(V2 "kart.7.1/memory.peak"); /* (written at 0: a plain file) */
+	assert_non_null(pk);
+	assert_int_equal(strncmp(pk, "reset\n", 6), 0);
+	free(pk);
+	assert_true(f.peak >= 0); /* kept: the next reading goes through it */
+	put(V2 "kart.7.1/pids.peak", "5\n");
+	cg_files_close(&f);
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(u.pids_peak, 5);
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.3"), -ESTALE);
+	cg_files_close(&f);
+	assert_int_equal(cg_leaf_remove(&l), 0);
+}
+
+static void test_v1_renew_refused(void **state)
+{
+	(void)state;
+	struct cg_usage u;
+	struct cg_files f;
+	cg_files_init(&f);
+	v1_host(&h, true, true);
+	struct cg_limits a = {.memory = 64ull << 20, .memory_peak = true};
+	assert_int_equal(cg_leaf_create(&h, &l, "kart.7.1", &a, err, sizeof err), 0);
+	put(MEMP "kart.7.1/memory.max_usage_in_bytes", "50000000\n");
+	put(MEMP "kart.7.1/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+	put("unified/kart.7.1/cpu.stat", "usage_usec 3\nuser_usec 2\nsystem_usec 1\n");
+	/* What the run left charged to it: more than the kernel's batches;
+	 * it may yet go (a grace period), so: later. */
+	put(MEMP "kart.7.1/memory.usage_in_bytes", "1073741824\n");
+	assert_int_equal(cg_usage_read(&l, &u, &f), 0);
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.2"), -EAGAIN);
+	put(MEMP "kart.7.1/memory.usage_in_bytes", "0\n");
+	/* Sent a kill: never again (CLONE_INTO_CGROUP, cgroup.h). */
+	put("unified/kart.7.1/cgroup.events", "populated 0\nfrozen 0\n");
+	assert_int_equal(cg_leaf_kill(&l, 1000), 0);
+	assert_int_equal(cg_leaf_renew(&h, &l, &f, "kart.7.2"), -ESTALE);
+	cg_files_close(&f);
+	assert_int_equal(cg_leaf_remove(&l), 0);
+}
+
 int main(void)
 {
 	/* As in the worker: a write to a closed pipe is EPIPE, not death. */
@@ -814,6 +1045,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_cgroupfs, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_join_before_exec, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_join_fails_never_runs, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_self_join_before_exec, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_self_join_fails_never_runs, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v1_fit, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_fit, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v1_renew, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v1_renew_refused, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_v2_renew, tree_setup, tree_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -212,6 +212,22 @@ static void test_queue(void **state)
 	assert_null(sched_queue_pop_due(&q, 450));
 	assert_true(sched_queue_next(&q) == 500);
 	assert_int_equal(q.h.n, 3);
+	/* A name looked at afresh leaves the queue, every entry of it;
+	 * the rest stay in order. */
+	sched_queue_push(&q, 600, "t900");
+	sched_queue_push(&q, 50, "t700");
+	sched_queue_forget(&q, "t900");
+	sched_queue_forget(&q, "absent");
+	assert_int_equal(q.h.n, 3);
+	const char *rest[] = {"t700", "t500", "t700"};
+	for (size_t i = 0; i < ARRAY_SIZE(rest); i++) {
+		char *n = sched_queue_pop_due(&q, INT64_MAX);
+		assert_non_null(n);
+		assert_string_equal(n, rest[i]);
+		free(n);
+	}
+	assert_int_equal(q.h.n, 0);
+	sched_queue_push(&q, 1, "a");
 	sched_queue_free(&q);
 	assert_int_equal(q.h.n, 0);
 	/* Which of two with one key is the one: earlier, then by name. */

@@ -99,7 +99,7 @@ static void test_more_names(void **state)
 	assert_string_equal(b, "w1/.j.cancel");
 	assert_int_equal(spool_name_claim_scratch(b, 8, "w1", "j", SCRATCH_NOPAUSE), -ENAMETOOLONG);
 	assert_int_equal(spool_name_uniq(b, sizeof b, 1000, 0xabcULL), 0);
-	assert_string_equal(b, ".uniq.1000.0000000000000abc");
+	assert_string_equal(b, "1000.0000000000000abc"); /* in cur/.uniq/ */
 	assert_int_equal(spool_name_uniq(b, 10, 1000, 1), -ENAMETOOLONG);
 }
 
@@ -125,9 +125,13 @@ static void test_protocol_names(void **state)
 	assert_int_equal(spool_name_hoist(b, sizeof b, 1000, "alice:j"), 0);
 	assert_string_equal(b, ".hoist.1000.alice:j");
 	assert_int_equal(spool_name_hoist(b, 12, 1000, "alice:j"), -ENAMETOOLONG);
+	assert_int_equal(spool_name_hoist_copy(b, sizeof b, 1000, "alice:j"), 0);
+	assert_string_equal(b, ".copy.1000.alice:j");
+	assert_int_equal(spool_name_hoist_copy(b, 12, 1000, "alice:j"), -ENAMETOOLONG);
 	/* None of them is a held task's name (which kart release takes back). */
 	assert_null(spool_held_id(".new.w1.42"));
 	assert_null(spool_held_id(".hoist.1000.alice:j"));
+	assert_null(spool_held_id(".copy.1000.alice:j"));
 }
 
 struct seen {

@@ -1,4 +1,4 @@
-/* held.c - Landlock's system paths, held open for every task of backend
+/* worker_held.c - Landlock's system paths, held open for every task of backend
  * none. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -199,7 +199,7 @@ use:;
  * directories, the spares' (scratch_dir). No open, stat and close of
  * each by path. (The task file is opened by path: the run lock is a
  * file of its own now, .NAME.lock.) */
-void task_paths_held(const struct task *t, struct confine *c, const char *task,
+void held_task_paths(const struct task *t, struct confine *c, const char *task,
 		     const char *const dirs[SCR_NDIRS])
 {
 	(void)task;

@@ -1,4 +1,4 @@
-/* hook.c - programs run on the host: the on_done hook, the container CLI's
+/* worker_hook.c - programs run on the host: the on_done hook, the container CLI's
  * kill and rm. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -60,7 +60,7 @@ void hooks_sweep(struct worker *w)
  * environment, stdin /dev/null and its output in the worker's log; then
  * argv2, if given, once argv has ended. Not waited for here: its pidfd
  * is in the event loop. */
-void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
+void hook_spawn_host(struct worker *w, char *const argv[], char *const argv2[],
 		const char *what)
 {
 	if (w->nhooks >= HOOKS_MAX) {
@@ -110,7 +110,7 @@ void spawn_host(struct worker *w, char *const argv[], char *const argv2[],
 
 /* The policy's on_done program, with the result's path as its one
  * argument (argv: no shell ever sees the task's name). */
-void run_hook(struct worker *w, const char *id)
+void hook_run(struct worker *w, const char *id)
 {
 	char path[PATH_MAX], what[PATH_MAX + 32];
 	if (!w->pol->on_done[0])
@@ -119,10 +119,10 @@ void run_hook(struct worker *w, const char *id)
 		return;
 	char *const argv[] = {w->pol->on_done, path, NULL};
 	snprintf(what, sizeof what, "on_done hook %.200s", w->pol->on_done);
-	spawn_host(w, argv, NULL, what);
+	hook_spawn_host(w, argv, NULL, what);
 }
 
-void on_hook(struct worker *w, struct src *s)
+void hook_done(struct worker *w, struct src *s)
 {
 	for (struct hook *h = w->hooks; h; h = h->next)
 		if (&h->s == s && h->pid) {

@@ -1,4 +1,4 @@
-/* acct.c - accounts, looked up once per uid, and the switch to the
+/* worker_acct.c - accounts, looked up once per uid, and the switch to the
  * submitter. */
 #define _GNU_SOURCE
 #include <grp.h>
@@ -75,7 +75,7 @@ const struct acct *acct_get(uid_t uid)
  * do. Returns 1 with c filled; 0 when the worker is not root (the task
  * runs as the worker's user); -1 with t->errbuf and *refusal set when it
  * must not run. */
-int task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal)
+int acct_task_cred(struct worker *w, struct task *t, struct run_cred *c, const char **refusal)
 {
 	if (geteuid() != 0)
 		return 0;

@@ -1,4 +1,4 @@
-/* scratch.c - spare scratch directories, reused from one run to the next. */
+/* worker_scratch.c - spare scratch directories, reused from one run to the next. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -176,7 +176,7 @@ int scratch_dir(struct worker *w, char *name, bool inplace, mode_t mode, uid_t u
 		fresh_state = d >= 0 && dir_attrs(d, &fresh_flags, &fresh_projid, &fresh_xflags) == 0 ? 1 : -1;
 	}
 	/* Kept with it while it is a spare: the child makes its Landlock
-	 * rule from it (task_paths_held), without a walk of the path. */
+	 * rule from it (held_task_paths), without a walk of the path. */
 	if (dfd && inplace)
 		*dfd = openat(w->wdir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return 0;
@@ -192,7 +192,7 @@ bool scratch_retire(struct worker *w, const struct task *t, const char *name, bo
 	int nofd = -1;
 	if (!dfd)
 		dfd = &nofd;
-	bool reuse = t->cg_empty && fresh_state > 0 && nspares < SPARES_MAX;
+	bool reuse = t->leaf.empty && fresh_state > 0 && nspares < SPARES_MAX;
 	struct stat st;
 	unsigned sn;
 	char tail;
@@ -275,7 +275,7 @@ bool scratch_retire(struct worker *w, const struct task *t, const char *name, bo
 /* Spares are ours for this life only: every .spare.N goes at start-up (a
  * crash's) and at exit (backend none's run directories are named so, and
  * one its clean-up could not remove is not in spares[]). */
-void spares_drop(struct worker *w)
+void scratch_spares_drop(struct worker *w)
 {
 	_cleanup_close_ int d = openat(w->wdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;

@@ -1,0 +1,227 @@
+/* bench/extras: the CPU time of each per-task step a task of another
+ * member of a shared spool adds (issue 36), made here as the worker makes
+ * it, in a loop, and timed by the CPU it takes (this process's and its
+ * reaped children's), not by the clock: a loaded machine stretches the
+ * clock, not the work.
+ *
+ *   extras DIR UID N
+ *	DIR: an empty directory on the spool's filesystem; UID: the
+ *	submitter (root runs this). Prints one line per step: NAME and its
+ *	CPU in us, per file for acl, per task for the others.
+ *
+ * Steps:
+ *   acl     a POSIX ACL entry for UID on a new file (grant_read): the
+ *           result's JSON, and each capture that got a byte
+ *   hoist   a drop's two renames into new/ (drop/USER/NAME ->
+ *           new/.hoist.UID.USER:NAME -> new/USER:NAME), with the look at
+ *           what arrived (an open and an fstat)
+ *   opener  cwd= opened as UID: a vforked child takes UID's credentials,
+ *           opens the path, checks it, sends the descriptor back over a
+ *           socketpair, exits; the parent receives it (binds.c)
+ *   tmpfs   a tmpfs mounted on a directory and opened, then detached by
+ *           its descriptor (outdir.c's holder), in a mount namespace of
+ *           its own */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+static double cpu_us(void)
+{
+	struct rusage s, c;
+	getrusage(RUSAGE_SELF, &s);
+	getrusage(RUSAGE_CHILDREN, &c);
+	return (s.ru_utime.tv_sec + s.ru_stime.tv_sec + c.ru_utime.tv_sec + c.ru_stime.tv_sec) * 1e6 +
+	       s.ru_utime.tv_usec + s.ru_stime.tv_usec + c.ru_utime.tv_usec + c.ru_stime.tv_usec;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "extras: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int mkfile(const char *dir, const char *name)
+{
+	char p[8192];
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die(p);
+	return fd;
+}
+
+static void acl(const char *dir, uid_t uid, int n)
+{
+	struct {
+		uint16_t tag, perm;
+		uint32_t id;
+	} e[] = {{1, 6, ~0u}, {2, 4, uid}, {4, 0, ~0u}, {0x10, 4, ~0u}, {0x20, 0, ~0u}};
+	char buf[4 + sizeof e];
+	uint32_t v = 2;
+	memcpy(buf, &v, 4);
+	memcpy(buf + 4, e, sizeof e);
+	int fds[n];
+	char name[32];
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "a%d", i);
+		fds[i] = mkfile(dir, name);
+	}
+	double c0 = cpu_us();
+	for (int i = 0; i < n; i++)
+		if (fsetxattr(fds[i], "system.posix_acl_access", buf, sizeof buf, 0) < 0)
+			die("fsetxattr");
+	printf("acl %.1f\n", (cpu_us() - c0) / n);
+	for (int i = 0; i < n; i++) {
+		close(fds[i]);
+		snprintf(name, sizeof name, "%s/a%d", dir, i);
+		unlink(name);
+	}
+}
+
+static void hoist(const char *dir, uid_t uid, int n)
+{
+	char drop[4096], nw[4096], name[64], dot[96], fin[96];
+	snprintf(drop, sizeof drop, "%s/drop", dir);
+	snprintf(nw, sizeof nw, "%s/new", dir);
+	if (mkdir(drop, 0700) < 0 || mkdir(nw, 0755) < 0)
+		die("mkdir");
+	int dd = open(drop, O_RDONLY | O_DIRECTORY | O_CLOEXEC), nd = open(nw, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "t%d", i);
+		close(mkfile(drop, name));
+	}
+	double c0 = cpu_us();
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "t%d", i);
+		snprintf(dot, sizeof dot, ".hoist.%u.u:t%d", (unsigned)uid, i);
+		snprintf(fin, sizeof fin, "u:t%d", i);
+		struct stat st;
+		if (syscall(SYS_renameat2, dd, name, nd, dot, 1 /* RENAME_NOREPLACE */) < 0)
+			die("renameat2");
+		int fd = openat(nd, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			die("look");
+		close(fd);
+		if (syscall(SYS_renameat2, nd, dot, nd, fin, 1) < 0)
+			die("renameat2");
+	}
+	printf("hoist %.1f\n", (cpu_us() - c0) / n);
+	for (int i = 0; i < n; i++) {
+		snprintf(fin, sizeof fin, "u:t%d", i);
+		unlinkat(nd, fin, 0);
+	}
+	close(dd);
+	close(nd);
+	rmdir(drop);
+	rmdir(nw);
+}
+
+static void opener(const char *dir, uid_t uid, int n)
+{
+	double c0 = cpu_us();
+	for (int i = 0; i < n; i++) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+			die("socketpair");
+		pid_t pid = vfork();
+		if (pid < 0)
+			die("vfork");
+		if (pid == 0) {
+			gid_t none[1] = {0};
+			if (syscall(SYS_setgroups, 0, none) < 0 || syscall(SYS_setresgid, 65534, 65534, 65534) < 0 ||
+			    syscall(SYS_setresuid, uid, uid, uid) < 0)
+				_exit(3);
+			int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			struct stat st;
+			int m = fd >= 0 && fstat(fd, &st) == 0 ? 0 : 1;
+			for (int k = 0; k < 3 && fd >= 0; k++)
+				(void)syscall(SYS_faccessat2, fd, "", k == 0 ? R_OK : k == 1 ? X_OK : W_OK,
+					      AT_EMPTY_PATH | AT_EACCESS);
+			char cb[CMSG_SPACE(sizeof(int))] = {0};
+			struct iovec io = {&m, sizeof m};
+			struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof cb};
+			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &fd, sizeof fd);
+			_exit(sendmsg(sv[1], &mh, MSG_NOSIGNAL) < 0 ? 4 : 0);
+		}
+		close(sv[1]);
+		int m, fd = -1;
+		char cb[CMSG_SPACE(sizeof(int))];
+		struct iovec io = {&m, sizeof m};
+		struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof cb};
+		if (recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) == sizeof m && CMSG_FIRSTHDR(&mh))
+			memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fd);
+		if (fd < 0)
+			die("opener: no descriptor");
+		close(fd);
+		close(sv[0]);
+		int st;
+		waitpid(pid, &st, 0);
+	}
+	printf("opener %.1f\n", (cpu_us() - c0) / n);
+}
+
+static void tmpfs(const char *dir, int n)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/out", dir);
+	if (mkdir(p, 0700) < 0)
+		die("mkdir");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+			die("unshare");
+		for (int i = 0; i < n; i++) {
+			if (mount("kart-out", p, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,nr_inodes=10000,mode=0700") < 0)
+				die("mount");
+			int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			char fp[32];
+			snprintf(fp, sizeof fp, "/proc/self/fd/%d", fd);
+			if (fd < 0 || umount2(fp, MNT_DETACH) < 0)
+				die("umount2");
+			close(fd);
+		}
+		_exit(0);
+	}
+	double c0 = cpu_us();
+	int st;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		exit(1);
+	printf("tmpfs %.1f\n", (cpu_us() - c0) / n);
+	rmdir(p);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: extras DIR UID N\n");
+		return 2;
+	}
+	uid_t uid = (uid_t)atoi(argv[2]);
+	int n = atoi(argv[3]);
+	acl(argv[1], uid, n);
+	hoist(argv[1], uid, n);
+	opener(argv[1], uid, n);
+	tmpfs(argv[1], n);
+	return 0;
+}
