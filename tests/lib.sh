@@ -27,8 +27,15 @@ KART_TEST_SLOW=${KART_TEST_SLOW:-1}
 slow() { echo $(($1 * KART_TEST_SLOW)); }
 T_ROOT=$(mktemp -d "${TMPDIR:-/tmp}/kart-test.XXXXXX")
 T_PIDS=()
+# in_main_shell: this is the test script itself, not one of its forks. A
+# background job (cmd &) is a fork of bash until its exec, and a signal
+# in that window (a test's kill -TERM of a worker it just started) makes
+# the fork run the script's EXIT trap: every EXIT trap starts with
+# `in_main_shell || exit`, or the fork would remove T_ROOT under the test.
+in_main_shell() { [ "${BASHPID:-$$}" = "$$" ]; }
 _cleanup() {
 	local p
+	in_main_shell || return 0
 	for p in "${T_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$T_ROOT"

@@ -19,7 +19,7 @@ b_cleanup() {
 	rm -rf /root/kt19secret
 	_cleanup
 }
-trap b_cleanup EXIT
+trap 'in_main_shell || exit; b_cleanup' EXIT
 
 can_run() {
 	[ "$(id -u)" = 0 ] || { skip "needs root (a root worker, users to submit)"; return 1; }

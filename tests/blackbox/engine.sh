@@ -25,7 +25,7 @@ user_cleanup() {
 	userdel -r "$E_USER" 2>/dev/null
 	E_MADE_USER=
 }
-trap 'engine_stop; user_cleanup; _cleanup' EXIT
+trap 'in_main_shell || exit; engine_stop; user_cleanup; _cleanup' EXIT
 trap 'exit 143' TERM INT HUP
 
 need_engine() {

@@ -12,7 +12,7 @@ _fair_cleanup() {
 	userdel "$U2" 2>/dev/null
 	_cleanup
 }
-trap _fair_cleanup EXIT
+trap 'in_main_shell || exit; _fair_cleanup' EXIT
 
 have_users() {
 	[ "$(id -u)" = 0 ] || { skip "needs root (tasks of two users)"; return 1; }

@@ -14,7 +14,7 @@ _faults_cleanup() {
 	[ -n "${SAVED_MQE:-}" ] && echo "$SAVED_MQE" >/proc/sys/fs/inotify/max_queued_events
 	_cleanup
 }
-trap _faults_cleanup EXIT
+trap 'in_main_shell || exit; _faults_cleanup' EXIT
 
 # tiny_spool OPTS: a spool that is a fresh tmpfs mounted with OPTS; prints
 # it. (Its worker log, SPOOL.worker.log, is outside it.)
@@ -650,7 +650,12 @@ test_startup_race() {
 		kill -TERM "$WPID"; wait_gone 20 "$WPID"
 	done
 	wait "$sub"
+	# A killed worker's forks (the outdir holder, under its PDEATHSIG)
+	# may still hold its claim directory's lock for a moment: the drain
+	# would take that worker for a live one and leave its directory.
+	wait_until 10 sh -c "! pgrep -f 'kar[t] -s $s worker' >/dev/null" || { fail "the killed workers' processes linger"; pgrep -af 'kar[t] -s '"$s"' worker'; }
 	KART_BACKEND=none KART_LANDLOCK=off drain "$s"
+	[ -d "$s/cur/w0" ] && { ls -la "$s/cur/w0"; grep -E "w0|recover" "$s.worker.log" | tail -5; }
 	[ -s "$runs" ] || fail "no run was logged"
 	local got; got=$(ls "$s/done" | grep -c '\.json$')
 	assert_eq "$n" "$got" "results"

@@ -33,7 +33,7 @@ user_cleanup() {
 	wait_until 5 sh -c "! pgrep -u $U >/dev/null"
 	userdel -r "$U" 2>/dev/null
 }
-trap 'user_cleanup; _cleanup' EXIT
+trap 'in_main_shell || exit; user_cleanup; _cleanup' EXIT
 
 # as_user CMD...: CMD as the user, in their home, with a login's plain
 # environment (setpriv, env and sh exec: its pid is the command's, for

@@ -337,7 +337,7 @@ test_runner_outside_system_dirs() {
 	local abi; abi=$("${KART_NATIVE:-$KART}" doctor --json 2>/dev/null | jq -r .landlock_abi)
 	[[ $abi =~ ^[0-9]+$ ]] || { skip "this kernel has no Landlock ($abi)"; return; }
 	local dir; dir=$(mktemp -d /var/tmp/kart-kinds.XXXXXX) || { fail "mktemp in /var/tmp"; return; }
-	trap '_cleanup; rm -rf "'"$dir"'"' EXIT
+	trap 'in_main_shell || exit; _cleanup; rm -rf "'"$dir"'"' EXIT
 	chmod 755 "$dir"
 	printf '#!/bin/sh\necho "runner $0"\nexec /bin/sh "$1"\n' >"$dir/run-sh"
 	chmod 755 "$dir/run-sh"

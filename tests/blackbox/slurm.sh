@@ -29,7 +29,7 @@ S_DIR=$T_ROOT/slurm
 # their tasks side by side on a small host. (Not S_FAST: with
 # batch_sched_delay=0 the harness's 1-minute job met its time limit at 27 s.)
 S_SHARE_CPUS=8
-trap 'slurm_stop; _cleanup' EXIT
+trap 'in_main_shell || exit; slurm_stop; _cleanup' EXIT
 trap 'exit 143' TERM INT HUP
 
 need_slurm() {

@@ -365,7 +365,7 @@ pg_stop() {
 	rm -rf "$PG_DIR"
 	PG_DIR=
 }
-trap 'pg_stop; _cleanup' EXIT
+trap 'in_main_shell || exit; pg_stop; _cleanup' EXIT
 
 test_postgres_mirror_idempotent_gone() {
 	pg_start || return
