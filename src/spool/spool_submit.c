@@ -49,11 +49,27 @@ bool spool_id_taken(struct spool *sp, const char *id)
  * is the task file's inode number in decimal. symlink(2) is exclusive
  * (EEXIST) in every language, and its target is there the moment the
  * name is: no reader ever finds half a reservation. Nothing follows it. */
+/* On a spool with drop/, ids/ is every member's to write: an entry for
+ * USER:NAME made by anyone but USER (or root, or us), or one without a
+ * prefix made by anyone but root (or us), reserves nothing. Else a
+ * member's link at ids/alice:X moved alice's running X to X.2 at its
+ * finish, where her kart wait X and her after=alice:X never found it. */
+static bool id_user(const char *id, char *user, size_t n);
+static bool ids_squat(const struct spool *sp, const char *id, uid_t by)
+{
+	char user[256];
+	if (sp->drop < 0 || by == 0 || by == geteuid())
+		return false;
+	return !id_user(id, user, sizeof user) || spool_reader(sp, id, by) != by;
+}
+
 int spool_ids_state(struct spool *sp, const char *id, const struct stat *st, uid_t owner)
 {
 	char buf[32], *end;
 	struct stat ls;
 	if (sp->ids < 0)
+		return IDS_NONE;
+	if (fstatat(sp->ids, id, &ls, AT_SYMLINK_NOFOLLOW) == 0 && ids_squat(sp, id, ls.st_uid))
 		return IDS_NONE;
 	ssize_t n = readlinkat(sp->ids, id, buf, sizeof buf - 1);
 	if (n < 0)

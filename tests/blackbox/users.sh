@@ -537,6 +537,34 @@ test_ids_reserved_between_users() {
 	assert_eq "$U_ALICE:keep $U_ALICE:squat" "$(ls "$S/ids" | xargs)" "only the hand-made links are left"
 }
 
+# A link mallory makes at ids/alice:NAME reserves nothing (ids/ is every
+# member's to write): alice's plain drop of that name keeps it, and so
+# does her task already running when mallory sees it in cur/ and makes
+# the link; alice's kart wait and her after= find it. (Before: each was
+# finished as alice:NAME.2, her kart wait NAME timed out and her
+# downstream waited for ever.)
+test_ids_squat_moves_no_running_task() {
+	setup || return
+	local d=$S/drop/$U_ALICE
+	as "$U_ALICE" kart submit --name first -- true >/dev/null || fail "alice's first submit"
+	as "$U_MALLORY" ln -s 1 "$S/ids/$U_ALICE:plain" || fail "mallory's squat before the drop"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\necho alice-plain\n' >$d/.p && mv $d/.p $d/plain" ||
+		fail "alice's plain drop"
+	as "$U_ALICE" sh -c "printf '#!/bin/sh\nsleep 3; echo alice-up\n' >$d/.u && mv $d/.u $d/up &&
+		printf '#!/bin/sh\n#kart: after=$U_ALICE:up\necho alice-down\n' >$d/.d && mv $d/.d $d/down" ||
+		fail "alice's drops"
+	wait_until 20 sh -c "ls '$S'/cur/*/ | grep -qx '$U_ALICE:up'" || fail "alice's up never ran"
+	as "$U_MALLORY" ln -s 1 "$S/ids/$U_ALICE:up" || fail "mallory's squat of the running task"
+	as "$U_ALICE" kart wait --timeout 20 plain up down >/dev/null 2>&1 || fail "alice's kart wait plain up down"
+	local id
+	for id in plain up down; do
+		assert_eq "ok alice-$id" "$(result "$U_ALICE:$id" .status) $(as "$U_ALICE" kart cat "$id" 2>&1)" \
+			"alice's $id under its own id"
+	done
+	[ -e "$S/done/$U_ALICE:up.2.json" ] && fail "alice's up was moved to up.2"
+	stop_workers
+}
+
 # ---- 6. smaller holes ------------------------------------------------------------------------
 
 # A user.kart set by the submitter (attempt 999999, submitted in 1970)
