@@ -50,7 +50,7 @@ struct submit {
 	size_t blen;
 	bool is_cmd;
 	const char *what; /* FILE, "stdin" or "the command", for messages */
-	struct task_spec own; /* the file's own directives */
+	bool own_cwd; /* the file has a cwd= of its own */
 	int live; /* the live workers enforce_check saw; -1: it did not look */
 	char *cwd_checked; /* the cwd= default_cwd added, checked as the worker will */
 };
@@ -300,8 +300,9 @@ static int read_file(struct submit *s, int argc, char **argv)
 }
 
 /* The task from what is left of the arguments, its name, and its own
- * directives, read alone: an error names the file's own line. */
-static int read_task(struct submit *s, const struct opts_rest *rest)
+ * directives, read alone (into scratch): an error names the file's own
+ * line. */
+static int read_task(struct submit *s, const struct opts_rest *rest, struct task_spec *scratch)
 {
 	int r;
 	s->is_cmd = rest->had_dashdash && rest->dashdash == 0;
@@ -327,12 +328,13 @@ static int read_task(struct submit *s, const struct opts_rest *rest)
 		s->base = (free(s->base), xstrdup("task"));
 	}
 	char err[512];
-	if (task_parse(s->body, s->blen < TASK_HEADER_MAX ? s->blen : TASK_HEADER_MAX, &s->own, err,
+	if (task_parse(s->body, s->blen < TASK_HEADER_MAX ? s->blen : TASK_HEADER_MAX, scratch, err,
 		       sizeof err) < 0) {
 		_cleanup_free_ char *serr = term_safe(err);
 		fprintf(stderr, "kart submit: %s: %s\n", s->what, serr);
 		return 1;
 	}
+	s->own_cwd = scratch->cwd >= 0;
 	return 0;
 }
 
@@ -403,7 +405,7 @@ static int add_cwd(struct submit *s, const struct spool *sp, const struct policy
 			fprintf(stderr, "kart submit: --cwd %s: %s\n", s->cwd, real ? err : strerror(errno));
 			return 1;
 		}
-	} else if (!s->no_cwd && !s->url && s->own.cwd < 0) {
+	} else if (!s->no_cwd && !s->url && !s->own_cwd) {
 		default_cwd(s, sp, pol, scratch);
 	}
 	return 0;
@@ -774,11 +776,11 @@ static int submit_run(struct submit *s, const struct opts_rest *rest)
 					   .drop = -1, .dropd = -1, .ids = -1};
 	_cleanup_free_ struct task_spec *spec = xmalloc(sizeof *spec);
 	int r;
-	if ((r = read_task(s, rest)) != 0 || (r = open_spool(s, &sp)) != 0)
+	if ((r = read_task(s, rest, spec)) != 0 || (r = open_spool(s, &sp)) != 0)
 		return r;
 	if ((r = add_unique(s, &sp)) != 0)
 		return r < 0 ? 0 : r;
-	/* spec is scratch until compose parses the task into it. The
+	/* spec is scratch (29 KB) until compose parses the task into it. The
 	 * policy, read once for every check below (a copy is 90 KB): NULL
 	 * where it cannot be read here, and each check leaves it to the
 	 * worker. */
