@@ -256,8 +256,8 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Where the memo still holds for spool_dir, true; else what it should
- * be keyed by next, in *k. */
+/* Whether the memo holds for spool_dir; *k is what it is keyed by now,
+ * for memo_keep after a new read. */
 struct memo_key {
 	bool conf, keyed;
 	struct stat st;
