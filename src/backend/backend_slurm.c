@@ -107,8 +107,8 @@ static void job_args(struct worker *w, struct task *t, struct sjob *j)
 	struct strv *a = &j->args;
 	strv_add(a, "--parsable");
 	strv_addf(a, "--job-name=%s", j->jname);
-	strv_addf(a, "--output=%s/slurm.out", j->dir);
-	strv_addf(a, "--chdir=%s", j->dir);
+	strv_addf(a, "--output=%s/" JOB_OWN "/slurm.out", j->dir);
+	strv_addf(a, "--chdir=%s/" JOB_OWN, j->dir);
 	/* kart re-queues and retries, counting the attempt itself. */
 	strv_add(a, "--no-requeue");
 	strv_add(a, "--nodes=1");
@@ -149,6 +149,9 @@ static void job_args(struct worker *w, struct task *t, struct sjob *j)
 	char opt[PATH_MAX + 8];
 	snprintf(opt, sizeof opt, "--job=%s", j->dir);
 	sh_quote(&sc, opt);
+	/* Who must own the stage: the worker (the script is Slurm's copy,
+	 * which the submitter cannot change). */
+	strv_addf(&sc, " --stage-owner=%u", (unsigned)geteuid());
 	strv_add(&sc, " \"--job-id=$SLURM_JOB_ID\" \"--node=$SLURMD_NODENAME\" "
 		      "--env=SLURM_JOB_ID --env=SLURMD_NODENAME\n");
 	size_t n = 0;
@@ -182,6 +185,7 @@ void sjob_free(struct sjob *j)
 	if (!j)
 		return;
 	strv_free(&j->args);
+	strv_free(&j->reals);
 	free(j->script);
 	free(j->launch);
 	free(j->filter);
@@ -428,8 +432,8 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 	char taskp[PATH_MAX], outp[PATH_MAX], err[256];
 	struct strv lopts = {0}, argv = {0}, envp = {0}, l = {0};
 	char *input = NULL;
-	if (pathfmt(taskp, sizeof taskp, "%s/task", j->dir) < 0 ||
-	    pathfmt(outp, sizeof outp, "%s/out", j->dir) < 0)
+	if (pathfmt(taskp, sizeof taskp, "%s/" JOB_TASK, j->dir) < 0 ||
+	    pathfmt(outp, sizeof outp, "%s/" JOB_OUT, j->dir) < 0)
 		return refuse(b, t, "sandbox_setup_failed", "the stage's path is too long");
 	/* Its limits: Slurm's cgroup holds memory and cpus; pids= is an
 	 * rlimit in the sandbox's user namespace (rlimits.h). */
@@ -450,6 +454,12 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 	}
 	t->rl.nofile = w->fds.nofile_task;
 	limits_launch_opts(&t->rl, &lopts);
+	/* The task file and $KART_OUTDIR by descriptors kart-launch opens
+	 * and checks, after the binds' and the inputs': never by a path of
+	 * the stage, where the submitter can rename. */
+	int task_fd = SANDBOX_BIND_FD + t->spec.n_binds;
+	for (int i = 0; i < t->spec.n_after; i++)
+		task_fd += !!b->di->in[i].out_path + !!b->di->in[i].stdout_path;
 	const struct acct *ha = acct_get(t->run_uid);
 	struct sandbox_req req = {.pol = w->pol, .spec = &t->spec, .task_path = taskp,
 				  .home = ha->found ? ha->home : NULL, .seccomp = true,
@@ -457,7 +467,9 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 				  .host_env = environ, .attempt = t->meta.attempt,
 				  .launch_opts = lopts.v, .run_uid = t->run_uid,
 				  .run_gid = b->as_user ? b->cred.gid : getegid(), .input = &input,
-				  .inputs = b->di->in, .n_inputs = t->spec.n_after};
+				  .inputs = b->di->in, .n_inputs = t->spec.n_after,
+				  .task_fd = task_fd, .out_fd = task_fd + 1};
+	j->out_target = task_fd + 1;
 	int built = sandbox_bwrap(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	free(input);
@@ -469,8 +481,11 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 	const char *home = sandbox_home(&req);
 	snprintf(t->home, sizeof t->home, "%s", home ? home : "");
 	char num[16];
+	/* Which job's stage this is: a stage directory swapped for another
+	 * (the submitter's, of another of their jobs) is refused. */
+	rec(&l, "job", j->jname, NULL, NULL);
 	snprintf(num, sizeof num, "%d", SANDBOX_SECCOMP_FD);
-	rec(&l, "fd", num, "r", "filter");
+	rec(&l, "fd", num, "r", JOB_FILTER);
 	for (int i = 0; i < t->spec.n_binds; i++) {
 		snprintf(num, sizeof num, "%d", SANDBOX_BIND_FD + i);
 		rec(&l, "fd", num, t->spec.binds[i].mode == BIND_CWD ? "d" : "p", t->spec.binds[i].path);
@@ -487,6 +502,10 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 			rec(&l, "fd", num, "p", p);
 		}
 	}
+	snprintf(num, sizeof num, "%d", task_fd);
+	rec(&l, "fd", num, "r", JOB_TASK);
+	snprintf(num, sizeof num, "%d", task_fd + 1);
+	rec(&l, "fd", num, "d", JOB_OUT);
 	for (size_t i = 0; i < argv.n; i++)
 		rec(&l, "arg", argv.v[i], NULL, NULL);
 	for (size_t i = 0; i < envp.n; i++)

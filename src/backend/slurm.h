@@ -7,9 +7,10 @@
  * share, and submits a batch job that runs kart-launch --job there
  * (launch_job.c), which builds the same sandbox a local run gets. One
  * thread does everything that blocks: sbatch, the batched squeue and
- * sacct, scancel and scontrol, and the stage's reading and writing (as
- * the submitter, in a child). The loop hands it jobs and takes back what
- * it learnt through an eventfd. */
+ * sacct, scancel and scontrol, and the stage (the worker's, with the
+ * submitter's job/ in it, read and written as the submitter in a
+ * child). The loop hands it jobs and takes back what it learnt through
+ * an eventfd. */
 #ifndef KART_SLURM_H
 #define KART_SLURM_H
 
@@ -73,6 +74,8 @@ struct sjob {
 	char *script;                 /* its batch script */
 	char *launch;                 /* the stage's launch file */
 	size_t launch_len;
+	int out_target;               /* $KART_OUTDIR's descriptor in the sandbox (launch's ino record) */
+	struct strv reals;            /* "real" records: where each bind led when it was checked */
 	unsigned char *filter;        /* the seccomp program, into the stage */
 	size_t filter_len;
 	/* after='s inputs, opened in done/ (O_PATH), copied into the stage */

@@ -3,13 +3,15 @@
  * of them with one squeue call at a time, reads each one's stage when it
  * ends, waits a while for sacct's record, and sends kart's signals
  * (scancel, scontrol). Everything it does blocks, none of it in the
- * loop. What it reads or writes in the stage it does as the submitter,
- * in a child (as binds.c opens a task's binds): the stage is the
- * submitter's directory, on a filesystem others share. */
+ * loop. A job's stage directory is the worker's, made by the worker;
+ * what it reads or writes in the submitter's parts of it (job/, the
+ * inputs' copies) it does as the submitter, in a child (as binds.c
+ * opens a task's binds). */
 #define _GNU_SOURCE
 #include "slurm.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
 
@@ -405,47 +407,120 @@ static int reopen(int pfd, int flags)
 	return open(p, flags | O_CLOEXEC);
 }
 
-/* The stage directory, made and filled as the submitter: the task file,
- * the launch file, the filter, $KART_OUTDIR, after='s inputs. */
-static int stage_make(const struct sjob *j, void *arg, int msg)
+/* The stage directory of a job, the worker's (what the job only reads:
+ * the task file, the launch file, the filter, after='s inputs), with
+ * the submitter's JOB_OWN in it (what the job writes: $KART_OUTDIR, its
+ * output, its status). Made by the worker itself, in STAGE/KEY/UID,
+ * which is the submitter's: what it opened there is checked to be what
+ * it made. The launch file goes last, with the inode of JOB_OUT (which
+ * kart-launch checks: the submitter can rename in JOB_OWN). */
+static int stage_make(const struct sjob *j, int task_fd, char *why, size_t len)
 {
-	int task_fd = *(int *)arg;
 	char udir[PATH_MAX];
 	snprintf(udir, sizeof udir, "%s", j->dir);
 	*strrchr(udir, '/') = '\0';
-	int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	const char *base = strrchr(j->dir, '/') + 1;
-	if (ufd < 0)
-		return say(msg, "cannot open the stage's %s: %s", udir, strerror(errno));
-	if (mkdirat(ufd, base, 0700) < 0)
-		return say(msg, "cannot make %s: %s", j->dir, strerror(errno));
-	int dfd = openat(ufd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return say(msg, "cannot open %s: %s", j->dir, strerror(errno));
-	int r, tfd = openat(dfd, "task", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0500);
+	uid_t uid = j->as_user ? j->cred.uid : geteuid();
+	gid_t gid = j->as_user ? j->cred.gid : getegid();
+	_cleanup_close_ int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ufd < 0 || mkdirat(ufd, base, 0700) < 0) {
+		snprintf(why, len, "cannot make %.300s: %s", j->dir, strerror(errno));
+		return -1;
+	}
+	_cleanup_close_ int dfd = openat(ufd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (dfd < 0 || fstat(dfd, &st) < 0 || st.st_uid != geteuid() || fchmod(dfd, 0755) < 0) {
+		snprintf(why, len, "%.300s is not the directory this worker made", j->dir);
+		return -1;
+	}
+	int r = 0;
 	uint64_t kept;
 	bool more;
-	if (tfd < 0 || lseek(task_fd, 0, SEEK_SET) < 0 || (r = copy_fd(task_fd, tfd, 0, &kept, &more)) < 0)
-		return say(msg, "cannot copy the task file into %s: %s", j->dir, strerror(errno));
-	close(tfd);
-	if ((r = write_file_at(dfd, JOB_LAUNCH, j->launch, j->launch_len, 0600)) < 0 ||
-	    (r = write_file_at(dfd, "filter", j->filter, j->filter_len, 0600)) < 0)
-		return say(msg, "cannot write into %s: %s", j->dir, strerror(-r));
-	if (mkdirat(dfd, "out", 0700) < 0)
-		return say(msg, "cannot make %s/out: %s", j->dir, strerror(errno));
-	if (j->n_in && mkdirat(dfd, "inputs", 0700) < 0)
-		return say(msg, "cannot make %s/inputs: %s", j->dir, strerror(errno));
+	_cleanup_close_ int tfd = openat(dfd, JOB_TASK, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0500);
+	if (tfd < 0 || fchmod(tfd, 0555) < 0 || lseek(task_fd, 0, SEEK_SET) < 0 ||
+	    (r = copy_fd(task_fd, tfd, 0, &kept, &more)) < 0) {
+		snprintf(why, len, "cannot copy the task file into %.300s: %s", j->dir, strerror(r < 0 ? -r : errno));
+		return -1;
+	}
+	/* The submitter's part: made here, given away once whole. */
+	static const char *const own[] = {JOB_OUT, JOB_OWN};
+	if ((r = write_file_at(dfd, JOB_FILTER, j->filter, j->filter_len, 0444)) < 0 ||
+	    (mkdirat(dfd, JOB_OWN, 0700) < 0 || mkdirat(dfd, JOB_OUT, 0700) < 0 ? (r = -errno) : 0) < 0 ||
+	    (j->n_in && (mkdirat(dfd, JOB_INPUTS, 0700) < 0 || fchmodat(dfd, JOB_INPUTS, 0755, 0) < 0))) {
+		snprintf(why, len, "cannot write into %.300s: %s", j->dir, strerror(r < 0 ? -r : errno));
+		return -1;
+	}
+	for (int i = 0; i < j->n_in; i++) {
+		char p[TASK_NAME_MAX + 16], q[TASK_NAME_MAX + 32];
+		const struct sj_input *in = &j->in[i];
+		snprintf(p, sizeof p, JOB_INPUTS "/%s", in->id);
+		if (mkdirat(dfd, p, 0700) < 0 || fchmodat(dfd, p, 0755, 0) < 0) {
+			snprintf(why, len, "cannot make %.300s/%.200s: %s", j->dir, p, strerror(errno));
+			return -1;
+		}
+		/* The copies, filled by the submitter (stage_fill). */
+		snprintf(q, sizeof q, "%s/out", p);
+		if (in->out_fd >= 0 && (mkdirat(dfd, q, 0700) < 0 ||
+					(j->as_user && fchownat(dfd, q, uid, gid, AT_SYMLINK_NOFOLLOW) < 0))) {
+			snprintf(why, len, "cannot make %.300s/%.200s: %s", j->dir, q, strerror(errno));
+			return -1;
+		}
+		snprintf(q, sizeof q, "%s/stdout", p);
+		int sfd = in->stdout_fd < 0 ? -2
+			  : openat(dfd, q, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (sfd == -1 || (sfd >= 0 && j->as_user && fchown(sfd, uid, gid) < 0)) {
+			snprintf(why, len, "cannot make %.300s/%.200s: %s", j->dir, q, strerror(errno));
+			if (sfd >= 0)
+				close(sfd);
+			return -1;
+		}
+		if (sfd >= 0)
+			close(sfd);
+	}
+	struct stat ost;
+	if (fstatat(dfd, JOB_OUT, &ost, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(why, len, "cannot make %.300s/" JOB_OUT ": %s", j->dir, strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(own) && j->as_user; i++)
+		if (fchownat(dfd, own[i], uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+			snprintf(why, len, "cannot give %.300s/%s to uid %u: %s", j->dir, own[i], (unsigned)uid,
+				 strerror(errno));
+			return -1;
+		}
+	char ino[96];
+	int il = snprintf(ino, sizeof ino, "ino%c%d%c%llu", 0, j->out_target, 0,
+			  (unsigned long long)ost.st_ino);
+	_cleanup_close_ int lfd = openat(dfd, JOB_LAUNCH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+	bool wrote = lfd >= 0 && fchmod(lfd, 0444) == 0 && write_all(lfd, j->launch, j->launch_len) == 0 &&
+		     write_all(lfd, ino, (size_t)il + 1) == 0;
+	for (size_t i = 0; i < j->reals.n && wrote; i++)
+		wrote = write_all(lfd, j->reals.v[i], strlen(j->reals.v[i]) + 1) == 0;
+	if (!wrote) {
+		snprintf(why, len, "cannot write %.300s/" JOB_LAUNCH ": %s", j->dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* after='s outputs, copied by the submitter into the stage's copies
+ * of theirs (their reading rights, as a local run's). */
+static int stage_fill(const struct sjob *j, void *arg, int msg)
+{
+	(void)arg;
+	int r, dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return say(msg, "cannot open %s: %s", j->dir, strerror(errno));
+	uint64_t kept;
+	bool more;
 	for (int i = 0; i < j->n_in; i++) {
 		char p[PATH_MAX];
 		const struct sj_input *in = &j->in[i];
-		snprintf(p, sizeof p, "inputs/%s", in->id);
-		if (mkdirat(dfd, p, 0700) < 0)
-			return say(msg, "cannot make %s/%s: %s", j->dir, p, strerror(errno));
 		if (in->out_fd >= 0) {
-			snprintf(p, sizeof p, "inputs/%s/out", in->id);
-			int src = reopen(in->out_fd, O_RDONLY | O_DIRECTORY), dst = -1;
-			if (src < 0 || mkdirat(dfd, p, 0700) < 0 ||
-			    (dst = openat(dfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			snprintf(p, sizeof p, JOB_INPUTS "/%s/out", in->id);
+			int src = reopen(in->out_fd, O_RDONLY | O_DIRECTORY);
+			int dst = openat(dfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (src < 0 || dst < 0)
 				return say(msg, "cannot copy the output of %s: %s", in->id, strerror(errno));
 			struct outdir_copy c = {.depth_max = OUTDIR_DEPTH_MAX};
 			if ((r = outdir_copy(src, dst, &c)) < 0 || c.dst_err)
@@ -455,11 +530,10 @@ static int stage_make(const struct sjob *j, void *arg, int msg)
 			close(dst);
 		}
 		if (in->stdout_fd >= 0) {
-			snprintf(p, sizeof p, "inputs/%s/stdout", in->id);
-			int src = reopen(in->stdout_fd, O_RDONLY), dst = -1;
-			if (src < 0 ||
-			    (dst = openat(dfd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0 ||
-			    copy_fd(src, dst, 0, &kept, &more) < 0)
+			snprintf(p, sizeof p, JOB_INPUTS "/%s/stdout", in->id);
+			int src = reopen(in->stdout_fd, O_RDONLY);
+			int dst = openat(dfd, p, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+			if (src < 0 || dst < 0 || copy_fd(src, dst, 0, &kept, &more) < 0)
 				return say(msg, "cannot copy the stdout of %s: %s", in->id, strerror(errno));
 			close(src);
 			close(dst);
@@ -500,7 +574,7 @@ static int stage_read(const struct sjob *j, void *arg, int msg)
 			close(fd);
 		say(msg, "%s %llu %d\n", streams[i], (unsigned long long)kept, more);
 	}
-	int od = openat(dfd, "out", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int od = openat(dfd, JOB_OUT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (od >= 0 && g->art_fd >= 0) {
 		struct outdir_copy c = {.bytes_max = j->art_bytes, .files_max = j->art_files,
 					.depth_max = j->art_depth};
@@ -517,15 +591,62 @@ static int stage_read(const struct sjob *j, void *arg, int msg)
 	return 0;
 }
 
-static int stage_rm(const struct sjob *j, void *arg, int msg)
+/* At the end, as the submitter: the contents of each directory of theirs
+ * in the stage (JOB_OWN, the inputs' copies), which the worker never
+ * walks (they can move anything of theirs in there). */
+static void empty_own(int fd, int depth)
+{
+	struct stat st;
+	DIR *d = fstat(fd, &st) == 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		close(fd);
+		return;
+	}
+	bool mine = st.st_uid == geteuid();
+	for (struct dirent *de; (de = readdir(d));) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (mine) {
+			(void)rm_rf_at(dirfd(d), de->d_name);
+		} else if (depth < 4) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				empty_own(sub, depth + 1);
+		}
+	}
+	closedir(d);
+}
+
+static int stage_empty(const struct sjob *j, void *arg, int msg)
 {
 	(void)arg;
 	(void)msg;
-	char udir[PATH_MAX];
-	snprintf(udir, sizeof udir, "%s", j->dir);
-	*strrchr(udir, '/') = '\0';
-	int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return ufd < 0 ? 1 : rm_rf_at(ufd, strrchr(j->dir, '/') + 1) < 0;
+	int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0)
+		empty_own(dfd, 0);
+	return 0;
+}
+
+/* Then as the worker: its own files and directories; one of anyone
+ * else's is only removed empty, never walked. */
+static int rm_own(int pfd, const char *name, int depth)
+{
+	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+		return unlinkat(pfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	struct stat st;
+	DIR *d = fstat(fd, &st) == 0 && st.st_uid == geteuid() && depth < 8 ? fdopendir(fd) : NULL;
+	if (d) {
+		for (struct dirent *de; (de = readdir(d));)
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				(void)rm_own(dirfd(d), de->d_name, depth + 1);
+		closedir(d);
+	} else {
+		close(fd);
+	}
+	return unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
 }
 
 /* STAGE/KEY/UID: the submitter's, made by the worker (as root: no one
@@ -621,6 +742,12 @@ static int binds_shared(struct sjob *j, char *why, size_t len)
 		if (n <= 0)
 			continue;
 		real[n] = '\0';
+		/* kart-launch checks that its own open of the path, on the
+		 * node, leads there too (a symlink swapped in meanwhile
+		 * would lead anywhere the submitter can open). */
+		strv_add(&j->reals, "real");
+		strv_addf(&j->reals, "%d", SANDBOX_BIND_FD + i);
+		strv_add(&j->reals, real);
 		bool ok = false;
 		const struct plist *sh = &slurm.pol->slurm_shared;
 		const char *e = NULL;
@@ -761,9 +888,17 @@ static bool submit_prepare(struct sjob *j, int *rec)
 			return false;
 		}
 		_cleanup_close_ int tfd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (tfd < 0) {
+			refuse(j, "refused", "sandbox_setup_failed", "cannot open its claim: %s", strerror(errno));
+			return false;
+		}
+		j->staged = true;
+		if (stage_make(j, tfd, why, sizeof why) < 0) {
+			refuse(j, "refused", "sandbox_setup_failed", "the stage: %s", why);
+			return false;
+		}
 		char msg[1024];
-		int rc = tfd < 0 ? -1 : as_submitter(j, stage_make, &tfd, msg, sizeof msg);
-		j->staged = rc != 3 && tfd >= 0;
+		int rc = j->n_in ? as_submitter(j, stage_fill, NULL, msg, sizeof msg) : 0;
 		if (rc != 0) {
 			refuse(j, "refused", "sandbox_setup_failed", "the stage: %s",
 			       msg[0] ? msg : rc == 3 ? "cannot become the submitter" : "failed");
@@ -1281,7 +1416,7 @@ static void collect(struct sjob *j)
 	} else if (!status && !token && !j->sent_stop && strncmp(s, "CANCELLED", 9) != 0) {
 		snprintf(j->why, sizeof j->why,
 			 "Slurm job %lld ended %s%s%.40s without starting kart-launch: is the stage "
-			 "shared with the nodes, kart at the same path? See %.300s/slurm.out",
+			 "shared with the nodes, kart at the same path? See %.300s/" JOB_OWN "/slurm.out",
 			 j->id, s, j->nodes[0] ? " on " : "", j->nodes, j->dir);
 	}
 	if (slurm.accounting && j->id > 0) {
@@ -1385,8 +1520,14 @@ static bool remove_one(void)
 		j.as_user = uid != geteuid();
 		/* Its own directory: no supplementary group is needed. */
 		j.cred = (struct run_cred){.uid = uid, .gid = gid};
-		if (as_submitter(&j, stage_rm, NULL, msg, sizeof msg) != 0)
-			logmsg("cannot remove the stage directory %s", j.dir);
+		char udir[PATH_MAX];
+		snprintf(udir, sizeof udir, "%s", j.dir);
+		*strrchr(udir, '/') = '\0';
+		_cleanup_close_ int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int r = as_submitter(&j, stage_empty, NULL, msg, sizeof msg) != 0 ? -EPERM
+			: ufd < 0 ? -errno : rm_own(ufd, strrchr(j.dir, '/') + 1, 0);
+		if (r < 0)
+			logmsg("cannot remove the stage directory %s: %s", j.dir, strerror(-r));
 	}
 	free(e);
 	pthread_mutex_lock(&slurm.mu);

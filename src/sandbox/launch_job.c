@@ -1,13 +1,19 @@
 /* launch_job.c - kart-launch --job=DIR: a task's run as the first
  * program of a batch system's job, on one of its nodes, as the submitter.
  *
- *   kart-launch --job=DIR --job-id=ID [--node=NAME] [--env=NAME]...
+ *   kart-launch --job=DIR --stage-owner=UID --job-id=ID [--node=NAME] [--env=NAME]...
  *
  * The worker left in DIR (its stage, on a filesystem the nodes share)
  * the sandbox's command line and environment and the files it binds
- * (DIR/launch: NUL-separated "fd N MODE PATH", "arg VALUE", "env
- * NAME=VALUE" records); this runs it as the worker would have, with the
- * task's stdout and stderr in DIR, and says how it went in DIR/status.
+ * (DIR/launch: NUL-separated "job NAME", "fd N MODE PATH", "ino N INO", "real N PATH",
+ * "arg VALUE", "env NAME=VALUE" records); this runs it as the worker
+ * would have, with the task's stdout and stderr in DIR/job, and says
+ * how it went in DIR/job/status. DIR and what it reads there are the
+ * worker's (UID's, from the batch script, which only Slurm holds): the
+ * submitter this runs as writes only DIR/job, and can rename DIR among
+ * their own stage directories, so DIR is refused unless UID owns it and
+ * no one else can write it, and launch names this very DIR; everything
+ * else is opened from DIR's descriptor, and bwrap binds descriptors.
  *
  * Once per attempt, whatever the batch system does: its first act is the
  * link DIR/run -> ID, made atomically; a job that finds it made (a
@@ -61,12 +67,25 @@ static int fail(const char *what, int e)
 	return 127;
 }
 
-/* A small file of DIR, NUL-terminated: its length, or -errno. */
-static ssize_t read_at(int dfd, const char *name, char *buf, size_t len)
+/* Of the worker's making: owned by owner, of type fmt, writable by no
+ * one else. */
+static bool worker_s(const struct stat *st, unsigned long owner, mode_t fmt)
+{
+	return (st->st_mode & S_IFMT) == fmt && st->st_uid == owner && !(st->st_mode & 022);
+}
+
+/* A small file of DIR, the worker's, NUL-terminated: its length, or
+ * -errno (-EPERM: not the worker's). */
+static ssize_t read_at(int dfd, const char *name, unsigned long owner, char *buf, size_t len)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !worker_s(&st, owner, S_IFREG)) {
+		close(fd);
+		return -EPERM;
+	}
 	size_t n = 0;
 	while (n < len - 1) {
 		ssize_t k = read(fd, buf + n, len - 1 - n);
@@ -170,7 +189,7 @@ struct handed {
 
 int launch_job_main(int argc, char **argv)
 {
-	const char *dir = NULL, *job = NULL, *node = "";
+	const char *dir = NULL, *job = NULL, *node = "", *owner_arg = NULL;
 	const char *pass[16];
 	int npass = 0;
 	for (int i = 1; i < argc; i++) {
@@ -178,6 +197,8 @@ int launch_job_main(int argc, char **argv)
 			dir = argv[i] + 6;
 		else if (strncmp(argv[i], "--job-id=", 9) == 0)
 			job = argv[i] + 9;
+		else if (strncmp(argv[i], "--stage-owner=", 14) == 0)
+			owner_arg = argv[i] + 14;
 		else if (strncmp(argv[i], "--node=", 7) == 0)
 			node = argv[i] + 7;
 		else if (strncmp(argv[i], "--env=", 6) == 0 && npass < 16)
@@ -187,8 +208,10 @@ int launch_job_main(int argc, char **argv)
 			return 127;
 		}
 	}
-	if (!dir || dir[0] != '/' || !job || !*job || strchr(job, '/')) {
-		fprintf(stderr, "kart-launch: --job=DIR (absolute) and --job-id=ID are needed\n");
+	char *oe = NULL;
+	unsigned long owner = owner_arg ? strtoul(owner_arg, &oe, 10) : 0;
+	if (!dir || dir[0] != '/' || !job || !*job || strchr(job, '/') || !owner_arg || !*owner_arg || *oe) {
+		fprintf(stderr, "kart-launch: --job=DIR (absolute), --stage-owner=UID and --job-id=ID are needed\n");
 		return 127;
 	}
 	/* Gone: its task was finished or given back while this job waited
@@ -197,8 +220,9 @@ int launch_job_main(int argc, char **argv)
 	if (dfd < 0)
 		return fail(dir, errno);
 	struct stat dst;
-	if (fstat(dfd, &dst) < 0 || dst.st_uid != getuid()) {
-		fprintf(stderr, "kart-launch: %s is not this job's user's\n", dir);
+	if (fstat(dfd, &dst) < 0 || !worker_s(&dst, owner, S_IFDIR)) {
+		fprintf(stderr, "kart-launch: %s is not the stage its worker (uid %lu) made, or others "
+				"can write it: not run\n", dir, owner);
 		return 127;
 	}
 	/* Once per attempt: the first job to link it runs the task. */
@@ -216,7 +240,12 @@ int launch_job_main(int argc, char **argv)
 	}
 
 	static char text[LAUNCH_MAX];
-	ssize_t tl = read_at(dfd, JOB_LAUNCH, text, sizeof text);
+	ssize_t tl = read_at(dfd, JOB_LAUNCH, owner, text, sizeof text);
+	if (tl == -EPERM) {
+		fprintf(stderr, "kart-launch: %s/" JOB_LAUNCH " is not its worker's (uid %lu), or others "
+				"can write it: not run\n", dir, owner);
+		return 127;
+	}
 	if (tl < 0)
 		return fail("the stage's launch file", (int)-tl);
 	char *args[1024], *envs[1024];
@@ -234,8 +263,45 @@ int launch_job_main(int argc, char **argv)
 	if (pipe2(status, O_CLOEXEC) < 0)
 		return fail("pipe", errno);
 	fds[nfd++] = (struct handed){SANDBOX_STATUS_FD, status[1]};
+	struct {
+		int target;
+		unsigned long long ino;
+	} inos[4];
+	int nino = 0;
+	struct {
+		int target;
+		const char *path;
+	} reals[FDS_MAX];
+	int nreal = 0;
+	bool named = false;
 	for (const char *p = text, *end = text + tl, *kind; (kind = field(&p, end));) {
-		if (strcmp(kind, "arg") == 0 || strcmp(kind, "env") == 0) {
+		if (strcmp(kind, "job") == 0) {
+			/* Another of the submitter's stage directories renamed to
+			 * this one's name would run that job's task here. */
+			const char *v = field(&p, end);
+			if (!v || strcmp(v, strrchr(dir, '/') + 1)) {
+				fprintf(stderr, "kart-launch: %s holds the stage of job %s, not its own: not run\n",
+					dir, v ? v : "?");
+				return 127;
+			}
+			named = true;
+		} else if (strcmp(kind, "ino") == 0) {
+			const char *num = field(&p, end), *v = field(&p, end);
+			if (!v || nino >= 4) {
+				fprintf(stderr, "kart-launch: the stage's launch file is malformed\n");
+				return 127;
+			}
+			inos[nino].target = atoi(num);
+			inos[nino++].ino = strtoull(v, NULL, 10);
+		} else if (strcmp(kind, "real") == 0) {
+			const char *num = field(&p, end), *v = field(&p, end);
+			if (!v || nreal >= FDS_MAX) {
+				fprintf(stderr, "kart-launch: the stage's launch file is malformed\n");
+				return 127;
+			}
+			reals[nreal].target = atoi(num);
+			reals[nreal++].path = v;
+		} else if (strcmp(kind, "arg") == 0 || strcmp(kind, "env") == 0) {
 			const char *v = field(&p, end);
 			bool arg = kind[0] == 'a';
 			if (!v || (arg ? na : ne) >= 1000) {
@@ -266,9 +332,38 @@ int launch_job_main(int argc, char **argv)
 			return 127;
 		}
 	}
-	if (na == 0) {
-		fprintf(stderr, "kart-launch: the stage's launch file has no command\n");
+	if (na == 0 || !named) {
+		fprintf(stderr, "kart-launch: the stage's launch file has no command, or names no job\n");
 		return 127;
+	}
+	/* What the submitter can rename (in DIR/job): the very directory
+	 * the worker made there, theirs. */
+	for (int k = 0; k < nino; k++) {
+		struct stat ist;
+		int i = 0;
+		while (i < nfd && fds[i].target != inos[k].target)
+			i++;
+		if (i == nfd || fstat(fds[i].fd, &ist) < 0 || ist.st_ino != inos[k].ino || ist.st_uid != getuid()) {
+			fprintf(stderr, "kart-launch: the stage's file for descriptor %d is not the one its "
+					"worker made: not run\n", inos[k].target);
+			return 127;
+		}
+	}
+	/* A bind opened here again by its path: where the worker's check
+	 * led, or nothing (the submitter may have put a symlink on it). */
+	for (int k = 0; k < nreal; k++) {
+		char proc[64], real[PATH_MAX];
+		int i = 0;
+		while (i < nfd && fds[i].target != reals[k].target)
+			i++;
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", i < nfd ? fds[i].fd : -1);
+		ssize_t n = i < nfd ? readlink(proc, real, sizeof real - 1) : -1;
+		real[n > 0 ? n : 0] = '\0';
+		if (strcmp(real, reals[k].path)) {
+			fprintf(stderr, "kart-launch: a bind leads to %s on this node, not to %s, where it "
+					"was checked: not run\n", real[0] ? real : "nothing", reals[k].path);
+			return 127;
+		}
 	}
 	args[na] = NULL;
 	envs[ne] = NULL;
@@ -347,13 +442,13 @@ int launch_job_main(int argc, char **argv)
 		rn += (size_t)k;
 	}
 	report[rn] = '\0';
-	int wfd = openat(dfd, "status.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int wfd = openat(dfd, JOB_OWN "/status.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (wfd < 0)
 		return fail("the stage's status", errno);
 	dprintf(wfd, "job=%s\nnode=%s\nstart_ms=%lld\nend_ms=%lld\nwrapper=%d\nmemory_peak=%lld\n"
 		     "cpu_user_us=%lld\ncpu_system_us=%lld\n--\n%s",
 		job, node, (long long)start, (long long)end, st, peak, user_us, sys_us, report);
-	if (fsync(wfd) < 0 || close(wfd) < 0 || renameat(dfd, "status.tmp", dfd, JOB_STATUS) < 0)
+	if (fsync(wfd) < 0 || close(wfd) < 0 || renameat(dfd, JOB_OWN "/status.tmp", dfd, JOB_STATUS) < 0)
 		return fail("the stage's status", errno);
 	(void)fsync(dfd);
 	/* The task's own status, for the batch system's record. */

@@ -3,12 +3,19 @@
 #ifndef KART_LAUNCH_JOB_H
 #define KART_LAUNCH_JOB_H
 
-/* The stage's files, by their names in the job's directory. */
-#define JOB_LAUNCH "launch" /* what to run: NUL-separated fd, arg and env records */
-#define JOB_RUN "run"       /* -> the id of the job that took the attempt */
-#define JOB_STATUS "status" /* how it went, written last */
-#define JOB_STDOUT "stdout"
-#define JOB_STDERR "stderr"
+/* The stage's files, by their names in the job's directory, which is
+ * the worker's: what the submitter's job only reads. */
+#define JOB_LAUNCH "launch" /* what to run: NUL-separated job, fd, ino, arg and env records */
+#define JOB_TASK "task"
+#define JOB_FILTER "filter"
+#define JOB_INPUTS "inputs"
+/* The submitter's directory in it, where the job writes. */
+#define JOB_OWN "job"
+#define JOB_OUT JOB_OWN "/out" /* $KART_OUTDIR: made by the worker, its inode in launch */
+#define JOB_RUN JOB_OWN "/run"       /* -> the id of the job that took the attempt */
+#define JOB_STATUS JOB_OWN "/status" /* how it went, written last */
+#define JOB_STDOUT JOB_OWN "/stdout"
+#define JOB_STDERR JOB_OWN "/stderr"
 
 int launch_job_main(int argc, char **argv);
 

@@ -617,15 +617,25 @@ int sandbox_bwrap(const struct sandbox_req *req, struct strv *argv, struct strv 
 		strv_add(argv, "--tmpfs");
 		strv_add(argv, tmpfs[i]);
 	}
-	strv_add(argv, "--ro-bind");
-	strv_add(argv, req->task_path);
+	if (req->task_fd > 0) {
+		strv_add(argv, "--ro-bind-fd");
+		strv_addf(argv, "%d", req->task_fd);
+	} else {
+		strv_add(argv, "--ro-bind");
+		strv_add(argv, req->task_path);
+	}
 	strv_add(argv, SANDBOX_TASK);
 	strv_add(argv, "--ro-bind");
 	strv_add(argv, pol->launcher);
 	strv_add(argv, SANDBOX_LAUNCH);
 	if (req->out_dir) {
-		strv_add(argv, "--bind");
-		strv_add(argv, req->out_dir);
+		if (req->out_fd > 0) {
+			strv_add(argv, "--bind-fd");
+			strv_addf(argv, "%d", req->out_fd);
+		} else {
+			strv_add(argv, "--bind");
+			strv_add(argv, req->out_dir);
+		}
 		strv_add(argv, SANDBOX_OUT);
 	}
 	/* The policy's binds, at the same path inside; credential files

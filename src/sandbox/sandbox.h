@@ -78,6 +78,10 @@ struct sandbox_req {
 	const struct sandbox_input *inputs;
 	int n_inputs;
 	const char *in_dir; /* backend none: the host directory for $KART_INPUTS */
+	/* bwrap: > 0, the task file and $KART_OUTDIR's directory are bound
+	 * from these descriptors (a launcher on a node opened and checked
+	 * them; their paths are a stage others can rename in); 0: by path. */
+	int task_fd, out_fd;
 	/* The spool, where a bind of the task holds it (binds_spool_below):
 	 * covered by an empty read-only mount; NULL: none to cover. */
 	const char *mask;

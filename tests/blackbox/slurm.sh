@@ -105,6 +105,9 @@ while time.process_time() - t < 1: pass"') || { fail "sbatch of the identity job
 		assert_match "who $uid $gid" "$x" "the job runs as the submitter"
 		assert_match "job $id $S_NODE $name" "$x" "SLURM_JOB_ID, SLURMD_NODENAME, SLURM_JOB_NAME in the job"
 		assert_eq "$U_SUB" "$(stat -c %U "$out/$id.out")" "the owner of the job's output"
+		# The job's name reaches slurmdbd after its state may (a
+		# placeholder record named "allocation" first): waited for.
+		wait_until 15 sh -c '[ "$(sacct -n -X -P --name="$1" -S now-1hour -o JobID)" = "$2" ]' sh "$name" "$id"
 		assert_eq "$id" "$(sacct -n -X -P --name="$name" -S now-1hour -o JobID)" "sacct --name finds the job"
 		# The batch step's accounting, from jobacct_gather/cgroup: CPU
 		# time read at its end; MaxRSS sampled (JobAcctGatherFrequency,
@@ -621,6 +624,77 @@ test_slurm_backend_doctor() {
 	took
 }
 
+# ks_stage ID: the stage directory of the task's job, from its claim's
+# record (run=slurm JOBNAME KEY ID), once it has one.
+ks_stage() {
+	local r
+	r=$(getfattr --only-values -n user.kart "$S"/cur/*/"$1" 2>/dev/null | sed -n 's/^run=slurm \([^ ]*\) \([^ ]*\) .*/\2\/'"$(id -u "$U_SUB")"'\/\1/p')
+	[ -n "$r" ] && [ -e "$STAGE/$r/launch" ] && echo "$STAGE/$r"
+}
+# KS_NET: python3 -c "$KS_NET" LAUNCH gives the launch file's bwrap
+# --share-net, as an editor would: a new file renamed over the old.
+KS_NET='import os, sys
+p = sys.argv[1]
+t = open(p, "rb").read().replace(b"arg\0--unshare-all\0", b"arg\0--unshare-all\0arg\0--share-net\0", 1)
+open(p + ".new", "wb").write(t)
+os.rename(p + ".new", p)'
+ks_submitted() { local i; for i; do [ -n "$(ks_job "$i")" ] || return 1; done; }
+# ks_netdevs FILE: the interfaces /proc/net/dev lists in FILE, but lo.
+ks_netdevs() { sed -n 's/^ *\([^ :]*\):.*/\1/p' "$1" 2>/dev/null | grep -vx lo; }
+
+# The stage is the worker's: a submitter who rewrites their own task's
+# sandbox description between sbatch and the job's start (the partition
+# held down meanwhile) gains nothing the policy did not give: neither by
+# editing the launch file in place (sa), nor by putting a copy of their
+# own, with --share-net, in place of the job's directory (sb), nor by
+# turning a checked bind= into a symbolic link to the host's /proc (sc).
+# sa and sb print the network interfaces they see: lo alone, or they
+# never ran; sc, whether the host's /proc is at its bind.
+test_slurm_backend_stage_owned() {
+	ks_spool || return
+	[ -n "$(ks_netdevs /proc/net/dev)" ] || { skip "this host has no interface but lo: a task with network would look the same"; return; }
+	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; return; }
+	ks_worker
+	local a b c da db x i
+	as "$U_SUB" mkdir -p "$SHARED/sc-d" || { fail "mkdir $SHARED/sc-d"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
+	a=$(ks_submit --name sa -- cat /proc/net/dev) && b=$(ks_submit --name sb -- cat /proc/net/dev) &&
+		c=$(ks_submit --name sc --bind "$SHARED/sc-d" -- sh -c 'echo ran; test -e "$1/self/status" && echo host-proc' sh "$SHARED/sc-d") ||
+		{ fail "kart submit"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
+	# Submitted (sbatch printed their ids), and held by the partition.
+	wait_until 60 ks_submitted "$a" "$b" "$c" || fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"
+	da=$(ks_stage "$a") db=$(ks_stage "$b")
+	if [ -z "$da" ] || [ -z "$db" ]; then
+		fail "no stage for the held jobs: '$da' '$db': $(squeue -h -o '%i %j %T %r' | tr '\n' ' ')"
+		scontrol update PartitionName="$S_PART_MANY" State=UP
+		stop_worker "$KW"
+		return
+	fi
+	# sa: the launch file itself, as sed -i does it (a new file renamed over).
+	as "$U_SUB" python3 -c "$KS_NET" "$da/launch" 2>/dev/null
+	# sb: the job's directory renamed away, a copy of the submitter's in its place.
+	as "$U_SUB" sh -c 'mv "$1" "$1.x" && mkdir "$1" && cp -r "$1.x/." "$1/" && rm -f "$1/job/run" &&
+		python3 -c "$2" "$1/launch"' sh "$db" "$KS_NET" 2>/dev/null
+	# sc: its bind, checked at the submission, now a link to /proc.
+	as "$U_SUB" sh -c 'mv "$1" "$1.x" && ln -s /proc "$1"' sh "$SHARED/sc-d" || fail "the link at sc's bind"
+	x=$(tr '\0' ' ' <"$db/launch" 2>/dev/null)
+	assert_match 'share-net' "$x" "the submitter's copy with --share-net is in place (the attack was made)"
+	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
+	ks_done 90 "$a" "$b" "$c" || { stop_worker "$KW"; return; }
+	for i in "$a" "$b"; do
+		assert_eq "" "$(ks_netdevs "$S/done/$i.stdout" | tr '\n' ' ')" "$i: interfaces the task saw but lo"
+	done
+	# sa ran as the policy said; sb's copy was refused, not run.
+	assert_eq ok "$(ks_field "$a" .status)" "sa's status (its edit refused, the task as submitted)"
+	assert_match '[[:space:]]lo:' "$(cat "$S/done/$a.stdout")" "sa printed its interfaces"
+	assert_eq "" "$(cat "$S/done/$b.stdout" 2>/dev/null)" "sb's output: the copy did not run"
+	[ "$(ks_field "$b" .status)" != ok ] || fail "sb ended ok from the submitter's copy of its stage"
+	x=$(cat "$S/done/$c.stdout" 2>/dev/null)
+	case $x in *host-proc*) fail "sc saw the host's /proc at its bind (status $(ks_field "$c" .status))" ;; esac
+	[ "$(ks_field "$c" .status)" != ok ] || fail "sc ended ok with its bind swapped: '$x'"
+	stop_worker "$KW"
+	took
+}
+
 # The escape battery (tests/blackbox/escape.sh: tests/escape/probe.py)
 # run as a Slurm job, as its submitter (nobody), a neighbour task beside
 # it in another job: nothing the local sandbox blocks gets through here;
@@ -645,9 +719,9 @@ test_slurm_backend_escape() {
 # thread named kart-slurm: inject signal=KILL), then started again: each
 # task runs exactly once and ends ok. The calls in order of a submission:
 # fsetxattr (the run record; its 2nd: the job id), fsync (the record made
-# durable), clone (the stage made as the submitter; the 2nd: sbatch),
-# wait4 (each reaped: the 2nd is sbatch back, the job existing and its id
-# not yet recorded), read (sbatch's output). About two minutes: only
+# durable), clone (sbatch: the worker makes the stage itself), wait4
+# (sbatch back, the job existing and its id not yet recorded), read
+# (sbatch's output). About two minutes: only
 # with S_SWEEP=1 (make torture).
 ks_sweep_point() {
 	local sc=$1 n=$2 tid id i
