@@ -37,6 +37,8 @@ bool asks_help(int argc, char **argv);
 /* Say on stderr when no live worker holds the spool (its tasks wait for
  * one), with the command that starts one. Quiet where it cannot tell. */
 void warn_no_worker(struct spool *sp, const char *verb);
+/* The same words, said: the caller already knows no worker is live. */
+void say_no_worker(const struct spool *sp, const char *verb);
 
 /* kart submit --to postgres URL: insert the task (directives in its
  * header) into the queue of kart feed and print the row's id. It links

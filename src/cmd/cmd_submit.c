@@ -50,7 +50,9 @@ struct submit {
 	size_t blen;
 	bool is_cmd;
 	const char *what; /* FILE, "stdin" or "the command", for messages */
-	struct task_spec own; /* the file's own directives */
+	bool own_cwd; /* the file has a cwd= of its own */
+	int live; /* the live workers enforce_check saw; -1: it did not look */
+	char *cwd_checked; /* the cwd= default_cwd added, checked as the worker will */
 };
 
 static void shell_quote(char **out, size_t *len, const char *s)
@@ -298,8 +300,9 @@ static int read_file(struct submit *s, int argc, char **argv)
 }
 
 /* The task from what is left of the arguments, its name, and its own
- * directives, read alone: an error names the file's own line. */
-static int read_task(struct submit *s, const struct opts_rest *rest)
+ * directives, read alone (into scratch): an error names the file's own
+ * line. */
+static int read_task(struct submit *s, const struct opts_rest *rest, struct task_spec *scratch)
 {
 	int r;
 	s->is_cmd = rest->had_dashdash && rest->dashdash == 0;
@@ -325,12 +328,13 @@ static int read_task(struct submit *s, const struct opts_rest *rest)
 		s->base = (free(s->base), xstrdup("task"));
 	}
 	char err[512];
-	if (task_parse(s->body, s->blen < TASK_HEADER_MAX ? s->blen : TASK_HEADER_MAX, &s->own, err,
+	if (task_parse(s->body, s->blen < TASK_HEADER_MAX ? s->blen : TASK_HEADER_MAX, scratch, err,
 		       sizeof err) < 0) {
 		_cleanup_free_ char *serr = term_safe(err);
 		fprintf(stderr, "kart submit: %s: %s\n", s->what, serr);
 		return 1;
 	}
+	s->own_cwd = scratch->cwd >= 0;
 	return 0;
 }
 
@@ -339,29 +343,26 @@ static int read_task(struct submit *s, const struct opts_rest *rest)
 /* The spool as the worker judges a bind: resolved, and whether its
  * sandbox covers the spool under a bind above it (bwrap does). A policy
  * that cannot be read here: bwrap's, the default. */
-static bool spool_masked(const struct spool *sp)
+static bool spool_masked(const struct policy *pol)
 {
-	struct policy pol;
-	char err[512];
-	return policy_load(&pol, sp->path, err, sizeof err) < 0 || backend_get(pol.backend)->masks_spool;
+	return !pol || backend_get(pol->backend)->masks_spool;
 }
 
 /* The directory we run in, as the task's cwd=, unless the worker would
  * refuse it (the root, the spool or in it, one we cannot write): then
  * the private /work, and a note. Run in a home that holds the spool, it
- * is that home: the sandbox covers the spool. */
-static void default_cwd(struct submit *s, const struct spool *sp)
+ * is that home: the sandbox covers the spool. one: room for a task's
+ * spec (29 KB), written here. */
+static void default_cwd(struct submit *s, const struct spool *sp, const struct policy *pol,
+			struct task_spec *one)
 {
 	_cleanup_free_ char *here = getcwd(NULL, 0);
 	_cleanup_free_ char *spool_real = realpath(sp->path, NULL);
-	_cleanup_free_ struct task_spec *one = xmalloc(sizeof *one);
 	const char *why = NULL;
-	struct policy pol;
-	char perr[512], berr[1024];
+	char berr[1024];
 	if (!here || !spool_real)
 		return;
-	bool have_pol = policy_load(&pol, sp->path, perr, sizeof perr) == 0;
-	if (have_pol && !pol.task_binds)
+	if (pol && !pol->task_binds)
 		return; /* the policy binds nothing: the private /work, as asked */
 	/* As the worker will open it, as us. */
 	task_spec_init(one);
@@ -371,11 +372,11 @@ static void default_cwd(struct submit *s, const struct spool *sp)
 		why = "it is the root directory";
 	else if ((why = bind_path_refused(here)))
 		;
-	else if (have_pol && !task_bind_root_ok(&pol, here))
+	else if (pol && !task_bind_root_ok(pol, here))
 		why = "outside the trees the policy allows binds in ([sandbox] task_bind_roots)";
 	else if (pathfmt(one->binds[0].path, sizeof one->binds[0].path, "%s", here) < 0)
 		why = "the path is too long";
-	else if (binds_check(one, spool_real, spool_masked(sp), berr, sizeof berr) < 0)
+	else if (binds_check(one, spool_real, spool_masked(pol), berr, sizeof berr) < 0)
 		why = strncmp(berr, "line 0: ", 8) == 0 ? berr + 8 : berr;
 	if (why) {
 		_cleanup_free_ char *swhy = term_safe(why), *shere = term_safe(here);
@@ -387,10 +388,13 @@ static void default_cwd(struct submit *s, const struct spool *sp)
 	if (task_directive_add(&s->td, "cwd", here, err, sizeof err) < 0)
 		fprintf(stderr, "kart submit: note: the task runs in a private /work, not in %s (%s)\n",
 			here, err);
+	else
+		s->cwd_checked = xstrdup(one->binds[0].path);
 }
 
 /* cwd=: -C DIR, or where we are, unless --no-cwd or the file has its own. */
-static int add_cwd(struct submit *s, const struct spool *sp)
+static int add_cwd(struct submit *s, const struct spool *sp, const struct policy *pol,
+		   struct task_spec *scratch)
 {
 	char err[512];
 	if (s->cwd && s->no_cwd)
@@ -401,8 +405,8 @@ static int add_cwd(struct submit *s, const struct spool *sp)
 			fprintf(stderr, "kart submit: --cwd %s: %s\n", s->cwd, real ? err : strerror(errno));
 			return 1;
 		}
-	} else if (!s->no_cwd && !s->url && s->own.cwd < 0) {
-		default_cwd(s, sp);
+	} else if (!s->no_cwd && !s->url && !s->own_cwd) {
+		default_cwd(s, sp, pol, scratch);
 	}
 	return 0;
 }
@@ -422,17 +426,24 @@ static void say_task_error(const struct submit *s, const char *err, int first)
  * request, with where the grant goes), the kind, and each path, opened
  * as we are (we are its submitter). A policy that cannot be read here
  * leaves the decision to the worker. 0, or 1 (said). */
-static int precheck(const struct submit *s, struct spool *sp, struct task_spec *spec, int first)
+static int precheck(const struct submit *s, struct spool *sp, const struct policy *pol,
+		    struct task_spec *spec, int first)
 {
-	struct policy pol;
 	char err[1024];
-	if (policy_load(&pol, sp->path, err, sizeof err) < 0)
+	if (!pol)
+		return 0;
+	if (task_resolve_kind(spec, pol, s->base, err, sizeof err) < 0 ||
+	    task_check_policy(spec, pol, getuid(), err, sizeof err) < 0) {
+		say_task_error(s, err, first);
+		return 1;
+	}
+	/* A task whose one path is the cwd= default_cwd has just checked,
+	 * the same way, is not walked twice (about 50 system calls). */
+	if (!pol->task_binds || (s->cwd_checked && spec->n_binds == 1 && spec->binds[0].mode == BIND_CWD &&
+				 strcmp(spec->binds[0].path, s->cwd_checked) == 0))
 		return 0;
 	_cleanup_free_ char *spool_real = realpath(sp->path, NULL);
-	if (task_resolve_kind(spec, &pol, s->base, err, sizeof err) < 0 ||
-	    task_check_policy(spec, &pol, getuid(), err, sizeof err) < 0 ||
-	    (pol.task_binds && spool_real &&
-	     binds_check(spec, spool_real, backend_get(pol.backend)->masks_spool, err, sizeof err) < 0)) {
+	if (spool_real && binds_check(spec, spool_real, spool_masked(pol), err, sizeof err) < 0) {
 		say_task_error(s, err, first);
 		return 1;
 	}
@@ -467,14 +478,17 @@ static bool worker_says(struct spool *sp, const char *wid, const char *key, char
  * in the first worker's words, rather than `refused` when it runs. A
  * worker that says nothing may hold them; without a live worker nothing
  * can be told. 0, or 1 (said). */
-static int enforce_check(const struct submit *s, struct spool *sp, const struct task_spec *spec, int first)
+static int enforce_check(struct submit *s, struct spool *sp, const struct task_spec *spec, int first)
 {
 	static const char *const key[] = {"memory", "pids", "cpu"};
 	int line[] = {spec->memory ? spec->line_memory : 0, spec->pids ? spec->line_pids : 0,
 		      spec->cpu_milli ? spec->line_cpu : 0};
 	struct strv ids = {0};
 	int rc = 0;
-	if (spool_live_worker_ids(sp, &ids) <= 0) {
+	if (line[0] <= 0 && line[1] <= 0 && line[2] <= 0)
+		return 0; /* nothing to ask of a worker: /proc/locks is read once, after */
+	s->live = spool_live_worker_ids(sp, &ids);
+	if (s->live <= 0) {
 		strv_free(&ids);
 		return 0;
 	}
@@ -502,17 +516,16 @@ static int enforce_check(const struct submit *s, struct spool *sp, const struct 
 /* A task with network, and a credential the policy passes to it that
  * every live worker lacks: it would get none. Said, not refused (the
  * worker may be restarted with it before the task runs). */
-static void warn_creds(struct spool *sp, const struct task_spec *spec)
+static void warn_creds(struct spool *sp, const struct policy *pol, const struct task_spec *spec)
 {
-	struct policy pol;
 	struct strv ids = {0};
-	char err[512], lacks[1024];
-	if (!(spec->net || spec->kind_net) || policy_load(&pol, sp->path, err, sizeof err) < 0 ||
+	char lacks[1024];
+	if (!(spec->net || spec->kind_net) || !pol ||
 	    spool_live_worker_ids(sp, &ids) <= 0) {
 		strv_free(&ids);
 		return;
 	}
-	for (const char *e = NULL; (e = plist_next(&pol.cred_env, e));) {
+	for (const char *e = NULL; (e = plist_next(&pol->cred_env, e));) {
 		size_t all = 0, el = strlen(e);
 		for (size_t i = 0; i < ids.n; i++) {
 			bool has = false;
@@ -609,14 +622,12 @@ static int add_unique(struct submit *s, struct spool *sp)
 }
 
 /* Queued all the same: the task waits until space returns. */
-static void warn_low_space(const struct spool *sp)
+static void warn_low_space(const struct spool *sp, const struct policy *pol)
 {
-	struct policy pol;
-	char err[512], why[700];
-	if (policy_load(&pol, sp->path, err, sizeof err) == 0 &&
-	    space_low(sp->root, &pol, sp->path, why, sizeof why))
+	char why[700];
+	if (pol && space_low(sp->root, pol, sp->path, why, sizeof why))
 		fprintf(stderr, "kart submit: warning: %s: workers claim nothing new%s until space returns\n",
-			why, pol.shared ? " for members over their share of the disk (drop_max_bytes)" : "");
+			why, pol->shared ? " for members over their share of the disk (drop_max_bytes)" : "");
 }
 
 /* --after: each id as the spool names it (a plain NAME of a user on a
@@ -700,13 +711,14 @@ static char *compose(struct submit *s, size_t *tlen, struct task_spec *spec, int
 }
 
 /* Publish it, and print its id. */
-static int queue(struct submit *s, struct spool *sp, const char *task, size_t tlen)
+static int queue(struct submit *s, struct spool *sp, const struct policy *pol, const char *task,
+		 size_t tlen)
 {
 	char id[TASK_NAME_MAX + 16];
 	/* The values of env= are yours alone to read: the task file is made
 	 * 0600 (the worker reads it as root, or as you). */
 	mode_t um = s->has_env ? umask(077) : 0;
-	warn_low_space(sp);
+	warn_low_space(sp, pol);
 	int r = spool_submit(sp, s->base, task, tlen, s->base, id, sizeof id);
 	if (s->has_env)
 		(void)umask(um);
@@ -726,7 +738,10 @@ static int queue(struct submit *s, struct spool *sp, const char *task, size_t tl
 	_cleanup_free_ char *sid = term_safe(id);
 	printf("%s\n", sid);
 	(void)fflush(stdout);
-	warn_no_worker(sp, "submit");
+	if (s->live < 0)
+		warn_no_worker(sp, "submit");
+	else if (s->live == 0)
+		say_no_worker(sp, "submit");
 	return 0;
 }
 
@@ -752,6 +767,7 @@ static void submit_free(struct submit *s)
 	strv_free(&s->after);
 	free(s->body);
 	free(s->base);
+	free(s->cwd_checked);
 }
 
 static int submit_run(struct submit *s, const struct opts_rest *rest)
@@ -760,11 +776,17 @@ static int submit_run(struct submit *s, const struct opts_rest *rest)
 					   .drop = -1, .dropd = -1, .ids = -1};
 	_cleanup_free_ struct task_spec *spec = xmalloc(sizeof *spec);
 	int r;
-	if ((r = read_task(s, rest)) != 0 || (r = open_spool(s, &sp)) != 0)
+	if ((r = read_task(s, rest, spec)) != 0 || (r = open_spool(s, &sp)) != 0)
 		return r;
 	if ((r = add_unique(s, &sp)) != 0)
 		return r < 0 ? 0 : r;
-	if ((r = add_after(s, &sp)) != 0 || (r = add_cwd(s, &sp)) != 0)
+	/* spec is scratch (29 KB) until compose parses the task into it. The
+	 * policy, read once for every check below (a copy is 90 KB): NULL
+	 * where it cannot be read here, and each check leaves it to the
+	 * worker. */
+	char perr[512];
+	const struct policy *pol = s->url ? NULL : policy_get(sp.path, perr, sizeof perr);
+	if ((r = add_after(s, &sp)) != 0 || (r = add_cwd(s, &sp, pol, spec)) != 0)
 		return r;
 	size_t tlen;
 	int first;
@@ -773,15 +795,15 @@ static int submit_run(struct submit *s, const struct opts_rest *rest)
 		return 1;
 	if (s->url)
 		return submit_to_queue(s->url, s->base, s->lane, task, tlen);
-	if ((r = precheck(s, &sp, spec, first)) != 0 || (r = enforce_check(s, &sp, spec, first)) != 0)
+	if ((r = precheck(s, &sp, pol, spec, first)) != 0 || (r = enforce_check(s, &sp, spec, first)) != 0)
 		return r;
-	warn_creds(&sp, spec);
-	return queue(s, &sp, task, tlen);
+	warn_creds(&sp, pol, spec);
+	return queue(s, &sp, pol, task, tlen);
 }
 
 int cmd_submit(struct ctx *c, int argc, char **argv)
 {
-	struct submit s = {.c = c};
+	struct submit s = {.c = c, .live = -1};
 	const struct opt opts[] = {
 		OPT_CALLBACK(0, "to", &s, "postgres URL",
 			     "queue it in the PostgreSQL queue of kart feed instead (no spool needed) "

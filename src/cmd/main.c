@@ -173,8 +173,12 @@ void ctx_open_spool(struct ctx *c, struct spool *sp)
 
 void warn_no_worker(struct spool *sp, const char *verb)
 {
-	if (spool_live_workers(sp) != 0)
-		return;
+	if (spool_live_workers(sp) == 0)
+		say_no_worker(sp, verb);
+}
+
+void say_no_worker(const struct spool *sp, const char *verb)
+{
 	fprintf(stderr,
 		"kart %s: no worker is running on %s: tasks wait in new/ until one starts:\n"
 		"  kart -s %s worker --daemon    (or: systemctl --user start kart-worker)\n",

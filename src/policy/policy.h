@@ -233,6 +233,9 @@ int policy_parse_conf(struct policy *pol, const char *text, const char *fname, c
  * line or a bad override returns -1 with err naming the file and line or
  * the variable; never falls back silently to defaults. */
 int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen);
+/* The same policy, not copied (90 KB): read-only, valid until the next
+ * policy_load, policy_get or policy_forget of the process. NULL: err. */
+const struct policy *policy_get(const char *spool_dir, char *err, size_t errlen);
 /* policy_load reads a spool's policy once per process while its
  * kart.conf is the same, unchanged file; this makes the next call read
  * everything again (the host's memory and cores too: a SIGHUP). */

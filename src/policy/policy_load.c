@@ -38,11 +38,15 @@ static void builtin_defaults_fit(struct policy *pol, uint64_t host_memory)
 	}
 }
 
-static int policy_read(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
+/* zeroed: pol is all zero already (a process's first read into the
+ * memo, in .bss): the pages it leaves unwritten are never touched. */
+static int policy_read(struct policy *pol, bool zeroed, const char *spool_dir, char *err,
+		       size_t errlen)
 {
 	struct sysinfo si;
 	const char *v;
-	memset(pol, 0, sizeof *pol);
+	if (!zeroed)
+		memset(pol, 0, sizeof *pol);
 	pol->backend = BACKEND_BWRAP;
 	pol->slots[0] = 3;
 	pol->slots[1] = 1;
@@ -210,6 +214,7 @@ static int policy_read(struct policy *pol, const char *spool_dir, char *err, siz
  * a network grant, ...), each a dozen system calls. */
 static struct {
 	bool ok, conf;     /* conf: there was a kart.conf, of identity st */
+	bool used;         /* pol was written: no longer all zero */
 	char dir[4096];
 	struct stat st;
 	char env[8192];    /* the KART_* variables it saw */
@@ -251,29 +256,65 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
+/* Whether the memo holds for spool_dir; *k is what it is keyed by now,
+ * for memo_keep after a new read. */
+struct memo_key {
+	bool conf, keyed;
+	struct stat st;
+	const char *dir;
+	char env[sizeof memo.env];
+};
+
+static bool memo_hit(const char *spool_dir, struct memo_key *k)
+{
+	k->st = (struct stat){0};
+	k->conf = conf_stat(spool_dir, &k->st);
+	k->dir = spool_dir ? spool_dir : "";
+	k->keyed = env_key(k->env, sizeof k->env);
+	return memo.ok && k->keyed && strcmp(memo.dir, k->dir) == 0 && memo.conf == k->conf &&
+	       (!k->conf || same_file(&memo.st, &k->st)) && strcmp(memo.env, k->env) == 0;
+}
+
+static void memo_keep(const struct memo_key *k)
+{
+	if (!k->keyed || strlen(k->dir) >= sizeof memo.dir)
+		return;
+	memcpy(memo.env, k->env, sizeof k->env);
+	memo.conf = k->conf;
+	memo.st = k->st;
+	snprintf(memo.dir, sizeof memo.dir, "%s", k->dir);
+	memo.ok = true;
+}
+
 int policy_load(struct policy *pol, const char *spool_dir, char *err, size_t errlen)
 {
-	struct stat st = {0};
-	bool conf = conf_stat(spool_dir, &st);
-	const char *dir = spool_dir ? spool_dir : "";
-	char env[sizeof memo.env];
-	bool keyed = env_key(env, sizeof env);
-	if (memo.ok && keyed && strcmp(memo.dir, dir) == 0 && memo.conf == conf &&
-	    (!conf || same_file(&memo.st, &st)) && strcmp(memo.env, env) == 0) {
+	struct memo_key k;
+	if (memo_hit(spool_dir, &k)) {
 		*pol = memo.pol;
 		return 0;
 	}
 	memo.ok = false;
-	int r = policy_read(pol, spool_dir, err, errlen);
-	if (r == 0 && keyed && strlen(dir) < sizeof memo.dir) {
-		memcpy(memo.env, env, sizeof env);
+	int r = policy_read(pol, false, spool_dir, err, errlen);
+	if (r == 0) {
 		memo.pol = *pol;
-		memo.conf = conf;
-		memo.st = st;
-		snprintf(memo.dir, sizeof memo.dir, "%s", dir);
-		memo.ok = true;
+		memo.used = true;
+		memo_keep(&k);
 	}
 	return r;
+}
+
+const struct policy *policy_get(const char *spool_dir, char *err, size_t errlen)
+{
+	struct memo_key k;
+	if (memo_hit(spool_dir, &k))
+		return &memo.pol;
+	memo.ok = false;
+	bool zeroed = !memo.used;
+	memo.used = true;
+	if (policy_read(&memo.pol, zeroed, spool_dir, err, errlen) < 0)
+		return NULL;
+	memo_keep(&k);
+	return &memo.pol;
 }
 
 void policy_forget(void) { memo.ok = false; }

@@ -372,6 +372,27 @@ test_submit_options() {
 	assert_eq NAME.3 "$OUT" "id of a third submit"
 }
 
+# A submit looks at each thing once (docs/PERFORMANCE.md, "kart submit"):
+# /proc/locks (the live workers) once, with limits asked or not, and the
+# directory it runs in (its cwd=, opened as the worker will) walked once.
+test_submit_looks_once() {
+	command -v strace >/dev/null || { skip "strace is not installed"; return; }
+	local s d tr n
+	s=$(mkspool)
+	d=$(mktemp -d "$T_ROOT/here.XXXXXX")
+	for args in "" "--memory 64M"; do
+		# shellcheck disable=SC2086 # the options, split
+		(cd "$d" && strace -qq -f -o "$T_ROOT/submit.strace" -e trace=openat,faccessat2,faccessat \
+			"$KART" -s "$s" submit $args -- true >/dev/null 2>&1) || { fail "submit $args failed"; return; }
+		tr=$(cat "$T_ROOT/submit.strace")
+		n=$(grep -c '"/proc/locks"' <<<"$tr")
+		assert_eq 1 "$n" "/proc/locks read by one submit ${args:-without options}"
+		n=$(grep -cE 'faccessat2?\(.*W_OK' <<<"$tr")
+		assert_eq 1 "$n" "the cwd checked for writing by one submit ${args:-without options}"
+	done
+	assert_match "cwd=$d" "$(cat "$s/new/true.2")" "the task keeps its cwd="
+}
+
 # --memory, --pids, --cpu and --net become directives, and the worker
 # applies them: the result's limits and sandbox say so.
 test_submit_limit_options() {
