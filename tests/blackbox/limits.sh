@@ -453,6 +453,11 @@ run_next() {
 	printf '%s\n' "$@" >>"$RS/tmp/$id"
 	mv "$RS/tmp/$id" "$RS/new/$id"
 	wait_until 60 has_result "$RS" "$id" || fail "no result for $id"
+	# The leaf goes back to the pool after the result, renewed by the
+	# pool's thread; the next task takes the newest ready leaf. A moment
+	# for the renewal, or the next one may take another leaf of the pool
+	# (in_leaf_of's premise).
+	sleep 0.5
 }
 
 # leaf_of ID: the name of the leaf task ID ran in (its first line).
