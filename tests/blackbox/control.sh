@@ -169,7 +169,7 @@ test_pause_refused_says_why() {
 # and is still held; every other one ran; after release, each ran once.
 # HOLD_RACE_N=200 for the full size (30 here, for make check).
 test_hold_races_workers() {
-	local s i id n=${HOLD_RACE_N:-30} out held=0 started=0
+	local s i id n=${HOLD_RACE_N:-200} out held=0 started=0
 	s=$(mkspool)
 	for i in $(seq 1 $n); do printf 'exit 0\n' >"$s/new/t$i"; done
 	KART_BACKEND=none start_worker "$s" --id w1 --slots 4
