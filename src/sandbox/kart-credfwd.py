@@ -269,6 +269,20 @@ def reply(conn, code, reason, text):
         pass
 
 
+def drain(rf, n):
+    """The request's body, read and dropped before a refusal: a client
+    still sending it would meet a closed socket (EPIPE) instead of the
+    answer that says why."""
+    try:
+        while n > 0:
+            b = rf.read(min(n, 65536))
+            if not b:
+                return
+            n -= len(b)
+    except OSError:
+        pass
+
+
 def serve(conn, ep, key, slots):
     try:
         conn.settimeout(READ_TIMEOUT_S)
@@ -309,10 +323,12 @@ def serve(conn, ep, key, slots):
         except Unproven as e:
             why = str(e)
         except (OSError, http.client.HTTPException) as e:
+            drain(rf, n)
             return reply(conn, 502, "Bad Gateway", "%s: %s" % (ep["url"], type(e).__name__))
         if why:
             up.close()
             log("%s: not sent: %s" % (ep["url"], why))
+            drain(rf, n)
             return reply(conn, 502, "Bad Gateway",
                          "cannot prove the endpoint: %s; the key was not sent" % why)
         up.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
