@@ -57,6 +57,15 @@ enum sj_end {
 
 #define SJ_STATE_MAX 32
 
+/* Between two polls at least, and the first look at a job (ms). */
+#define POLL_MIN 250
+/* A failed submission or lookup waits this much more each time, up to
+ * BACKOFF_MAX (slurmctld down, or not taking jobs). */
+#define BACKOFF_MIN 1000
+#define BACKOFF_MAX 60000
+#define CMD_TIMEOUT 60000
+#define IDS_PER_CALL 1000
+
 struct sjob {
 	struct sjob *next; /* slurm.jobs, every job the thread knows (under mu) */
 	struct task *t;    /* the loop's */
@@ -187,5 +196,46 @@ void slurm_cmds(const char *bin, struct slurm_run *c, int n, int timeout_ms);
 int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, size_t outlen,
 	      char *err, size_t errlen, int timeout_ms);
 void sjob_free(struct sjob *j);
+
+
+/* ---- slurm_stage.c: a job's stage ------------------------------------------ */
+
+/* fn in a child that has become the job's submitter (with as_user; else
+ * the worker, who is the submitter), its words in msg (NUL-terminated):
+ * fn's exit status, or -1. As binds.c: a child that drops uid, gid and
+ * groups for good cannot leak them into the worker's threads. */
+typedef int child_fn(const struct sjob *j, void *arg, int msgfd);
+int stage_as_submitter(const struct sjob *j, child_fn *fn, void *arg, char *msg, size_t msglen);
+/* A line for the worker's log, written to msgfd by a child_fn; 1. */
+int stage_say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int stage_make(const struct sjob *j, int task_fd, char *why, size_t len);
+int stage_fill(const struct sjob *j, void *arg, int msg);
+/* What the run left in its stage, read as the submitter: the run link,
+ * the status, its stdout and stderr into the claim's capture files, its
+ * $KART_OUTDIR into the claim's .NAME.out. */
+struct gather {
+	int out_fd, err_fd, art_fd; /* the claim's files, made by the worker */
+};
+/* Moves the job's outputs into the claim's files (arg: a struct gather). */
+int stage_read(const struct sjob *j, void *arg, int msg);
+int stage_empty(const struct sjob *j, void *arg, int msg);
+int stage_rm_own(int pfd, const char *name, int depth);
+int stage_user_dir(const struct sjob *j, char *why, size_t len);
+
+
+/* ---- slurm_thread.c and slurm_watch.c: the thread's two halves --------------- */
+
+void watch_receipts(void);
+bool watch_remove_one(void);
+void watch_poll(void);
+bool watch_control_one(void);
+void watch_collect(struct sjob *j);
+void slurm_let_go(struct sjob *j);
+bool slurm_ctld_down(const char *err);
+void slurm_oneline(char *s);
+void slurm_unstalled(void);
+void slurm_stalled(const char *why);
+int slurm_record(struct sjob *j, int *keep);
+void slurm_back(struct sjob *j, enum sj_back b);
 
 #endif
