@@ -88,6 +88,8 @@ struct task_spec {
  * host's /proc, /sys, /dev, or a path at or above the sandbox's own
  * mounts. NULL when it is not. The spool is checked where its path is
  * known (binds_open). */
+/* a is path, or a directory above it. */
+bool task_path_covers(const char *a, const char *path);
 const char *bind_path_refused(const char *path);
 /* Inside one of the policy's task_bind_roots (any path where none). */
 bool task_bind_root_ok(const struct policy *pol, const char *path);
