@@ -28,6 +28,26 @@ void backend_usage_init(struct backend_usage *u)
 		u->psi_us[i] = USAGE_UNKNOWN;
 }
 
+void backend_usage_from_run(struct backend_usage *u, const struct run_use *p)
+{
+	if (!p->by)
+		return;
+	if (p->user_us >= 0 && p->system_us >= 0) {
+		u->cpu_user_ms = p->user_us / 1000;
+		u->cpu_system_ms = p->system_us / 1000;
+		u->by[UF_CPU] = p->by;
+	}
+	if (p->maxrss_kb >= 0) {
+		u->memory_peak = p->maxrss_kb * 1024;
+		u->by[UF_MEMORY] = p->by;
+	}
+	if (p->read_bytes >= 0 && p->write_bytes >= 0) {
+		u->io_read_bytes = p->read_bytes;
+		u->io_write_bytes = p->write_bytes;
+		u->by[UF_IO] = p->by;
+	}
+}
+
 /* b is one of the policy's (backend_parse). */
 const struct backend *backend_get(enum backend_id b)
 {

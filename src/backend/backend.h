@@ -78,6 +78,10 @@ struct backend_usage {
 	const char *why[UF__N];
 };
 void backend_usage_init(struct backend_usage *u);
+/* What the task's parent saw of its tree (run.h's run_use: kart-launch's
+ * report, or a direct child's wait4): CPU, memory peak, I/O, each where
+ * known; a backend's own measure (a cgroup) then replaces what it has. */
+void backend_usage_from_run(struct backend_usage *u, const struct run_use *p);
 
 /* What this host gives the backend's tasks, for kart doctor. */
 struct backend_probe {

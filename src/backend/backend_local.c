@@ -386,20 +386,7 @@ void local_usage(const struct task *t, struct backend_usage *u)
 	const struct cg_usage *c = &t->leaf.use;
 	bool leaf = t->leaf.cg.mode != CG_MODE_NONE;
 	backend_usage_init(u);
-	if (p->by && p->user_us >= 0 && p->system_us >= 0) {
-		u->cpu_user_ms = p->user_us / 1000;
-		u->cpu_system_ms = p->system_us / 1000;
-		u->by[UF_CPU] = p->by;
-	}
-	if (p->by && p->maxrss_kb >= 0) {
-		u->memory_peak = p->maxrss_kb * 1024;
-		u->by[UF_MEMORY] = p->by;
-	}
-	if (p->by && p->read_bytes >= 0 && p->write_bytes >= 0) {
-		u->io_read_bytes = p->read_bytes;
-		u->io_write_bytes = p->write_bytes;
-		u->by[UF_IO] = p->by;
-	}
+	backend_usage_from_run(u, p);
 	if (leaf && c->cpu_user_us >= 0 && c->cpu_system_us >= 0) {
 		u->cpu_user_ms = c->cpu_user_us / 1000;
 		u->cpu_system_ms = c->cpu_system_us / 1000;

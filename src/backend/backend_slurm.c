@@ -746,26 +746,15 @@ static void slurm_usage(const struct task *t, struct backend_usage *u)
 	backend_usage_init(u);
 	if (!j)
 		return;
+	backend_usage_from_run(u, p);
 	if (j->cpu_user_us >= 0 && j->cpu_sys_us >= 0) {
 		u->cpu_user_ms = j->cpu_user_us / 1000;
 		u->cpu_system_ms = j->cpu_sys_us / 1000;
 		u->by[UF_CPU] = "cgroup";
-	} else if (p->by && p->user_us >= 0 && p->system_us >= 0) {
-		u->cpu_user_ms = p->user_us / 1000;
-		u->cpu_system_ms = p->system_us / 1000;
-		u->by[UF_CPU] = p->by;
 	}
 	if (j->peak >= 0) {
 		u->memory_peak = j->peak;
 		u->by[UF_MEMORY] = "cgroup";
-	} else if (p->by && p->maxrss_kb >= 0) {
-		u->memory_peak = p->maxrss_kb * 1024;
-		u->by[UF_MEMORY] = p->by;
-	}
-	if (p->by && p->read_bytes >= 0 && p->write_bytes >= 0) {
-		u->io_read_bytes = p->read_bytes;
-		u->io_write_bytes = p->write_bytes;
-		u->by[UF_IO] = p->by;
 	}
 	if (j->start_ms > 0 && j->end_ms >= j->start_ms) {
 		u->started_ms = j->start_ms;
