@@ -371,7 +371,7 @@ int cmd_doctor(struct ctx *c, int argc, char **argv)
 			}
 			/* A worker whose engine does not answer: its tasks wait. */
 			json_t *st = json_object();
-			wctl_stalled(sp.cur, stall_say, st);
+			wctl_stalled(&sp, stall_say, st);
 			if (json_object_size(st))
 				json_object_set_new(s, "stalled", st);
 			else

@@ -306,7 +306,7 @@ static void print_summary(struct out *o)
 	else if (claiming_stopped(o->sp, why, sizeof why))
 		json_object_set_new(o->counts, "claiming", json_sprintf("stopped: %s", why));
 	struct stalls st = {.n = 0};
-	wctl_stalled(o->sp->cur, stall_add, &st);
+	wctl_stalled(o->sp, stall_add, &st);
 	if (st.n)
 		json_object_set_new(o->counts, "waiting", json_sprintf("%s: their tasks wait", st.text));
 	if (o->json || o->ndjson) {
@@ -382,7 +382,7 @@ int cmd_status(struct ctx *c, int argc, char **argv)
 	}
 	struct stalls st = {.n = 0};
 	if (!o.summary)
-		wctl_stalled(o.sp->cur, stall_add, &st);
+		wctl_stalled(o.sp, stall_add, &st);
 	if (st.n) {
 		_cleanup_free_ char *t = term_safe(st.text);
 		fprintf(stderr, "kart status: %s: their tasks wait\n", t);

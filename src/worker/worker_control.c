@@ -277,17 +277,20 @@ void wctl_drop_request(struct spool *sp, const struct policy *pol, const char *m
 	(void)unlinkat(dropfd, entry, 0);
 }
 
-void wctl_stalled(int curfd, void (*fn)(const char *worker, const char *why, void *arg), void *arg)
+void wctl_stalled(struct spool *sp, void (*fn)(const char *worker, const char *why, void *arg), void *arg)
 {
+	/* Only a live worker's (its .lock held): one killed while stalled
+	 * leaves its note until the next worker's recovery, and speaks for
+	 * no one meanwhile. */
 	struct strv ids = {0};
-	if (dir_names(curfd, ".", &ids) < 0)
+	if (spool_live_worker_ids(sp, &ids) < 0)
 		return;
 	for (size_t i = 0; i < ids.n; i++) {
 		char p[600];
 		_cleanup_free_ char *text = NULL;
 		size_t tl = 0;
 		if (pathfmt(p, sizeof p, "%s/%s", ids.v[i], WCTL_STALLED) < 0 ||
-		    read_file_at(curfd, p, 1024, &text, &tl) < 0 || !tl)
+		    read_file_at(sp->cur, p, 1024, &text, &tl) < 0 || !tl)
 			continue;
 		text[strcspn(text, "\n")] = '\0';
 		fn(ids.v[i], text, arg);

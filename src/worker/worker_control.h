@@ -18,8 +18,9 @@
  * gone once it can. Its tasks wait, nothing is blamed on them. */
 #define WCTL_STALLED ".stalled"
 
-/* Each worker of cur/ with such a note: fn(worker id, its line). */
-void wctl_stalled(int curfd, void (*fn)(const char *worker, const char *why, void *arg), void *arg);
+/* Each live worker of cur/ with such a note: fn(worker id, its line). */
+struct spool;
+void wctl_stalled(struct spool *sp, void (*fn)(const char *worker, const char *why, void *arg), void *arg);
 
 /* How a paused task is held still. */
 enum pause_how {
@@ -71,7 +72,6 @@ bool wctl_spool_paused(int newdir);
  * new text). The worker does it and removes the request: its removal is
  * the answer, and the spool's state says how it went. */
 #define WCTL_REQ_PREFIX ".ctl."
-struct spool;
 struct policy;
 /* Is entry a request? */
 bool wctl_drop_entry(const char *entry);
