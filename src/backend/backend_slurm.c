@@ -228,6 +228,9 @@ static void slurm_start(struct worker *w)
 	char *const sa[] = {"sacct", "-n", "-X", "-j", "1", "-o", "JobID", NULL};
 	int rc = slurm_cmd(slurm.bin, sa, NULL, NULL, 0, err, sizeof err, 30000);
 	slurm.accounting = rc == 0 || !strstr(err, "accounting storage is disabled");
+	/* A note of this worker's last life (killed while stalled): this one
+	 * writes its own when it stalls. */
+	(void)unlinkat(w->wdir, WCTL_STALLED, 0);
 	slurm.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (slurm.efd < 0)
 		die("eventfd: %s", strerror(errno));

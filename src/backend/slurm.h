@@ -60,9 +60,11 @@ enum sj_end {
 /* Between two polls at least, and the first look at a job (ms). */
 #define POLL_MIN 250
 /* A failed submission or lookup waits this much more each time, up to
- * BACKOFF_MAX (slurmctld down, or not taking jobs). */
+ * [slurm] poll (slurmctld down, or not taking jobs): the worker is back
+ * within one poll of slurmctld's return. */
 #define BACKOFF_MIN 1000
-#define BACKOFF_MAX 60000
+/* The longest wait after a failed call, of a poll of pol_ms. */
+#define BACKOFF_MAX(pol_ms) ((pol_ms) > BACKOFF_MIN ? (pol_ms) : BACKOFF_MIN)
 #define CMD_TIMEOUT 60000
 #define IDS_PER_CALL 1000
 
@@ -139,7 +141,7 @@ struct sjob {
 
 /* The backend's state, one worker per process. */
 struct slurm {
-	pthread_t th;
+	pthread_t th[3];    /* slurm_thread.c's roles */
 	bool started, quit, stopping;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -164,7 +166,7 @@ struct slurm {
 	int acct_known;
 	int64_t poll_every; /* the current interval between polls */
 	int64_t backoff;    /* submissions wait this long after a failed one */
-	int64_t poll_next, submit_next;
+	int64_t poll_next, submit_next, receipt_next;
 };
 
 extern struct slurm slurm;

@@ -274,9 +274,10 @@ void slurm_back(struct sjob *j, enum sj_back b)
 	doorbell();
 }
 
+/* Every thread looks again: each takes what is its own. */
 void slurm_kick(void)
 {
-	pthread_cond_signal(&slurm.cv);
+	pthread_cond_broadcast(&slurm.cv);
 }
 
 /* The loop let go of j while the thread held it: for the loop to free. */
@@ -589,9 +590,20 @@ static void submit_batch(struct sjob **v, int n)
 	struct slurm_run c[SLURM_RUNS_MAX];
 	char out[SLURM_RUNS_MAX][256], err[SLURM_RUNS_MAX][1024];
 	int k = 0, idx[SLURM_RUNS_MAX];
+	bool down = false;
 	for (int i = 0; i < n; i++) {
 		rec[i] = -1;
-		go[i] = submit_prepare(v[i], &rec[i]);
+		go[i] = false;
+		struct sjob *j = v[i];
+		bool finding = j->adopt && j->id <= 0;
+		if (down && finding) {
+			/* Slurm did not answer the last lookup (each takes its
+			 * timeout, seconds): the others wait with it. */
+			j->submit_next = now_mono_ms() + BACKOFF_MIN;
+			continue;
+		}
+		go[i] = submit_prepare(j, &rec[i]);
+		down = down || (finding && !go[i] && !j->refused && j->id <= 0 && j->submit_next > now_mono_ms());
 	}
 	for (int i = 0; i < n; i++) {
 		if (rec[i] < 0)
@@ -631,7 +643,7 @@ static bool submit_due(int64_t now, int64_t *next)
 	struct sjob *batch[SLURM_RUNS_MAX];
 	int nb = 0;
 	for (struct sjob *j = slurm.jobs; j && nb < SLURM_RUNS_MAX; j = j->next) {
-		if (j->phase != SJ_SUBMIT || j->gone)
+		if (j->phase != SJ_SUBMIT || j->gone || j->busy)
 			continue;
 		int64_t at = j->submit_next > slurm.submit_next ? j->submit_next : slurm.submit_next;
 		if (at <= now)
@@ -679,25 +691,31 @@ static bool submit_due(int64_t now, int64_t *next)
 			slurm.poll_next = now_mono_ms() + POLL_MIN;
 	}
 	/* Slurm did not take one: the queue waits, longer each time, up to
-	 * a minute. */
+	 * [slurm] poll. */
+	int64_t most = BACKOFF_MAX(slurm.pol->slurm_poll_ms);
 	slurm.backoff = !failed ? 0 : !slurm.backoff ? BACKOFF_MIN
-				 : slurm.backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX
-								    : slurm.backoff * 2;
+				 : slurm.backoff * 2 > most ? most
+							     : slurm.backoff * 2;
 	slurm.submit_next = failed ? now_mono_ms() + slurm.backoff : 0;
 	return true;
 }
 
-/* One thing at a time, the most pressing first: kart's signals, a poll
- * that is due, a batch of submissions, an ended job's stage, sacct's
- * receipts, a stage to remove; then sleep until the next is due, or the
- * loop kicks. */
-static void *thread_main(void *arg)
+/* Three threads, each one thing at a time, the most pressing first,
+ * then asleep until the next is due or the loop kicks: "slurm" sends
+ * kart's signals and submits (sbatch: the slowest command); "slurm-poll"
+ * polls squeue and waits for sacct's receipts; "slurm-disk" reads an
+ * ended job's stage and removes stages. Each waits for Slurm apart: a
+ * batch of sbatch calls delays no job's end, and a job's end no
+ * submission. A job is one thread's at a time (its phase; busy while
+ * worked on outside the lock). */
+enum role { ROLE_SUBMIT, ROLE_WATCH, ROLE_STAGE, ROLE__N };
+static const char *const role_name[ROLE__N] = {"slurm", "slurm-poll", "slurm-disk"};
+
+/* The role's next thing, done (true), or the time it is due in *next
+ * (0: nothing to wait for). Under mu. */
+static bool role_step(enum role r, int64_t now, int64_t *next)
 {
-	(void)arg;
-	int64_t receipt_next = 0;
-	pthread_mutex_lock(&slurm.mu);
-	while (!slurm.quit) {
-		int64_t now = now_mono_ms(), next = 0;
+	if (r == ROLE_SUBMIT) {
 		if (slurm.stopping) {
 			/* Those not submitted go back to new/; one that may have
 			 * a job (its record is written) stays, for the next life. */
@@ -710,38 +728,52 @@ static void *thread_main(void *arg)
 					slurm_back(j, j->adopt ? SB_SUBMITTED : SB_UNSPAWNED);
 				}
 		}
-		if (watch_control_one())
-			continue;
-		bool watching = false, waiting = false;
-		struct sjob *c = NULL;
-		for (struct sjob *j = slurm.jobs; j; j = j->next) {
-			watching = watching || (j->phase == SJ_WATCH && j->id > 0 && !j->gone);
-			waiting = waiting || (j->phase == SJ_RECEIPT && !j->gone);
-			if (!c && j->phase == SJ_COLLECT && !j->gone)
-				c = j;
-		}
-		if (watching && now >= slurm.poll_next) {
-			watch_poll();
-			slurm.poll_next = now_mono_ms() + slurm.poll_every;
-			continue;
-		}
-		if (submit_due(now, &next))
-			continue;
+		return watch_control_one() || submit_due(now, next);
+	}
+	bool watching = false, waiting = false;
+	struct sjob *c = NULL;
+	for (struct sjob *j = slurm.jobs; j; j = j->next) {
+		watching = watching || (j->phase == SJ_WATCH && j->id > 0 && !j->gone);
+		waiting = waiting || (j->phase == SJ_RECEIPT && !j->gone);
+		if (!c && j->phase == SJ_COLLECT && !j->gone && !j->busy)
+			c = j;
+	}
+	if (r == ROLE_STAGE) {
 		if (c) {
 			watch_collect(c);
+			return true;
+		}
+		return watch_remove_one();
+	}
+	if (watching && now >= slurm.poll_next) {
+		watch_poll();
+		slurm.poll_next = now_mono_ms() + slurm.poll_every;
+		return true;
+	}
+	if (waiting && now >= slurm.receipt_next) {
+		watch_receipts();
+		slurm.receipt_next = now_mono_ms() + 500;
+		return true;
+	}
+	if (watching)
+		*next = slurm.poll_next;
+	if (waiting && (!*next || slurm.receipt_next < *next))
+		*next = slurm.receipt_next;
+	return false;
+}
+
+static void *thread_main(void *arg)
+{
+	enum role r = (enum role)(intptr_t)arg;
+	pthread_mutex_lock(&slurm.mu);
+	while (!slurm.quit) {
+		int64_t next = 0;
+		if (role_step(r, now_mono_ms(), &next)) {
+			/* What it did may be another's to go on with (a job
+			 * submitted is polled, one ended is read). */
+			pthread_cond_broadcast(&slurm.cv);
 			continue;
 		}
-		if (waiting && now >= receipt_next) {
-			watch_receipts();
-			receipt_next = now_mono_ms() + 500;
-			continue;
-		}
-		if (watch_remove_one())
-			continue;
-		if (watching && (!next || slurm.poll_next < next))
-			next = slurm.poll_next;
-		if (waiting && (!next || receipt_next < next))
-			next = receipt_next;
 		if (!next) {
 			pthread_cond_wait(&slurm.cv, &slurm.mu);
 			continue;
@@ -775,9 +807,11 @@ void slurm_thread_start(struct worker *w)
 	pthread_cond_destroy(&slurm.cv);
 	pthread_cond_init(&slurm.cv, &ca);
 	pthread_condattr_destroy(&ca);
-	if (pthread_create(&slurm.th, NULL, thread_main, NULL) != 0)
-		die("cannot start the Slurm thread");
-	thread_name(slurm.th, "slurm");
+	for (int r = 0; r < ROLE__N; r++) {
+		if (pthread_create(&slurm.th[r], NULL, thread_main, (void *)(intptr_t)r) != 0)
+			die("cannot start the Slurm thread %s", role_name[r]);
+		thread_name(slurm.th[r], role_name[r]);
+	}
 	slurm.started = true;
 }
 
@@ -787,8 +821,9 @@ void slurm_thread_stop(void)
 		return;
 	pthread_mutex_lock(&slurm.mu);
 	slurm.quit = true;
-	pthread_cond_signal(&slurm.cv);
+	pthread_cond_broadcast(&slurm.cv);
 	pthread_mutex_unlock(&slurm.mu);
-	pthread_join(slurm.th, NULL);
+	for (int r = 0; r < ROLE__N; r++)
+		pthread_join(slurm.th[r], NULL);
 	slurm.started = false;
 }

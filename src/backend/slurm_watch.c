@@ -128,11 +128,13 @@ void watch_poll(void)
 		snprintf(why, sizeof why, "%s: %.600s", slurm_ctld_down(err) ? "slurmctld does not answer to squeue" : "squeue failed",
 			 err[0] ? err : "no answer");
 		slurm_stalled(why);
-		slurm.poll_every = slurm.poll_every * 2 > BACKOFF_MAX ? BACKOFF_MAX : slurm.poll_every * 2;
+		int64_t most = BACKOFF_MAX(slurm.pol->slurm_poll_ms);
+		slurm.poll_every = slurm.poll_every * 2 > most ? most : slurm.poll_every * 2;
 		strv_free(&ids);
 		return;
 	}
-	if (!strncmp(slurm.stalled, "squeue", 6))
+	/* squeue answers: a stall of squeue's (a poll's, or a lookup's) is over. */
+	if (strstr(slurm.stalled, "squeue"))
 		slurm_unstalled();
 	bool changed = false;
 	/* Those it did not list: gone from slurmctld (MinJobAge after

@@ -236,6 +236,37 @@ second_node() {
 		{ fail "sbatch"; return; }
 	wait_acct "$j" COMPLETED 300 &&
 		assert_eq "$S_NODE,$S_NODE2" "$(cat "$S_DIR/jobs/$j.out")" "a job of two nodes"
+
+	# kart's tasks through Slurm on both nodes (more than this host's node
+	# takes at once: 16 jobs, and the guest's 3 by their memory), each
+	# marking its attempt and node; then the guest's node is stopped
+	# mid-run: its tasks are re-queued, attempt counted, and end ok.
+	ks_spool || return
+	ks_worker
+	local ids=() i id n2=() x
+	for ((i = 0; i < 22; i++)); do
+		id=$(ks_submit --name "n$i" --bind "$SHARED" -- sh -c \
+			"echo \$KART_ATTEMPT \$SLURMD_NODENAME >>$SHARED/node.n$i; [ \$KART_ATTEMPT -gt 1 ] || sleep 60") ||
+			{ fail "kart submit n$i"; stop_worker "$KW"; return; }
+		ids+=("$id")
+	done
+	wait_until 300 sh -c 'grep -qs " $1$" "$2"/node.n*' sh "$S_NODE2" "$SHARED" ||
+		{ fail "no task ran on $S_NODE2: $(squeue -h -o '%i %T %N %r' | sort | uniq -c | head -5 | tr '\n' ' ')"; stop_worker "$KW"; return; }
+	for ((i = 0; i < 22; i++)); do grep -qs " $S_NODE2$" "$SHARED/node.n$i" && n2+=("${ids[$i]}"); done
+	wait_until 60 sh -c 'grep -qs " $1$" "$2"/node.n*' sh "$S_NODE" "$SHARED" || fail "no task ran on $S_NODE"
+	echo "    ${#n2[@]} task(s) on $S_NODE2, $(grep -ls " $S_NODE$" "$SHARED"/node.n* | wc -l) on $S_NODE"
+	scontrol update nodename="$S_NODE2" state=down reason=kart-test || fail "scontrol update $S_NODE2 state=down"
+	ks_done 600 "${ids[@]}" || { stop_worker "$KW"; return; }
+	local bad=0
+	for id in "${ids[@]}"; do [ "$(ks_field "$id" .status)" = ok ] || bad=$((bad + 1)); done
+	assert_eq 0 "$bad" "tasks not ok after $S_NODE2 went down"
+	for id in "${n2[@]}"; do
+		x=$(tr '\n' ' ' <"$SHARED/node.${id#*:}")
+		assert_match "^1 $S_NODE2 2 " "$x" "${id#*:}: its first attempt on $S_NODE2, then again"
+		assert_eq 2 "$(ks_field "$id" .attempt)" "${id#*:}: the attempt counted"
+		assert_match 'NODE_FAIL' "$(grep -F "${id#*:}: its Slurm job" "$S.worker.log" | head -1)" "${id#*:}: why it was re-queued"
+	done
+	stop_worker "$KW"
 	took
 }
 [ "$S_TWO_NODES" = 1 ] && test_slurm_second_node() { second_node; }
@@ -551,8 +582,19 @@ test_slurm_backend_ctld() {
 	assert_match 'waiting	worker ws: slurmctld does not answer' "$OUT" "kart status --summary says why tasks wait"
 	run_cmd -s "$S" doctor --json
 	assert_match 'slurmctld does not answer' "$(echo "$OUT" | jq -r '.spool.stalled.ws')" "kart doctor says it"
-	assert_eq "" "$(ls "$S/done" | grep -E '^sus39sub:(w1|w2|cx)\.json$')" "a result while slurmctld is down"
-	as "$U_SUB" kart cancel "$cx" >/dev/null || fail "kart cancel"
+	assert_eq "" "$(ls "$S/done" | grep -E "^$U_SUB:(w1|w2|cx)\.json$")" "a result while slurmctld is down"
+	as "$U_SUB" kart cancel "$cx" >/dev/null || fail "kart cancel: $(grep -v event= "$S.worker.log" | tail -6)"
+	# A worker killed while stalled leaves its note until the next
+	# worker's recovery: kart status and kart doctor speak of live
+	# workers only. The same worker again follows its claims.
+	kill -9 "$KW"
+	wait "$KW" 2>/dev/null
+	assert_eq yes "$(test -e "$S/cur/ws/.stalled" && echo yes)" "the dead worker's note is still there"
+	run_cmd -s "$S" status --summary
+	case $OUT in *"waiting	worker"*) fail "kart status --summary takes a dead worker's note for current: $OUT" ;; esac
+	run_cmd -s "$S" doctor --json
+	assert_eq null "$(echo "$OUT" | jq -c '.spool.stalled')" "kart doctor on a dead worker's note"
+	ks_worker
 	slurm_ctld_start || { fail "slurmctld did not start again: $S_WHY"; return; }
 	ks_done 120 "$w1" "$w2" "$long" "$cx" || return
 	assert_eq "ok ok ok" "$(ks_field "$w1" .status) $(ks_field "$w2" .status) $(ks_field "$long" .status)" \
