@@ -29,6 +29,8 @@
 #
 #   S_KILLWAIT  KillWait, the grace between SIGTERM and SIGKILL (default 5;
 #               Slurm's own default is 30)
+#   S_MSG_TIMEOUT MessageTimeout: how long a client tries a slurmctld that
+#               does not answer (default 4; Slurm's own default is 10)
 #   S_ACCT      dbd (default) or none
 #   S_TWO_NODES 1: slurm.conf has a second node, $S_NODE2, down until
 #               slurm_second_node boots it in a QEMU guest (tests/vm)
@@ -44,7 +46,7 @@
 
 S_DIR=${S_DIR:-} S_WHY= S_UP= S_NODE= S_NODE2= S_NODES= S_PART=kart S_PART_URGENT=kart-urgent
 S_PART_MANY=kart-many
-S_KILLWAIT=${S_KILLWAIT:-5} S_ACCT=${S_ACCT:-dbd} S_TWO_NODES=${S_TWO_NODES:-}
+S_KILLWAIT=${S_KILLWAIT:-5} S_MSG_TIMEOUT=${S_MSG_TIMEOUT:-4} S_ACCT=${S_ACCT:-dbd} S_TWO_NODES=${S_TWO_NODES:-}
 S_SHARE_CPUS=${S_SHARE_CPUS:-1} S_FAST=${S_FAST:-}
 S_CTLD_PORT= S_SLURMD_PORT= S_DBD_PORT= S_NODE2_PORT= S_START_S= S_CGROUP=
 S_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -138,6 +140,10 @@ slurm_conf() {
 		PreemptMode=CANCEL
 		ReturnToService=2
 		KillWait=$S_KILLWAIT
+		# A client gives up on a slurmctld that is down after this
+		# (Slurm's default, 10 s, is each command's wait in the tests
+		# that stop it).
+		MessageTimeout=$S_MSG_TIMEOUT
 		# The guest node's slurm.conf differs from this one by
 		# SlurmctldHost's address.
 		DebugFlags=NO_CONF_HASH
