@@ -680,13 +680,14 @@ char *slurm_section(const struct sjob *j)
 			 WIFSIGNALED(j->wstatus) ? WTERMSIG(j->wstatus) : 0);
 	else
 		ec[0] = '\0';
-	json_t *o = json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "job_id",
+	json_t *o = json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "job_id",
 			      j->id > 0 ? json_integer(j->id) : json_null(), "job_name", j->jname, "partition",
 			      j->partition[0] ? json_string(j->partition) : json_null(), "nodes",
 			      j->nodes[0] ? json_string(j->nodes) : json_null(), "state",
 			      j->state[0] ? json_string(j->state) : json_null(), "exit_code",
 			      ec[0] ? json_string(ec) : json_null(), "reason",
-			      j->reason[0] ? json_string(j->reason) : json_null(), "receipt", r);
+			      j->reason[0] ? json_string(j->reason) : json_null(), "receipt", r, "receipt_why",
+			      j->receipt || !j->receipt_why ? json_null() : json_string(j->receipt_why));
 	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;

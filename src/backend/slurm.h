@@ -1,16 +1,17 @@
 /* slurm.h - what backend_slurm.c (the loop's side) and slurm_thread.c
- * (the thread that talks to Slurm and the stage) share.
+ * (the threads that talk to Slurm and the stage) share.
  *
  * A task is a job: the worker claims it as always, writes its run
  * record into the claim (claim_meta.run: the job's name and stage, then
  * its id), lays out its stage directory on the filesystem the nodes
  * share, and submits a batch job that runs kart-launch --job there
- * (launch_job.c), which builds the same sandbox a local run gets. One
- * thread does everything that blocks: sbatch, the batched squeue and
+ * (launch_job.c), which builds the same sandbox a local run gets. Three
+ * threads (slurm_thread.c: submitting, polling, the stage's files) do
+ * everything that blocks: sbatch, the batched squeue and
  * sacct, scancel and scontrol, and the stage (the worker's, with the
  * submitter's job/ in it, read and written as the submitter in a
- * child). The loop hands it jobs and takes back what it learnt through
- * an eventfd. */
+ * child). The loop hands them jobs and takes back what they learnt
+ * through an eventfd. */
 #ifndef KART_SLURM_H
 #define KART_SLURM_H
 
@@ -134,6 +135,7 @@ struct sjob {
 	bool out_trunc, err_trunc;
 	/* sacct's receipt (-1: not there), and whether it came at all */
 	bool receipt;
+	const char *receipt_why; /* no receipt: why (a literal), for the result */
 	long long max_rss, total_cpu_ms, elapsed_s, energy_j;
 	char exit_code[16];    /* Slurm's A:B */
 	char *section;         /* the result's "slurm" object, JSON text (the loop's) */

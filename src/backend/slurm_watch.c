@@ -418,6 +418,8 @@ void watch_collect(struct sjob *j)
 	if (slurm.accounting && j->id > 0) {
 		j->phase = SJ_RECEIPT;
 	} else {
+		j->receipt_why = j->id > 0 ? "Slurm keeps no accounting here (sacct: accounting storage is disabled)"
+					   : "no Slurm job ran it";
 		j->phase = SJ_DONE;
 		slurm_back(j, SB_ENDED);
 	}
@@ -493,6 +495,10 @@ void watch_receipts(void)
 	for (size_t i = 0; i < ids.n; i++) {
 		struct sjob *j = by_id(atoll(ids.v[i]));
 		if (j && j->phase == SJ_RECEIPT && now - j->ended_mono > slurm.pol->slurm_receipt_ms) {
+			/* Published without it, and saying so: never rewritten later. */
+			j->receipt_why = rc != 0 ? "sacct did not answer within [slurm] receipt_wait"
+					 : "sacct had no final record of the job within [slurm] receipt_wait "
+					   "(slurmdbd lags behind slurmctld)";
 			j->phase = SJ_DONE;
 			slurm_back(j, SB_ENDED);
 		}

@@ -14,8 +14,9 @@
 # around sbatch) and S_LONG=1 Slurm's own time limit to the harness case
 # (make torture sets both: minutes more).
 # KART_TEST_SLURM_VM=1 adds test_slurm_second_node: a second node in the
-# QEMU guest of tests/vm (two minutes of software emulation; not in make
-# check).
+# QEMU guest of tests/vm, kart's tasks on both nodes, and the guest's node
+# stopped mid-run (minutes of software emulation: make torture runs it,
+# make check does not).
 . "$(dirname "$0")/../lib.sh"
 
 U_TAG=${KART_TEST_USER_TAG:-}s39
@@ -355,6 +356,9 @@ test_slurm_backend_tasks() {
 	done
 	assert_eq 0 "$bad" "tasks whose result is not right"
 	assert_eq 100 "$(printf '%s\n' "${jobs[@]}" | sort -u | grep -c '^[0-9][0-9]*$')" "distinct Slurm jobs"
+	# Each has sacct's receipt, or says why not (published without it).
+	assert_eq 0 "$(cd "$S/done" && jq -s 'map(select((.slurm.receipt == null) != (.slurm.receipt_why != null))) | length' "${ids[@]/%/.json}")" \
+		"results with neither a receipt nor why not (or both)"
 	# Nothing left behind: the claims and the stage directories go.
 	assert_eq "" "$(find "$S/cur" -mindepth 2 -not -name '.*')" "claims left in cur/"
 	wait_until 30 sh -c '[ -z "$(find "$1" -mindepth 3 -maxdepth 3)" ]' sh "$STAGE" ||
@@ -441,6 +445,7 @@ print("ok")') || return
 	assert_eq "$S_PART_MANY $S_NODE COMPLETED 0:0" \
 		"$(ks_field "$rc" '[.slurm.partition, .slurm.nodes, .slurm.state, .slurm.exit_code] | join(" ")')" \
 		"slurm: partition, nodes, state, exit_code"
+	assert_eq null "$(ks_field "$rc" .slurm.receipt_why)" "slurm.receipt_why, with the receipt"
 	assert_match '^[0-9]+ [0-9]+ [0-9]+ null$' \
 		"$(ks_field "$rc" '[.slurm.receipt.max_rss_bytes, .slurm.receipt.total_cpu_ms, .slurm.receipt.elapsed_s, .slurm.receipt.energy_joules] | map(tostring) | join(" ")')" \
 		"slurm.receipt: max_rss_bytes, total_cpu_ms, elapsed_s, energy_joules (none here)"
