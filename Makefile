@@ -203,7 +203,7 @@ run-torture: all
 	@# QEMU guest of tests/vm, kart's tasks on both and one stopped mid-run
 	@# (software emulation: minutes, hence not in make check)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) S_SWEEP=1 S_LONG=1 KART_TEST_SLURM_VM=1 \
-		KART_TEST_CASE="slurm_backend_sweep slurm_harness slurm_second_node" bash tests/blackbox/slurm.sh && \
+		KART_TEST_CASE="slurm_backend_sweep slurm_harness slurm_second_node slurm_second_node_kart" bash tests/blackbox/slurm.sh && \
 		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s
 	@# kart hold racing three workers at the issue's size (make check: 30 tasks)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) HOLD_RACE_N=$${HOLD_RACE_N:-200} \

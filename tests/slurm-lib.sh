@@ -358,6 +358,8 @@ slurm_second_node() {
 		printf 'S_DIR=%q\nS_SHARE=%q\nS_NODE2=%q\n' "$S_DIR" "$share" "$S_NODE2"
 		printf 'GUEST_CONF=%q\n' "$S_DIR/etc/guest/slurm.conf"
 	} >"$vm/env"
+	# The share keeps the host's inode numbers (multidevs=warn, as NFS
+	# keeps them): kart-launch checks the stage's job/out by its inode.
 	s_daemon qemu qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp 1 -m 1024 \
 		-nodefaults -no-reboot -display none -monitor none \
@@ -365,7 +367,7 @@ slurm_second_node() {
 		-kernel "$kernel" -initrd "$vm/initramfs.cpio" \
 		-append "console=ttyS0 panic=-1 loglevel=4 kartvm.init=$S_ROOT/tests/vm/slurm-node kartslurm.env=$vm/env" \
 		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
-		-virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap" \
+		-virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=warn" \
 		-netdev "user,id=n0,hostfwd=tcp:127.0.0.1:$S_NODE2_PORT-:$S_NODE2_PORT" \
 		-device virtio-net-pci,netdev=n0
 	s_wait qemu 600 "the node $S_NODE2 did not come up in the guest" s_node_up "$S_NODE2" || {

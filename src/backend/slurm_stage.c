@@ -289,6 +289,20 @@ int stage_read(const struct sjob *j, void *arg, int msg)
 		ssize_t n = read(sfd, buf, sizeof buf - 1);
 		buf[n > 0 ? n : 0] = '\0';
 		stage_say(msg, "status\n%s", buf);
+		return 0;
+	}
+	/* No report: kart-launch's last word, if it left one (it refused
+	 * the stage, or could not build the sandbox), for the result. */
+	_cleanup_close_ int lfd = openat(dfd, JOB_OWN "/slurm.out", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (lfd >= 0 && fstat(lfd, &st) == 0 && S_ISREG(st.st_mode)) {
+		char buf[8192], *said = NULL;
+		ssize_t n = pread(lfd, buf, sizeof buf - 1, st.st_size > (off_t)sizeof buf - 1 ? st.st_size - (off_t)sizeof buf + 1 : 0);
+		buf[n > 0 ? n : 0] = '\0';
+		for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+			if (strncmp(l, "kart-launch: ", 13) == 0)
+				said = l;
+		if (said)
+			stage_say(msg, "said %.*s\n", (int)(strcspn(said, "\n") < 300 ? strcspn(said, "\n") : 300), said);
 	}
 	return 0;
 }

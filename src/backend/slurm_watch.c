@@ -340,7 +340,7 @@ void watch_collect(struct sjob *j)
 		return;
 	}
 	long long token = 0;
-	char *status = NULL;
+	char *status = NULL, said[320] = "";
 	bool nodir = rc != 0 || strncmp(msg, "nodir", 5) == 0;
 	for (char *l = msg, *nl; l && *l; l = nl) {
 		nl = strchr(l, '\n');
@@ -350,6 +350,8 @@ void watch_collect(struct sjob *j)
 		int m;
 		if (strncmp(l, "run ", 4) == 0)
 			token = atoll(l + 4);
+		else if (strncmp(l, "said ", 5) == 0)
+			snprintf(said, sizeof said, "%s", l + 5);
 		else if (sscanf(l, JOB_STDOUT " %llu %d", &b, &m) == 2)
 			j->out_bytes = b, j->out_trunc = m;
 		else if (sscanf(l, JOB_STDERR " %llu %d", &b, &m) == 2)
@@ -409,6 +411,11 @@ void watch_collect(struct sjob *j)
 		j->end = SE_REQUEUE;
 		snprintf(j->why, sizeof j->why, "its Slurm job %lld ended %s%s%.200s before it could report",
 			 j->id, s, j->nodes[0] ? " on " : "", j->nodes);
+	} else if (!status && token == j->id && j->wstatus > 0 && WIFEXITED(j->wstatus) && !j->sent_stop) {
+		/* kart-launch took the attempt, then exited without running the
+		 * task: the stage or the node, never the task, is to blame. */
+		snprintf(j->why, sizeof j->why, "kart-launch on %.60s did not run the task (exit %d)%s%.300s",
+			 j->nodes[0] ? j->nodes : "the node", WEXITSTATUS(j->wstatus), said[0] ? ": " : "", said);
 	} else if (!status && !token && !j->sent_stop && strncmp(s, "CANCELLED", 9) != 0) {
 		snprintf(j->why, sizeof j->why,
 			 "Slurm job %lld ended %s%s%.40s without starting kart-launch: is the stage "
