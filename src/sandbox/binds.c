@@ -377,9 +377,15 @@ static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
 {
 	if (m->notdir)
 		return ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
+	/* Which of the worker's descriptors are open is none of hers: the
+	 * spawn thread opening as her is the worker's own to /proc/self/fd
+	 * and fdinfo (same thread group), so a name not there, a magic link
+	 * met and a path into /proc all read alike. */
+	static const char hidden[] = "No such file or directory, or a link loop, or it leads into /proc";
 	if (m->err)
 		return ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
-			   bkey[b->mode], b->path, who, strerror(m->err));
+			   bkey[b->mode], b->path, who,
+			   m->err == ENOENT || m->err == ELOOP ? hidden : strerror(m->err));
 	if (fd < 0)
 		return ERR(-EIO, "cannot open the task's paths: the opener sent no descriptor");
 	/* Where it really is, as the submitter resolved it: the same
@@ -395,6 +401,9 @@ static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
 		why = "where it leads cannot be told";
 	else {
 		real[rl] = '\0';
+		if (task_path_covers("/proc", real))
+			return ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
+				   bkey[b->mode], b->path, who, hidden);
 		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 			why = "only a directory or a regular file can be bound";
 		else if (real[0] != '/' || strcmp(real, "/") == 0)

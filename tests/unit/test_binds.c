@@ -1,7 +1,8 @@
 /* test_binds.c - a task's paths opened as its submitter (src/sandbox/
  * binds.c): what she may not open is refused, what her groups give her
  * is hers, no magic link is followed, and the thread that acted as her
- * has its own credentials back afterwards. Each case runs both ways: in
+ * has its own credentials back afterwards, and which of the worker's
+ * descriptors are open reads alike. Each case runs both ways: in
  * the thread (this kernel's) and by the vforked child (older kernels'). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -51,6 +52,19 @@ static int setup(void **state)
 	snprintf(p, sizeof p, "%s/magic", base);
 	if (symlink("/proc/self/cwd", p) < 0)
 		return -1;
+	/* The worker's descriptor table, by number: one open, one not. */
+	static const char *const fdl[] = {"fd/%d", "fdinfo/%d"};
+	int held = open("/", O_PATH | O_CLOEXEC);
+	if (held < 0 || fcntl(999, F_GETFD) >= 0)
+		return -1;
+	for (int i = 0; i < 4; i++) {
+		char to[96], rel[32];
+		snprintf(rel, sizeof rel, fdl[i / 2], i % 2 ? 999 : held);
+		snprintf(to, sizeof to, "/proc/%d/%s", (int)getpid(), rel);
+		snprintf(p, sizeof p, "%s/fdt%d", base, i);
+		if (symlink(to, p) < 0)
+			return -1;
+	}
 	/* The worker's working directory, which no error may name. */
 	snprintf(p, sizeof p, "%s/spool/worker-cwd", base);
 	if (mkdir(p, 0700) < 0 || chdir(p) < 0)
@@ -192,12 +206,38 @@ static void test_no_magic_link(void **state)
 	each_way(no_magic_link);
 }
 
+static void fd_table_hidden(void)
+{
+	/* Which of the worker's descriptors are open is none of hers: a
+	 * link to /proc/PID/fd/N or fdinfo/N of the worker's says the same
+	 * whether N is open or not (she herself may not look there). */
+	char err[512], first[512] = "";
+	for (int i = 0; i < 4; i++) {
+		char rel[16];
+		snprintf(rel, sizeof rel, "fdt%d", i);
+		assert_int_equal(open_as(&nobody, BIND_RO, rel, err, sizeof err), -EACCES);
+		const char *why = strstr(err, "uid 65534");
+		assert_non_null(why);
+		if (i == 0)
+			snprintf(first, sizeof first, "%s", why);
+		else if (strcmp(why, first))
+			fail_msg("fdt%d: '%s', fdt0: '%s'", i, why, first);
+	}
+}
+
+static void test_fd_table_hidden(void **state)
+{
+	(void)state;
+	each_way(fd_table_hidden);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refused_what_she_may_not),
 		cmocka_unit_test(test_groups_are_hers),
 		cmocka_unit_test(test_no_magic_link),
+		cmocka_unit_test(test_fd_table_hidden),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
