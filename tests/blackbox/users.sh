@@ -1150,6 +1150,7 @@ test_bind_opener_holds_nothing_of_the_worker() {
 	for t in $(seq 0 40) cwd root; do
 		id=$U_MALLORY:fd$t err=${ers[$id.json]:-}
 		assert_eq rejected "${sts[$id.json]:-}" "fd$t: status"
+		[ -n "$err" ] || fail "fd$t: rejected with no error"
 		[ -s "$S/done/$id.stdout" ] && fail "fd$t ran: $(head -c 200 "$S/done/$id.stdout")"
 		case $err in
 		*"$S"* | *worker.log* | *anon_inode* | *pipe:* | *memfd* | *"leads to /dev"* | *"leads to $T_ROOT"*)
