@@ -15,15 +15,18 @@
  *   hoist   a drop's two renames into new/ (drop/USER/NAME ->
  *           new/.hoist.UID.USER:NAME -> new/USER:NAME), with the look at
  *           what arrived (an open and an fstat)
- *   opener  cwd= opened as UID: a vforked child takes UID's credentials,
- *           opens the path, checks it, sends the descriptor back over a
- *           socketpair, exits; the parent receives it (binds.c)
+ *   opener  cwd= opened as UID: the thread takes UID's filesystem
+ *           credentials (groups, fsgid, fsuid, no capability), opens the
+ *           path by openat2, checks it, and takes its own back, checked
+ *           (binds.c)
  *   tmpfs   a tmpfs mounted on a directory and opened, then detached by
  *           its descriptor (outdir.c's holder), in a mount namespace of
  *           its own */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -130,50 +133,49 @@ static void hoist(const char *dir, uid_t uid, int n)
 	rmdir(nw);
 }
 
+static long caps(int get, struct __user_cap_data_struct *d)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	return syscall(get ? SYS_capget : SYS_capset, &h, d);
+}
+
 static void opener(const char *dir, uid_t uid, int n)
 {
 	double c0 = cpu_us();
 	for (int i = 0; i < n; i++) {
-		int sv[2];
-		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-			die("socketpair");
-		pid_t pid = vfork();
-		if (pid < 0)
-			die("vfork");
-		if (pid == 0) {
-			gid_t none[1] = {0};
-			if (syscall(SYS_setgroups, 0, none) < 0 || syscall(SYS_setresgid, 65534, 65534, 65534) < 0 ||
-			    syscall(SYS_setresuid, uid, uid, uid) < 0)
-				_exit(3);
-			int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-			struct stat st;
-			int m = fd >= 0 && fstat(fd, &st) == 0 ? 0 : 1;
-			for (int k = 0; k < 3 && fd >= 0; k++)
-				(void)syscall(SYS_faccessat2, fd, "", k == 0 ? R_OK : k == 1 ? X_OK : W_OK,
-					      AT_EMPTY_PATH | AT_EACCESS);
-			char cb[CMSG_SPACE(sizeof(int))] = {0};
-			struct iovec io = {&m, sizeof m};
-			struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof cb};
-			struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &fd, sizeof fd);
-			_exit(sendmsg(sv[1], &mh, MSG_NOSIGNAL) < 0 ? 4 : 0);
-		}
-		close(sv[1]);
-		int m, fd = -1;
-		char cb[CMSG_SPACE(sizeof(int))];
-		struct iovec io = {&m, sizeof m};
-		struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cb, .msg_controllen = sizeof cb};
-		if (recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) == sizeof m && CMSG_FIRSTHDR(&mh))
-			memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fd);
-		if (fd < 0)
-			die("opener: no descriptor");
+		/* Enter: the thread's groups, fsgid, fsuid; no capability. */
+		gid_t saved[64], none[1] = {65534};
+		struct __user_cap_data_struct cap[2], zero[2];
+		long ng = syscall(SYS_getgroups, 64, saved);
+		if (ng < 0 || caps(1, cap) < 0)
+			die("getgroups");
+		memcpy(zero, cap, sizeof zero);
+		zero[0].effective = zero[1].effective = 0;
+		if (syscall(SYS_setgroups, 1, none) < 0)
+			die("setgroups");
+		syscall(SYS_setfsgid, 65534);
+		syscall(SYS_setfsuid, uid);
+		if (caps(0, zero) < 0 || (uid_t)syscall(SYS_setfsuid, -1) != uid)
+			die("capset");
+		struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof how);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0)
+			die("opener: openat2");
+		for (int k = 0; k < 3; k++)
+			(void)syscall(SYS_faccessat2, fd, "", k == 0 ? R_OK : k == 1 ? X_OK : W_OK,
+				      AT_EMPTY_PATH | AT_EACCESS);
+		/* Leave, and check. */
+		struct __user_cap_data_struct back[2];
+		gid_t g[64];
+		caps(0, cap);
+		syscall(SYS_setfsuid, 0);
+		syscall(SYS_setfsgid, 0);
+		syscall(SYS_setgroups, ng, saved);
+		if ((uid_t)syscall(SYS_setfsuid, -1) != 0 || (gid_t)syscall(SYS_setfsgid, -1) != 0 ||
+		    syscall(SYS_getgroups, 64, g) != ng || caps(1, back) < 0)
+			die("opener: credentials not back");
 		close(fd);
-		close(sv[0]);
-		int st;
-		waitpid(pid, &st, 0);
 	}
 	printf("opener %.1f\n", (cpu_us() - c0) / n);
 }

@@ -1,23 +1,25 @@
 /* binds.c - a task's cwd=, bind= and ro=, opened as its submitter.
  *
- * Why a child process and not setfsuid in a thread of ours: the worker
- * is one process of many threads (the loop, the commit thread, the
- * spawn threads), and a credential is easy to leave half-changed in a
- * thread: setgroups has no "fs" form, libc's set*id change every thread
- * at once, and a thread that failed to change back would go on opening
- * the next task's files as the wrong user. A child that drops uid, gid
- * and groups for good, opens, checks and exits, cannot leak its
- * credentials into anything; the cost is one vfork per task of another
- * user than the worker's that asks for a bind (none for the others). Its
- * descriptors come back over a socketpair (SCM_RIGHTS). The worker's own
- * user's paths have no credentials to take: they are opened in the spawn
- * thread, by openat2 that follows no magic link (nothing of the worker's
- * reachable through /proc/self, as the child's closing of its
- * descriptors ensures), where the kernel has openat2. */
+ * The spawn thread opens them itself, under the submitter's filesystem
+ * credentials: its own groups, fsgid and fsuid switched by raw system
+ * calls, which change this thread alone (libc's set*id would change every
+ * thread at once), and its effective capabilities emptied, so that what
+ * it may open is what the submitter may. The switch is undone before
+ * anything else runs in the thread, and checked: a thread that did not
+ * get its own credentials back aborts the worker rather than open the
+ * next task's paths as the wrong user. Every open is an openat2 that
+ * follows no magic link (nothing of the worker's reachable through
+ * /proc/self). No process of the submitter's exists on the way, so she
+ * has nothing to stop or slow: a vforked opener that took her uid could
+ * be sent SIGSTOP by her and hold the spawn thread that waited on it.
+ * Where the kernel lacks openat2 or faccessat2, a vforked child drops
+ * uid, gid and groups for good, opens, checks and exits, its
+ * descriptors sent back over a socketpair (SCM_RIGHTS). */
 #define _GNU_SOURCE
 #include "binds.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,6 +33,8 @@
 #endif
 
 enum { ACC_READ = 1, ACC_WRITE = 2, ACC_SEARCH = 4 };
+
+bool binds_by_child;
 
 /* One per bind, child to parent; the descriptor rides along when ok. */
 struct bind_msg {
@@ -114,18 +118,86 @@ static bool ours(const struct run_cred *c)
 	return true;
 }
 
-/* Can the worker's own user's paths be opened in a thread (openat2)? */
+/* Can the paths be opened in a thread: openat2, and faccessat2 to ask
+ * about a descriptor under the thread's own credentials? */
 static bool here_ok(void)
 {
 	static int ok = -1;
 	if (ok < 0) {
 		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
 		int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof how);
-		ok = fd >= 0;
+		ok = fd >= 0 && syscall(SYS_faccessat2, fd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) == 0;
 		if (fd >= 0)
 			close(fd);
 	}
 	return ok;
+}
+
+/* This thread's credentials, kept while it acts as a submitter. */
+struct thread_cred {
+	gid_t groups[RUN_CRED_GROUPS_MAX];
+	int ngroups;
+	struct __user_cap_data_struct cap[_LINUX_CAPABILITY_U32S_3];
+};
+
+static long caps(int get, struct __user_cap_data_struct *d)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	return syscall(get ? SYS_capget : SYS_capset, &h, d);
+}
+
+/* setfsuid and setfsgid answer the id in force when given an invalid one. */
+static bool thread_is(uid_t uid, gid_t gid)
+{
+	return (uid_t)syscall(SYS_setfsuid, (uid_t)-1) == uid &&
+	       (gid_t)syscall(SYS_setfsgid, (gid_t)-1) == gid;
+}
+
+/* Back to the worker's own: capabilities first (raising the effective
+ * set within the permitted one needs none), then fsuid, fsgid, groups;
+ * then each checked, or the worker stops here. */
+static void thread_leave(const struct thread_cred *k)
+{
+	(void)caps(0, (struct __user_cap_data_struct *)k->cap);
+	(void)syscall(SYS_setfsuid, geteuid());
+	(void)syscall(SYS_setfsgid, getegid());
+	(void)syscall(SYS_setgroups, (size_t)k->ngroups, k->groups);
+	gid_t g[RUN_CRED_GROUPS_MAX];
+	struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3];
+	long n = syscall(SYS_getgroups, RUN_CRED_GROUPS_MAX, g);
+	if (!thread_is(geteuid(), getegid()) || n != k->ngroups ||
+	    memcmp(g, k->groups, (size_t)n * sizeof *g) || caps(1, c) < 0 ||
+	    memcmp(c, k->cap, sizeof c)) {
+		logmsg("fatal: a spawn thread did not get its own credentials back after opening "
+		       "a task's paths as its submitter; stopping");
+		abort();
+	}
+}
+
+/* This thread becomes the submitter for what it opens: her groups,
+ * fsgid and fsuid, and no effective capability. 0, or -errno with the
+ * thread as it was. */
+static int thread_enter(const struct run_cred *c, struct thread_cred *k)
+{
+	long n = syscall(SYS_getgroups, RUN_CRED_GROUPS_MAX, k->groups);
+	if (n < 0 || caps(1, k->cap) < 0)
+		return -errno;
+	k->ngroups = (int)n;
+	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3];
+	memcpy(none, k->cap, sizeof none);
+	/* root, with other groups than the worker's, keeps root's powers */
+	for (size_t i = 0; c->uid != 0 && i < ARRAY_SIZE(none); i++)
+		none[i].effective = 0;
+	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) < 0)
+		return -errno;
+	(void)syscall(SYS_setfsgid, c->gid);
+	(void)syscall(SYS_setfsuid, c->uid);
+	int e = caps(0, none) < 0 ? errno : !thread_is(c->uid, c->gid) ? EPERM : 0;
+	if (e) {
+		thread_leave(k);
+		return -e;
+	}
+	return 0;
 }
 
 /* In the child: async-signal-safe calls only (the worker has threads). */
@@ -383,13 +455,15 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 	out->n = 0;
 	if (!spec->n_binds)
 		return 0;
-	bool here = ours(cred) && here_ok();
+	/* In this thread (as the submitter where she is not the worker's
+	 * own user), or by a vforked child where the kernel is too old. */
+	bool here = here_ok() && !binds_by_child, as_them = here && !ours(cred);
 	int sv[2] = {-1, -1};
 	pid_t pid = -1;
 	if (!here && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return ERR(-errno, "cannot open the task's paths: socketpair: %s", strerror(errno));
 	/* vfork: the worker's page tables are not copied (docs/
-	 * PERFORMANCE.md, "The opener is vforked"), and the child only
+	 * PERFORMANCE.md, "The opener is the spawn thread"), and the child only
 	 * makes system calls and exits; the socketpair holds all it sends,
 	 * so it never waits on us, suspended until it is gone. */
 	if (!here && (pid = vfork()) < 0) {
@@ -416,7 +490,16 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
 		ssize_t n = sizeof m;
 		int fd = -1;
 		if (here) {
+			struct thread_cred k;
+			int r = as_them ? thread_enter(cred, &k) : 0;
+			if (r < 0) {
+				rc = ERR(r, "cannot open the task's paths: cannot act as uid %u: %s",
+					 (unsigned)cred->uid, strerror(-r));
+				break;
+			}
 			open_one(b, true, &m, &fd);
+			if (as_them)
+				thread_leave(&k);
 		} else {
 			char cbuf[CMSG_SPACE(sizeof(int))];
 			struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};

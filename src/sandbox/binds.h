@@ -1,9 +1,10 @@
 /* binds.h - a task's cwd=, bind= and ro=, opened as its submitter.
  *
- * Each path is opened (O_PATH) by a child that has become the submitter
- * (uid, gid, supplementary groups), so that symlinks are resolved and
- * permissions checked as that user would see them; the descriptors come
- * back over a socketpair, and the sandbox binds those descriptors (bwrap
+ * Each path is opened (O_PATH) as the submitter (uid, gid, supplementary
+ * groups): by the calling thread under her filesystem credentials, or,
+ * on a kernel without openat2 and faccessat2, by a vforked child that
+ * has become her. Symlinks are resolved and permissions checked as that
+ * user would see them, and the sandbox binds those descriptors (bwrap
  * --bind-fd), never the path again: a path swapped after the check
  * cannot be followed to something else. */
 #ifndef KART_BINDS_H
@@ -36,6 +37,9 @@ int binds_open(const struct task_spec *spec, const struct run_cred *cred, const 
  * none is. */
 const char *binds_spool_below(const struct task_spec *spec, const char *spool);
 void binds_close(struct binds_opened *b);
+/* Tests only: open by the vforked child even where the thread could,
+ * so that the older kernels' way stays tried. */
+extern bool binds_by_child;
 /* The same checks as binds_open, as we are (kart submit, as the
  * submitter, before it queues): 0, or -errno with err in the words of
  * the worker's rejection. */
