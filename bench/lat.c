@@ -11,6 +11,13 @@
  *	The same without kart: read CLOCK_REALTIME, posix_spawn ARGV (stdout
  *	a pipe; fds 3 and 4 /dev/null, as kart-launch's status and lock fds),
  *	read its stdout, the time STAMP printed.
+ *   lat par N P ARGV...
+ *	ARGV run N times, P at a time (as xargs -P P would), stdout and
+ *	stderr to /dev/null, fds 3 and 4 as above; prints nothing (the
+ *	caller times it).
+ * With LAT_FD10=FILE in the environment, each child gets FILE opened
+ * afresh at descriptor 10: bwrap's --seccomp 10 reads a file to its end,
+ * so that one description cannot be shared.
  *
  * Prints one line per sample: T0 STAMP (ns, CLOCK_REALTIME). A sample that
  * fails is reported on stderr and counted in the exit status. */
@@ -157,6 +164,8 @@ static int run_exec(long n, long gap_ms, char **argv)
 		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 		posix_spawn_file_actions_addopen(&fa, 3, "/dev/null", O_WRONLY, 0);
 		posix_spawn_file_actions_addopen(&fa, 4, "/dev/null", O_RDONLY, 0);
+		if (getenv("LAT_FD10"))
+			posix_spawn_file_actions_addopen(&fa, 10, getenv("LAT_FD10"), O_RDONLY, 0);
 		pid_t pid;
 		unsigned long long t0 = now_ns();
 		int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
@@ -183,6 +192,45 @@ static int run_exec(long n, long gap_ms, char **argv)
 	return failed != 0;
 }
 
+static int run_par(long n, long p, char **argv)
+{
+	long started = 0, running = 0, failed = 0;
+	while (started < n || running > 0) {
+		if (started < n && running < p) {
+			posix_spawn_file_actions_t fa;
+			posix_spawn_file_actions_init(&fa);
+			posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+			posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+			posix_spawn_file_actions_addopen(&fa, 3, "/dev/null", O_WRONLY, 0);
+			posix_spawn_file_actions_addopen(&fa, 4, "/dev/null", O_RDONLY, 0);
+			if (getenv("LAT_FD10"))
+				posix_spawn_file_actions_addopen(&fa, 10, getenv("LAT_FD10"), O_RDONLY, 0);
+			pid_t pid;
+			int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+			posix_spawn_file_actions_destroy(&fa);
+			if (e) {
+				fprintf(stderr, "lat: %s: %s\n", argv[0], strerror(e));
+				return 1;
+			}
+			started++, running++;
+			continue;
+		}
+		int st;
+		if (wait(&st) < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("lat: wait");
+			return 1;
+		}
+		running--;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			failed++;
+	}
+	if (failed)
+		fprintf(stderr, "lat: %ld of %ld runs failed\n", failed, n);
+	return failed != 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -191,7 +239,10 @@ int main(int argc, char **argv)
 				 argv[6]);
 	if (argc >= 5 && strcmp(argv[1], "exec") == 0)
 		return run_exec(strtol(argv[2], NULL, 10), strtol(argv[3], NULL, 10), argv + 4);
+	if (argc >= 5 && strcmp(argv[1], "par") == 0)
+		return run_par(strtol(argv[2], NULL, 10), strtol(argv[3], NULL, 10), argv + 4);
 	fprintf(stderr, "usage: %s spool SPOOL STAMP N GAP_MS PREFIX\n"
-			"       %s exec N GAP_MS ARGV...\n", argv[0], argv[0]);
+			"       %s exec N GAP_MS ARGV...\n"
+			"       %s par N P ARGV...\n", argv[0], argv[0], argv[0]);
 	return 2;
 }
