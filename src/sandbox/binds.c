@@ -58,8 +58,9 @@ static int may(int fd, int mode)
 }
 
 /* Open bind b as we are, and what we may do with it: *fdp (m->notdir:
- * a cwd= that is no directory), or -1 with m->err. here: in a thread of the worker's, following no
- * magic link. Async-signal-safe: the opener's child runs it. */
+ * a cwd= that is no directory), or -1 with m->err. here: in a thread of
+ * the worker's, following no magic link. Async-signal-safe: the opener's
+ * child runs it. */
 static void open_one(const struct task_bind *b, bool here, struct bind_msg *m, int *fdp)
 {
 	/* No O_DIRECTORY for cwd=: judge says where a file leads first. */
