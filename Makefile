@@ -172,8 +172,10 @@ $(B)/test_%: tests/unit/test_%.c tests/unit/unit.h $(LIB_OBJ) | $(B)
 	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags cmocka) -o $@ $< $(LIB_OBJ) \
 		$(PKG_LIBS) $(shell pkg-config --libs cmocka)
 
+# Two black-box scripts at a time (tests/run, KART_TEST_JOBS): most of a
+# script's time is waiting; KART_TEST_JOBS=1 runs them one by one.
 run-check: all $(UNIT_BIN)
-	@KART_B=$(B) ./tests/run $(UNIT_BIN)
+	@KART_B=$(B) KART_TEST_JOBS=$${KART_TEST_JOBS:-2} ./tests/run $(UNIT_BIN)
 
 # The v2 tier alone (make check runs it after the black-box scripts): the
 # cgroup cases in a QEMU guest that is a pure cgroup v2 host, tests/vm/.

@@ -237,14 +237,18 @@ model = mock-model
 EOF
 }
 
+# Each case prints its time ("    (Ns)") after it: where make check's
+# minutes go, case by case.
 run_tests() {
-	local f
+	local f t0
 	for f in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		# KART_TEST_CASE="a b": only the named cases (without test_).
 		case " ${KART_TEST_CASE:-${f#test_}} " in *" ${f#test_} "*) ;; *) continue ;; esac
 		_T_FAILED=0
 		echo "  - ${f#test_}"
+		t0=$SECONDS
 		$f
+		echo "    ($((SECONDS - t0))s)"
 		case $_T_FAILED in
 		0) echo "PASS $f" >>"$KART_TEST_RESULTS" ;;
 		2) echo "SKIP $f" >>"$KART_TEST_RESULTS" ;;

@@ -57,12 +57,14 @@ static int may(int fd, int mode)
 	return access(p, mode);
 }
 
-/* Open bind b as we are, and what we may do with it: *fdp, or -1 with
- * m->err (or m->notdir). here: in a thread of the worker's, following no
- * magic link. Async-signal-safe: the opener's child runs it. */
+/* Open bind b as we are, and what we may do with it: *fdp (m->notdir:
+ * a cwd= that is no directory), or -1 with m->err. here: in a thread of
+ * the worker's, following no magic link. Async-signal-safe: the opener's
+ * child runs it. */
 static void open_one(const struct task_bind *b, bool here, struct bind_msg *m, int *fdp)
 {
-	int flags = O_PATH | O_CLOEXEC | (b->mode == BIND_CWD ? O_DIRECTORY : 0);
+	/* No O_DIRECTORY for cwd=: judge says where a file leads first. */
+	int flags = O_PATH | O_CLOEXEC;
 	struct open_how how = {.flags = (uint64_t)flags, .resolve = RESOLVE_NO_MAGICLINKS};
 	int fd = !here ? open(b->path, flags)
 		 : b->path[0] != '/' ? (errno = EINVAL, -1)
@@ -70,12 +72,11 @@ static void open_one(const struct task_bind *b, bool here, struct bind_msg *m, i
 	struct stat st;
 	if (fd < 0) {
 		m->err = errno;
-		if (m->err == ENOTDIR && b->mode == BIND_CWD)
-			m->notdir = 1, m->err = 0;
 	} else if (fstat(fd, &st) < 0) {
 		m->err = errno;
 	} else {
 		bool dir = S_ISDIR(st.st_mode);
+		m->notdir = b->mode == BIND_CWD && !dir;
 		/* What the bind lets the task do, the submitter must be able
 		 * to do: read (and search a directory) for ro=, write too for
 		 * bind= and cwd=. */
@@ -242,7 +243,7 @@ static void opener(const struct task_spec *spec, const struct run_cred *cred, in
 		}
 		if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
 			_exit(4);
-		if (!ok || m.missing)
+		if (!ok || m.missing || m.notdir)
 			_exit(0); /* the first failure rejects the task */
 		close(fd);
 	}
@@ -375,11 +376,17 @@ static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
 		 const struct spool_ids *sid, const char *spool, bool masked, const char *who, char *err,
 		 size_t errlen)
 {
-	if (m->notdir)
-		return ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
+	/* Which of the worker's descriptors are open is none of hers: the
+	 * spawn thread opening as her is the worker's own to /proc/self/fd
+	 * and fdinfo (same thread group), so a name not there, a file met on
+	 * the way, a magic link met and a path into /proc all read alike. */
+	static const char hidden[] =
+		"No such file or directory (or not a directory, a link loop, or into /proc)";
 	if (m->err)
 		return ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
-			   bkey[b->mode], b->path, who, strerror(m->err));
+			   bkey[b->mode], b->path, who,
+			   m->err == ENOENT || m->err == ELOOP || m->err == ENOTDIR ? hidden
+										 : strerror(m->err));
 	if (fd < 0)
 		return ERR(-EIO, "cannot open the task's paths: the opener sent no descriptor");
 	/* Where it really is, as the submitter resolved it: the same
@@ -395,6 +402,11 @@ static int judge(const struct task_bind *b, int fd, const struct bind_msg *m,
 		why = "where it leads cannot be told";
 	else {
 		real[rl] = '\0';
+		if (task_path_covers("/proc", real))
+			return ERR(-EACCES, "line %d: %s=%.300s cannot be opened as %s: %s", b->line,
+				   bkey[b->mode], b->path, who, hidden);
+		if (m->notdir)
+			return ERR(-EACCES, "line %d: cwd=%.300s is not a directory", b->line, b->path);
 		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 			why = "only a directory or a regular file can be bound";
 		else if (real[0] != '/' || strcmp(real, "/") == 0)

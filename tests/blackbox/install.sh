@@ -4,14 +4,14 @@
 
 test_install_prefix_and_destdir() {
 	local b=$T_ROOT/build p=$T_ROOT/prefix d=$T_ROOT/dest
-	make -s -C "$ROOT" B="$b" PREFIX="$p" install >/dev/null || { fail "make install"; return; }
+	make -s -j"$(nproc)" -C "$ROOT" B="$b" PREFIX="$p" install >/dev/null || { fail "make install"; return; }
 	assert_file "$p/bin/kart"
 	assert_file "$p/libexec/kart/kart-launch"
 	assert_file "$p/libexec/kart/kart-sync"
 	assert_file "$p/libexec/kart/kart-llm"
 	[ -x "$p/libexec/kart/kart-llm" ] || fail "kart-llm is not executable"
 	[ -x "$p/libexec/kart/kart-credfwd" ] || fail "kart-credfwd is missing or not executable"
-	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" install >/dev/null || fail "DESTDIR install"
+	make -s -j"$(nproc)" -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" install >/dev/null || fail "DESTDIR install"
 	assert_file "$d/usr/bin/kart"
 	assert_file "$d/usr/libexec/kart/kart-launch"
 	local s; s=$(mkspool)
@@ -30,7 +30,7 @@ test_install_prefix_and_destdir() {
 		"the installed kart finds the installed kart-llm"
 	rm -f "$s/kart.conf"
 	ldd "$p/bin/kart" | grep -E 'libpq|libsqlite3' && fail "kart links the sync libraries"
-	make -s -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" uninstall >/dev/null || fail uninstall
+	make -s -j"$(nproc)" -C "$ROOT" B="$b" PREFIX=/usr DESTDIR="$d" uninstall >/dev/null || fail uninstall
 	assert_no_file "$d/usr/bin/kart"
 	assert_no_file "$d/usr/libexec/kart/kart-sync"
 	assert_no_file "$d/usr/libexec/kart/kart-llm"
@@ -42,7 +42,7 @@ test_install_prefix_and_destdir() {
 # and sysusers.d, completions, the example kart.conf, cron recipe, clients.
 test_install_everything_and_uninstall() {
 	local b=$T_ROOT/build d=$T_ROOT/dest2 f
-	make -s -C "$ROOT" B="$b" PREFIX=/opt/kart DESTDIR="$d" install >/dev/null || { fail "make install"; return; }
+	make -s -j"$(nproc)" -C "$ROOT" B="$b" PREFIX=/opt/kart DESTDIR="$d" install >/dev/null || { fail "make install"; return; }
 	local p=$d/opt/kart
 	for f in share/man/man1/kart.1 share/man/man8/kart-worker.8 share/man/man5/kart.conf.5 \
 		share/man/man5/kart-spool.5 share/man/man5/kart-task.5 \
@@ -63,7 +63,7 @@ test_install_everything_and_uninstall() {
 	# An installed man page renders.
 	MANWIDTH=80 man -l "$p/share/man/man5/kart.conf.5" 2>/dev/null | grep -q '^NAME' ||
 		fail "installed kart.conf(5) does not render"
-	make -s -C "$ROOT" B="$b" PREFIX=/opt/kart DESTDIR="$d" uninstall >/dev/null || fail uninstall
+	make -s -j"$(nproc)" -C "$ROOT" B="$b" PREFIX=/opt/kart DESTDIR="$d" uninstall >/dev/null || fail uninstall
 	assert_eq "" "$(find "$d" -type f -o -type l)" "files left after make uninstall"
 }
 
@@ -83,13 +83,13 @@ EOF
 echo "apt-get \$*" >>"$T_ROOT/apt.log"
 EOF
 	chmod +x "$sh/dpkg-query" "$sh/apt-get"
-	out=$(PATH=$sh:$PATH make -s -C "$ROOT" B="$b" PREFIX="$T_ROOT/p3" install 2>&1 >/dev/null) ||
+	out=$(PATH=$sh:$PATH make -s -j"$(nproc)" -C "$ROOT" B="$b" PREFIX="$T_ROOT/p3" install 2>&1 >/dev/null) ||
 		{ fail "make install: $out"; return; }
 	assert_match 'building without the optional parts of: libsqlite3-dev' "$out" "make names the missing library"
 	assert_match 'also missing: attr' "$out" "make names the missing test package"
 	assert_match '`make deps` installs them' "$out" "make says how to get them"
 	assert_no_file "$T_ROOT/apt.log"
-	PATH=$sh:$PATH make -s -C "$ROOT" deps >/dev/null 2>&1 || fail "make deps"
+	PATH=$sh:$PATH make -s -j"$(nproc)" -C "$ROOT" deps >/dev/null 2>&1 || fail "make deps"
 	assert_eq "apt-get install -y -qq --no-install-recommends attr libsqlite3-dev" \
 		"$(grep install "$T_ROOT/apt.log" 2>&1)" "make deps installs what is missing"
 }

@@ -53,7 +53,9 @@ test_link_publish_live_worker() {
 	ln "$s/tmp/stage.held" "$s/new/held"
 	results_at_least() { [ "$(find "$s/done" -name 'l*.json' | wc -l)" -ge 60 ]; }
 	wait_until 30 results_at_least || fail "fewer than 60 results"
-	local n; n=$(for i in $(seq 1 60); do [ -e "$s/done/l$i.json" ] && field "$s" "l$i" .status; done | sort | uniq -c | xargs)
+	local n f=() # (their statuses by one jq, not one each)
+	for i in $(seq 1 60); do [ -e "$s/done/l$i.json" ] && f+=("$s/done/l$i.json"); done
+	n=$(jq -r .status "${f[@]}" | sort | uniq -c | xargs)
 	assert_eq "60 ok" "$n" "statuses of 60 link()+unlink() publishes"
 	sleep 2
 	assert_no_file "$s/done/held.json"

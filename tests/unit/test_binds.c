@@ -1,7 +1,8 @@
 /* test_binds.c - a task's paths opened as its submitter (src/sandbox/
  * binds.c): what she may not open is refused, what her groups give her
  * is hers, no magic link is followed, and the thread that acted as her
- * has its own credentials back afterwards. Each case runs both ways: in
+ * has its own credentials back afterwards, and which of the worker's
+ * descriptors are open reads alike. Each case runs both ways: in
  * the thread (this kernel's) and by the vforked child (older kernels'). */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -51,6 +52,23 @@ static int setup(void **state)
 	snprintf(p, sizeof p, "%s/magic", base);
 	if (symlink("/proc/self/cwd", p) < 0)
 		return -1;
+	snprintf(p, sizeof p, "%s/file", base);
+	int f = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	if (f < 0 || close(f) < 0)
+		return -1;
+	/* The worker's descriptor table, by number: one open, one not. */
+	static const char *const fdl[] = {"fd/%d", "fdinfo/%d", "fdinfo/%d/x"};
+	int held = open("/", O_PATH | O_CLOEXEC);
+	if (held < 0 || fcntl(999, F_GETFD) >= 0)
+		return -1;
+	for (int i = 0; i < 6; i++) {
+		char to[96], rel[32];
+		snprintf(rel, sizeof rel, fdl[i / 2], i % 2 ? 999 : held);
+		snprintf(to, sizeof to, "/proc/%d/%s", (int)getpid(), rel);
+		snprintf(p, sizeof p, "%s/fdt%d", base, i);
+		if (symlink(to, p) < 0)
+			return -1;
+	}
 	/* The worker's working directory, which no error may name. */
 	snprintf(p, sizeof p, "%s/spool/worker-cwd", base);
 	if (mkdir(p, 0700) < 0 || chdir(p) < 0)
@@ -145,6 +163,12 @@ static void refused_what_she_may_not(void)
 	/* Below root's alone: she cannot even reach it. */
 	assert_int_equal(open_as(&nobody, BIND_CWD, "root/sub", err, sizeof err), -EACCES);
 	assert_non_null(strstr(err, "cannot be opened as uid 65534: Permission denied"));
+	/* A file is no cwd=, and no directory to go through. */
+	assert_int_equal(open_as(&nobody, BIND_CWD, "file", err, sizeof err), -EACCES);
+	assert_non_null(strstr(err, "cwd=/tmp/kart-binds."));
+	assert_non_null(strstr(err, "/file is not a directory"));
+	assert_int_equal(open_as(&nobody, BIND_RO, "file/sub", err, sizeof err), -EACCES);
+	assert_non_null(strstr(err, "No such file or directory (or not a directory"));
 	/* The worker's own user (root) may. */
 	assert_int_equal(open_as(NULL, BIND_CWD, "root/sub", err, sizeof err), 0);
 }
@@ -192,12 +216,40 @@ static void test_no_magic_link(void **state)
 	each_way(no_magic_link);
 }
 
+static void fd_table_hidden(void)
+{
+	/* Which of the worker's descriptors are open is none of hers: a
+	 * link to /proc/PID/fd/N or fdinfo/N of the worker's says the same
+	 * whether N is open or not (she herself may not look there). */
+	char err[512], first[512] = "";
+	for (int i = 0; i < 12; i++) {
+		char rel[16];
+		snprintf(rel, sizeof rel, "fdt%d", i % 6);
+		assert_int_equal(open_as(&nobody, i < 6 ? BIND_RO : BIND_CWD, rel, err, sizeof err),
+				 -EACCES);
+		const char *why = strstr(err, "cannot be opened as uid 65534");
+		if (!why)
+			fail_msg("%s (%s): '%s'", rel, i < 6 ? "ro" : "cwd", err);
+		if (i == 0)
+			snprintf(first, sizeof first, "%s", why);
+		else if (strcmp(why, first))
+			fail_msg("%s (%s): '%s', fdt0: '%s'", rel, i < 6 ? "ro" : "cwd", why, first);
+	}
+}
+
+static void test_fd_table_hidden(void **state)
+{
+	(void)state;
+	each_way(fd_table_hidden);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refused_what_she_may_not),
 		cmocka_unit_test(test_groups_are_hers),
 		cmocka_unit_test(test_no_magic_link),
+		cmocka_unit_test(test_fd_table_hidden),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
