@@ -234,6 +234,17 @@ static void stop_unsubmitted(struct sjob *j)
 	slurm_back(j, SB_ENDED);
 }
 
+/* Back under the lock after work on j outside it: true when the loop
+ * let go of j meanwhile (it is the loop's to free now). */
+static bool release(struct sjob *j)
+{
+	j->busy = false;
+	if (!j->gone)
+		return false;
+	slurm_let_go(j);
+	return true;
+}
+
 /* kart's signals, pauses and resumptions, as Slurm's commands. */
 bool watch_control_one(void)
 {
@@ -250,6 +261,9 @@ bool watch_control_one(void)
 			int s = j->want_stop;
 			bool pending = !j->began_mono;
 			j->sent_stop = s;
+			/* Outside the lock another thread may end the job and the
+			 * loop let go of it: busy keeps it ours until we are back. */
+			j->busy = true;
 			pthread_mutex_unlock(&slurm.mu);
 			if (s == STOP_TERM && !pending) {
 				/* To the batch script alone, which is the launcher:
@@ -266,6 +280,8 @@ bool watch_control_one(void)
 				(void)slurm_cmd(slurm.bin, sc, NULL, NULL, 0, NULL, 0, CMD_TIMEOUT);
 			}
 			pthread_mutex_lock(&slurm.mu);
+			if (release(j))
+				return true;
 			slurm.poll_every = POLL_MIN;
 			slurm.poll_next = 0;
 			return true;
@@ -273,7 +289,10 @@ bool watch_control_one(void)
 		if (j->want_pause) {
 			int p = j->want_pause;
 			bool held = j->held;
+			char name[sizeof j->name];
+			snprintf(name, sizeof name, "%s", j->name);
 			j->want_pause = 0;
+			j->busy = true;
 			pthread_mutex_unlock(&slurm.mu);
 			char err[1024];
 			char *const su[] = {"scontrol", p > 0 ? "suspend" : held ? "release" : "resume", id, NULL};
@@ -287,9 +306,11 @@ bool watch_control_one(void)
 			}
 			if (rc != 0) {
 				slurm_oneline(err);
-				logmsg("%s: scontrol %s %s: %s", j->name, su[1], id, err);
+				logmsg("%s: scontrol %s %s: %s", name, su[1], id, err);
 			}
 			pthread_mutex_lock(&slurm.mu);
+			if (release(j))
+				return true;
 			if (p > 0)
 				j->held = hold;
 			else
