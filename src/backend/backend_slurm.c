@@ -577,8 +577,8 @@ static int slurm_prepare(struct worker *w, struct task *t, struct backend_start 
 		    j->jname) < 0)
 		return refuse(b, t, "sandbox_setup_failed", "the stage's path is too long");
 	job_args(w, t, j);
-	if (b->adopt)
-		return 0;
+	/* Made for a job followed again too: its stage may have to be made
+	 * again (a worker that died making it, submit_prepare). */
 	if (launch_text(w, t, b, j) < 0)
 		return -1;
 	j->filter = xmalloc(w->flt.whole.len);

@@ -214,6 +214,8 @@ int stage_as_submitter(const struct sjob *j, child_fn *fn, void *arg, char *msg,
 int stage_say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int stage_make(const struct sjob *j, int task_fd, char *why, size_t len);
 int stage_fill(const struct sjob *j, void *arg, int msg);
+int stage_seal(const struct sjob *j, char *why, size_t len);
+bool stage_sealed(const struct sjob *j);
 /* What the run left in its stage, read as the submitter: the run link,
  * the status, its stdout and stderr into the claim's capture files, its
  * $KART_OUTDIR into the claim's .NAME.out. */

@@ -121,8 +121,7 @@ static int reopen(int pfd, int flags)
  * the submitter's JOB_OWN in it (what the job writes: $KART_OUTDIR, its
  * output, its status). Made by the worker itself, in STAGE/KEY/UID,
  * which is the submitter's: what it opened there is checked to be what
- * it made. The launch file goes last, with the inode of JOB_OUT (which
- * kart-launch checks: the submitter can rename in JOB_OWN). */
+ * it made. The launch file comes later (stage_seal). */
 int stage_make(const struct sjob *j, int task_fd, char *why, size_t len)
 {
 	char udir[PATH_MAX];
@@ -197,19 +196,42 @@ int stage_make(const struct sjob *j, int task_fd, char *why, size_t len)
 				 strerror(errno));
 			return -1;
 		}
+	return 0;
+}
+
+/* The stage made whole: its launch file, with the inode of JOB_OUT
+ * (which kart-launch checks: the submitter can rename in JOB_OWN),
+ * written aside and renamed into place, after stage_make and
+ * stage_fill and before sbatch. A stage without it never had a job:
+ * a worker that died making it left it so (stage_sealed). */
+int stage_seal(const struct sjob *j, char *why, size_t len)
+{
+	_cleanup_close_ int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat ost;
+	if (dfd < 0 || fstatat(dfd, JOB_OUT, &ost, AT_SYMLINK_NOFOLLOW) < 0) {
+		snprintf(why, len, "cannot open %.300s/" JOB_OUT ": %s", j->dir, strerror(errno));
+		return -1;
+	}
 	char ino[96];
 	int il = snprintf(ino, sizeof ino, "ino%c%d%c%llu", 0, j->out_target, 0,
 			  (unsigned long long)ost.st_ino);
-	_cleanup_close_ int lfd = openat(dfd, JOB_LAUNCH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+	_cleanup_close_ int lfd = openat(dfd, "." JOB_LAUNCH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
 	bool wrote = lfd >= 0 && fchmod(lfd, 0444) == 0 && write_all(lfd, j->launch, j->launch_len) == 0 &&
 		     write_all(lfd, ino, (size_t)il + 1) == 0;
 	for (size_t i = 0; i < j->reals.n && wrote; i++)
 		wrote = write_all(lfd, j->reals.v[i], strlen(j->reals.v[i]) + 1) == 0;
-	if (!wrote) {
+	if (!wrote || renameat2(dfd, "." JOB_LAUNCH, dfd, JOB_LAUNCH, RENAME_NOREPLACE) < 0) {
 		snprintf(why, len, "cannot write %.300s/" JOB_LAUNCH ": %s", j->dir, strerror(errno));
 		return -1;
 	}
 	return 0;
+}
+
+bool stage_sealed(const struct sjob *j)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	return pathfmt(p, sizeof p, "%s/" JOB_LAUNCH, j->dir) == 0 && lstat(p, &st) == 0;
 }
 
 /* after='s outputs, copied by the submitter into the stage's copies

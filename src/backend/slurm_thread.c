@@ -466,6 +466,68 @@ static long long lookup(struct sjob *j, char *why, size_t len)
  * open in *rec, to be made durable) and staged, or found again. True
  * when sbatch is to submit it now; else it is settled for now (refused,
  * found, or waiting: Slurm did not answer). */
+/* A new stage for j: its record in the claim first (from then on a job
+ * may exist: any later try looks first), then the stage made, filled
+ * and sealed. true: submit it. */
+static bool stage_new(struct sjob *j, int *rec)
+{
+	char why[700];
+	int r = slurm_record(j, rec);
+	if (r < 0) {
+		refuse(j, "refused", "sandbox_setup_failed", "cannot record its job in the claim (user.kart): %s",
+		       strerror(-r));
+		return false;
+	}
+	j->adopt = true;
+	if ((r = binds_shared(j, why, sizeof why)) < 0) {
+		refuse(j, r == -EACCES ? "rejected" : "refused", r == -EACCES ? NULL : "sandbox_setup_failed", "%s",
+		       why);
+		return false;
+	}
+	if (stage_user_dir(j, why, sizeof why) < 0) {
+		refuse(j, "refused", "sandbox_setup_failed", "%s", why);
+		return false;
+	}
+	_cleanup_close_ int tfd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (tfd < 0) {
+		refuse(j, "refused", "sandbox_setup_failed", "cannot open its claim: %s", strerror(errno));
+		return false;
+	}
+	j->staged = true;
+	if (stage_make(j, tfd, why, sizeof why) < 0) {
+		refuse(j, "refused", "sandbox_setup_failed", "the stage: %s", why);
+		return false;
+	}
+	char msg[1024];
+	int rc = j->n_in ? stage_as_submitter(j, stage_fill, NULL, msg, sizeof msg) : 0;
+	if (rc != 0) {
+		refuse(j, "refused", "sandbox_setup_failed", "the stage: %s",
+		       msg[0] ? msg : rc == 3 ? "cannot become the submitter" : "failed");
+		return false;
+	}
+	if (stage_seal(j, why, sizeof why) < 0) {
+		refuse(j, "refused", "sandbox_setup_failed", "the stage: %s", why);
+		return false;
+	}
+	return true;
+}
+
+/* A stage its last life left unsealed (it died making it): no job of
+ * it was submitted, nor can be, so it is removed, as its submitter's
+ * part first, then the worker's. 0, or -errno. */
+static int stage_drop_unsealed(struct sjob *j)
+{
+	char udir[PATH_MAX], msg[64];
+	snprintf(udir, sizeof udir, "%s", j->dir);
+	*strrchr(udir, '/') = '\0';
+	_cleanup_close_ int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ufd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (stage_as_submitter(j, stage_empty, NULL, msg, sizeof msg) != 0)
+		return -EPERM;
+	return stage_rm_own(ufd, strrchr(j->dir, '/') + 1, 0);
+}
+
 static bool submit_prepare(struct sjob *j, int *rec)
 {
 	char why[700];
@@ -477,43 +539,8 @@ static bool submit_prepare(struct sjob *j, int *rec)
 		refuse(j, "cancelled", NULL, "cancelled by kart cancel before it was submitted");
 		return false;
 	}
-	if (!j->adopt) {
-		int r = slurm_record(j, rec);
-		if (r < 0) {
-			refuse(j, "refused", "sandbox_setup_failed",
-			       "cannot record its job in the claim (user.kart): %s", strerror(-r));
-			return false;
-		}
-		/* From here on a job may exist: any later try looks first. */
-		j->adopt = true;
-		if ((r = binds_shared(j, why, sizeof why)) < 0) {
-			refuse(j, r == -EACCES ? "rejected" : "refused", r == -EACCES ? NULL : "sandbox_setup_failed",
-			       "%s", why);
-			return false;
-		}
-		if (stage_user_dir(j, why, sizeof why) < 0) {
-			refuse(j, "refused", "sandbox_setup_failed", "%s", why);
-			return false;
-		}
-		_cleanup_close_ int tfd = openat(slurm.w->wdir, j->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (tfd < 0) {
-			refuse(j, "refused", "sandbox_setup_failed", "cannot open its claim: %s", strerror(errno));
-			return false;
-		}
-		j->staged = true;
-		if (stage_make(j, tfd, why, sizeof why) < 0) {
-			refuse(j, "refused", "sandbox_setup_failed", "the stage: %s", why);
-			return false;
-		}
-		char msg[1024];
-		int rc = j->n_in ? stage_as_submitter(j, stage_fill, NULL, msg, sizeof msg) : 0;
-		if (rc != 0) {
-			refuse(j, "refused", "sandbox_setup_failed", "the stage: %s",
-			       msg[0] ? msg : rc == 3 ? "cannot become the submitter" : "failed");
-			return false;
-		}
-		return true;
-	}
+	if (!j->adopt)
+		return stage_new(j, rec);
 	if (j->id > 0) {
 		j->phase = SJ_WATCH; /* its id is known: followed */
 		return false;
@@ -541,6 +568,18 @@ static bool submit_prepare(struct sjob *j, int *rec)
 	if (access(j->dir, F_OK) < 0 && errno == ENOENT) {
 		refuse(j, NULL, NULL, "its stage is gone: never submitted");
 		return false;
+	}
+	if (!stage_sealed(j) && j->launch && strcmp(j->key, slurm.key) == 0) {
+		/* Its last life died making the stage, before any sbatch. */
+		int r = stage_drop_unsealed(j);
+		if (r < 0) {
+			refuse(j, "refused", "sandbox_setup_failed",
+			       "its stage %.300s, left unfinished by a worker that died, cannot be removed: %s",
+			       j->dir, strerror(-r));
+			return false;
+		}
+		logmsg("%s: its stage was left unfinished (no job of it was submitted): made again", j->name);
+		return stage_new(j, rec);
 	}
 	return true;
 }

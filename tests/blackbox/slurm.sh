@@ -846,7 +846,11 @@ slurm_sweep() {
 	done
 	echo "    ${#SWEEP_IDS[@]} crash points, $SWEEP_KILLED killed the worker, $bad task(s) not run exactly once"
 	assert_eq 0 "$bad" "tasks not run exactly once, or not ok"
-	[ -n "${SWEEP_CALLS:-}" ] || [ "$SWEEP_KILLED" -ge 10 ] || fail "only $SWEEP_KILLED points killed the worker: the sweep missed its calls"
+	# The submitting thread makes only the calls around sbatch (squeue,
+	# sacct and the stages have threads of their own): 8 of the 15
+	# points come in a task's life; a sweep that kills at fewer than 6
+	# missed its calls.
+	[ -n "${SWEEP_CALLS:-}" ] || [ "$SWEEP_KILLED" -ge 6 ] || fail "only $SWEEP_KILLED points killed the worker: the sweep missed its calls"
 	took
 }
 [ "${S_SWEEP:-0}" = 1 ] && test_slurm_backend_sweep() { slurm_sweep; }
