@@ -12,7 +12,7 @@
  *	a pipe; fds 3 and 4 /dev/null, as kart-launch's status and lock fds),
  *	read its stdout, the time STAMP printed.
  *   lat par N P ARGV...
- *	ARGV run N times, P at a time (as xargs -P P would), stdout and
+ *	ARGV run N times, P at a time (fork and exec, as xargs -P P), stdout and
  *	stderr to /dev/null, fds 3 and 4 as above; prints nothing (the
  *	caller times it).
  * With LAT_FD10=FILE in the environment, each child gets FILE opened
@@ -192,25 +192,31 @@ static int run_exec(long n, long gap_ms, char **argv)
 	return failed != 0;
 }
 
+/* fork and exec, as xargs does (not posix_spawn's vfork: the floor is
+ * what xargs -P would cost, the descriptor aside). */
 static int run_par(long n, long p, char **argv)
 {
 	long started = 0, running = 0, failed = 0;
+	const char *fd10 = getenv("LAT_FD10");
 	while (started < n || running > 0) {
 		if (started < n && running < p) {
-			posix_spawn_file_actions_t fa;
-			posix_spawn_file_actions_init(&fa);
-			posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-			posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-			posix_spawn_file_actions_addopen(&fa, 3, "/dev/null", O_WRONLY, 0);
-			posix_spawn_file_actions_addopen(&fa, 4, "/dev/null", O_RDONLY, 0);
-			if (getenv("LAT_FD10"))
-				posix_spawn_file_actions_addopen(&fa, 10, getenv("LAT_FD10"), O_RDONLY, 0);
-			pid_t pid;
-			int e = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-			posix_spawn_file_actions_destroy(&fa);
-			if (e) {
-				fprintf(stderr, "lat: %s: %s\n", argv[0], strerror(e));
+			pid_t pid = fork();
+			if (pid < 0) {
+				perror("lat: fork");
 				return 1;
+			}
+			if (pid == 0) {
+				int nul = open("/dev/null", O_RDWR);
+				if (nul < 0 || dup2(nul, 1) < 0 || dup2(nul, 2) < 0 || dup2(nul, 3) < 0 ||
+				    dup2(nul, 4) < 0)
+					_exit(126);
+				if (fd10) {
+					int f = open(fd10, O_RDONLY);
+					if (f < 0 || (f != 10 && dup2(f, 10) < 0))
+						_exit(126);
+				}
+				execv(argv[0], argv);
+				_exit(127);
 			}
 			started++, running++;
 			continue;
