@@ -155,14 +155,17 @@ static bool thread_is(uid_t uid, gid_t gid)
 }
 
 /* Back to the worker's own: capabilities first (raising the effective
- * set within the permitted one needs none), then fsuid, fsgid, groups;
- * then each checked, or the worker stops here. */
+ * set within the permitted one needs none), then fsuid, fsgid, groups,
+ * and the capabilities again (an fsuid back to 0 raises the filesystem
+ * ones from the permitted set, which the worker may not have had in
+ * effect); then each checked, or the worker stops here. */
 static void thread_leave(const struct thread_cred *k)
 {
 	(void)caps(0, (struct __user_cap_data_struct *)k->cap);
 	(void)syscall(SYS_setfsuid, geteuid());
 	(void)syscall(SYS_setfsgid, getegid());
 	(void)syscall(SYS_setgroups, (size_t)k->ngroups, k->groups);
+	(void)caps(0, (struct __user_cap_data_struct *)k->cap);
 	gid_t g[RUN_CRED_GROUPS_MAX];
 	struct __user_cap_data_struct c[_LINUX_CAPABILITY_U32S_3];
 	long n = syscall(SYS_getgroups, RUN_CRED_GROUPS_MAX, g);
