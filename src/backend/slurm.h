@@ -226,6 +226,9 @@ struct gather {
 int stage_read(const struct sjob *j, void *arg, int msg);
 int stage_empty(const struct sjob *j, void *arg, int msg);
 int stage_rm_own(int pfd, const char *name, int depth);
+/* j's stage removed: its submitter's part as them (stage_empty), then
+ * the worker's (stage_rm_own). 0 (also when it is gone), or -errno. */
+int stage_remove(const struct sjob *j);
 int stage_user_dir(const struct sjob *j, char *why, size_t len);
 
 

@@ -387,6 +387,19 @@ int stage_rm_own(int pfd, const char *name, int depth)
 	return unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
 }
 
+int stage_remove(const struct sjob *j)
+{
+	char udir[PATH_MAX], msg[64];
+	snprintf(udir, sizeof udir, "%s", j->dir);
+	*strrchr(udir, '/') = '\0';
+	_cleanup_close_ int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (ufd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (stage_as_submitter(j, stage_empty, NULL, msg, sizeof msg) != 0)
+		return -EPERM;
+	return stage_rm_own(ufd, strrchr(j->dir, '/') + 1, 0);
+}
+
 /* STAGE/KEY/UID: the submitter's, made by the worker (as root: no one
  * else can make a name in STAGE/KEY, which is the worker's alone). */
 int stage_user_dir(const struct sjob *j, char *why, size_t len)

@@ -512,22 +512,6 @@ static bool stage_new(struct sjob *j, int *rec)
 	return true;
 }
 
-/* A stage its last life left unsealed (it died making it): no job of
- * it was submitted, nor can be, so it is removed, as its submitter's
- * part first, then the worker's. 0, or -errno. */
-static int stage_drop_unsealed(struct sjob *j)
-{
-	char udir[PATH_MAX], msg[64];
-	snprintf(udir, sizeof udir, "%s", j->dir);
-	*strrchr(udir, '/') = '\0';
-	_cleanup_close_ int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ufd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (stage_as_submitter(j, stage_empty, NULL, msg, sizeof msg) != 0)
-		return -EPERM;
-	return stage_rm_own(ufd, strrchr(j->dir, '/') + 1, 0);
-}
-
 static bool submit_prepare(struct sjob *j, int *rec)
 {
 	char why[700];
@@ -570,8 +554,9 @@ static bool submit_prepare(struct sjob *j, int *rec)
 		return false;
 	}
 	if (!stage_sealed(j) && j->launch && strcmp(j->key, slurm.key) == 0) {
-		/* Its last life died making the stage, before any sbatch. */
-		int r = stage_drop_unsealed(j);
+		/* Its last life died making the stage, before any sbatch:
+		 * no job of it was submitted, nor can be. */
+		int r = stage_remove(j);
 		if (r < 0) {
 			refuse(j, "refused", "sandbox_setup_failed",
 			       "its stage %.300s, left unfinished by a worker that died, cannot be removed: %s",

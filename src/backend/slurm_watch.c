@@ -98,22 +98,12 @@ void watch_poll(void)
 	static char out[1 << 20];
 	char err[2048];
 	struct strv ids = {0};
-	char *idlist = NULL;
-	size_t len = 0;
 	for (struct sjob *j = slurm.jobs; j; j = j->next)
 		if (j->phase == SJ_WATCH && j->id > 0 && !j->gone && ids.n < IDS_PER_CALL)
 			strv_addf(&ids, "%lld", j->id);
 	if (!ids.n)
 		return;
-	for (size_t i = 0; i < ids.n; i++)
-		len += strlen(ids.v[i]) + 1;
-	idlist = xmalloc(len + 1);
-	idlist[0] = '\0';
-	for (size_t i = 0; i < ids.n; i++) {
-		strcat(idlist, ids.v[i]);
-		if (i + 1 < ids.n)
-			strcat(idlist, ",");
-	}
+	char *idlist = strv_join(&ids, ',');
 	pthread_mutex_unlock(&slurm.mu);
 	char *const sq[] = {"squeue", "-h", "-t", "all", "-j", idlist, "-O",
 			    "JobID:|,State:|,Reason:|,NodeList:|,Partition:|,TimeUsed:|,exit_code", NULL};
@@ -467,16 +457,7 @@ void watch_receipts(void)
 			strv_addf(&ids, "%lld", j->id);
 	if (!ids.n)
 		return;
-	size_t len = 0;
-	for (size_t i = 0; i < ids.n; i++)
-		len += strlen(ids.v[i]) + 1;
-	char *idlist = xmalloc(len + 1);
-	idlist[0] = '\0';
-	for (size_t i = 0; i < ids.n; i++) {
-		strcat(idlist, ids.v[i]);
-		if (i + 1 < ids.n)
-			strcat(idlist, ",");
-	}
+	char *idlist = strv_join(&ids, ',');
 	pthread_mutex_unlock(&slurm.mu);
 	char *const sa[] = {"sacct", "-n", "-P", "-j", idlist, "-o",
 			    "JobID,JobName,State,ExitCode,MaxRSS,TotalCPU,ElapsedRaw,ConsumedEnergyRaw,NodeList,Partition",
@@ -544,18 +525,12 @@ bool watch_remove_one(void)
 	struct sjob j = {.as_user = false};
 	unsigned uid, gid;
 	int off = 0;
-	char msg[64];
 	if (sscanf(e, "%u %u %n", &uid, &gid, &off) >= 2 && off > 0) {
 		snprintf(j.dir, sizeof j.dir, "%s", e + off);
 		j.as_user = uid != geteuid();
 		/* Its own directory: no supplementary group is needed. */
 		j.cred = (struct run_cred){.uid = uid, .gid = gid};
-		char udir[PATH_MAX];
-		snprintf(udir, sizeof udir, "%s", j.dir);
-		*strrchr(udir, '/') = '\0';
-		_cleanup_close_ int ufd = open(udir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int r = stage_as_submitter(&j, stage_empty, NULL, msg, sizeof msg) != 0 ? -EPERM
-			: ufd < 0 ? -errno : stage_rm_own(ufd, strrchr(j.dir, '/') + 1, 0);
+		int r = stage_remove(&j);
 		if (r < 0)
 			logmsg("cannot remove the stage directory %s: %s", j.dir, strerror(-r));
 	}

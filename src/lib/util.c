@@ -497,6 +497,23 @@ void strv_addf(struct strv *s, const char *fmt, ...)
 	free(str);
 }
 
+char *strv_join(const struct strv *s, char sep)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < s->n; i++)
+		len += strlen(s->v[i]) + 1;
+	char *t = xmalloc(len), *o = t;
+	for (size_t i = 0; i < s->n; i++) {
+		size_t k = strlen(s->v[i]);
+		memcpy(o, s->v[i], k);
+		o += k;
+		if (i + 1 < s->n)
+			*o++ = sep;
+	}
+	*o = '\0';
+	return t;
+}
+
 void strv_free(struct strv *s)
 {
 	for (size_t i = 0; i < s->n; i++)

@@ -141,6 +141,8 @@ struct strv {
 void strv_add(struct strv *s, const char *str);
 void strv_addf(struct strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strv_free(struct strv *s);
+/* s's words with sep between them, as one string (xmalloc'd). */
+char *strv_join(const struct strv *s, char sep);
 
 /* The names in dirfd/name that do not start with '.', read whole before
  * the caller acts on any (acting may rename entries under a readdir).

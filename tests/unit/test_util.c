@@ -398,6 +398,16 @@ static void test_strv(void **state)
 	assert_string_equal(s.v[39], "item39");
 	assert_string_equal(s.v[40], "last");
 	assert_null(s.v[41]);
+	struct strv two = {0};
+	char *j = strv_join(&two, ',');
+	assert_string_equal(j, "");
+	free(j);
+	strv_add(&two, "12");
+	strv_add(&two, "345");
+	j = strv_join(&two, ',');
+	assert_string_equal(j, "12,345");
+	free(j);
+	strv_free(&two);
 	strv_free(&s);
 	assert_null(s.v);
 	assert_int_equal(s.n, 0);
