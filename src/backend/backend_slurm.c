@@ -16,6 +16,8 @@
 #define _GNU_SOURCE
 #include "slurm.h"
 
+#include <sys/inotify.h>
+
 #include <ctype.h>
 #include <sys/random.h>
 
@@ -184,6 +186,8 @@ void sjob_free(struct sjob *j)
 {
 	if (!j)
 		return;
+	if (j->iwd > 0 && slurm.ifd >= 0)
+		(void)inotify_rm_watch(slurm.ifd, j->iwd);
 	strv_free(&j->args);
 	strv_free(&j->reals);
 	free(j->script);

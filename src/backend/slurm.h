@@ -7,7 +7,7 @@
  * share, and submits a batch job that runs kart-launch --job there
  * (launch_job.c), which builds the same sandbox a local run gets. Three
  * threads (slurm_thread.c: submitting, polling, the stage's files) do
- * everything that blocks: sbatch, the batched squeue and
+ * everything that blocks (a fourth reads inotify on the stages): sbatch, the batched squeue and
  * sacct, scancel and scontrol, and the stage (the worker's, with the
  * submitter's job/ in it, read and written as the submitter in a
  * child). The loop hands them jobs and takes back what they learnt
@@ -114,6 +114,8 @@ struct sjob {
 	int wstatus;           /* squeue's exit_code (a wait status); -1 unknown */
 	int64_t began_mono;    /* it started running then (0: not yet) */
 	int64_t ended_mono;    /* it ended in Slurm then */
+	int iwd;               /* its job/'s inotify watch (0: none yet, -1: none to be had) */
+	bool status_seen;      /* job/status is there: its end is near, polled for soon */
 	int want_stop;         /* the loop asks: STOP_TERM, then STOP_KILL (0: nothing) */
 	int sent_stop;
 	int want_pause;        /* the loop asks: 1 pause, -1 resume (0: nothing) */
@@ -144,6 +146,9 @@ struct sjob {
 /* The backend's state, one worker per process. */
 struct slurm {
 	pthread_t th[3];    /* slurm_thread.c's roles */
+	pthread_t ino_th;   /* reads ifd */
+	int ifd;            /* inotify, on each watched job's job/ (-1: none) */
+	int ino_wake;       /* an eventfd that stops ino_th */
 	bool started, quit, stopping;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -169,6 +174,7 @@ struct slurm {
 	int64_t poll_every; /* the current interval between polls */
 	int64_t backoff;    /* submissions wait this long after a failed one */
 	int64_t poll_next, submit_next, receipt_next;
+	int64_t poll_last;  /* when the last poll began */
 };
 
 extern struct slurm slurm;
@@ -237,6 +243,9 @@ int stage_user_dir(const struct sjob *j, char *why, size_t len);
 void watch_receipts(void);
 bool watch_remove_one(void);
 void watch_poll(void);
+/* A status renamed into a job's job/ (the ino thread's read): the next
+ * poll brought forward. Under mu. */
+void watch_status_seen(int wd);
 bool watch_control_one(void);
 void watch_collect(struct sjob *j);
 void slurm_let_go(struct sjob *j);

@@ -14,10 +14,12 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sys/inotify.h>
 
 #include "launch_job.h"
 
-struct slurm slurm = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .efd = -1};
+struct slurm slurm = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .efd = -1,
+		      .ifd = -1, .ino_wake = -1};
 
 
 
@@ -774,6 +776,7 @@ static bool role_step(enum role r, int64_t now, int64_t *next)
 		return watch_remove_one();
 	}
 	if (watching && now >= slurm.poll_next) {
+		slurm.poll_last = now;
 		watch_poll();
 		slurm.poll_next = now_mono_ms() + slurm.poll_every;
 		return true;
@@ -823,6 +826,37 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* The stage's word that a job ended, at once: kart-launch renames
+ * job/status into place as its last act. Read where the stage is a
+ * local filesystem (a node's writes over NFS make no event here, and
+ * the polls alone follow those jobs). */
+static void *ino_main(void *arg)
+{
+	(void)arg;
+	char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd pf[2] = {{.fd = slurm.ifd, .events = POLLIN}, {.fd = slurm.ino_wake, .events = POLLIN}};
+	for (;;) {
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents)
+			break;
+		ssize_t n = read(slurm.ifd, buf, sizeof buf);
+		if (n <= 0)
+			continue;
+		pthread_mutex_lock(&slurm.mu);
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *e = (const struct inotify_event *)p;
+			p += sizeof *e + e->len;
+			if (e->mask & IN_Q_OVERFLOW)
+				watch_status_seen(-1);
+			else if (e->len && strcmp(e->name, strrchr(JOB_STATUS, '/') + 1) == 0)
+				watch_status_seen(e->wd);
+		}
+		pthread_mutex_unlock(&slurm.mu);
+	}
+	return NULL;
+}
+
 void slurm_thread_start(struct worker *w)
 {
 	slurm.w = w;
@@ -840,6 +874,18 @@ void slurm_thread_start(struct worker *w)
 			die("cannot start the Slurm thread %s", role_name[r]);
 		thread_name(slurm.th[r], role_name[r]);
 	}
+	/* Without inotify, the polls alone. */
+	slurm.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	slurm.ino_wake = slurm.ifd >= 0 ? eventfd(0, EFD_CLOEXEC) : -1;
+	if (slurm.ino_wake < 0 || pthread_create(&slurm.ino_th, NULL, ino_main, NULL) != 0) {
+		if (slurm.ifd >= 0)
+			close(slurm.ifd);
+		if (slurm.ino_wake >= 0)
+			close(slurm.ino_wake);
+		slurm.ifd = slurm.ino_wake = -1;
+	} else {
+		thread_name(slurm.ino_th, "slurm-ino");
+	}
 	slurm.started = true;
 }
 
@@ -853,5 +899,12 @@ void slurm_thread_stop(void)
 	pthread_mutex_unlock(&slurm.mu);
 	for (int r = 0; r < ROLE__N; r++)
 		pthread_join(slurm.th[r], NULL);
+	if (slurm.ino_wake >= 0) {
+		(void)eventfd_write(slurm.ino_wake, 1);
+		pthread_join(slurm.ino_th, NULL);
+		close(slurm.ino_wake);
+		close(slurm.ifd);
+		slurm.ifd = slurm.ino_wake = -1;
+	}
 	slurm.started = false;
 }

@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <sys/inotify.h>
 
 #include "launch_job.h"
 
@@ -91,6 +92,32 @@ static struct sjob *by_id(long long id)
 	return NULL;
 }
 
+/* A watched job's job/ under inotify, once (the ino thread's), and its
+ * status looked for: the launcher may have written it already. */
+static void watch_status(struct sjob *j)
+{
+	if (j->iwd || slurm.ifd < 0)
+		return;
+	char p[PATH_MAX];
+	struct stat st;
+	j->iwd = pathfmt(p, sizeof p, "%s/" JOB_OWN, j->dir) < 0 ? -1
+		 : inotify_add_watch(slurm.ifd, p, IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW);
+	if (j->iwd == 0)
+		j->iwd = -1; /* 0 means "not yet" here */
+	if (j->iwd > 0 && pathfmt(p, sizeof p, "%s/" JOB_STATUS, j->dir) == 0 && lstat(p, &st) == 0)
+		j->status_seen = true;
+}
+
+/* Ended in Slurm: its stage to read, its watch no longer needed. */
+static void watch_ended(struct sjob *j, int64_t now)
+{
+	j->phase = SJ_COLLECT;
+	j->ended_mono = now;
+	if (j->iwd > 0 && slurm.ifd >= 0)
+		(void)inotify_rm_watch(slurm.ifd, j->iwd);
+	j->iwd = -1;
+}
+
 /* One squeue for every job followed (a thousand ids a call at most);
  * a job it no longer knows is asked of sacct, else its stage says. */
 void watch_poll(void)
@@ -99,8 +126,10 @@ void watch_poll(void)
 	char err[2048];
 	struct strv ids = {0};
 	for (struct sjob *j = slurm.jobs; j; j = j->next)
-		if (j->phase == SJ_WATCH && j->id > 0 && !j->gone && ids.n < IDS_PER_CALL)
+		if (j->phase == SJ_WATCH && j->id > 0 && !j->gone && ids.n < IDS_PER_CALL) {
 			strv_addf(&ids, "%lld", j->id);
+			watch_status(j);
+		}
 	if (!ids.n)
 		return;
 	char *idlist = strv_join(&ids, ',');
@@ -160,10 +189,8 @@ void watch_poll(void)
 			j->began_mono = now - (used > 0 ? used * 1000 : 0);
 			slurm_back(j, SB_BEGAN);
 		}
-		if (state_final(f[1])) {
-			j->phase = SJ_COLLECT;
-			j->ended_mono = now;
-		}
+		if (state_final(f[1]))
+			watch_ended(j, now);
 	}
 	for (size_t i = 0; i < ids.n; i++) {
 		struct sjob *j = by_id(atoll(ids.v[i]));
@@ -171,15 +198,37 @@ void watch_poll(void)
 			/* Its stage and sacct stage_say the rest. */
 			j->wstatus = -1;
 			snprintf(j->state, sizeof j->state, "%s", "UNKNOWN");
-			j->phase = SJ_COLLECT;
-			j->ended_mono = now;
+			watch_ended(j, now);
 			changed = true;
 		}
 	}
 	strv_free(&ids);
+	/* A job whose launcher wrote its status and that Slurm has not
+	 * ended yet ends within moments: looked at again soon. */
+	for (struct sjob *j = slurm.jobs; j && !changed; j = j->next)
+		changed = j->phase == SJ_WATCH && j->status_seen && !j->gone;
 	slurm.poll_every = changed ? POLL_MIN
 			   : slurm.poll_every * 2 > slurm.pol->slurm_poll_ms ? slurm.pol->slurm_poll_ms
 									    : slurm.poll_every * 2;
+}
+
+void watch_status_seen(int wd)
+{
+	bool seen = false;
+	for (struct sjob *j = slurm.jobs; j; j = j->next)
+		if (j->phase == SJ_WATCH && !j->gone && (wd < 0 || (j->iwd > 0 && j->iwd == wd))) {
+			j->status_seen = true;
+			seen = true;
+		}
+	if (!seen)
+		return;
+	/* POLL_MIN after the last at the soonest: the submitter, whose
+	 * job/ it is, can make such events at will. */
+	int64_t at = slurm.poll_last + POLL_MIN;
+	if (at < slurm.poll_next) {
+		slurm.poll_next = at;
+		pthread_cond_broadcast(&slurm.cv);
+	}
 }
 
 /* The attempt taken by no job (the link a job makes first), or the id

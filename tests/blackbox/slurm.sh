@@ -390,6 +390,32 @@ test_slurm_backend_tasks() {
 	took
 }
 
+# A job's end is known when its launcher renames job/status into place
+# (inotify on the stage, this host's filesystem here), not at the next
+# squeue look: with [slurm] poll = 30s, the looks at a job come 0.25,
+# 0.5, 1, 2, 4, 8 s apart after it is seen running, so the end of one
+# that runs 12 s would wait 3.75 s for the next at least; with
+# receipt_wait = 1s, its result comes within 2.5 s of its end.
+test_slurm_backend_prompt_end() {
+	ks_spool || return
+	sed -i "s/^poll = .*/poll = 30s/; s/^receipt_wait = .*/receipt_wait = 1s/" "$S/kart.conf"
+	ks_worker
+	local id lag
+	id=$(ks_submit --name p -- sh -c 'sleep 12') || { fail "kart submit"; stop_worker "$KW"; return; }
+	ks_done 60 "$id" || { stop_worker "$KW"; return; }
+	assert_eq ok "$(ks_field "$id" .status)" "the task's status"
+	lag=$(python3 -c '
+import datetime, json, os, sys
+r = json.load(open(sys.argv[1]))
+end = datetime.datetime.fromisoformat(r["finished_at"].replace("Z", "+00:00")).timestamp()
+print("%.2f" % (os.stat(sys.argv[1]).st_mtime - end))' "$S/done/$id.json")
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    result $lag s after the task ended"
+	awk -v l="$lag" 'BEGIN { exit !(l != "" && l < 2.5) }' ||
+		fail "the result came $lag s after the task ended (poll = 30s): its end waited for a poll"
+	stop_worker "$KW"
+	took
+}
+
 # ks_job ID: the Slurm job its claim records (user.kart run=), once known.
 ks_job() {
 	getfattr --only-values -n user.kart "$S"/cur/*/"$1" 2>/dev/null | sed -n 's/^run=slurm [^ ]* [^ ]* \([0-9][0-9]*\)$/\1/p'
