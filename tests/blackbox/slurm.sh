@@ -243,10 +243,12 @@ second_node() {
 
 # kart's tasks through Slurm on both nodes (more than this host's node
 # takes at once: 16 jobs, and the guest's 3 by their memory), each
-# marking its attempt and node; then the guest's node is stopped
-# mid-run: its tasks are re-queued, attempt counted, and end ok.
-# The guest's share (9p) numbers inodes its own way: nothing in the stage
-# may rest on the inode numbers the worker saw.
+# marking its attempt and node and leaving its node's name in
+# $KART_OUTDIR; the first to reach the guest ends at once (its whole
+# round trip: the stage written there, the result read here), the others
+# wait; then the guest's node is stopped mid-run: its tasks are
+# re-queued, attempt counted, and end ok. The guest's share (9p) numbers
+# inodes its own way: nothing in the stage may rest on them.
 second_node_kart() {
 	need_slurm || return
 	if ! s_node_up "$S_NODE2" && ! slurm_second_node; then
@@ -255,16 +257,30 @@ second_node_kart() {
 	fi
 	ks_spool || return
 	ks_worker
-	local ids=() i id n2=() x
+	local ids=() i id n2=() x q
 	for ((i = 0; i < 22; i++)); do
 		id=$(ks_submit --name "n$i" --bind "$SHARED" -- sh -c \
-			"echo \$KART_ATTEMPT \$SLURMD_NODENAME >>$SHARED/node.n$i; [ \$KART_ATTEMPT -gt 1 ] || sleep 60") ||
+			"echo \$KART_ATTEMPT \$SLURMD_NODENAME >>$SHARED/node.n$i; echo \$SLURMD_NODENAME >\$KART_OUTDIR/ran-on
+			echo out on \$SLURMD_NODENAME; [ \$KART_ATTEMPT -gt 1 ] && exit
+			[ \$SLURMD_NODENAME = $S_NODE2 ] && mkdir $SHARED/quick 2>/dev/null && echo n$i >$SHARED/quick/who && exit
+			sleep 60") ||
 			{ fail "kart submit n$i"; stop_worker "$KW"; return; }
 		ids+=("$id")
 	done
-	wait_until 300 sh -c 'grep -qs " $1$" "$2"/node.n*' sh "$S_NODE2" "$SHARED" ||
+	wait_until 300 test -s "$SHARED/quick/who" ||
 		{ fail "no task ran on $S_NODE2: $(squeue -h -o '%i %T %N %r' | sort | uniq -c | head -5 | tr '\n' ' ')"; stop_worker "$KW"; return; }
-	for ((i = 0; i < 22; i++)); do grep -qs " $S_NODE2$" "$SHARED/node.n$i" && n2+=("${ids[$i]}"); done
+	q=$(cat "$SHARED/quick/who") && id=${ids[${q#n}]}
+	# Its result, from the guest's stage; and another task there, which
+	# takes its place, to be there when the node goes down.
+	ks_done 120 "$id" || { stop_worker "$KW"; return; }
+	assert_eq "ok 1 $S_NODE2" "$(ks_field "$id" '"\(.status) \(.attempt) \(.slurm.nodes)"')" "$q: ended on $S_NODE2 (status, attempt, node)"
+	assert_eq "out on $S_NODE2" "$(cat "$S/done/$id.stdout" 2>/dev/null)" "$q: its stdout, written on $S_NODE2"
+	assert_eq "$S_NODE2" "$(cat "$S/done/$id.out/ran-on" 2>/dev/null)" "$q: its \$KART_OUTDIR, written on $S_NODE2"
+	wait_until 120 sh -c 'grep -ls " $1$" "$2"/node.n* | grep -qvx "$2/node.$3"' sh "$S_NODE2" "$SHARED" "$q" ||
+		fail "no other task ran on $S_NODE2"
+	for ((i = 0; i < 22; i++)); do
+		[ "n$i" != "$q" ] && grep -qs " $S_NODE2$" "$SHARED/node.n$i" && n2+=("${ids[$i]}")
+	done
 	wait_until 60 sh -c 'grep -qs " $1$" "$2"/node.n*' sh "$S_NODE" "$SHARED" || fail "no task ran on $S_NODE"
 	echo "    ${#n2[@]} task(s) on $S_NODE2, $(grep -ls " $S_NODE$" "$SHARED"/node.n* | wc -l) on $S_NODE"
 	scontrol update nodename="$S_NODE2" state=down reason=kart-test || fail "scontrol update $S_NODE2 state=down"
