@@ -758,48 +758,87 @@ test_shared_defaults_bound_a_member() {
 # The hoist's window: between the worker's rename of her drop into new/
 # (the name .hoist.UID.USER:NAME is known) and its chown, the file is
 # still hers, and she may hard-link it into tmp/. Then root's task file
-# had a name of hers: bytes outside her share (and read for ever). She
-# spins on link() at each of 40 drops; every drop she linked is
-# rejected, and what her name holds is either her own file or empty.
+# had a name of hers: bytes outside her share (and read for ever). The
+# window is made certain, not raced for: a fanotify permission gate on
+# new/ holds each worker's open of a hoisted lnI (the open the chown is
+# made through) until her tmp/mlnI is there, so she links every drop.
+# Each is rejected, and what her name holds is her own file or empty.
 test_hoist_keeps_no_name_of_hers() {
 	setup || return
-	local won f n
+	local won i f n=10 uid gate=$T_ROOT/gate.log gp
+	uid=$(id -u "$U_MALLORY")
 	as "$U_MALLORY" kart submit --no-cwd --name m0 -- true >/dev/null || fail "mallory cannot submit"
-	won=$(as "$U_MALLORY" python3 - "$S" "$U_MALLORY" 40 <<'PY'
+	python3 - "$S" ".hoist.$uid.$U_MALLORY:ln" "$(slow 10)" >"$gate" 2>&1 <<'PY' &
+import ctypes, os, struct, sys, time
+S, dot, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+# FAN_CLASS_CONTENT|FAN_CLOEXEC; FAN_OPEN_PERM|FAN_EVENT_ON_CHILD on new/
+fan = libc.fanotify_init(0x4 | 0x1, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+if fan < 0 or libc.fanotify_mark(fan, 1, 0x10000 | 0x08000000, -100, f"{S}/new".encode()) < 0:
+    sys.exit("fanotify: " + os.strerror(ctypes.get_errno()))
+print("ready", flush=True)
+while True:
+    buf, off = os.read(fan, 4096), 0
+    while off + 24 <= len(buf):
+        size, _, _, _, _, fd, _ = struct.unpack_from("IBBHQii", buf, off)
+        off += size
+        if fd < 0:
+            continue
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        if name.startswith(dot):
+            t, end = f"{S}/tmp/mln{name[len(dot):]}", time.monotonic() + limit
+            while not os.path.lexists(t) and time.monotonic() < end:
+                time.sleep(0.001)
+            print("held", name, "linked" if os.path.lexists(t) else "timeout", flush=True)
+        os.write(fan, struct.pack("iI", fd, 1))  # FAN_ALLOW
+        os.close(fd)
+PY
+	gp=$!
+	T_PIDS+=("$gp")
+	wait_until 10 grep -q ready "$gate" || {
+		kill "$gp" 2>/dev/null
+		stop_workers
+		skip "no fanotify permission gate on new/ (CONFIG_FANOTIFY_ACCESS_PERMISSIONS, CAP_SYS_ADMIN): $(cat "$gate")"
+		return
+	}
+	won=$(as "$U_MALLORY" python3 - "$S" "$U_MALLORY" "$n" "$(slow 10)" <<'PY'
 import os, sys, time
-S, user, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+S, user, n, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 uid, d, won = os.getuid(), f"{S}/drop/{user}", 0
 for i in range(n):
     with open(f"{d}/.ln{i}", "w") as f:
         f.write("#!/bin/sh\necho ran\n" + "#" * 4000 + "\n")
     src, dst = f"{S}/new/.hoist.{uid}.{user}:ln{i}", f"{S}/tmp/mln{i}"
     os.rename(f"{d}/.ln{i}", f"{d}/ln{i}")
-    end = time.monotonic() + 2
+    end = time.monotonic() + limit
     while time.monotonic() < end:
         try:
             os.link(src, dst)
             won += 1
             break
         except FileNotFoundError:
-            continue
+            time.sleep(0.001)
         except PermissionError:
             break
-    time.sleep(0.05)
 print(won)
 PY
 )
-	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory linked $won of 40 hoisted files"
-	if [ "${won:-0}" = 0 ]; then
-		stop_workers
-		skip "mallory never won the race to link a hoisted file in 40 drops"
-		return
-	fi
-	for f in "$S"/tmp/mln*; do
-		n=${f##*/m}
-		assert_eq rejected "$(result "$U_MALLORY:$n" .status)" "$n, which mallory linked as tmp/m$n"
-		[ "$(stat -c %U "$f")" = "$U_MALLORY" ] || [ "$(stat -c %s "$f")" = 0 ] ||
-			fail "tmp/m$n: root's task file under mallory's name, $(stat -c '%U %s bytes' "$f")"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    mallory linked $won of $n hoisted files; $(grep -c held "$gate") opens held"
+	# The premise: the gate held each hoist until her link was there.
+	assert_eq "$n" "$won" "hoisted files mallory linked while the worker was held before its chown"
+	assert_eq "$n" "$(grep ' linked$' "$gate" | cut -d' ' -f2 | sort -u | wc -l)" \
+		"hoists held until her link ($(grep -v ' linked$' "$gate" | head -3))"
+	# One wait for all the results: 30 s in all, not 30 s a drop.
+	wait_until 30 sh -c "[ \$(ls '$S/done' | grep -c '^$U_MALLORY:ln[0-9]*\.json\$') -ge $n ]"
+	for ((i = 0; i < n; i++)); do
+		f=$S/tmp/mln$i
+		assert_eq "rejected true" "$(jq -r '"\(.status) \(.error | test("link"))"' "$S/done/$U_MALLORY:ln$i.json" 2>&1)" \
+			"ln$i, which mallory linked as tmp/mln$i: status, and whether the error names the link"
+		[ -e "$f" ] && { [ "$(stat -c %U "$f")" = "$U_MALLORY" ] || [ "$(stat -c %s "$f")" = 0 ]; } ||
+			fail "tmp/mln$i: root's task file under mallory's name, $(stat -c '%U %s bytes' "$f" 2>&1)"
 	done
+	kill "$gp" 2>/dev/null
 	stop_workers
 }
 
