@@ -738,7 +738,7 @@ test_slurm_backend_stage_owned() {
 	ks_worker
 	local a b c d da db dd x i p swapped=
 	as "$U_SUB" mkdir -p "$SHARED/sc-d" "$SHARED/sd-d" "$SHARED/sd-l" && as "$U_SUB" touch "$SHARED/sd-d/sd-hers" "$SHARED/sd-l/sd-hers" ||
-		{ fail "mkdir $SHARED/sc-d"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
+		{ fail "mkdir $SHARED/sc-d, sd-d, sd-l"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
 	a=$(ks_submit --name sa -- cat /proc/net/dev) && b=$(ks_submit --name sb -- cat /proc/net/dev) &&
 		c=$(ks_submit --name sc --bind "$SHARED/sc-d" -- sh -c 'echo ran; test -e "$1/self/status" && echo host-proc' sh "$SHARED/sc-d") &&
 		d=$(ks_submit --name sd -- sh -c 'ls "$KART_OUTDIR"; echo made >"$KART_OUTDIR/sd-made"') ||
