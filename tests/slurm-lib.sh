@@ -358,8 +358,9 @@ slurm_second_node() {
 		printf 'S_DIR=%q\nS_SHARE=%q\nS_NODE2=%q\n' "$S_DIR" "$share" "$S_NODE2"
 		printf 'GUEST_CONF=%q\n' "$S_DIR/etc/guest/slurm.conf"
 	} >"$vm/env"
-	# The share keeps the host's inode numbers (multidevs=warn, as NFS
-	# keeps them): kart-launch checks the stage's job/out by its inode.
+	# The guest numbers the share's inodes its own way (9p: not the
+	# host's numbers), as a node of a cluster may: nothing kart-launch
+	# checks in the stage rests on them.
 	s_daemon qemu qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -smp 1 -m 1024 \
 		-nodefaults -no-reboot -display none -monitor none \

@@ -476,7 +476,6 @@ static int launch_text(struct worker *w, struct task *t, struct backend_start *b
 				  .run_gid = b->as_user ? b->cred.gid : getegid(), .input = &input,
 				  .inputs = b->di->in, .n_inputs = t->spec.n_after,
 				  .task_fd = task_fd, .out_fd = task_fd + 1};
-	j->out_target = task_fd + 1;
 	int built = sandbox_bwrap(&req, &argv, &envp, err, sizeof err);
 	strv_free(&lopts);
 	free(input);

@@ -86,7 +86,6 @@ struct sjob {
 	char *script;                 /* its batch script */
 	char *launch;                 /* the stage's launch file */
 	size_t launch_len;
-	int out_target;               /* $KART_OUTDIR's descriptor in the sandbox (launch's ino record) */
 	struct strv reals;            /* "real" records: where each bind led when it was checked */
 	unsigned char *filter;        /* the seccomp program, into the stage */
 	size_t filter_len;

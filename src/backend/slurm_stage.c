@@ -1,7 +1,7 @@
 /* slurm_stage.c - a Slurm job's stage directory: the worker's part
  * (JOBNAME/: the task, its launch description, the filter, the inputs'
  * directories), made by the worker, and the submitter's (the user
- * directory, job/, the inputs' copies), touched only from a child that
+ * directory, out/, job/, the inputs' copies), touched only from a child that
  * has become the submitter (stage_as_submitter). slurm_thread.c calls
  * these as it submits, collects and removes jobs. */
 #define _GNU_SOURCE
@@ -118,8 +118,9 @@ static int reopen(int pfd, int flags)
 
 /* The stage directory of a job, the worker's (what the job only reads:
  * the task file, the launch file, the filter, after='s inputs), with
- * the submitter's JOB_OWN in it (what the job writes: $KART_OUTDIR, its
- * output, its status). Made by the worker itself, in STAGE/KEY/UID,
+ * the submitter's JOB_OUT ($KART_OUTDIR) and JOB_OWN (its output, its
+ * status) in it, which she can fill but not rename, the directory being
+ * the worker's. Made by the worker itself, in STAGE/KEY/UID,
  * which is the submitter's: what it opened there is checked to be what
  * it made. The launch file comes later (stage_seal). */
 int stage_make(const struct sjob *j, int task_fd, char *why, size_t len)
@@ -185,11 +186,6 @@ int stage_make(const struct sjob *j, int task_fd, char *why, size_t len)
 		if (sfd >= 0)
 			close(sfd);
 	}
-	struct stat ost;
-	if (fstatat(dfd, JOB_OUT, &ost, AT_SYMLINK_NOFOLLOW) < 0) {
-		snprintf(why, len, "cannot make %.300s/" JOB_OUT ": %s", j->dir, strerror(errno));
-		return -1;
-	}
 	for (size_t i = 0; i < ARRAY_SIZE(own) && j->as_user; i++)
 		if (fchownat(dfd, own[i], uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
 			snprintf(why, len, "cannot give %.300s/%s to uid %u: %s", j->dir, own[i], (unsigned)uid,
@@ -199,25 +195,19 @@ int stage_make(const struct sjob *j, int task_fd, char *why, size_t len)
 	return 0;
 }
 
-/* The stage made whole: its launch file, with the inode of JOB_OUT
- * (which kart-launch checks: the submitter can rename in JOB_OWN),
- * written aside and renamed into place, after stage_make and
- * stage_fill and before sbatch. A stage without it never had a job:
- * a worker that died making it left it so (stage_sealed). */
+/* The stage made whole: its launch file, written aside and renamed
+ * into place, after stage_make and stage_fill and before sbatch. A
+ * stage without it never had a job: a worker that died making it left
+ * it so (stage_sealed). */
 int stage_seal(const struct sjob *j, char *why, size_t len)
 {
 	_cleanup_close_ int dfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat ost;
-	if (dfd < 0 || fstatat(dfd, JOB_OUT, &ost, AT_SYMLINK_NOFOLLOW) < 0) {
-		snprintf(why, len, "cannot open %.300s/" JOB_OUT ": %s", j->dir, strerror(errno));
+	if (dfd < 0) {
+		snprintf(why, len, "cannot open %.300s: %s", j->dir, strerror(errno));
 		return -1;
 	}
-	char ino[96];
-	int il = snprintf(ino, sizeof ino, "ino%c%d%c%llu", 0, j->out_target, 0,
-			  (unsigned long long)ost.st_ino);
 	_cleanup_close_ int lfd = openat(dfd, "." JOB_LAUNCH, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
-	bool wrote = lfd >= 0 && fchmod(lfd, 0444) == 0 && write_all(lfd, j->launch, j->launch_len) == 0 &&
-		     write_all(lfd, ino, (size_t)il + 1) == 0;
+	bool wrote = lfd >= 0 && fchmod(lfd, 0444) == 0 && write_all(lfd, j->launch, j->launch_len) == 0;
 	for (size_t i = 0; i < j->reals.n && wrote; i++)
 		wrote = write_all(lfd, j->reals.v[i], strlen(j->reals.v[i]) + 1) == 0;
 	if (!wrote || renameat2(dfd, "." JOB_LAUNCH, dfd, JOB_LAUNCH, RENAME_NOREPLACE) < 0) {
@@ -330,7 +320,7 @@ int stage_read(const struct sjob *j, void *arg, int msg)
 }
 
 /* At the end, as the submitter: the contents of each directory of theirs
- * in the stage (JOB_OWN, the inputs' copies), which the worker never
+ * in the stage (JOB_OUT, JOB_OWN, the inputs' copies), which the worker never
  * walks (they can move anything of theirs in there). */
 static void empty_own(int fd, int depth)
 {

@@ -5,15 +5,18 @@
  *
  * The worker left in DIR (its stage, on a filesystem the nodes share)
  * the sandbox's command line and environment and the files it binds
- * (DIR/launch: NUL-separated "job NAME", "fd N MODE PATH", "ino N INO", "real N PATH",
+ * (DIR/launch: NUL-separated "job NAME", "fd N MODE PATH", "real N PATH",
  * "arg VALUE", "env NAME=VALUE" records); this runs it as the worker
- * would have, with the task's stdout and stderr in DIR/job, and says
- * how it went in DIR/job/status. DIR and what it reads there are the
- * worker's (UID's, from the batch script, which only Slurm holds): the
- * submitter this runs as writes only DIR/job, and can rename DIR among
- * their own stage directories, so DIR is refused unless UID owns it and
- * no one else can write it, and launch names this very DIR; everything
- * else is opened from DIR's descriptor, and bwrap binds descriptors.
+ * would have, with $KART_OUTDIR in DIR/out, the task's stdout and stderr
+ * in DIR/job, and says how it went in DIR/job/status. DIR and what it
+ * reads there are the worker's (UID's, from the batch script, which only
+ * Slurm holds): the submitter this runs as writes only DIR/out and
+ * DIR/job, and can rename DIR among their own stage directories, so DIR
+ * is refused unless UID owns it and no one else can write it, and launch
+ * names this very DIR; everything else is opened from DIR's descriptor
+ * through directories of UID's alone (no inode number is compared: a
+ * shared filesystem may number them its own way on each host), and bwrap
+ * binds descriptors.
  *
  * Once per attempt, whatever the batch system does: its first act is the
  * link DIR/run -> ID, made atomically; a job that finds it made (a
@@ -98,6 +101,38 @@ static ssize_t read_at(int dfd, const char *name, unsigned long owner, char *buf
 	close(fd);
 	buf[n] = '\0';
 	return (ssize_t)n;
+}
+
+/* PATH, relative to DIR, opened through directories of the worker's
+ * alone (owner's, writable by no one else): the submitter can rename
+ * nothing on the way, so the name leads to what the worker made there.
+ * -EPERM: a directory on the way is not the worker's. */
+static int open_below(int dfd, const char *path, int flags, unsigned long owner)
+{
+	char buf[PATH_MAX], *p = buf, *slash;
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+		return -ENAMETOOLONG;
+	int cur = dfd, e = 0;
+	while ((slash = strchr(p, '/'))) {
+		*slash = '\0';
+		struct stat st;
+		int next = openat(cur, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		e = next < 0 ? -errno : fstat(next, &st) < 0 ? -errno : worker_s(&st, owner, S_IFDIR) ? 0 : -EPERM;
+		if (cur != dfd)
+			close(cur);
+		cur = next;
+		if (e < 0) {
+			if (next >= 0)
+				close(next);
+			return e;
+		}
+		p = slash + 1;
+	}
+	int fd = openat(cur, p, flags | O_NOFOLLOW);
+	e = errno;
+	if (cur != dfd)
+		close(cur);
+	return fd < 0 ? -e : fd;
 }
 
 /* A number from a cgroup file, or -1. */
@@ -265,11 +300,6 @@ int launch_job_main(int argc, char **argv)
 	fds[nfd++] = (struct handed){SANDBOX_STATUS_FD, status[1]};
 	struct {
 		int target;
-		unsigned long long ino;
-	} inos[4];
-	int nino = 0;
-	struct {
-		int target;
 		const char *path;
 	} reals[FDS_MAX];
 	int nreal = 0;
@@ -285,14 +315,6 @@ int launch_job_main(int argc, char **argv)
 				return 127;
 			}
 			named = true;
-		} else if (strcmp(kind, "ino") == 0) {
-			const char *num = field(&p, end), *v = field(&p, end);
-			if (!v || nino >= 4) {
-				fprintf(stderr, "kart-launch: the stage's launch file is malformed\n");
-				return 127;
-			}
-			inos[nino].target = atoi(num);
-			inos[nino++].ino = strtoull(v, NULL, 10);
 		} else if (strcmp(kind, "real") == 0) {
 			const char *num = field(&p, end), *v = field(&p, end);
 			if (!v || nreal >= FDS_MAX) {
@@ -321,9 +343,18 @@ int launch_job_main(int argc, char **argv)
 			}
 			int flags = O_CLOEXEC | (mode[0] == 'r' ? O_RDONLY : O_PATH) |
 				    (mode[0] == 'd' ? O_DIRECTORY : 0);
-			int fd = path[0] == '/' ? open(path, flags) : openat(dfd, path, flags | O_NOFOLLOW);
+			int fd = path[0] == '/' ? open(path, flags) : open_below(dfd, path, flags, owner);
+			if (path[0] == '/' && fd < 0)
+				fd = -errno;
+			if (fd == -EPERM && path[0] != '/') {
+				/* Through a directory the submitter could rename in (an
+				 * older worker's stage kept $KART_OUTDIR in job/). */
+				fprintf(stderr, "kart-launch: %s/%s lies in a directory its worker (uid %lu) did not "
+						"make, or others can write: not run\n", dir, path, owner);
+				return 127;
+			}
 			if (fd < 0) {
-				fprintf(stderr, "kart-launch: %s: %s\n", path, strerror(errno));
+				fprintf(stderr, "kart-launch: %s: %s\n", path, strerror(-fd));
 				return 127;
 			}
 			fds[nfd++] = (struct handed){target, fd};
@@ -335,19 +366,6 @@ int launch_job_main(int argc, char **argv)
 	if (na == 0 || !named) {
 		fprintf(stderr, "kart-launch: the stage's launch file has no command, or names no job\n");
 		return 127;
-	}
-	/* What the submitter can rename (in DIR/job): the very directory
-	 * the worker made there, theirs. */
-	for (int k = 0; k < nino; k++) {
-		struct stat ist;
-		int i = 0;
-		while (i < nfd && fds[i].target != inos[k].target)
-			i++;
-		if (i == nfd || fstat(fds[i].fd, &ist) < 0 || ist.st_ino != inos[k].ino || ist.st_uid != getuid()) {
-			fprintf(stderr, "kart-launch: the stage's file for descriptor %d is not the one its "
-					"worker made: not run\n", inos[k].target);
-			return 127;
-		}
 	}
 	/* A bind opened here again by its path: where the worker's check
 	 * led, or nothing (the submitter may have put a symlink on it). */

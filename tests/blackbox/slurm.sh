@@ -243,40 +243,44 @@ second_node() {
 
 # kart's tasks through Slurm on both nodes (more than this host's node
 # takes at once: 16 jobs, and the guest's 3 by their memory), each
-# marking its attempt and node; then the guest's node is stopped
-# mid-run: its tasks are re-queued, attempt counted, and end ok.
-# kart-launch checks the stage's job/out by the inode the worker saw: a
-# share that numbers inodes its own way on the node (this guest's 9p)
-# makes it refuse every job there (said in each result), so the case
-# skips where the two nodes see other inode numbers.
+# marking its attempt and node and leaving its node's name in
+# $KART_OUTDIR; the first to reach the guest ends at once (its whole
+# round trip: the stage written there, the result read here), the others
+# wait; then the guest's node is stopped mid-run: its tasks are
+# re-queued, attempt counted, and end ok. The guest's share (9p) numbers
+# inodes its own way: nothing in the stage may rest on them.
 second_node_kart() {
 	need_slurm || return
-	local j ino_h ino_g
 	if ! s_node_up "$S_NODE2" && ! slurm_second_node; then
 		fail "no second node: $S_WHY"
 		return
 	fi
-	mkdir -p "$T_ROOT/inode-probe" && chmod 0755 "$T_ROOT/inode-probe"
-	ino_h=$(stat -c %i "$T_ROOT/inode-probe")
-	j=$(S_ON=$S_NODE2 submit kart-ino --mem=64M --time=5 -- "stat -c %i $T_ROOT/inode-probe") || { fail "sbatch"; return; }
-	wait_acct "$j" COMPLETED 300 || return
-	ino_g=$(cat "$S_DIR/jobs/$j.out")
-	if [ "$ino_h" != "$ino_g" ]; then
-		skip "the share's inode numbers differ on $S_NODE2 ($ino_g) from this host's ($ino_h): kart-launch refuses a stage whose job/out it cannot match (needs a share that keeps them, as NFS does)"
-		return
-	fi
 	ks_spool || return
 	ks_worker
-	local ids=() i id n2=() x
+	local ids=() i id n2=() x q
 	for ((i = 0; i < 22; i++)); do
 		id=$(ks_submit --name "n$i" --bind "$SHARED" -- sh -c \
-			"echo \$KART_ATTEMPT \$SLURMD_NODENAME >>$SHARED/node.n$i; [ \$KART_ATTEMPT -gt 1 ] || sleep 60") ||
+			"echo \$KART_ATTEMPT \$SLURMD_NODENAME >>$SHARED/node.n$i; echo \$SLURMD_NODENAME >\$KART_OUTDIR/ran-on
+			echo out on \$SLURMD_NODENAME; [ \$KART_ATTEMPT -gt 1 ] && exit
+			[ \$SLURMD_NODENAME = $S_NODE2 ] && mkdir $SHARED/quick 2>/dev/null && echo n$i >$SHARED/quick/who && exit
+			sleep 60") ||
 			{ fail "kart submit n$i"; stop_worker "$KW"; return; }
 		ids+=("$id")
 	done
-	wait_until 300 sh -c 'grep -qs " $1$" "$2"/node.n*' sh "$S_NODE2" "$SHARED" ||
+	wait_until 300 test -s "$SHARED/quick/who" ||
 		{ fail "no task ran on $S_NODE2: $(squeue -h -o '%i %T %N %r' | sort | uniq -c | head -5 | tr '\n' ' ')"; stop_worker "$KW"; return; }
-	for ((i = 0; i < 22; i++)); do grep -qs " $S_NODE2$" "$SHARED/node.n$i" && n2+=("${ids[$i]}"); done
+	q=$(cat "$SHARED/quick/who") && id=${ids[${q#n}]}
+	# Its result, from the guest's stage; and another task there, which
+	# takes its place, to be there when the node goes down.
+	ks_done 120 "$id" || { stop_worker "$KW"; return; }
+	assert_eq "ok 1 $S_NODE2" "$(ks_field "$id" '"\(.status) \(.attempt) \(.slurm.nodes)"')" "$q: ended on $S_NODE2 (status, attempt, node)"
+	assert_eq "out on $S_NODE2" "$(cat "$S/done/$id.stdout" 2>/dev/null)" "$q: its stdout, written on $S_NODE2"
+	assert_eq "$S_NODE2" "$(cat "$S/done/$id.out/ran-on" 2>/dev/null)" "$q: its \$KART_OUTDIR, written on $S_NODE2"
+	wait_until 120 sh -c 'grep -ls " $1$" "$2"/node.n* | grep -qvx "$2/node.$3"' sh "$S_NODE2" "$SHARED" "$q" ||
+		fail "no other task ran on $S_NODE2"
+	for ((i = 0; i < 22; i++)); do
+		[ "n$i" != "$q" ] && grep -qs " $S_NODE2$" "$SHARED/node.n$i" && n2+=("${ids[$i]}")
+	done
 	wait_until 60 sh -c 'grep -qs " $1$" "$2"/node.n*' sh "$S_NODE" "$SHARED" || fail "no task ran on $S_NODE"
 	echo "    ${#n2[@]} task(s) on $S_NODE2, $(grep -ls " $S_NODE$" "$SHARED"/node.n* | wc -l) on $S_NODE"
 	scontrol update nodename="$S_NODE2" state=down reason=kart-test || fail "scontrol update $S_NODE2 state=down"
@@ -747,24 +751,29 @@ ks_netdevs() { sed -n 's/^ *\([^ :]*\):.*/\1/p' "$1" 2>/dev/null | grep -vx lo; 
 # held down meanwhile) gains nothing the policy did not give: neither by
 # editing the launch file in place (sa), nor by putting a copy of their
 # own, with --share-net, in place of the job's directory (sb), nor by
-# turning a checked bind= into a symbolic link to the host's /proc (sc).
+# turning a checked bind= into a symbolic link to the host's /proc (sc),
+# nor by putting another directory of hers, or a link to it, in place of
+# its $KART_OUTDIR (sd: wherever the stage keeps it, out/ or job/out/).
 # sa and sb print the network interfaces they see: lo alone, or they
-# never ran; sc, whether the host's /proc is at its bind.
+# never ran; sc, whether the host's /proc is at its bind; sd, what its
+# $KART_OUTDIR holds, and it writes a file there.
 test_slurm_backend_stage_owned() {
 	ks_spool || return
 	[ -n "$(ks_netdevs /proc/net/dev)" ] || { skip "this host has no interface but lo: a task with network would look the same"; return; }
 	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; return; }
 	ks_worker
-	local a b c da db x i
-	as "$U_SUB" mkdir -p "$SHARED/sc-d" || { fail "mkdir $SHARED/sc-d"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
+	local a b c d da db dd x i p swapped=
+	as "$U_SUB" mkdir -p "$SHARED/sc-d" "$SHARED/sd-d" "$SHARED/sd-l" && as "$U_SUB" touch "$SHARED/sd-d/sd-hers" "$SHARED/sd-l/sd-hers" ||
+		{ fail "mkdir $SHARED/sc-d, sd-d, sd-l"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
 	a=$(ks_submit --name sa -- cat /proc/net/dev) && b=$(ks_submit --name sb -- cat /proc/net/dev) &&
-		c=$(ks_submit --name sc --bind "$SHARED/sc-d" -- sh -c 'echo ran; test -e "$1/self/status" && echo host-proc' sh "$SHARED/sc-d") ||
+		c=$(ks_submit --name sc --bind "$SHARED/sc-d" -- sh -c 'echo ran; test -e "$1/self/status" && echo host-proc' sh "$SHARED/sc-d") &&
+		d=$(ks_submit --name sd -- sh -c 'ls "$KART_OUTDIR"; echo made >"$KART_OUTDIR/sd-made"') ||
 		{ fail "kart submit"; scontrol update PartitionName="$S_PART_MANY" State=UP; return; }
 	# Submitted (sbatch printed their ids), and held by the partition.
-	wait_until 60 ks_submitted "$a" "$b" "$c" || fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"
-	da=$(ks_stage "$a") db=$(ks_stage "$b")
-	if [ -z "$da" ] || [ -z "$db" ]; then
-		fail "no stage for the held jobs: '$da' '$db': $(squeue -h -o '%i %j %T %r' | tr '\n' ' ')"
+	wait_until 60 ks_submitted "$a" "$b" "$c" "$d" || fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"
+	da=$(ks_stage "$a") db=$(ks_stage "$b") dd=$(ks_stage "$d")
+	if [ -z "$da" ] || [ -z "$db" ] || [ -z "$dd" ]; then
+		fail "no stage for the held jobs: '$da' '$db' '$dd': $(squeue -h -o '%i %j %T %r' | tr '\n' ' ')"
 		scontrol update PartitionName="$S_PART_MANY" State=UP
 		stop_worker "$KW"
 		return
@@ -776,10 +785,17 @@ test_slurm_backend_stage_owned() {
 		python3 -c "$2" "$1/launch"' sh "$db" "$KS_NET" 2>/dev/null
 	# sc: its bind, checked at the submission, now a link to /proc.
 	as "$U_SUB" sh -c 'mv "$1" "$1.x" && ln -s /proc "$1"' sh "$SHARED/sc-d" || fail "the link at sc's bind"
+	# sd: its $KART_OUTDIR moved aside, a directory of hers in its place,
+	# else a link to another; she cannot (out/ is in the worker's directory).
+	for p in "$dd/out" "$dd/job/out"; do
+		[ -d "$p" ] || continue
+		as "$U_SUB" sh -c 'mv "$1" "$1.x" && { mv "$2" "$1" || ln -s "$3" "$1"; }' sh "$p" "$SHARED/sd-d" "$SHARED/sd-l" 2>/dev/null &&
+			swapped=$p
+	done
 	x=$(tr '\0' ' ' <"$db/launch" 2>/dev/null)
 	assert_match 'share-net' "$x" "the submitter's copy with --share-net is in place (the attack was made)"
 	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
-	ks_done 90 "$a" "$b" "$c" || { stop_worker "$KW"; return; }
+	ks_done 90 "$a" "$b" "$c" "$d" || { stop_worker "$KW"; return; }
 	for i in "$a" "$b"; do
 		assert_eq "" "$(ks_netdevs "$S/done/$i.stdout" | tr '\n' ' ')" "$i: interfaces the task saw but lo"
 	done
@@ -791,6 +807,19 @@ test_slurm_backend_stage_owned() {
 	x=$(cat "$S/done/$c.stdout" 2>/dev/null)
 	case $x in *host-proc*) fail "sc saw the host's /proc at its bind (status $(ks_field "$c" .status))" ;; esac
 	[ "$(ks_field "$c" .status)" != ok ] || fail "sc ended ok with its bind swapped: '$x'"
+	# sd wrote into the directory the worker made, and saw nothing of hers.
+	x=$(cat "$S/done/$d.stdout" 2>/dev/null)
+	case $x in *sd-hers*) fail "sd's \$KART_OUTDIR was her other directory (status $(ks_field "$d" .status))" ;; esac
+	for p in "$SHARED/sd-d" "$SHARED/sd-l"; do
+		[ ! -e "$p/sd-made" ] || fail "sd wrote its output into $p"
+	done
+	if [ -n "$swapped" ]; then
+		echo "    sd: her directory was put in place of $swapped"
+		[ "$(ks_field "$d" .status)" != ok ] || fail "sd ended ok with its \$KART_OUTDIR swapped"
+	else
+		assert_eq ok "$(ks_field "$d" .status)" "sd's status (its \$KART_OUTDIR could not be swapped)"
+		assert_eq made "$(cat "$S/done/$d.out/sd-made" 2>/dev/null)" "sd's output, from the directory the worker made"
+	fi
 	stop_worker "$KW"
 	took
 }
