@@ -113,6 +113,7 @@ struct sjob {
 	int wstatus;           /* squeue's exit_code (a wait status); -1 unknown */
 	int64_t began_mono;    /* it started running then (0: not yet) */
 	int64_t ended_mono;    /* it ended in Slurm then */
+	unsigned poll_round, poll_call; /* watch_pick's marks */
 	int iwd;               /* its job/'s inotify watch (0: none yet, -1: none to be had) */
 	bool status_seen;      /* job/status is there: its end is near, polled for soon */
 	int want_stop;         /* the loop asks: STOP_TERM, then STOP_KILL (0: nothing) */
@@ -174,6 +175,7 @@ struct slurm {
 	int64_t backoff;    /* submissions wait this long after a failed one */
 	int64_t poll_next, submit_next, receipt_next;
 	int64_t poll_last;  /* when the last poll began */
+	unsigned poll_round, poll_call; /* watch_pick's: a round looks at every job once */
 };
 
 extern struct slurm slurm;
@@ -242,6 +244,10 @@ int stage_user_dir(const struct sjob *j, char *why, size_t len);
 void watch_receipts(void);
 bool watch_remove_one(void);
 void watch_poll(void);
+/* The ids of the jobs the next squeue asks after, max at most: in turns
+ * when more are followed (each once a round, a round of as many calls as
+ * it takes), all of them each call when they fit. Under mu. */
+void watch_pick(struct strv *ids, size_t max);
 /* A status renamed into a job's job/ (the ino thread's read): the next
  * poll brought forward. Under mu. */
 void watch_status_seen(int wd);

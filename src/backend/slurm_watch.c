@@ -118,6 +118,24 @@ static void watch_ended(struct sjob *j, int64_t now)
 	j->iwd = -1;
 }
 
+void watch_pick(struct strv *ids, size_t max)
+{
+	slurm.poll_call++;
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct sjob *j = slurm.jobs; j && ids->n < max; j = j->next)
+			if (j->phase == SJ_WATCH && j->id > 0 && !j->gone && j->poll_call != slurm.poll_call &&
+			    j->poll_round != slurm.poll_round) {
+				strv_addf(ids, "%lld", j->id);
+				j->poll_call = slurm.poll_call;
+				j->poll_round = slurm.poll_round;
+				watch_status(j);
+			}
+		if (ids->n == max)
+			break;
+		slurm.poll_round++; /* each looked at in this round: the next begins */
+	}
+}
+
 /* One squeue for every job followed (a thousand ids a call at most);
  * a job it no longer knows is asked of sacct, else its stage says. */
 void watch_poll(void)
@@ -125,11 +143,7 @@ void watch_poll(void)
 	static char out[1 << 20];
 	char err[2048];
 	struct strv ids = {0};
-	for (struct sjob *j = slurm.jobs; j; j = j->next)
-		if (j->phase == SJ_WATCH && j->id > 0 && !j->gone && ids.n < IDS_PER_CALL) {
-			strv_addf(&ids, "%lld", j->id);
-			watch_status(j);
-		}
+	watch_pick(&ids, IDS_PER_CALL);
 	if (!ids.n)
 		return;
 	char *idlist = strv_join(&ids, ',');
