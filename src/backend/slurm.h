@@ -207,6 +207,12 @@ void slurm_cmds(const char *bin, struct slurm_run *c, int n, int timeout_ms);
 int slurm_cmd(const char *bin, char *const argv[], const char *in, char *out, size_t outlen,
 	      char *err, size_t errlen, int timeout_ms);
 void sjob_free(struct sjob *j);
+/* The jobs of j's name and its user's that Slurm knows (up to max):
+ * their number, or -1 when Slurm did not answer (why). */
+int slurm_ids(const struct sjob *j, long long *ids, int max, char *why, size_t len);
+/* Is id one of them? The stage's run link is the submitter's to write:
+ * a job it names is followed (and cancelled) only if so. */
+bool slurm_job_ours(const struct sjob *j, long long id);
 
 
 /* ---- slurm_stage.c: a job's stage ------------------------------------------ */

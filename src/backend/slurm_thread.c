@@ -396,16 +396,12 @@ static void refuse(struct sjob *j, const char *status, const char *refusal, cons
 	j->refused = true;
 }
 
-/* A job of this name Slurm knows, the one holding the attempt where
- * several do (a submission thought lost, then made again): its id, 0
- * if none, -1 when Slurm did not answer (why). The others are
- * cancelled: at most one of them could run the task anyway. */
-static long long lookup(struct sjob *j, char *why, size_t len)
+/* Job names are seen by every user of the cluster: only a job of the
+ * task's own user is its (squeue, then sacct for one gone from it). */
+int slurm_ids(const struct sjob *j, long long *ids, int max, char *why, size_t len)
 {
 	char out[4096], err[1024], opt[160], user[40];
 	snprintf(opt, sizeof opt, "--name=%s", j->jname);
-	/* Job names are seen by every user of the cluster: only a job of
-	 * the task's own user is its. */
 	snprintf(user, sizeof user, "--user=%u", (unsigned)(j->as_user ? j->cred.uid : geteuid()));
 	char *const sq[] = {"squeue", "-h", "-t", "all", opt, user, "-o", "%i", NULL};
 	int rc = slurm_cmd(slurm.bin, sq, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT);
@@ -414,9 +410,8 @@ static long long lookup(struct sjob *j, char *why, size_t len)
 		snprintf(why, len, "squeue: %.600s", err[0] ? err : "failed");
 		return -1;
 	}
-	long long ids[16];
 	int n = 0;
-	for (char *p = out, *e; *p && n < 16; p = e) {
+	for (char *p = out, *e; *p && n < max; p = e) {
 		long long v = strtoll(p, &e, 10);
 		if (e == p)
 			break;
@@ -433,7 +428,7 @@ static long long lookup(struct sjob *j, char *why, size_t len)
 		strftime(since, sizeof since, "--starttime=%Y-%m-%dT%H:%M:%S", &tm);
 		char *const sa[] = {"sacct", "-n", "-X", "-P", opt, user, since, "-o", "JobID", NULL};
 		if (slurm_cmd(slurm.bin, sa, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT) == 0)
-			for (char *p = out, *e; *p && n < 16; p = e) {
+			for (char *p = out, *e; *p && n < max; p = e) {
 				long long v = strtoll(p, &e, 10);
 				if (e == p)
 					break;
@@ -445,18 +440,42 @@ static long long lookup(struct sjob *j, char *why, size_t len)
 					e++;
 			}
 	}
-	if (!n)
-		return 0;
-	/* The one that took the attempt, where one did. */
+	return n;
+}
+
+bool slurm_job_ours(const struct sjob *j, long long id)
+{
+	long long ids[16];
+	char why[700];
+	int n = slurm_ids(j, ids, 16, why, sizeof why);
+	for (int i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+/* A job of this name Slurm knows, the one holding the attempt where
+ * several do (a submission thought lost, then made again): its id, 0
+ * if none, -1 when Slurm did not answer (why). The others are
+ * cancelled: at most one of them could run the task anyway. */
+static long long lookup(struct sjob *j, char *why, size_t len)
+{
+	long long ids[16];
+	int n = slurm_ids(j, ids, 16, why, len);
+	if (n <= 0)
+		return n;
+	/* The one that took the attempt, where one did: the stage's run
+	 * link is the submitter's to write, so only one of these. */
 	char msg[4096];
 	struct gather g = {-1, -1, -1};
 	long long keep = ids[0];
 	for (int i = 1; i < n; i++)
 		if (ids[i] < keep)
 			keep = ids[i];
-	if (n > 1 && stage_as_submitter(j, stage_read, &g, msg, sizeof msg) == 0 && strncmp(msg, "run ", 4) == 0 &&
-	    atoll(msg + 4) > 0)
-		keep = atoll(msg + 4);
+	if (n > 1 && stage_as_submitter(j, stage_read, &g, msg, sizeof msg) == 0 && strncmp(msg, "run ", 4) == 0)
+		for (int i = 0; i < n; i++)
+			if (ids[i] == atoll(msg + 4))
+				keep = ids[i];
 	for (int i = 0; i < n; i++)
 		if (ids[i] != keep) {
 			char id[32];

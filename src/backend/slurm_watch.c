@@ -271,14 +271,18 @@ static void stop_unsubmitted(struct sjob *j)
 	j->busy = true;
 	pthread_mutex_unlock(&slurm.mu);
 	int rc = stage_as_submitter(j, stage_poison, NULL, msg, sizeof msg);
+	long long taken = rc == 0 ? atoll(msg) : 0;
+	/* (Asked outside the lock: j is busy, ours.) */
+	bool ours = taken > 0 && slurm_job_ours(j, taken);
 	pthread_mutex_lock(&slurm.mu);
 	j->busy = false;
 	if (j->gone) {
 		slurm_let_go(j);
 		return;
 	}
-	long long taken = rc == 0 ? atoll(msg) : 0;
-	if (taken > 0) {
+	if (taken > 0 && !ours)
+		logmsg("%s: its stage's run link names job %lld, not a job of this task's: ignored", j->name, taken);
+	if (ours) {
 		j->id = taken;
 		j->phase = SJ_WATCH; /* its scancel follows */
 		return;
@@ -403,6 +407,10 @@ void watch_collect(struct sjob *j)
 	int rc = stage_as_submitter(j, stage_read, &g, msg, sizeof msg);
 	if (g.art_fd >= 0)
 		close(g.art_fd);
+	/* Another job took the attempt, says job/run, the submitter's
+	 * link: believed only of a job of this task's name and user. */
+	long long claimed = rc == 0 && strncmp(msg, "run ", 4) == 0 ? atoll(msg + 4) : 0;
+	bool forged = claimed > 0 && claimed != j->id && !slurm_job_ours(j, claimed);
 	pthread_mutex_lock(&slurm.mu);
 	j->busy = false;
 	if (j->gone) {
@@ -434,6 +442,10 @@ void watch_collect(struct sjob *j)
 			status = nl;
 			break;
 		}
+	}
+	if (forged) {
+		logmsg("%s: its stage's run link names job %lld, not a job of this task's: ignored", j->name, token);
+		token = 0;
 	}
 	if (token > 0 && token != j->id) {
 		/* Another job of this attempt ran it (a submission thought

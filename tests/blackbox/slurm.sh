@@ -824,6 +824,41 @@ test_slurm_backend_stage_owned() {
 	took
 }
 
+# The stage's job/run (the id of the job that took the attempt) is the
+# submitter's link: she points it at another user's job while hers runs,
+# then cancels her task. The worker (root) must not take her word for
+# which job is her task's: the other job is not cancelled, and her
+# result names her own job, not the other's.
+test_slurm_backend_run_link_forged() {
+	ks_spool || return
+	ks_worker
+	local v id dd job st
+	v=$(sbatch --parsable --uid=65534 --gid=65534 --job-name=victim --partition="$S_PART_MANY" \
+		--output=/dev/null --chdir=/ --wrap='sleep 300') || { fail "sbatch the other user's job"; stop_worker "$KW"; return; }
+	wait_until 60 sh -c '[ "$(squeue -h -j "$1" -o %T)" = RUNNING ]' sh "$v" ||
+		{ fail "the other user's job $v does not run: $(squeue -h -j "$v" -o '%T %r')"; scancel "$v"; stop_worker "$KW"; return; }
+	id=$(ks_submit --name forge -- sh -c 'echo up; sleep 6') || { fail "kart submit"; scancel "$v"; stop_worker "$KW"; return; }
+	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; scancel "$v"; stop_worker "$KW"; return; }
+	dd=$(ks_stage "$id")
+	job=$(ks_job "$id")
+	wait_until 60 test -L "$dd/job/run" || { fail "job $job never took its attempt ($dd)"; scancel "$v"; stop_worker "$KW"; return; }
+	as "$U_SUB" ln -sfn "$v" "$dd/job/run" || fail "her link at job/run"
+	assert_eq "$v" "$(readlink "$dd/job/run")" "job/run names the other job (the attack was made)"
+	# Her job ends; the worker reads the stage, then she cancels.
+	wait_until 60 sh -c '! squeue -h -j "$1" -o %T 2>/dev/null | grep -q .' sh "$job"
+	sleep 3
+	as "$U_SUB" kart cancel "$id" >/dev/null 2>&1
+	ks_done 60 "$id"
+	sleep 2
+	[ -n "${KART_TEST_VERBOSE:-}" ] && grep -E "forge|job $v" "$S.worker.log" | tail -5
+	st=$(squeue -h -j "$v" -o %T 2>/dev/null)
+	assert_eq RUNNING "$st" "the other user's job $v after her cancel (sacct: $(acct_state "$v"))"
+	[ "$(ks_field "$id" .slurm.job_id)" != "$v" ] || fail "her result names the other user's job $v"
+	scancel "$v" 2>/dev/null
+	stop_worker "$KW"
+	took
+}
+
 # The escape battery (tests/blackbox/escape.sh: tests/escape/probe.py)
 # run as a Slurm job, as its submitter (nobody), a neighbour task beside
 # it in another job: nothing the local sandbox blocks gets through here;
