@@ -8,6 +8,7 @@
 #include "slurm.h"
 
 #include <dirent.h>
+#include <linux/capability.h>
 
 #include "launch_job.h"
 
@@ -22,12 +23,19 @@ int stage_as_submitter(const struct sjob *j, child_fn *fn, void *arg, char *msg,
 	if (pid == 0) {
 		close(p[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* Her rights on files (fsuid, fsgid, groups) and no
+		 * capability, but root's real and saved ids: with hers, she
+		 * could SIGSTOP this child and so hold up the thread that
+		 * waits for it, everyone's. */
 		const struct run_cred *c = &j->cred;
+		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+		struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = {{0}};
 		if (j->as_user &&
 		    (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) < 0 ||
-		     syscall(SYS_setresgid, c->gid, c->gid, c->gid) < 0 ||
-		     syscall(SYS_setresuid, c->uid, c->uid, c->uid) < 0 ||
-		     (c->uid != 0 && syscall(SYS_setuid, 0) == 0)))
+		     (syscall(SYS_setfsgid, c->gid), syscall(SYS_setfsuid, c->uid),
+		      (uid_t)syscall(SYS_setfsuid, (uid_t)-1) != c->uid ||
+		      (gid_t)syscall(SYS_setfsgid, (gid_t)-1) != c->gid) ||
+		     (c->uid != 0 && syscall(SYS_capset, &h, none) < 0)))
 			_exit(3);
 		umask(077);
 		_exit(fn(j, arg, p[1]));
@@ -330,7 +338,8 @@ static void empty_own(int fd, int depth)
 		close(fd);
 		return;
 	}
-	bool mine = st.st_uid == geteuid();
+	/* (The child is her by its fsuid alone: stage_as_submitter.) */
+	bool mine = st.st_uid == (uid_t)syscall(SYS_setfsuid, (uid_t)-1);
 	for (struct dirent *de; (de = readdir(d));) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;

@@ -21,7 +21,8 @@
 
 U_TAG=${KART_TEST_USER_TAG:-}s39
 U_SUB=${U_TAG}sub G_KART=${U_TAG}kart
-U_IN=$U_SUB
+U_OTH=${U_TAG}oth
+U_IN="$U_SUB $U_OTH"
 
 S_DIR=$T_ROOT/slurm
 . "$ROOT/tests/slurm-lib.sh"
@@ -855,6 +856,49 @@ test_slurm_backend_run_link_forged() {
 	assert_eq RUNNING "$st" "the other user's job $v after her cancel (sacct: $(acct_state "$v"))"
 	[ "$(ks_field "$id" .slurm.job_id)" != "$v" ] || fail "her result names the other user's job $v"
 	scancel "$v" 2>/dev/null
+	stop_worker "$KW"
+	took
+}
+
+# The worker reads and empties a stage in a child that has her rights
+# on files; she SIGSTOPs each child of the worker she can (a stage of
+# 30000 files of hers keeps one alive long enough), while another user's
+# task ends: its result must not wait for her (the thread that collects
+# every job's end waits for that child).
+test_slurm_backend_stage_child_stopped() {
+	ks_spool || return
+	ks_worker
+	local a b da t0 tries
+	a=$(ks_submit --name a -- sh -c 'sleep 4') || { stop_worker "$KW"; return; }
+	wait_until 60 ks_submitted "$a" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; stop_worker "$KW"; return; }
+	da=$(ks_stage "$a")
+	as "$U_SUB" python3 -c 'import sys
+for i in range(30000): open("%s/f%d" % (sys.argv[1], i), "w").close()' "$da/out" || fail "filling $da/out"
+	as "$U_SUB" python3 -c '
+import os, sys, signal, time
+kw, log, end = sys.argv[1], open(sys.argv[2], "w", buffering=1), time.time() + 60
+while time.time() < end:
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[1] == kw:
+                os.kill(int(p), signal.SIGSTOP)
+                log.write("stopped %s\n" % p)
+        except PermissionError:
+            log.write("denied %s\n" % p)
+        except Exception:
+            pass
+' "$KW" "$SHARED/stopper.log" &
+	local stopper=$!
+	t0=$SECONDS
+	b=$(as "$U_OTH" kart submit --no-cwd --name b -- echo b-ran) || { fail "kart submit as $U_OTH"; }
+	ks_done 45 "$b" "$a"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    the other user's result after $((SECONDS - t0)) s; $(sort "$SHARED/stopper.log" | uniq -c | awk '{print $2}' | sort | uniq -c | tr '\n' ' ')"
+	tries=$(grep -c . "$SHARED/stopper.log")
+	[ "$tries" -gt 0 ] || fail "she found no child of the worker to stop (the attack was not made)"
+	assert_eq "ok b-ran" "$(ks_field "$b" .status) $(cat "$S/done/$b.stdout" 2>/dev/null)" "the other user's task, beside her stopped children"
+	assert_eq "" "$(grep stopped "$SHARED/stopper.log" | head -3)" "children of the worker she stopped"
+	kill "$stopper" 2>/dev/null
+	wait "$stopper" 2>/dev/null
 	stop_worker "$KW"
 	took
 }
