@@ -60,6 +60,9 @@ enum sj_end {
 
 /* Between two polls at least, and the first look at a job (ms). */
 #define POLL_MIN 250
+/* How long a job whose job/status appeared is polled every POLL_MIN:
+ * the submitter can make one appear at will, long before the end. */
+#define STATUS_SOON_MS 10000
 /* A failed submission or lookup waits this much more each time, up to
  * [slurm] poll (slurmctld down, or not taking jobs): the worker is back
  * within one poll of slurmctld's return. */
@@ -116,6 +119,7 @@ struct sjob {
 	unsigned poll_round, poll_call; /* watch_pick's marks */
 	int iwd;               /* its job/'s inotify watch (0: none yet, -1: none to be had) */
 	bool status_seen;      /* job/status is there: its end is near, polled for soon */
+	int64_t status_mono;   /* when it was first seen: "soon" lasts STATUS_SOON_MS */
 	int want_stop;         /* the loop asks: STOP_TERM, then STOP_KILL (0: nothing) */
 	int sent_stop;
 	int want_pause;        /* the loop asks: 1 pause, -1 resume (0: nothing) */

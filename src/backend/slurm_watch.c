@@ -104,8 +104,10 @@ static void watch_status(struct sjob *j)
 		 : inotify_add_watch(slurm.ifd, p, IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW);
 	if (j->iwd == 0)
 		j->iwd = -1; /* 0 means "not yet" here */
-	if (j->iwd > 0 && pathfmt(p, sizeof p, "%s/" JOB_STATUS, j->dir) == 0 && lstat(p, &st) == 0)
+	if (j->iwd > 0 && pathfmt(p, sizeof p, "%s/" JOB_STATUS, j->dir) == 0 && lstat(p, &st) == 0) {
 		j->status_seen = true;
+		j->status_mono = now_mono_ms();
+	}
 }
 
 /* Ended in Slurm: its stage to read, its watch no longer needed. */
@@ -220,7 +222,7 @@ void watch_poll(void)
 	/* A job whose launcher wrote its status and that Slurm has not
 	 * ended yet ends within moments: looked at again soon. */
 	for (struct sjob *j = slurm.jobs; j && !changed; j = j->next)
-		changed = j->phase == SJ_WATCH && j->status_seen && !j->gone;
+		changed = j->phase == SJ_WATCH && j->status_seen && !j->gone && now - j->status_mono < STATUS_SOON_MS;
 	slurm.poll_every = changed ? POLL_MIN
 			   : slurm.poll_every * 2 > slurm.pol->slurm_poll_ms ? slurm.pol->slurm_poll_ms
 									    : slurm.poll_every * 2;
@@ -230,8 +232,11 @@ void watch_status_seen(int wd)
 {
 	bool seen = false;
 	for (struct sjob *j = slurm.jobs; j; j = j->next)
-		if (j->phase == SJ_WATCH && !j->gone && (wd < 0 || (j->iwd > 0 && j->iwd == wd))) {
+		if (j->phase == SJ_WATCH && !j->gone && !j->status_seen && (wd < 0 || (j->iwd > 0 && j->iwd == wd))) {
+			/* Once a job: a flood of renames in her job/ brings
+			 * nothing forward but the first. */
 			j->status_seen = true;
+			j->status_mono = now_mono_ms();
 			seen = true;
 		}
 	if (!seen)

@@ -903,6 +903,45 @@ while time.time() < end:
 	took
 }
 
+# job/ is hers: a "status" she renames in there long before her job ends
+# (and again, a thousand times) brings the next squeue forward once, and
+# for STATUS_SOON_MS at most every POLL_MIN, not for as long as the job
+# runs (it polled 86 times in 25 s against 2 without it, [slurm] poll =
+# 30s); nor is her result published before Slurm ends the job, nor
+# from the fake. Each Slurm command is logged by a wrapper ([slurm] bin).
+test_slurm_backend_status_faked() {
+	ks_spool || return
+	local bin=$T_ROOT/slurm-bin calls=$T_ROOT/slurm-calls c id dd t0 t1 n
+	mkdir -p "$bin" && : >"$calls" || { fail "mkdir $bin"; return; }
+	for c in sbatch squeue sacct scancel scontrol; do
+		printf '#!/bin/sh\necho "$(date +%%s.%%N) %s" >>%s\nexec %s "$@"\n' "$c" "$calls" "$(command -v "$c")" >"$bin/$c" &&
+			chmod 0755 "$bin/$c" || { fail "wrapper $bin/$c"; return; }
+	done
+	sed -i "s/^poll = .*/poll = 30s/" "$S/kart.conf"
+	printf 'bin = %s\n' "$bin" >>"$S/kart.conf"
+	ks_worker
+	id=$(ks_submit --name faked -- sh -c 'sleep 50; echo real-end') || { fail "kart submit"; stop_worker "$KW"; return; }
+	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; stop_worker "$KW"; return; }
+	dd=$(ks_stage "$id")
+	wait_until 60 test -L "$dd/job/run" || { fail "job $(ks_job "$id") did not start"; stop_worker "$KW"; return; }
+	as "$U_SUB" sh -c 'printf "job=1\nwrapper=0\n--\nexit 0\n" >"$1/job/fake" &&
+		for i in $(seq 1 500); do mv "$1/job/fake" "$1/job/status" && mv "$1/job/status" "$1/job/fake" || exit 1; done &&
+		mv "$1/job/fake" "$1/job/status"' sh "$dd" || fail "her fake job/status"
+	assert_eq "exit 0" "$(tail -1 "$dd/job/status")" "her fake status is in place (the attack was made)"
+	sleep 12
+	t0=$(date +%s.%N)
+	sleep 15
+	t1=$(date +%s.%N)
+	n=$(awk -v a="$t0" -v b="$t1" '$2 == "squeue" && $1 >= a && $1 < b' "$calls" | wc -l)
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    squeue calls from 12 s to 27 s after her fake status: $n"
+	[ "$n" -le 6 ] || fail "$n squeue calls in 15 s while her job ran with a fake job/status ([slurm] poll = 30s)"
+	assert_eq "" "$(ls "$S/done/$id.json" 2>/dev/null)" "a result before her job ended ($(ks_field "$id" '[.status, .error, .duration_ms] | map(tostring) | join(" ")'))"
+	ks_done 60 "$id" || { stop_worker "$KW"; return; }
+	assert_eq "ok real-end" "$(ks_field "$id" .status) $(cat "$S/done/$id.stdout")" "her result, from her job's real end"
+	stop_worker "$KW"
+	took
+}
+
 # The escape battery (tests/blackbox/escape.sh: tests/escape/probe.py)
 # run as a Slurm job, as its submitter (nobody), a neighbour task beside
 # it in another job: nothing the local sandbox blocks gets through here;
