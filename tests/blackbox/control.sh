@@ -303,9 +303,10 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
 is_paused() { "$KART" -s "$1" status "$2" 2>/dev/null | grep -q "^$2	paused"; }
 
 # pause: the tree stops (frozen or T), uses no CPU, and its timeout does
-# not run: paused longer than its timeout=3s, it still ends ok (its sleep
+# not run: paused longer than its timeout=6s, it still ends ok (its sleep
 # ran out meanwhile, and the busy loop beside it is killed then); the
-# result's paused_ms counts the pause.
+# result's paused_ms counts the pause. (Its sleep of 5 s leaves a loaded
+# machine time to pause it before it ends.)
 all_frozen() {
 	local p n=0
 	for p in $(pgrep -f "$1"); do frozen "$p" || return 1; n=$((n + 1)); done
@@ -320,15 +321,15 @@ test_pause_stops_clock_and_cpu() {
 	local s id a b
 	s=$(mkspool)
 	start_worker "$s"
-	id=$("$KART" -s "$s" submit --no-cwd --timeout 3s -- \
-		sh -c 'mk_l21p=1; (while :; do :; done) & b=$!; sleep 2.5; kill $b; echo counted' 2>/dev/null)
+	id=$("$KART" -s "$s" submit --no-cwd --timeout 6s -- \
+		sh -c 'mk_l21p=1; (while :; do :; done) & b=$!; sleep 5; kill $b; echo counted' 2>/dev/null)
 	wait_until 10 is_running "$s" "$id" || fail "not running"
 	run_cmd -s "$s" pause "$id"
 	assert_eq 0 "$RC" "kart pause ($OUT $ERR)"
 	wait_until 5 all_frozen 'mk_l21p=1' || fail "the task's processes are not all stopped or frozen"
 	is_paused "$s" "$id" || fail "status does not say paused"
 	a=$(cpu_sum 'mk_l21p=1')
-	sleep 3.2
+	sleep 6.2
 	b=$(cpu_sum 'mk_l21p=1')
 	assert_eq "$a" "$b" "CPU ticks of the paused task"
 	has_result "$s" "$id" && fail "timed out while paused"
@@ -337,7 +338,7 @@ test_pause_stops_clock_and_cpu() {
 	run_cmd -s "$s" wait "$id"
 	assert_eq 0 "$RC" "the resumed task ends ok ($ERR)"
 	assert_eq counted "$(cat "$s/done/$id.stdout")" "its output"
-	[ "$(field "$s" "$id" .paused_ms)" -ge 3000 ] || fail "paused_ms $(field "$s" "$id" .paused_ms) < 3000"
+	[ "$(field "$s" "$id" .paused_ms)" -ge 6000 ] || fail "paused_ms $(field "$s" "$id" .paused_ms) < 6000"
 	stop_worker "$WPID"
 }
 
