@@ -920,7 +920,7 @@ test_slurm_backend_status_faked() {
 	sed -i "s/^poll = .*/poll = 30s/" "$S/kart.conf"
 	printf 'bin = %s\n' "$bin" >>"$S/kart.conf"
 	ks_worker
-	id=$(ks_submit --name faked -- sh -c 'sleep 50; echo real-end') || { fail "kart submit"; stop_worker "$KW"; return; }
+	id=$(ks_submit --name faked -- sh -c 'sleep 30; echo real-end') || { fail "kart submit"; stop_worker "$KW"; return; }
 	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; stop_worker "$KW"; return; }
 	dd=$(ks_stage "$id")
 	wait_until 60 test -L "$dd/job/run" || { fail "job $(ks_job "$id") did not start"; stop_worker "$KW"; return; }
@@ -930,11 +930,11 @@ test_slurm_backend_status_faked() {
 	assert_eq "exit 0" "$(tail -1 "$dd/job/status")" "her fake status is in place (the attack was made)"
 	sleep 12
 	t0=$(date +%s.%N)
-	sleep 15
+	sleep 8
 	t1=$(date +%s.%N)
 	n=$(awk -v a="$t0" -v b="$t1" '$2 == "squeue" && $1 >= a && $1 < b' "$calls" | wc -l)
-	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    squeue calls from 12 s to 27 s after her fake status: $n"
-	[ "$n" -le 6 ] || fail "$n squeue calls in 15 s while her job ran with a fake job/status ([slurm] poll = 30s)"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    squeue calls from 12 s to 20 s after her fake status: $n"
+	[ "$n" -le 5 ] || fail "$n squeue calls in 8 s while her job ran with a fake job/status ([slurm] poll = 30s)"
 	assert_eq "" "$(ls "$S/done/$id.json" 2>/dev/null)" "a result before her job ended ($(ks_field "$id" '[.status, .error, .duration_ms] | map(tostring) | join(" ")'))"
 	ks_done 60 "$id" || { stop_worker "$KW"; return; }
 	assert_eq "ok real-end" "$(ks_field "$id" .status) $(cat "$S/done/$id.stdout")" "her result, from her job's real end"
