@@ -221,10 +221,12 @@ bool slurm_job_ours(const struct sjob *j, long long id);
 
 /* ---- slurm_stage.c: a job's stage ------------------------------------------ */
 
-/* fn in a child that has become the job's submitter (with as_user; else
- * the worker, who is the submitter), its words in msg (NUL-terminated):
- * fn's exit status, or -1. As binds.c: a child that drops uid, gid and
- * groups for good cannot leak them into the worker's threads. */
+/* fn in a child that has the job's submitter's rights on files (with
+ * as_user: fsuid, fsgid and groups, and no capability; else the worker,
+ * who is the submitter), its words in msg (NUL-terminated): fn's exit
+ * status, or -1. A child, so that nothing of hers reaches the worker's
+ * threads; root's real and saved ids, so that she cannot stop it (its
+ * thread waits for it, everyone's). */
 typedef int child_fn(const struct sjob *j, void *arg, int msgfd);
 int stage_as_submitter(const struct sjob *j, child_fn *fn, void *arg, char *msg, size_t msglen);
 /* A line for the worker's log, written to msgfd by a child_fn; 1. */

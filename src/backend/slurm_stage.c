@@ -1,8 +1,8 @@
 /* slurm_stage.c - a Slurm job's stage directory: the worker's part
  * (JOBNAME/: the task, its launch description, the filter, the inputs'
  * directories), made by the worker, and the submitter's (the user
- * directory, out/, job/, the inputs' copies), touched only from a child that
- * has become the submitter (stage_as_submitter). slurm_thread.c calls
+ * directory, out/, job/, the inputs' copies), touched only from a child
+ * with the submitter's rights on files (stage_as_submitter). slurm_thread.c calls
  * these as it submits, collects and removes jobs. */
 #define _GNU_SOURCE
 #include "slurm.h"

@@ -4,9 +4,9 @@
  * ends, waits a while for sacct's record, and sends kart's signals
  * (scancel, scontrol). Everything it does blocks, none of it in the
  * loop. A job's stage directory is the worker's, made by the worker;
- * what it reads or writes in the submitter's parts of it (job/, the
- * inputs' copies) it does as the submitter, in a child (as binds.c
- * opens a task's binds). */
+ * what it reads or writes in the submitter's parts of it (out/, job/,
+ * the inputs' copies) it does with the submitter's rights on files, in a
+ * child (stage_as_submitter). */
 #define _GNU_SOURCE
 #include "slurm.h"
 
