@@ -174,10 +174,8 @@ $(B)/test_%: tests/unit/test_%.c tests/unit/unit.h $(LIB_OBJ) | $(B)
 
 # Two black-box scripts at a time (tests/run, KART_TEST_JOBS): most of a
 # script's time is waiting; KART_TEST_JOBS=1 runs them one by one.
-# slurm.sh's second node boots in a QEMU guest (KART_TEST_SLURM_VM=0: not).
 run-check: all $(UNIT_BIN)
-	@KART_B=$(B) KART_TEST_JOBS=$${KART_TEST_JOBS:-2} KART_TEST_SLURM_VM=$${KART_TEST_SLURM_VM:-1} \
-		./tests/run $(UNIT_BIN)
+	@KART_B=$(B) KART_TEST_JOBS=$${KART_TEST_JOBS:-2} ./tests/run $(UNIT_BIN)
 
 # The v2 tier alone (make check runs it after the black-box scripts): the
 # cgroup cases in a QEMU guest that is a pure cgroup v2 host, tests/vm/.
@@ -205,7 +203,8 @@ run-torture: all
 	@# the worker killed at each call of its Slurm thread around sbatch;
 	@# Slurm's own time limit (a minute at least); a second node in the
 	@# QEMU guest of tests/vm, kart's tasks on both and one stopped mid-run
-	@# (as in make check)
+	@# (software emulation: minutes, and at make check's load the guest's
+	@# node once took no task in 300 s, hence here)
 	@r=$$(mktemp) && KART_TEST_RESULTS=$$r KART_B=$(B) S_SWEEP=1 S_LONG=1 KART_TEST_SLURM_VM=1 \
 		KART_TEST_CASE="slurm_backend_sweep slurm_harness slurm_second_node slurm_second_node_kart" bash tests/blackbox/slurm.sh && \
 		! grep -q '^FAIL' $$r; s=$$?; rm -f $$r; exit $$s

@@ -13,10 +13,11 @@
 # S_SWEEP=1 adds test_slurm_backend_sweep (the worker killed at each call
 # around sbatch) and S_LONG=1 Slurm's own time limit to the harness case
 # (make torture sets both: minutes more).
-# KART_TEST_SLURM_VM=1 (make check and make torture set it) adds
-# test_slurm_second_node (a second node in the QEMU guest of tests/vm)
-# and test_slurm_second_node_kart (kart's tasks on both nodes, the
-# guest's node stopped mid-run): about two minutes of software emulation.
+# KART_TEST_SLURM_VM=1 (make torture sets it) adds test_slurm_second_node
+# (a second node in the QEMU guest of tests/vm) and
+# test_slurm_second_node_kart (kart's tasks on both nodes, the guest's
+# node stopped mid-run): minutes of software emulation, which at make
+# check's load once left the guest's node without a task for 300 s.
 . "$(dirname "$0")/../lib.sh"
 
 U_TAG=${KART_TEST_USER_TAG:-}s39
