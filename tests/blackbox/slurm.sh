@@ -270,7 +270,7 @@ second_node_kart() {
 		ids+=("$id")
 	done
 	wait_until 300 test -s "$SHARED/quick/who" ||
-		{ fail "no task ran on $S_NODE2: $(squeue -h -o '%i %T %N %r' | sort | uniq -c | head -5 | tr '\n' ' ')"; stop_worker "$KW"; return; }
+		{ fail "no task ran on $S_NODE2: $(squeue -h -o '%i %T %N %r' | sort | uniq -c | head -5 | tr '\n' ' '); nodes: $(sinfo -h -N -o '%N %T %E' | tr '\n' ' ')"; stop_worker "$KW"; return; }
 	q=$(cat "$SHARED/quick/who") && id=${ids[${q#n}]}
 	# Its result, from the guest's stage; and another task there, which
 	# takes its place, to be there when the node goes down.
