@@ -16,9 +16,8 @@
 #define _GNU_SOURCE
 #include "slurm.h"
 
-#include <sys/inotify.h>
-
 #include <ctype.h>
+#include <sys/inotify.h>
 #include <sys/random.h>
 
 #include "launch_job.h"

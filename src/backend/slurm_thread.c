@@ -487,10 +487,6 @@ static long long lookup(struct sjob *j, char *why, size_t len)
 	return keep;
 }
 
-/* One job of a batch, up to its submission: recorded (the claim kept
- * open in *rec, to be made durable) and staged, or found again. True
- * when sbatch is to submit it now; else it is settled for now (refused,
- * found, or waiting: Slurm did not answer). */
 /* A new stage for j: its record in the claim first (from then on a job
  * may exist: any later try looks first), then the stage made, filled
  * and sealed. true: submit it. */
@@ -537,6 +533,10 @@ static bool stage_new(struct sjob *j, int *rec)
 	return true;
 }
 
+/* One job of a batch, up to its submission: recorded (the claim kept
+ * open in *rec, to be made durable) and staged, or found again. True
+ * when sbatch is to submit it now; else it is settled for now (refused,
+ * found, or waiting: Slurm did not answer). */
 static bool submit_prepare(struct sjob *j, int *rec)
 {
 	char why[700];
