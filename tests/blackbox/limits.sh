@@ -591,7 +591,9 @@ test_reused_leaf_counts_cpu_from_its_run() {
 	in_leaf_of burn c
 	local bu cu; bu=$(field "$RS" burn .usage.cpu_user_ms); cu=$(field "$RS" c .usage.cpu_user_ms)
 	[ "$bu" -ge 150 ] || fail "burn: cpu_user_ms $bu, expected its loop's (>= 150)"
-	[ "$cu" -lt 100 ] || fail "c: cpu_user_ms $cu counts burn's time too (the leaf's total)"
+	# The leaf's total would be burn's and more. Not a fixed bound: under
+	# software emulation c's own shell takes 40 ms, and more under load.
+	[ $((cu * 2)) -lt "$bu" ] || fail "c: cpu_user_ms $cu, burn's $bu: c counts burn's time too (the leaf's total)"
 	stop_worker "$WPID"
 	assert_eq "" "$(leaves_of "$WPID")" "leaves left"
 }
