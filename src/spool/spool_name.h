@@ -36,6 +36,9 @@ int spool_name_claim_scratch(char *buf, size_t n, const char *worker, const char
  * keys, UID.HASH (HASH: FNV-1a of the key), each there while a task of
  * user UID with that key runs. */
 #define SPOOL_UNIQ_DIR ".uniq"
+/* cur/.hoist: a spool with drop/; the workers' lock of their hoists
+ * (worker_drop.c), 0600, nobody else's to open. */
+#define SPOOL_HOIST_LOCK ".hoist"
 int spool_name_uniq(char *buf, size_t n, unsigned uid, uint64_t key_hash);
 /* .ID.cancel: `kart cancel`'s request to the worker running ID. */
 int spool_name_cancel(char *buf, size_t n, const char *id);

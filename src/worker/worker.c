@@ -522,6 +522,7 @@ static void setup_loop(struct worker *w)
 		die("inotify watch on %s: %s", p, strerror(errno));
 	new_mode(w);
 	w->wd_drop = -1;
+	hoist_lock_open(w);
 	if (w->sp->drop >= 0 && w->new_shared)
 		logmsg("new/ is writable by others than its owner: files there not owned by root or "
 		       "new/'s owner are rejected, and drop/ is not looked at; make new/ 0755 "

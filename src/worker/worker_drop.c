@@ -2,6 +2,7 @@
  * into new/. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/xattr.h>
 
@@ -175,11 +176,51 @@ static int hoist_adopt(struct worker *w, const char *dot, int fd, const struct s
 	return spool_task_record(fd, &m, uid, (unsigned long long)st->st_ino);
 }
 
+/* cur/.hoist, the lock every worker of the spool takes around
+ * hoist_finish. Its rename out of the dot name is by name, after a look
+ * through a descriptor: without the lock, a second worker (a scan of
+ * new/ meets every dot name) could look at a file, stall, and then move
+ * on another one: the next drop of the same name, hoisted under the
+ * same dot name by the first worker after it had finished this one, and
+ * not yet taken (still hers). While one worker holds the lock, the file
+ * it looked at stays under the dot name (only hoist_finish moves it
+ * away), so nothing new can be renamed there (RENAME_NOREPLACE). 0600
+ * and the worker's: a lock that others could open, they could hold. */
+void hoist_lock_open(struct worker *w)
+{
+	w->hoist_lock = -1;
+	if (w->sp->drop < 0)
+		return;
+	int fd = openat(w->sp->cur, SPOOL_HOIST_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		die("cur/%s (the workers' lock of their moves from drop/): %s", SPOOL_HOIST_LOCK, strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		die("cur/%s (the workers' lock of their moves from drop/) is not a file of uid %u's alone, "
+		    "mode 0600: remove it, and run every worker of the spool as one user",
+		    SPOOL_HOIST_LOCK, (unsigned)geteuid());
+	w->hoist_lock = fd;
+}
+
+static void hoist_finish_locked(struct worker *w, const char *dot);
+
 /* new/.hoist.UID.USER:NAME: check what arrived, make it the worker's
  * (hoist_adopt), then give it its name. A crash at any step leaves the
  * dot name: the member's file, or root's (adopted, maybe without its
- * record yet), which the next scan of new/ finishes here. */
+ * record yet), which the next scan of new/ finishes here. One worker at
+ * a time (hoist_lock_open). */
 void hoist_finish(struct worker *w, const char *dot)
+{
+	if (w->hoist_lock >= 0)
+		while (flock(w->hoist_lock, LOCK_EX) < 0)
+			if (errno != EINTR)
+				die("flock cur/%s: %s", SPOOL_HOIST_LOCK, strerror(errno));
+	hoist_finish_locked(w, dot);
+	if (w->hoist_lock >= 0)
+		(void)flock(w->hoist_lock, LOCK_UN);
+}
+
+static void hoist_finish_locked(struct worker *w, const char *dot)
 {
 	char *end;
 	errno = 0;

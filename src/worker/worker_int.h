@@ -428,6 +428,7 @@ struct worker {
 	/* A shared spool's drop/ and the drop directories in it (drop_seen);
 	 * new/'s owner and whether others may write it (consider). */
 	int wd_drop;
+	int hoist_lock; /* cur/.hoist (hoist_lock_open), or -1 */
 	struct drop *drops;
 	size_t ndrops;
 	bool new_shared;
@@ -535,6 +536,7 @@ bool sched_ring(struct worker *w);
 struct drop *drop_find(struct worker *w, const char *name, int wd);
 void drop_forget(struct worker *w, struct drop *d);
 void hoist_finish(struct worker *w, const char *dot);
+void hoist_lock_open(struct worker *w);
 /* Reject dirfd/name, an entry of the drop directory of uid (or its move
  * into new/): claimed straight into our claim directory as claim (it
  * never passes through new/), made the worker's if it is the dropper's

@@ -842,6 +842,117 @@ PY
 	stop_workers
 }
 
+# Two workers finish the same cut-short hoist (a dot name left in new/,
+# as by a worker killed after its first rename; every scan of new/ meets
+# it). The rename out of the dot name is by name: a worker that looked at
+# the file and stalled must not then move on the next drop of that name,
+# which the other worker hoisted under the same dot name after finishing
+# the first, and which is still hers (not yet taken). A fanotify gate
+# holds the first worker's open of the file until that next hoist's open,
+# then lets it go, and watches what reaches a task's name under new/ and
+# cur/. Only one worker at a time may finish a hoist (cur/.hoist): then
+# the other waits for the held one, and the gate lets it go after 3 s.
+test_hoist_finished_by_one_worker() {
+	shared_spool || return
+	local uid dot gate=$T_ROOT/gate-once.log gp dp f n
+	uid=$(id -u "$U_MALLORY")
+	dot=.hoist.$uid.$U_MALLORY:twice
+	as "$U_MALLORY" sh -c "mkdir -m 700 $S/drop/$U_MALLORY && cd $S/drop/$U_MALLORY && printf '#!/bin/sh\necho first\n' >.t && mv .t twice" ||
+		fail "mallory's first drop"
+	mv "$S/drop/$U_MALLORY/twice" "$S/new/$dot" || { fail "the cut-short hoist (test premise)"; return; }
+	python3 - "$S" "$dot" "$U_MALLORY:twice" "$(slow 3)" "$(slow 15)" >"$gate" 2>&1 <<'PY' &
+import ctypes, os, select, struct, sys, time
+S, dot, final, serial, limit = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p]
+fan = libc.fanotify_init(0x4 | 0x1, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+if fan < 0 or libc.fanotify_mark(fan, 1, 0x10000 | 0x08000000, -100, f"{S}/new".encode()) < 0:
+    sys.exit("fanotify: " + os.strerror(ctypes.get_errno()))
+print("ready", flush=True)
+def allow(fd):
+    os.write(fan, struct.pack("iI", fd, 1))
+    os.close(fd)
+first = second = None
+t0 = released = None
+seen = set()
+while True:
+    now = time.monotonic()
+    if first and released is None and (second or now - t0 > (limit if os.path.lexists(f"{S}/new/{final}") else serial)):
+        print("released first", "at the next hoist" if second else f"after {now - t0:.1f} s", flush=True)
+        allow(first[0])
+        released = now
+    if released is not None:
+        for d in [f"{S}/new"] + [f"{S}/cur/{w}" for w in os.listdir(f"{S}/cur") if not w.startswith(".")]:
+            for n in os.listdir(d) if os.path.isdir(d) else []:
+                try:
+                    u = os.lstat(f"{d}/{n}").st_uid
+                except FileNotFoundError:
+                    continue
+                if n.startswith(final) and (n, u) not in seen:
+                    seen.add((n, u))
+                    print("seen", d[len(S) + 1:] + "/" + n, u, flush=True)
+        if second and now - released > 2:
+            allow(second)
+            second = None
+    if not select.select([fan], [], [], 0.005)[0]:
+        continue
+    buf, off = os.read(fan, 4096), 0
+    while off + 24 <= len(buf):
+        size, _, _, _, _, fd, pid = struct.unpack_from("IBBHQii", buf, off)
+        off += size
+        if fd < 0:
+            continue
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == dot:
+            ino = os.fstat(fd).st_ino
+            if first is None:
+                first, t0 = (fd, ino), time.monotonic()
+                print("held first", pid, flush=True)
+                continue
+            if ino != first[1] and released is None:
+                second = fd
+                print("held the next hoist", pid, flush=True)
+                continue
+            print("opened by", pid, "same" if ino == first[1] else "next", flush=True)
+        allow(fd)
+PY
+	gp=$!
+	T_PIDS+=("$gp")
+	wait_until 10 grep -qs ready "$gate" || {
+		kill "$gp" 2>/dev/null
+		skip "no fanotify permission gate on new/ (CONFIG_FANOTIFY_ACCESS_PERMISSIONS, CAP_SYS_ADMIN): $(cat "$gate")"
+		return
+	}
+	# Both scan new/ at their start, and meet the dot name.
+	start_worker "$S" --id w1
+	W1=$WPID
+	start_worker "$S" --id w2
+	W2=$WPID
+	# Mallory's next drop of the same name, once the first has its name.
+	as "$U_MALLORY" sh -c "i=0; while [ \$i -lt $(slow 600) ] && ! ls -d $S/new/$U_MALLORY:twice $S/cur/*/$U_MALLORY:twice $S/done/$U_MALLORY:twice.json 2>/dev/null | grep -q .; do
+		sleep 0.05; i=\$((i + 1)); done
+		cd $S/drop/$U_MALLORY && printf '#!/bin/sh\necho second\n' >.t && mv .t twice" &
+	dp=$!
+	T_PIDS+=("$dp")
+	wait_until 10 grep -q "held first" "$gate" || fail "no worker opened the cut-short hoist (test premise): $(cat "$gate")"
+	wait_until 40 sh -c "[ \$(ls '$S/done' | grep -c '^$U_MALLORY:twice[.0-9]*\.json\$') -ge 2 ]" ||
+		fail "not two results for mallory's two drops: $(ls "$S/done")"
+	wait "$dp"
+	[ -n "${KART_TEST_VERBOSE:-}" ] && sed 's/^/    gate: /' "$gate"
+	grep -q "^released first" "$gate" || fail "the gate never let the held worker go: $(cat "$gate")"
+	# What reached a task's name was the worker's file, never hers.
+	f=$(grep "^seen .* $uid\$" "$gate")
+	[ -z "$f" ] || fail "a file of mallory's (not yet the worker's) under a task's name, moved there by the stalled worker: $f"
+	local outs=
+	for f in "$S/done/$U_MALLORY:twice"*.json; do
+		[ -e "$f" ] || continue
+		assert_eq "ok $uid" "$(jq -r '"\(.status) \(.submitter.uid)"' "$f")" "${f##*/}"
+		outs+="$(cat "${f%.json}.stdout" 2>/dev/null) "
+	done
+	assert_eq "first second " "$(echo $outs | tr ' ' '\n' | sort | tr '\n' ' ')" "what mallory's two tasks printed"
+	kill "$gp" 2>/dev/null
+	stop_workers
+}
+
 # A file copied into drop/ 0644 (an env= value in it): once it is
 # queued, nobody but alice and root reads it, and alice can change
 # nothing about it (bytes, mode, attributes, ACL, name): it is the
