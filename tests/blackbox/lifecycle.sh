@@ -615,7 +615,9 @@ test_spawn_off_the_loop() {
 	command -v strace >/dev/null || { skip "no strace to hold an exec"; return; }
 	local s sp; s=$(mkspool)
 	KART_BACKEND=none start_worker "$s"
-	hold_spawn "$s" a "$(printf '#!/bin/sh\necho a')" || return
+	# A cancel that waited for the spawn is sent when the exec is done:
+	# a first line could beat it, a line after a second must not.
+	hold_spawn "$s" a "$(printf '#!/bin/sh\nsleep 1\necho a')" || return
 	sp=$SP
 	local t0=$SECONDS cp
 	# kart cancel waits for the task's end: in the background.

@@ -921,13 +921,21 @@ test_slurm_backend_status_faked() {
 	sed -i "s/^poll = .*/poll = 30s/" "$S/kart.conf"
 	printf 'bin = %s\n' "$bin" >>"$S/kart.conf"
 	ks_worker
-	id=$(ks_submit --name faked -- sh -c 'sleep 30; echo real-end') || { fail "kart submit"; stop_worker "$KW"; return; }
+	# The task ends when the test says so (a file root makes in its
+	# $KART_OUTDIR), not after a time: a slow machine must not end it
+	# before the look below (a result then is no early one).
+	id=$(ks_submit --name faked -- sh -c 'i=0; while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"; echo real-end') ||
+		{ fail "kart submit"; stop_worker "$KW"; return; }
 	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; stop_worker "$KW"; return; }
 	dd=$(ks_stage "$id")
 	wait_until 60 test -L "$dd/job/run" || { fail "job $(ks_job "$id") did not start"; stop_worker "$KW"; return; }
-	as "$U_SUB" sh -c 'printf "job=1\nwrapper=0\n--\nexit 0\n" >"$1/job/fake" &&
-		for i in $(seq 1 500); do mv "$1/job/fake" "$1/job/status" && mv "$1/job/status" "$1/job/fake" || exit 1; done &&
-		mv "$1/job/fake" "$1/job/status"' sh "$dd" || fail "her fake job/status"
+	as "$U_SUB" python3 -c 'import os, sys
+d = sys.argv[1] + "/job/"
+open(d + "fake", "w").write("job=1\nwrapper=0\n--\nexit 0\n")
+for i in range(500):
+    os.rename(d + "fake", d + "status")
+    os.rename(d + "status", d + "fake")
+os.rename(d + "fake", d + "status")' "$dd" || fail "her fake job/status"
 	assert_eq "exit 0" "$(tail -1 "$dd/job/status")" "her fake status is in place (the attack was made)"
 	sleep 12
 	t0=$(date +%s.%N)
@@ -937,6 +945,7 @@ test_slurm_backend_status_faked() {
 	[ -n "${KART_TEST_VERBOSE:-}" ] && echo "    squeue calls from 12 s to 20 s after her fake status: $n"
 	[ "$n" -le 5 ] || fail "$n squeue calls in 8 s while her job ran with a fake job/status ([slurm] poll = 30s)"
 	assert_eq "" "$(ls "$S/done/$id.json" 2>/dev/null)" "a result before her job ended ($(ks_field "$id" '[.status, .error, .duration_ms] | map(tostring) | join(" ")'))"
+	touch "$dd/out/go" || fail "the task's go file in $dd/out"
 	ks_done 60 "$id" || { stop_worker "$KW"; return; }
 	assert_eq "ok real-end" "$(ks_field "$id" .status) $(cat "$S/done/$id.stdout")" "her result, from her job's real end"
 	stop_worker "$KW"
