@@ -66,11 +66,15 @@ test_watch_events() {
 	"$KART" -s "$s" watch --events --json >"$T_ROOT/wj.out" 2>&1 &
 	local jp=$!
 	T_PIDS+=("$jp")
-	sleep 0.2
+	# Each watches done/ and cur/ before the worker comes (not a sleep:
+	# a loaded machine starts them late).
+	watching() { [ "$(cat /proc/"$1"/fdinfo/* 2>/dev/null | grep -c '^inotify wd:')" -ge 2 ]; }
+	wait_until 10 watching "$wp" && wait_until 10 watching "$jp" || fail "kart watch set no inotify watches (test premise)"
 	start_worker "$s"
 	id=$("$KART" -s "$s" submit --no-cwd -- sh -c 'exit 4' 2>/dev/null)
 	wait_until 10 has_result "$s" "$id" || fail "no result"
-	sleep 0.2
+	wait_until 10 grep -q "	failed" "$T_ROOT/w.out"
+	wait_until 10 grep -q '"finished"' "$T_ROOT/wj.out"
 	kill "$wp" "$jp"
 	wait "$wp" "$jp" 2>/dev/null
 	out=$(cut -f1,2 "$T_ROOT/w.out" | paste -sd,)

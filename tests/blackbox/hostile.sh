@@ -75,8 +75,9 @@ test_member_writes_everything() {
 			echo "$a alice-a$i ok" >>"$ids" || fail "alice's b$i"
 		a=$(as "$U_ALICE" kart submit --no-cwd --name "u$i" --unique="key$i" -- echo "alice-u$i") &&
 			echo "$a alice-u$i ok" >>"$ids" || fail "alice's u$i"
-		# Waiting for a gate, held, edited, released.
-		up=$(as "$U_ALICE" kart submit --no-cwd --name "g$i" -- sleep 2) || fail "alice's g$i"
+		# Waiting for a gate, held, edited, released. (The gate lasts 8 s:
+		# under mallory's load the three commands below took more than 2.)
+		up=$(as "$U_ALICE" kart submit --no-cwd --name "g$i" -- sleep 8) || fail "alice's g$i"
 		a=$(as "$U_ALICE" kart submit --no-cwd --name "h$i" --after "$up" -- echo "alice-h$i") || fail "alice's h$i"
 		as "$U_ALICE" kart hold "$a" >/dev/null 2>&1 || fail "alice's hold of $a"
 		as "$U_ALICE" kart edit --set label=edited "$a" >/dev/null 2>&1 || fail "alice's edit of $a"

@@ -90,14 +90,14 @@ test_cancel_running() {
 	# The background child proves the whole tree goes, not just the shell.
 	put_task "$s" sleeper "#!/bin/sh
 sleep $mark.5 &
-sleep 60"
+sleep 600"
 	start_worker "$s" --id wc
 	local w=$WPID
 	wait_until 20 is_running "$s" sleeper || { fail "sleeper never reported running"; stop_worker "$w"; return; }
 	# The task has got to its sleep once its background child is there.
 	wait_until 10 pgrep -f "sleep $mark.5" >/dev/null || fail "the task's background child never started"
 	t0=$(now_ms)
-	out=$(timeout 30 "$KART" -s "$s" cancel sleeper 2>&1); rc=$?
+	out=$(timeout "$(slow 30)" "$KART" -s "$s" cancel sleeper 2>&1); rc=$?
 	assert_eq 0 "$rc" "kart cancel of a running task: exit status (output: $out)"
 	wait_until 10 has_result "$s" sleeper || fail "no result within 10s of cancel"
 	t1=$(now_ms)
@@ -105,8 +105,10 @@ sleep 60"
 		assert_eq cancelled "$(field "$s" sleeper .status)" "status"
 		local d
 		d=$(field "$s" sleeper .duration_ms)
-		[[ $d =~ ^[0-9]+$ ]] && [ "$d" -lt 20000 ] || fail "duration_ms '$d' not well under 60s"
-		[ $((t1 - t0)) -lt 10000 ] || fail "cancel took $((t1 - t0)) ms"
+		# Ended by the cancel, not by its own end (600 s); the bounds are
+		# wide for the v2 tier's emulated guest on a busy host.
+		[[ $d =~ ^[0-9]+$ ]] && [ "$d" -lt 300000 ] || fail "duration_ms '$d' not well under 600 s"
+		[ $((t1 - t0)) -lt $(($(slow 10) * 1000)) ] || fail "cancel took $((t1 - t0)) ms"
 	fi
 	child_gone() { ! pgrep -f "sleep $mark.5" >/dev/null; }
 	if ! wait_until 2 child_gone; then

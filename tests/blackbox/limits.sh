@@ -234,11 +234,19 @@ while :; do :; done
 EOT
 	start_worker "$s"
 	wait_until 10 is_running "$s" bomb || { fail "bomb never ran"; return; }
-	sleep 1.5
 	# While it runs: its pids leaf holds it at 32, and it did push.
+	# (The one the bomb is in: the pool holds others, empty.) Waited for,
+	# not slept for: in the emulated guest the bomb takes its time.
 	local d max cur events
-	# (The one the bomb is in: the pool holds others, empty.)
-	d=$(leaves_of "$WPID" | while read -r x; do
+	bomb_leaf() {
+		leaves_of "$WPID" | while read -r x; do
+			[ -e "$x/pids.max" ] && [ "$(cat "$x/pids.current")" -gt 1 ] &&
+				[ "$(sed -n 's/^max //p' "$x/pids.events")" -gt 0 ] && echo "$x"; done | head -1
+	}
+	has_bomb_leaf() { [ -n "$(bomb_leaf)" ]; }
+	wait_until 30 has_bomb_leaf 2>/dev/null || true
+	d=$(bomb_leaf)
+	[ -n "$d" ] || d=$(leaves_of "$WPID" | while read -r x; do
 		[ -e "$x/pids.max" ] && [ "$(cat "$x/pids.current")" -gt 1 ] && echo "$x"; done | head -1)
 	if [ -z "$d" ]; then
 		fail "no pids leaf for worker $WPID while the bomb runs"

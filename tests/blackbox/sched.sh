@@ -13,17 +13,21 @@ n_results() { find "$1/done" -maxdepth 1 -name '[!.]*.json' | wc -l; }
 # retry_pending SPOOL NAME: re-queued to wait for a retry (user.kart).
 retry_pending() { getfattr -n user.kart --only-values "$1/new/$2" 2>/dev/null | grep -q not_before=; }
 
-# --in 2s: not started before, started soon after, the idle worker
+# --in 5s: not started before, started soon after, the idle worker
 # spends no CPU meanwhile (a timerfd, no polling), and a worker killed
 # -9 while it waits loses nothing: the time is in the task file, and the
 # next worker keeps it.
 test_in_waits_idle_kill9() {
-	local s t0 nb st t1 t2 t3
+	local s t0 ta tn nb st t1 t2 t3
 	s=$(mkspool)
 	t0=$(now_ms)
-	"$KART" -s "$s" submit --no-cwd --in 2s --name later -- echo once >/dev/null 2>&1 || { fail "submit --in"; return; }
+	"$KART" -s "$s" submit --no-cwd --in 5s --name later -- echo once >/dev/null 2>&1 || { fail "submit --in"; return; }
+	ta=$(now_ms)
 	nb=$(ms_of "$(sed -n 's/^#kart: not_before=\([^ ]*\).*/\1/p' "$s/new/later")")
-	[ $((nb - t0)) -ge 1900 ] && [ $((nb - t0)) -le 3000 ] || fail "not_before is $((nb - t0)) ms after the submit, not ~2000"
+	# 5 s after the moment kart submit read the clock: between its start
+	# and its return (on a loaded machine these are far apart).
+	[ $((nb - t0)) -ge 4900 ] && [ $((nb - ta)) -le 5100 ] ||
+		fail "not_before is $((nb - t0)) ms after the submit began, $((nb - ta)) after it returned, not 5000"
 	assert_match "^later	scheduled	20[0-9-]+T" "$("$KART" -s "$s" status later)" "kart status of a waiting task"
 	start_worker "$s" --id idle
 	local w=$WPID
@@ -44,13 +48,17 @@ test_in_waits_idle_kill9() {
 		has_result "$s" later && fail "the task finished before its time"
 		assert_file "$s/new/later"
 	fi
+	tn=$(now_ms)
 	start_worker "$s" --id next
 	wait_until 10 has_result "$s" later || { fail "no result 10 s after its time"; stop_worker "$WPID"; return; }
 	stop_worker "$WPID"
 	assert_eq ok "$(field "$s" later .status)" "status"
 	st=$(ms_of "$(field "$s" later .started_at)")
 	[ "$st" -ge "$nb" ] || fail "started $((nb - st)) ms before its not_before"
-	[ $((st - nb)) -le 2000 ] || fail "started $((st - nb)) ms after its not_before"
+	# From its time, or from the next worker's start where that came
+	# later (a loaded machine): a worker that waited for nothing.
+	[ "$tn" -gt "$nb" ] && nb=$tn
+	[ $((st - nb)) -le $(($(slow 2) * 1000)) ] || fail "started $((st - nb)) ms after its not_before (or the next worker's start)"
 	assert_eq 1 "$(n_results "$s")" "results"
 	assert_eq once "$("$KART" -s "$s" cat later 2>/dev/null)" "its output"
 }
