@@ -125,6 +125,7 @@ struct sjob {
 	int want_pause;        /* the loop asks: 1 pause, -1 resume (0: nothing) */
 	bool held;             /* paused while pending: held, released on resume */
 	int64_t submit_next;   /* its next try (a lookup, a submission) */
+	int64_t ask_next;      /* Slurm did not answer slurm_job_ours: asked again then */
 	/* Refused (SB_UNSPAWNED): why, or status NULL to give it back unrun. */
 	bool refused;
 	const char *why_status, *why_refusal;
@@ -214,9 +215,11 @@ void sjob_free(struct sjob *j);
 /* The jobs of j's name and its user's that Slurm knows (up to max):
  * their number, or -1 when Slurm did not answer (why). */
 int slurm_ids(const struct sjob *j, long long *ids, int max, char *why, size_t len);
-/* Is id one of them? The stage's run link is the submitter's to write:
- * a job it names is followed (and cancelled) only if so. */
-bool slurm_job_ours(const struct sjob *j, long long id);
+/* Is id one of them (1, else 0)? The stage's run link is the
+ * submitter's to write: a job it names is followed (and cancelled) only
+ * if so. -1 when Slurm did not answer: nothing is decided then (the
+ * job may be the one that runs the task), and it is asked again. */
+int slurm_job_ours(const struct sjob *j, long long id);
 
 
 /* ---- slurm_stage.c: a job's stage ------------------------------------------ */

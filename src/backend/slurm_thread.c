@@ -443,15 +443,21 @@ int slurm_ids(const struct sjob *j, long long *ids, int max, char *why, size_t l
 	return n;
 }
 
-bool slurm_job_ours(const struct sjob *j, long long id)
+int slurm_job_ours(const struct sjob *j, long long id)
 {
 	long long ids[16];
 	char why[700];
 	int n = slurm_ids(j, ids, 16, why, sizeof why);
+	if (n < 0) {
+		if (!j->ask_next) /* once, not at each try */
+			logmsg("%s: its stage names job %lld, and whether that is one of its jobs Slurm did "
+			       "not say (%s): nothing is decided until it does", j->name, id, why);
+		return -1;
+	}
 	for (int i = 0; i < n; i++)
 		if (ids[i] == id)
-			return true;
-	return false;
+			return 1;
+	return 0;
 }
 
 /* A job of this name Slurm knows, the one holding the attempt where
@@ -692,7 +698,8 @@ static bool submit_due(int64_t now, int64_t *next)
 	struct sjob *batch[SLURM_RUNS_MAX];
 	int nb = 0;
 	for (struct sjob *j = slurm.jobs; j && nb < SLURM_RUNS_MAX; j = j->next) {
-		if (j->phase != SJ_SUBMIT || j->gone || j->busy)
+		/* One to stop is never submitted (watch_control_one's). */
+		if (j->phase != SJ_SUBMIT || j->gone || j->busy || (j->handed && j->want_stop))
 			continue;
 		int64_t at = j->submit_next > slurm.submit_next ? j->submit_next : slurm.submit_next;
 		if (at <= now)
@@ -777,14 +784,26 @@ static bool role_step(enum role r, int64_t now, int64_t *next)
 					slurm_back(j, j->adopt ? SB_SUBMITTED : SB_UNSPAWNED);
 				}
 		}
-		return watch_control_one() || submit_due(now, next);
+		if (watch_control_one() || submit_due(now, next))
+			return true;
+		/* A stop that waits for Slurm's answer (stop_unsubmitted). */
+		for (struct sjob *j = slurm.jobs; j; j = j->next)
+			if (j->phase == SJ_SUBMIT && j->handed && j->want_stop && !j->gone && j->ask_next > now &&
+			    (!*next || j->ask_next < *next))
+				*next = j->ask_next;
+		return false;
 	}
 	bool watching = false, waiting = false;
 	struct sjob *c = NULL;
+	int64_t ask = 0; /* the next collect that waits for Slurm's answer */
 	for (struct sjob *j = slurm.jobs; j; j = j->next) {
 		watching = watching || (j->phase == SJ_WATCH && j->id > 0 && !j->gone);
 		waiting = waiting || (j->phase == SJ_RECEIPT && !j->gone);
-		if (!c && j->phase == SJ_COLLECT && !j->gone && !j->busy)
+		if (j->phase != SJ_COLLECT || j->gone || j->busy)
+			continue;
+		if (j->ask_next > now)
+			ask = !ask || j->ask_next < ask ? j->ask_next : ask;
+		else if (!c)
 			c = j;
 	}
 	if (r == ROLE_STAGE) {
@@ -792,7 +811,10 @@ static bool role_step(enum role r, int64_t now, int64_t *next)
 			watch_collect(c);
 			return true;
 		}
-		return watch_remove_one();
+		if (watch_remove_one())
+			return true;
+		*next = ask;
+		return false;
 	}
 	if (watching && now >= slurm.poll_next) {
 		slurm.poll_last = now;

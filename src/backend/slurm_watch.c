@@ -278,11 +278,16 @@ static void stop_unsubmitted(struct sjob *j)
 	int rc = stage_as_submitter(j, stage_poison, NULL, msg, sizeof msg);
 	long long taken = rc == 0 ? atoll(msg) : 0;
 	/* (Asked outside the lock: j is busy, ours.) */
-	bool ours = taken > 0 && slurm_job_ours(j, taken);
+	int ours = taken > 0 ? slurm_job_ours(j, taken) : 0;
 	pthread_mutex_lock(&slurm.mu);
 	j->busy = false;
 	if (j->gone) {
 		slurm_let_go(j);
+		return;
+	}
+	if (ours < 0) {
+		/* That job may run the task: nothing ends before Slurm says. */
+		j->ask_next = now_mono_ms() + BACKOFF_MIN;
 		return;
 	}
 	if (taken > 0 && !ours)
@@ -311,7 +316,8 @@ static bool release(struct sjob *j)
 bool watch_control_one(void)
 {
 	for (struct sjob *j = slurm.jobs; j; j = j->next) {
-		if (j->phase == SJ_SUBMIT && j->handed && j->want_stop && !j->busy && !j->gone) {
+		if (j->phase == SJ_SUBMIT && j->handed && j->want_stop && !j->busy && !j->gone &&
+		    j->ask_next <= now_mono_ms()) {
 			stop_unsubmitted(j);
 			return true;
 		}
@@ -415,15 +421,19 @@ void watch_collect(struct sjob *j)
 	/* Another job took the attempt, says job/run, the submitter's
 	 * link: believed only of a job of this task's name and user. */
 	long long claimed = rc == 0 && strncmp(msg, "run ", 4) == 0 ? atoll(msg + 4) : 0;
-	bool forged = claimed > 0 && claimed != j->id && !slurm_job_ours(j, claimed);
+	int ours = claimed > 0 && claimed != j->id ? slurm_job_ours(j, claimed) : 1;
+	bool forged = ours == 0;
 	pthread_mutex_lock(&slurm.mu);
 	j->busy = false;
-	if (j->gone) {
+	if (j->gone || ours < 0) {
 		if (g.out_fd >= 0)
 			close(g.out_fd);
 		if (g.err_fd >= 0)
 			close(g.err_fd);
-		slurm_let_go(j);
+		if (j->gone)
+			slurm_let_go(j);
+		else /* that job may run the task yet: read again once Slurm says */
+			j->ask_next = now_mono_ms() + BACKOFF_MIN;
 		return;
 	}
 	long long token = 0;

@@ -861,6 +861,62 @@ test_slurm_backend_run_link_forged() {
 	took
 }
 
+# Two jobs of one attempt (a submission thought lost and made again;
+# here the task's own batch script, sbatched once more as its submitter
+# while kart's job is held): the second takes the attempt and runs the
+# task, kart's finds it taken and ends. When the worker reads that
+# stage, Slurm does not answer whether the job its run link names is one
+# of the task's (a wrapper fails squeue --name, as a slurmctld that is
+# down does): nothing may be decided then. Before, the worker took the
+# link for forged and ended the task from kart's job, while the other
+# ran it; now the result waits for Slurm's answer, and comes from the
+# job that ran the task, at its end.
+test_slurm_backend_run_link_unanswered() {
+	ks_spool || return
+	local bin=$T_ROOT/slurm-bin flag=$T_ROOT/no-answer c id dd j1 j2 jn
+	mkdir -p "$bin" || { fail "mkdir $bin"; return; }
+	for c in sbatch squeue sacct scancel scontrol; do
+		printf '#!/bin/sh\ncase "$*" in *--name=*) [ -e %s ] && { echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1; } ;; esac\nexec %s "$@"\n' \
+			"$flag" "$(command -v "$c")" >"$bin/$c" && chmod 0755 "$bin/$c" || { fail "wrapper $bin/$c"; return; }
+	done
+	printf 'bin = %s\n' "$bin" >>"$S/kart.conf"
+	ks_worker
+	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; stop_worker "$KW"; return; }
+	id=$(ks_submit --name twojobs -- sh -c 'echo "ran in job $SLURM_JOB_ID"; i=0
+		while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"')
+	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; scontrol update PartitionName="$S_PART_MANY" State=UP; stop_worker "$KW"; return; }
+	j1=$(ks_job "$id") dd=$(ks_stage "$id")
+	scontrol hold "$j1" || fail "scontrol hold $j1"
+	jn=$(squeue -h -j "$j1" -o %j)
+	scontrol write batch_script "$j1" "$T_ROOT/twojobs.sh" >/dev/null || fail "scontrol write batch_script $j1"
+	j2=$(sbatch --parsable --uid="$(id -u "$U_SUB")" --gid="$(id -g "$U_SUB")" --job-name="$jn" --partition="$S_PART_MANY" \
+		--output=/dev/null --chdir=/ "$T_ROOT/twojobs.sh") || fail "sbatch the second job"
+	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
+	wait_until 60 sh -c '[ "$(readlink "$1/job/run")" = "$2" ]' sh "$dd" "$j2" ||
+		{ fail "the second job $j2 never took the attempt: $(readlink "$dd/job/run")"; scancel "$j1" "$j2"; stop_worker "$KW"; return; }
+	: >"$flag"
+	scontrol release "$j1" || fail "scontrol release $j1"
+	# Kart's job runs, finds the attempt taken, and ends; its stage is
+	# read, and asked about, a few times.
+	wait_until 60 sh -c '! squeue -h -j "$1" -o %T 2>/dev/null | grep -q .' sh "$j1" ||
+		fail "kart's job $j1 did not end: $(squeue -h -j "$j1" -o '%T %r')"
+	wait_until 30 grep -q "twojobs: its stage names job $j2, and whether that is one of its jobs Slurm did not say" "$S.worker.log" ||
+		fail "the worker never asked Slurm about job $j2 (test premise): $(tail -3 "$S.worker.log" | tr '\n' ' ')"
+	sleep 3
+	assert_eq "" "$(ls "$S/done/$id.json" 2>/dev/null)" \
+		"a result while Slurm did not answer, and job $j2 ran the task ($(ks_field "$id" '[.status, .error, .slurm.job_id] | map(tostring) | join(" ")'))"
+	assert_eq RUNNING "$(squeue -h -j "$j2" -o %T)" "job $j2, which runs the task"
+	rm -f "$flag"
+	wait_until 30 grep -q "found the attempt taken by job $j2: following that one" "$S.worker.log" ||
+		fail "the worker did not follow job $j2 once Slurm answered: $(tail -3 "$S.worker.log" | tr '\n' ' ')"
+	touch "$dd/out/go" || fail "the task's go file"
+	ks_done 60 "$id" || { scancel "$j2"; stop_worker "$KW"; return; }
+	assert_eq "ok $j2 ran in job $j2" "$(ks_field "$id" .status) $(ks_field "$id" .slurm.job_id) $(cat "$S/done/$id.stdout")" \
+		"the result, from the job that ran the task"
+	stop_worker "$KW"
+	took
+}
+
 # The worker reads and empties a stage in a child that has her rights
 # on files; she SIGSTOPs each child of the worker she can (a stage of
 # 30000 files of hers keeps one alive long enough), while another user's
@@ -870,7 +926,9 @@ test_slurm_backend_stage_child_stopped() {
 	ks_spool || return
 	ks_worker
 	local a b da t0 tries
-	a=$(ks_submit --name a -- sh -c 'sleep 4') || { stop_worker "$KW"; return; }
+	# a ends once the stopper runs (a go file in its $KART_OUTDIR).
+	a=$(ks_submit --name a -- sh -c 'i=0; while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"') ||
+		{ stop_worker "$KW"; return; }
 	wait_until 60 ks_submitted "$a" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; stop_worker "$KW"; return; }
 	da=$(ks_stage "$a")
 	as "$U_SUB" python3 -c 'import sys
@@ -890,6 +948,8 @@ while time.time() < end:
             pass
 ' "$KW" "$SHARED/stopper.log" &
 	local stopper=$!
+	wait_until 10 test -e "$SHARED/stopper.log" || fail "the stopper did not start"
+	touch "$da/out/go" || fail "a's go file"
 	t0=$SECONDS
 	b=$(as "$U_OTH" kart submit --no-cwd --name b -- echo b-ran) || { fail "kart submit as $U_OTH"; }
 	ks_done 45 "$b" "$a"
