@@ -882,8 +882,14 @@ static void *ino_main(void *arg)
 		if (pf[1].revents)
 			break;
 		ssize_t n = read(slurm.ifd, buf, sizeof buf);
-		if (n <= 0)
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
+		if (n <= 0) {
+			/* Not polled again in a loop: the polls go on alone. */
+			logmsg("reading the Slurm jobs' inotify: %s: their ends are found by the polls alone",
+			       n < 0 ? strerror(errno) : "no event");
+			break;
+		}
 		pthread_mutex_lock(&slurm.mu);
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *e = (const struct inotify_event *)p;
