@@ -13,7 +13,8 @@
  *   acl     a POSIX ACL entry for UID on a new file (grant_read): the
  *           result's JSON, and each capture that got a byte
  *   hoist   a drop's two renames into new/ (drop/USER/NAME ->
- *           new/.hoist.UID.USER:NAME -> new/USER:NAME), with the look at
+ *           new/.hoist.UID.USER:NAME -> new/USER:NAME), the workers' lock
+ *           around the second (flock, and its release), with the look at
  *           what arrived (an open and an fstat)
  *   opener  cwd= opened as UID: the thread takes UID's filesystem
  *           credentials (groups, fsgid, fsuid, no capability), opens the
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -103,6 +105,10 @@ static void hoist(const char *dir, uid_t uid, int n)
 	if (mkdir(drop, 0700) < 0 || mkdir(nw, 0755) < 0)
 		die("mkdir");
 	int dd = open(drop, O_RDONLY | O_DIRECTORY | O_CLOEXEC), nd = open(nw, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* The workers' lock around the look and the last rename (cur/.hoist). */
+	int lk = openat(nd, ".hoist-lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lk < 0)
+		die("lock");
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof name, "t%d", i);
 		close(mkfile(drop, name));
@@ -115,12 +121,15 @@ static void hoist(const char *dir, uid_t uid, int n)
 		struct stat st;
 		if (syscall(SYS_renameat2, dd, name, nd, dot, 1 /* RENAME_NOREPLACE */) < 0)
 			die("renameat2");
+		if (flock(lk, LOCK_EX) < 0)
+			die("flock");
 		int fd = openat(nd, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0 || fstat(fd, &st) < 0)
 			die("look");
 		close(fd);
 		if (syscall(SYS_renameat2, nd, dot, nd, fin, 1) < 0)
 			die("renameat2");
+		(void)flock(lk, LOCK_UN);
 	}
 	printf("hoist %.1f\n", (cpu_us() - c0) / n);
 	for (int i = 0; i < n; i++) {
