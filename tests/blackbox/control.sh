@@ -126,6 +126,9 @@ test_edit_race_with_claim() {
 	EDITOR=$ed "$KART" -s "$s" edit "$id" >"$T_ROOT/e.out" 2>"$T_ROOT/e.err" &
 	local ep=$!
 	T_PIDS+=("$ep")
+	# The editor is open (kart edit found the task queued) before the
+	# worker comes: on a loaded machine the worker could claim it first.
+	wait_until 10 pgrep -f "^/bin/sh $ed" >/dev/null || fail "the editor never started (test premise): $(cat "$T_ROOT/e.out" "$T_ROOT/e.err")"
 	start_worker "$s"
 	wait_until 10 has_result "$s" "$id" || fail "no result"
 	touch "$T_ROOT/go"
