@@ -114,16 +114,30 @@ static void drop_disown(struct worker *w, const char *claim, uid_t uid, bool kee
 	drop_set_aside(w, claim, uid, true);
 }
 
-void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
-		 uid_t uid, bool keep)
+/* Claimed into cur/W/ for rejection (the rename), then rejected: two
+ * steps, so that the second, which writes the result and runs the
+ * on_done hook, is done outside hoist_finish's lock. */
+static bool drop_claim(struct worker *w, int dirfd, const char *name, const char *claim)
 {
 	if (renameat2(dirfd, name, w->wdir, claim, RENAME_NOREPLACE) < 0) {
 		if (errno != ENOENT)
 			logmsg("%s: cannot claim for rejection: %s", claim, strerror(errno));
-		return;
+		return false;
 	}
+	return true;
+}
+
+static void drop_rejected(struct worker *w, const char *claim, const char *why, uid_t uid, bool keep)
+{
 	drop_disown(w, claim, uid, keep);
 	finish_unrun(w, claim, "rejected", why);
+}
+
+void drop_reject(struct worker *w, int dirfd, const char *name, const char *claim, const char *why,
+		 uid_t uid, bool keep)
+{
+	if (drop_claim(w, dirfd, name, claim))
+		drop_rejected(w, claim, why, uid, keep);
 }
 
 /* Make the member's file at new/DOT (fd, read-only; st its stat; uid
@@ -185,11 +199,14 @@ static int hoist_adopt(struct worker *w, const char *dot, int fd, const struct s
  * not yet taken (still hers). While one worker holds the lock, the file
  * it looked at stays under the dot name (only hoist_finish moves it
  * away), so nothing new can be renamed there (RENAME_NOREPLACE). 0600
- * and the worker's: a lock that others could open, they could hold. */
+ * and the worker's: a lock that others could open, they could hold.
+ * Only a rename into cur/W/ for a rejection is under it with the look;
+ * the rejection's result and hook come after (drop_rejected). None
+ * where drop/ is not looked at (no drop/, or a new/ others can write). */
 void hoist_lock_open(struct worker *w)
 {
 	w->hoist_lock = -1;
-	if (w->sp->drop < 0)
+	if (w->sp->drop < 0 || w->new_shared)
 		return;
 	int fd = openat(w->sp->cur, SPOOL_HOIST_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	struct stat st;
@@ -202,7 +219,14 @@ void hoist_lock_open(struct worker *w)
 	w->hoist_lock = fd;
 }
 
-static void hoist_finish_locked(struct worker *w, const char *dot);
+/* A hoist that ended in a rejection: claimed under the lock, rejected
+ * after it. */
+struct hoist_reject {
+	char claim[TASK_NAME_MAX * 2], why[300];
+	uid_t uid;
+};
+
+static bool hoist_finish_locked(struct worker *w, const char *dot, struct hoist_reject *rj);
 
 /* new/.hoist.UID.USER:NAME: check what arrived, make it the worker's
  * (hoist_adopt), then give it its name. A crash at any step leaves the
@@ -211,32 +235,36 @@ static void hoist_finish_locked(struct worker *w, const char *dot);
  * a time (hoist_lock_open). */
 void hoist_finish(struct worker *w, const char *dot)
 {
+	struct hoist_reject rj;
 	if (w->hoist_lock >= 0)
 		while (flock(w->hoist_lock, LOCK_EX) < 0)
 			if (errno != EINTR)
 				die("flock cur/%s: %s", SPOOL_HOIST_LOCK, strerror(errno));
-	hoist_finish_locked(w, dot);
+	bool rejected = hoist_finish_locked(w, dot, &rj);
 	if (w->hoist_lock >= 0)
 		(void)flock(w->hoist_lock, LOCK_UN);
+	if (rejected)
+		drop_rejected(w, rj.claim, rj.why, rj.uid, true);
 }
 
-static void hoist_finish_locked(struct worker *w, const char *dot)
+/* Under the lock: true when the file was claimed for rejection (rj). */
+static bool hoist_finish_locked(struct worker *w, const char *dot, struct hoist_reject *rj)
 {
 	char *end;
 	errno = 0;
 	unsigned long uid = strtoul(dot + 7, &end, 10);
 	if (errno || end == dot + 7 || *end != '.' || !end[1])
-		return;
+		return false;
 	const char *final = end + 1;
 	char why[300] = "";
 	struct stat st;
 	if (fstatat(w->sp->new, dot, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return; /* another worker finished it */
+		return false; /* another worker finished it */
 	_cleanup_close_ int fd = !S_ISREG(st.st_mode) ? -1
 		: openat(w->sp->new, dot, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	struct stat fst;
 	if (fd >= 0 && (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino))
-		return; /* it moved: whoever moved it goes on */
+		return false; /* it moved: whoever moved it goes on */
 	struct submitter by = {0};
 	if (fd >= 0)
 		spool_submitter(fd, &st, &by);
@@ -269,22 +297,26 @@ static void hoist_finish_locked(struct worker *w, const char *dot)
 			snprintf(why, sizeof why, "the worker could not take the file for its own: %s",
 				 strerror(-r));
 	}
-	if (why[0]) {
-		drop_reject(w, w->sp->new, dot, final, why, (uid_t)uid, true);
-		return;
-	}
+	if (why[0])
+		goto reject;
 	char dst[TASK_NAME_MAX + 16];
 	for (int n = 1; n < 1000; n++) {
 		if ((n == 1 ? pathfmt(dst, sizeof dst, "%s", final)
 			    : pathfmt(dst, sizeof dst, "%s.%d", final, n)) < 0)
 			break;
 		if (renameat2(w->sp->new, dot, w->sp->new, dst, RENAME_NOREPLACE) == 0)
-			return; /* its IN_MOVED_TO brings it to consider() */
+			return false; /* its IN_MOVED_TO brings it to consider() */
 		if (errno != EEXIST)
 			break;
 	}
-	if (errno != ENOENT)
-		drop_reject(w, w->sp->new, dot, final, "no free name in new/ for it", (uid_t)uid, true);
+	if (errno == ENOENT)
+		return false;
+	snprintf(why, sizeof why, "no free name in new/ for it");
+reject:
+	snprintf(rj->claim, sizeof rj->claim, "%s", final);
+	snprintf(rj->why, sizeof rj->why, "%s", why);
+	rj->uid = (uid_t)uid;
+	return drop_claim(w, w->sp->new, dot, final);
 }
 
 /* One entry of a drop directory: wait for its writer, reject it, or move
