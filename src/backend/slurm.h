@@ -126,6 +126,7 @@ struct sjob {
 	bool held;             /* paused while pending: held, released on resume */
 	int64_t submit_next;   /* its next try (a lookup, a submission) */
 	int64_t ask_next;      /* Slurm did not answer slurm_job_ours: asked again then */
+	int64_t ask_wait;      /* and the wait before that, doubled each time (slurm_ask_later) */
 	/* Refused (SB_UNSPAWNED): why, or status NULL to give it back unrun. */
 	bool refused;
 	const char *why_status, *why_refusal;
@@ -153,6 +154,7 @@ struct slurm {
 	pthread_t th[3];    /* slurm_thread.c's roles */
 	pthread_t ino_th;   /* reads ifd */
 	int ifd;            /* inotify, on each watched job's job/ (-1: none) */
+	bool ino_gone;      /* under mu: ino_main could not read it, and ended */
 	int ino_wake;       /* an eventfd that stops ino_th */
 	bool started, quit, stopping;
 	pthread_mutex_t mu;
@@ -220,6 +222,10 @@ int slurm_ids(const struct sjob *j, long long *ids, int max, char *why, size_t l
  * if so. -1 when Slurm did not answer: nothing is decided then (the
  * job may be the one that runs the task), and it is asked again. */
 int slurm_job_ours(const struct sjob *j, long long id);
+/* After slurm_job_ours's answer r, under mu: -1 sets j's next try
+ * (BACKOFF_MIN, doubled each time up to [slurm] poll, at least 30 s);
+ * an answer clears it. */
+void slurm_ask_later(struct sjob *j, int r);
 
 
 /* ---- slurm_stage.c: a job's stage ------------------------------------------ */

@@ -448,16 +448,44 @@ int slurm_job_ours(const struct sjob *j, long long id)
 	long long ids[16];
 	char why[700];
 	int n = slurm_ids(j, ids, 16, why, sizeof why);
+	for (int i = 0; i < n; i++)
+		if (ids[i] == id)
+			return 1;
+	if (n >= 0 && slurm.accounting) {
+		/* Not among those squeue lists (it forgets ended jobs after
+		 * MinJobAge, and its list is cut at 16): that very id, of this
+		 * name and user, asked of the accounting. */
+		char out[1024], err[1024], jid[32], opt[160], user[40];
+		snprintf(jid, sizeof jid, "%lld", id);
+		snprintf(opt, sizeof opt, "--name=%s", j->jname);
+		snprintf(user, sizeof user, "--user=%u", (unsigned)(j->as_user ? j->cred.uid : geteuid()));
+		char *const sa[] = {"sacct", "-n", "-X", "-P", "-j", jid, opt, user, "-o", "JobID", NULL};
+		if (slurm_cmd(slurm.bin, sa, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT) == 0)
+			return strtoll(out, NULL, 10) == id;
+		slurm_oneline(err);
+		snprintf(why, sizeof why, "sacct: %.600s", err[0] ? err : "failed");
+		n = -1;
+	}
 	if (n < 0) {
 		if (!j->ask_next) /* once, not at each try */
 			logmsg("%s: its stage names job %lld, and whether that is one of its jobs Slurm did "
 			       "not say (%s): nothing is decided until it does", j->name, id, why);
 		return -1;
 	}
-	for (int i = 0; i < n; i++)
-		if (ids[i] == id)
-			return 1;
 	return 0;
+}
+
+void slurm_ask_later(struct sjob *j, int r)
+{
+	if (r >= 0) {
+		j->ask_next = j->ask_wait = 0;
+		return;
+	}
+	int64_t most = BACKOFF_MAX(slurm.pol->slurm_poll_ms);
+	if (most < 30000)
+		most = 30000;
+	j->ask_wait = !j->ask_wait ? BACKOFF_MIN : j->ask_wait * 2 > most ? most : j->ask_wait * 2;
+	j->ask_next = now_mono_ms() + j->ask_wait;
 }
 
 /* A job of this name Slurm knows, the one holding the attempt where
@@ -888,6 +916,9 @@ static void *ino_main(void *arg)
 			/* Not polled again in a loop: the polls go on alone. */
 			logmsg("reading the Slurm jobs' inotify: %s: their ends are found by the polls alone",
 			       n < 0 ? strerror(errno) : "no event");
+			pthread_mutex_lock(&slurm.mu);
+			slurm.ino_gone = true; /* no more watches made */
+			pthread_mutex_unlock(&slurm.mu);
 			break;
 		}
 		pthread_mutex_lock(&slurm.mu);

@@ -96,7 +96,7 @@ static struct sjob *by_id(long long id)
  * status looked for: the launcher may have written it already. */
 static void watch_status(struct sjob *j)
 {
-	if (j->iwd || slurm.ifd < 0)
+	if (j->iwd || slurm.ifd < 0 || slurm.ino_gone)
 		return;
 	char p[PATH_MAX];
 	struct stat st;
@@ -285,11 +285,9 @@ static void stop_unsubmitted(struct sjob *j)
 		slurm_let_go(j);
 		return;
 	}
-	if (ours < 0) {
-		/* That job may run the task: nothing ends before Slurm says. */
-		j->ask_next = now_mono_ms() + BACKOFF_MIN;
-		return;
-	}
+	slurm_ask_later(j, ours);
+	if (ours < 0)
+		return; /* that job may run the task: nothing ends before Slurm says */
 	if (taken > 0 && !ours)
 		logmsg("%s: its stage's run link names job %lld, not a job of this task's: ignored", j->name, taken);
 	if (ours) {
@@ -433,9 +431,10 @@ void watch_collect(struct sjob *j)
 		if (j->gone)
 			slurm_let_go(j);
 		else /* that job may run the task yet: read again once Slurm says */
-			j->ask_next = now_mono_ms() + BACKOFF_MIN;
+			slurm_ask_later(j, ours);
 		return;
 	}
+	slurm_ask_later(j, ours);
 	long long token = 0;
 	char *status = NULL, said[320] = "";
 	bool nodir = rc != 0 || strncmp(msg, "nodir", 5) == 0;
@@ -471,6 +470,7 @@ void watch_collect(struct sjob *j)
 		j->began_mono = 0;
 		j->phase = SJ_WATCH;
 		j->state[0] = '\0';
+		j->sent_stop = 0; /* a cancel or timeout sent to the first goes to it */
 		if (g.out_fd >= 0)
 			close(g.out_fd);
 		if (g.err_fd >= 0)

@@ -917,6 +917,46 @@ test_slurm_backend_run_link_unanswered() {
 	took
 }
 
+# The same two jobs of one attempt, and kart cancel while kart's job
+# still waits: the worker stops that job, reads its stage, finds the
+# attempt taken by the other, and follows it. The cancel must reach the
+# one that runs the task (before, the stop counted as sent, and the
+# other job was stopped only at the kill grace's end).
+test_slurm_backend_run_link_cancel_follows() {
+	ks_spool || return
+	local id dd j1 j2 jn
+	ks_worker
+	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; stop_worker "$KW"; return; }
+	# A kill grace of 90 s: a cancel that reached job 2 only with the
+	# grace's end (SIGKILL, as scancel) would not end it within the wait.
+	id=$(ks_submit --name twocancel --kill-grace 90s -- sh -c 'trap "echo got TERM; exit 3" TERM; echo "ran in job $SLURM_JOB_ID"; i=0
+		while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"')
+	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; scontrol update PartitionName="$S_PART_MANY" State=UP; stop_worker "$KW"; return; }
+	j1=$(ks_job "$id") dd=$(ks_stage "$id")
+	scontrol hold "$j1" || fail "scontrol hold $j1"
+	jn=$(squeue -h -j "$j1" -o %j)
+	scontrol write batch_script "$j1" "$T_ROOT/twocancel.sh" >/dev/null || fail "scontrol write batch_script $j1"
+	j2=$(sbatch --parsable --uid="$(id -u "$U_SUB")" --gid="$(id -g "$U_SUB")" --job-name="$jn" --partition="$S_PART_MANY" \
+		--output=/dev/null --chdir=/ "$T_ROOT/twocancel.sh") || fail "sbatch the second job"
+	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
+	wait_until 60 sh -c '[ "$(readlink "$1/job/run")" = "$2" ]' sh "$dd" "$j2" ||
+		{ fail "the second job $j2 never took the attempt: $(readlink "$dd/job/run")"; scancel "$j1" "$j2"; stop_worker "$KW"; return; }
+	as "$U_SUB" kart cancel "$id" >/dev/null 2>&1 &
+	wait_until 30 grep -q "found the attempt taken by job $j2: following that one" "$S.worker.log" ||
+		fail "the worker did not follow job $j2: $(tail -3 "$S.worker.log" | tr '\n' ' ')"
+	ks_done 30 "$id" || { touch "$dd/out/go"; ks_done 30 "$id"; }
+	assert_eq "cancelled $j2" "$(ks_field "$id" .status) $(ks_field "$id" .slurm.job_id)" \
+		"the result of the task cancelled while kart's job $j1 waited and job $j2 ran it"
+	# The cancel's SIGTERM, which its trap answered.
+	[ -n "${KART_TEST_VERBOSE:-}" ] && grep -E "twocancel" "$S.worker.log" | cut -c1-250
+	assert_eq "ran in job $j2,got TERM" "$(paste -sd, "$S/done/$id.stdout")" "what the task printed"
+	wait_until 30 sh -c '! squeue -h -j "$1" -o %T 2>/dev/null | grep -q .' sh "$j2" ||
+		fail "job $j2 still runs after the cancel: $(squeue -h -j "$j2" -o %T)"
+	scancel "$j2" 2>/dev/null
+	stop_worker "$KW"
+	took
+}
+
 # The worker reads and empties a stage in a child that has her rights
 # on files; she SIGSTOPs each child of the worker she can (a stage of
 # 30000 files of hers keeps one alive long enough), while another user's
