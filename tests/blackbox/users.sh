@@ -1078,7 +1078,10 @@ test_names_reach_no_terminal_raw() {
 	local wp=$! ; T_PIDS+=("$wp")
 	"$KART" -s "$S" watch --events --json >"$o/watch.json" 2>&1 &
 	local wj=$! ; T_PIDS+=("$wj")
-	sleep 0.5
+	# Each watches done/, cur/ and the workers' directories (not a sleep:
+	# on a loaded machine they start late).
+	watching() { [ "$(cat /proc/"$1"/fdinfo/* 2>/dev/null | grep -c '^inotify wd:')" -ge 4 ]; }
+	wait_until 10 watching "$wp" && wait_until 10 watching "$wj" || fail "kart watch set no inotify watches (test premise)"
 	as "$U_MALLORY" kart submit --name m0 -- true >/dev/null || fail "mallory cannot submit"
 	as "$U_MALLORY" sh -c 'd=$1/drop/$2; printf "#!/bin/sh\n#kart: label=l%%1b%%5b2J\nexit 3\n" >"$d/.t" &&
 		cp "$d/.t" "$d/.u" && mv "$d/.t" "$d/$3" && mv "$d/.u" "$d/$4"' sh "$S" "$U_MALLORY" "$esc" "$c1" ||
@@ -1086,6 +1089,7 @@ test_names_reach_no_terminal_raw() {
 	assert_eq rejected "$(result "$escid" .status)" "the ESC name: status"
 	assert_eq failed "$(result "$U_MALLORY:$c1" .status)" "the C1 name: status"
 	wait_until 10 grep -q 'failed' "$o/watch" || fail "watch --events did not see it finish"
+	wait_until 10 grep -q '"finished"' "$o/watch.json"
 	kill "$wp" "$wj" 2>/dev/null
 	"$KART" -s "$S" status >"$o/status" 2>&1
 	"$KART" -s "$S" status "$U_MALLORY:*" >"$o/status.glob" 2>&1
@@ -1101,7 +1105,8 @@ test_names_reach_no_terminal_raw() {
 	"$KART" -s "$S" cancel "$U_MALLORY:$c1" >"$o/cancel" 2>&1
 	"$KART" -s "$S" retry "$U_MALLORY:$esc" "$escid" >"$o/retry" 2>&1
 	"$KART" -s "$S" status "$esc" >"$o/status.unknown" 2>&1
-	sleep 1
+	wait_until 10 grep -qF '\u009b' "$o/watch.all"
+	wait_until 10 grep -qF 'c1' "$o/watch.all.json"
 	kill "$wa" "$wt" 2>/dev/null
 	cp "$S.worker.log" "$o/worker.log"
 	for f in "$o"/*; do no_raw_controls "$f" "root's ${f##*/}"; done
