@@ -82,7 +82,9 @@ test_timeout_sigterm_first() {
 	assert_match "after SIGTERM it exited with status 3" "$(field "$s" clean .error)" error
 	assert_eq "started cleaning cleaned" "$(tr '\n' ' ' <"$s/done/clean.stdout" | sed 's/ $//')" stdout
 	local d; d=$(field "$s" clean .duration_ms)
-	[ "$d" -lt 5500 ] || fail "the clean-up took the whole grace: ${d}ms"
+	# Less than the timeout and the whole grace (11 s): the exit status
+	# above says so too; a loaded machine may take some seconds more.
+	[ "$d" -lt 10500 ] || fail "the clean-up took the whole grace: ${d}ms"
 	as_user kart -s "$s" wait clean 2>/dev/null
 	assert_eq 124 "$?" "kart wait on a timeout"
 }
