@@ -336,7 +336,7 @@ test_pause_stops_clock_and_cpu() {
 	wait_until 20 pgrep -fx 'sleep 5.0123' >/dev/null || fail "the task's shell never got to its sleep"
 	run_cmd -s "$s" pause "$id"
 	assert_eq 0 "$RC" "kart pause ($OUT $ERR)"
-	wait_until 5 all_frozen 'mk_l21p=1' || fail "the task's processes are not all stopped or frozen: $(for p in $(pgrep -f 'mk_l21p=1'); do
+	wait_until 15 all_frozen 'mk_l21p=1' || fail "the task's processes are not all stopped or frozen within 15 s: $(for p in $(pgrep -f 'mk_l21p=1'); do
 		printf '%s %s %s; ' "$p" "$(sed -n 's/^State:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)" "$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null)"; done)"
 	is_paused "$s" "$id" || fail "status does not say paused"
 	a=$(cpu_sum 'mk_l21p=1')
