@@ -398,11 +398,17 @@ static void refuse(struct sjob *j, const char *status, const char *refusal, cons
 
 /* Job names are seen by every user of the cluster: only a job of the
  * task's own user is its (squeue, then sacct for one gone from it). */
+/* squeue's and sacct's filters for j's jobs: its name, its user. */
+static void job_filters(const struct sjob *j, char opt[160], char user[40])
+{
+	snprintf(opt, 160, "--name=%s", j->jname);
+	snprintf(user, 40, "--user=%u", (unsigned)(j->as_user ? j->cred.uid : geteuid()));
+}
+
 int slurm_ids(const struct sjob *j, long long *ids, int max, char *why, size_t len)
 {
 	char out[4096], err[1024], opt[160], user[40];
-	snprintf(opt, sizeof opt, "--name=%s", j->jname);
-	snprintf(user, sizeof user, "--user=%u", (unsigned)(j->as_user ? j->cred.uid : geteuid()));
+	job_filters(j, opt, user);
 	char *const sq[] = {"squeue", "-h", "-t", "all", opt, user, "-o", "%i", NULL};
 	int rc = slurm_cmd(slurm.bin, sq, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT);
 	if (rc != 0) {
@@ -457,8 +463,7 @@ int slurm_job_ours(const struct sjob *j, long long id)
 		 * name and user, asked of the accounting. */
 		char out[1024], err[1024], jid[32], opt[160], user[40];
 		snprintf(jid, sizeof jid, "%lld", id);
-		snprintf(opt, sizeof opt, "--name=%s", j->jname);
-		snprintf(user, sizeof user, "--user=%u", (unsigned)(j->as_user ? j->cred.uid : geteuid()));
+		job_filters(j, opt, user);
 		char *const sa[] = {"sacct", "-n", "-X", "-P", "-j", jid, opt, user, "-o", "JobID", NULL};
 		if (slurm_cmd(slurm.bin, sa, NULL, out, sizeof out, err, sizeof err, CMD_TIMEOUT) == 0)
 			return strtoll(out, NULL, 10) == id;

@@ -861,6 +861,30 @@ test_slurm_backend_run_link_forged() {
 	took
 }
 
+# ks_two_jobs NAME [SUBMIT-ARGS...]: two jobs of one attempt, as a
+# submission thought lost and made again leaves them. The task NAME
+# (printing its job, then waiting for a go file in its $KART_OUTDIR, and
+# saying "got TERM" on SIGTERM) is submitted while its partition is
+# down; kart's job (j1) is held; its own batch script is sbatched once
+# more as its submitter under the same job name (j2), which takes the
+# attempt once the partition is up. Sets id, dd (its stage), j1, j2.
+ks_two_jobs() {
+	local name=$1 jn; shift
+	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; stop_worker "$KW"; return 1; }
+	id=$(ks_submit --name "$name" "$@" -- sh -c 'trap "echo got TERM; exit 3" TERM; echo "ran in job $SLURM_JOB_ID"; i=0
+		while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"')
+	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; scontrol update PartitionName="$S_PART_MANY" State=UP; stop_worker "$KW"; return 1; }
+	j1=$(ks_job "$id") dd=$(ks_stage "$id")
+	scontrol hold "$j1" || fail "scontrol hold $j1"
+	jn=$(squeue -h -j "$j1" -o %j)
+	scontrol write batch_script "$j1" "$T_ROOT/$name.sh" >/dev/null || fail "scontrol write batch_script $j1"
+	j2=$(sbatch --parsable --uid="$(id -u "$U_SUB")" --gid="$(id -g "$U_SUB")" --job-name="$jn" --partition="$S_PART_MANY" \
+		--output=/dev/null --chdir=/ "$T_ROOT/$name.sh") || fail "sbatch the second job"
+	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
+	wait_until 60 sh -c '[ "$(readlink "$1/job/run")" = "$2" ]' sh "$dd" "$j2" ||
+		{ fail "the second job $j2 never took the attempt: $(readlink "$dd/job/run")"; scancel "$j1" "$j2"; stop_worker "$KW"; return 1; }
+}
+
 # Two jobs of one attempt (a submission thought lost and made again;
 # here the task's own batch script, sbatched once more as its submitter
 # while kart's job is held): the second takes the attempt and runs the
@@ -873,7 +897,7 @@ test_slurm_backend_run_link_forged() {
 # job that ran the task, at its end.
 test_slurm_backend_run_link_unanswered() {
 	ks_spool || return
-	local bin=$T_ROOT/slurm-bin flag=$T_ROOT/no-answer c id dd j1 j2 jn
+	local bin=$T_ROOT/slurm-bin flag=$T_ROOT/no-answer c
 	mkdir -p "$bin" || { fail "mkdir $bin"; return; }
 	for c in sbatch squeue sacct scancel scontrol; do
 		printf '#!/bin/sh\ncase "$*" in *--name=*) [ -e %s ] && { echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2; exit 1; } ;; esac\nexec %s "$@"\n' \
@@ -881,19 +905,7 @@ test_slurm_backend_run_link_unanswered() {
 	done
 	printf 'bin = %s\n' "$bin" >>"$S/kart.conf"
 	ks_worker
-	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; stop_worker "$KW"; return; }
-	id=$(ks_submit --name twojobs -- sh -c 'echo "ran in job $SLURM_JOB_ID"; i=0
-		while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"')
-	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; scontrol update PartitionName="$S_PART_MANY" State=UP; stop_worker "$KW"; return; }
-	j1=$(ks_job "$id") dd=$(ks_stage "$id")
-	scontrol hold "$j1" || fail "scontrol hold $j1"
-	jn=$(squeue -h -j "$j1" -o %j)
-	scontrol write batch_script "$j1" "$T_ROOT/twojobs.sh" >/dev/null || fail "scontrol write batch_script $j1"
-	j2=$(sbatch --parsable --uid="$(id -u "$U_SUB")" --gid="$(id -g "$U_SUB")" --job-name="$jn" --partition="$S_PART_MANY" \
-		--output=/dev/null --chdir=/ "$T_ROOT/twojobs.sh") || fail "sbatch the second job"
-	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
-	wait_until 60 sh -c '[ "$(readlink "$1/job/run")" = "$2" ]' sh "$dd" "$j2" ||
-		{ fail "the second job $j2 never took the attempt: $(readlink "$dd/job/run")"; scancel "$j1" "$j2"; stop_worker "$KW"; return; }
+	ks_two_jobs twojobs || return
 	: >"$flag"
 	scontrol release "$j1" || fail "scontrol release $j1"
 	# Kart's job runs, finds the attempt taken, and ends; its stage is
@@ -924,23 +936,10 @@ test_slurm_backend_run_link_unanswered() {
 # other job was stopped only at the kill grace's end).
 test_slurm_backend_run_link_cancel_follows() {
 	ks_spool || return
-	local id dd j1 j2 jn
 	ks_worker
-	scontrol update PartitionName="$S_PART_MANY" State=DOWN || { fail "scontrol: partition down"; stop_worker "$KW"; return; }
 	# A kill grace of 90 s: a cancel that reached job 2 only with the
 	# grace's end (SIGKILL, as scancel) would not end it within the wait.
-	id=$(ks_submit --name twocancel --kill-grace 90s -- sh -c 'trap "echo got TERM; exit 3" TERM; echo "ran in job $SLURM_JOB_ID"; i=0
-		while [ ! -e "$KART_OUTDIR/go" ] && [ $i -lt 900 ]; do sleep 0.2; i=$((i + 1)); done; rm -f "$KART_OUTDIR/go"')
-	wait_until 60 ks_submitted "$id" || { fail "not submitted: $(tail -3 "$S.worker.log" | tr '\n' ' ')"; scontrol update PartitionName="$S_PART_MANY" State=UP; stop_worker "$KW"; return; }
-	j1=$(ks_job "$id") dd=$(ks_stage "$id")
-	scontrol hold "$j1" || fail "scontrol hold $j1"
-	jn=$(squeue -h -j "$j1" -o %j)
-	scontrol write batch_script "$j1" "$T_ROOT/twocancel.sh" >/dev/null || fail "scontrol write batch_script $j1"
-	j2=$(sbatch --parsable --uid="$(id -u "$U_SUB")" --gid="$(id -g "$U_SUB")" --job-name="$jn" --partition="$S_PART_MANY" \
-		--output=/dev/null --chdir=/ "$T_ROOT/twocancel.sh") || fail "sbatch the second job"
-	scontrol update PartitionName="$S_PART_MANY" State=UP || fail "scontrol: partition up"
-	wait_until 60 sh -c '[ "$(readlink "$1/job/run")" = "$2" ]' sh "$dd" "$j2" ||
-		{ fail "the second job $j2 never took the attempt: $(readlink "$dd/job/run")"; scancel "$j1" "$j2"; stop_worker "$KW"; return; }
+	ks_two_jobs twocancel --kill-grace 90s || return
 	as "$U_SUB" kart cancel "$id" >/dev/null 2>&1 &
 	wait_until 30 grep -q "found the attempt taken by job $j2: following that one" "$S.worker.log" ||
 		fail "the worker did not follow job $j2: $(tail -3 "$S.worker.log" | tr '\n' ' ')"
